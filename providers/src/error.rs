@@ -1,0 +1,94 @@
+//! The one error type providers return; the engine prefixes it with the resource address.
+
+use std::time::Duration;
+
+/// Why a provider call failed. Messages name the API call so that, prefixed with the
+/// address by the engine, a user reads `kind.name: call failed: reason`.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    /// The spec could not be turned into the kind's typed spec (a bug in a schema, or a
+    /// state file written by another version).
+    #[error("decode {what}: {source}")]
+    Decode {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// An API answered with an error.
+    #[error("{call} failed: {status}{code}{message}", code = fmt_code(code), message = fmt_message(message))]
+    Api {
+        call: String,
+        status: u16,
+        code: String,
+        message: String,
+    },
+    /// A local file operation failed.
+    #[error("{call} {path}: {source}")]
+    Io {
+        call: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Waiting for an object to become ready (or gone) took longer than allowed.
+    #[error("{call}: timed out after {}s waiting for {waiting_for}", after.as_secs())]
+    Timeout {
+        call: String,
+        waiting_for: String,
+        after: Duration,
+    },
+    /// The provider's `[providers.<name>]` configuration is unusable.
+    #[error("provider configuration: {0}")]
+    Config(String),
+    /// The kind cannot do what was asked (e.g. import of a kind with no remote object).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+fn fmt_code(code: &str) -> String {
+    if code.is_empty() {
+        String::new()
+    } else {
+        format!(" {code}")
+    }
+}
+
+fn fmt_message(message: &str) -> String {
+    if message.is_empty() {
+        String::new()
+    } else {
+        format!(": {message}")
+    }
+}
+
+impl ProviderError {
+    /// An API error with its HTTP status, the API's own code and message.
+    pub fn api(call: impl Into<String>, status: u16, code: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::Api {
+            call: call.into(),
+            status,
+            code: code.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A local I/O failure on `path` during `call`.
+    pub fn io(call: &'static str, path: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io {
+            call,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_error_reads_like_the_style_guide() {
+        let e = ProviderError::api("file.instances.create", 409, "ALREADY_EXISTS", "instance exists");
+        assert_eq!(e.to_string(), "file.instances.create failed: 409 ALREADY_EXISTS: instance exists");
+    }
+}

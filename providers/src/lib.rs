@@ -1,0 +1,18 @@
+//! terrain-providers: the provider protocol every resource kind implements, and the
+//! providers themselves, one module per cloud and one file per resource kind.
+//!
+//! The engine never knows a kind by name: it sees [`Resource`] (untyped JSON in, JSON
+//! out) and a [`Schema`] describing the kind's fields. Each kind is written against the
+//! typed [`Kind`] trait and registered once in [`registry::builtin`].
+
+pub mod error;
+pub mod local;
+pub mod protocol;
+pub mod registry;
+pub mod schema;
+pub mod testing;
+
+pub use error::ProviderError;
+pub use protocol::{Adapter, Ctx, Invalid, Kind, Live, Observed, Reporter, Resource};
+pub use registry::Registry;
+pub use schema::{Field, Schema, Type};

@@ -1,0 +1,271 @@
+//! The provider protocol: the typed [`Kind`] trait a resource kind implements, and the
+//! untyped [`Resource`] adapter the engine drives.
+//!
+//! Contract, for every kind:
+//! - `validate` is offline and pure;
+//! - `read` returns `Ok(None)` when the object is gone (a missing object is a value);
+//! - `create` and `update` return once the object is ready, with its outputs;
+//! - `delete` is idempotent: deleting what is already gone succeeds;
+//! - fields whose change forces replacement are marked `force_new` in the schema;
+//! - `planned_id` names the object before it exists where the API allows it, so an
+//!   interrupted create can be found and adopted instead of created twice.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::Value;
+
+use crate::{ProviderError, Schema};
+
+/// Receives progress messages from long operations (`creating: 40%`).
+pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// What a provider call gets besides the spec: the provider's configuration and a way
+/// to report progress.
+#[derive(Clone)]
+pub struct Ctx {
+    /// The resource address (`kind.name`), for messages.
+    pub address: String,
+    /// The `[providers.<name>]` table of the stack, as JSON (empty object when absent).
+    pub config: Value,
+    reporter: Option<Reporter>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx").field("address", &self.address).finish_non_exhaustive()
+    }
+}
+
+impl Ctx {
+    /// A context for `address` with provider configuration `config`.
+    pub fn new(address: impl Into<String>, config: Value) -> Self {
+        Self {
+            address: address.into(),
+            config,
+            reporter: None,
+        }
+    }
+
+    /// Routes progress messages to `reporter`.
+    pub fn with_reporter(mut self, reporter: Reporter) -> Self {
+        self.reporter = Some(reporter);
+        self
+    }
+
+    /// Reports progress of a long operation.
+    pub fn progress(&self, message: &str) {
+        if let Some(r) = &self.reporter {
+            r(message);
+        }
+    }
+}
+
+/// A problem found by offline validation, at a path inside the spec (`share.capacity_gb`;
+/// empty for the resource as a whole).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    pub path: Vec<String>,
+    pub message: String,
+}
+
+impl Invalid {
+    /// A problem with the field at dotted `path`.
+    pub fn at(path: &str, message: impl Into<String>) -> Self {
+        Self {
+            path: if path.is_empty() {
+                Vec::new()
+            } else {
+                path.split('.').map(str::to_string).collect()
+            },
+            message: message.into(),
+        }
+    }
+}
+
+/// An object as it exists, untyped: its id, its spec as the API reports it, and the
+/// attributes known only after apply.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observed {
+    pub id: String,
+    pub spec: Value,
+    pub outputs: Value,
+}
+
+/// The untyped face of a resource kind, which the engine uses.
+#[async_trait]
+pub trait Resource: Send + Sync {
+    /// The kind's name as written in stacks (`local_file`).
+    fn kind(&self) -> &'static str;
+    /// The provider it belongs to (`local`, `gcp`, …): the `[providers.<name>]` table.
+    fn provider(&self) -> &'static str;
+    /// The kind's fields and reported attributes.
+    fn schema(&self) -> &Schema;
+    /// Offline checks beyond types: names, ranges, combinations. `spec` has defaults
+    /// filled and may hold unknown values (see [`is_unknown`]); skip checks on those.
+    fn validate(&self, spec: &Value) -> Vec<Invalid>;
+    /// The id the object will have, when it can be known before create.
+    fn planned_id(&self, spec: &Value) -> Option<String>;
+    /// Reads the object; `Ok(None)` when it is gone. `prior` is the last applied spec
+    /// (`Value::Null` on import).
+    async fn read(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<Option<Observed>, ProviderError>;
+    /// Creates the object and returns once it is ready.
+    async fn create(&self, ctx: &Ctx, spec: &Value) -> Result<Observed, ProviderError>;
+    /// Updates in place the fields that changed between `prior` and `spec`.
+    async fn update(&self, ctx: &Ctx, id: &str, prior: &Value, spec: &Value) -> Result<Observed, ProviderError>;
+    /// Deletes the object; succeeds when it is already gone.
+    async fn delete(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<(), ProviderError>;
+}
+
+/// The marker the engine puts where a value is not known until apply. Providers never
+/// see it in create/update; `validate` and `planned_id` may, and must skip such values.
+pub const UNKNOWN: &str = "\u{1}terrain:known-after-apply\u{1}";
+
+/// Whether `value` is, or contains, a value not known until apply.
+pub fn is_unknown(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.contains(UNKNOWN),
+        Value::Array(items) => items.iter().any(is_unknown),
+        Value::Object(map) => map.values().any(is_unknown),
+        _ => false,
+    }
+}
+
+/// A typed object as it exists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Live<K: Kind> {
+    pub id: String,
+    pub spec: K::Spec,
+    pub outputs: K::Outputs,
+}
+
+/// A resource kind, typed. Implement this, then register `Adapter::new(kind)`.
+#[async_trait]
+pub trait Kind: Send + Sync + 'static {
+    type Spec: Serialize + DeserializeOwned + Send + Sync + Clone + std::fmt::Debug + PartialEq;
+    type Outputs: Serialize + DeserializeOwned + Send + Sync + Clone + std::fmt::Debug + PartialEq;
+    /// The kind's name as written in stacks.
+    const KIND: &'static str;
+    /// The provider it belongs to.
+    const PROVIDER: &'static str;
+
+    /// The kind's fields; must agree with `Spec` and `Outputs` (each kind tests that).
+    fn schema() -> Schema;
+    /// Offline checks on a fully known spec.
+    fn validate(_spec: &Self::Spec) -> Vec<Invalid> {
+        Vec::new()
+    }
+    /// The id the object will have, when known before create.
+    fn planned_id(_spec: &Self::Spec) -> Option<String> {
+        None
+    }
+    async fn read(&self, ctx: &Ctx, id: &str, prior: Option<&Self::Spec>) -> Result<Option<Live<Self>>, ProviderError>
+    where
+        Self: Sized;
+    async fn create(&self, ctx: &Ctx, spec: &Self::Spec) -> Result<Live<Self>, ProviderError>
+    where
+        Self: Sized;
+    async fn update(&self, ctx: &Ctx, id: &str, prior: &Self::Spec, spec: &Self::Spec) -> Result<Live<Self>, ProviderError>
+    where
+        Self: Sized;
+    async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Self::Spec>) -> Result<(), ProviderError>
+    where
+        Self: Sized;
+}
+
+/// Turns a typed [`Kind`] into the untyped [`Resource`] the engine drives.
+pub struct Adapter<K: Kind> {
+    kind: K,
+    schema: Schema,
+}
+
+impl<K: Kind> Adapter<K> {
+    /// Wraps `kind`, computing its schema once.
+    pub fn new(kind: K) -> Self {
+        Self { kind, schema: K::schema() }
+    }
+
+    /// The wrapped kind.
+    pub fn inner(&self) -> &K {
+        &self.kind
+    }
+
+    fn decode(&self, spec: &Value) -> Result<K::Spec, ProviderError> {
+        serde_json::from_value(self.schema.with_defaults(spec)).map_err(|source| ProviderError::Decode { what: "spec", source })
+    }
+
+    fn decode_prior(&self, prior: &Value) -> Result<Option<K::Spec>, ProviderError> {
+        if prior.is_null() {
+            Ok(None)
+        } else {
+            self.decode(prior).map(Some)
+        }
+    }
+}
+
+fn encode<K: Kind>(live: Live<K>) -> Result<Observed, ProviderError> {
+    Ok(Observed {
+        id: live.id,
+        spec: serde_json::to_value(&live.spec).map_err(|source| ProviderError::Decode { what: "live spec", source })?,
+        outputs: serde_json::to_value(&live.outputs).map_err(|source| ProviderError::Decode { what: "outputs", source })?,
+    })
+}
+
+#[async_trait]
+impl<K: Kind> Resource for Adapter<K> {
+    fn kind(&self) -> &'static str {
+        K::KIND
+    }
+
+    fn provider(&self) -> &'static str {
+        K::PROVIDER
+    }
+
+    fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    fn validate(&self, spec: &Value) -> Vec<Invalid> {
+        // Kind-level checks need a fully typed spec; with unknowns left in, the engine
+        // validates again at apply time when every value is known.
+        if is_unknown(spec) {
+            return Vec::new();
+        }
+        match self.decode(spec) {
+            Ok(typed) => K::validate(&typed),
+            Err(e) => vec![Invalid::at("", e.to_string())],
+        }
+    }
+
+    fn planned_id(&self, spec: &Value) -> Option<String> {
+        if is_unknown(spec) {
+            return None;
+        }
+        self.decode(spec).ok().and_then(|s| K::planned_id(&s))
+    }
+
+    async fn read(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<Option<Observed>, ProviderError> {
+        let prior = self.decode_prior(prior)?;
+        match self.kind.read(ctx, id, prior.as_ref()).await? {
+            Some(live) => encode(live).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn create(&self, ctx: &Ctx, spec: &Value) -> Result<Observed, ProviderError> {
+        let spec = self.decode(spec)?;
+        encode(self.kind.create(ctx, &spec).await?)
+    }
+
+    async fn update(&self, ctx: &Ctx, id: &str, prior: &Value, spec: &Value) -> Result<Observed, ProviderError> {
+        let prior = self.decode(prior)?;
+        let spec = self.decode(spec)?;
+        encode(self.kind.update(ctx, id, &prior, &spec).await?)
+    }
+
+    async fn delete(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<(), ProviderError> {
+        let prior = self.decode_prior(prior)?;
+        self.kind.delete(ctx, id, prior.as_ref()).await
+    }
+}

@@ -1,0 +1,52 @@
+//! The registry of resource kinds: one line per kind in [`builtin`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::{local, Adapter, Resource};
+
+/// All resource kinds terrain knows, by kind name.
+#[derive(Clone, Default)]
+pub struct Registry {
+    kinds: BTreeMap<&'static str, Arc<dyn Resource>>,
+}
+
+impl Registry {
+    /// An empty registry (tests add their own kinds).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds (or replaces) a kind.
+    pub fn register(&mut self, kind: Arc<dyn Resource>) -> &mut Self {
+        self.kinds.insert(kind.kind(), kind);
+        self
+    }
+
+    /// The kind named `name`.
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Resource>> {
+        self.kinds.get(name)
+    }
+
+    /// Every kind name, sorted (for did-you-mean suggestions).
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.kinds.keys().copied()
+    }
+
+    /// Every provider name that has at least one kind.
+    pub fn providers(&self) -> Vec<&'static str> {
+        let mut p: Vec<_> = self.kinds.values().map(|k| k.provider()).collect();
+        p.sort_unstable();
+        p.dedup();
+        p
+    }
+}
+
+/// The kinds shipped with terrain.
+pub fn builtin() -> Registry {
+    let mut r = Registry::new();
+    r.register(Arc::new(Adapter::new(local::file::LocalFile)));
+    r.register(Arc::new(Adapter::new(local::random_id::RandomId)));
+    r.register(Arc::new(Adapter::new(local::time_sleep::TimeSleep)));
+    r
+}

@@ -1,0 +1,218 @@
+//! The static description of a kind's fields: types, which are required, which force
+//! replacement, which are secret, and the attributes the kind reports after apply.
+//!
+//! The engine validates stacks against it offline (unknown keys, wrong types, bad
+//! references) and uses it to decide update-in-place versus replace.
+
+use serde_json::Value;
+
+/// The type of a field's value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Type {
+    String,
+    Int,
+    Float,
+    Bool,
+    List(Box<Type>),
+    /// A table with free-form keys and values of one type (labels, tags).
+    Map(Box<Type>),
+    /// A table with known keys.
+    Object(Vec<Field>),
+    /// Anything JSON can hold (inline manifests).
+    Any,
+}
+
+impl Type {
+    /// A short name for error messages: `string`, `list of string`, `table`.
+    pub fn describe(&self) -> String {
+        match self {
+            Type::String => "string".into(),
+            Type::Int => "integer".into(),
+            Type::Float => "number".into(),
+            Type::Bool => "boolean".into(),
+            Type::List(t) => format!("list of {}", t.describe()),
+            Type::Map(t) => format!("table of {}", t.describe()),
+            Type::Object(_) => "table".into(),
+            Type::Any => "any value".into(),
+        }
+    }
+
+    /// Whether `value` fits this type (integers are accepted where numbers are).
+    pub fn accepts(&self, value: &Value) -> bool {
+        match (self, value) {
+            (Type::Any, _) => true,
+            (Type::String, Value::String(_)) => true,
+            (Type::Int, Value::Number(n)) => n.is_i64() || n.is_u64(),
+            (Type::Float, Value::Number(_)) => true,
+            (Type::Bool, Value::Bool(_)) => true,
+            (Type::List(t), Value::Array(items)) => items.iter().all(|v| t.accepts(v)),
+            (Type::Map(t), Value::Object(map)) => map.values().all(|v| t.accepts(v)),
+            (Type::Object(fields), Value::Object(map)) => map.iter().all(|(k, v)| {
+                fields.iter().find(|f| f.name == k).is_some_and(|f| f.ty.accepts(v))
+            }),
+            _ => false,
+        }
+    }
+}
+
+/// One field of a spec (or one reported attribute).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Field {
+    pub name: &'static str,
+    pub ty: Type,
+    pub required: bool,
+    /// Changing this field cannot be done in place: the object is replaced.
+    pub force_new: bool,
+    /// The value is a secret: never printed, recorded as a sensitive path in state.
+    pub sensitive: bool,
+    /// The value used when the stack leaves the field out.
+    pub default: Option<Value>,
+    /// One sentence shown in `terrain validate` errors and docs.
+    pub doc: &'static str,
+}
+
+impl Field {
+    /// An optional, in-place-updatable field.
+    pub fn new(name: &'static str, ty: Type, doc: &'static str) -> Self {
+        Self {
+            name,
+            ty,
+            required: false,
+            force_new: false,
+            sensitive: false,
+            default: None,
+            doc,
+        }
+    }
+
+    /// Marks the field required.
+    pub fn required(mut self) -> Self {
+        self.required = true;
+        self
+    }
+
+    /// Marks the field as forcing replacement when it changes.
+    pub fn force_new(mut self) -> Self {
+        self.force_new = true;
+        self
+    }
+
+    /// Marks the field secret.
+    pub fn sensitive(mut self) -> Self {
+        self.sensitive = true;
+        self
+    }
+
+    /// Sets the value used when the field is left out.
+    pub fn default(mut self, value: Value) -> Self {
+        self.default = Some(value);
+        self
+    }
+}
+
+/// The fields of a kind's spec and the attributes it reports once applied.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Schema {
+    pub fields: Vec<Field>,
+    /// Attributes known only after apply (`id`, `endpoint`, `ip_address`…).
+    pub outputs: Vec<Field>,
+}
+
+impl Schema {
+    /// Looks up a spec field by name.
+    pub fn field(&self, name: &str) -> Option<&Field> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// Looks up a reported attribute by name.
+    pub fn output(&self, name: &str) -> Option<&Field> {
+        self.outputs.iter().find(|f| f.name == name)
+    }
+
+    /// The field at a dotted path (`share.capacity_gb`), descending into objects.
+    pub fn field_at(&self, path: &[&str]) -> Option<&Field> {
+        let (first, rest) = path.split_first()?;
+        let mut field = self.field(first)?;
+        for part in rest {
+            match &field.ty {
+                Type::Object(fields) => field = fields.iter().find(|f| f.name == *part)?,
+                _ => return Some(field),
+            }
+        }
+        Some(field)
+    }
+
+    /// Fills in defaults for fields the spec leaves out (top level and nested objects).
+    pub fn with_defaults(&self, spec: &Value) -> Value {
+        fill_defaults(&self.fields, spec)
+    }
+}
+
+fn fill_defaults(fields: &[Field], value: &Value) -> Value {
+    let Value::Object(map) = value else {
+        return value.clone();
+    };
+    let mut out = map.clone();
+    for field in fields {
+        match out.get(&field.name.to_string()) {
+            None | Some(Value::Null) => {
+                if let Some(d) = &field.default {
+                    out.insert(field.name.to_string(), d.clone());
+                }
+            }
+            Some(v) => {
+                if let Type::Object(sub) = &field.ty {
+                    let filled = fill_defaults(sub, v);
+                    out.insert(field.name.to_string(), filled);
+                }
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema() -> Schema {
+        Schema {
+            fields: vec![
+                Field::new("name", Type::String, "").required().force_new(),
+                Field::new("mode", Type::String, "").default(json!("0644")),
+                Field::new(
+                    "share",
+                    Type::Object(vec![
+                        Field::new("name", Type::String, "").force_new(),
+                        Field::new("capacity_gb", Type::Int, "").default(json!(1024)),
+                    ]),
+                    "",
+                ),
+            ],
+            outputs: vec![Field::new("id", Type::String, "")],
+        }
+    }
+
+    #[test]
+    fn defaults_fill_top_level_and_nested() {
+        let got = schema().with_defaults(&json!({"name": "a", "share": {"name": "NFSVol"}}));
+        assert_eq!(got, json!({"name": "a", "mode": "0644", "share": {"name": "NFSVol", "capacity_gb": 1024}}));
+    }
+
+    #[test]
+    fn field_at_descends_into_objects() {
+        let s = schema();
+        assert!(s.field_at(&["share", "name"]).is_some_and(|f| f.force_new));
+        assert!(s.field_at(&["share", "capacity_gb"]).is_some_and(|f| !f.force_new));
+        assert!(s.field_at(&["nope"]).is_none());
+    }
+
+    #[test]
+    fn accepts_checks_nested_types() {
+        assert!(Type::List(Box::new(Type::Int)).accepts(&json!([1, 2])));
+        assert!(!Type::List(Box::new(Type::Int)).accepts(&json!([1, "2"])));
+        assert!(Type::Float.accepts(&json!(3)));
+        assert!(!Type::Int.accepts(&json!(3.5)));
+    }
+}

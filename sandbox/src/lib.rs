@@ -1,0 +1,1 @@
+//! terrain-sandbox: the local emulator of every API the providers call (filled in by the sandbox issues).

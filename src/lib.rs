@@ -1,0 +1,7 @@
+//! terrain: a Terraform-style provisioner for ML batch infrastructure.
+//!
+//! The library is the engine behind the `terrain` binary: stack loading, the dependency
+//! graph, planning, the apply/destroy walker and the state store. Only [`output`]
+//! prints; everything else returns values and errors.
+
+pub mod state;

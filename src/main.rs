@@ -1,0 +1,2 @@
+//! CLI entry.
+fn main() {}

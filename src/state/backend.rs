@@ -1,0 +1,100 @@
+//! The state backend interface (load, save, lock) and its errors. Local files now; S3
+//! (conditional-write lock object) and GCS (generation-precondition lock) implement the
+//! same trait and pass the same [`super::conformance`] suite.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::State;
+
+/// Who holds a lock, for what, since when. Recorded with the lock so a refused second
+/// writer can say who to ask.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockInfo {
+    /// A UUID; `terrain force-unlock ID` takes it.
+    pub id: String,
+    /// `user@host`.
+    pub who: String,
+    pub pid: u32,
+    /// The command holding it (`apply`, `destroy`, `import`, `state rm` …).
+    pub operation: String,
+    /// RFC 3339.
+    pub created: String,
+}
+
+impl LockInfo {
+    /// A new lock record for `operation`, naming this process.
+    pub fn new(operation: &str) -> Self {
+        let user = std::env::var("USER")
+            .or_else(|_| std::env::var("LOGNAME"))
+            .unwrap_or_else(|_| "unknown".to_string());
+        let host = gethostname::gethostname().to_string_lossy().into_owned();
+        Self {
+            id: uuid::Uuid::new_v4().to_string(),
+            who: format!("{user}@{host}"),
+            pid: std::process::id(),
+            operation: operation.to_string(),
+            created: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        }
+    }
+}
+
+/// Why a state operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("read state {location}: {source}")]
+    Read {
+        location: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("write state {location}: {source}")]
+    Write {
+        location: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("decode state {location}: {source}")]
+    Decode {
+        location: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("state {location} has format version {found}; this terrain reads up to {supported}: upgrade terrain")]
+    UnsupportedFormat { location: String, found: u32, supported: u32 },
+    #[error(
+        "state {location} is locked by {} (pid {}) for `{}` since {}, lock id {}; if that run is no longer going, release it with `terrain force-unlock {}`",
+        holder.who, holder.pid, holder.operation, holder.created, holder.id, holder.id
+    )]
+    LockHeld { location: String, holder: LockInfo },
+    #[error("lock state {location}: {source}")]
+    Lock {
+        location: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("state {location} is locked with id {found}, not {given}; nothing was unlocked")]
+    LockMismatch { location: String, given: String, found: String },
+    #[error("state {location} is not locked")]
+    NotLocked { location: String },
+}
+
+/// Where state lives.
+#[async_trait]
+pub trait Backend: Send + Sync {
+    /// Where the state is, for messages (`state/demo.json`).
+    fn location(&self) -> String;
+    /// The stored state, or `None` when there is none yet.
+    async fn load(&self) -> Result<Option<State>, StateError>;
+    /// Replaces the stored state atomically, keeping the previous version as a backup.
+    /// A reader never sees a partly written state, whatever happens during the call.
+    async fn save(&self, state: &State) -> Result<(), StateError>;
+    /// Takes the lock, or fails at once with [`StateError::LockHeld`] naming the holder.
+    async fn lock(&self, info: &LockInfo) -> Result<(), StateError>;
+    /// Releases a lock this process took with `id`.
+    async fn unlock(&self, id: &str) -> Result<(), StateError>;
+    /// The current lock record, if locked.
+    async fn lock_info(&self) -> Result<Option<LockInfo>, StateError>;
+    /// Breaks a lock held by someone else, if its id is `id`.
+    async fn force_unlock(&self, id: &str) -> Result<(), StateError>;
+}
