@@ -5,3 +5,13 @@
 //! prints; everything else returns values and errors.
 
 pub mod state;
+pub mod addr;
+pub mod eval;
+pub mod graph;
+pub mod stack;
+pub mod walk;
+pub mod diff;
+pub mod engine;
+pub mod plan;
+pub mod output;
+pub mod cli;

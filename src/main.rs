@@ -1,2 +1,7 @@
-//! CLI entry.
-fn main() {}
+//! The `terrain` binary: parse arguments, run, map the result to an exit code.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    terrain::cli::main()
+}

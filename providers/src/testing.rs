@@ -1,0 +1,867 @@
+//! Test support shipped with the crate (not `cfg(test)`, because the engine's tests and
+//! benchmark use it): [`TestCloud`], an in-memory cloud that records every call and can
+//! inject latency, failures and drift, with its kind `test_thing`; and
+//! [`schema_mismatches`], the check each kind uses to prove its schema agrees with serde.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::{Adapter, Ctx, Field, Invalid, Kind, Live, ProviderError, Registry, Schema, Type};
+
+/// A provider operation, as recorded in [`Call`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    Read,
+    Create,
+    Update,
+    Delete,
+}
+
+impl Op {
+    fn verb(self) -> &'static str {
+        match self {
+            Op::Read => "get",
+            Op::Create => "create",
+            Op::Update => "update",
+            Op::Delete => "delete",
+        }
+    }
+}
+
+/// One call a kind received, recorded when the call starts (so the log order is the
+/// order the engine issued calls in, whatever their latency).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub op: Op,
+    pub kind: String,
+    /// The object's id; for create, the spec's name (which becomes the id).
+    pub id: String,
+    pub address: String,
+}
+
+/// What the cloud holds for one object.
+#[derive(Debug, Clone)]
+struct Stored {
+    spec: Value,
+    version: i64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    latency: Duration,
+    delays: HashMap<String, Duration>,
+    failures: HashMap<(Op, String), usize>,
+    recording: bool,
+    calls: Vec<Call>,
+    objects: BTreeMap<String, Stored>,
+    creates: HashMap<String, usize>,
+}
+
+/// An in-memory cloud for tests. Clones share the same state, so a test keeps one
+/// handle to inspect and steer while the engine drives the kinds bound to it.
+#[derive(Clone, Debug)]
+pub struct TestCloud {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl Default for TestCloud {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestCloud {
+    /// An empty cloud with no latency, recording calls.
+    pub fn new() -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(Inner {
+                latency: Duration::ZERO,
+                delays: HashMap::new(),
+                failures: HashMap::new(),
+                recording: true,
+                calls: Vec::new(),
+                objects: BTreeMap::new(),
+                creates: HashMap::new(),
+            })),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A test that panicked while holding the lock must not turn every later
+        // assertion into a confusing poison error; the state itself stays consistent
+        // because no method panics half-way through a change.
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes every call sleep `d` before doing anything.
+    pub fn set_latency(&self, d: Duration) {
+        self.lock().latency = d;
+    }
+
+    /// Adds `d` of latency to calls on the object named `name`.
+    pub fn delay(&self, name: &str, d: Duration) {
+        self.lock().delays.insert(name.to_string(), d);
+    }
+
+    /// Makes the next `times` calls of `op` on object `name` fail with a 500.
+    pub fn fail(&self, op: Op, name: &str, times: usize) {
+        self.lock().failures.insert((op, name.to_string()), times);
+    }
+
+    /// Every call recorded so far, in the order they started.
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    /// Forgets the recorded calls.
+    pub fn clear_calls(&self) {
+        self.lock().calls.clear();
+    }
+
+    /// Turns call recording on or off (the benchmark turns it off so that the log's
+    /// growth is not part of what it measures).
+    pub fn set_recording(&self, on: bool) {
+        self.lock().recording = on;
+    }
+
+    /// The objects that exist, id → live spec.
+    pub fn objects(&self) -> BTreeMap<String, Value> {
+        self.lock()
+            .objects
+            .iter()
+            .map(|(id, o)| (id.clone(), o.spec.clone()))
+            .collect()
+    }
+
+    /// How many creates of `name` have ever succeeded; more than one for an object the
+    /// engine never meant to replace means it created a duplicate.
+    pub fn creates_of(&self, name: &str) -> usize {
+        self.lock().creates.get(name).copied().unwrap_or(0)
+    }
+
+    /// Sets the live spec of `name` as if changed outside terrain (creating the object
+    /// when absent, without counting it as a create). Left-out fields take their
+    /// defaults when read.
+    pub fn set_live(&self, name: &str, spec: Value) {
+        let mut inner = self.lock();
+        match inner.objects.get_mut(name) {
+            Some(stored) => stored.spec = spec,
+            None => {
+                inner.objects.insert(name.to_string(), Stored { spec, version: 1 });
+            }
+        }
+    }
+
+    /// Deletes `name` as if done outside terrain.
+    pub fn remove_live(&self, name: &str) {
+        self.lock().objects.remove(name);
+    }
+
+    /// The builtin kinds plus the test kinds, bound to this cloud.
+    pub fn registry(&self) -> Registry {
+        let mut registry = crate::registry::builtin();
+        registry.register(Arc::new(Adapter::new(TestThing { cloud: self.clone() })));
+        registry
+    }
+
+    /// Records the call, waits out the latency, then consumes an injected failure if
+    /// one is pending. The lock is released while sleeping so that concurrent calls
+    /// really overlap.
+    async fn enter(&self, op: Op, kind: &str, name: &str, ctx: &Ctx) -> Result<(), ProviderError> {
+        let wait = {
+            let mut inner = self.lock();
+            if inner.recording {
+                inner.calls.push(Call {
+                    op,
+                    kind: kind.to_string(),
+                    id: name.to_string(),
+                    address: ctx.address.clone(),
+                });
+            }
+            inner.latency + inner.delays.get(name).copied().unwrap_or(Duration::ZERO)
+        };
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        let mut inner = self.lock();
+        if let Some(left) = inner.failures.get_mut(&(op, name.to_string())) {
+            if *left > 0 {
+                *left -= 1;
+                return Err(ProviderError::api(call_name(op), 500, "INTERNAL", "injected failure"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn call_name(op: Op) -> String {
+    format!("test.things.{}", op.verb())
+}
+
+/// The spec of `test_thing`: one field of each shape the engine must handle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThingSpec {
+    pub name: String,
+    pub value: Option<String>,
+    #[serde(default = "default_size")]
+    pub size: i64,
+    pub tags: Option<BTreeMap<String, String>>,
+    pub secret: Option<String>,
+    pub items: Option<Vec<String>>,
+    pub zone: Option<String>,
+}
+
+fn default_size() -> i64 {
+    1
+}
+
+/// What `test_thing` reports after apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThingOutputs {
+    pub arn: String,
+    pub version: i64,
+    pub endpoint: String,
+}
+
+/// The kind `test_thing` (provider `test`), whose objects live in a [`TestCloud`].
+#[derive(Clone, Debug)]
+pub struct TestThing {
+    pub cloud: TestCloud,
+}
+
+impl TestThing {
+    fn live(name: &str, spec: ThingSpec, version: i64) -> Live<Self> {
+        Live {
+            id: name.to_string(),
+            spec,
+            outputs: ThingOutputs {
+                arn: format!("test:thing/{name}"),
+                version,
+                endpoint: format!("https://{name}.test"),
+            },
+        }
+    }
+
+    fn encode(spec: &ThingSpec) -> Result<Value, ProviderError> {
+        serde_json::to_value(spec).map_err(|source| ProviderError::Decode { what: "spec", source })
+    }
+}
+
+fn valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+#[async_trait]
+impl Kind for TestThing {
+    type Spec = ThingSpec;
+    type Outputs = ThingOutputs;
+    const KIND: &'static str = "test_thing";
+    const PROVIDER: &'static str = "test";
+
+    fn schema() -> Schema {
+        Schema {
+            fields: vec![
+                Field::new("name", Type::String, "The thing's name, which is also its id.")
+                    .required()
+                    .force_new(),
+                Field::new("value", Type::String, "A free-form value, updatable in place."),
+                Field::new("size", Type::Int, "A non-negative size, updatable in place.").default(json!(1)),
+                Field::new("tags", Type::Map(Box::new(Type::String)), "Labels on the thing."),
+                Field::new("secret", Type::String, "A secret, never printed.").sensitive(),
+                Field::new(
+                    "items",
+                    Type::List(Box::new(Type::String)),
+                    "An ordered list of strings.",
+                ),
+                Field::new(
+                    "zone",
+                    Type::String,
+                    "Where the thing lives; changing it replaces the thing.",
+                )
+                .force_new(),
+            ],
+            outputs: vec![
+                Field::new("arn", Type::String, "test:thing/<name>."),
+                Field::new("version", Type::Int, "1 on create, one more on each update."),
+                Field::new("endpoint", Type::String, "https://<name>.test."),
+            ],
+        }
+    }
+
+    fn validate(spec: &ThingSpec) -> Vec<Invalid> {
+        let mut problems = Vec::new();
+        if !valid_name(&spec.name) {
+            problems.push(Invalid::at(
+                "name",
+                format!(
+                    "{:?} is not a valid name: use lowercase letters, digits and '-', starting with a letter",
+                    spec.name
+                ),
+            ));
+        }
+        if spec.size < 0 {
+            problems.push(Invalid::at("size", format!("must be 0 or more, got {}", spec.size)));
+        }
+        problems
+    }
+
+    fn planned_id(spec: &ThingSpec) -> Option<String> {
+        Some(spec.name.clone())
+    }
+
+    async fn read(&self, ctx: &Ctx, id: &str, _prior: Option<&ThingSpec>) -> Result<Option<Live<Self>>, ProviderError> {
+        self.cloud.enter(Op::Read, Self::KIND, id, ctx).await?;
+        let Some(stored) = self.cloud.lock().objects.get(id).cloned() else {
+            return Ok(None);
+        };
+        // set_live may store a partial spec; fill defaults as the engine would.
+        let spec = serde_json::from_value(Self::schema().with_defaults(&stored.spec)).map_err(|source| {
+            ProviderError::Decode {
+                what: "live spec",
+                source,
+            }
+        })?;
+        Ok(Some(Self::live(id, spec, stored.version)))
+    }
+
+    async fn create(&self, ctx: &Ctx, spec: &ThingSpec) -> Result<Live<Self>, ProviderError> {
+        self.cloud.enter(Op::Create, Self::KIND, &spec.name, ctx).await?;
+        let value = Self::encode(spec)?;
+        let mut inner = self.cloud.lock();
+        if inner.objects.contains_key(&spec.name) {
+            return Err(ProviderError::api(
+                call_name(Op::Create),
+                409,
+                "ALREADY_EXISTS",
+                format!("thing {:?} already exists", spec.name),
+            ));
+        }
+        inner.objects.insert(
+            spec.name.clone(),
+            Stored {
+                spec: value,
+                version: 1,
+            },
+        );
+        *inner.creates.entry(spec.name.clone()).or_insert(0) += 1;
+        Ok(Self::live(&spec.name, spec.clone(), 1))
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        _prior: &ThingSpec,
+        spec: &ThingSpec,
+    ) -> Result<Live<Self>, ProviderError> {
+        self.cloud.enter(Op::Update, Self::KIND, id, ctx).await?;
+        let value = Self::encode(spec)?;
+        let mut inner = self.cloud.lock();
+        let Some(stored) = inner.objects.get_mut(id) else {
+            return Err(ProviderError::api(
+                call_name(Op::Update),
+                404,
+                "NOT_FOUND",
+                format!("thing {id:?} does not exist"),
+            ));
+        };
+        stored.spec = value;
+        stored.version += 1;
+        Ok(Self::live(id, spec.clone(), stored.version))
+    }
+
+    async fn delete(&self, ctx: &Ctx, id: &str, _prior: Option<&ThingSpec>) -> Result<(), ProviderError> {
+        self.cloud.enter(Op::Delete, Self::KIND, id, ctx).await?;
+        self.cloud.lock().objects.remove(id);
+        Ok(())
+    }
+}
+
+/// Every way `K::schema()` disagrees with `K::Spec` and `K::Outputs`, given `full`, a
+/// spec with every field set (no `None`), and any `outputs`. Empty when they agree.
+///
+/// Checks that the serialized field names are exactly the schema's; that values fit
+/// the schema's types; that a spec holding only the required fields deserializes, and
+/// serializes back with the schema's defaults and `null` for the other optional fields;
+/// that leaving out a required field, or adding an unknown one, is refused; and that
+/// the schema's defaults and serde's give the same spec.
+pub fn schema_mismatches<K: Kind>(full: &K::Spec, outputs: &K::Outputs) -> Vec<String> {
+    let schema = K::schema();
+    let mut problems = Vec::new();
+
+    let full_value = match serde_json::to_value(full) {
+        Ok(Value::Object(map)) => map,
+        other => return vec![format!("the full spec does not serialize to a table: {other:?}")],
+    };
+    compare_names("spec", &schema.fields, &full_value, &mut problems);
+    for field in &schema.fields {
+        match full_value.get(field.name) {
+            Some(Value::Null) => problems.push(format!("spec.{}: the full example must set every field", field.name)),
+            Some(v) if !field.ty.accepts(v) => problems.push(format!(
+                "spec.{}: serde writes {v}, which is not a {}",
+                field.name,
+                field.ty.describe()
+            )),
+            _ => {}
+        }
+    }
+
+    let minimal: serde_json::Map<String, Value> = schema
+        .fields
+        .iter()
+        .filter(|f| f.required)
+        .filter_map(|f| full_value.get(f.name).map(|v| (f.name.to_string(), v.clone())))
+        .collect();
+    match serde_json::from_value::<K::Spec>(Value::Object(minimal.clone())) {
+        Err(e) => problems.push(format!("a spec of only the required fields does not deserialize: {e}")),
+        Ok(spec) => {
+            let back = serde_json::to_value(&spec).unwrap_or(Value::Null);
+            for field in schema.fields.iter().filter(|f| !f.required) {
+                let expected = field.default.clone().unwrap_or(Value::Null);
+                let got = back.get(field.name);
+                if got != Some(&expected) {
+                    problems.push(format!(
+                        "spec.{}: left out, serde gives {got:?} but the schema says {expected}",
+                        field.name
+                    ));
+                }
+            }
+            match serde_json::from_value::<K::Spec>(schema.with_defaults(&Value::Object(minimal.clone()))) {
+                Ok(filled) if filled == spec => {}
+                Ok(filled) => problems.push(format!(
+                    "schema defaults give {filled:?} but serde defaults give {spec:?}"
+                )),
+                Err(e) => problems.push(format!(
+                    "the spec with schema defaults filled does not deserialize: {e}"
+                )),
+            }
+        }
+    }
+    for field in schema.fields.iter().filter(|f| f.required) {
+        let mut without = minimal.clone();
+        without.remove(field.name);
+        if serde_json::from_value::<K::Spec>(Value::Object(without)).is_ok() {
+            problems.push(format!(
+                "spec.{}: the schema requires it but serde accepts a spec without it",
+                field.name
+            ));
+        }
+    }
+    for field in schema.fields.iter().filter(|f| f.required && f.default.is_some()) {
+        problems.push(format!("spec.{}: a required field cannot have a default", field.name));
+    }
+    // From the full spec, which deserializes, so only the extra key can be refused.
+    let mut unknown = full_value;
+    unknown.insert("no_such_field".to_string(), json!(1));
+    if serde_json::from_value::<K::Spec>(Value::Object(unknown)).is_ok() {
+        problems.push("serde accepts unknown fields: add #[serde(deny_unknown_fields)]".to_string());
+    }
+
+    match serde_json::to_value(outputs) {
+        Ok(Value::Object(map)) => {
+            compare_names("outputs", &schema.outputs, &map, &mut problems);
+            for field in &schema.outputs {
+                if let Some(v) = map.get(field.name) {
+                    if !v.is_null() && !field.ty.accepts(v) {
+                        problems.push(format!(
+                            "outputs.{}: serde writes {v}, which is not a {}",
+                            field.name,
+                            field.ty.describe()
+                        ));
+                    }
+                }
+            }
+        }
+        other => problems.push(format!("the outputs do not serialize to a table: {other:?}")),
+    }
+    problems
+}
+
+fn compare_names(what: &str, fields: &[Field], map: &serde_json::Map<String, Value>, problems: &mut Vec<String>) {
+    let in_schema: BTreeSet<&str> = fields.iter().map(|f| f.name).collect();
+    let in_serde: BTreeSet<&str> = map.keys().map(String::as_str).collect();
+    for name in in_schema.difference(&in_serde) {
+        problems.push(format!(
+            "{what}.{name}: in the schema but not serialized (skipped or misnamed?)"
+        ));
+    }
+    for name in in_serde.difference(&in_schema) {
+        problems.push(format!("{what}.{name}: serialized but not in the schema"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn ctx(address: &str) -> Ctx {
+        Ctx::new(address, json!({}))
+    }
+
+    fn full_spec() -> ThingSpec {
+        ThingSpec {
+            name: "alpha".into(),
+            value: Some("v".into()),
+            size: 3,
+            tags: Some(BTreeMap::from([("team".to_string(), "ml".to_string())])),
+            secret: Some("s3cret".into()),
+            items: Some(vec!["a".into(), "b".into()]),
+            zone: Some("z1".into()),
+        }
+    }
+
+    fn thing(cloud: &TestCloud) -> TestThing {
+        TestThing { cloud: cloud.clone() }
+    }
+
+    fn minimal(name: &str) -> ThingSpec {
+        ThingSpec {
+            name: name.into(),
+            value: None,
+            size: 1,
+            tags: None,
+            secret: None,
+            items: None,
+            zone: None,
+        }
+    }
+
+    #[test]
+    fn schema_agrees_with_serde() {
+        let outputs = ThingOutputs {
+            arn: "test:thing/alpha".into(),
+            version: 1,
+            endpoint: "https://alpha.test".into(),
+        };
+        assert_eq!(
+            schema_mismatches::<TestThing>(&full_spec(), &outputs),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn schema_mismatches_catches_disagreement() {
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        struct Bad {
+            name: String,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            extra: Option<String>,
+            size: i64,
+        }
+        struct BadKind;
+        #[async_trait]
+        impl Kind for BadKind {
+            type Spec = Bad;
+            type Outputs = Value;
+            const KIND: &'static str = "bad";
+            const PROVIDER: &'static str = "test";
+            fn schema() -> Schema {
+                Schema {
+                    fields: vec![
+                        Field::new("name", Type::Int, "").required(),
+                        Field::new("size", Type::Int, "").default(json!(1)),
+                        Field::new("gone", Type::String, ""),
+                    ],
+                    outputs: vec![Field::new("id", Type::String, "")],
+                }
+            }
+            async fn read(&self, _: &Ctx, _: &str, _: Option<&Bad>) -> Result<Option<Live<Self>>, ProviderError> {
+                Ok(None)
+            }
+            async fn create(&self, _: &Ctx, _: &Bad) -> Result<Live<Self>, ProviderError> {
+                Err(ProviderError::Unsupported("test".into()))
+            }
+            async fn update(&self, _: &Ctx, _: &str, _: &Bad, _: &Bad) -> Result<Live<Self>, ProviderError> {
+                Err(ProviderError::Unsupported("test".into()))
+            }
+            async fn delete(&self, _: &Ctx, _: &str, _: Option<&Bad>) -> Result<(), ProviderError> {
+                Ok(())
+            }
+        }
+        let bad = Bad {
+            name: "a".into(),
+            extra: Some("x".into()),
+            size: 2,
+        };
+        let problems = schema_mismatches::<BadKind>(&bad, &json!({"id": "x", "more": 1}));
+        let joined = problems.join("\n");
+        for expected in [
+            "spec.gone: in the schema but not serialized",
+            "spec.extra: serialized but not in the schema",
+            "spec.name: serde writes \"a\", which is not a integer",
+            "only the required fields does not deserialize",
+            "deny_unknown_fields",
+            "outputs.more: serialized but not in the schema",
+        ] {
+            assert!(joined.contains(expected), "missing {expected:?} in:\n{joined}");
+        }
+    }
+
+    #[test]
+    fn validate_checks_name_and_size() {
+        assert!(TestThing::validate(&full_spec()).is_empty());
+        assert!(TestThing::validate(&minimal("a-1")).is_empty());
+        for name in ["", "Alpha", "1abc", "a_b", "a b"] {
+            let problems = TestThing::validate(&minimal(name));
+            assert_eq!(problems.len(), 1, "{name:?}");
+            assert_eq!(problems[0].path, vec!["name".to_string()]);
+            assert!(
+                problems[0].message.contains("lowercase letters"),
+                "{}",
+                problems[0].message
+            );
+        }
+        let mut negative = minimal("a");
+        negative.size = -1;
+        assert_eq!(
+            TestThing::validate(&negative),
+            vec![Invalid::at("size", "must be 0 or more, got -1")]
+        );
+        negative.size = 0;
+        assert!(TestThing::validate(&negative).is_empty());
+    }
+
+    #[test]
+    fn planned_id_is_the_name() {
+        assert_eq!(TestThing::planned_id(&full_spec()).as_deref(), Some("alpha"));
+    }
+
+    #[tokio::test]
+    async fn create_read_update_delete_round_trip() -> Result<(), ProviderError> {
+        let cloud = TestCloud::new();
+        let kind = thing(&cloud);
+        let created = kind.create(&ctx("test_thing.a"), &full_spec()).await?;
+        assert_eq!(created.id, "alpha");
+        assert_eq!(
+            created.outputs,
+            ThingOutputs {
+                arn: "test:thing/alpha".into(),
+                version: 1,
+                endpoint: "https://alpha.test".into()
+            }
+        );
+        let read = kind
+            .read(&ctx("test_thing.a"), "alpha", None)
+            .await?
+            .expect("just created");
+        // Live<K> derives PartialEq, which demands K: PartialEq; compare the parts.
+        assert_eq!(
+            (&read.id, &read.spec, &read.outputs),
+            (&created.id, &created.spec, &created.outputs)
+        );
+
+        let mut changed = full_spec();
+        changed.value = Some("w".into());
+        let updated = kind
+            .update(&ctx("test_thing.a"), "alpha", &full_spec(), &changed)
+            .await?;
+        assert_eq!(updated.outputs.version, 2);
+        assert_eq!(updated.spec, changed);
+        let updated = kind.update(&ctx("test_thing.a"), "alpha", &changed, &changed).await?;
+        assert_eq!(updated.outputs.version, 3);
+        assert_eq!(
+            cloud.objects().get("alpha"),
+            Some(&serde_json::to_value(&changed).expect("serializes"))
+        );
+
+        kind.delete(&ctx("test_thing.a"), "alpha", Some(&changed)).await?;
+        assert!(cloud.objects().is_empty());
+        assert!(kind.read(&ctx("test_thing.a"), "alpha", None).await?.is_none());
+        // Deleting again is idempotent.
+        kind.delete(&ctx("test_thing.a"), "alpha", None).await?;
+
+        let ops: Vec<(Op, String, String)> = cloud.calls().into_iter().map(|c| (c.op, c.id, c.address)).collect();
+        let expected: Vec<(Op, String, String)> = [
+            Op::Create,
+            Op::Read,
+            Op::Update,
+            Op::Update,
+            Op::Delete,
+            Op::Read,
+            Op::Delete,
+        ]
+        .into_iter()
+        .map(|op| (op, "alpha".to_string(), "test_thing.a".to_string()))
+        .collect();
+        assert_eq!(ops, expected);
+        assert!(cloud.calls().iter().all(|c| c.kind == "test_thing"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn create_of_existing_object_is_a_conflict_and_not_counted() -> Result<(), ProviderError> {
+        let cloud = TestCloud::new();
+        let kind = thing(&cloud);
+        kind.create(&ctx("test_thing.a"), &minimal("a")).await?;
+        let err = kind
+            .create(&ctx("test_thing.a"), &minimal("a"))
+            .await
+            .expect_err("already exists");
+        assert!(
+            matches!(err, ProviderError::Api { status: 409, ref code, .. } if code == "ALREADY_EXISTS"),
+            "{err}"
+        );
+        assert_eq!(cloud.creates_of("a"), 1);
+        assert_eq!(cloud.creates_of("never"), 0);
+
+        // A create after a delete counts again: that is how a test spots a replacement.
+        kind.delete(&ctx("test_thing.a"), "a", None).await?;
+        kind.create(&ctx("test_thing.a"), &minimal("a")).await?;
+        assert_eq!(cloud.creates_of("a"), 2);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn update_of_missing_object_is_not_found() {
+        let cloud = TestCloud::new();
+        let err = thing(&cloud)
+            .update(&ctx("test_thing.a"), "a", &minimal("a"), &minimal("a"))
+            .await
+            .expect_err("nothing to update");
+        assert!(matches!(err, ProviderError::Api { status: 404, .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn injected_failures_fail_that_many_calls_of_that_op_on_that_object() -> Result<(), ProviderError> {
+        let cloud = TestCloud::new();
+        let kind = thing(&cloud);
+        cloud.fail(Op::Create, "a", 2);
+        for _ in 0..2 {
+            let err = kind
+                .create(&ctx("test_thing.a"), &minimal("a"))
+                .await
+                .expect_err("injected");
+            assert_eq!(
+                err.to_string(),
+                "test.things.create failed: 500 INTERNAL: injected failure"
+            );
+        }
+        assert!(cloud.objects().is_empty(), "a failed create makes nothing");
+        assert_eq!(cloud.creates_of("a"), 0);
+        // Other objects and other ops are unaffected.
+        kind.create(&ctx("test_thing.b"), &minimal("b")).await?;
+        kind.create(&ctx("test_thing.a"), &minimal("a")).await?;
+        assert_eq!(cloud.creates_of("a"), 1);
+
+        cloud.fail(Op::Delete, "a", 1);
+        assert!(kind.delete(&ctx("test_thing.a"), "a", None).await.is_err());
+        assert!(cloud.objects().contains_key("a"), "a failed delete deletes nothing");
+        kind.delete(&ctx("test_thing.a"), "a", None).await?;
+        assert!(!cloud.objects().contains_key("a"));
+
+        cloud.fail(Op::Read, "b", 1);
+        assert!(kind.read(&ctx("test_thing.b"), "b", None).await.is_err());
+        assert!(kind.read(&ctx("test_thing.b"), "b", None).await?.is_some());
+
+        cloud.fail(Op::Update, "b", 1);
+        assert!(kind
+            .update(&ctx("test_thing.b"), "b", &minimal("b"), &minimal("b"))
+            .await
+            .is_err());
+        let updated = kind
+            .update(&ctx("test_thing.b"), "b", &minimal("b"), &minimal("b"))
+            .await?;
+        assert_eq!(updated.outputs.version, 2, "the failed update did not bump the version");
+        // Failed calls are recorded too.
+        assert_eq!(cloud.calls().len(), 10);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn drift_and_outside_deletion_show_up_on_read() -> Result<(), ProviderError> {
+        let cloud = TestCloud::new();
+        let kind = thing(&cloud);
+        kind.create(&ctx("test_thing.a"), &full_spec()).await?;
+        cloud.set_live("alpha", json!({"name": "alpha", "value": "drifted"}));
+        let read = kind.read(&ctx("test_thing.a"), "alpha", None).await?.expect("exists");
+        assert_eq!(read.spec.value.as_deref(), Some("drifted"));
+        assert_eq!(read.spec.size, 1, "left-out fields read back as their defaults");
+        assert_eq!(read.spec.tags, None);
+        assert_eq!(cloud.creates_of("alpha"), 1, "drift is not a create");
+
+        cloud.remove_live("alpha");
+        assert!(kind.read(&ctx("test_thing.a"), "alpha", None).await?.is_none());
+
+        // set_live on an absent object makes it exist, as if created by hand.
+        cloud.set_live("manual", json!({"name": "manual"}));
+        let read = kind.read(&ctx("test_thing.m"), "manual", None).await?.expect("exists");
+        assert_eq!(read.spec, minimal("manual"));
+        assert_eq!(cloud.creates_of("manual"), 0);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn recording_can_be_turned_off_and_cleared() -> Result<(), ProviderError> {
+        let cloud = TestCloud::new();
+        let kind = thing(&cloud);
+        kind.create(&ctx("test_thing.a"), &minimal("a")).await?;
+        assert_eq!(cloud.calls().len(), 1);
+        cloud.clear_calls();
+        assert!(cloud.calls().is_empty());
+        cloud.set_recording(false);
+        kind.read(&ctx("test_thing.a"), "a", None).await?;
+        assert!(cloud.calls().is_empty());
+        cloud.set_recording(true);
+        kind.read(&ctx("test_thing.a"), "a", None).await?;
+        assert_eq!(cloud.calls().len(), 1);
+        Ok(())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn latency_and_per_object_delay_are_slept() -> Result<(), ProviderError> {
+        let cloud = TestCloud::new();
+        let kind = thing(&cloud);
+        cloud.set_latency(Duration::from_millis(100));
+        cloud.delay("slow", Duration::from_secs(5));
+        let start = tokio::time::Instant::now();
+        kind.create(&ctx("test_thing.a"), &minimal("fast")).await?;
+        assert_eq!(start.elapsed(), Duration::from_millis(100));
+        let start = tokio::time::Instant::now();
+        kind.create(&ctx("test_thing.b"), &minimal("slow")).await?;
+        assert_eq!(start.elapsed(), Duration::from_millis(5100));
+        Ok(())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_calls_overlap_instead_of_queueing_on_the_lock() -> Result<(), ProviderError> {
+        let cloud = TestCloud::new();
+        cloud.set_latency(Duration::from_secs(1));
+        let kind = thing(&cloud);
+        let (ctx_a, ctx_b, spec_a, spec_b) = (ctx("test_thing.a"), ctx("test_thing.b"), minimal("a"), minimal("b"));
+        let start = tokio::time::Instant::now();
+        let (a, b) = tokio::join!(kind.create(&ctx_a, &spec_a), kind.create(&ctx_b, &spec_b));
+        a?;
+        b?;
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn registry_drives_the_test_kind_through_the_adapter() -> Result<(), ProviderError> {
+        let cloud = TestCloud::new();
+        let registry = cloud.registry();
+        assert!(registry.get("local_file").is_some(), "builtin kinds are included");
+        let resource = registry.get("test_thing").expect("test kind is registered");
+        assert_eq!(resource.provider(), "test");
+        let observed = resource.create(&ctx("test_thing.a"), &json!({"name": "a"})).await?;
+        assert_eq!(observed.id, "a");
+        assert_eq!(observed.spec["size"], json!(1));
+        assert_eq!(observed.spec["value"], Value::Null);
+        assert_eq!(cloud.creates_of("a"), 1);
+        assert_eq!(resource.planned_id(&json!({"name": "a"})).as_deref(), Some("a"));
+        let problems = resource.validate(&json!({"name": "A", "size": -2}));
+        let paths: Vec<_> = problems.iter().map(|p| p.path.join(".")).collect();
+        assert_eq!(paths, ["name", "size"]);
+        Ok(())
+    }
+}

@@ -1,0 +1,120 @@
+//! `terrain apply` and `terrain destroy`: plan (or read a saved plan), show it, ask,
+//! then apply under the state lock with progress, saving state after every operation.
+
+
+use clap::Args;
+
+use super::{common, Exit, RunArgs, StackArgs};
+use crate::engine::{ApplyReport, Engine};
+use crate::output::{self, progress::Progress, Style};
+use crate::plan::Plan;
+
+#[derive(Args, Debug)]
+pub struct ApplyArgs {
+    /// A plan saved with `terrain plan --out FILE`, applied exactly (no prompt).
+    plan_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    stack: StackArgs,
+    #[command(flatten)]
+    run: RunArgs,
+    /// Applies without asking for confirmation.
+    #[arg(long = "auto-approve")]
+    auto_approve: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DestroyArgs {
+    #[command(flatten)]
+    stack: StackArgs,
+    #[command(flatten)]
+    run: RunArgs,
+    /// Destroys without asking for confirmation.
+    #[arg(long = "auto-approve")]
+    auto_approve: bool,
+}
+
+pub async fn run_apply(args: ApplyArgs) -> anyhow::Result<Exit> {
+    match &args.plan_file {
+        Some(file) => apply_saved(file, &args).await,
+        None => converge(&args.stack, &args.run, args.auto_approve, false).await,
+    }
+}
+
+pub async fn run_destroy(args: DestroyArgs) -> anyhow::Result<Exit> {
+    converge(&args.stack, &args.run, args.auto_approve, true).await
+}
+
+fn build(stack_args: &StackArgs, run: &RunArgs) -> anyhow::Result<(Engine, Style)> {
+    let registry = common::registry();
+    let stack = common::load_stack(stack_args, &registry)?;
+    let backend = common::backend(&stack, stack_args);
+    let style = Style::detect(stack_args.no_color);
+    let engine = common::engine(stack, registry, backend, run.parallelism, Progress::new(style));
+    common::handle_interrupts(engine.cancel.clone());
+    Ok((engine, style))
+}
+
+async fn converge(stack_args: &StackArgs, run: &RunArgs, auto_approve: bool, destroy: bool) -> anyhow::Result<Exit> {
+    let (engine, style) = build(stack_args, run)?;
+    let backend = engine.backend.clone();
+    let op = if destroy { "destroy" } else { "apply" };
+    common::with_lock(&*backend, op, run.lock_timeout, async {
+        let stack_path = stack_args.stack.display().to_string();
+        let (plan, state) = engine.plan(destroy, &run.targets, &stack_path, &stack_args.vars).await?;
+        output::print(&output::plan::render(&plan, style));
+        if !plan.has_changes() {
+            // Still record what refresh learned (adopted creates, vanished objects).
+            engine.apply(&plan, state).await?;
+            return Ok(Exit::Ok);
+        }
+        let question = if destroy {
+            format!("Do you really want to destroy everything stack `{}` manages? There is no undo.", engine.stack.name)
+        } else {
+            "Do you want to perform these actions?".to_string()
+        };
+        if !common::confirm(&question, auto_approve)? {
+            output::print(&format!("\n{} cancelled; nothing was changed.\n", if destroy { "Destroy" } else { "Apply" }));
+            return Err(super::Reported.into());
+        }
+        output::print("\n");
+        let report = engine.apply(&plan, state).await?;
+        finish(&report, &plan, destroy);
+        Ok(Exit::Ok)
+    })
+    .await
+}
+
+async fn apply_saved(file: &std::path::Path, args: &ApplyArgs) -> anyhow::Result<Exit> {
+    let plan: Plan = super::plan::load(file)?;
+    // The plan is applied with the stack and variables it was made from.
+    let mut stack_args = args.stack.clone();
+    stack_args.stack = plan.stack_path.clone().into();
+    stack_args.vars = plan.variables.clone();
+    let (engine, _) = build(&stack_args, &args.run)?;
+    let backend = engine.backend.clone();
+    common::with_lock(&*backend, "apply", args.run.lock_timeout, async {
+        let state = engine.load_state().await?;
+        engine.check_fresh(&plan, &state)?;
+        let report = engine.apply(&plan, state).await?;
+        finish(&report, &plan, plan.destroy);
+        Ok(Exit::Ok)
+    })
+    .await
+}
+
+fn finish(report: &ApplyReport, plan: &Plan, destroy: bool) {
+    let mut text = if destroy {
+        format!("\nDestroy complete! Resources: {} destroyed.\n", report.deleted)
+    } else {
+        format!(
+            "\nApply complete! Resources: {} added, {} changed, {} replaced, {} destroyed.\n",
+            report.created, report.updated, report.replaced, report.deleted
+        )
+    };
+    if !destroy && !report.outputs.is_empty() {
+        text.push_str("\nOutputs:\n\n");
+        text.push_str(&super::outputs::render_all(&report.outputs));
+    }
+    let _ = plan;
+    output::print(&text);
+}

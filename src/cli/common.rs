@@ -1,0 +1,115 @@
+//! What the subcommands share: loading the stack (diagnostics printed here), opening
+//! the state backend, building the engine, holding the lock, asking for confirmation
+//! and handling Ctrl-C.
+
+use std::io::{BufRead, IsTerminal};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use terrain_providers::Registry;
+
+use super::{Reported, StackArgs};
+use crate::engine::{Engine, Observer, Settings};
+use crate::output::{self, Style};
+use crate::stack::{self, BackendConfig, LoadOptions, Stack};
+use crate::state::local::LocalBackend;
+use crate::state::{lock, Backend, LockInfo};
+use crate::walk::Cancel;
+
+/// The registry of kinds this binary offers.
+pub fn registry() -> Registry {
+    terrain_providers::registry::builtin()
+}
+
+/// Loads and validates the stack, printing its diagnostics if it has problems.
+pub fn load_stack(args: &StackArgs, registry: &Registry) -> anyhow::Result<Stack> {
+    let env = |k: &str| std::env::var(k).ok();
+    let opts = LoadOptions {
+        path: &args.stack,
+        vars: &args.vars,
+        env: &env,
+        registry,
+    };
+    match stack::load(&opts) {
+        Ok(s) => Ok(s),
+        Err(errors) => {
+            let style = Style::detect(args.no_color);
+            output::eprint(&output::diag::render(&errors, style.color && std::io::stderr().is_terminal()));
+            Err(Reported.into())
+        }
+    }
+}
+
+/// Where the state lives: `--state`, else what the stack says.
+pub fn state_path(stack: &Stack, args: &StackArgs) -> PathBuf {
+    match (&args.state, &stack.backend) {
+        (Some(p), _) => p.clone(),
+        (None, BackendConfig::Local { path }) => path.clone(),
+    }
+}
+
+/// The state backend for this run.
+pub fn backend(stack: &Stack, args: &StackArgs) -> Arc<dyn Backend> {
+    Arc::new(LocalBackend::new(state_path(stack, args)))
+}
+
+/// An engine for `stack`.
+pub fn engine(stack: Stack, registry: Registry, backend: Arc<dyn Backend>, parallelism: u16, observer: Arc<dyn Observer>) -> Engine {
+    Engine {
+        stack,
+        registry,
+        backend,
+        settings: Settings {
+            parallelism: usize::from(parallelism),
+            ..Settings::default()
+        },
+        observer,
+        cancel: Cancel::new(),
+    }
+}
+
+/// Runs `f` holding the state lock, releasing it afterwards whatever `f` returned.
+pub async fn with_lock<T, F>(backend: &dyn Backend, operation: &str, timeout: Duration, f: F) -> anyhow::Result<T>
+where
+    F: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let info = LockInfo::new(operation);
+    lock::acquire(backend, &info, timeout).await?;
+    let result = f.await;
+    let unlocked = backend.unlock(&info.id).await;
+    let value = result?;
+    unlocked.context("release the state lock")?;
+    Ok(value)
+}
+
+/// Asks for `yes`. Without a terminal there is nobody to ask: refuse.
+pub fn confirm(question: &str, auto_approve: bool) -> anyhow::Result<bool> {
+    if auto_approve {
+        return Ok(true);
+    }
+    if !std::io::stdin().is_terminal() {
+        anyhow::bail!("no terminal to confirm on; nothing was changed. Review the plan and pass --auto-approve to run without asking");
+    }
+    output::print(&format!("\n{question}\n  Only 'yes' will be accepted.\n\n  Enter a value: "));
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer).context("read the answer")?;
+    Ok(answer.trim() == "yes")
+}
+
+/// First Ctrl-C: start nothing new, let operations in flight finish and save. Second:
+/// stop at once (write-ahead records let the next run adopt interrupted creates).
+pub fn handle_interrupts(cancel: Cancel) {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        cancel.cancel();
+        output::eprint("\nInterrupt received: starting nothing new, waiting for operations in flight to finish and be saved. Press Ctrl-C again to stop at once.\n");
+        if tokio::signal::ctrl_c().await.is_ok() {
+            output::eprint("\nStopping now. Operations in flight were recorded before they started; the next run finds and adopts what they made.\n");
+            std::process::exit(130);
+        }
+    });
+}

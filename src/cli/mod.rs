@@ -1,0 +1,156 @@
+//! The command line: argument definitions and dispatch, one file per subcommand.
+//! `anyhow` lives here and nowhere else; exit codes are 0 (ok), 1 (error) and 2 (plan
+//! has changes, with `--detailed-exitcode`).
+
+mod apply;
+mod common;
+mod force_unlock;
+mod graph;
+mod import;
+mod outputs;
+mod plan;
+mod state;
+mod validate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::output;
+
+/// terrain: provision ML batch infrastructure from TOML stacks.
+#[derive(Parser, Debug)]
+#[command(name = "terrain", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Options every command that reads a stack takes.
+#[derive(Args, Debug, Clone)]
+pub struct StackArgs {
+    /// The stack: a .toml file, or a directory whose .toml files form one stack.
+    #[arg(short = 's', long = "stack", env = "TERRAIN_STACK", default_value = ".", value_name = "PATH")]
+    pub stack: PathBuf,
+    /// Sets a variable (repeatable); also TERRAIN_VAR_<name> in the environment.
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    pub vars: Vec<(String, String)>,
+    /// Uses this state file instead of the one the stack names.
+    #[arg(long = "state", value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Never colour the output (also NO_COLOR).
+    #[arg(long = "no-color", global = true)]
+    pub no_color: bool,
+}
+
+/// Options of commands that change state.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// How many resource operations may run at once.
+    #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub parallelism: u16,
+    /// How long to wait for the state lock before giving up (e.g. 30s, 2m).
+    #[arg(long = "lock-timeout", default_value = "0s", value_name = "DURATION", value_parser = parse_duration)]
+    pub lock_timeout: Duration,
+    /// Limits the run to these resources and what they need (repeatable).
+    #[arg(long = "target", value_name = "ADDR")]
+    pub targets: Vec<crate::addr::Address>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Checks a stack offline: syntax, kinds, fields, types, references, cycles.
+    Validate(validate::ValidateArgs),
+    /// Shows what apply would do: refreshes state, diffs it against the stack.
+    Plan(plan::PlanArgs),
+    /// Makes live infrastructure match the stack (or applies a saved plan).
+    Apply(apply::ApplyArgs),
+    /// Destroys everything the stack manages, dependents first.
+    Destroy(apply::DestroyArgs),
+    /// Inspects or edits the state.
+    #[command(subcommand)]
+    State(state::StateCommand),
+    /// Prints the stack's outputs from the state.
+    Output(outputs::OutputArgs),
+    /// Brings an existing object under management at ADDR.
+    Import(import::ImportArgs),
+    /// Prints the dependency graph in Graphviz DOT.
+    Graph(graph::GraphArgs),
+    /// Releases a state lock left by a run that is no longer going.
+    ForceUnlock(force_unlock::ForceUnlockArgs),
+}
+
+fn parse_var(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| format!("`{s}` is not NAME=VALUE"))
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    terrain_providers::local::duration::parse_duration(s).ok_or_else(|| format!("`{s}` is not a duration; use e.g. 0s, 30s, 2m"))
+}
+
+/// An error already shown to the user (stack diagnostics): exit 1 without printing.
+#[derive(Debug, thiserror::Error)]
+#[error("reported")]
+pub struct Reported;
+
+/// What a command ended with, besides errors.
+pub enum Exit {
+    Ok,
+    /// `--detailed-exitcode`: the plan has changes.
+    Changes,
+}
+
+/// Parses arguments, runs the command, prints any error once, returns the exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            output::eprint(&format!("Error: start the async runtime: {e}\n"));
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(Exit::Ok) => ExitCode::SUCCESS,
+        Ok(Exit::Changes) => ExitCode::from(2),
+        Err(e) => {
+            if e.downcast_ref::<Reported>().is_none() {
+                let chain: Vec<String> = e.chain().map(ToString::to_string).collect();
+                output::eprint(&format!("Error: {}\n", dedup_chain(&chain)));
+            }
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Joins an error chain, leaving out causes whose text the previous message already
+/// includes (thiserror messages often embed their source).
+fn dedup_chain(chain: &[String]) -> String {
+    let mut out: Vec<&str> = Vec::new();
+    for c in chain {
+        if out.last().is_some_and(|prev| prev.contains(c.as_str())) {
+            continue;
+        }
+        out.push(c);
+    }
+    out.join(": ")
+}
+
+async fn run(cli: Cli) -> anyhow::Result<Exit> {
+    match cli.command {
+        Command::Validate(a) => validate::run(a),
+        Command::Plan(a) => plan::run(a).await,
+        Command::Apply(a) => apply::run_apply(a).await,
+        Command::Destroy(a) => apply::run_destroy(a).await,
+        Command::State(c) => state::run(c).await,
+        Command::Output(a) => outputs::run(a).await,
+        Command::Import(a) => import::run(a).await,
+        Command::Graph(a) => graph::run(a),
+        Command::ForceUnlock(a) => force_unlock::run(a).await,
+    }
+}

@@ -1,0 +1,86 @@
+//! `terrain plan`: refresh, diff, show. `--out FILE` saves the plan for `apply FILE`;
+//! `--json` prints it as data; `--detailed-exitcode` exits 2 when there are changes.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use anyhow::Context;
+use clap::Args;
+
+use super::{common, Exit, RunArgs, StackArgs};
+use crate::engine::Quiet;
+use crate::output::{self, Style};
+use crate::plan::{Plan, PLAN_FORMAT_VERSION};
+
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    #[command(flatten)]
+    pub stack: StackArgs,
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Plans the destruction of everything the stack manages.
+    #[arg(long)]
+    pub destroy: bool,
+    /// Saves the plan to FILE; `terrain apply FILE` then does exactly that.
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    pub out: Option<std::path::PathBuf>,
+    /// Prints the plan as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Exit code 0 when there is nothing to do, 2 when there are changes, 1 on error.
+    #[arg(long = "detailed-exitcode")]
+    pub detailed_exitcode: bool,
+}
+
+pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
+    let registry = common::registry();
+    let stack = common::load_stack(&args.stack, &registry)?;
+    let backend = common::backend(&stack, &args.stack);
+    let engine = common::engine(stack, registry, backend, args.run.parallelism, std::sync::Arc::new(Quiet));
+    let stack_path = args.stack.stack.display().to_string();
+    let (plan, _) = engine.plan(args.destroy, &args.run.targets, &stack_path, &args.stack.vars).await?;
+    if args.json {
+        let text = serde_json::to_string_pretty(&output::plan::to_json(&plan)).context("encode the plan")?;
+        output::print(&format!("{text}\n"));
+    } else {
+        output::print(&output::plan::render(&plan, Style::detect(args.stack.no_color)));
+    }
+    if let Some(path) = &args.out {
+        save(path, &plan)?;
+        if !args.json {
+            output::print(&format!(
+                "\nSaved the plan to {}. To apply exactly this plan: terrain apply {}\n",
+                path.display(),
+                path.display()
+            ));
+        }
+    }
+    Ok(if args.detailed_exitcode && plan.has_changes() { Exit::Changes } else { Exit::Ok })
+}
+
+/// Writes a plan file (0600: it holds variable values and refreshed state).
+pub fn save(path: &Path, plan: &Plan) -> anyhow::Result<()> {
+    let bytes = serde_json::to_vec_pretty(plan).context("encode the plan")?;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("write plan {}", tmp.display()))?;
+    f.write_all(&bytes).and_then(|()| f.sync_all()).with_context(|| format!("write plan {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("write plan {}", path.display()))?;
+    Ok(())
+}
+
+/// Reads a plan file written by [`save`].
+pub fn load(path: &Path) -> anyhow::Result<Plan> {
+    let bytes = std::fs::read(path).with_context(|| format!("read plan {}", path.display()))?;
+    let plan: Plan = serde_json::from_slice(&bytes).with_context(|| format!("{} is not a terrain plan file", path.display()))?;
+    if plan.format_version != PLAN_FORMAT_VERSION {
+        anyhow::bail!("{} has plan format {}, this terrain reads {PLAN_FORMAT_VERSION}", path.display(), plan.format_version);
+    }
+    Ok(plan)
+}

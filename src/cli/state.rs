@@ -1,0 +1,124 @@
+//! `terrain state list|show|rm|mv`: inspect and edit the state. rm and mv change only
+//! terrain's records, never the objects, and hold the lock while they do.
+
+use clap::{Args, Subcommand};
+
+use super::{common, Exit, RunArgs, StackArgs};
+use crate::addr::Address;
+use crate::output::{self, value::redact};
+
+#[derive(Subcommand, Debug)]
+pub enum StateCommand {
+    /// Lists the addresses in the state.
+    List(Plain),
+    /// Shows one resource as recorded: id, spec, outputs (secrets hidden).
+    Show {
+        address: Address,
+        #[command(flatten)]
+        stack: StackArgs,
+    },
+    /// Forgets resources without touching the objects.
+    Rm {
+        #[arg(required = true)]
+        addresses: Vec<Address>,
+        #[command(flatten)]
+        stack: StackArgs,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Renames a resource in the state (after renaming it in the stack).
+    Mv {
+        from: Address,
+        to: Address,
+        #[command(flatten)]
+        stack: StackArgs,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct Plain {
+    #[command(flatten)]
+    stack: StackArgs,
+}
+
+pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
+    let registry = common::registry();
+    match cmd {
+        StateCommand::List(Plain { stack: args }) => {
+            let stack = common::load_stack(&args, &registry)?;
+            let state = common::backend(&stack, &args).load().await?.unwrap_or_default();
+            let text: String = state.resources.keys().map(|k| format!("{k}\n")).collect();
+            output::print(&text);
+        }
+        StateCommand::Show { address, stack: args } => {
+            let stack = common::load_stack(&args, &registry)?;
+            let state = common::backend(&stack, &args).load().await?.unwrap_or_default();
+            let r = state.resources.get(&address.to_string()).ok_or_else(|| anyhow::anyhow!("{address} is not in the state"))?;
+            let spec_secrets: Vec<String> = r.sensitive_paths.iter().filter_map(|p| p.strip_prefix("spec.").map(str::to_string)).collect();
+            let out_secrets: Vec<String> = r.sensitive_paths.iter().filter_map(|p| p.strip_prefix("outputs.").map(str::to_string)).collect();
+            let show = serde_json::json!({
+                "address": address.to_string(),
+                "kind": r.kind,
+                "provider": r.provider,
+                "id": r.id,
+                "spec": redact(&r.spec, &spec_secrets, ""),
+                "outputs": redact(&r.outputs, &out_secrets, ""),
+                "dependencies": r.dependencies,
+                "pending": r.pending.as_ref().map(|p| p.op),
+            });
+            output::print(&format!("{}\n", serde_json::to_string_pretty(&show)?));
+        }
+        StateCommand::Rm { addresses, stack: args, run } => {
+            let stack = common::load_stack(&args, &registry)?;
+            let backend = common::backend(&stack, &args);
+            common::with_lock(&*backend, "state rm", run.lock_timeout, async {
+                let mut state = backend.load().await?.unwrap_or_default();
+                for a in &addresses {
+                    if !state.resources.contains_key(&a.to_string()) {
+                        anyhow::bail!("{a} is not in the state; nothing was removed");
+                    }
+                }
+                for a in &addresses {
+                    state.resources.remove(&a.to_string());
+                }
+                state.serial += 1;
+                backend.save(&state).await?;
+                let text: String = addresses.iter().map(|a| format!("Removed {a} from the state; the object itself was left as it is.\n")).collect();
+                output::print(&text);
+                Ok(())
+            })
+            .await?;
+        }
+        StateCommand::Mv { from, to, stack: args, run } => {
+            let stack = common::load_stack(&args, &registry)?;
+            let backend = common::backend(&stack, &args);
+            common::with_lock(&*backend, "state mv", run.lock_timeout, async {
+                let mut state = backend.load().await?.unwrap_or_default();
+                if from.kind != to.kind {
+                    anyhow::bail!("cannot move {from} to {to}: a resource keeps its kind");
+                }
+                if state.resources.contains_key(&to.to_string()) {
+                    anyhow::bail!("cannot move {from} to {to}: {to} is already in the state");
+                }
+                let r = state.resources.remove(&from.to_string()).ok_or_else(|| anyhow::anyhow!("{from} is not in the state"))?;
+                state.resources.insert(to.to_string(), r);
+                // Whatever depended on the old address now depends on the new one.
+                for other in state.resources.values_mut() {
+                    for d in &mut other.dependencies {
+                        if *d == from.to_string() {
+                            *d = to.to_string();
+                        }
+                    }
+                }
+                state.serial += 1;
+                backend.save(&state).await?;
+                output::print(&format!("Moved {from} to {to}.\n"));
+                Ok(())
+            })
+            .await?;
+        }
+    }
+    Ok(Exit::Ok)
+}

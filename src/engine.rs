@@ -1,0 +1,777 @@
+//! The engine: refresh state through the providers, plan, and apply a plan with bounded
+//! parallelism. State is saved after every resource operation, and each operation's
+//! intent is saved before its API call (write-ahead), so a killed run loses nothing and
+//! the next run adopts what an interrupted create made instead of creating it again.
+//!
+//! The engine prints nothing: it reports [`Event`]s to an [`Observer`].
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::stream::{self, StreamExt};
+use serde_json::Value;
+use terrain_providers::{Ctx, ProviderError, Registry, Resource};
+
+use crate::addr::Address;
+use crate::diff::changed_paths;
+use crate::eval::{self, lookup, Resolved, Scope};
+use crate::plan::{self, Action, Change, Drift, Plan, PlanError, PlanInputs, Step};
+use crate::stack::check::OfflineScope;
+use crate::stack::Stack;
+use crate::state::{Backend, Deposed, OutputState, Pending, PendingOp, ResourceState, State, StateError};
+use crate::walk::{self, Cancel, Outcome};
+
+/// What the engine reports while it works.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// Reading a resource's live state.
+    Refreshing { address: Address, id: String },
+    /// An operation started.
+    Started { address: Address, step: Step },
+    /// A long operation's progress.
+    Progress { address: Address, message: String },
+    /// An operation finished.
+    Finished { address: Address, step: Step, elapsed: Duration, id: Option<String> },
+    /// An operation failed.
+    Failed { address: Address, step: Step, error: String },
+    /// Not attempted because a dependency failed.
+    Skipped { address: Address, because: Address },
+    /// Something worth knowing that is not an error.
+    Warning(String),
+}
+
+/// Receives [`Event`]s; the output layer implements it.
+pub trait Observer: Send + Sync {
+    fn event(&self, event: Event);
+}
+
+/// An observer that drops everything (tests, benchmarks).
+pub struct Quiet;
+
+impl Observer for Quiet {
+    fn event(&self, _: Event) {}
+}
+
+/// Why an engine operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    State(#[from] StateError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error("{address}: refresh: {source}")]
+    Refresh {
+        address: Address,
+        #[source]
+        source: ProviderError,
+    },
+    #[error("{address}: the state has kind `{kind}`, which this terrain does not know")]
+    UnknownKind { address: Address, kind: String },
+    #[error("provider `{provider}`: configuration: {message}")]
+    ProviderConfig { provider: String, message: String },
+    #[error("the saved plan is stale: {0}; run `terrain plan` again")]
+    StalePlan(String),
+    #[error("apply finished with {} error(s):\n{}", .0.len(), .0.iter().map(|(a, e)| format!("  {a}: {e}")).collect::<Vec<_>>().join("\n"))]
+    Apply(Vec<(Address, String)>),
+    #[error("interrupted: {done} operation(s) completed and saved, {not_started} not started; run the same command again to continue")]
+    Interrupted { done: usize, not_started: usize },
+    #[error("outputs.{name}: {message}")]
+    Output { name: String, message: String },
+    #[error("import {address}: {message}")]
+    Import { address: Address, message: String },
+}
+
+/// How the engine runs.
+#[derive(Clone)]
+pub struct Settings {
+    pub parallelism: usize,
+    pub env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            parallelism: 10,
+            env: Arc::new(|k| std::env::var(k).ok()),
+        }
+    }
+}
+
+/// The engine for one stack and one state backend.
+pub struct Engine {
+    pub stack: Stack,
+    pub registry: Registry,
+    pub backend: Arc<dyn Backend>,
+    pub settings: Settings,
+    pub observer: Arc<dyn Observer>,
+    pub cancel: Cancel,
+}
+
+/// The result of an apply.
+#[derive(Debug, Clone, Default)]
+pub struct ApplyReport {
+    pub created: usize,
+    pub updated: usize,
+    pub replaced: usize,
+    pub deleted: usize,
+    pub outputs: BTreeMap<String, OutputState>,
+}
+
+impl Engine {
+    fn env(&self) -> impl Fn(&str) -> Option<String> + '_ {
+        move |k| (self.settings.env)(k)
+    }
+
+    fn kind(&self, address: &Address, kind: &str) -> Result<Arc<dyn Resource>, EngineError> {
+        self.registry.get(kind).cloned().ok_or_else(|| EngineError::UnknownKind {
+            address: address.clone(),
+            kind: kind.to_string(),
+        })
+    }
+
+    /// The `[providers.<name>]` table, evaluated (empty object when absent).
+    fn provider_config(&self, provider: &str) -> Result<Value, EngineError> {
+        let Some(node) = self.stack.providers.get(provider) else {
+            return Ok(Value::Object(serde_json::Map::new()));
+        };
+        let env = self.env();
+        let scope = OfflineScope {
+            vars: &self.stack.variables,
+            env: &env,
+        };
+        eval::eval(node, &scope).map(|e| e.value).map_err(|e| EngineError::ProviderConfig {
+            provider: provider.to_string(),
+            message: e.message,
+        })
+    }
+
+    fn ctx(&self, address: &Address, provider: &str) -> Result<Ctx, EngineError> {
+        let observer = self.observer.clone();
+        let addr = address.clone();
+        Ok(Ctx::new(address.to_string(), self.provider_config(provider)?).with_reporter(Arc::new(move |m: &str| {
+            observer.event(Event::Progress {
+                address: addr.clone(),
+                message: m.to_string(),
+            })
+        })))
+    }
+
+    /// Loads the state (a new empty one when there is none).
+    pub async fn load_state(&self) -> Result<State, EngineError> {
+        Ok(self.backend.load().await?.unwrap_or_default())
+    }
+
+    /// Reads every resource in `state` through its provider: returns the refreshed state
+    /// (live specs and outputs; vanished objects dropped; interrupted creates adopted
+    /// where the object is found) and the drift found.
+    pub async fn refresh(&self, state: &State) -> Result<(State, BTreeMap<String, Drift>, Vec<String>), EngineError> {
+        let entries: Vec<(String, ResourceState)> = state.resources.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let results: Vec<Result<(String, Option<ResourceState>, Option<Drift>, Option<String>), EngineError>> = stream::iter(entries)
+            .map(|(key, r)| async move { self.refresh_one(key, r).await })
+            .buffered(self.settings.parallelism.max(1))
+            .collect()
+            .await;
+        let mut refreshed = state.clone();
+        let mut drift = BTreeMap::new();
+        let mut warnings = Vec::new();
+        for res in results {
+            let (key, new, d, warning) = res?;
+            match new {
+                Some(r) => {
+                    refreshed.resources.insert(key.clone(), r);
+                }
+                None => {
+                    refreshed.resources.remove(&key);
+                }
+            }
+            if let Some(d) = d {
+                drift.insert(key, d);
+            }
+            warnings.extend(warning);
+        }
+        Ok((refreshed, drift, warnings))
+    }
+
+    async fn refresh_one(&self, key: String, mut r: ResourceState) -> Result<(String, Option<ResourceState>, Option<Drift>, Option<String>), EngineError> {
+        let address = Address::parse(&key).map_err(|e| EngineError::Refresh {
+            address: Address::new("state", "entry"),
+            source: ProviderError::Unsupported(e.to_string()),
+        })?;
+        let kind = self.kind(&address, &r.kind)?;
+        let ctx = self.ctx(&address, kind.provider())?;
+        let mut warning = None;
+        // An interrupted create: look for the object under the id it was to get.
+        let (id, prior) = match (&r.id, &r.pending) {
+            (Some(id), _) => (id.clone(), r.spec.clone()),
+            (None, Some(p)) => match &p.planned_id {
+                Some(pid) => (pid.clone(), p.spec.clone()),
+                None => {
+                    warning = Some(format!(
+                        "{address}: a create started at {} was interrupted and {} objects cannot be found by name; if it made one, it is not managed by terrain",
+                        p.started_at, r.kind
+                    ));
+                    return Ok((key, None, None, warning));
+                }
+            },
+            (None, None) => return Ok((key, None, None, None)),
+        };
+        self.observer.event(Event::Refreshing {
+            address: address.clone(),
+            id: id.clone(),
+        });
+        let live = kind.read(&ctx, &id, &prior).await.map_err(|source| EngineError::Refresh {
+            address: address.clone(),
+            source,
+        })?;
+        let mut deposed = Vec::new();
+        for d in &r.deposed {
+            if kind.read(&ctx, &d.id, &d.spec).await.map_err(|source| EngineError::Refresh { address: address.clone(), source })?.is_some() {
+                deposed.push(d.clone());
+            }
+        }
+        r.deposed = deposed;
+        let adopted = r.id.is_none();
+        match live {
+            None if adopted => Ok((key, None, None, None)),
+            None => {
+                let drift = Drift {
+                    recorded: r.spec.clone(),
+                    live: None,
+                };
+                if r.deposed.is_empty() {
+                    Ok((key, None, Some(drift), None))
+                } else {
+                    // Keep the entry so the leftover old objects still get deleted.
+                    r.id = None;
+                    r.pending = None;
+                    Ok((key, Some(r), Some(drift), None))
+                }
+            }
+            Some(obs) => {
+                let drift = (!adopted && r.pending.is_none() && !changed_paths(&r.spec, &obs.spec, &[]).is_empty()).then(|| Drift {
+                    recorded: r.spec.clone(),
+                    live: Some(obs.spec.clone()),
+                });
+                if adopted {
+                    warning = Some(format!("{address}: adopted {id}, created by an earlier run that was interrupted before recording it"));
+                }
+                r.id = Some(obs.id);
+                r.spec = obs.spec;
+                r.outputs = obs.outputs;
+                r.pending = None;
+                Ok((key, Some(r), drift, warning))
+            }
+        }
+    }
+
+    /// Refreshes and plans. `stack_path` and `variables` are recorded for `plan -out`.
+    pub async fn plan(&self, destroy: bool, targets: &[Address], stack_path: &str, variables: &[(String, String)]) -> Result<(Plan, State), EngineError> {
+        let state = self.load_state().await?;
+        let (refreshed, drift, mut warnings) = self.refresh(&state).await?;
+        let env = self.env();
+        let changes = plan::compute(
+            &self.stack,
+            &refreshed,
+            &drift,
+            &PlanInputs {
+                destroy,
+                targets,
+                env: &env,
+            },
+        )?;
+        for c in &changes {
+            if let Some(r) = state.resources.get(&c.address.to_string()) {
+                if r.pending.is_some() && r.id.is_none() {
+                    if let Some(now) = refreshed.resources.get(&c.address.to_string()) {
+                        if now.id.is_some() {
+                            continue;
+                        }
+                    }
+                }
+            }
+        }
+        warnings.sort();
+        let plan = Plan {
+            format_version: plan::PLAN_FORMAT_VERSION,
+            terrain_version: env!("CARGO_PKG_VERSION").to_string(),
+            stack: self.stack.name.clone(),
+            stack_path: stack_path.to_string(),
+            stack_hash: self.stack.source_hash.clone(),
+            destroy,
+            targets: targets.to_vec(),
+            variables: variables.to_vec(),
+            lineage: state.lineage.clone(),
+            serial: state.serial,
+            changes,
+            refreshed: refreshed.resources.clone(),
+            warnings,
+        };
+        Ok((plan, state))
+    }
+
+    /// Checks that `plan` was made from this stack and against `state`.
+    pub fn check_fresh(&self, plan: &Plan, state: &State) -> Result<(), EngineError> {
+        if plan.stack_hash != self.stack.source_hash {
+            return Err(EngineError::StalePlan("the stack's files changed since it was saved".into()));
+        }
+        if plan.lineage != state.lineage {
+            return Err(EngineError::StalePlan(format!("it was made for state lineage {}, the state now has lineage {}", plan.lineage, state.lineage)));
+        }
+        if plan.serial != state.serial {
+            return Err(EngineError::StalePlan(format!("the state changed since (serial {} then, {} now)", plan.serial, state.serial)));
+        }
+        Ok(())
+    }
+
+    /// Applies `plan` to `state` (as loaded when the plan was made or checked fresh).
+    /// The caller holds the state lock.
+    pub async fn apply(&self, plan: &Plan, state: State) -> Result<ApplyReport, EngineError> {
+        let mut start = state;
+        start.resources = plan.refreshed.clone();
+        let persister = Persister::new(self.backend.clone(), start);
+        // What refresh learned (adoptions, vanished objects) is worth keeping even if
+        // nothing else happens.
+        if persister.snapshot().resources != persister.initial_resources() || plan.has_changes() {
+            persister.persist().await?;
+        }
+        let graph = plan::steps(&plan.changes);
+        let run = |si: usize| {
+            let (ci, step) = graph.steps[si];
+            let change = &plan.changes[ci];
+            let persister = &persister;
+            async move {
+                let started = Instant::now();
+                self.observer.event(Event::Started {
+                    address: change.address.clone(),
+                    step,
+                });
+                match self.run_step(change, step, persister).await {
+                    Ok(id) => {
+                        self.observer.event(Event::Finished {
+                            address: change.address.clone(),
+                            step,
+                            elapsed: started.elapsed(),
+                            id,
+                        });
+                        true
+                    }
+                    Err(e) => {
+                        self.observer.event(Event::Failed {
+                            address: change.address.clone(),
+                            step,
+                            error: e.to_string(),
+                        });
+                        persister.record_error(change.address.clone(), e.to_string());
+                        false
+                    }
+                }
+            }
+        };
+        let outcomes = walk::walk(&graph.deps, self.settings.parallelism, &self.cancel, run).await;
+        let mut report = ApplyReport::default();
+        let mut not_started = 0;
+        for (si, o) in outcomes.iter().enumerate() {
+            let (ci, step) = graph.steps[si];
+            let c = &plan.changes[ci];
+            match o {
+                Outcome::Done => match (c.action, step) {
+                    (Action::Create, _) => report.created += 1,
+                    (Action::Update, _) => report.updated += 1,
+                    (Action::Replace, Step::Create) => report.replaced += 1,
+                    (Action::Delete, _) => report.deleted += 1,
+                    _ => {}
+                },
+                Outcome::Skipped(by) => {
+                    let because = plan.changes[graph.steps[*by].0].address.clone();
+                    self.observer.event(Event::Skipped {
+                        address: c.address.clone(),
+                        because: because.clone(),
+                    });
+                    persister.record_error(c.address.clone(), format!("not attempted: {because} failed"));
+                }
+                Outcome::Cancelled => not_started += 1,
+                Outcome::Failed => {}
+            }
+        }
+        // Outputs reflect whatever was applied, even on partial failure.
+        let outputs = if plan.destroy && plan.targets.is_empty() { Ok(BTreeMap::new()) } else { self.outputs(&persister.snapshot()) };
+        match outputs {
+            Ok(o) => {
+                persister.set_outputs(o.clone());
+                report.outputs = o;
+            }
+            Err(e) => persister.record_error(Address::new("outputs", "all"), e.to_string()),
+        }
+        persister.persist().await?;
+        let errors = persister.errors();
+        if !errors.is_empty() {
+            return Err(EngineError::Apply(errors));
+        }
+        if not_started > 0 {
+            let done = outcomes.iter().filter(|o| **o == Outcome::Done).count();
+            return Err(EngineError::Interrupted { done, not_started });
+        }
+        Ok(report)
+    }
+
+    async fn run_step(&self, change: &Change, step: Step, persister: &Persister) -> Result<Option<String>, EngineError> {
+        let address = &change.address;
+        let key = address.to_string();
+        let kind = self.kind(address, &change.kind)?;
+        let ctx = self.ctx(address, kind.provider())?;
+        let fail = |e: ProviderError| EngineError::Apply(vec![(address.clone(), e.to_string())]);
+        let now = || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        match step {
+            Step::Create | Step::Update => {
+                let rc = self.stack.resources.get(address).ok_or_else(|| EngineError::Apply(vec![(address.clone(), "not in the stack".into())]))?;
+                // Every dependency is applied by now: evaluate with real values.
+                let snapshot_scope = ApplyScope {
+                    stack: &self.stack,
+                    state: persister.snapshot(),
+                    env: &self.env(),
+                };
+                let evaluated = eval::eval(&rc.body, &snapshot_scope).map_err(|e| EngineError::Apply(vec![(address.clone(), e.message)]))?;
+                let schema = kind.schema();
+                let mut spec = schema.with_defaults(&evaluated.value);
+                if let Some(prior) = persister.snapshot().resources.get(&key).filter(|r| r.id.is_some() && step == Step::Update) {
+                    spec = crate::diff::overlay(&spec, &prior.spec, &rc.lifecycle.ignore_changes);
+                }
+                if let Some(bad) = kind.validate(&spec).into_iter().next() {
+                    return Err(EngineError::Apply(vec![(address.clone(), format!("invalid spec: {} {}", bad.path.join("."), bad.message))]));
+                }
+                let mut sensitive: Vec<String> = change.sensitive_paths.iter().map(|p| format!("spec.{p}")).collect();
+                sensitive.extend(evaluated.sensitive_paths.iter().map(|p| format!("spec.{p}")));
+                sensitive.extend(schema.outputs.iter().filter(|f| f.sensitive).map(|f| format!("outputs.{}", f.name)));
+                sensitive.sort();
+                sensitive.dedup();
+                let dependencies: Vec<String> = change.dependencies.iter().map(ToString::to_string).collect();
+                if step == Step::Create {
+                    let planned_id = kind.planned_id(&spec);
+                    let cbd_old = persister.update(|s| {
+                        let entry = s.resources.entry(key.clone()).or_insert_with(|| ResourceState {
+                            kind: change.kind.clone(),
+                            provider: kind.provider().to_string(),
+                            id: None,
+                            spec: Value::Null,
+                            outputs: Value::Null,
+                            dependencies: dependencies.clone(),
+                            sensitive_paths: sensitive.clone(),
+                            pending: None,
+                            deposed: Vec::new(),
+                        });
+                        // create_before_destroy: the old object is kept as deposed until
+                        // its delete completes, so it is never lost track of.
+                        let old = entry.id.take().map(|id| Deposed { id, spec: entry.spec.clone() });
+                        if let Some(d) = &old {
+                            entry.deposed.push(d.clone());
+                        }
+                        entry.pending = Some(Pending {
+                            op: PendingOp::Create,
+                            started_at: now(),
+                            planned_id: planned_id.clone(),
+                            spec: spec.clone(),
+                        });
+                        old
+                    });
+                    let _ = cbd_old;
+                    persister.persist().await?;
+                    match kind.create(&ctx, &spec).await {
+                        Ok(obs) => {
+                            let id = obs.id.clone();
+                            persister.update(|s| {
+                                if let Some(e) = s.resources.get_mut(&key) {
+                                    e.id = Some(obs.id);
+                                    e.spec = obs.spec;
+                                    e.outputs = obs.outputs;
+                                    e.pending = None;
+                                    e.dependencies = dependencies.clone();
+                                    e.sensitive_paths = sensitive.clone();
+                                }
+                            });
+                            persister.persist_later();
+                            Ok(Some(id))
+                        }
+                        Err(e) => {
+                            // The API refused: nothing was made. Forget the intent.
+                            persister.update(|s| {
+                                if let Some(entry) = s.resources.get_mut(&key) {
+                                    entry.pending = None;
+                                    if entry.id.is_none() && entry.deposed.is_empty() {
+                                        s.resources.remove(&key);
+                                    }
+                                }
+                            });
+                            persister.persist().await?;
+                            Err(fail(e))
+                        }
+                    }
+                } else {
+                    let (id, prior) = persister
+                        .snapshot_entry(&key)
+                        .and_then(|r| r.id.clone().map(|id| (id, r.spec.clone())))
+                        .ok_or_else(|| EngineError::Apply(vec![(address.clone(), "update of an object the state does not have".into())]))?;
+                    persister.update(|s| {
+                        if let Some(e) = s.resources.get_mut(&key) {
+                            e.pending = Some(Pending {
+                                op: PendingOp::Update,
+                                started_at: now(),
+                                planned_id: None,
+                                spec: spec.clone(),
+                            });
+                        }
+                    });
+                    persister.persist().await?;
+                    let result = kind.update(&ctx, &id, &prior, &spec).await;
+                    persister.update(|s| {
+                        if let Some(e) = s.resources.get_mut(&key) {
+                            e.pending = None;
+                            if let Ok(obs) = &result {
+                                e.id = Some(obs.id.clone());
+                                e.spec = obs.spec.clone();
+                                e.outputs = obs.outputs.clone();
+                                e.dependencies = dependencies.clone();
+                                e.sensitive_paths = sensitive.clone();
+                            }
+                        }
+                    });
+                    persister.persist_later();
+                    result.map(|o| Some(o.id)).map_err(fail)
+                }
+            }
+            Step::Delete => {
+                let Some(entry) = persister.snapshot_entry(&key) else { return Ok(None) };
+                let Some(id) = entry.id.clone() else { return Ok(None) };
+                persister.update(|s| {
+                    if let Some(e) = s.resources.get_mut(&key) {
+                        e.pending = Some(Pending {
+                            op: PendingOp::Delete,
+                            started_at: now(),
+                            planned_id: None,
+                            spec: Value::Null,
+                        });
+                    }
+                });
+                persister.persist().await?;
+                let result = kind.delete(&ctx, &id, &entry.spec).await;
+                persister.update(|s| {
+                    if let Some(e) = s.resources.get_mut(&key) {
+                        e.pending = None;
+                        if result.is_ok() {
+                            e.id = None;
+                            if e.deposed.is_empty() {
+                                s.resources.remove(&key);
+                            }
+                        }
+                    }
+                });
+                persister.persist_later();
+                result.map(|()| Some(id)).map_err(fail)
+            }
+            Step::DeleteDeposed => {
+                let deposed = persister.snapshot_entry(&key).map(|e| e.deposed).unwrap_or_default();
+                for d in deposed {
+                    kind.delete(&ctx, &d.id, &d.spec).await.map_err(fail)?;
+                    persister.update(|s| {
+                        if let Some(e) = s.resources.get_mut(&key) {
+                            e.deposed.retain(|x| x.id != d.id);
+                            if e.id.is_none() && e.deposed.is_empty() && e.pending.is_none() {
+                                s.resources.remove(&key);
+                            }
+                        }
+                    });
+                    persister.persist().await?;
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// The stack's outputs evaluated against `state`.
+    pub fn outputs(&self, state: &State) -> Result<BTreeMap<String, OutputState>, EngineError> {
+        let env = self.env();
+        let scope = ApplyScope {
+            stack: &self.stack,
+            state: state.clone(),
+            env: &env,
+        };
+        let mut out = BTreeMap::new();
+        for (name, o) in &self.stack.outputs {
+            let e = eval::eval(&o.value, &scope).map_err(|e| EngineError::Output {
+                name: name.clone(),
+                message: e.message,
+            })?;
+            if terrain_providers::protocol::is_unknown(&e.value) {
+                continue;
+            }
+            out.insert(
+                name.clone(),
+                OutputState {
+                    value: e.value,
+                    sensitive: o.sensitive,
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    /// Brings an existing object under management at `address`.
+    pub async fn import(&self, address: &Address, id: &str) -> Result<ResourceState, EngineError> {
+        let rc = self.stack.resources.get(address).ok_or_else(|| EngineError::Import {
+            address: address.clone(),
+            message: "the stack has no such resource; add it to the stack first".into(),
+        })?;
+        let kind = rc.resource.clone();
+        let ctx = self.ctx(address, kind.provider())?;
+        let obs = kind
+            .read(&ctx, id, &Value::Null)
+            .await
+            .map_err(|source| EngineError::Refresh { address: address.clone(), source })?
+            .ok_or_else(|| EngineError::Import {
+                address: address.clone(),
+                message: format!("no {} with id `{id}` exists", address.kind),
+            })?;
+        let mut sensitive: Vec<String> = kind.schema().fields.iter().filter(|f| f.sensitive).map(|f| format!("spec.{}", f.name)).collect();
+        sensitive.extend(rc.sensitive.iter().map(|p| format!("spec.{p}")));
+        Ok(ResourceState {
+            kind: address.kind.clone(),
+            provider: kind.provider().to_string(),
+            id: Some(obs.id),
+            spec: obs.spec,
+            outputs: obs.outputs,
+            dependencies: rc.dependencies().iter().map(ToString::to_string).collect(),
+            sensitive_paths: sensitive,
+            pending: None,
+            deposed: Vec::new(),
+        })
+    }
+}
+
+/// References resolved against the state being applied: everything a step depends on
+/// has been applied, so its values are real.
+struct ApplyScope<'a> {
+    stack: &'a Stack,
+    state: State,
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Scope for ApplyScope<'_> {
+    fn var(&self, name: &str) -> Option<(Value, bool)> {
+        self.stack.variables.get(name).map(|v| (v.value.clone(), v.sensitive))
+    }
+    fn env(&self, name: &str) -> Option<String> {
+        (self.env)(name)
+    }
+    fn resource(&self, addr: &Address, path: &[String]) -> Resolved {
+        let Some(r) = self.state.resources.get(&addr.to_string()) else {
+            return Resolved::Unknown(false);
+        };
+        let secret = r.sensitive_paths.iter().any(|p| p == &format!("spec.{}", path[0]) || p == &format!("outputs.{}", path[0]));
+        if path[0] == "id" {
+            return r.id.clone().map_or(Resolved::Unknown(false), |id| Resolved::Known(Value::String(id), false));
+        }
+        let in_spec = self.stack.resources.get(addr).is_some_and(|rc| rc.resource.schema().field(&path[0]).is_some());
+        let source = if in_spec { &r.spec } else { &r.outputs };
+        match lookup(source, path) {
+            Some(v) => Resolved::Known(v.clone(), secret),
+            None => Resolved::Known(Value::Null, secret),
+        }
+    }
+}
+
+/// The state during an apply, with group commit: each `persist` writes one snapshot
+/// that includes every change recorded so far, so concurrent operations share writes.
+struct Persister {
+    backend: Arc<dyn Backend>,
+    inner: Mutex<PersistInner>,
+    write: tokio::sync::Mutex<u64>,
+    initial: BTreeMap<String, ResourceState>,
+}
+
+struct PersistInner {
+    state: State,
+    version: u64,
+    errors: Vec<(Address, String)>,
+    deferred: bool,
+}
+
+impl Persister {
+    fn new(backend: Arc<dyn Backend>, state: State) -> Self {
+        Self {
+            backend,
+            initial: BTreeMap::new(),
+            inner: Mutex::new(PersistInner {
+                state,
+                version: 1,
+                errors: Vec::new(),
+                deferred: false,
+            }),
+            write: tokio::sync::Mutex::new(0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PersistInner> {
+        // A panic while holding this lock would already have aborted the apply; the
+        // state inside is still the best record there is.
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn initial_resources(&self) -> BTreeMap<String, ResourceState> {
+        self.initial.clone()
+    }
+
+    fn update<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let mut g = self.lock();
+        let out = f(&mut g.state);
+        g.version += 1;
+        out
+    }
+
+    fn snapshot(&self) -> State {
+        self.lock().state.clone()
+    }
+
+    fn snapshot_entry(&self, key: &str) -> Option<ResourceState> {
+        self.lock().state.resources.get(key).cloned()
+    }
+
+    fn record_error(&self, address: Address, error: String) {
+        self.lock().errors.push((address, error));
+    }
+
+    fn errors(&self) -> Vec<(Address, String)> {
+        let mut e = self.lock().errors.clone();
+        e.sort();
+        e.dedup();
+        e
+    }
+
+    fn set_outputs(&self, outputs: BTreeMap<String, OutputState>) {
+        self.update(|s| s.outputs = outputs);
+    }
+
+    /// Marks the state dirty without waiting: the next `persist` (there is always one at
+    /// the end) writes it. Results need not be durable before dependents start, because
+    /// their write-ahead intents are, and the next run adopts from those.
+    fn persist_later(&self) {
+        self.lock().deferred = true;
+    }
+
+    /// Writes the state, unless a write that started after our last change already did.
+    async fn persist(&self) -> Result<(), StateError> {
+        let wanted = self.lock().version;
+        let mut written = self.write.lock().await;
+        if *written >= wanted {
+            return Ok(());
+        }
+        let (snapshot, version) = {
+            let mut g = self.lock();
+            g.state.serial += 1;
+            g.deferred = false;
+            (g.state.clone(), g.version)
+        };
+        self.backend.save(&snapshot).await?;
+        *written = version;
+        Ok(())
+    }
+}

@@ -1,0 +1,222 @@
+//! Renders plans: drift first, then one block per resource in graph order with its
+//! symbol and field-level changes (unified diffs for long values), then a summary.
+//! `--json` gets the same content as data, secrets redacted.
+
+use serde_json::{json, Value};
+use similar::TextDiff;
+
+use super::value::{inline, is_sensitive, lines, redact, KNOWN_AFTER_APPLY, SENSITIVE};
+use super::Style;
+use crate::diff::changed_paths;
+use crate::plan::{Action, Change, Plan};
+
+const INDENT: &str = "      ";
+
+/// The human rendering of `plan`.
+pub fn render(plan: &Plan, style: Style) -> String {
+    let mut out = String::new();
+    for w in &plan.warnings {
+        out.push_str(&format!("{} {w}\n", style.paint("33", "Warning:")));
+    }
+    if !plan.warnings.is_empty() {
+        out.push('\n');
+    }
+    let drifted: Vec<&Change> = plan.drifted().collect();
+    if !drifted.is_empty() {
+        out.push_str("Changed outside terrain since the last apply:\n\n");
+        for c in drifted {
+            let Some(d) = &c.drift else { continue };
+            match &d.live {
+                None => out.push_str(&format!("  {} {} was deleted outside terrain\n", style.paint("31", "-"), c.address)),
+                Some(live) => {
+                    out.push_str(&format!("  {} {} changed outside terrain\n", style.paint("33", "~"), c.address));
+                    out.push_str(&field_changes(&d.recorded, live, &changed_paths(&d.recorded, live, &[]), &[], &c.sensitive_paths, style));
+                }
+            }
+        }
+        out.push('\n');
+    }
+    if !plan.has_changes() {
+        out.push_str("No changes. Live infrastructure matches the stack.\n");
+        return out;
+    }
+    out.push_str("terrain will perform these actions:\n\n");
+    for c in plan.changes.iter().filter(|c| c.is_change()) {
+        out.push_str(&change_block(c, style));
+    }
+    let s = plan.summary();
+    out.push_str(&format!(
+        "\nPlan: {} to add, {} to change, {} to replace, {} to destroy.\n",
+        s.add, s.change, s.replace, s.destroy
+    ));
+    out
+}
+
+fn symbol(c: &Change, style: Style) -> String {
+    let (sym, colour) = match c.action {
+        Action::Create => ("+", "32"),
+        Action::Update => ("~", "33"),
+        Action::Replace if c.create_before_destroy => ("+/-", "35"),
+        Action::Replace => ("-/+", "35"),
+        Action::Delete => ("-", "31"),
+        Action::NoOp => ("-", "31"),
+    };
+    style.paint(colour, &format!("{sym:>3}"))
+}
+
+fn change_block(c: &Change, style: Style) -> String {
+    let mut out = String::new();
+    let what = match c.action {
+        Action::Create => "will be created".to_string(),
+        Action::Update => "will be updated in place".to_string(),
+        Action::Replace => format!(
+            "must be replaced{} ({} forces replacement)",
+            if c.create_before_destroy { ", the new one created first" } else { "" },
+            c.replace_because.join(", ")
+        ),
+        Action::Delete => "will be destroyed".to_string(),
+        Action::NoOp => format!("has {} old object(s) to destroy", c.deposed.len()),
+    };
+    out.push_str(&format!("{} {} {what}\n", symbol(c, style), c.address));
+    for note in &c.notes {
+        out.push_str(&format!("{INDENT}# {note}\n"));
+    }
+    let empty = Value::Object(Default::default());
+    match c.action {
+        Action::Create => {
+            let after = c.after.as_ref().unwrap_or(&empty);
+            out.push_str(&all_fields("+", after, &c.sensitive_paths, style));
+        }
+        Action::Update | Action::Replace => {
+            let before = c.before.as_ref().unwrap_or(&empty);
+            let after = c.after.as_ref().unwrap_or(&empty);
+            let changed = changed_paths(before, after, &[]);
+            out.push_str(&field_changes(before, after, &changed, &c.replace_because, &c.sensitive_paths, style));
+        }
+        Action::Delete => {
+            if let Some(id) = &c.id {
+                out.push_str(&format!("{INDENT}  id = {id}\n"));
+            }
+        }
+        Action::NoOp => {}
+    }
+    for d in &c.deposed {
+        out.push_str(&format!("{INDENT}{} old object {} will be destroyed\n", style.paint("31", "-"), d.id));
+    }
+    out
+}
+
+/// Every non-null top-level field, for creates.
+fn all_fields(sym: &str, value: &Value, sensitive: &[String], style: Style) -> String {
+    let Value::Object(map) = value else { return String::new() };
+    let mut keys: Vec<&String> = map.keys().filter(|k| !map[*k].is_null()).collect();
+    keys.sort();
+    let width = keys.iter().map(|k| k.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for k in keys {
+        let v = &map[k];
+        let secret = is_sensitive(k, sensitive);
+        match inline(v, secret) {
+            Some(s) => out.push_str(&format!("{INDENT}{} {k:<width$} = {s}\n", style.paint("32", sym))),
+            None => {
+                out.push_str(&format!("{INDENT}{} {k:<width$} = <<-\n", style.paint("32", sym)));
+                for line in lines(v).lines() {
+                    out.push_str(&format!("{INDENT}      {line}\n"));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
+    path.split('.').try_fold(v, |v, k| v.get(k)).unwrap_or(&Value::Null)
+}
+
+/// One line per changed path (`~ a.b = old -> new`), a unified diff for long values.
+fn field_changes(before: &Value, after: &Value, changed: &[String], forcing: &[String], sensitive: &[String], style: Style) -> String {
+    let width = changed.iter().map(String::len).max().unwrap_or(0);
+    let mut out = String::new();
+    for p in changed {
+        let b = at(before, p);
+        let a = at(after, p);
+        let secret = is_sensitive(p, sensitive);
+        let force = if forcing.iter().any(|f| f == p) { style.paint("31", "  # forces replacement") } else { String::new() };
+        let (sym, colour) = match (b.is_null(), a.is_null()) {
+            (true, false) => ("+", "32"),
+            (false, true) => ("-", "31"),
+            _ => ("~", "33"),
+        };
+        let sym = style.paint(colour, sym);
+        match (inline(b, secret), inline(a, secret)) {
+            (Some(bs), Some(as_)) => {
+                let text = match (b.is_null(), a.is_null()) {
+                    (true, false) => as_,
+                    (false, true) => format!("{bs} -> null"),
+                    _ => format!("{bs} -> {as_}"),
+                };
+                out.push_str(&format!("{INDENT}{sym} {p:<width$} = {text}{force}\n"));
+            }
+            _ => {
+                out.push_str(&format!("{INDENT}{sym} {p}:{force}\n"));
+                out.push_str(&unified(&lines(b), &lines(a), style));
+            }
+        }
+    }
+    out
+}
+
+/// A unified diff of two texts, indented under the field.
+fn unified(before: &str, after: &str, style: Style) -> String {
+    let diff = TextDiff::from_lines(before, after);
+    let mut out = String::new();
+    for hunk in diff.unified_diff().context_radius(2).iter_hunks() {
+        out.push_str(&format!("{INDENT}    {}\n", hunk.header()));
+        for change in hunk.iter_changes() {
+            let (sign, colour) = match change.tag() {
+                similar::ChangeTag::Delete => ("-", "31"),
+                similar::ChangeTag::Insert => ("+", "32"),
+                similar::ChangeTag::Equal => (" ", "0"),
+            };
+            let line = change.value().trim_end_matches('\n');
+            out.push_str(&format!("{INDENT}    {}\n", style.paint(colour, &format!("{sign}{line}"))));
+        }
+    }
+    out
+}
+
+/// The machine-readable plan (`plan --json`): secrets redacted, unknowns marked.
+pub fn to_json(plan: &Plan) -> Value {
+    let changes: Vec<Value> = plan
+        .changes
+        .iter()
+        .map(|c| {
+            json!({
+                "address": c.address.to_string(),
+                "kind": c.kind,
+                "action": c.action,
+                "before": c.before.as_ref().map(|v| redact(v, &c.sensitive_paths, "")),
+                "after": c.after.as_ref().map(|v| redact(v, &c.sensitive_paths, "")),
+                "replace_because": c.replace_because,
+                "create_before_destroy": c.create_before_destroy,
+                "dependencies": c.dependencies.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "drift": c.drift.as_ref().map(|d| json!({
+                    "recorded": redact(&d.recorded, &c.sensitive_paths, ""),
+                    "live": d.live.as_ref().map(|l| redact(l, &c.sensitive_paths, "")),
+                })),
+                "deposed": c.deposed.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "format_version": 1,
+        "terrain_version": plan.terrain_version,
+        "stack": plan.stack,
+        "destroy": plan.destroy,
+        "changes": changes,
+        "summary": plan.summary(),
+        "has_changes": plan.has_changes(),
+        "warnings": plan.warnings,
+        "markers": { "sensitive": SENSITIVE, "unknown": KNOWN_AFTER_APPLY },
+    })
+}

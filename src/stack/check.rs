@@ -1,0 +1,800 @@
+//! Phase two of loading: validate the parsed files against the registry. Unknown kinds
+//! and keys, wrong types, bad references, missing variables, kinds' own offline checks
+//! and dependency cycles are all reported together, each at its place in the files.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use terrain_providers::{Schema, Type};
+
+use super::load::{Entry, RawStack, RESERVED};
+use super::source::{did_you_mean, Diagnostic, Sources, Span, StackErrors};
+use super::{BackendConfig, Lifecycle, LoadOptions, Node, NodeKind, OutputConfig, Ref, ResourceConfig, Stack, Variable};
+use crate::addr::{is_identifier, Address};
+use crate::eval::{self, Resolved, Scope};
+
+/// Keys of a resource table that configure terrain rather than the object.
+pub const META_KEYS: [&str; 3] = ["depends_on", "lifecycle", "sensitive"];
+
+/// Validates a parsed stack.
+pub fn check(raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackErrors> {
+    let mut c = Checker {
+        sources: &raw.sources,
+        diags: Vec::new(),
+    };
+    let (name, backend) = c.stack_section(&raw);
+    let providers = c.providers(&raw.providers, opts);
+    let variables = c.variables(&raw.variables, opts);
+    let resources = c.resources(&raw, opts);
+    let outputs = c.outputs(&raw.outputs, &variables, &resources);
+    for (addr, rc) in &resources {
+        c.body_refs(addr, &rc.body, &variables, &resources, opts);
+    }
+    c.cycles(&resources);
+    if c.diags.is_empty() {
+        c.kind_validation(&resources, &variables, opts);
+    }
+    let diags = c.diags;
+    if !diags.is_empty() {
+        return Err(StackErrors {
+            sources: raw.sources,
+            diagnostics: diags,
+        });
+    }
+    let source_hash = hash_sources(&raw.sources);
+    Ok(Stack {
+        name,
+        dir: raw.dir,
+        sources: raw.sources,
+        source_hash,
+        backend,
+        providers,
+        variables,
+        resources,
+        outputs,
+    })
+}
+
+fn hash_sources(sources: &Sources) -> String {
+    let mut h = Sha256::new();
+    for f in &sources.files {
+        h.update(f.path.to_string_lossy().as_bytes());
+        h.update([0]);
+        h.update(f.text.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(h.finalize())
+}
+
+struct Checker<'a> {
+    sources: &'a Sources,
+    diags: Vec<Diagnostic>,
+}
+
+fn type_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "list",
+        Value::Object(_) => "table",
+    }
+}
+
+impl Checker<'_> {
+    fn err(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    fn unknown_key(&mut self, what: &str, key: &str, span: Span, allowed: &[&str]) {
+        let mut d = Diagnostic::at(span, format!("{what}: unknown key `{key}`"), "unknown key");
+        d.help = Some(match did_you_mean(key, allowed.iter().copied()) {
+            Some(s) => s,
+            None => format!("allowed keys: {}", allowed.join(", ")),
+        });
+        self.err(d);
+    }
+
+    fn literal_str(&mut self, what: &str, node: &Node) -> Option<String> {
+        match &node.kind {
+            NodeKind::Literal(Value::String(s)) => Some(s.clone()),
+            _ => {
+                self.err(Diagnostic::at(node.span, format!("{what} must be a plain string"), "expected a string"));
+                None
+            }
+        }
+    }
+
+    fn literal_bool(&mut self, what: &str, node: &Node) -> bool {
+        match &node.kind {
+            NodeKind::Literal(Value::Bool(b)) => *b,
+            _ => {
+                self.err(Diagnostic::at(node.span, format!("{what} must be true or false"), "expected a boolean"));
+                false
+            }
+        }
+    }
+
+    fn table<'n>(&mut self, what: &str, node: &'n Node) -> &'n [(String, Span, Node)] {
+        match &node.kind {
+            NodeKind::Table(entries) => entries,
+            _ => {
+                self.err(Diagnostic::at(node.span, format!("{what} must be a table"), "expected a table"));
+                &[]
+            }
+        }
+    }
+
+    fn stack_section(&mut self, raw: &RawStack) -> (String, BackendConfig) {
+        let default_name = raw
+            .dir
+            .canonicalize()
+            .ok()
+            .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .filter(|n| is_identifier(n))
+            .unwrap_or_else(|| "default".to_string());
+        let mut name = default_name;
+        let mut backend_path: Option<PathBuf> = None;
+        if let Some((_, node)) = &raw.stack {
+            for (key, kspan, value) in self.table("[stack]", node).to_vec() {
+                match key.as_str() {
+                    "name" => {
+                        if let Some(n) = self.literal_str("stack.name", &value) {
+                            if is_identifier(&n) {
+                                name = n;
+                            } else {
+                                self.err(Diagnostic::at(
+                                    value.span,
+                                    format!("stack.name `{n}` must start with a letter and hold only letters, digits, `_` and `-`"),
+                                    "invalid name",
+                                ));
+                            }
+                        }
+                    }
+                    "description" => {
+                        self.literal_str("stack.description", &value);
+                    }
+                    "backend" => {
+                        for (bkey, bspan, bvalue) in self.table("stack.backend", &value).to_vec() {
+                            match bkey.as_str() {
+                                "type" => {
+                                    if let Some(t) = self.literal_str("stack.backend.type", &bvalue) {
+                                        if t != "local" {
+                                            self.err(
+                                                Diagnostic::at(bvalue.span, format!("stack.backend.type `{t}` is not supported"), "unknown backend")
+                                                    .help("supported backends: local"),
+                                            );
+                                        }
+                                    }
+                                }
+                                "path" => {
+                                    backend_path = self.literal_str("stack.backend.path", &bvalue).map(|p| raw.dir.join(p));
+                                }
+                                other => self.unknown_key("stack.backend", other, bspan, &["type", "path"]),
+                            }
+                        }
+                    }
+                    other => self.unknown_key("[stack]", other, kspan, &["name", "description", "backend"]),
+                }
+            }
+        }
+        let path = backend_path.unwrap_or_else(|| PathBuf::from("state").join(format!("{name}.json")));
+        (name, BackendConfig::Local { path })
+    }
+
+    fn providers(&mut self, entries: &[Entry], opts: &LoadOptions<'_>) -> BTreeMap<String, Node> {
+        let known = opts.registry.providers();
+        let mut out = BTreeMap::new();
+        for (name, span, node) in entries {
+            if !known.contains(&name.as_str()) {
+                let mut d = Diagnostic::at(*span, format!("providers.{name}: unknown provider `{name}`"), "unknown provider");
+                d.help = did_you_mean(name, known.iter().copied()).or_else(|| Some(format!("known providers: {}", known.join(", "))));
+                self.err(d);
+                continue;
+            }
+            self.table(&format!("providers.{name}"), node);
+            out.insert(name.clone(), node.clone());
+        }
+        out
+    }
+
+    fn variables(&mut self, entries: &[Entry], opts: &LoadOptions<'_>) -> BTreeMap<String, Variable> {
+        let mut out = BTreeMap::new();
+        let declared: Vec<&str> = entries.iter().map(|(n, _, _)| n.as_str()).collect();
+        for (name, _) in opts.vars {
+            if !declared.contains(&name.as_str()) {
+                let mut d = Diagnostic::nowhere(format!("--var {name}: the stack declares no variable `{name}`"));
+                d.help = did_you_mean(name, declared.iter().copied());
+                self.err(d);
+            }
+        }
+        for (name, span, node) in entries {
+            if !is_identifier(name) {
+                self.err(Diagnostic::at(*span, format!("variables.{name}: not a valid variable name"), "invalid name"));
+                continue;
+            }
+            let (default, ty, sensitive) = match &node.kind {
+                NodeKind::Table(fields) => {
+                    let mut default = None;
+                    let mut ty = None;
+                    let mut sensitive = false;
+                    for (k, kspan, v) in fields {
+                        match k.as_str() {
+                            "default" => match &v.kind {
+                                NodeKind::Literal(val) => default = Some(val.clone()),
+                                _ => self.err(Diagnostic::at(v.span, format!("variables.{name}: a default cannot hold references"), "reference in a default")),
+                            },
+                            "type" => ty = self.literal_str(&format!("variables.{name}.type"), v),
+                            "description" => {
+                                self.literal_str(&format!("variables.{name}.description"), v);
+                            }
+                            "sensitive" => sensitive = self.literal_bool(&format!("variables.{name}.sensitive"), v),
+                            other => self.unknown_key(&format!("variables.{name}"), other, *kspan, &["default", "type", "description", "sensitive"]),
+                        }
+                    }
+                    (default, ty, sensitive)
+                }
+                NodeKind::Literal(v) => (Some(v.clone()), None, false),
+                _ => {
+                    self.err(Diagnostic::at(node.span, format!("variables.{name}: a default cannot hold references"), "reference in a default"));
+                    continue;
+                }
+            };
+            if let Some(t) = &ty {
+                if !["string", "number", "integer", "bool", "list", "table"].contains(&t.as_str()) {
+                    self.err(
+                        Diagnostic::at(node.span, format!("variables.{name}: unknown type `{t}`"), "unknown type")
+                            .help("types: string, number, integer, bool, list, table"),
+                    );
+                    continue;
+                }
+            }
+            let given = opts
+                .vars
+                .iter()
+                .rev()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| (v.clone(), "--var"))
+                .or_else(|| (opts.env)(&format!("TERRAIN_VAR_{name}")).map(|v| (v, "TERRAIN_VAR_")));
+            let value = match given {
+                Some((text, from)) => match parse_var(&text, ty.as_deref().or(default.as_ref().map(type_name_of))) {
+                    Ok(v) => v,
+                    Err(why) => {
+                        self.err(Diagnostic::at(*span, format!("variables.{name}: value from {from}{}: {why}", if from == "--var" { "" } else { name }), "this variable"));
+                        continue;
+                    }
+                },
+                None => match default {
+                    Some(d) => d,
+                    None => {
+                        self.err(
+                            Diagnostic::at(*span, format!("variables.{name} has no value"), "needs a value")
+                                .help(format!("pass --var {name}=VALUE, set TERRAIN_VAR_{name}, or give it a default")),
+                        );
+                        continue;
+                    }
+                },
+            };
+            if let Some(t) = &ty {
+                if !value_is(&value, t) {
+                    self.err(Diagnostic::at(*span, format!("variables.{name}: expected {t}, found {}", type_of(&value)), "wrong type"));
+                    continue;
+                }
+            }
+            out.insert(name.clone(), Variable { value, sensitive, span: *span });
+        }
+        out
+    }
+
+    fn resources(&mut self, raw: &RawStack, opts: &LoadOptions<'_>) -> BTreeMap<Address, ResourceConfig> {
+        let mut out: BTreeMap<Address, ResourceConfig> = BTreeMap::new();
+        let mut reported_kinds = BTreeSet::new();
+        for r in &raw.resources {
+            let Some(resource) = opts.registry.get(&r.kind) else {
+                if reported_kinds.insert((r.kind.clone(), r.kind_span)) {
+                    let mut d = Diagnostic::at(r.kind_span, format!("unknown resource kind `{}`", r.kind), "unknown kind");
+                    d.help = did_you_mean(&r.kind, opts.registry.names().chain(RESERVED))
+                        .or_else(|| Some(format!("known kinds: {}", opts.registry.names().collect::<Vec<_>>().join(", "))));
+                    self.err(d);
+                }
+                continue;
+            };
+            let addr = Address::new(&r.kind, &r.name);
+            if !is_identifier(&r.name) {
+                self.err(Diagnostic::at(r.name_span, format!("{addr}: resource names start with a letter or `_` and hold letters, digits, `_` and `-`"), "invalid name"));
+                continue;
+            }
+            if let Some(first) = out.get(&addr) {
+                self.err(
+                    Diagnostic::at(r.name_span, format!("{addr} is defined twice"), "second definition")
+                        .help(format!("the first is at {}", self.sources.locate(first.span))),
+                );
+                continue;
+            }
+            let entries = self.table(&addr.to_string(), &r.body).to_vec();
+            let mut fields = Vec::new();
+            let mut depends_on = Vec::new();
+            let mut lifecycle = Lifecycle::default();
+            let mut sensitive = Vec::new();
+            let schema = resource.schema();
+            for (key, kspan, value) in entries {
+                match key.as_str() {
+                    "depends_on" => depends_on = self.depends_on(&addr, &value),
+                    "lifecycle" => lifecycle = self.lifecycle(&addr, &value, schema),
+                    "sensitive" => sensitive = self.field_list(&format!("{addr}.sensitive"), &value, schema),
+                    _ => fields.push((key, kspan, value)),
+                }
+            }
+            let body = Node {
+                span: r.body.span,
+                kind: NodeKind::Table(fields),
+            };
+            self.check_fields(&addr.to_string(), &schema.fields, &body, r.name_span);
+            out.insert(
+                addr.clone(),
+                ResourceConfig {
+                    addr,
+                    span: r.name_span,
+                    body,
+                    depends_on,
+                    lifecycle,
+                    sensitive,
+                    resource: resource.clone(),
+                },
+            );
+        }
+        // depends_on targets must exist: checked once every address is known.
+        let addrs: Vec<String> = out.keys().map(ToString::to_string).collect();
+        for rc in out.values() {
+            for dep in &rc.depends_on {
+                if !out.contains_key(dep) {
+                    let span = raw
+                        .resources
+                        .iter()
+                        .find(|r| r.kind == rc.addr.kind && r.name == rc.addr.name)
+                        .and_then(|r| r.body.get("depends_on").map(|n| n.span))
+                        .unwrap_or(rc.span);
+                    let mut d = Diagnostic::at(span, format!("{}: depends_on names `{dep}`, which is not in the stack", rc.addr), "unknown resource");
+                    d.help = did_you_mean(&dep.to_string(), addrs.iter().map(String::as_str));
+                    self.diags.push(d);
+                }
+            }
+        }
+        out
+    }
+
+    fn depends_on(&mut self, addr: &Address, node: &Node) -> Vec<Address> {
+        let what = format!("{addr}.depends_on");
+        match &node.kind {
+            NodeKind::Literal(Value::Array(items)) => {
+                let mut out = Vec::new();
+                for item in items {
+                    match item.as_str().map(Address::parse) {
+                        Some(Ok(a)) => out.push(a),
+                        Some(Err(e)) => self.err(Diagnostic::at(node.span, format!("{what}: {e}"), "not an address")),
+                        None => self.err(Diagnostic::at(node.span, format!("{what} must list addresses as strings"), "expected strings")),
+                    }
+                }
+                out
+            }
+            _ => {
+                self.err(Diagnostic::at(node.span, format!("{what} must be a list of addresses like [\"kind.name\"]"), "expected a list"));
+                Vec::new()
+            }
+        }
+    }
+
+    fn field_list(&mut self, what: &str, node: &Node, schema: &Schema) -> Vec<String> {
+        let names: Vec<&str> = schema.fields.iter().map(|f| f.name).collect();
+        match &node.kind {
+            NodeKind::Literal(Value::Array(items)) => {
+                let mut out = Vec::new();
+                for item in items {
+                    let Some(path) = item.as_str() else {
+                        self.err(Diagnostic::at(node.span, format!("{what} must list field names as strings"), "expected strings"));
+                        continue;
+                    };
+                    let parts: Vec<&str> = path.split('.').collect();
+                    if schema.field_at(&parts).is_none() {
+                        let mut d = Diagnostic::at(node.span, format!("{what}: no field `{path}`"), "unknown field");
+                        d.help = did_you_mean(path, names.iter().copied()).or_else(|| Some(format!("fields: {}", names.join(", "))));
+                        self.err(d);
+                    } else {
+                        out.push(path.to_string());
+                    }
+                }
+                out
+            }
+            _ => {
+                self.err(Diagnostic::at(node.span, format!("{what} must be a list of field names"), "expected a list"));
+                Vec::new()
+            }
+        }
+    }
+
+    fn lifecycle(&mut self, addr: &Address, node: &Node, schema: &Schema) -> Lifecycle {
+        let mut l = Lifecycle::default();
+        for (key, kspan, value) in self.table(&format!("{addr}.lifecycle"), node).to_vec() {
+            match key.as_str() {
+                "prevent_destroy" => l.prevent_destroy = self.literal_bool(&format!("{addr}.lifecycle.prevent_destroy"), &value),
+                "create_before_destroy" => l.create_before_destroy = self.literal_bool(&format!("{addr}.lifecycle.create_before_destroy"), &value),
+                "ignore_changes" => l.ignore_changes = self.field_list(&format!("{addr}.lifecycle.ignore_changes"), &value, schema),
+                other => self.unknown_key(&format!("{addr}.lifecycle"), other, kspan, &["prevent_destroy", "create_before_destroy", "ignore_changes"]),
+            }
+        }
+        l
+    }
+
+    /// Checks keys and literal types of a table against schema fields.
+    fn check_fields(&mut self, what: &str, fields: &[terrain_providers::Field], node: &Node, header: Span) {
+        let NodeKind::Table(entries) = &node.kind else {
+            return;
+        };
+        let mut allowed: Vec<&str> = fields.iter().map(|f| f.name).collect();
+        if what.contains('.') && !what.contains(".lifecycle") && fields.len() == allowed.len() {
+            allowed.extend(META_KEYS.iter().copied().filter(|_| !what[what.find('.').map_or(0, |i| i + 1)..].contains('.')));
+        }
+        for (key, kspan, value) in entries {
+            match fields.iter().find(|f| f.name == key) {
+                Some(f) => self.check_type(&format!("{what}.{key}"), &f.ty, value),
+                None => self.unknown_key(what, key, *kspan, &allowed),
+            }
+        }
+        for f in fields.iter().filter(|f| f.required) {
+            if !entries.iter().any(|(k, _, _)| k == f.name) {
+                self.err(Diagnostic::at(header, format!("{what}: missing required field `{}`", f.name), "missing field").help(format!("`{}`: {}", f.name, f.doc)));
+            }
+        }
+    }
+
+    fn check_type(&mut self, what: &str, ty: &Type, node: &Node) {
+        match (&node.kind, ty) {
+            (_, Type::Any) => {}
+            (NodeKind::Literal(v), _) => {
+                if !ty.accepts(v) {
+                    if let (Type::Object(fields), Value::Object(_)) = (ty, v) {
+                        // Literal tables are kept as nodes; only reached for inline empties.
+                        let _ = fields;
+                    }
+                    self.err(Diagnostic::at(node.span, format!("{what}: expected {}, found {}", ty.describe(), describe_value(v)), format!("expected {}", ty.describe())));
+                }
+            }
+            (NodeKind::Whole(_), _) => {} // checked with references
+            (NodeKind::Template(_), Type::String) => {}
+            (NodeKind::Template(_), _) => self.err(
+                Diagnostic::at(node.span, format!("{what}: expected {}, found a string", ty.describe()), format!("expected {}", ty.describe()))
+                    .help("a reference alone in a string (\"${var.x}\") keeps its value's type; text around it makes a string"),
+            ),
+            (NodeKind::List(items), Type::List(inner)) => {
+                for (i, item) in items.iter().enumerate() {
+                    self.check_type(&format!("{what}.{i}"), inner, item);
+                }
+            }
+            (NodeKind::Table(entries), Type::Map(inner)) => {
+                for (k, _, v) in entries {
+                    self.check_type(&format!("{what}.{k}"), inner, v);
+                }
+            }
+            (NodeKind::Table(_), Type::Object(fields)) => self.check_fields(what, fields, node, node.span),
+            (NodeKind::List(_), _) => self.err(Diagnostic::at(node.span, format!("{what}: expected {}, found a list", ty.describe()), format!("expected {}", ty.describe()))),
+            (NodeKind::Table(_), _) => self.err(Diagnostic::at(node.span, format!("{what}: expected {}, found a table", ty.describe()), format!("expected {}", ty.describe()))),
+        }
+    }
+
+    /// Checks every reference in a resource body: target exists, attribute exists, and
+    /// a whole-string reference's type fits the field.
+    fn body_refs(&mut self, addr: &Address, body: &Node, vars: &BTreeMap<String, Variable>, resources: &BTreeMap<Address, ResourceConfig>, opts: &LoadOptions<'_>) {
+        let schema = resources.get(addr).map(|r| r.resource.schema().clone()).unwrap_or_default();
+        if let NodeKind::Table(entries) = &body.kind {
+            for (key, _, node) in entries {
+                let ty = schema.field(key).map(|f| f.ty.clone()).unwrap_or(Type::Any);
+                self.node_refs(&format!("{addr}.{key}"), node, &ty, vars, resources, opts);
+            }
+        }
+    }
+
+    fn node_refs(&mut self, what: &str, node: &Node, ty: &Type, vars: &BTreeMap<String, Variable>, resources: &BTreeMap<Address, ResourceConfig>, opts: &LoadOptions<'_>) {
+        match &node.kind {
+            NodeKind::Whole(r) => {
+                if let Some(found) = self.check_ref(what, r, node.span, vars, resources, opts) {
+                    if !types_fit(ty, &found) {
+                        self.err(Diagnostic::at(node.span, format!("{what}: expected {}, but `${{{r}}}` is {}", ty.describe(), found.describe()), format!("expected {}", ty.describe())));
+                    }
+                }
+            }
+            NodeKind::Template(parts) => {
+                for p in parts {
+                    if let super::Part::Ref(r, span) = p {
+                        self.check_ref(what, r, *span, vars, resources, opts);
+                    }
+                }
+            }
+            NodeKind::List(items) => {
+                let inner = match ty {
+                    Type::List(t) => (**t).clone(),
+                    _ => Type::Any,
+                };
+                for item in items {
+                    self.node_refs(what, item, &inner, vars, resources, opts);
+                }
+            }
+            NodeKind::Table(entries) => {
+                for (k, _, v) in entries {
+                    let inner = match ty {
+                        Type::Map(t) => (**t).clone(),
+                        Type::Object(fields) => fields.iter().find(|f| f.name == k).map_or(Type::Any, |f| f.ty.clone()),
+                        _ => Type::Any,
+                    };
+                    self.node_refs(&format!("{what}.{k}"), v, &inner, vars, resources, opts);
+                }
+            }
+            NodeKind::Literal(_) => {}
+        }
+    }
+
+    /// Resolves a reference's target; returns the type it yields when known.
+    fn check_ref(&mut self, what: &str, r: &Ref, span: Span, vars: &BTreeMap<String, Variable>, resources: &BTreeMap<Address, ResourceConfig>, opts: &LoadOptions<'_>) -> Option<Type> {
+        match r {
+            Ref::Var(name) => match vars.get(name) {
+                Some(v) => Some(type_of_value(&v.value)),
+                None => {
+                    let mut d = Diagnostic::at(span, format!("{what}: no variable `{name}`"), "unknown variable");
+                    d.help = did_you_mean(name, vars.keys().map(String::as_str)).or_else(|| Some(format!("declare it under [variables]: {name} = \"…\"")));
+                    self.err(d);
+                    None
+                }
+            },
+            Ref::Env(name) => {
+                if (opts.env)(name).is_none() {
+                    self.err(Diagnostic::at(span, format!("{what}: environment variable `{name}` is not set"), "not set").help(format!("export {name}=… before running terrain")));
+                    return None;
+                }
+                Some(Type::String)
+            }
+            Ref::Resource { addr, path } => {
+                let Some(target) = resources.get(addr) else {
+                    let mut d = Diagnostic::at(span, format!("{what}: reference to `{addr}`, which is not in the stack"), "unknown resource");
+                    let names: Vec<String> = resources.keys().map(ToString::to_string).collect();
+                    d.help = did_you_mean(&addr.to_string(), names.iter().map(String::as_str));
+                    self.err(d);
+                    return None;
+                };
+                let schema = target.resource.schema();
+                let first = path[0].as_str();
+                if first == "id" {
+                    return Some(Type::String);
+                }
+                let field = schema.field(first).or_else(|| schema.output(first));
+                let Some(field) = field else {
+                    let mut attrs: Vec<&str> = vec!["id"];
+                    attrs.extend(schema.fields.iter().map(|f| f.name));
+                    attrs.extend(schema.outputs.iter().map(|f| f.name));
+                    let mut d = Diagnostic::at(span, format!("{what}: `{addr}` has no attribute `{first}`"), "unknown attribute");
+                    d.help = did_you_mean(first, attrs.iter().copied()).or_else(|| Some(format!("attributes of {}: {}", addr.kind, attrs.join(", "))));
+                    self.err(d);
+                    return None;
+                };
+                let mut ty = field.ty.clone();
+                for part in &path[1..] {
+                    ty = match ty {
+                        Type::Object(fields) => match fields.iter().find(|f| f.name == part) {
+                            Some(f) => f.ty.clone(),
+                            None => {
+                                self.err(Diagnostic::at(span, format!("{what}: `{addr}.{}` has no attribute `{part}`", path.join(".")), "unknown attribute"));
+                                return None;
+                            }
+                        },
+                        Type::Map(t) => *t,
+                        Type::List(t) if part.parse::<usize>().is_ok() => *t,
+                        Type::Any => Type::Any,
+                        other => {
+                            self.err(Diagnostic::at(span, format!("{what}: `{addr}.{}` is {}, it has no `{part}`", path.join("."), other.describe()), "not a table"));
+                            return None;
+                        }
+                    };
+                }
+                Some(ty)
+            }
+        }
+    }
+
+    fn outputs(&mut self, entries: &[Entry], vars: &BTreeMap<String, Variable>, resources: &BTreeMap<Address, ResourceConfig>) -> BTreeMap<String, OutputConfig> {
+        let mut out = BTreeMap::new();
+        for (name, span, node) in entries {
+            let (value, sensitive, description) = match &node.kind {
+                NodeKind::Table(fields) if node.get("value").is_some() => {
+                    let mut value = None;
+                    let mut sensitive = false;
+                    let mut description = None;
+                    for (k, kspan, v) in fields {
+                        match k.as_str() {
+                            "value" => value = Some(v.clone()),
+                            "sensitive" => sensitive = self.literal_bool(&format!("outputs.{name}.sensitive"), v),
+                            "description" => description = self.literal_str(&format!("outputs.{name}.description"), v),
+                            other => self.unknown_key(&format!("outputs.{name}"), other, *kspan, &["value", "sensitive", "description"]),
+                        }
+                    }
+                    (value.unwrap_or_else(|| node.clone()), sensitive, description)
+                }
+                _ => (node.clone(), false, None),
+            };
+            // An output showing a secret must say so, or `terrain output` would print it.
+            if !sensitive {
+                for (r, rspan) in value.refs() {
+                    let secret = match r {
+                        Ref::Var(v) => vars.get(v).is_some_and(|v| v.sensitive),
+                        Ref::Resource { addr, path } => resources.get(addr).is_some_and(|rc| {
+                            let s = rc.resource.schema();
+                            s.field(&path[0]).or_else(|| s.output(&path[0])).is_some_and(|f| f.sensitive) || rc.sensitive.iter().any(|p| p == &path[0])
+                        }),
+                        Ref::Env(_) => false,
+                    };
+                    if secret {
+                        self.err(
+                            Diagnostic::at(rspan, format!("outputs.{name} shows the secret `${{{r}}}`"), "sensitive value")
+                                .help(format!("declare it as [outputs.{name}] value = \"…\", sensitive = true")),
+                        );
+                    }
+                }
+            }
+            out.insert(
+                name.clone(),
+                OutputConfig {
+                    value,
+                    sensitive,
+                    description,
+                    span: *span,
+                },
+            );
+        }
+        out
+    }
+
+    fn cycles(&mut self, resources: &BTreeMap<Address, ResourceConfig>) {
+        let deps: BTreeMap<Address, Vec<Address>> = resources
+            .iter()
+            .map(|(a, rc)| (a.clone(), rc.dependencies().into_iter().filter(|d| resources.contains_key(d)).collect()))
+            .collect();
+        for cycle in crate::graph::cycles(&deps) {
+            let first = &cycle[0];
+            let mut path: Vec<String> = cycle.iter().map(ToString::to_string).collect();
+            path.push(first.to_string());
+            let span = resources.get(first).map(|r| r.span);
+            let msg = format!("dependency cycle: {}", path.join(" -> "));
+            let d = match span {
+                Some(s) => Diagnostic::at(s, msg, "part of the cycle"),
+                None => Diagnostic::nowhere(msg),
+            }
+            .help("remove one of these references or depends_on entries");
+            self.err(d);
+        }
+    }
+
+    /// Runs each kind's own offline checks on the spec as far as it is known without any
+    /// API: variables and environment filled in, other resources' attributes unknown.
+    fn kind_validation(&mut self, resources: &BTreeMap<Address, ResourceConfig>, vars: &BTreeMap<String, Variable>, opts: &LoadOptions<'_>) {
+        let scope = OfflineScope { vars, env: opts.env };
+        for (addr, rc) in resources {
+            let spec = match eval::eval(&rc.body, &scope) {
+                Ok(e) => rc.resource.schema().with_defaults(&e.value),
+                Err(e) => {
+                    self.err(Diagnostic::at(e.span, format!("{addr}: {}", e.message), "here"));
+                    continue;
+                }
+            };
+            for invalid in rc.resource.validate(&spec) {
+                let span = if invalid.path.is_empty() {
+                    rc.span
+                } else {
+                    rc.body.at(&invalid.path).map_or(rc.span, |n| n.span)
+                };
+                let field = if invalid.path.is_empty() { String::new() } else { format!(".{}", invalid.path.join(".")) };
+                self.err(Diagnostic::at(span, format!("{addr}{field}: {}", invalid.message), "invalid value"));
+            }
+        }
+    }
+}
+
+/// Scope with variables and environment known and every resource attribute unknown.
+pub struct OfflineScope<'a> {
+    pub vars: &'a BTreeMap<String, Variable>,
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Scope for OfflineScope<'_> {
+    fn var(&self, name: &str) -> Option<(Value, bool)> {
+        self.vars.get(name).map(|v| (v.value.clone(), v.sensitive))
+    }
+    fn env(&self, name: &str) -> Option<String> {
+        (self.env)(name)
+    }
+    fn resource(&self, _addr: &Address, _path: &[String]) -> Resolved {
+        Resolved::Unknown(false)
+    }
+}
+
+fn describe_value(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("the string \"{s}\""),
+        Value::Number(n) => format!("the number {n}"),
+        Value::Bool(b) => format!("{b}"),
+        other => format!("a {}", type_of(other)),
+    }
+}
+
+fn type_of_value(v: &Value) -> Type {
+    match v {
+        Value::String(_) => Type::String,
+        Value::Bool(_) => Type::Bool,
+        Value::Number(n) if n.is_f64() => Type::Float,
+        Value::Number(_) => Type::Int,
+        _ => Type::Any,
+    }
+}
+
+fn types_fit(want: &Type, got: &Type) -> bool {
+    match (want, got) {
+        (Type::Any, _) | (_, Type::Any) => true,
+        (Type::Float, Type::Int) => true,
+        (Type::List(a), Type::List(b)) | (Type::Map(a), Type::Map(b)) => types_fit(a, b),
+        (Type::Object(_), Type::Object(_)) | (Type::Object(_), Type::Map(_)) | (Type::Map(_), Type::Object(_)) => true,
+        (a, b) => a == b,
+    }
+}
+
+fn type_name_of(v: &Value) -> &'static str {
+    match v {
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::Array(_) => "list",
+        Value::Object(_) => "table",
+        _ => "string",
+    }
+}
+
+fn value_is(v: &Value, ty: &str) -> bool {
+    match ty {
+        "string" => v.is_string(),
+        "number" => v.is_number(),
+        "integer" => v.is_i64() || v.is_u64(),
+        "bool" => v.is_boolean(),
+        "list" => v.is_array(),
+        "table" => v.is_object(),
+        _ => true,
+    }
+}
+
+/// A variable's value given on the command line or in the environment: strings as they
+/// are; other types parsed as a TOML value (`3`, `true`, `["a", "b"]`).
+fn parse_var(text: &str, ty: Option<&str>) -> Result<Value, String> {
+    match ty {
+        None | Some("string") => Ok(Value::String(text.to_string())),
+        Some(t) => {
+            let doc = format!("v = {text}");
+            let parsed = toml_span::parse(&doc).map_err(|_| format!("`{text}` is not a {t}"))?;
+            let v = parsed.pointer("/v").map(toml_to_json).ok_or_else(|| format!("`{text}` is not a {t}"))?;
+            if value_is(&v, t) {
+                Ok(v)
+            } else {
+                Err(format!("`{text}` is not a {t}"))
+            }
+        }
+    }
+}
+
+fn toml_to_json(v: &toml_span::Value<'_>) -> Value {
+    use toml_span::value::ValueInner;
+    match v.as_ref() {
+        ValueInner::String(s) => Value::String(s.to_string()),
+        ValueInner::Integer(i) => Value::from(*i),
+        ValueInner::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
+        ValueInner::Boolean(b) => Value::Bool(*b),
+        ValueInner::Array(a) => Value::Array(a.iter().map(toml_to_json).collect()),
+        ValueInner::Table(t) => Value::Object(t.iter().map(|(k, v)| (k.name.to_string(), toml_to_json(v))).collect()),
+    }
+}

@@ -1,0 +1,230 @@
+//! Values in a stack with their source spans, and the references inside strings:
+//! `${kind.name.attr}`, `${var.x}`, `${env.X}`. A string that is one reference and
+//! nothing else keeps the referenced value's type; `$${` writes a literal `${`.
+
+use serde_json::Value;
+
+use super::source::Span;
+use crate::addr::{is_identifier, Address};
+
+/// What a reference points at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ref {
+    /// An attribute of a resource: a spec field, a reported output, or `id`; `path`
+    /// descends into tables (`share.name`).
+    Resource { addr: Address, path: Vec<String> },
+    /// A stack variable.
+    Var(String),
+    /// An environment variable, read when the stack is loaded.
+    Env(String),
+}
+
+impl std::fmt::Display for Ref {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ref::Resource { addr, path } => write!(f, "{addr}.{}", path.join(".")),
+            Ref::Var(v) => write!(f, "var.{v}"),
+            Ref::Env(e) => write!(f, "env.{e}"),
+        }
+    }
+}
+
+/// A piece of a string with references.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Part {
+    Lit(String),
+    Ref(Ref, Span),
+}
+
+/// A value from a stack file, with where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub span: Span,
+    pub kind: NodeKind,
+}
+
+/// The shapes a [`Node`] takes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeKind {
+    /// A value with no reference in it.
+    Literal(Value),
+    /// A string that is exactly one reference: keeps the referenced value's type.
+    Whole(Ref),
+    /// A string mixing text and references.
+    Template(Vec<Part>),
+    List(Vec<Node>),
+    /// Keys in source order, each with the span of the key.
+    Table(Vec<(String, Span, Node)>),
+}
+
+impl Node {
+    /// Every reference in this value, with its span.
+    pub fn refs(&self) -> Vec<(&Ref, Span)> {
+        let mut out = Vec::new();
+        self.collect_refs(&mut out);
+        out
+    }
+
+    fn collect_refs<'a>(&'a self, out: &mut Vec<(&'a Ref, Span)>) {
+        match &self.kind {
+            NodeKind::Literal(_) => {}
+            NodeKind::Whole(r) => out.push((r, self.span)),
+            NodeKind::Template(parts) => {
+                for p in parts {
+                    if let Part::Ref(r, s) = p {
+                        out.push((r, *s));
+                    }
+                }
+            }
+            NodeKind::List(items) => items.iter().for_each(|n| n.collect_refs(out)),
+            NodeKind::Table(entries) => entries.iter().for_each(|(_, _, n)| n.collect_refs(out)),
+        }
+    }
+
+    /// The entry `key` of a table node.
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        match &self.kind {
+            NodeKind::Table(entries) => entries.iter().find(|(k, _, _)| k == key).map(|(_, _, n)| n),
+            _ => None,
+        }
+    }
+
+    /// The span of the key `key` of a table node.
+    pub fn key_span(&self, key: &str) -> Option<Span> {
+        match &self.kind {
+            NodeKind::Table(entries) => entries.iter().find(|(k, _, _)| k == key).map(|(_, s, _)| *s),
+            _ => None,
+        }
+    }
+
+    /// The node at a dotted path of table keys.
+    pub fn at(&self, path: &[String]) -> Option<&Node> {
+        path.iter().try_fold(self, |n, k| n.get(k))
+    }
+}
+
+/// Why a string's references could not be parsed; `offset` is relative to the string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseRefError {
+    pub offset: usize,
+    pub len: usize,
+    pub message: String,
+}
+
+/// Splits a string into literal text and references. `base` is the byte offset of the
+/// string's content in the file, so reference spans point at the `${…}` itself.
+pub fn parse_template(s: &str, file: usize, base: usize) -> Result<Vec<Part>, ParseRefError> {
+    let mut parts = Vec::new();
+    let mut lit = String::new();
+    let mut rest = s;
+    let mut pos = 0;
+    while let Some(i) = rest.find('$') {
+        lit.push_str(&rest[..i]);
+        let after = &rest[i..];
+        if after.starts_with("$${") {
+            lit.push_str("${");
+            rest = &after[3..];
+            pos += i + 3;
+        } else if after.starts_with("${") {
+            let close = after.find('}').ok_or_else(|| ParseRefError {
+                offset: pos + i,
+                len: after.len(),
+                message: "unterminated reference: `${` without a closing `}`".to_string(),
+            })?;
+            let inner = &after[2..close];
+            let r = parse_ref(inner.trim()).map_err(|message| ParseRefError {
+                offset: pos + i,
+                len: close + 1,
+                message,
+            })?;
+            if !lit.is_empty() {
+                parts.push(Part::Lit(std::mem::take(&mut lit)));
+            }
+            parts.push(Part::Ref(r, Span::new(file, base + pos + i, base + pos + i + close + 1)));
+            rest = &after[close + 1..];
+            pos += i + close + 1;
+        } else {
+            lit.push('$');
+            rest = &after[1..];
+            pos += i + 1;
+        }
+    }
+    lit.push_str(rest);
+    if !lit.is_empty() || parts.is_empty() {
+        parts.push(Part::Lit(lit));
+    }
+    Ok(parts)
+}
+
+/// Parses the inside of `${…}`.
+pub fn parse_ref(s: &str) -> Result<Ref, String> {
+    let segs: Vec<&str> = s.split('.').collect();
+    let bad = |why: &str| {
+        format!("`${{{s}}}` is not a reference: {why}; references look like `${{kind.name.attr}}`, `${{var.name}}` or `${{env.NAME}}`")
+    };
+    if segs.iter().any(|p| p.is_empty()) {
+        return Err(bad("empty part"));
+    }
+    match segs.as_slice() {
+        ["var", name] if is_identifier(name) => Ok(Ref::Var((*name).to_string())),
+        ["env", name] if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+            Ok(Ref::Env((*name).to_string()))
+        }
+        ["var", ..] | ["env", ..] => Err(bad("expected one name after `var.` or `env.`")),
+        [kind, name, path @ ..] if !path.is_empty() => {
+            if !is_identifier(kind) || !is_identifier(name) {
+                return Err(bad("kind and name must be identifiers"));
+            }
+            Ok(Ref::Resource {
+                addr: Address::new(*kind, *name),
+                path: path.iter().map(|p| (*p).to_string()).collect(),
+            })
+        }
+        [_, _] => Err(bad("a resource reference needs an attribute after the name")),
+        _ => Err(bad("too few parts")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lit(s: &str) -> Part {
+        Part::Lit(s.to_string())
+    }
+
+    #[test]
+    fn splits_text_and_references_with_spans() {
+        let parts = parse_template("a-${var.x}-b", 0, 10).expect("parses");
+        assert_eq!(parts.len(), 3);
+        assert_eq!(parts[0], lit("a-"));
+        assert_eq!(parts[1], Part::Ref(Ref::Var("x".into()), Span::new(0, 12, 20)));
+        assert_eq!(parts[2], lit("-b"));
+    }
+
+    #[test]
+    fn escapes_and_lone_dollars_stay_literal() {
+        assert_eq!(parse_template("$${HOME} costs $5", 0, 0).expect("parses"), vec![lit("${HOME} costs $5")]);
+    }
+
+    #[test]
+    fn resource_reference_with_nested_path() {
+        assert_eq!(
+            parse_ref("filestore.nfs.share.name"),
+            Ok(Ref::Resource {
+                addr: Address::new("filestore", "nfs"),
+                path: vec!["share".into(), "name".into()]
+            })
+        );
+        assert_eq!(parse_ref("env.HOME"), Ok(Ref::Env("HOME".into())));
+    }
+
+    #[test]
+    fn malformed_references_are_rejected() {
+        for bad in ["local_file.a", "var", "var.a.b", "a..b", "", "1x.y.z"] {
+            assert!(parse_ref(bad).is_err(), "{bad:?}");
+        }
+        let e = parse_template("x ${var.a", 0, 0).expect_err("unterminated");
+        assert_eq!(e.offset, 2);
+    }
+}

@@ -1,0 +1,141 @@
+//! Stacks: TOML files → a validated [`Stack`] (addresses resolved, references checked
+//! against the kinds' schemas, variables given values, graph acyclic). Nothing past
+//! this module touches raw TOML.
+//!
+//! Two phases: [`load`] reads and parses every file into nodes that keep their spans,
+//! then [`check`] validates them against the registry; every problem found is reported
+//! at once with file:line:col.
+
+pub mod check;
+pub mod expr;
+pub mod load;
+pub mod source;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+use terrain_providers::{Registry, Resource};
+
+use crate::addr::Address;
+pub use expr::{Node, NodeKind, Part, Ref};
+pub use source::{Diagnostic, Sources, Span, StackErrors};
+
+/// A validated stack.
+#[derive(Clone)]
+pub struct Stack {
+    pub name: String,
+    /// The directory holding the stack's files.
+    pub dir: PathBuf,
+    pub sources: Sources,
+    /// A hash of every file's path and content: a saved plan is only applied to the
+    /// stack it was made from.
+    pub source_hash: String,
+    pub backend: BackendConfig,
+    /// `[providers.<name>]` tables.
+    pub providers: BTreeMap<String, Node>,
+    pub variables: BTreeMap<String, Variable>,
+    pub resources: BTreeMap<Address, ResourceConfig>,
+    pub outputs: BTreeMap<String, OutputConfig>,
+}
+
+impl std::fmt::Debug for Stack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stack")
+            .field("name", &self.name)
+            .field("resources", &self.resources.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where the stack's state lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BackendConfig {
+    /// A JSON file on this machine.
+    Local { path: PathBuf },
+}
+
+/// A variable with its value for this run.
+#[derive(Debug, Clone)]
+pub struct Variable {
+    pub value: Value,
+    pub sensitive: bool,
+    pub span: Span,
+}
+
+/// `lifecycle = { … }` of a resource.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Lifecycle {
+    /// A plan that would delete or replace the resource fails.
+    pub prevent_destroy: bool,
+    /// On replace, create the new object before deleting the old one.
+    pub create_before_destroy: bool,
+    /// Spec fields (dotted paths) whose differences are ignored after create.
+    pub ignore_changes: Vec<String>,
+}
+
+/// One resource of the stack.
+#[derive(Clone)]
+pub struct ResourceConfig {
+    pub addr: Address,
+    /// The span of the resource's name in its table header.
+    pub span: Span,
+    /// The spec fields (meta keys such as `depends_on` removed), a table node.
+    pub body: Node,
+    pub depends_on: Vec<Address>,
+    pub lifecycle: Lifecycle,
+    /// Extra spec fields (dotted paths) to treat as secret, beyond the schema's own.
+    pub sensitive: Vec<String>,
+    /// The kind's implementation.
+    pub resource: Arc<dyn Resource>,
+}
+
+impl ResourceConfig {
+    /// Every resource this one depends on: referenced or listed in `depends_on`, sorted.
+    pub fn dependencies(&self) -> Vec<Address> {
+        let mut deps: Vec<Address> = self
+            .body
+            .refs()
+            .into_iter()
+            .filter_map(|(r, _)| match r {
+                Ref::Resource { addr, .. } => Some(addr.clone()),
+                _ => None,
+            })
+            .chain(self.depends_on.iter().cloned())
+            .filter(|a| *a != self.addr)
+            .collect();
+        deps.sort();
+        deps.dedup();
+        deps
+    }
+}
+
+/// An output of the stack.
+#[derive(Debug, Clone)]
+pub struct OutputConfig {
+    pub value: Node,
+    pub sensitive: bool,
+    pub description: Option<String>,
+    pub span: Span,
+}
+
+/// What to load and with which inputs.
+pub struct LoadOptions<'a> {
+    /// A stack file, or a directory whose `*.toml` files form one stack.
+    pub path: &'a Path,
+    /// `--var name=value` from the command line, in order given.
+    pub vars: &'a [(String, String)],
+    /// Reads an environment variable (the process environment outside tests).
+    pub env: &'a dyn Fn(&str) -> Option<String>,
+    pub registry: &'a Registry,
+}
+
+/// Loads and validates a stack.
+///
+/// Fails with every problem found (parse errors, unknown keys, wrong types, bad
+/// references, unknown kinds, cycles), each located in its file.
+pub fn load(opts: &LoadOptions<'_>) -> Result<Stack, StackErrors> {
+    let raw = load::read(opts)?;
+    check::check(raw, opts)
+}
