@@ -426,12 +426,16 @@ impl Engine {
             Step::Create | Step::Update => {
                 let rc = self.stack.resources.get(address).ok_or_else(|| EngineError::Apply(vec![(address.clone(), "not in the stack".into())]))?;
                 // Every dependency is applied by now: evaluate with real values.
-                let snapshot_scope = ApplyScope {
-                    stack: &self.stack,
-                    state: persister.snapshot(),
-                    env: &self.env(),
-                };
-                let evaluated = eval::eval(&rc.body, &snapshot_scope).map_err(|e| EngineError::Apply(vec![(address.clone(), e.message)]))?;
+                let evaluated = {
+                    let env = self.env();
+                    let scope = ApplyScope {
+                        stack: &self.stack,
+                        state: persister.snapshot(),
+                        env: &env,
+                    };
+                    eval::eval(&rc.body, &scope)
+                }
+                .map_err(|e| EngineError::Apply(vec![(address.clone(), e.message)]))?;
                 let schema = kind.schema();
                 let mut spec = schema.with_defaults(&evaluated.value);
                 if let Some(prior) = persister.snapshot().resources.get(&key).filter(|r| r.id.is_some() && step == Step::Update) {

@@ -432,6 +432,12 @@ pub fn steps(changes: &[Change]) -> StepGraph {
         match c.action {
             Action::Create => add(Step::Create),
             Action::Update => add(Step::Update),
+            // With create_before_destroy the create moves the old object to `deposed`,
+            // and deleting the deposed objects is what removes it.
+            Action::Replace if c.create_before_destroy => {
+                add(Step::Create);
+                add(Step::DeleteDeposed);
+            }
             Action::Replace => {
                 add(Step::Delete);
                 add(Step::Create);
@@ -439,7 +445,7 @@ pub fn steps(changes: &[Change]) -> StepGraph {
             Action::Delete => add(Step::Delete),
             Action::NoOp => {}
         }
-        if !c.deposed.is_empty() {
+        if !c.deposed.is_empty() && !(c.action == Action::Replace && c.create_before_destroy) {
             add(Step::DeleteDeposed);
         }
     }
@@ -473,17 +479,15 @@ pub fn steps(changes: &[Change]) -> StepGraph {
                     if dep.action == Action::Delete || (dep.action == Action::Replace && !dep.create_before_destroy) {
                         wait.extend(find(&dep.address, Step::Delete));
                     }
-                    if c.create_before_destroy {
-                        wait.extend(find(&dep.address, Step::Create));
-                        wait.extend(find(&dep.address, Step::Update));
-                    }
-                }
-                if c.action == Action::Replace && c.create_before_destroy {
-                    wait.extend(find(&c.address, Step::Create));
                 }
             }
             Step::DeleteDeposed => {
                 wait.extend(find(&c.address, Step::Create));
+                // Dependents move over to the new object before the old one goes.
+                for &di in dependents.get(&c.address).map(Vec::as_slice).unwrap_or_default() {
+                    wait.extend(find(&changes[di].address, Step::Create));
+                    wait.extend(find(&changes[di].address, Step::Update));
+                }
             }
         }
         wait.retain(|w| *w != si);

@@ -49,7 +49,7 @@ fn build(stack_args: &StackArgs, run: &RunArgs) -> anyhow::Result<(Engine, Style
     let stack = common::load_stack(stack_args, &registry)?;
     let backend = common::backend(&stack, stack_args);
     let style = Style::detect(stack_args.no_color);
-    let engine = common::engine(stack, registry, backend, run.parallelism, Progress::new(style));
+    let engine = common::engine(stack, registry, backend, run.parallelism, Progress::new(style))?;
     common::handle_interrupts(engine.cancel.clone());
     Ok((engine, style))
 }

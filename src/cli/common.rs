@@ -55,9 +55,16 @@ pub fn backend(stack: &Stack, args: &StackArgs) -> Arc<dyn Backend> {
     Arc::new(LocalBackend::new(state_path(stack, args)))
 }
 
-/// An engine for `stack`.
-pub fn engine(stack: Stack, registry: Registry, backend: Arc<dyn Backend>, parallelism: u16, observer: Arc<dyn Observer>) -> Engine {
-    Engine {
+/// An engine for `stack`. With `TERRAIN_LOG_PATH` set, events also go to that file.
+pub fn engine(stack: Stack, registry: Registry, backend: Arc<dyn Backend>, parallelism: u16, observer: Arc<dyn Observer>) -> anyhow::Result<Engine> {
+    let observer: Arc<dyn Observer> = match std::env::var_os("TERRAIN_LOG_PATH") {
+        Some(path) if !path.is_empty() => {
+            let path = PathBuf::from(path);
+            Arc::new(output::log::JsonLog::open(&path, observer).with_context(|| format!("open TERRAIN_LOG_PATH {}", path.display()))?)
+        }
+        _ => observer,
+    };
+    Ok(Engine {
         stack,
         registry,
         backend,
@@ -67,7 +74,7 @@ pub fn engine(stack: Stack, registry: Registry, backend: Arc<dyn Backend>, paral
         },
         observer,
         cancel: Cancel::new(),
-    }
+    })
 }
 
 /// Runs `f` holding the state lock, releasing it afterwards whatever `f` returned.

@@ -37,7 +37,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
     let backend = common::backend(&stack, &args.stack);
-    let engine = common::engine(stack, registry, backend, args.run.parallelism, std::sync::Arc::new(Quiet));
+    let engine = common::engine(stack, registry, backend, args.run.parallelism, std::sync::Arc::new(Quiet))?;
     let stack_path = args.stack.stack.display().to_string();
     let (plan, _) = engine.plan(args.destroy, &args.run.targets, &stack_path, &args.stack.vars).await?;
     if args.json {

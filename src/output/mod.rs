@@ -2,6 +2,7 @@
 //! listings and outputs are rendered here; colours only on a terminal.
 
 pub mod diag;
+pub mod log;
 pub mod plan;
 pub mod progress;
 pub mod value;

@@ -36,7 +36,9 @@ pub fn check(raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackErrors
     if c.diags.is_empty() {
         c.kind_validation(&resources, &variables, opts);
     }
-    let diags = c.diags;
+    let mut diags = c.diags;
+    // File order, so output is stable and reads top to bottom.
+    diags.sort_by_key(|d| d.span.map(|s| (s.file, s.start)));
     if !diags.is_empty() {
         return Err(StackErrors {
             sources: raw.sources,
@@ -348,7 +350,6 @@ impl Checker<'_> {
             );
         }
         // depends_on targets must exist: checked once every address is known.
-        let addrs: Vec<String> = out.keys().map(ToString::to_string).collect();
         for rc in out.values() {
             for dep in &rc.depends_on {
                 if !out.contains_key(dep) {
@@ -359,7 +360,7 @@ impl Checker<'_> {
                         .and_then(|r| r.body.get("depends_on").map(|n| n.span))
                         .unwrap_or(rc.span);
                     let mut d = Diagnostic::at(span, format!("{}: depends_on names `{dep}`, which is not in the stack", rc.addr), "unknown resource");
-                    d.help = did_you_mean(&dep.to_string(), addrs.iter().map(String::as_str));
+                    d.help = suggest_address(dep, out.keys());
                     self.diags.push(d);
                 }
             }
@@ -558,8 +559,7 @@ impl Checker<'_> {
             Ref::Resource { addr, path } => {
                 let Some(target) = resources.get(addr) else {
                     let mut d = Diagnostic::at(span, format!("{what}: reference to `{addr}`, which is not in the stack"), "unknown resource");
-                    let names: Vec<String> = resources.keys().map(ToString::to_string).collect();
-                    d.help = did_you_mean(&addr.to_string(), names.iter().map(String::as_str));
+                    d.help = suggest_address(addr, resources.keys());
                     self.err(d);
                     return None;
                 };
@@ -697,6 +697,18 @@ impl Checker<'_> {
             }
         }
     }
+}
+
+/// A did-you-mean for a mistyped address: by name among resources of the same kind,
+/// else by the whole address.
+fn suggest_address<'a>(wrong: &Address, known: impl Iterator<Item = &'a Address>) -> Option<String> {
+    let known: Vec<&Address> = known.collect();
+    let same_kind: Vec<&str> = known.iter().filter(|a| a.kind == wrong.kind).map(|a| a.name.as_str()).collect();
+    if let Some(name) = did_you_mean(&wrong.name, same_kind.iter().copied()) {
+        return Some(name.replace('`', "").replace("did you mean ", &format!("did you mean `{}.", wrong.kind)).replace('?', "`?"));
+    }
+    let all: Vec<String> = known.iter().filter(|a| a.kind != wrong.kind).map(ToString::to_string).collect();
+    did_you_mean(&wrong.to_string(), all.iter().map(String::as_str))
 }
 
 /// Scope with variables and environment known and every resource attribute unknown.

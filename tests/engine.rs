@@ -1,0 +1,546 @@
+//! The engine against the call-recording test provider: which calls it makes, in what
+//! order, and what the state holds after injected failures, interruptions and drift.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::json;
+use terrain::addr::Address;
+use terrain::engine::{Engine, EngineError, Event, Observer, Quiet, Settings};
+use terrain::plan::{Action, Plan};
+use terrain::stack::{self, LoadOptions};
+use terrain::state::{Backend, LockInfo, Pending, PendingOp, ResourceState, State, StateError};
+use terrain::walk::Cancel;
+use terrain_providers::testing::{Call, Op, TestCloud};
+
+/// A state backend in memory that keeps every saved version.
+#[derive(Default, Clone)]
+struct MemBackend {
+    saves: Arc<Mutex<Vec<State>>>,
+    lock: Arc<Mutex<Option<LockInfo>>>,
+}
+
+impl MemBackend {
+    fn history(&self) -> Vec<State> {
+        self.saves.lock().expect("lock").clone()
+    }
+    fn set(&self, s: State) {
+        self.saves.lock().expect("lock").push(s);
+    }
+}
+
+#[async_trait]
+impl Backend for MemBackend {
+    fn location(&self) -> String {
+        "memory".into()
+    }
+    async fn load(&self) -> Result<Option<State>, StateError> {
+        Ok(self.saves.lock().expect("lock").last().cloned())
+    }
+    async fn save(&self, state: &State) -> Result<(), StateError> {
+        self.saves.lock().expect("lock").push(state.clone());
+        Ok(())
+    }
+    async fn lock(&self, info: &LockInfo) -> Result<(), StateError> {
+        let mut l = self.lock.lock().expect("lock");
+        if let Some(holder) = l.clone() {
+            return Err(StateError::LockHeld { location: "memory".into(), holder });
+        }
+        *l = Some(info.clone());
+        Ok(())
+    }
+    async fn unlock(&self, _id: &str) -> Result<(), StateError> {
+        *self.lock.lock().expect("lock") = None;
+        Ok(())
+    }
+    async fn lock_info(&self) -> Result<Option<LockInfo>, StateError> {
+        Ok(self.lock.lock().expect("lock").clone())
+    }
+    async fn force_unlock(&self, _id: &str) -> Result<(), StateError> {
+        *self.lock.lock().expect("lock") = None;
+        Ok(())
+    }
+}
+
+/// Collects events, and cancels the walk after `cancel_after` finished operations.
+#[derive(Default)]
+struct Recorder {
+    events: Mutex<Vec<Event>>,
+    cancel_after: Option<(usize, Cancel)>,
+}
+
+impl Observer for Recorder {
+    fn event(&self, e: Event) {
+        let mut ev = self.events.lock().expect("lock");
+        ev.push(e);
+        if let Some((n, cancel)) = &self.cancel_after {
+            if ev.iter().filter(|e| matches!(e, Event::Finished { .. })).count() >= *n {
+                cancel.cancel();
+            }
+        }
+    }
+}
+
+struct Fixture {
+    cloud: TestCloud,
+    backend: MemBackend,
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        Self {
+            cloud: TestCloud::new(),
+            backend: MemBackend::default(),
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn engine(&self, toml: &str) -> Engine {
+        self.engine_with(toml, Arc::new(Quiet), 4)
+    }
+
+    fn engine_with(&self, toml: &str, observer: Arc<dyn Observer>, parallelism: usize) -> Engine {
+        let path = self.dir.path().join("stack.toml");
+        std::fs::write(&path, toml).expect("write stack");
+        let registry = self.cloud.registry();
+        let env = |_: &str| None;
+        let stack = stack::load(&LoadOptions {
+            path: &path,
+            vars: &[],
+            env: &env,
+            registry: &registry,
+        })
+        .unwrap_or_else(|e| panic!("stack loads: {e}"));
+        Engine {
+            stack,
+            registry,
+            backend: Arc::new(self.backend.clone()),
+            settings: Settings {
+                parallelism,
+                ..Settings::default()
+            },
+            observer,
+            cancel: Cancel::new(),
+        }
+    }
+}
+
+async fn plan(e: &Engine) -> (Plan, State) {
+    e.plan(false, &[], "stack.toml", &[]).await.expect("plan")
+}
+
+async fn converge(e: &Engine) -> Plan {
+    let (p, s) = plan(e).await;
+    e.apply(&p, s).await.expect("apply");
+    p
+}
+
+fn actions(p: &Plan) -> BTreeMap<String, Action> {
+    p.changes.iter().map(|c| (c.address.to_string(), c.action)).collect()
+}
+
+fn calls_of(cloud: &TestCloud, op: Op) -> Vec<String> {
+    cloud.calls().into_iter().filter(|c: &Call| c.op == op).map(|c| c.id).collect()
+}
+
+const CHAIN: &str = r#"
+[test_thing.a]
+name = "a"
+value = "first"
+
+[test_thing.b]
+name = "b"
+value = "${test_thing.a.arn}"
+
+[test_thing.c]
+name = "c"
+value = "${test_thing.b.endpoint}"
+
+[test_thing.d]
+name = "d"
+"#;
+
+#[tokio::test]
+async fn creates_in_dependency_order_then_plans_nothing() {
+    let f = Fixture::new();
+    let e = f.engine_with(CHAIN, Arc::new(Quiet), 1);
+    let p = converge(&e).await;
+    assert!(actions(&p).values().all(|a| *a == Action::Create));
+    // Ready operations start in address order, so the order is the same every run.
+    assert_eq!(calls_of(&f.cloud, Op::Create), vec!["a", "b", "c", "d"]);
+    assert_eq!(f.cloud.objects()["b"]["value"], json!("test:thing/a"));
+    assert_eq!(f.cloud.objects()["c"]["value"], json!("https://b.test"));
+
+    f.cloud.clear_calls();
+    let (p, _) = plan(&e).await;
+    assert!(!p.has_changes(), "second plan is clean: {:?}", actions(&p));
+    let ops: Vec<Op> = f.cloud.calls().iter().map(|c| c.op).collect();
+    assert_eq!(ops, vec![Op::Read; 4], "a no-op plan only reads");
+}
+
+#[tokio::test]
+async fn failed_create_stops_its_dependents_only() {
+    let f = Fixture::new();
+    f.cloud.fail(Op::Create, "b", 1);
+    let e = f.engine(CHAIN);
+    let (p, s) = plan(&e).await;
+    let err = e.apply(&p, s).await.expect_err("b fails");
+    let EngineError::Apply(errors) = &err else { panic!("unexpected error {err}") };
+    let failed: Vec<String> = errors.iter().map(|(a, _)| a.to_string()).collect();
+    assert_eq!(failed, vec!["test_thing.b", "test_thing.c"]);
+    assert!(errors[0].1.contains("test.things.create failed: 500 INTERNAL"), "{}", errors[0].1);
+    assert!(errors[1].1.contains("not attempted: test_thing.b failed"), "{}", errors[1].1);
+    let state = f.backend.load().await.expect("load").expect("state");
+    assert_eq!(state.resources.keys().collect::<Vec<_>>(), vec!["test_thing.a", "test_thing.d"]);
+    assert!(state.resources.values().all(|r| r.pending.is_none()));
+
+    // The re-run creates only what is missing.
+    converge(&e).await;
+    for name in ["a", "b", "c", "d"] {
+        assert_eq!(f.cloud.creates_of(name), 1, "{name} created once");
+    }
+}
+
+#[tokio::test]
+async fn every_create_is_recorded_before_its_call() {
+    let f = Fixture::new();
+    let e = f.engine(CHAIN);
+    converge(&e).await;
+    for addr in ["test_thing.a", "test_thing.b", "test_thing.c", "test_thing.d"] {
+        let intent = f.backend.history().iter().any(|s| {
+            s.resources
+                .get(addr)
+                .is_some_and(|r| r.id.is_none() && r.pending.as_ref().is_some_and(|p| p.op == PendingOp::Create))
+        });
+        assert!(intent, "{addr}: a saved state holds its create intent");
+    }
+    let serials: Vec<u64> = f.backend.history().iter().map(|s| s.serial).collect();
+    assert!(serials.windows(2).all(|w| w[1] > w[0]), "serial grows with every save: {serials:?}");
+}
+
+#[tokio::test]
+async fn interrupted_create_found_live_is_adopted_not_created_again() {
+    let f = Fixture::new();
+    let e = f.engine(CHAIN);
+    // A run died after test.things.create for `a` went through but before its result was
+    // recorded: the state has only the write-ahead intent.
+    let mut s = State::new();
+    s.serial = 3;
+    s.resources.insert(
+        "test_thing.a".into(),
+        ResourceState {
+            kind: "test_thing".into(),
+            provider: "test".into(),
+            id: None,
+            spec: json!(null),
+            outputs: json!(null),
+            dependencies: vec![],
+            sensitive_paths: vec![],
+            pending: Some(Pending {
+                op: PendingOp::Create,
+                started_at: "2026-01-01T00:00:00Z".into(),
+                planned_id: Some("a".into()),
+                spec: json!({"name": "a", "value": "first", "size": 1}),
+            }),
+            deposed: vec![],
+        },
+    );
+    f.backend.set(s);
+    f.cloud.set_live("a", json!({"name": "a", "value": "first", "size": 1}));
+    let (p, s) = plan(&e).await;
+    assert_eq!(actions(&p)["test_thing.a"], Action::NoOp, "found and adopted");
+    assert!(p.warnings.iter().any(|w| w.contains("adopted a")), "{:?}", p.warnings);
+    e.apply(&p, s).await.expect("apply");
+    assert!(calls_of(&f.cloud, Op::Create).iter().all(|id| id != "a"), "a is never created again");
+    let state = f.backend.load().await.expect("load").expect("state");
+    assert_eq!(state.resources["test_thing.a"].id.as_deref(), Some("a"));
+}
+
+#[tokio::test]
+async fn interrupted_create_that_made_nothing_is_created_once() {
+    let f = Fixture::new();
+    let e = f.engine("[test_thing.a]\nname = \"a\"\n");
+    let mut s = State::new();
+    s.resources.insert(
+        "test_thing.a".into(),
+        ResourceState {
+            kind: "test_thing".into(),
+            provider: "test".into(),
+            id: None,
+            spec: json!(null),
+            outputs: json!(null),
+            dependencies: vec![],
+            sensitive_paths: vec![],
+            pending: Some(Pending {
+                op: PendingOp::Create,
+                started_at: "2026-01-01T00:00:00Z".into(),
+                planned_id: Some("a".into()),
+                spec: json!({"name": "a"}),
+            }),
+            deposed: vec![],
+        },
+    );
+    f.backend.set(s);
+    let p = converge(&e).await;
+    assert_eq!(actions(&p)["test_thing.a"], Action::Create);
+    assert_eq!(f.cloud.creates_of("a"), 1);
+}
+
+fn wide_stack(n: usize) -> String {
+    (0..n)
+        .map(|i| {
+            let dep = if i % 4 == 0 { String::new() } else { format!("value = \"${{test_thing.t{}.arn}}\"\n", i - 1) };
+            format!("[test_thing.t{i}]\nname = \"t{i}\"\n{dep}\n")
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn aborted_apply_reruns_without_duplicates_or_losses() {
+    for abort_ms in [30u64, 70, 110] {
+        let f = Fixture::new();
+        f.cloud.set_latency(Duration::from_millis(10));
+        let toml = wide_stack(24);
+        let e = Arc::new(f.engine(&toml));
+        let (p, s) = plan(&e).await;
+        let task = {
+            let e = e.clone();
+            tokio::spawn(async move { e.apply(&p, s).await })
+        };
+        tokio::time::sleep(Duration::from_millis(abort_ms)).await;
+        task.abort();
+        let _ = task.await;
+        // Like a killed process: whatever reached the backend is all there is.
+        let e2 = f.engine(&toml);
+        converge(&e2).await;
+        let (p, _) = plan(&e2).await;
+        assert!(!p.has_changes(), "abort at {abort_ms}ms: converged");
+        for i in 0..24 {
+            assert_eq!(f.cloud.creates_of(&format!("t{i}")), 1, "abort at {abort_ms}ms: t{i} created exactly once");
+        }
+        let state = f.backend.load().await.expect("load").expect("state");
+        assert_eq!(state.resources.len(), 24);
+        assert!(state.resources.values().all(|r| r.pending.is_none() && r.id.is_some()));
+    }
+}
+
+#[tokio::test]
+async fn cancel_finishes_in_flight_and_starts_nothing_new() {
+    let f = Fixture::new();
+    let toml = wide_stack(12);
+    let cancel = Cancel::new();
+    let recorder = Arc::new(Recorder {
+        events: Mutex::new(Vec::new()),
+        cancel_after: Some((2, cancel.clone())),
+    });
+    let mut e = f.engine_with(&toml, recorder.clone(), 2);
+    e.cancel = cancel;
+    let (p, s) = plan(&e).await;
+    let err = e.apply(&p, s).await.expect_err("interrupted");
+    assert!(matches!(err, EngineError::Interrupted { .. }), "{err}");
+    let started = recorder.events.lock().expect("lock").iter().filter(|e| matches!(e, Event::Started { .. })).count();
+    let finished = recorder.events.lock().expect("lock").iter().filter(|e| matches!(e, Event::Finished { .. })).count();
+    assert_eq!(started, finished, "everything started also finished");
+    assert!(finished < 12);
+    let state = f.backend.load().await.expect("load").expect("state");
+    assert_eq!(state.resources.len(), finished, "every finished create is saved");
+    let e = f.engine(&toml);
+    converge(&e).await;
+    for i in 0..12 {
+        assert_eq!(f.cloud.creates_of(&format!("t{i}")), 1);
+    }
+}
+
+#[tokio::test]
+async fn in_place_update_and_replace_with_reason() {
+    let f = Fixture::new();
+    let base = "[test_thing.a]\nname = \"a\"\nvalue = \"v1\"\nzone = \"z1\"\n[test_thing.b]\nname = \"b\"\nvalue = \"${test_thing.a.zone}\"\n";
+    converge(&f.engine(base)).await;
+    f.cloud.clear_calls();
+
+    let e = f.engine(&base.replace("v1", "v2"));
+    let p = converge(&e).await;
+    assert_eq!(actions(&p)["test_thing.a"], Action::Update);
+    assert_eq!(actions(&p)["test_thing.b"], Action::NoOp);
+    assert_eq!(calls_of(&f.cloud, Op::Update), vec!["a"]);
+    f.cloud.clear_calls();
+
+    let e = f.engine(&base.replace("v1", "v2").replace("z1", "z2"));
+    let (p, s) = plan(&e).await;
+    let a = p.changes.iter().find(|c| c.address.name == "a").expect("a planned");
+    assert_eq!(a.action, Action::Replace);
+    assert_eq!(a.replace_because, vec!["zone"]);
+    assert_eq!(actions(&p)["test_thing.b"], Action::Update, "b follows a's zone");
+    e.apply(&p, s).await.expect("apply");
+    let ops: Vec<(Op, String)> = f.cloud.calls().into_iter().filter(|c| c.op != Op::Read).map(|c| (c.op, c.id)).collect();
+    assert_eq!(ops, vec![(Op::Delete, "a".into()), (Op::Create, "a".into()), (Op::Update, "b".into())]);
+    assert_eq!(f.cloud.objects()["b"]["value"], json!("z2"));
+}
+
+#[tokio::test]
+async fn create_before_destroy_keeps_the_old_object_until_the_new_one_exists() {
+    let f = Fixture::new();
+    // The id is the name, so a replacement needs a new name to coexist with the old one.
+    let v1 = "[test_thing.a]\nname = \"a1\"\nlifecycle = { create_before_destroy = true }\n";
+    converge(&f.engine(v1)).await;
+    f.cloud.clear_calls();
+    let e = f.engine(&v1.replace("a1", "a2"));
+    converge(&e).await;
+    let ops: Vec<(Op, String)> = f.cloud.calls().into_iter().filter(|c| c.op != Op::Read).map(|c| (c.op, c.id)).collect();
+    assert_eq!(ops, vec![(Op::Create, "a2".into()), (Op::Delete, "a1".into())]);
+    let state = f.backend.load().await.expect("load").expect("state");
+    assert!(state.resources["test_thing.a"].deposed.is_empty());
+    // While the old object waited for deletion, it was recorded as deposed.
+    assert!(f.backend.history().iter().any(|s| s.resources.get("test_thing.a").is_some_and(|r| r.deposed.iter().any(|d| d.id == "a1"))));
+}
+
+#[tokio::test]
+async fn failed_delete_of_deposed_object_is_retried_next_run() {
+    let f = Fixture::new();
+    let v1 = "[test_thing.a]\nname = \"a1\"\nlifecycle = { create_before_destroy = true }\n";
+    converge(&f.engine(v1)).await;
+    f.cloud.fail(Op::Delete, "a1", 1);
+    let e = f.engine(&v1.replace("a1", "a2"));
+    let (p, s) = plan(&e).await;
+    assert!(e.apply(&p, s).await.is_err());
+    assert!(f.cloud.objects().contains_key("a1"), "old object still there");
+    let (p, s) = plan(&e).await;
+    assert!(p.has_changes(), "leftover old object is planned for deletion");
+    e.apply(&p, s).await.expect("apply");
+    assert!(!f.cloud.objects().contains_key("a1"));
+    assert!(f.cloud.objects().contains_key("a2"));
+}
+
+#[tokio::test]
+async fn drift_is_shown_and_corrected() {
+    let f = Fixture::new();
+    let e = f.engine("[test_thing.a]\nname = \"a\"\nvalue = \"v1\"\n");
+    converge(&e).await;
+    f.cloud.set_live("a", json!({"name": "a", "value": "hacked", "size": 1}));
+    let (p, s) = plan(&e).await;
+    let c = &p.changes[0];
+    assert_eq!(c.action, Action::Update);
+    let drift = c.drift.as_ref().expect("drift recorded");
+    assert_eq!(drift.live.as_ref().expect("still exists")["value"], json!("hacked"));
+    e.apply(&p, s).await.expect("apply");
+    assert_eq!(f.cloud.objects()["a"]["value"], json!("v1"));
+
+    f.cloud.remove_live("a");
+    let (p, _) = plan(&e).await;
+    assert_eq!(p.changes[0].action, Action::Create);
+    assert!(p.changes[0].drift.as_ref().is_some_and(|d| d.live.is_none()));
+}
+
+#[tokio::test]
+async fn ignore_changes_leaves_outside_edits_alone() {
+    let f = Fixture::new();
+    let e = f.engine("[test_thing.a]\nname = \"a\"\nvalue = \"v1\"\ntags = { team = \"ml\" }\nlifecycle = { ignore_changes = [\"tags\"] }\n");
+    converge(&e).await;
+    f.cloud.set_live("a", json!({"name": "a", "value": "v1", "tags": {"team": "ops"}, "size": 1}));
+    let (p, _) = plan(&e).await;
+    assert_eq!(p.changes[0].action, Action::NoOp);
+}
+
+#[tokio::test]
+async fn destroy_runs_dependents_first_and_counts_gone_as_done() {
+    let f = Fixture::new();
+    let e = f.engine_with(CHAIN, Arc::new(Quiet), 1);
+    converge(&e).await;
+    f.cloud.remove_live("d");
+    f.cloud.clear_calls();
+    let (p, s) = e.plan(true, &[], "stack.toml", &[]).await.expect("plan");
+    e.apply(&p, s).await.expect("destroy");
+    assert_eq!(calls_of(&f.cloud, Op::Delete), vec!["c", "b", "a"]);
+    assert!(f.cloud.objects().is_empty());
+    let state = f.backend.load().await.expect("load").expect("state");
+    assert!(state.resources.is_empty());
+}
+
+#[tokio::test]
+async fn prevent_destroy_fails_the_plan_naming_the_resource() {
+    let f = Fixture::new();
+    let e = f.engine("[test_thing.a]\nname = \"a\"\nlifecycle = { prevent_destroy = true }\n");
+    converge(&e).await;
+    let err = e.plan(true, &[], "stack.toml", &[]).await.expect_err("refused");
+    assert!(err.to_string().starts_with("test_thing.a: lifecycle.prevent_destroy is set"), "{err}");
+    assert!(f.cloud.objects().contains_key("a"));
+}
+
+#[tokio::test]
+async fn targets_pull_in_dependencies_and_destroy_targets_dependents() {
+    let f = Fixture::new();
+    let e = f.engine(CHAIN);
+    let (p, s) = e.plan(false, &[Address::new("test_thing", "b")], "stack.toml", &[]).await.expect("plan");
+    let acts = actions(&p);
+    assert_eq!(acts["test_thing.a"], Action::Create);
+    assert_eq!(acts["test_thing.b"], Action::Create);
+    assert_eq!(acts["test_thing.c"], Action::NoOp);
+    assert_eq!(acts["test_thing.d"], Action::NoOp);
+    e.apply(&p, s).await.expect("apply");
+    converge(&e).await;
+    let (p, _) = e.plan(true, &[Address::new("test_thing", "b")], "stack.toml", &[]).await.expect("plan");
+    let deleted: Vec<String> = p.changes.iter().filter(|c| c.action == Action::Delete).map(|c| c.address.to_string()).collect();
+    assert_eq!(deleted, vec!["test_thing.c", "test_thing.b"]);
+}
+
+#[tokio::test]
+async fn resources_removed_from_the_stack_are_deleted() {
+    let f = Fixture::new();
+    converge(&f.engine(CHAIN)).await;
+    let e = f.engine("[test_thing.a]\nname = \"a\"\nvalue = \"first\"\n[test_thing.d]\nname = \"d\"\n");
+    let p = converge(&e).await;
+    assert_eq!(actions(&p)["test_thing.c"], Action::Delete);
+    assert_eq!(actions(&p)["test_thing.b"], Action::Delete);
+    let dels = calls_of(&f.cloud, Op::Delete);
+    assert_eq!(dels, vec!["c", "b"], "dependents first, from the state's record of dependencies");
+}
+
+#[tokio::test]
+async fn secrets_stay_out_of_plans_but_are_marked_in_state() {
+    let f = Fixture::new();
+    let e = f.engine("[variables.pw]\ndefault = \"hunter2\"\nsensitive = true\n[test_thing.a]\nname = \"a\"\nsecret = \"${var.pw}\"\nvalue = \"user:${var.pw}\"\n");
+    let (p, s) = plan(&e).await;
+    let human = terrain::output::plan::render(&p, terrain::output::Style { tty: false, color: false });
+    let json = terrain::output::plan::to_json(&p).to_string();
+    assert!(!human.contains("hunter2"), "{human}");
+    assert!(!json.contains("hunter2"), "{json}");
+    assert!(human.contains("(sensitive value)"));
+    e.apply(&p, s).await.expect("apply");
+    let state = f.backend.load().await.expect("load").expect("state");
+    let r = &state.resources["test_thing.a"];
+    assert!(r.sensitive_paths.contains(&"spec.secret".to_string()));
+    assert!(r.sensitive_paths.contains(&"spec.value".to_string()), "derived from a secret: {:?}", r.sensitive_paths);
+}
+
+#[tokio::test]
+async fn saved_plan_is_refused_once_the_state_moved_on() {
+    let f = Fixture::new();
+    let e = f.engine(CHAIN);
+    let (p, _) = plan(&e).await;
+    converge(&e).await;
+    let state = e.load_state().await.expect("load");
+    let err = e.check_fresh(&p, &state).expect_err("stale");
+    assert!(err.to_string().contains("the saved plan is stale"), "{err}");
+}
+
+#[tokio::test]
+async fn refresh_failure_names_the_address_and_call() {
+    let f = Fixture::new();
+    let e = f.engine("[test_thing.a]\nname = \"a\"\n");
+    converge(&e).await;
+    f.cloud.fail(Op::Read, "a", 1);
+    let err = e.plan(false, &[], "s", &[]).await.expect_err("refresh fails");
+    assert_eq!(err.to_string(), "test_thing.a: refresh: test.things.get failed: 500 INTERNAL: injected failure");
+}
+
+#[tokio::test]
+async fn stack_file_unused_helper_paths_exist() {
+    // Guards the fixture itself: the stack file is where the engine was told.
+    let f = Fixture::new();
+    let _ = f.engine("[test_thing.a]\nname = \"a\"\n");
+    assert!(Path::new(&f.dir.path().join("stack.toml")).exists());
+}
