@@ -57,14 +57,14 @@ impl Observer for Quiet {
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error(transparent)]
-    State(#[from] StateError),
+    State(Box<StateError>),
     #[error(transparent)]
     Plan(#[from] PlanError),
     #[error("{address}: refresh: {source}")]
     Refresh {
         address: Address,
         #[source]
-        source: ProviderError,
+        source: Box<ProviderError>,
     },
     #[error("{address}: the state has kind `{kind}`, which this terrain does not know")]
     UnknownKind { address: Address, kind: String },
@@ -82,11 +82,31 @@ pub enum EngineError {
     Import { address: Address, message: String },
 }
 
+/// Wraps a provider's read failure with the resource's address.
+fn refresh_error(address: &Address) -> impl FnOnce(ProviderError) -> EngineError + '_ {
+    move |source| EngineError::Refresh {
+        address: address.clone(),
+        source: Box::new(source),
+    }
+}
+
+impl From<StateError> for EngineError {
+    fn from(e: StateError) -> Self {
+        Self::State(Box::new(e))
+    }
+}
+
+/// Reads an environment variable (the process environment, or a fixed map in tests).
+pub type EnvFn = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+
+/// One refreshed resource: its key, its new entry (`None`: gone), drift, a warning.
+type Refreshed = (String, Option<ResourceState>, Option<Drift>, Option<String>);
+
 /// How the engine runs.
 #[derive(Clone)]
 pub struct Settings {
     pub parallelism: usize,
-    pub env: Arc<dyn Fn(&str) -> Option<String> + Send + Sync>,
+    pub env: EnvFn,
 }
 
 impl Default for Settings {
@@ -167,7 +187,7 @@ impl Engine {
     /// where the object is found) and the drift found.
     pub async fn refresh(&self, state: &State) -> Result<(State, BTreeMap<String, Drift>, Vec<String>), EngineError> {
         let entries: Vec<(String, ResourceState)> = state.resources.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let results: Vec<Result<(String, Option<ResourceState>, Option<Drift>, Option<String>), EngineError>> = stream::iter(entries)
+        let results: Vec<Result<Refreshed, EngineError>> = stream::iter(entries)
             .map(|(key, r)| async move { self.refresh_one(key, r).await })
             .buffered(self.settings.parallelism.max(1))
             .collect()
@@ -193,11 +213,8 @@ impl Engine {
         Ok((refreshed, drift, warnings))
     }
 
-    async fn refresh_one(&self, key: String, mut r: ResourceState) -> Result<(String, Option<ResourceState>, Option<Drift>, Option<String>), EngineError> {
-        let address = Address::parse(&key).map_err(|e| EngineError::Refresh {
-            address: Address::new("state", "entry"),
-            source: ProviderError::Unsupported(e.to_string()),
-        })?;
+    async fn refresh_one(&self, key: String, mut r: ResourceState) -> Result<Refreshed, EngineError> {
+        let address = Address::parse(&key).map_err(|e| refresh_error(&Address::new("state", "entry"))(ProviderError::Unsupported(e.to_string())))?;
         let kind = self.kind(&address, &r.kind)?;
         let ctx = self.ctx(&address, kind.provider())?;
         let mut warning = None;
@@ -220,13 +237,10 @@ impl Engine {
             address: address.clone(),
             id: id.clone(),
         });
-        let live = kind.read(&ctx, &id, &prior).await.map_err(|source| EngineError::Refresh {
-            address: address.clone(),
-            source,
-        })?;
+        let live = kind.read(&ctx, &id, &prior).await.map_err(refresh_error(&address))?;
         let mut deposed = Vec::new();
         for d in &r.deposed {
-            if kind.read(&ctx, &d.id, &d.spec).await.map_err(|source| EngineError::Refresh { address: address.clone(), source })?.is_some() {
+            if kind.read(&ctx, &d.id, &d.spec).await.map_err(refresh_error(&address))?.is_some() {
                 deposed.push(d.clone());
             }
         }
@@ -630,7 +644,7 @@ impl Engine {
         let obs = kind
             .read(&ctx, id, &Value::Null)
             .await
-            .map_err(|source| EngineError::Refresh { address: address.clone(), source })?
+            .map_err(refresh_error(address))?
             .ok_or_else(|| EngineError::Import {
                 address: address.clone(),
                 message: format!("no {} with id `{id}` exists", address.kind),

@@ -76,6 +76,10 @@ pub struct Change {
     pub dependencies: Vec<Address>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<Drift>,
+    /// Attributes the provider reports only once the object exists (for creates and
+    /// replaces), shown as known after apply.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub computed: Vec<String>,
     /// Old objects of an interrupted create_before_destroy, to delete.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deposed: Vec<Deposed>,
@@ -311,6 +315,7 @@ pub fn compute(stack: &Stack, state: &State, drift: &BTreeMap<String, Drift>, in
                 create_before_destroy: rc.lifecycle.create_before_destroy,
                 dependencies: deps.get(addr).cloned().unwrap_or_default(),
                 drift: drift.get(&key).cloned(),
+                computed: schema.outputs.iter().map(|f| f.name.to_string()).collect(),
                 deposed: existing.map(|r| r.deposed.clone()).unwrap_or_default(),
                 notes: Vec::new(),
             };
@@ -394,6 +399,7 @@ pub fn compute(stack: &Stack, state: &State, drift: &BTreeMap<String, Drift>, in
             create_before_destroy: false,
             dependencies: r.dependencies.iter().filter_map(|d| Address::parse(d).ok()).collect(),
             drift: drift.get(&key).cloned(),
+            computed: Vec::new(),
             deposed: r.deposed.clone(),
             notes: Vec::new(),
         });
@@ -445,7 +451,8 @@ pub fn steps(changes: &[Change]) -> StepGraph {
             Action::Delete => add(Step::Delete),
             Action::NoOp => {}
         }
-        if !c.deposed.is_empty() && !(c.action == Action::Replace && c.create_before_destroy) {
+        let cbd_replace = c.action == Action::Replace && c.create_before_destroy;
+        if !c.deposed.is_empty() && !cbd_replace {
             add(Step::DeleteDeposed);
         }
     }

@@ -84,8 +84,13 @@ fn change_block(c: &Change, style: Style) -> String {
     let empty = Value::Object(Default::default());
     match c.action {
         Action::Create => {
-            let after = c.after.as_ref().unwrap_or(&empty);
-            out.push_str(&all_fields("+", after, &c.sensitive_paths, style));
+            let mut after = c.after.clone().unwrap_or_else(|| empty.clone());
+            if let Value::Object(m) = &mut after {
+                for name in &c.computed {
+                    m.entry(name.clone()).or_insert_with(|| Value::String(terrain_providers::protocol::UNKNOWN.to_string()));
+                }
+            }
+            out.push_str(&all_fields("+", &after, &c.sensitive_paths, style));
         }
         Action::Update | Action::Replace => {
             let before = c.before.as_ref().unwrap_or(&empty);

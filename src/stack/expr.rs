@@ -121,9 +121,9 @@ pub fn parse_template(s: &str, file: usize, base: usize) -> Result<Vec<Part>, Pa
     while let Some(i) = rest.find('$') {
         lit.push_str(&rest[..i]);
         let after = &rest[i..];
-        if after.starts_with("$${") {
+        if let Some(tail) = after.strip_prefix("$${") {
             lit.push_str("${");
-            rest = &after[3..];
+            rest = tail;
             pos += i + 3;
         } else if after.starts_with("${") {
             let close = after.find('}').ok_or_else(|| ParseRefError {
