@@ -281,7 +281,8 @@ impl Engine {
 
     /// Refreshes and plans. `stack_path` and `variables` are recorded for `plan -out`.
     pub async fn plan(&self, destroy: bool, targets: &[Address], stack_path: &str, variables: &[(String, String)]) -> Result<(Plan, State), EngineError> {
-        let state = self.load_state().await?;
+        let stored = self.backend.load().await?;
+        let state = stored.clone().unwrap_or_default();
         let (refreshed, drift, mut warnings) = self.refresh(&state).await?;
         let env = self.env();
         let changes = plan::compute(
@@ -315,7 +316,9 @@ impl Engine {
             destroy,
             targets: targets.to_vec(),
             variables: variables.to_vec(),
-            lineage: state.lineage.clone(),
+            // No stored state yet: the plan is for "no state", whatever lineage the
+            // first save will pick.
+            lineage: if stored.is_some() { state.lineage.clone() } else { String::new() },
             serial: state.serial,
             changes,
             refreshed: refreshed.resources.clone(),
@@ -324,11 +327,18 @@ impl Engine {
         Ok((plan, state))
     }
 
-    /// Checks that `plan` was made from this stack and against `state`.
-    pub fn check_fresh(&self, plan: &Plan, state: &State) -> Result<(), EngineError> {
+    /// Checks that `plan` was made from this stack and against `stored`, the state as
+    /// stored now (`None`: there is none yet).
+    pub fn check_fresh(&self, plan: &Plan, stored: Option<&State>) -> Result<(), EngineError> {
         if plan.stack_hash != self.stack.source_hash {
             return Err(EngineError::StalePlan("the stack's files changed since it was saved".into()));
         }
+        let state = match (plan.lineage.is_empty(), stored) {
+            (true, None) => return Ok(()),
+            (true, Some(_)) => return Err(EngineError::StalePlan("it was made before any state existed, and a state was saved since".into())),
+            (false, None) => return Err(EngineError::StalePlan("the state it was made against no longer exists".into())),
+            (false, Some(s)) => s,
+        };
         if plan.lineage != state.lineage {
             return Err(EngineError::StalePlan(format!("it was made for state lineage {}, the state now has lineage {}", plan.lineage, state.lineage)));
         }
@@ -341,12 +351,14 @@ impl Engine {
     /// Applies `plan` to `state` (as loaded when the plan was made or checked fresh).
     /// The caller holds the state lock.
     pub async fn apply(&self, plan: &Plan, state: State) -> Result<ApplyReport, EngineError> {
+        let learned = state.resources != plan.refreshed;
         let mut start = state;
         start.resources = plan.refreshed.clone();
         let persister = Persister::new(self.backend.clone(), start);
         // What refresh learned (adoptions, vanished objects) is worth keeping even if
-        // nothing else happens.
-        if persister.snapshot().resources != persister.initial_resources() || plan.has_changes() {
+        // nothing else happens; otherwise the state is not rewritten.
+        if learned {
+            persister.update(|_| ());
             persister.persist().await?;
         }
         let graph = plan::steps(&plan.changes);
@@ -507,7 +519,13 @@ impl Engine {
                                     e.sensitive_paths = sensitive.clone();
                                 }
                             });
-                            persister.persist_later();
+                            if planned_id.is_some() {
+                                persister.persist_later();
+                            } else {
+                                // Nothing could find this object again after a crash, so
+                                // its record must be on disk before anyone hears of it.
+                                persister.persist().await?;
+                            }
                             Ok(Some(id))
                         }
                         Err(e) => {
@@ -641,8 +659,22 @@ impl Engine {
         })?;
         let kind = rc.resource.clone();
         let ctx = self.ctx(address, kind.provider())?;
+        // The stack's spec, as far as it is known offline, tells the provider how the
+        // object is described (e.g. which field holds a secret); nothing else is used.
+        let hint = {
+            let env = self.env();
+            let scope = OfflineScope {
+                vars: &self.stack.variables,
+                env: &env,
+            };
+            eval::eval(&rc.body, &scope)
+                .ok()
+                .map(|e| kind.schema().with_defaults(&e.value))
+                .filter(|v| !terrain_providers::protocol::is_unknown(v))
+                .unwrap_or(Value::Null)
+        };
         let obs = kind
-            .read(&ctx, id, &Value::Null)
+            .read(&ctx, id, &hint)
             .await
             .map_err(refresh_error(address))?
             .ok_or_else(|| EngineError::Import {
@@ -703,7 +735,6 @@ struct Persister {
     backend: Arc<dyn Backend>,
     inner: Mutex<PersistInner>,
     write: tokio::sync::Mutex<u64>,
-    initial: BTreeMap<String, ResourceState>,
 }
 
 struct PersistInner {
@@ -717,10 +748,9 @@ impl Persister {
     fn new(backend: Arc<dyn Backend>, state: State) -> Self {
         Self {
             backend,
-            initial: BTreeMap::new(),
             inner: Mutex::new(PersistInner {
                 state,
-                version: 1,
+                version: 0,
                 errors: Vec::new(),
                 deferred: false,
             }),
@@ -732,10 +762,6 @@ impl Persister {
         // A panic while holding this lock would already have aborted the apply; the
         // state inside is still the best record there is.
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn initial_resources(&self) -> BTreeMap<String, ResourceState> {
-        self.initial.clone()
     }
 
     fn update<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
@@ -765,7 +791,9 @@ impl Persister {
     }
 
     fn set_outputs(&self, outputs: BTreeMap<String, OutputState>) {
-        self.update(|s| s.outputs = outputs);
+        if self.lock().state.outputs != outputs {
+            self.update(|s| s.outputs = outputs);
+        }
     }
 
     /// Marks the state dirty without waiting: the next `persist` (there is always one at

@@ -523,7 +523,7 @@ async fn saved_plan_is_refused_once_the_state_moved_on() {
     let (p, _) = plan(&e).await;
     converge(&e).await;
     let state = e.load_state().await.expect("load");
-    let err = e.check_fresh(&p, &state).expect_err("stale");
+    let err = e.check_fresh(&p, Some(&state)).expect_err("stale");
     assert!(err.to_string().contains("the saved plan is stale"), "{err}");
 }
 

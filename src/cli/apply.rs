@@ -93,9 +93,9 @@ async fn apply_saved(file: &std::path::Path, args: &ApplyArgs) -> anyhow::Result
     let (engine, _) = build(&stack_args, &args.run)?;
     let backend = engine.backend.clone();
     common::with_lock(&*backend, "apply", args.run.lock_timeout, async {
-        let state = engine.load_state().await?;
-        engine.check_fresh(&plan, &state)?;
-        let report = engine.apply(&plan, state).await?;
+        let stored = engine.backend.load().await?;
+        engine.check_fresh(&plan, stored.as_ref())?;
+        let report = engine.apply(&plan, stored.unwrap_or_default()).await?;
         finish(&report, &plan, plan.destroy);
         Ok(Exit::Ok)
     })

@@ -36,10 +36,18 @@ impl miette::Diagnostic for Report {
 fn report(sources: &Sources, d: &Diagnostic) -> Report {
     let (source, label) = match d.span.and_then(|s| sources.files.get(s.file).map(|f| (s, f))) {
         Some((span, file)) => {
-            let len = span.end.saturating_sub(span.start).max(1);
+            // Parsers point one past the last byte at end of file; keep labels inside
+            // the text so the excerpt still shows (on the last character).
+            let text_len = file.text.len();
+            let mut start = span.start.min(text_len.saturating_sub(1));
+            while start > 0 && !file.text.is_char_boundary(start) {
+                start -= 1;
+            }
+            let len = span.end.min(text_len).saturating_sub(start).max(1);
+            let span = crate::stack::Span::new(span.file, start, start + len);
             (
                 Some(NamedSource::new(file.path.display().to_string(), file.text.to_string())),
-                Some(LabeledSpan::new_with_span(Some(d.label.clone()), SourceSpan::new(span.start.into(), len))),
+                Some(LabeledSpan::new_with_span(Some(d.label.clone()), SourceSpan::new(span.start.into(), span.end - span.start))),
             )
         }
         None => (None, None),

@@ -17,7 +17,7 @@ pub fn is_sensitive(path: &str, sensitive: &[String]) -> bool {
 /// `value` with the secrets at `sensitive` paths replaced by [`SENSITIVE`] and unknowns
 /// by [`KNOWN_AFTER_APPLY`] (for `--json` and `state show`).
 pub fn redact(value: &Value, sensitive: &[String], path: &str) -> Value {
-    if !path.is_empty() && sensitive.iter().any(|s| s == path || path.starts_with(&format!("{s}."))) {
+    if !path.is_empty() && !value.is_null() && sensitive.iter().any(|s| s == path || path.starts_with(&format!("{s}."))) {
         return Value::String(SENSITIVE.to_string());
     }
     match value {
@@ -55,9 +55,14 @@ pub fn inline(value: &Value, sensitive: bool) -> Option<String> {
     (s.chars().count() <= 80).then_some(s)
 }
 
-/// A multi-line rendering: strings as their lines, anything else as pretty JSON.
+/// A multi-line rendering: strings as their lines, anything else as pretty JSON; a
+/// value not known yet as such, and nothing as no lines.
 pub fn lines(value: &Value) -> String {
+    if is_unknown(value) {
+        return KNOWN_AFTER_APPLY.to_string();
+    }
     match value {
+        Value::Null => String::new(),
         Value::String(s) => s.clone(),
         other => serde_json::to_string_pretty(other).unwrap_or_else(|_| other.to_string()),
     }
@@ -71,9 +76,10 @@ mod tests {
     #[test]
     fn redacts_secrets_and_unknowns() {
         let v = json!({"user": "a", "password": "hunter2", "ip": UNKNOWN, "nested": {"token": "t"}});
-        let r = redact(&v, &["password".into(), "nested.token".into()], "");
+        let r = redact(&v, &["password".into(), "nested.token".into(), "unset".into()], "");
         assert_eq!(r, json!({"user": "a", "password": SENSITIVE, "ip": KNOWN_AFTER_APPLY, "nested": {"token": SENSITIVE}}));
         assert!(!r.to_string().contains("hunter2"));
+        assert_eq!(redact(&json!({"unset": null}), &["unset".into()], ""), json!({"unset": null}), "nothing is not a secret");
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub fn check(raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackErrors
     let mut c = Checker {
         sources: &raw.sources,
         diags: Vec::new(),
+        declared_vars: raw.variables.iter().map(|(n, _, _)| n.clone()).collect(),
     };
     let (name, backend) = c.stack_section(&raw);
     let providers = c.providers(&raw.providers, opts);
@@ -73,6 +74,9 @@ fn hash_sources(sources: &Sources) -> String {
 struct Checker<'a> {
     sources: &'a Sources,
     diags: Vec<Diagnostic>,
+    /// Every declared variable, with a value or not: a use of one already reported as
+    /// having no value is not reported again.
+    declared_vars: BTreeSet<String>,
 }
 
 fn type_of(v: &Value) -> &'static str {
@@ -542,6 +546,7 @@ impl Checker<'_> {
         match r {
             Ref::Var(name) => match vars.get(name) {
                 Some(v) => Some(type_of_value(&v.value)),
+                None if self.declared_vars.contains(name) => None,
                 None => {
                     let mut d = Diagnostic::at(span, format!("{what}: no variable `{name}`"), "unknown variable");
                     d.help = did_you_mean(name, vars.keys().map(String::as_str)).or_else(|| Some(format!("declare it under [variables]: {name} = \"…\"")));

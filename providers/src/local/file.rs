@@ -71,14 +71,15 @@ fn format_mode(mode: u32) -> String {
     format!("{:04o}", mode & 0o7777)
 }
 
-fn mode_problem(field: &str, text: &str) -> String {
-    format!("{field}: {text:?} is not a file mode; use 3 or 4 octal digits, e.g. \"0644\"")
+/// Says what is wrong with a mode; the field's name is added by whoever reports it.
+fn mode_problem(text: &str) -> String {
+    format!("{text:?} is not a file mode; use 3 or 4 octal digits, e.g. \"0644\"")
 }
 
 /// The mode in `field`, for create and update, which validation has already vetted;
 /// this error only fires if that step was skipped.
 fn mode_of_field(field: &str, text: &str) -> Result<u32, ProviderError> {
-    parse_mode(text).ok_or_else(|| ProviderError::Unsupported(mode_problem(field, text)))
+    parse_mode(text).ok_or_else(|| ProviderError::Unsupported(format!("{field}: {}", mode_problem(text))))
 }
 
 impl Spec {
@@ -156,7 +157,7 @@ impl Kind for LocalFile {
         }
         for (field, text) in [("mode", &spec.mode), ("directory_mode", &spec.directory_mode)] {
             if parse_mode(text).is_none() {
-                problems.push(Invalid::at(field, mode_problem(field, text)));
+                problems.push(Invalid::at(field, mode_problem(text)));
             }
         }
         problems

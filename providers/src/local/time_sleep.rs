@@ -34,8 +34,9 @@ pub struct Outputs {
 
 const DURATION_FIELDS: [&str; 2] = ["create_duration", "destroy_duration"];
 
-fn duration_problem(field: &str, text: &str) -> String {
-    format!("{field}: {text:?} is not a duration; use e.g. \"500ms\", \"30s\", \"1m30s\"")
+/// Says what is wrong with a duration; the field's name is added by whoever reports it.
+fn duration_problem(text: &str) -> String {
+    format!("{text:?} is not a duration; use e.g. \"500ms\", \"30s\", \"1m30s\"")
 }
 
 /// Parses the duration in `field`, `None` when the field is unset. Validation has
@@ -45,7 +46,7 @@ fn duration(field: &str, text: Option<&str>) -> Result<Option<Duration>, Provide
         None => Ok(None),
         Some(t) => parse_duration(t)
             .map(Some)
-            .ok_or_else(|| ProviderError::Unsupported(duration_problem(field, t))),
+            .ok_or_else(|| ProviderError::Unsupported(format!("{field}: {}", duration_problem(t)))),
     }
 }
 
@@ -100,7 +101,7 @@ impl Kind for TimeSleep {
                 let text = text.as_deref()?;
                 parse_duration(text)
                     .is_none()
-                    .then(|| Invalid::at(field, duration_problem(field, text)))
+                    .then(|| Invalid::at(field, duration_problem(text)))
             })
             .collect()
     }
@@ -236,11 +237,11 @@ mod tests {
             vec![
                 Invalid::at(
                     "create_duration",
-                    "create_duration: \"2x\" is not a duration; use e.g. \"500ms\", \"30s\", \"1m30s\""
+                    "\"2x\" is not a duration; use e.g. \"500ms\", \"30s\", \"1m30s\""
                 ),
                 Invalid::at(
                     "destroy_duration",
-                    "destroy_duration: \"soon\" is not a duration; use e.g. \"500ms\", \"30s\", \"1m30s\""
+                    "\"soon\" is not a duration; use e.g. \"500ms\", \"30s\", \"1m30s\""
                 ),
             ]
         );

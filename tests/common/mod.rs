@@ -1,0 +1,485 @@
+//! Helpers shared by the CLI tests: a [`Sandbox`] (a temporary working directory holding
+//! a copy of a fixture stack) that runs the real `terrain` binary with a clean,
+//! deterministic environment and captures its output, and [`expect_file`], which
+//! compares output with `tests/expected/<name>` after normalising what varies between
+//! runs (the temporary directory, timestamps, UUIDs, random hex ids, durations).
+//!
+//! `UPDATE_EXPECTED=1 cargo test …` rewrites the expected files instead of comparing.
+//! The expected files are the specification: review every change to them by eye.
+
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The user name the binary sees, so lock holders read `terrain-tester@<host>`.
+pub const TEST_USER: &str = "terrain-tester";
+
+/// The directory of this package (`tests/` lives under it).
+pub fn manifest_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `tests/fixtures/<name>`.
+pub fn fixture_path(name: &str) -> PathBuf {
+    manifest_dir().join("tests").join("fixtures").join(name)
+}
+
+/// The machine's host name as `gethostname` reports it, when it can be read.
+pub fn hostname() -> Option<String> {
+    fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+/// What one run of the binary did.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The exit code; `None` when a signal ended the process.
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    /// The command line, for failure messages.
+    pub args: Vec<String>,
+}
+
+impl Run {
+    fn from_output(args: Vec<String>, out: std::process::Output) -> Self {
+        Self {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            args,
+        }
+    }
+
+    /// Panics (showing both streams) unless the run exited with `code`.
+    #[track_caller]
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "`terrain {}` exited with {:?}, expected {code}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.args.join(" "),
+            self.code,
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// Exit code 0.
+    #[track_caller]
+    pub fn success(&self) -> &Self {
+        self.expect_code(0)
+    }
+
+    /// Exit code 1 (the code of every error).
+    #[track_caller]
+    pub fn failure(&self) -> &Self {
+        self.expect_code(1)
+    }
+
+    /// Both streams, for checks that something appears nowhere.
+    pub fn all_output(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+/// A temporary working directory for one test; removed when dropped.
+pub struct Sandbox {
+    dir: tempfile::TempDir,
+    /// `TERRAIN_LOG_PATH` for every run, when set.
+    log: Option<PathBuf>,
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sandbox {
+    /// An empty working directory.
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::Builder::new().prefix("terrain-test-").tempdir().expect("create a temporary working directory"),
+            log: None,
+        }
+    }
+
+    /// A working directory holding a copy of `tests/fixtures/<name>`: every file of a
+    /// fixture directory, or the one fixture file (under its own name).
+    pub fn with_fixture(name: &str) -> Self {
+        let sb = Self::new();
+        sb.add_fixture(name);
+        sb
+    }
+
+    /// Copies `tests/fixtures/<name>` into the working directory (see [`Self::with_fixture`]).
+    pub fn add_fixture(&self, name: &str) {
+        self.add_fixture_at(name, "");
+    }
+
+    /// Copies `tests/fixtures/<name>` into `rel` under the working directory.
+    pub fn add_fixture_at(&self, name: &str, rel: &str) {
+        let src = fixture_path(name);
+        let dst = self.join(rel);
+        if src.is_dir() {
+            copy_dir(&src, &dst);
+        } else {
+            fs::create_dir_all(&dst).unwrap_or_else(|e| panic!("create {}: {e}", dst.display()));
+            let file_name = src.file_name().expect("a fixture file has a name");
+            fs::copy(&src, dst.join(file_name)).unwrap_or_else(|e| panic!("copy fixture {}: {e}", src.display()));
+        }
+    }
+
+    /// Makes every later run append its engine events to `path` (`TERRAIN_LOG_PATH`).
+    pub fn set_log(&mut self, path: PathBuf) {
+        self.log = Some(path);
+    }
+
+    /// The working directory.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `rel` inside the working directory.
+    pub fn join(&self, rel: &str) -> PathBuf {
+        self.path().join(rel)
+    }
+
+    /// A command running the binary in the working directory: stdin closed (no
+    /// terminal), `TERRAIN_*` variables removed, `NO_COLOR=1`, a fixed user name.
+    pub fn command(&self, args: &[&str], envs: &[(&str, &str)]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_terrain"));
+        cmd.args(args).current_dir(self.path()).stdin(Stdio::null());
+        for (key, _) in std::env::vars_os() {
+            let k = key.to_string_lossy();
+            if k.starts_with("TERRAIN_") || k == "CLICOLOR_FORCE" || k == "FORCE_COLOR" || k == "COLUMNS" {
+                cmd.env_remove(&key);
+            }
+        }
+        cmd.env("NO_COLOR", "1").env("USER", TEST_USER).env("LOGNAME", TEST_USER);
+        if let Some(log) = &self.log {
+            cmd.env("TERRAIN_LOG_PATH", log);
+        }
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    /// Runs `terrain ARGS` to completion.
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_env(args, &[])
+    }
+
+    /// Runs `terrain ARGS` to completion with extra environment variables.
+    pub fn run_env(&self, args: &[&str], envs: &[(&str, &str)]) -> Run {
+        let out = self.command(args, envs).output().unwrap_or_else(|e| panic!("run terrain {}: {e}", args.join(" ")));
+        Run::from_output(args.iter().map(ToString::to_string).collect(), out)
+    }
+
+    /// Starts `terrain ARGS` without waiting, output captured.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args, &[])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start terrain {}: {e}", args.join(" ")))
+    }
+
+    /// Waits for a child started with [`Self::spawn`] and collects its output.
+    pub fn finish(&self, child: Child, args: &[&str]) -> Run {
+        let out = child.wait_with_output().unwrap_or_else(|e| panic!("wait for terrain {}: {e}", args.join(" ")));
+        Run::from_output(args.iter().map(ToString::to_string).collect(), out)
+    }
+
+    /// Writes `rel` (creating parent directories).
+    pub fn write(&self, rel: &str, content: &str) {
+        let p = self.join(rel);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).unwrap_or_else(|e| panic!("create {}: {e}", parent.display()));
+        }
+        fs::write(&p, content).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
+    }
+
+    /// The content of `rel`.
+    #[track_caller]
+    pub fn read(&self, rel: &str) -> String {
+        let p = self.join(rel);
+        fs::read_to_string(&p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+    }
+
+    /// Whether `rel` exists.
+    pub fn exists(&self, rel: &str) -> bool {
+        self.join(rel).exists()
+    }
+
+    /// Replaces the one occurrence of `from` in `rel` by `to` (an edit to a stack file).
+    #[track_caller]
+    pub fn edit(&self, rel: &str, from: &str, to: &str) {
+        let text = self.read(rel);
+        assert_eq!(text.matches(from).count(), 1, "{rel} must contain `{from}` exactly once");
+        self.write(rel, &text.replacen(from, to, 1));
+    }
+
+    /// Every file under the working directory (not directories), relative, sorted.
+    pub fn files(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        list_files(self.path(), self.path(), &mut out);
+        out.sort();
+        out
+    }
+
+    /// The permission bits of `rel`.
+    #[track_caller]
+    pub fn mode(&self, rel: &str) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        let p = self.join(rel);
+        fs::metadata(&p).unwrap_or_else(|e| panic!("stat {}: {e}", p.display())).permissions().mode() & 0o7777
+    }
+
+    /// The JSON in `rel` (a state file, a lock file, a plan).
+    #[track_caller]
+    pub fn json(&self, rel: &str) -> serde_json::Value {
+        let text = self.read(rel);
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{rel} is not JSON ({e}):\n{text}"))
+    }
+
+    /// The addresses in the state file `rel`, sorted.
+    #[track_caller]
+    pub fn state_addresses(&self, rel: &str) -> Vec<String> {
+        let state = self.json(rel);
+        let resources = state.get("resources").and_then(serde_json::Value::as_object).expect("a state has a `resources` map");
+        resources.keys().cloned().collect()
+    }
+
+    /// `text` with this sandbox's directory replaced by `$DIR`, then [`normalise`]d.
+    pub fn normalise(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        let mut dirs = vec![self.path().to_path_buf()];
+        if let Ok(canonical) = self.path().canonicalize() {
+            dirs.push(canonical);
+        }
+        // Longest first, so a canonical path containing the raw one is replaced whole.
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.as_os_str().len()));
+        for d in dirs {
+            text = text.replace(&*d.to_string_lossy(), "$DIR");
+        }
+        normalise(&text)
+    }
+
+    /// [`expect_file`] after replacing this sandbox's directory by `$DIR`.
+    #[track_caller]
+    pub fn expect(&self, name: &str, actual: &str) {
+        expect_normalised(name, &self.normalise(actual));
+    }
+
+    /// Polls `check` every few milliseconds until it returns `Some`, or panics after
+    /// `timeout` with `what`.
+    #[track_caller]
+    pub fn wait_for<T>(&self, what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(v) = check() {
+                return v;
+            }
+            assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+fn copy_dir(src: &Path, dst: &Path) {
+    fs::create_dir_all(dst).unwrap_or_else(|e| panic!("create {}: {e}", dst.display()));
+    let entries = fs::read_dir(src).unwrap_or_else(|e| panic!("list {}: {e}", src.display()));
+    for entry in entries {
+        let entry = entry.unwrap_or_else(|e| panic!("list {}: {e}", src.display()));
+        let from = entry.path();
+        let to = dst.join(entry.file_name());
+        if from.is_dir() {
+            copy_dir(&from, &to);
+        } else {
+            fs::copy(&from, &to).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
+        }
+    }
+}
+
+fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            list_files(root, &p, out);
+        } else if let Ok(rel) = p.strip_prefix(root) {
+            out.push(rel.to_string_lossy().into_owned());
+        }
+    }
+}
+
+/// Compares `actual`, normalised, with `tests/expected/<name>`; with
+/// `UPDATE_EXPECTED=1`, writes it there instead.
+#[track_caller]
+pub fn expect_file(name: &str, actual: &str) {
+    expect_normalised(name, &normalise(actual));
+}
+
+#[track_caller]
+fn expect_normalised(name: &str, actual: &str) {
+    let path = manifest_dir().join("tests").join("expected").join(name);
+    if std::env::var_os("UPDATE_EXPECTED").is_some_and(|v| v == "1") {
+        if let Some(parent) = path.parent() {
+            fs::create_dir_all(parent).unwrap_or_else(|e| panic!("create {}: {e}", parent.display()));
+        }
+        fs::write(&path, actual).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+        return;
+    }
+    let expected = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) => panic!(
+            "read expected output {}: {e}\nrun with UPDATE_EXPECTED=1 to create it; the actual output was:\n{actual}",
+            path.display()
+        ),
+    };
+    if expected != actual {
+        panic!(
+            "output differs from tests/expected/{name} (UPDATE_EXPECTED=1 rewrites it; review the change)\n{}\n--- expected ---\n{expected}\n--- actual ---\n{actual}",
+            first_difference(&expected, actual)
+        );
+    }
+}
+
+fn first_difference(expected: &str, actual: &str) -> String {
+    let (e, a): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), actual.lines().collect());
+    for i in 0..e.len().max(a.len()) {
+        let (el, al) = (e.get(i), a.get(i));
+        if el != al {
+            return format!(
+                "first difference at line {}:\n  expected: {}\n  actual:   {}",
+                i + 1,
+                el.map_or("<end of file>".to_string(), |l| format!("{l:?}")),
+                al.map_or("<end of file>".to_string(), |l| format!("{l:?}"))
+            );
+        }
+    }
+    "the texts differ only in their final newline".to_string()
+}
+
+/// Replaces what differs between runs: RFC 3339 timestamps by `<TIME>`, UUIDs by
+/// `<UUID>`, lowercase hex words of 8 to 16 characters (random ids) by `<HEX>`, and
+/// `after 3s` by `after Ns`. Longer hex words (SHA-256 digests of fixed content) stay.
+pub fn normalise(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        let boundary = i == 0 || !is_word(b[i - 1]);
+        if boundary {
+            if let Some(len) = timestamp_len(&b[i..]) {
+                out.push_str("<TIME>");
+                i += len;
+                continue;
+            }
+            if let Some(len) = uuid_len(&b[i..]) {
+                out.push_str("<UUID>");
+                i += len;
+                continue;
+            }
+            if b[i..].starts_with(b"after ") {
+                let digits = b[i + 6..].iter().take_while(|c| c.is_ascii_digit()).count();
+                let end = i + 6 + digits;
+                if digits > 0 && b.get(end) == Some(&b's') && b.get(end + 1).is_none_or(|c| !is_word(*c)) {
+                    out.push_str("after Ns");
+                    i = end + 1;
+                    continue;
+                }
+            }
+            if b[i].is_ascii_alphanumeric() {
+                let len = b[i..].iter().take_while(|c| c.is_ascii_alphanumeric()).count();
+                let word = &text[i..i + len];
+                let ends_word = b.get(i + len).is_none_or(|c| *c != b'_');
+                if (8..=16).contains(&len) && ends_word && word.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
+                    out.push_str("<HEX>");
+                } else {
+                    out.push_str(word);
+                }
+                i += len;
+                continue;
+            }
+        }
+        // Copy one whole character.
+        let ch_len = text[i..].chars().next().map_or(1, char::len_utf8);
+        out.push_str(&text[i..i + ch_len]);
+        i += ch_len;
+    }
+    out
+}
+
+fn is_word(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fff][Z|±HH:MM]` at the start of `b`.
+fn timestamp_len(b: &[u8]) -> Option<usize> {
+    const SHAPE: &[u8] = b"dddd-dd-ddTdd:dd:dd";
+    if b.len() < SHAPE.len() {
+        return None;
+    }
+    for (c, s) in b.iter().zip(SHAPE) {
+        let ok = if *s == b'd' { c.is_ascii_digit() } else { c == s };
+        if !ok {
+            return None;
+        }
+    }
+    let mut n = SHAPE.len();
+    if b.get(n) == Some(&b'.') {
+        let frac = b[n + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if frac > 0 {
+            n += 1 + frac;
+        }
+    }
+    match b.get(n) {
+        Some(b'Z') => n += 1,
+        Some(b'+' | b'-') if b.len() >= n + 6 && b[n + 3] == b':' && [1, 2, 4, 5].iter().all(|k| b[n + k].is_ascii_digit()) => n += 6,
+        _ => {}
+    }
+    Some(n)
+}
+
+/// A UUID (`8-4-4-4-12` hex digits) at the start of `b`.
+fn uuid_len(b: &[u8]) -> Option<usize> {
+    let mut n = 0;
+    for (k, group) in [8usize, 4, 4, 4, 12].iter().enumerate() {
+        if k > 0 {
+            if b.get(n) != Some(&b'-') {
+                return None;
+            }
+            n += 1;
+        }
+        let hex = b.get(n..n + group)?;
+        if !hex.iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        n += group;
+    }
+    b.get(n).is_none_or(|c| !is_word(*c)).then_some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalise;
+
+    #[test]
+    fn normalises_what_varies() {
+        assert_eq!(normalise("id=2026-11-21T00:03:19Z x"), "id=<TIME> x");
+        assert_eq!(normalise("at 2026-11-21T00:03:19.123+02:00."), "at <TIME>.");
+        assert_eq!(normalise("lock 6e26ba75-a61c-41a6-914b-42b00f6aa26a;"), "lock <UUID>;");
+        assert_eq!(normalise("[id=63ae07aec399] run-76f27205.txt"), "[id=<HEX>] run-<HEX>.txt");
+        assert_eq!(normalise("complete after 0s [id=x], after 12s"), "complete after Ns [id=x], after Ns");
+        let sha = "853ff93762a06ddbf722c4ebe9ddd66d8f63ddaea97f521c3ecc20da7c976020";
+        assert_eq!(normalise(sha), sha);
+        assert_eq!(normalise("local_file.greeting deadline 1234567"), "local_file.greeting deadline 1234567");
+    }
+}
