@@ -192,18 +192,17 @@ impl Engine {
             .buffered(self.settings.parallelism.max(1))
             .collect()
             .await;
-        let mut refreshed = state.clone();
+        let mut refreshed = State {
+            resources: BTreeMap::new(),
+            outputs: state.outputs.clone(),
+            ..state.clone_header()
+        };
         let mut drift = BTreeMap::new();
         let mut warnings = Vec::new();
         for res in results {
             let (key, new, d, warning) = res?;
-            match new {
-                Some(r) => {
-                    refreshed.resources.insert(key.clone(), r);
-                }
-                None => {
-                    refreshed.resources.remove(&key);
-                }
+            if let Some(r) = new {
+                refreshed.resources.insert(key.clone(), r);
             }
             if let Some(d) = d {
                 drift.insert(key, d);
@@ -282,7 +281,8 @@ impl Engine {
     /// Refreshes and plans. `stack_path` and `variables` are recorded for `plan -out`.
     pub async fn plan(&self, destroy: bool, targets: &[Address], stack_path: &str, variables: &[(String, String)]) -> Result<(Plan, State), EngineError> {
         let stored = self.backend.load().await?;
-        let state = stored.clone().unwrap_or_default();
+        let existed = stored.is_some();
+        let state = stored.unwrap_or_default();
         let (refreshed, drift, mut warnings) = self.refresh(&state).await?;
         let env = self.env();
         let changes = plan::compute(
@@ -318,10 +318,10 @@ impl Engine {
             variables: variables.to_vec(),
             // No stored state yet: the plan is for "no state", whatever lineage the
             // first save will pick.
-            lineage: if stored.is_some() { state.lineage.clone() } else { String::new() },
+            lineage: if existed { state.lineage.clone() } else { String::new() },
             serial: state.serial,
             changes,
-            refreshed: refreshed.resources.clone(),
+            refreshed: refreshed.resources,
             warnings,
         };
         Ok((plan, state))
@@ -454,9 +454,10 @@ impl Engine {
                 // Every dependency is applied by now: evaluate with real values.
                 let evaluated = {
                     let env = self.env();
+                    let entry = |k: &str| persister.snapshot_entry(k);
                     let scope = ApplyScope {
                         stack: &self.stack,
-                        state: persister.snapshot(),
+                        entry: &entry,
                         env: &env,
                     };
                     eval::eval(&rc.body, &scope)
@@ -464,8 +465,10 @@ impl Engine {
                 .map_err(|e| EngineError::Apply(vec![(address.clone(), e.message)]))?;
                 let schema = kind.schema();
                 let mut spec = schema.with_defaults(&evaluated.value);
-                if let Some(prior) = persister.snapshot().resources.get(&key).filter(|r| r.id.is_some() && step == Step::Update) {
-                    spec = crate::diff::overlay(&spec, &prior.spec, &rc.lifecycle.ignore_changes);
+                if step == Step::Update {
+                    if let Some(prior) = persister.snapshot_entry(&key).filter(|r| r.id.is_some()) {
+                        spec = crate::diff::overlay(&spec, &prior.spec, &rc.lifecycle.ignore_changes);
+                    }
                 }
                 if let Some(bad) = kind.validate(&spec).into_iter().next() {
                     return Err(EngineError::Apply(vec![(address.clone(), format!("invalid spec: {} {}", bad.path.join("."), bad.message))]));
@@ -626,9 +629,10 @@ impl Engine {
     /// The stack's outputs evaluated against `state`.
     pub fn outputs(&self, state: &State) -> Result<BTreeMap<String, OutputState>, EngineError> {
         let env = self.env();
+        let entry = |k: &str| state.resources.get(k).cloned();
         let scope = ApplyScope {
             stack: &self.stack,
-            state: state.clone(),
+            entry: &entry,
             env: &env,
         };
         let mut out = BTreeMap::new();
@@ -701,7 +705,9 @@ impl Engine {
 /// has been applied, so its values are real.
 struct ApplyScope<'a> {
     stack: &'a Stack,
-    state: State,
+    /// Looks one resource up by address: a step only needs the few it references, not
+    /// a copy of the whole state.
+    entry: &'a dyn Fn(&str) -> Option<ResourceState>,
     env: &'a dyn Fn(&str) -> Option<String>,
 }
 
@@ -713,7 +719,7 @@ impl Scope for ApplyScope<'_> {
         (self.env)(name)
     }
     fn resource(&self, addr: &Address, path: &[String]) -> Resolved {
-        let Some(r) = self.state.resources.get(&addr.to_string()) else {
+        let Some(r) = (self.entry)(&addr.to_string()) else {
             return Resolved::Unknown(false);
         };
         let secret = r.sensitive_paths.iter().any(|p| p == &format!("spec.{}", path[0]) || p == &format!("outputs.{}", path[0]));

@@ -73,6 +73,20 @@ impl LocalBackend {
     /// Writes `bytes` to a new temp file next to the state file and syncs it; returns its
     /// path. Created 0600 so the secrets in it are never readable by others, not even
     /// briefly (the umask can only remove bits).
+    /// The blocking part of a save: temp file, fsync, backup link, rename, directory fsync.
+    fn write_file(&self, bytes: &[u8]) -> Result<(), StateError> {
+        let dir = parent_dir(&self.path);
+        fs::create_dir_all(&dir).map_err(|e| self.write_err(e))?;
+        let tmp = self.write_temp(&dir, bytes).map_err(|e| self.write_err(e))?;
+        let replaced = self.keep_backup(&dir).and_then(|()| fs::rename(&tmp, &self.path));
+        if let Err(e) = replaced {
+            let _ = fs::remove_file(&tmp);
+            return Err(self.write_err(e));
+        }
+        // Both renames are only durable once the directory itself is synced.
+        File::open(&dir).and_then(|d| d.sync_all()).map_err(|e| self.write_err(e))
+    }
+
     fn write_temp(&self, dir: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
         let mut attempts = 0;
         loop {
@@ -247,17 +261,13 @@ impl Backend for LocalBackend {
         let mut bytes = serde_json::to_vec_pretty(state)
             .map_err(|e| self.write_err(io::Error::new(io::ErrorKind::InvalidData, e)))?;
         bytes.push(b'\n');
-
-        let dir = parent_dir(&self.path);
-        fs::create_dir_all(&dir).map_err(|e| self.write_err(e))?;
-        let tmp = self.write_temp(&dir, &bytes).map_err(|e| self.write_err(e))?;
-        let replaced = self.keep_backup(&dir).and_then(|()| fs::rename(&tmp, &self.path));
-        if let Err(e) = replaced {
-            let _ = fs::remove_file(&tmp);
-            return Err(self.write_err(e));
+        // The writes and fsyncs block for milliseconds; off the async threads, other
+        // operations of an apply keep going (and group their records into the next save).
+        let writer = LocalBackend::new(self.path.clone());
+        match tokio::task::spawn_blocking(move || writer.write_file(&bytes)).await {
+            Ok(result) => result,
+            Err(e) => Err(self.write_err(io::Error::other(e))),
         }
-        // Both renames are only durable once the directory itself is synced.
-        File::open(&dir).and_then(|d| d.sync_all()).map_err(|e| self.write_err(e))
     }
 
     async fn lock(&self, info: &LockInfo) -> Result<(), StateError> {
@@ -294,7 +304,13 @@ impl Backend for LocalBackend {
             *held = Some((info.clone(), file));
             return Ok(());
         }
-        Err(self.lock_err(io::Error::other("the lock file kept being replaced while locking it")))
+        // Other runs kept taking and releasing the lock all the while: it is busy, which
+        // is what LockHeld says (and what `--lock-timeout` waits out), not a failure.
+        match self.open_lock_file(false) {
+            Ok(file) => Err(self.lock_held(read_lock_info(&file))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(self.lock_held(unknown_holder())),
+            Err(e) => Err(self.lock_err(e)),
+        }
     }
 
     async fn unlock(&self, id: &str) -> Result<(), StateError> {
@@ -395,6 +411,11 @@ fn read_lock_info(mut file: &File) -> LockInfo {
             std::thread::sleep(GLANCE_PAUSE);
         }
     }
+    unknown_holder()
+}
+
+/// The holder of a lock whose record cannot be read.
+fn unknown_holder() -> LockInfo {
     LockInfo {
         id: "unknown".to_string(),
         who: "unknown".to_string(),

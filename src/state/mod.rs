@@ -51,6 +51,20 @@ impl State {
     }
 }
 
+impl State {
+    /// The same state without its resources and outputs (serial, lineage, versions).
+    pub fn clone_header(&self) -> Self {
+        Self {
+            format_version: self.format_version,
+            terrain_version: self.terrain_version.clone(),
+            serial: self.serial,
+            lineage: self.lineage.clone(),
+            resources: BTreeMap::new(),
+            outputs: BTreeMap::new(),
+        }
+    }
+}
+
 impl Default for State {
     fn default() -> Self {
         Self::new()
