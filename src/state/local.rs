@@ -74,17 +74,17 @@ impl LocalBackend {
     /// path. Created 0600 so the secrets in it are never readable by others, not even
     /// briefly (the umask can only remove bits).
     /// The blocking part of a save: temp file, fsync, backup link, rename, directory fsync.
-    fn write_file(&self, bytes: &[u8]) -> Result<(), StateError> {
+    fn write_file(&self, bytes: &[u8]) -> io::Result<()> {
         let dir = parent_dir(&self.path);
-        fs::create_dir_all(&dir).map_err(|e| self.write_err(e))?;
-        let tmp = self.write_temp(&dir, bytes).map_err(|e| self.write_err(e))?;
+        fs::create_dir_all(&dir)?;
+        let tmp = self.write_temp(&dir, bytes)?;
         let replaced = self.keep_backup(&dir).and_then(|()| fs::rename(&tmp, &self.path));
         if let Err(e) = replaced {
             let _ = fs::remove_file(&tmp);
-            return Err(self.write_err(e));
+            return Err(e);
         }
         // Both renames are only durable once the directory itself is synced.
-        File::open(&dir).and_then(|d| d.sync_all()).map_err(|e| self.write_err(e))
+        File::open(&dir).and_then(|d| d.sync_all())
     }
 
     fn write_temp(&self, dir: &Path, bytes: &[u8]) -> io::Result<PathBuf> {
@@ -265,7 +265,7 @@ impl Backend for LocalBackend {
         // operations of an apply keep going (and group their records into the next save).
         let writer = LocalBackend::new(self.path.clone());
         match tokio::task::spawn_blocking(move || writer.write_file(&bytes)).await {
-            Ok(result) => result,
+            Ok(result) => result.map_err(|e| self.write_err(e)),
             Err(e) => Err(self.write_err(io::Error::other(e))),
         }
     }
