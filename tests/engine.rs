@@ -222,6 +222,27 @@ async fn every_create_is_recorded_before_its_call() {
     assert!(serials.windows(2).all(|w| w[1] > w[0]), "serial grows with every save: {serials:?}");
 }
 
+/// What a run that died during `test.things.create` of `name` left in the state: the
+/// write-ahead intent, no id.
+fn pending_create(name: &str, spec: serde_json::Value) -> ResourceState {
+    ResourceState {
+        kind: "test_thing".into(),
+        provider: "test".into(),
+        id: None,
+        spec: json!(null),
+        outputs: json!(null),
+        dependencies: vec![],
+        sensitive_paths: vec![],
+        pending: Some(Pending {
+            op: PendingOp::Create,
+            started_at: "2026-01-01T00:00:00Z".into(),
+            planned_id: Some(name.into()),
+            spec,
+        }),
+        deposed: vec![],
+    }
+}
+
 #[tokio::test]
 async fn interrupted_create_found_live_is_adopted_not_created_again() {
     let f = Fixture::new();
@@ -230,25 +251,7 @@ async fn interrupted_create_found_live_is_adopted_not_created_again() {
     // recorded: the state has only the write-ahead intent.
     let mut s = State::new();
     s.serial = 3;
-    s.resources.insert(
-        "test_thing.a".into(),
-        ResourceState {
-            kind: "test_thing".into(),
-            provider: "test".into(),
-            id: None,
-            spec: json!(null),
-            outputs: json!(null),
-            dependencies: vec![],
-            sensitive_paths: vec![],
-            pending: Some(Pending {
-                op: PendingOp::Create,
-                started_at: "2026-01-01T00:00:00Z".into(),
-                planned_id: Some("a".into()),
-                spec: json!({"name": "a", "value": "first", "size": 1}),
-            }),
-            deposed: vec![],
-        },
-    );
+    s.resources.insert("test_thing.a".into(), pending_create("a", json!({"name": "a", "value": "first", "size": 1})));
     f.backend.set(s);
     f.cloud.set_live("a", json!({"name": "a", "value": "first", "size": 1}));
     let (p, s) = plan(&e).await;
@@ -265,25 +268,7 @@ async fn interrupted_create_that_made_nothing_is_created_once() {
     let f = Fixture::new();
     let e = f.engine("[test_thing.a]\nname = \"a\"\n");
     let mut s = State::new();
-    s.resources.insert(
-        "test_thing.a".into(),
-        ResourceState {
-            kind: "test_thing".into(),
-            provider: "test".into(),
-            id: None,
-            spec: json!(null),
-            outputs: json!(null),
-            dependencies: vec![],
-            sensitive_paths: vec![],
-            pending: Some(Pending {
-                op: PendingOp::Create,
-                started_at: "2026-01-01T00:00:00Z".into(),
-                planned_id: Some("a".into()),
-                spec: json!({"name": "a"}),
-            }),
-            deposed: vec![],
-        },
-    );
+    s.resources.insert("test_thing.a".into(), pending_create("a", json!({"name": "a"})));
     f.backend.set(s);
     let p = converge(&e).await;
     assert_eq!(actions(&p)["test_thing.a"], Action::Create);
