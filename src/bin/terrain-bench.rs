@@ -979,12 +979,11 @@ fn one_notes(cfg: &Config, one: &OneResult) -> Vec<String> {
         100.0 * one.save_total_secs / one.apply.secs.max(f64::EPSILON)
     ));
     if cfg.l == 0 {
-        // Every create step clones the whole state twice (Engine::run_step: the
-        // ApplyScope snapshot and the Update-overlay lookup), and every save once more
-        // (Persister::persist); the state grows from 0 to N, so on average half size.
-        let clones = 2.0 * cfg.n as f64 + one.saves as f64;
+        // Each save clones the whole state once (Persister::persist hands the backend a
+        // snapshot); the state grows from 0 to N, so on average half size.
+        let clones = one.saves as f64;
         out.push(format!(
-            "N = {:>5}: state of {} resources is {:.2} MiB; LocalBackend::save {} (serialize {}); State::clone+drop {} → ≈ {} for the ≈ {} whole-state clones of an apply",
+            "N = {:>5}: state of {} resources is {:.2} MiB; LocalBackend::save {} (serialize {}); State::clone+drop {} → ≈ {} for the {} save snapshots of an apply",
             cfg.n,
             cfg.n,
             one.state_bytes as f64 / (1024.0 * 1024.0),
