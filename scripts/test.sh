@@ -9,4 +9,12 @@ cd "$here"
 if ! command -v python3 >/dev/null 2>&1; then
   apt-get update -qq && apt-get install -y -qq python3 >/dev/null
 fi
-cargo test --workspace --all-targets --no-fail-fast 2>&1
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace --all-targets --no-fail-fast 2>&1 | tee "$log" || status=$?
+# One closing line for the whole run (cargo prints one per test binary, the last of
+# which may be a crate with no tests of its own).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
