@@ -295,17 +295,6 @@ impl Engine {
                 env: &env,
             },
         )?;
-        for c in &changes {
-            if let Some(r) = state.resources.get(&c.address.to_string()) {
-                if r.pending.is_some() && r.id.is_none() {
-                    if let Some(now) = refreshed.resources.get(&c.address.to_string()) {
-                        if now.id.is_some() {
-                            continue;
-                        }
-                    }
-                }
-            }
-        }
         warnings.sort();
         let plan = Plan {
             format_version: plan::PLAN_FORMAT_VERSION,
@@ -481,7 +470,7 @@ impl Engine {
                 let dependencies: Vec<String> = change.dependencies.iter().map(ToString::to_string).collect();
                 if step == Step::Create {
                     let planned_id = kind.planned_id(&spec);
-                    let cbd_old = persister.update(|s| {
+                    persister.update(|s| {
                         let entry = s.resources.entry(key.clone()).or_insert_with(|| ResourceState {
                             kind: change.kind.clone(),
                             provider: kind.provider().to_string(),
@@ -496,8 +485,8 @@ impl Engine {
                         // create_before_destroy: the old object is kept as deposed until
                         // its delete completes, so it is never lost track of.
                         let old = entry.id.take().map(|id| Deposed { id, spec: entry.spec.clone() });
-                        if let Some(d) = &old {
-                            entry.deposed.push(d.clone());
+                        if let Some(d) = old {
+                            entry.deposed.push(d);
                         }
                         entry.pending = Some(Pending {
                             op: PendingOp::Create,
@@ -505,9 +494,7 @@ impl Engine {
                             planned_id: planned_id.clone(),
                             spec: spec.clone(),
                         });
-                        old
                     });
-                    let _ = cbd_old;
                     persister.persist().await?;
                     match kind.create(&ctx, &spec).await {
                         Ok(obs) => {

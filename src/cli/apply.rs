@@ -78,7 +78,7 @@ async fn converge(stack_args: &StackArgs, run: &RunArgs, auto_approve: bool, des
         }
         output::print("\n");
         let report = engine.apply(&plan, state).await?;
-        finish(&report, &plan, destroy);
+        finish(&report, destroy);
         Ok(Exit::Ok)
     })
     .await
@@ -96,13 +96,13 @@ async fn apply_saved(file: &std::path::Path, args: &ApplyArgs) -> anyhow::Result
         let stored = engine.backend.load().await?;
         engine.check_fresh(&plan, stored.as_ref())?;
         let report = engine.apply(&plan, stored.unwrap_or_default()).await?;
-        finish(&report, &plan, plan.destroy);
+        finish(&report, plan.destroy);
         Ok(Exit::Ok)
     })
     .await
 }
 
-fn finish(report: &ApplyReport, plan: &Plan, destroy: bool) {
+fn finish(report: &ApplyReport, destroy: bool) {
     let mut text = if destroy {
         format!("\nDestroy complete! Resources: {} destroyed.\n", report.deleted)
     } else {
@@ -115,6 +115,5 @@ fn finish(report: &ApplyReport, plan: &Plan, destroy: bool) {
         text.push_str("\nOutputs:\n\n");
         text.push_str(&super::outputs::render_all(&report.outputs));
     }
-    let _ = plan;
     output::print(&text);
 }
