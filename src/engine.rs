@@ -509,9 +509,7 @@ impl Engine {
                                     e.sensitive_paths = sensitive.clone();
                                 }
                             });
-                            if planned_id.is_some() {
-                                persister.persist_later();
-                            } else {
+                            if planned_id.is_none() {
                                 // Nothing could find this object again after a crash, so
                                 // its record must be on disk before anyone hears of it.
                                 persister.persist().await?;
@@ -561,7 +559,6 @@ impl Engine {
                             }
                         }
                     });
-                    persister.persist_later();
                     result.map(|o| Some(o.id)).map_err(fail)
                 }
             }
@@ -591,7 +588,6 @@ impl Engine {
                         }
                     }
                 });
-                persister.persist_later();
                 result.map(|()| Some(id)).map_err(fail)
             }
             Step::DeleteDeposed => {
@@ -734,7 +730,6 @@ struct PersistInner {
     state: State,
     version: u64,
     errors: Vec<(Address, String)>,
-    deferred: bool,
 }
 
 impl Persister {
@@ -745,7 +740,6 @@ impl Persister {
                 state,
                 version: 0,
                 errors: Vec::new(),
-                deferred: false,
             }),
             write: tokio::sync::Mutex::new(0),
         }
@@ -757,6 +751,9 @@ impl Persister {
         self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Changes the state in memory; the next `persist` (there is always one at the end
+    /// of an apply) writes it. Results need not be durable before dependents start:
+    /// their write-ahead intents are, and the next run adopts from those.
     fn update<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
         let mut g = self.lock();
         let out = f(&mut g.state);
@@ -789,13 +786,6 @@ impl Persister {
         }
     }
 
-    /// Marks the state dirty without waiting: the next `persist` (there is always one at
-    /// the end) writes it. Results need not be durable before dependents start, because
-    /// their write-ahead intents are, and the next run adopts from those.
-    fn persist_later(&self) {
-        self.lock().deferred = true;
-    }
-
     /// Writes the state, unless a write that started after our last change already did.
     async fn persist(&self) -> Result<(), StateError> {
         let wanted = self.lock().version;
@@ -806,7 +796,6 @@ impl Persister {
         let (snapshot, version) = {
             let mut g = self.lock();
             g.state.serial += 1;
-            g.deferred = false;
             (g.state.clone(), g.version)
         };
         self.backend.save(&snapshot).await?;
