@@ -152,15 +152,8 @@ impl Engine {
 
     /// The `[providers.<name>]` table, evaluated (empty object when absent).
     fn provider_config(&self, provider: &str) -> Result<Value, EngineError> {
-        let Some(node) = self.stack.providers.get(provider) else {
-            return Ok(Value::Object(serde_json::Map::new()));
-        };
         let env = self.env();
-        let scope = OfflineScope {
-            vars: &self.stack.variables,
-            env: &env,
-        };
-        eval::eval(node, &scope).map(|e| e.value).map_err(|e| EngineError::ProviderConfig {
+        self.stack.provider_config(provider, &env).map_err(|e| EngineError::ProviderConfig {
             provider: provider.to_string(),
             message: e.message,
         })
@@ -459,7 +452,8 @@ impl Engine {
                         spec = crate::diff::overlay(&spec, &prior.spec, &rc.lifecycle.ignore_changes);
                     }
                 }
-                if let Some(bad) = kind.validate(&spec).into_iter().next() {
+                let config = self.provider_config(kind.provider()).map_err(|e| EngineError::Apply(vec![(address.clone(), e.to_string())]))?;
+                if let Some(bad) = kind.validate(&spec, &config).into_iter().next() {
                     return Err(EngineError::Apply(vec![(address.clone(), format!("invalid spec: {} {}", bad.path.join("."), bad.message))]));
                 }
                 let mut sensitive: Vec<String> = change.sensitive_paths.iter().map(|p| format!("spec.{p}")).collect();
@@ -469,7 +463,7 @@ impl Engine {
                 sensitive.dedup();
                 let dependencies: Vec<String> = change.dependencies.iter().map(ToString::to_string).collect();
                 if step == Step::Create {
-                    let planned_id = kind.planned_id(&spec);
+                    let planned_id = kind.planned_id(&spec, &config);
                     persister.update(|s| {
                         let entry = s.resources.entry(key.clone()).or_insert_with(|| ResourceState {
                             kind: change.kind.clone(),

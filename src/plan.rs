@@ -296,7 +296,11 @@ pub fn compute(stack: &Stack, state: &State, drift: &BTreeMap<String, Drift>, in
             sensitive.extend(rc.sensitive.iter().cloned());
             let sensitive: Vec<String> = sensitive.into_iter().collect();
             // Checks that needed values only known now (other resources' attributes).
-            if let Some(bad) = rc.resource.validate(&after).into_iter().next() {
+            let config = stack.provider_config(rc.resource.provider(), inputs.env).map_err(|e| PlanError::Invalid {
+                address: addr.clone(),
+                message: format!("providers.{}: {}", rc.resource.provider(), e.message),
+            })?;
+            if let Some(bad) = rc.resource.validate(&after, &config).into_iter().next() {
                 let at = if bad.path.is_empty() { String::new() } else { format!("{}: ", bad.path.join(".")) };
                 return Err(PlanError::Invalid {
                     address: addr.clone(),

@@ -6,6 +6,7 @@
 //! typed [`Kind`] trait and registered once in [`registry::builtin`].
 
 pub mod error;
+pub mod gcp;
 pub mod local;
 pub mod protocol;
 pub mod registry;
@@ -13,6 +14,6 @@ pub mod schema;
 pub mod testing;
 
 pub use error::ProviderError;
-pub use protocol::{Adapter, Ctx, Invalid, Kind, Live, Observed, Reporter, Resource};
+pub use protocol::{Adapter, Ctx, Invalid, Kind, Live, Observed, Peer, Reporter, Resource};
 pub use registry::Registry;
 pub use schema::{Field, Schema, Type};

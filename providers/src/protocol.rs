@@ -84,6 +84,16 @@ impl Invalid {
     }
 }
 
+/// A resource another one references, as far as its spec is known offline: lets a kind
+/// check combinations across resources (a node pool on an Autopilot cluster).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Peer {
+    pub kind: String,
+    pub address: String,
+    /// Defaults filled; values that depend on other resources are unknown.
+    pub spec: Value,
+}
+
 /// An object as it exists, untyped: its id, its spec as the API reports it, and the
 /// attributes known only after apply.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,9 +114,15 @@ pub trait Resource: Send + Sync {
     fn schema(&self) -> &Schema;
     /// Offline checks beyond types: names, ranges, combinations. `spec` has defaults
     /// filled and may hold unknown values (see [`is_unknown`]); skip checks on those.
-    fn validate(&self, spec: &Value) -> Vec<Invalid>;
-    /// The id the object will have, when it can be known before create.
-    fn planned_id(&self, spec: &Value) -> Option<String>;
+    /// `config` is the provider's `[providers.<name>]` table (project, region…).
+    fn validate(&self, spec: &Value, config: &Value) -> Vec<Invalid>;
+    /// Offline checks against the resources this one references (see [`Peer`]).
+    fn validate_peers(&self, _spec: &Value, _peers: &[Peer]) -> Vec<Invalid> {
+        Vec::new()
+    }
+    /// The id the object will have, when it can be known before create (ids often
+    /// include provider settings such as the project, hence `config`).
+    fn planned_id(&self, spec: &Value, config: &Value) -> Option<String>;
     /// Reads the object; `Ok(None)` when it is gone. `prior` is the last applied spec
     /// (`Value::Null` on import).
     async fn read(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<Option<Observed>, ProviderError>;
@@ -152,12 +168,16 @@ pub trait Kind: Send + Sync + 'static {
 
     /// The kind's fields; must agree with `Spec` and `Outputs` (each kind tests that).
     fn schema() -> Schema;
-    /// Offline checks on a fully known spec.
-    fn validate(_spec: &Self::Spec) -> Vec<Invalid> {
+    /// Offline checks on a fully known spec; `config` is the provider's table.
+    fn validate(_spec: &Self::Spec, _config: &Value) -> Vec<Invalid> {
+        Vec::new()
+    }
+    /// Offline checks against referenced resources; `spec` may hold unknown values.
+    fn validate_peers(_spec: &Value, _peers: &[Peer]) -> Vec<Invalid> {
         Vec::new()
     }
     /// The id the object will have, when known before create.
-    fn planned_id(_spec: &Self::Spec) -> Option<String> {
+    fn planned_id(_spec: &Self::Spec, _config: &Value) -> Option<String> {
         None
     }
     async fn read(&self, ctx: &Ctx, id: &str, prior: Option<&Self::Spec>) -> Result<Option<Live<Self>>, ProviderError>
@@ -226,23 +246,27 @@ impl<K: Kind> Resource for Adapter<K> {
         &self.schema
     }
 
-    fn validate(&self, spec: &Value) -> Vec<Invalid> {
+    fn validate(&self, spec: &Value, config: &Value) -> Vec<Invalid> {
         // Kind-level checks need a fully typed spec; with unknowns left in, the engine
         // validates again at apply time when every value is known.
         if is_unknown(spec) {
             return Vec::new();
         }
         match self.decode(spec) {
-            Ok(typed) => K::validate(&typed),
+            Ok(typed) => K::validate(&typed, config),
             Err(e) => vec![Invalid::at("", e.to_string())],
         }
     }
 
-    fn planned_id(&self, spec: &Value) -> Option<String> {
-        if is_unknown(spec) {
+    fn validate_peers(&self, spec: &Value, peers: &[Peer]) -> Vec<Invalid> {
+        K::validate_peers(spec, peers)
+    }
+
+    fn planned_id(&self, spec: &Value, config: &Value) -> Option<String> {
+        if is_unknown(spec) || is_unknown(config) {
             return None;
         }
-        self.decode(spec).ok().and_then(|s| K::planned_id(&s))
+        self.decode(spec).ok().and_then(|s| K::planned_id(&s, config))
     }
 
     async fn read(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<Option<Observed>, ProviderError> {

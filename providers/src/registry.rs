@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::{local, Adapter, Resource};
+use crate::{gcp, local, Adapter, Resource};
 
 /// All resource kinds terrain knows, by kind name.
 #[derive(Clone, Default)]
@@ -48,5 +48,9 @@ pub fn builtin() -> Registry {
     r.register(Arc::new(Adapter::new(local::file::LocalFile)));
     r.register(Arc::new(Adapter::new(local::random_id::RandomId)));
     r.register(Arc::new(Adapter::new(local::time_sleep::TimeSleep)));
+    r.register(Arc::new(Adapter::new(gcp::cluster::GkeCluster)));
+    r.register(Arc::new(Adapter::new(gcp::node_pool::GkeNodePool)));
+    r.register(Arc::new(Adapter::new(gcp::filestore::FilestoreInstance)));
+    r.register(Arc::new(Adapter::new(gcp::bucket::GcsBucket)));
     r
 }

@@ -297,7 +297,7 @@ impl Kind for TestThing {
         }
     }
 
-    fn validate(spec: &ThingSpec) -> Vec<Invalid> {
+    fn validate(spec: &ThingSpec, _config: &serde_json::Value) -> Vec<Invalid> {
         let mut problems = Vec::new();
         if !valid_name(&spec.name) {
             problems.push(Invalid::at(
@@ -314,7 +314,7 @@ impl Kind for TestThing {
         problems
     }
 
-    fn planned_id(spec: &ThingSpec) -> Option<String> {
+    fn planned_id(spec: &ThingSpec, _config: &serde_json::Value) -> Option<String> {
         Some(spec.name.clone())
     }
 
@@ -609,10 +609,10 @@ mod tests {
 
     #[test]
     fn validate_checks_name_and_size() {
-        assert!(TestThing::validate(&full_spec()).is_empty());
-        assert!(TestThing::validate(&minimal("a-1")).is_empty());
+        assert!(TestThing::validate(&full_spec(), &serde_json::Value::Null).is_empty());
+        assert!(TestThing::validate(&minimal("a-1"), &serde_json::Value::Null).is_empty());
         for name in ["", "Alpha", "1abc", "a_b", "a b"] {
-            let problems = TestThing::validate(&minimal(name));
+            let problems = TestThing::validate(&minimal(name), &serde_json::Value::Null);
             assert_eq!(problems.len(), 1, "{name:?}");
             assert_eq!(problems[0].path, vec!["name".to_string()]);
             assert!(
@@ -624,16 +624,16 @@ mod tests {
         let mut negative = minimal("a");
         negative.size = -1;
         assert_eq!(
-            TestThing::validate(&negative),
+            TestThing::validate(&negative, &serde_json::Value::Null),
             vec![Invalid::at("size", "must be 0 or more, got -1")]
         );
         negative.size = 0;
-        assert!(TestThing::validate(&negative).is_empty());
+        assert!(TestThing::validate(&negative, &serde_json::Value::Null).is_empty());
     }
 
     #[test]
     fn planned_id_is_the_name() {
-        assert_eq!(TestThing::planned_id(&full_spec()).as_deref(), Some("alpha"));
+        assert_eq!(TestThing::planned_id(&full_spec(), &serde_json::Value::Null).as_deref(), Some("alpha"));
     }
 
     #[tokio::test]
@@ -858,8 +858,8 @@ mod tests {
         assert_eq!(observed.spec["size"], json!(1));
         assert_eq!(observed.spec["value"], Value::Null);
         assert_eq!(cloud.creates_of("a"), 1);
-        assert_eq!(resource.planned_id(&json!({"name": "a"})).as_deref(), Some("a"));
-        let problems = resource.validate(&json!({"name": "A", "size": -2}));
+        assert_eq!(resource.planned_id(&json!({"name": "a"}), &serde_json::Value::Null).as_deref(), Some("a"));
+        let problems = resource.validate(&json!({"name": "A", "size": -2}), &serde_json::Value::Null);
         let paths: Vec<_> = problems.iter().map(|p| p.path.join(".")).collect();
         assert_eq!(paths, ["name", "size"]);
         Ok(())

@@ -35,7 +35,7 @@ pub fn check(raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackErrors
     }
     c.cycles(&resources);
     if c.diags.is_empty() {
-        c.kind_validation(&resources, &variables, opts);
+        c.kind_validation(&resources, &providers, &variables, opts);
     }
     let mut diags = c.diags;
     // File order, so output is stable and reads top to bottom.
@@ -681,17 +681,40 @@ impl Checker<'_> {
 
     /// Runs each kind's own offline checks on the spec as far as it is known without any
     /// API: variables and environment filled in, other resources' attributes unknown.
-    fn kind_validation(&mut self, resources: &BTreeMap<Address, ResourceConfig>, vars: &BTreeMap<String, Variable>, opts: &LoadOptions<'_>) {
+    fn kind_validation(&mut self, resources: &BTreeMap<Address, ResourceConfig>, providers: &BTreeMap<String, Node>, vars: &BTreeMap<String, Variable>, opts: &LoadOptions<'_>) {
         let scope = OfflineScope { vars, env: opts.env };
+        let empty = Value::Object(serde_json::Map::new());
+        let configs: BTreeMap<&str, Value> = providers
+            .iter()
+            .map(|(name, node)| (name.as_str(), eval::eval(node, &scope).map_or_else(|_| empty.clone(), |e| e.value)))
+            .collect();
+        let mut specs: BTreeMap<&Address, Value> = BTreeMap::new();
         for (addr, rc) in resources {
-            let spec = match eval::eval(&rc.body, &scope) {
-                Ok(e) => rc.resource.schema().with_defaults(&e.value),
-                Err(e) => {
-                    self.err(Diagnostic::at(e.span, format!("{addr}: {}", e.message), "here"));
-                    continue;
+            match eval::eval(&rc.body, &scope) {
+                Ok(e) => {
+                    specs.insert(addr, rc.resource.schema().with_defaults(&e.value));
                 }
-            };
-            for invalid in rc.resource.validate(&spec) {
+                Err(e) => self.err(Diagnostic::at(e.span, format!("{addr}: {}", e.message), "here")),
+            }
+        }
+        for (addr, rc) in resources {
+            let Some(spec) = specs.get(addr) else { continue };
+            let config = configs.get(rc.resource.provider()).unwrap_or(&empty);
+            let peers: Vec<terrain_providers::Peer> = rc
+                .dependencies()
+                .iter()
+                .filter_map(|a| {
+                    let peer = resources.get(a)?;
+                    Some(terrain_providers::Peer {
+                        kind: peer.resource.kind().to_string(),
+                        address: a.to_string(),
+                        spec: specs.get(a)?.clone(),
+                    })
+                })
+                .collect();
+            let mut problems = rc.resource.validate(spec, config);
+            problems.extend(rc.resource.validate_peers(spec, &peers));
+            for invalid in problems {
                 let span = if invalid.path.is_empty() {
                     rc.span
                 } else {

@@ -40,6 +40,18 @@ pub struct Stack {
     pub outputs: BTreeMap<String, OutputConfig>,
 }
 
+impl Stack {
+    /// The `[providers.<name>]` table with variables and environment filled in (an empty
+    /// table when the stack has none).
+    pub fn provider_config(&self, name: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<serde_json::Value, crate::eval::EvalError> {
+        let Some(node) = self.providers.get(name) else {
+            return Ok(serde_json::Value::Object(serde_json::Map::new()));
+        };
+        let scope = check::OfflineScope { vars: &self.variables, env };
+        crate::eval::eval(node, &scope).map(|e| e.value)
+    }
+}
+
 impl std::fmt::Debug for Stack {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stack")

@@ -142,7 +142,7 @@ impl Kind for LocalFile {
         }
     }
 
-    fn validate(spec: &Spec) -> Vec<Invalid> {
+    fn validate(spec: &Spec, _config: &serde_json::Value) -> Vec<Invalid> {
         let mut problems = Vec::new();
         if spec.path.is_empty() {
             problems.push(Invalid::at("path", "must not be empty"));
@@ -163,7 +163,7 @@ impl Kind for LocalFile {
         problems
     }
 
-    fn planned_id(spec: &Spec) -> Option<String> {
+    fn planned_id(spec: &Spec, _config: &serde_json::Value) -> Option<String> {
         Some(spec.path.clone())
     }
 
@@ -433,22 +433,22 @@ mod tests {
     #[test]
     fn validate_wants_exactly_one_content() {
         let mut s = spec(Path::new("a"), "x");
-        assert!(LocalFile::validate(&s).is_empty());
+        assert!(LocalFile::validate(&s, &serde_json::Value::Null).is_empty());
         s.content = Some(String::new());
-        assert!(LocalFile::validate(&s).is_empty(), "empty content is still content");
+        assert!(LocalFile::validate(&s, &serde_json::Value::Null).is_empty(), "empty content is still content");
         s.sensitive_content = Some("y".into());
         assert_eq!(
-            LocalFile::validate(&s),
+            LocalFile::validate(&s, &serde_json::Value::Null),
             vec![Invalid::at(
                 "sensitive_content",
                 "content and sensitive_content are both set; set only one"
             )]
         );
         s.content = None;
-        assert!(LocalFile::validate(&s).is_empty());
+        assert!(LocalFile::validate(&s, &serde_json::Value::Null).is_empty());
         s.sensitive_content = None;
         assert_eq!(
-            LocalFile::validate(&s),
+            LocalFile::validate(&s, &serde_json::Value::Null),
             vec![Invalid::at("", "set one of content or sensitive_content")]
         );
     }
@@ -458,11 +458,11 @@ mod tests {
         let mut s = spec(Path::new("a"), "x");
         for ok in ["644", "0644", "0600", "4755", "000"] {
             s.mode = ok.into();
-            assert!(LocalFile::validate(&s).is_empty(), "{ok}");
+            assert!(LocalFile::validate(&s, &serde_json::Value::Null).is_empty(), "{ok}");
         }
         for bad in ["", "64", "06444", "0x44", "888", "rw-", "-644"] {
             s.mode = bad.into();
-            let problems = LocalFile::validate(&s);
+            let problems = LocalFile::validate(&s, &serde_json::Value::Null);
             assert_eq!(problems.len(), 1, "{bad:?}");
             assert_eq!(problems[0].path, ["mode"]);
             assert!(
@@ -473,16 +473,16 @@ mod tests {
         }
         s.mode = default_mode();
         s.directory_mode = "rwx".into();
-        assert_eq!(LocalFile::validate(&s)[0].path, ["directory_mode"]);
+        assert_eq!(LocalFile::validate(&s, &serde_json::Value::Null)[0].path, ["directory_mode"]);
         s.directory_mode = default_directory_mode();
         s.path = String::new();
-        assert_eq!(LocalFile::validate(&s), vec![Invalid::at("path", "must not be empty")]);
+        assert_eq!(LocalFile::validate(&s, &serde_json::Value::Null), vec![Invalid::at("path", "must not be empty")]);
     }
 
     #[test]
     fn planned_id_is_the_path() {
         assert_eq!(
-            LocalFile::planned_id(&spec(Path::new("out/a.txt"), "x")).as_deref(),
+            LocalFile::planned_id(&spec(Path::new("out/a.txt"), "x"), &serde_json::Value::Null).as_deref(),
             Some("out/a.txt")
         );
     }

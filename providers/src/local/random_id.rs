@@ -92,7 +92,7 @@ impl Kind for RandomId {
         }
     }
 
-    fn validate(spec: &Spec) -> Vec<Invalid> {
+    fn validate(spec: &Spec, _config: &serde_json::Value) -> Vec<Invalid> {
         if (1..=MAX_BYTES).contains(&spec.byte_length) {
             Vec::new()
         } else {
@@ -233,10 +233,10 @@ mod tests {
     #[test]
     fn validate_bounds_byte_length() {
         for ok in [1, 8, 64] {
-            assert!(RandomId::validate(&spec(ok, None)).is_empty(), "{ok}");
+            assert!(RandomId::validate(&spec(ok, None), &serde_json::Value::Null).is_empty(), "{ok}");
         }
         for bad in [-1, 0, 65] {
-            let problems = RandomId::validate(&spec(bad, None));
+            let problems = RandomId::validate(&spec(bad, None), &serde_json::Value::Null);
             assert_eq!(problems.len(), 1, "{bad}");
             assert_eq!(problems[0].path, vec!["byte_length".to_string()]);
             assert!(
@@ -344,7 +344,7 @@ mod tests {
 
     #[tokio::test]
     async fn planned_id_is_unknown_and_delete_is_a_no_op() -> Result<(), ProviderError> {
-        assert_eq!(RandomId::planned_id(&spec(8, None)), None);
+        assert_eq!(RandomId::planned_id(&spec(8, None), &serde_json::Value::Null), None);
         RandomId.delete(&ctx(), "00", None).await
     }
 }

@@ -93,7 +93,7 @@ impl Kind for TimeSleep {
         }
     }
 
-    fn validate(spec: &Spec) -> Vec<Invalid> {
+    fn validate(spec: &Spec, _config: &serde_json::Value) -> Vec<Invalid> {
         DURATION_FIELDS
             .into_iter()
             .zip([&spec.create_duration, &spec.destroy_duration])
@@ -229,9 +229,9 @@ mod tests {
 
     #[test]
     fn validate_names_the_bad_duration_and_shows_good_ones() {
-        assert!(TimeSleep::validate(&spec(Some("1m30s"), Some("200ms"))).is_empty());
-        assert!(TimeSleep::validate(&spec(None, None)).is_empty());
-        let problems = TimeSleep::validate(&spec(Some("2x"), Some("soon")));
+        assert!(TimeSleep::validate(&spec(Some("1m30s"), Some("200ms")), &serde_json::Value::Null).is_empty());
+        assert!(TimeSleep::validate(&spec(None, None), &serde_json::Value::Null).is_empty());
+        let problems = TimeSleep::validate(&spec(Some("2x"), Some("soon")), &serde_json::Value::Null);
         assert_eq!(
             problems,
             vec![

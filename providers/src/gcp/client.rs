@@ -1,0 +1,291 @@
+//! The one place GCP requests are sent: bearer auth, Google's error format (both the
+//! `google.rpc.Status` shape of container/file and the JSON-API shape of storage),
+//! retries with exponential backoff and jitter on 429/5xx and "operation in progress"
+//! conflicts, honouring Retry-After.
+//!
+//! Kinds build [`Request`] values with plain functions and hand them here, so request
+//! construction is testable without a server.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use rand::Rng;
+use reqwest::Method;
+use serde_json::Value;
+
+use super::auth::Tokens;
+use super::config::{Api, GcpConfig};
+use crate::{Ctx, ProviderError};
+
+/// One API request, built without I/O.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// The discovery method id, used in errors (`container.projects.locations.clusters.create`).
+    pub call: &'static str,
+    pub api: Api,
+    pub method: Method,
+    /// Path after the API root (`v1/projects/p/locations/l/clusters`).
+    pub path: String,
+    pub query: Vec<(String, String)>,
+    pub body: Option<Value>,
+}
+
+impl Request {
+    pub fn new(call: &'static str, api: Api, method: Method, path: impl Into<String>) -> Self {
+        Self {
+            call,
+            api,
+            method,
+            path: path.into(),
+            query: Vec::new(),
+            body: None,
+        }
+    }
+
+    pub fn get(call: &'static str, api: Api, path: impl Into<String>) -> Self {
+        Self::new(call, api, Method::GET, path)
+    }
+
+    pub fn query(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.query.push((key.to_string(), value.into()));
+        self
+    }
+
+    pub fn body(mut self, body: Value) -> Self {
+        self.body = Some(body);
+        self
+    }
+}
+
+/// An authenticated client for one provider configuration.
+#[derive(Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    pub config: GcpConfig,
+    tokens: Tokens,
+}
+
+/// Clients by configuration, so every resource of a stack shares one connection pool
+/// and one token cache.
+fn cache() -> &'static Mutex<HashMap<String, Arc<Client>>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Client>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+/// The client for the provider configuration in `ctx`.
+///
+/// Fails when the configuration is invalid or the HTTP client cannot be built.
+pub fn client(ctx: &Ctx) -> Result<Arc<Client>, ProviderError> {
+    let key = ctx.config.to_string();
+    let mut clients = cache().lock().map_err(|_| ProviderError::Config("gcp client cache poisoned".to_string()))?;
+    if let Some(c) = clients.get(&key) {
+        return Ok(c.clone());
+    }
+    let config = GcpConfig::from_ctx(&ctx.config)?;
+    let client = Arc::new(Client::new(config)?);
+    clients.insert(key, client.clone());
+    Ok(client)
+}
+
+/// The HTTP status of an API error, if `e` is one.
+pub fn status_of(e: &ProviderError) -> Option<u16> {
+    match e {
+        ProviderError::Api { status, .. } => Some(*status),
+        _ => None,
+    }
+}
+
+/// Whether a failed call may be retried as is.
+fn retryable(status: u16, code: &str, message: &str) -> bool {
+    let busy = || {
+        let m = message.to_ascii_lowercase();
+        m.contains("incompatible operation") || m.contains("operation in progress") || m.contains("please try again")
+    };
+    match status {
+        429 | 500 | 502 | 503 | 504 => true,
+        409 => code == "ABORTED" || busy(),
+        // GKE answers 400 FAILED_PRECONDITION while another operation runs on a cluster.
+        400 => code == "FAILED_PRECONDITION" && busy(),
+        _ => false,
+    }
+}
+
+/// Parses Google's error body into (code, message).
+fn parse_error(status: u16, body: &str) -> (String, String) {
+    let json: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+    let err = &json["error"];
+    let message = err["message"].as_str().map(str::to_string).unwrap_or_else(|| body.chars().take(300).collect());
+    let code = err["status"]
+        .as_str()
+        .or_else(|| err["errors"][0]["reason"].as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("").to_string());
+    (code, message)
+}
+
+impl Client {
+    /// A client for `config`.
+    ///
+    /// Fails when the TLS backend cannot be initialised.
+    pub fn new(config: GcpConfig) -> Result<Self, ProviderError> {
+        let http = reqwest::Client::builder()
+            .timeout(config.request_timeout)
+            .connect_timeout(Duration::from_secs(20))
+            .user_agent(concat!("terrain/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ProviderError::Config(format!("http client: {e}")))?;
+        let tokens = Tokens::new(config.credentials.clone());
+        Ok(Self { http, config, tokens })
+    }
+
+    fn url(&self, req: &Request) -> String {
+        format!("{}{}", self.config.root(req.api), req.path)
+    }
+
+    /// Sends `req`, retrying transient failures; returns the JSON body (`Null` when empty).
+    ///
+    /// Fails with the API's error (status, code, message) once retries are exhausted or
+    /// the error is not transient.
+    pub async fn send(&self, ctx: &Ctx, req: &Request) -> Result<Value, ProviderError> {
+        let mut attempt = 0u32;
+        loop {
+            let (err, retry_after) = match self.once(req).await {
+                Ok(v) => return Ok(v),
+                Err(Failure::Api { status, code, message, retry_after }) => {
+                    if !retryable(status, &code, &message) || attempt >= self.config.max_retries {
+                        return Err(ProviderError::api(req.call, status, code, message));
+                    }
+                    (format!("{status} {code}"), retry_after)
+                }
+                Err(Failure::Transport(message)) => {
+                    if attempt >= self.config.max_retries {
+                        return Err(ProviderError::api(req.call, 0, "UNREACHABLE", message));
+                    }
+                    (message, None)
+                }
+                Err(Failure::Fatal(e)) => return Err(e),
+            };
+            attempt += 1;
+            let delay = retry_after.unwrap_or_else(|| self.backoff(attempt));
+            ctx.progress(&format!("{} answered {err}; retrying in {:.1}s (attempt {attempt} of {})", req.call, delay.as_secs_f64(), self.config.max_retries));
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// Like [`send`](Self::send) for a read: a 404 is `Ok(None)`.
+    pub async fn get_opt(&self, ctx: &Ctx, req: &Request) -> Result<Option<Value>, ProviderError> {
+        match self.send(ctx, req).await {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if status_of(&e) == Some(404) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Exponential backoff with jitter: base·2^(n-1), capped at 32 s, then a random
+    /// point in its upper half so that many clients do not retry in step.
+    fn backoff(&self, attempt: u32) -> Duration {
+        let exp = self.config.retry_base_delay.saturating_mul(1u32 << attempt.saturating_sub(1).min(10));
+        let capped = exp.min(Duration::from_secs(32));
+        let factor: f64 = rand::rng().random_range(0.5..=1.0);
+        capped.mul_f64(factor)
+    }
+
+    async fn once(&self, req: &Request) -> Result<Value, Failure> {
+        let token = self.tokens.token().await.map_err(Failure::Fatal)?;
+        let mut builder = self.http.request(req.method.clone(), self.url(req)).bearer_auth(token).query(&req.query);
+        if let Some(body) = &req.body {
+            builder = builder.json(body);
+        }
+        let response = builder.send().await.map_err(|e| Failure::Transport(transport_message(e)))?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let text = response.text().await.map_err(|e| Failure::Transport(transport_message(e)))?;
+        if (200..300).contains(&status) {
+            if text.trim().is_empty() {
+                return Ok(Value::Null);
+            }
+            return serde_json::from_str(&text).map_err(|source| Failure::Fatal(ProviderError::Decode { what: "api response", source }));
+        }
+        let (code, message) = parse_error(status, &text);
+        Err(Failure::Api {
+            status,
+            code,
+            message,
+            retry_after,
+        })
+    }
+}
+
+enum Failure {
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    Transport(String),
+    Fatal(ProviderError),
+}
+
+/// A transport error without the URL's query string (never holds secrets, but keeps
+/// messages short) and with its cause chain.
+fn transport_message(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_both_google_error_shapes() {
+        let rpc = r#"{"error": {"code": 404, "message": "Not found: projects/p/locations/l/clusters/c.", "status": "NOT_FOUND"}}"#;
+        assert_eq!(parse_error(404, rpc), ("NOT_FOUND".to_string(), "Not found: projects/p/locations/l/clusters/c.".to_string()));
+        let storage = r#"{"error": {"code": 409, "message": "The bucket you tried to delete is not empty.", "errors": [{"domain": "global", "reason": "conflict", "message": "x"}]}}"#;
+        assert_eq!(parse_error(409, storage).0, "conflict");
+        assert_eq!(parse_error(502, "<html>bad gateway</html>"), ("Bad Gateway".to_string(), "<html>bad gateway</html>".to_string()));
+    }
+
+    #[test]
+    fn retries_only_transient_failures() {
+        for (status, code, message, want) in [
+            (429, "RESOURCE_EXHAUSTED", "", true),
+            (503, "UNAVAILABLE", "", true),
+            (500, "INTERNAL", "", true),
+            (409, "ABORTED", "", true),
+            (409, "ALREADY_EXISTS", "Already exists: projects/p/locations/l/clusters/c.", false),
+            (400, "FAILED_PRECONDITION", "Cluster is running incompatible operation operation-1.", true),
+            (400, "FAILED_PRECONDITION", "Autopilot clusters do not support node pools", false),
+            (400, "INVALID_ARGUMENT", "", false),
+            (404, "NOT_FOUND", "", false),
+        ] {
+            assert_eq!(retryable(status, code, message), want, "{status} {code} {message}");
+        }
+    }
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let mut config = GcpConfig::resolve(&serde_json::json!({}), &|_| None).expect("config");
+        config.retry_base_delay = Duration::from_secs(1);
+        let c = Client::new(config).expect("client");
+        for attempt in 1..20 {
+            let d = c.backoff(attempt);
+            let full = Duration::from_secs(1u64 << (attempt - 1).min(10)).min(Duration::from_secs(32));
+            assert!(d >= full / 2 && d <= full, "attempt {attempt}: {d:?}");
+        }
+    }
+}

@@ -1,0 +1,441 @@
+//! The `gke_cluster` kind: a GKE cluster, Autopilot or Standard, in a region or a zone.
+//!
+//! Standard clusters are created bare: GKE insists on a node pool at creation, so the
+//! cluster starts with a one-node `default-pool` which is removed once the cluster is
+//! running (Terraform's `remove_default_node_pool`), and pools come from `gke_node_pool`.
+//! Labels and the release channel change in place; mode, location, network and
+//! subnetwork force a new cluster.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use reqwest::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::client::{client, status_of, Request};
+use super::config::{Api, GcpConfig};
+use super::{catalog, config_of, id_parts, is_ours, labels_with_ours, not_ours, operation, user_labels};
+use crate::{Ctx, Field, Invalid, Kind, Live, Peer, ProviderError, Schema, Type};
+
+/// The kind `gke_cluster`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GkeCluster;
+
+// serde's defaults, the same as the schema's (checked by `schema_mismatches`).
+fn standard() -> String {
+    "standard".into()
+}
+
+fn default_network() -> String {
+    "default".into()
+}
+
+fn regular() -> String {
+    "regular".into()
+}
+
+/// What a stack writes for a `gke_cluster`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    pub name: String,
+    /// Region (regional cluster) or zone (zonal); defaults to the provider's region, then zone.
+    pub location: Option<String>,
+    #[serde(default = "standard")]
+    pub mode: String,
+    #[serde(default = "default_network")]
+    pub network: String,
+    pub subnetwork: Option<String>,
+    #[serde(default = "regular")]
+    pub release_channel: String,
+    pub description: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// What `gke_cluster` reports after apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outputs {
+    pub endpoint: String,
+    pub ca_certificate: String,
+    pub location: String,
+    pub self_link: String,
+    pub kubernetes_version: String,
+    pub project: String,
+}
+
+const CHANNELS: &[(&str, &str)] = &[
+    ("rapid", "RAPID"),
+    ("regular", "REGULAR"),
+    ("stable", "STABLE"),
+    ("extended", "EXTENDED"),
+    ("none", "UNSPECIFIED"),
+];
+
+const CREATE: &str = "container.projects.locations.clusters.create";
+const GET: &str = "container.projects.locations.clusters.get";
+const DELETE: &str = "container.projects.locations.clusters.delete";
+const UPDATE: &str = "container.projects.locations.clusters.update";
+const SET_LABELS: &str = "container.projects.locations.clusters.setResourceLabels";
+const DELETE_POOL: &str = "container.projects.locations.clusters.nodePools.delete";
+const ID_SHAPE: &str = "projects/PROJECT/locations/LOCATION/clusters/NAME";
+
+impl Spec {
+    /// The location: the spec's, else the provider's region, else its zone.
+    pub fn location_in(&self, config: &GcpConfig) -> Option<String> {
+        self.location.clone().or_else(|| config.region.clone()).or_else(|| config.zone.clone())
+    }
+}
+
+fn channel_api(channel: &str) -> &'static str {
+    CHANNELS.iter().find(|(name, _)| *name == channel).map_or("REGULAR", |(_, api)| api)
+}
+
+fn channel_of(api: &str) -> &'static str {
+    CHANNELS.iter().find(|(_, a)| *a == api).map_or("none", |(name, _)| name)
+}
+
+/// The CreateClusterRequest body.
+pub fn create_body(spec: &Spec, address: &str) -> Value {
+    let mut cluster = json!({
+        "name": spec.name,
+        "network": spec.network,
+        "resourceLabels": labels_with_ours(&spec.labels, address),
+        "releaseChannel": {"channel": channel_api(&spec.release_channel)},
+    });
+    if let Some(s) = &spec.subnetwork {
+        cluster["subnetwork"] = json!(s);
+    }
+    if let Some(d) = &spec.description {
+        cluster["description"] = json!(d);
+    }
+    if spec.mode == "autopilot" {
+        cluster["autopilot"] = json!({"enabled": true});
+    } else {
+        // GKE requires a node pool at creation; this one is removed once the cluster runs.
+        cluster["initialNodeCount"] = json!(1);
+    }
+    json!({ "cluster": cluster })
+}
+
+/// The spec a live cluster shows; fields the API cannot report come from `prior`.
+pub fn spec_of(live: &Value, prior: Option<&Spec>) -> Spec {
+    let subnetwork = live["subnetwork"].as_str().map(str::to_string);
+    Spec {
+        name: live["name"].as_str().unwrap_or_default().to_string(),
+        location: Some(live["location"].as_str().unwrap_or_default().to_string()),
+        mode: if live["autopilot"]["enabled"].as_bool() == Some(true) { "autopilot" } else { "standard" }.to_string(),
+        network: live["network"].as_str().unwrap_or("default").to_string(),
+        // GKE fills in a subnetwork when none is given; only compare it when the stack names one.
+        subnetwork: match prior {
+            Some(p) if p.subnetwork.is_none() => None,
+            _ => subnetwork,
+        },
+        release_channel: channel_of(live["releaseChannel"]["channel"].as_str().unwrap_or("UNSPECIFIED")).to_string(),
+        description: live["description"].as_str().filter(|d| !d.is_empty()).map(str::to_string),
+        labels: user_labels(&live["resourceLabels"]),
+    }
+}
+
+fn outputs_of(live: &Value, project: &str) -> Outputs {
+    Outputs {
+        endpoint: live["endpoint"].as_str().unwrap_or_default().to_string(),
+        ca_certificate: live["masterAuth"]["clusterCaCertificate"].as_str().unwrap_or_default().to_string(),
+        location: live["location"].as_str().unwrap_or_default().to_string(),
+        self_link: live["selfLink"].as_str().unwrap_or_default().to_string(),
+        kubernetes_version: live["currentMasterVersion"].as_str().unwrap_or_default().to_string(),
+        project: project.to_string(),
+    }
+}
+
+/// A spec's location relative to the spec's (after the spec has been validated).
+fn location(spec: &Spec, config: &GcpConfig) -> Result<String, ProviderError> {
+    spec.location_in(config)
+        .ok_or_else(|| ProviderError::Config("gke_cluster: no location; set `location` or `region` in [providers.gcp]".to_string()))
+}
+
+fn cluster_path(id: &str) -> String {
+    format!("v1/{id}")
+}
+
+fn operation_path(project: &str, location: &str, op: &Value) -> String {
+    format!("v1/projects/{project}/locations/{location}/operations/{}", op["name"].as_str().unwrap_or_default())
+}
+
+async fn get(ctx: &Ctx, id: &str) -> Result<Option<Value>, ProviderError> {
+    let c = client(ctx)?;
+    c.get_opt(ctx, &Request::get(GET, Api::Container, cluster_path(id))).await
+}
+
+/// Waits until a cluster another attempt created is RUNNING.
+async fn wait_running(ctx: &Ctx, id: &str, timeout: std::time::Duration) -> Result<(), ProviderError> {
+    let c = client(ctx)?;
+    operation::until_ready(ctx, &c, GET, &format!("cluster {id}"), timeout, || async {
+        match get(ctx, id).await? {
+            None => Ok(None),
+            Some(live) => {
+                let status = live["status"].as_str().unwrap_or("PROVISIONING").to_string();
+                if status == "ERROR" || status == "DEGRADED" {
+                    return Err(ProviderError::api(GET, 200, status, live["statusMessage"].as_str().unwrap_or("cluster is unhealthy").to_string()));
+                }
+                Ok(Some((status == "RUNNING", status.to_lowercase())))
+            }
+        }
+    })
+    .await
+}
+
+#[async_trait]
+impl Kind for GkeCluster {
+    type Spec = Spec;
+    type Outputs = Outputs;
+    const KIND: &'static str = "gke_cluster";
+    const PROVIDER: &'static str = "gcp";
+
+    fn schema() -> Schema {
+        Schema {
+            fields: vec![
+                Field::new("name", Type::String, "The cluster's name (RFC 1035, at most 40 characters).").required().force_new(),
+                Field::new("location", Type::String, "A region (regional cluster) or zone (zonal cluster); defaults to the provider's region.").force_new(),
+                Field::new("mode", Type::String, "\"autopilot\" (Google manages nodes) or \"standard\" (you add gke_node_pool resources).")
+                    .default(json!("standard"))
+                    .force_new(),
+                Field::new("network", Type::String, "The VPC network; Filestore instances must be on the same one.").default(json!("default")).force_new(),
+                Field::new("subnetwork", Type::String, "The subnetwork; GKE picks the network's default when left out.").force_new(),
+                Field::new("release_channel", Type::String, "rapid, regular, stable, extended or none.").default(json!("regular")),
+                Field::new("description", Type::String, "Free text.").force_new(),
+                Field::new("labels", Type::Map(Box::new(Type::String)), "GCP labels on the cluster.").default(json!({})),
+            ],
+            outputs: vec![
+                Field::new("endpoint", Type::String, "The Kubernetes API server's address."),
+                Field::new("ca_certificate", Type::String, "The cluster CA certificate, base64-encoded PEM."),
+                Field::new("location", Type::String, "Where the cluster runs."),
+                Field::new("self_link", Type::String, "The cluster's API URL."),
+                Field::new("kubernetes_version", Type::String, "The control plane's Kubernetes version."),
+                Field::new("project", Type::String, "The project holding the cluster."),
+            ],
+        }
+    }
+
+    fn validate(spec: &Spec, config: &Value) -> Vec<Invalid> {
+        let mut out = Vec::new();
+        if let Err(m) = catalog::check_rfc1035(&spec.name, catalog::GKE_CLUSTER_NAME_MAX) {
+            out.push(Invalid::at("name", m));
+        }
+        if !["autopilot", "standard"].contains(&spec.mode.as_str()) {
+            out.push(Invalid::at("mode", format!("{:?} is not a mode; use \"autopilot\" or \"standard\"", spec.mode)));
+        }
+        if !CHANNELS.iter().any(|(c, _)| *c == spec.release_channel) {
+            out.push(Invalid::at("release_channel", format!("{:?} is not a release channel; use rapid, regular, stable, extended or none", spec.release_channel)));
+        } else if spec.mode == "autopilot" && spec.release_channel == "none" {
+            out.push(Invalid::at("release_channel", "Autopilot clusters are always enrolled in a release channel; use rapid, regular, stable or extended"));
+        }
+        if let Err(m) = catalog::check_labels(spec.labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+            out.push(Invalid::at("labels", m));
+        }
+        let config = match GcpConfig::from_ctx(config) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                out.push(Invalid::at("", e.to_string()));
+                None
+            }
+        };
+        match spec.location.clone().or_else(|| config.as_ref().and_then(|c| spec.location_in(c))) {
+            None => out.push(Invalid::at("", "no location: set `location`, or `region` in [providers.gcp]")),
+            Some(loc) => {
+                let at = if spec.location.is_some() { "location" } else { "" };
+                if !catalog::is_region(&loc) && !catalog::is_zone(&loc) {
+                    out.push(Invalid::at(at, format!("{loc:?} is neither a region (us-central1) nor a zone (us-central1-a)")));
+                } else if spec.mode == "autopilot" && catalog::is_zone(&loc) {
+                    let region = catalog::region_of_zone(&loc).unwrap_or("us-central1");
+                    out.push(Invalid::at(at, format!("Autopilot clusters are regional; use the region {region:?} instead of the zone {loc:?}")));
+                } else if let (Some(region), true) = (config.as_ref().and_then(|c| c.region.clone()), catalog::is_zone(&loc)) {
+                    if catalog::region_of_zone(&loc) != Some(region.as_str()) && spec.location.is_some() {
+                        out.push(Invalid::at(at, format!("zone {loc:?} is not in the provider's region {region:?}")));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn validate_peers(_spec: &Value, _peers: &[Peer]) -> Vec<Invalid> {
+        Vec::new()
+    }
+
+    fn planned_id(spec: &Spec, config: &Value) -> Option<String> {
+        let config = GcpConfig::from_ctx(config).ok()?;
+        let location = spec.location_in(&config)?;
+        Some(format!("projects/{}/locations/{location}/clusters/{}", config.project.as_deref()?, spec.name))
+    }
+
+    async fn read(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<Option<Live<Self>>, ProviderError> {
+        let parts = id_parts(id, &["projects", "locations", "clusters"]).ok_or_else(|| super::bad_id(Self::KIND, id, ID_SHAPE))?;
+        let Some(live) = get(ctx, id).await? else { return Ok(None) };
+        // A cluster being torn down is as good as gone: planning must create a new one.
+        if live["status"] == "STOPPING" {
+            return Ok(None);
+        }
+        Ok(Some(Live {
+            id: id.to_string(),
+            spec: spec_of(&live, prior),
+            outputs: outputs_of(&live, parts[0]),
+        }))
+    }
+
+    async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+        let config = config_of(ctx)?;
+        let project = config.project()?.to_string();
+        let location = location(spec, &config)?;
+        let id = format!("projects/{project}/locations/{location}/clusters/{}", spec.name);
+        let timeout = config.timeout(Self::KIND);
+        let c = client(ctx)?;
+        let req = Request::new(CREATE, Api::Container, Method::POST, format!("v1/projects/{project}/locations/{location}/clusters"))
+            .body(create_body(spec, &ctx.address));
+        match c.send(ctx, &req).await {
+            Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, CREATE, &operation_path(&project, &location, &op), &op, timeout).await?,
+            Err(e) if status_of(&e) == Some(409) => {
+                // Our earlier attempt (lost response, interrupted run) or someone else's.
+                let live = get(ctx, &id).await?.ok_or(e)?;
+                if !is_ours(&live["resourceLabels"], &ctx.address) {
+                    return Err(not_ours(CREATE, "cluster", &id, Self::KIND, &ctx.address));
+                }
+                ctx.progress("adopting the cluster an earlier attempt created");
+                wait_running(ctx, &id, timeout).await?;
+            }
+            Err(e) => return Err(e),
+        }
+        if spec.mode == "standard" {
+            let pool = format!("v1/{id}/nodePools/default-pool");
+            match c.send(ctx, &Request::new(DELETE_POOL, Api::Container, Method::DELETE, pool)).await {
+                Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, DELETE_POOL, &operation_path(&project, &location, &op), &op, timeout).await?,
+                Err(e) if status_of(&e) == Some(404) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.read(ctx, &id, Some(spec))
+            .await?
+            .ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("cluster {id} vanished right after it was created")))
+    }
+
+    async fn update(&self, ctx: &Ctx, id: &str, prior: &Spec, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+        let parts = id_parts(id, &["projects", "locations", "clusters"]).ok_or_else(|| super::bad_id(Self::KIND, id, ID_SHAPE))?;
+        let (project, location) = (parts[0], parts[1]);
+        let config = config_of(ctx)?;
+        let timeout = config.timeout(Self::KIND);
+        let c = client(ctx)?;
+        if prior.release_channel != spec.release_channel {
+            let body = json!({"update": {"desiredReleaseChannel": {"channel": channel_api(&spec.release_channel)}}});
+            let op = c.send(ctx, &Request::new(UPDATE, Api::Container, Method::PUT, cluster_path(id)).body(body)).await?;
+            operation::wait(ctx, &c, &operation::CONTAINER, UPDATE, &operation_path(project, location, &op), &op, timeout).await?;
+        }
+        if prior.labels != spec.labels {
+            // The fingerprint guards against concurrent label edits; read it fresh.
+            let live = get(ctx, id).await?.ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("cluster {id} is gone")))?;
+            let body = json!({
+                "resourceLabels": labels_with_ours(&spec.labels, &ctx.address),
+                "labelFingerprint": live["labelFingerprint"],
+            });
+            let op = c.send(ctx, &Request::new(SET_LABELS, Api::Container, Method::POST, format!("v1/{id}:setResourceLabels")).body(body)).await?;
+            operation::wait(ctx, &c, &operation::CONTAINER, SET_LABELS, &operation_path(project, location, &op), &op, timeout).await?;
+        }
+        self.read(ctx, id, Some(spec)).await?.ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("cluster {id} is gone")))
+    }
+
+    async fn delete(&self, ctx: &Ctx, id: &str, _prior: Option<&Spec>) -> Result<(), ProviderError> {
+        let parts = id_parts(id, &["projects", "locations", "clusters"]).ok_or_else(|| super::bad_id(Self::KIND, id, ID_SHAPE))?;
+        let config = config_of(ctx)?;
+        let c = client(ctx)?;
+        match c.send(ctx, &Request::new(DELETE, Api::Container, Method::DELETE, cluster_path(id))).await {
+            Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, DELETE, &operation_path(parts[0], parts[1], &op), &op, config.timeout(Self::KIND)).await,
+            Err(e) if status_of(&e) == Some(404) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::schema_mismatches;
+
+    fn spec(mode: &str, location: Option<&str>) -> Spec {
+        Spec {
+            name: "batch-aiml".into(),
+            location: location.map(str::to_string),
+            mode: mode.into(),
+            network: "default".into(),
+            subnetwork: None,
+            release_channel: "regular".into(),
+            description: None,
+            labels: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn schema_matches_spec_and_outputs() {
+        let full = Spec {
+            subnetwork: Some("default".into()),
+            description: Some("batch".into()),
+            labels: BTreeMap::from([("team".to_string(), "ml".to_string())]),
+            ..spec("standard", Some("us-central1"))
+        };
+        let outputs = outputs_of(&json!({"endpoint": "10.0.0.1"}), "p");
+        assert_eq!(schema_mismatches::<GkeCluster>(&full, &outputs), Vec::<String>::new());
+    }
+
+    #[test]
+    fn autopilot_and_standard_bodies() {
+        let auto = create_body(&spec("autopilot", Some("us-central1")), "gke_cluster.batch");
+        assert_eq!(auto["cluster"]["autopilot"], json!({"enabled": true}));
+        assert!(auto["cluster"].get("initialNodeCount").is_none());
+        assert_eq!(auto["cluster"]["resourceLabels"]["terrain-address"], "gke_cluster-batch");
+        assert_eq!(auto["cluster"]["releaseChannel"]["channel"], "REGULAR");
+        let std = create_body(&spec("standard", Some("us-central1-a")), "gke_cluster.gpu");
+        assert_eq!(std["cluster"]["initialNodeCount"], 1);
+        assert!(std["cluster"].get("autopilot").is_none());
+    }
+
+    #[test]
+    fn live_cluster_reads_back_as_the_spec_that_made_it() {
+        let s = spec("autopilot", Some("us-central1"));
+        let mut live = create_body(&s, "gke_cluster.batch")["cluster"].clone();
+        live["location"] = json!("us-central1");
+        live["subnetwork"] = json!("default");
+        assert_eq!(spec_of(&live, Some(&s)), s);
+    }
+
+    #[test]
+    fn validation_table() {
+        let cfg = json!({"project": "p", "region": "us-central1"});
+        let cases: &[(Spec, &str)] = &[
+            (spec("autopilot", Some("us-central1")), ""),
+            (spec("standard", Some("us-central1-a")), ""),
+            (spec("autopilot", Some("us-central1-a")), "Autopilot clusters are regional"),
+            (spec("standard", Some("europe-west4-a")), "not in the provider's region"),
+            (spec("serverless", Some("us-central1")), "is not a mode"),
+            (spec("standard", Some("central")), "neither a region"),
+            (Spec { name: "Batch_AIML".into(), ..spec("standard", None) }, "name"),
+            (Spec { release_channel: "fast".into(), ..spec("standard", None) }, "not a release channel"),
+        ];
+        for (s, want) in cases {
+            let problems = GkeCluster::validate(s, &cfg);
+            if want.is_empty() {
+                assert!(problems.is_empty(), "{s:?}: {problems:?}");
+            } else {
+                assert!(problems.iter().any(|p| p.message.contains(want) || p.path.join(".") == *want), "{s:?}: want {want}, got {problems:?}");
+            }
+        }
+        assert!(GkeCluster::validate(&spec("standard", None), &json!({"project": "p"}))
+            .iter()
+            .any(|p| p.message.contains("no location")));
+    }
+
+    #[test]
+    fn planned_id_uses_the_provider_project_and_region() {
+        let cfg = json!({"project": "p", "region": "us-central1"});
+        assert_eq!(GkeCluster::planned_id(&spec("autopilot", None), &cfg).as_deref(), Some("projects/p/locations/us-central1/clusters/batch-aiml"));
+    }
+}

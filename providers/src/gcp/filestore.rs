@@ -1,0 +1,376 @@
+//! The `filestore_instance` kind: a Filestore NFS server with one file share, the
+//! shared volume ML workers mount. Capacity grows in place; tier, location, network and
+//! share name are fixed, so changing them replaces the instance (and its data).
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use reqwest::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::client::{client, status_of, Request};
+use super::config::{Api, GcpConfig};
+use super::{catalog, config_of, id_parts, is_ours, labels_with_ours, not_ours, operation, user_labels};
+use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
+
+/// The kind `filestore_instance`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FilestoreInstance;
+
+/// The instance's file share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Share {
+    pub name: String,
+    pub capacity_gb: i64,
+}
+
+// serde's defaults, the same as the schema's (checked by `schema_mismatches`).
+fn basic_hdd() -> String {
+    "BASIC_HDD".into()
+}
+
+fn default_network() -> String {
+    "default".into()
+}
+
+/// What a stack writes for a `filestore_instance`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    pub name: String,
+    /// A zone for BASIC_HDD, BASIC_SSD and ZONAL; a region for REGIONAL and ENTERPRISE.
+    pub location: Option<String>,
+    #[serde(default = "basic_hdd")]
+    pub tier: String,
+    pub share: Share,
+    #[serde(default = "default_network")]
+    pub network: String,
+    pub description: Option<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// What `filestore_instance` reports after apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outputs {
+    pub ip_address: String,
+    pub share_name: String,
+    /// The NFS export path (`/NFSVol`), as a PersistentVolume's `nfs.path` wants it.
+    pub share_path: String,
+    pub location: String,
+    pub state: String,
+}
+
+const CREATE: &str = "file.projects.locations.instances.create";
+const GET: &str = "file.projects.locations.instances.get";
+const PATCH: &str = "file.projects.locations.instances.patch";
+const DELETE: &str = "file.projects.locations.instances.delete";
+const ID_SHAPE: &str = "projects/PROJECT/locations/LOCATION/instances/NAME";
+
+impl Spec {
+    /// The spec's location, else the provider's zone (zonal tiers) or region.
+    pub fn location_in(&self, config: &GcpConfig) -> Option<String> {
+        let zonal = catalog::filestore_tier(&self.tier).is_none_or(|t| t.zonal);
+        self.location.clone().or_else(|| if zonal { config.zone.clone() } else { config.region.clone() })
+    }
+}
+
+/// The Instance body of a create.
+pub fn create_body(spec: &Spec, address: &str) -> Value {
+    let mut body = json!({
+        "tier": spec.tier,
+        "fileShares": [{"name": spec.share.name, "capacityGb": spec.share.capacity_gb.to_string()}],
+        "networks": [{"network": spec.network, "modes": ["MODE_IPV4"]}],
+        "labels": labels_with_ours(&spec.labels, address),
+    });
+    if let Some(d) = &spec.description {
+        body["description"] = json!(d);
+    }
+    body
+}
+
+/// The spec a live instance shows.
+pub fn spec_of(live: &Value, location: &str) -> Spec {
+    let share = &live["fileShares"][0];
+    Spec {
+        name: live["name"].as_str().and_then(|n| n.rsplit('/').next()).unwrap_or_default().to_string(),
+        location: Some(location.to_string()),
+        tier: live["tier"].as_str().unwrap_or_default().to_string(),
+        share: Share {
+            name: share["name"].as_str().unwrap_or_default().to_string(),
+            capacity_gb: share["capacityGb"].as_str().and_then(|c| c.parse().ok()).or_else(|| share["capacityGb"].as_i64()).unwrap_or(0),
+        },
+        network: live["networks"][0]["network"].as_str().unwrap_or("default").to_string(),
+        description: live["description"].as_str().filter(|d| !d.is_empty()).map(str::to_string),
+        labels: user_labels(&live["labels"]),
+    }
+}
+
+fn outputs_of(live: &Value, location: &str) -> Outputs {
+    let share = live["fileShares"][0]["name"].as_str().unwrap_or_default().to_string();
+    Outputs {
+        ip_address: live["networks"][0]["ipAddresses"][0].as_str().unwrap_or_default().to_string(),
+        share_path: format!("/{share}"),
+        share_name: share,
+        location: location.to_string(),
+        state: live["state"].as_str().unwrap_or_default().to_string(),
+    }
+}
+
+fn location_of(id: &str) -> Result<String, ProviderError> {
+    let p = id_parts(id, &["projects", "locations", "instances"]).ok_or_else(|| super::bad_id(FilestoreInstance::KIND, id, ID_SHAPE))?;
+    Ok(p[1].to_string())
+}
+
+async fn get(ctx: &Ctx, id: &str) -> Result<Option<Value>, ProviderError> {
+    client(ctx)?.get_opt(ctx, &Request::get(GET, Api::File, format!("v1/{id}"))).await
+}
+
+async fn wait_op(ctx: &Ctx, call: &'static str, op: &Value) -> Result<(), ProviderError> {
+    let c = client(ctx)?;
+    let path = format!("v1/{}", op["name"].as_str().unwrap_or_default());
+    operation::wait(ctx, &c, &operation::FILE, call, &path, op, config_of(ctx)?.timeout(FilestoreInstance::KIND)).await
+}
+
+#[async_trait]
+impl Kind for FilestoreInstance {
+    type Spec = Spec;
+    type Outputs = Outputs;
+    const KIND: &'static str = "filestore_instance";
+    const PROVIDER: &'static str = "gcp";
+
+    fn schema() -> Schema {
+        Schema {
+            fields: vec![
+                Field::new("name", Type::String, "The instance id (RFC 1035, at most 63 characters).").required().force_new(),
+                Field::new("location", Type::String, "A zone (BASIC_HDD, BASIC_SSD, ZONAL) or region (REGIONAL, ENTERPRISE); defaults to the provider's.").force_new(),
+                Field::new("tier", Type::String, "BASIC_HDD, BASIC_SSD, ZONAL, REGIONAL or ENTERPRISE.").default(json!("BASIC_HDD")).force_new(),
+                Field::new(
+                    "share",
+                    Type::Object(vec![
+                        Field::new("name", Type::String, "The share's name, exported as /NAME.").required().force_new(),
+                        Field::new("capacity_gb", Type::Int, "Size in GB; grows in place.").required(),
+                    ]),
+                    "The instance's one file share.",
+                )
+                .required(),
+                Field::new("network", Type::String, "The VPC network clients reach it on (the cluster's).").default(json!("default")).force_new(),
+                Field::new("description", Type::String, "Free text.").force_new(),
+                Field::new("labels", Type::Map(Box::new(Type::String)), "GCP labels.").default(json!({})),
+            ],
+            outputs: vec![
+                Field::new("ip_address", Type::String, "The NFS server's IP address."),
+                Field::new("share_name", Type::String, "The file share's name."),
+                Field::new("share_path", Type::String, "The NFS export path, /SHARE."),
+                Field::new("location", Type::String, "Where the instance runs."),
+                Field::new("state", Type::String, "READY once serving."),
+            ],
+        }
+    }
+
+    fn validate(spec: &Spec, config: &Value) -> Vec<Invalid> {
+        let mut out = Vec::new();
+        if let Err(m) = catalog::check_rfc1035(&spec.name, catalog::FILESTORE_INSTANCE_ID_MAX) {
+            out.push(Invalid::at("name", m));
+        }
+        if let Err(m) = catalog::check_share_name(&spec.share.name) {
+            out.push(Invalid::at("share.name", m));
+        }
+        let tier = catalog::filestore_tier(&spec.tier);
+        match u64::try_from(spec.share.capacity_gb) {
+            Ok(gb) => {
+                if let Err(m) = catalog::check_filestore_capacity(&spec.tier, gb) {
+                    out.push(Invalid::at(if tier.is_some() { "share.capacity_gb" } else { "tier" }, m));
+                }
+            }
+            Err(_) => out.push(Invalid::at("share.capacity_gb", "must be positive")),
+        }
+        if let Err(m) = catalog::check_labels(spec.labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+            out.push(Invalid::at("labels", m));
+        }
+        let config = match GcpConfig::from_ctx(config) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                out.push(Invalid::at("", e.to_string()));
+                None
+            }
+        };
+        let location = spec.location.clone().or_else(|| config.as_ref().and_then(|c| spec.location_in(c)));
+        let at = if spec.location.is_some() { "location" } else { "" };
+        match (location, tier) {
+            (None, Some(t)) => out.push(Invalid::at(
+                "",
+                format!("no location: {} instances live in a {}; set `location`, or `{}` in [providers.gcp]", t.name, if t.zonal { "zone" } else { "region" }, if t.zonal { "zone" } else { "region" }),
+            )),
+            (Some(loc), Some(t)) if t.zonal && !catalog::is_zone(&loc) => {
+                out.push(Invalid::at(at, format!("{} instances are zonal; {loc:?} is not a zone (e.g. us-central1-b)", t.name)));
+            }
+            (Some(loc), Some(t)) if !t.zonal && !catalog::is_region(&loc) => {
+                out.push(Invalid::at(at, format!("{} instances are regional; {loc:?} is not a region (e.g. us-central1)", t.name)));
+            }
+            (Some(loc), Some(_)) if catalog::is_zone(&loc) => {
+                if let Some(region) = config.as_ref().and_then(|c| c.region.clone()) {
+                    if catalog::region_of_zone(&loc) != Some(region.as_str()) {
+                        out.push(Invalid::at(at, format!("zone {loc:?} is not in the provider's region {region:?}")));
+                    }
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+
+    fn planned_id(spec: &Spec, config: &Value) -> Option<String> {
+        let config = GcpConfig::from_ctx(config).ok()?;
+        Some(format!("projects/{}/locations/{}/instances/{}", config.project.as_deref()?, spec.location_in(&config)?, spec.name))
+    }
+
+    async fn read(&self, ctx: &Ctx, id: &str, _prior: Option<&Spec>) -> Result<Option<Live<Self>>, ProviderError> {
+        let location = location_of(id)?;
+        let Some(live) = get(ctx, id).await? else { return Ok(None) };
+        if live["state"] == "DELETING" {
+            return Ok(None);
+        }
+        Ok(Some(Live {
+            id: id.to_string(),
+            spec: spec_of(&live, &location),
+            outputs: outputs_of(&live, &location),
+        }))
+    }
+
+    async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+        let config = config_of(ctx)?;
+        let project = config.project()?;
+        let location = spec
+            .location_in(&config)
+            .ok_or_else(|| ProviderError::Config("filestore_instance: no location; set `location`, or `zone` in [providers.gcp]".into()))?;
+        let id = format!("projects/{project}/locations/{location}/instances/{}", spec.name);
+        let c = client(ctx)?;
+        let req = Request::new(CREATE, Api::File, Method::POST, format!("v1/projects/{project}/locations/{location}/instances"))
+            .query("instanceId", spec.name.clone())
+            .body(create_body(spec, &ctx.address));
+        match c.send(ctx, &req).await {
+            Ok(op) => wait_op(ctx, CREATE, &op).await?,
+            Err(e) if status_of(&e) == Some(409) => {
+                let live = get(ctx, &id).await?.ok_or(e)?;
+                if !is_ours(&live["labels"], &ctx.address) {
+                    return Err(not_ours(CREATE, "Filestore instance", &id, Self::KIND, &ctx.address));
+                }
+                ctx.progress("adopting the instance an earlier attempt created");
+                operation::until_ready(ctx, &c, GET, &format!("instance {id}"), config.timeout(Self::KIND), || async {
+                    match get(ctx, &id).await? {
+                        None => Ok(None),
+                        Some(l) if l["state"] == "ERROR" => Err(ProviderError::api(GET, 200, "ERROR", l["statusMessage"].as_str().unwrap_or("instance failed").to_string())),
+                        Some(l) => {
+                            let s = l["state"].as_str().unwrap_or("CREATING").to_string();
+                            Ok(Some((s == "READY", s.to_lowercase())))
+                        }
+                    }
+                })
+                .await?;
+            }
+            Err(e) => return Err(e),
+        }
+        self.read(ctx, &id, Some(spec))
+            .await?
+            .ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("instance {id} vanished right after it was created")))
+    }
+
+    async fn update(&self, ctx: &Ctx, id: &str, prior: &Spec, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+        let tier = catalog::filestore_tier(&spec.tier);
+        if spec.share.capacity_gb < prior.share.capacity_gb && !tier.is_some_and(|t| t.shrinkable) {
+            return Err(ProviderError::Unsupported(format!(
+                "{PATCH}: {} shares cannot shrink ({} GB → {} GB); keep the size, or replace the instance (and its data) with `terrain apply --replace`",
+                spec.tier, prior.share.capacity_gb, spec.share.capacity_gb
+            )));
+        }
+        let mut mask = Vec::new();
+        let mut body = json!({});
+        if spec.share.capacity_gb != prior.share.capacity_gb {
+            mask.push("fileShares");
+            body["fileShares"] = json!([{"name": spec.share.name, "capacityGb": spec.share.capacity_gb.to_string()}]);
+        }
+        if spec.labels != prior.labels {
+            mask.push("labels");
+            body["labels"] = Value::Object(labels_with_ours(&spec.labels, &ctx.address));
+        }
+        if !mask.is_empty() {
+            let c = client(ctx)?;
+            let req = Request::new(PATCH, Api::File, Method::PATCH, format!("v1/{id}")).query("updateMask", mask.join(",")).body(body);
+            let op = c.send(ctx, &req).await?;
+            wait_op(ctx, PATCH, &op).await?;
+        }
+        self.read(ctx, id, Some(spec)).await?.ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("instance {id} is gone")))
+    }
+
+    async fn delete(&self, ctx: &Ctx, id: &str, _prior: Option<&Spec>) -> Result<(), ProviderError> {
+        location_of(id)?;
+        let c = client(ctx)?;
+        match c.send(ctx, &Request::new(DELETE, Api::File, Method::DELETE, format!("v1/{id}"))).await {
+            Ok(op) => wait_op(ctx, DELETE, &op).await,
+            Err(e) if status_of(&e) == Some(404) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::schema_mismatches;
+
+    fn base() -> Spec {
+        Spec {
+            name: "batch-aiml-filestore".into(),
+            location: Some("us-central1-b".into()),
+            tier: "BASIC_HDD".into(),
+            share: Share { name: "NFSVol".into(), capacity_gb: 1024 },
+            network: "default".into(),
+            description: None,
+            labels: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn schema_matches_spec_and_outputs() {
+        let full = Spec { description: Some("d".into()), labels: BTreeMap::from([("a".to_string(), "b".to_string())]), ..base() };
+        let outputs = outputs_of(&json!({"fileShares": [{"name": "NFSVol"}]}), "us-central1-b");
+        assert_eq!(outputs.share_path, "/NFSVol");
+        assert_eq!(schema_mismatches::<FilestoreInstance>(&full, &outputs), Vec::<String>::new());
+    }
+
+    #[test]
+    fn live_instance_reads_back_as_its_spec() {
+        let s = base();
+        let mut live = create_body(&s, "filestore_instance.nfs");
+        live["name"] = json!("projects/p/locations/us-central1-b/instances/batch-aiml-filestore");
+        assert_eq!(live["fileShares"][0]["capacityGb"], "1024");
+        assert_eq!(spec_of(&live, "us-central1-b"), s);
+    }
+
+    #[test]
+    fn validation_table() {
+        let cfg = json!({"project": "p", "region": "us-central1"});
+        let cases: Vec<(Spec, &str)> = vec![
+            (base(), ""),
+            (Spec { share: Share { name: "NFSVol".into(), capacity_gb: 1000 }, ..base() }, "share.capacity_gb"),
+            (Spec { tier: "BASIC_SSD".into(), ..base() }, "share.capacity_gb"),
+            (Spec { share: Share { name: "nfs-vol".into(), capacity_gb: 1024 }, ..base() }, "share.name"),
+            (Spec { location: Some("us-central1".into()), ..base() }, "not a zone"),
+            (Spec { location: Some("europe-west4-a".into()), ..base() }, "not in the provider's region"),
+            (Spec { tier: "ENTERPRISE".into(), ..base() }, "not a region"),
+            (Spec { tier: "PLATINUM".into(), ..base() }, "tier"),
+        ];
+        for (s, want) in cases {
+            let problems = FilestoreInstance::validate(&s, &cfg);
+            if want.is_empty() {
+                assert!(problems.is_empty(), "{problems:?}");
+            } else {
+                assert!(problems.iter().any(|p| p.message.contains(want) || p.path.join(".") == want), "want {want}, got {problems:?}");
+            }
+        }
+    }
+}

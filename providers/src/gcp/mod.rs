@@ -1,0 +1,132 @@
+//! The Google Cloud provider (`[providers.gcp]`): GKE clusters and node pools,
+//! Filestore instances and Cloud Storage buckets, over the v1 REST APIs.
+//!
+//! Layout: `config` resolves settings, `auth` supplies tokens, `client` sends requests
+//! (retries, errors), `operation` follows long-running operations, `catalog` holds the
+//! offline knowledge validation uses; one file per resource kind.
+//!
+//! Every object terrain creates carries the labels `managed-by=terrain` and
+//! `terrain-address=<kind>_<name>`: when a create's response is lost and the retry finds
+//! the object already there, those labels prove it is ours to adopt rather than a
+//! stranger's to refuse.
+
+pub mod auth;
+pub mod bucket;
+pub mod catalog;
+pub mod client;
+pub mod cluster;
+pub mod config;
+pub mod filestore;
+pub mod node_pool;
+pub mod operation;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value};
+
+use crate::{Ctx, ProviderError};
+use config::GcpConfig;
+
+/// The label every object terrain creates carries.
+pub const MANAGED_BY: (&str, &str) = ("managed-by", "terrain");
+/// The label holding the creating resource's address.
+pub const ADDRESS_LABEL: &str = "terrain-address";
+
+/// A resource address as a label value: labels allow only `[a-z0-9_-]`.
+pub fn address_label(address: &str) -> String {
+    address
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' | '_' | '-' => c,
+            'A'..='Z' => c.to_ascii_lowercase(),
+            _ => '-',
+        })
+        .take(63)
+        .collect()
+}
+
+/// The user's labels plus terrain's own.
+pub fn labels_with_ours(labels: &BTreeMap<String, String>, address: &str) -> Map<String, Value> {
+    let mut out: Map<String, Value> = labels.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
+    out.insert(MANAGED_BY.0.to_string(), Value::String(MANAGED_BY.1.to_string()));
+    out.insert(ADDRESS_LABEL.to_string(), Value::String(address_label(address)));
+    out
+}
+
+/// The labels of a live object without terrain's own.
+pub fn user_labels(labels: &Value) -> BTreeMap<String, String> {
+    labels
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| k.as_str() != MANAGED_BY.0 && k.as_str() != ADDRESS_LABEL)
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether a live object's labels say this address created it.
+pub fn is_ours(labels: &Value, address: &str) -> bool {
+    labels[ADDRESS_LABEL].as_str() == Some(address_label(address).as_str()) && labels[MANAGED_BY.0].as_str() == Some(MANAGED_BY.1)
+}
+
+/// The error for a create that found a same-named object terrain did not make.
+pub fn not_ours(call: &'static str, what: &str, id: &str, kind: &str, address: &str) -> ProviderError {
+    let name = address.split_once('.').map_or(address, |(_, n)| n);
+    ProviderError::api(
+        call,
+        409,
+        "ALREADY_EXISTS",
+        format!("{what} {id} already exists and was not created by {address}; bring it under terrain with `terrain import {kind}.{name} {id}` or pick another name"),
+    )
+}
+
+/// The provider configuration of a call, resolved.
+pub fn config_of(ctx: &Ctx) -> Result<GcpConfig, ProviderError> {
+    GcpConfig::from_ctx(&ctx.config)
+}
+
+/// Splits `projects/{p}/locations/{l}/<collection>/{name}[/...]` ids into their parts.
+pub fn id_parts<'a>(id: &'a str, pattern: &[&str]) -> Option<Vec<&'a str>> {
+    let parts: Vec<&str> = id.split('/').collect();
+    if parts.len() != pattern.len() * 2 {
+        return None;
+    }
+    let mut values = Vec::new();
+    for (i, expected) in pattern.iter().enumerate() {
+        if parts[i * 2] != *expected || parts[i * 2 + 1].is_empty() {
+            return None;
+        }
+        values.push(parts[i * 2 + 1]);
+    }
+    Some(values)
+}
+
+/// The error for an id that does not have the expected shape (import of a typo).
+pub fn bad_id(kind: &str, id: &str, shape: &str) -> ProviderError {
+    ProviderError::Unsupported(format!("{kind}: {id:?} is not an id of this kind; expected {shape}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn address_labels_are_valid_label_values() {
+        assert_eq!(address_label("gke_cluster.Batch.ml"), "gke_cluster-batch-ml");
+        let labels = Value::Object(labels_with_ours(&BTreeMap::from([("team".to_string(), "ml".to_string())]), "gke_cluster.gpu"));
+        assert!(is_ours(&labels, "gke_cluster.gpu"));
+        assert!(!is_ours(&labels, "gke_cluster.cpu"));
+        assert_eq!(user_labels(&labels), BTreeMap::from([("team".to_string(), "ml".to_string())]));
+        assert!(!is_ours(&json!({}), "gke_cluster.gpu"));
+    }
+
+    #[test]
+    fn ids_split_by_pattern() {
+        assert_eq!(id_parts("projects/p/locations/us-central1/clusters/c", &["projects", "locations", "clusters"]), Some(vec!["p", "us-central1", "c"]));
+        assert_eq!(id_parts("projects/p/locations/us-central1", &["projects", "locations", "clusters"]), None);
+        assert_eq!(id_parts("projects/p/zones/z/clusters/c", &["projects", "locations", "clusters"]), None);
+    }
+}

@@ -1,0 +1,662 @@
+//! The `gke_node_pool` kind: a node pool on a Standard GKE cluster, with GPUs, TPU
+//! slices, Spot or legacy preemptible VMs, autoscaling (from zero), taints and labels.
+//!
+//! Autoscaling, node count, taints and labels change in place (setAutoscaling, setSize,
+//! update); machine type, accelerators, Spot/preemptible, scopes and disks are fixed
+//! at creation, so changing them replaces the pool.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use reqwest::Method;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use super::client::{client, status_of, Request};
+use super::config::Api;
+use super::{catalog, config_of, id_parts, is_ours, labels_with_ours, not_ours, operation};
+use crate::protocol::is_unknown;
+use crate::{Ctx, Field, Invalid, Kind, Live, Peer, ProviderError, Schema, Type};
+
+/// The kind `gke_node_pool`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GkeNodePool;
+
+/// Autoscaling bounds; `min` may be 0 so an idle GPU pool costs nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Autoscaling {
+    pub min: i64,
+    pub max: i64,
+}
+
+/// GPUs attached to each node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gpu {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default = "one")]
+    pub count: i64,
+    /// Driver installation: default, latest or disabled (install it yourself, e.g. with
+    /// NVIDIA's DaemonSet).
+    #[serde(default = "default_driver")]
+    pub driver: String,
+}
+
+/// A TPU slice: the machine type names the TPU generation, the topology its shape.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tpu {
+    pub topology: String,
+}
+
+// serde's defaults, the same as the schema's (checked by `schema_mismatches`).
+fn e2_medium() -> String {
+    "e2-medium".into()
+}
+
+fn gke_default() -> Vec<String> {
+    vec!["gke-default".into()]
+}
+
+fn one() -> i64 {
+    1
+}
+
+fn default_driver() -> String {
+    "default".into()
+}
+
+/// What a stack writes for a `gke_node_pool`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    pub name: String,
+    /// The cluster's id (`${gke_cluster.NAME.id}`).
+    pub cluster: String,
+    #[serde(default = "e2_medium")]
+    pub machine_type: String,
+    pub node_count: Option<i64>,
+    pub autoscaling: Option<Autoscaling>,
+    pub gpu: Option<Gpu>,
+    pub tpu: Option<Tpu>,
+    #[serde(default)]
+    pub spot: bool,
+    #[serde(default)]
+    pub preemptible: bool,
+    #[serde(default)]
+    pub taints: Vec<String>,
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default = "gke_default")]
+    pub scopes: Vec<String>,
+    pub disk_size_gb: Option<i64>,
+    pub disk_type: Option<String>,
+}
+
+/// What `gke_node_pool` reports after apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outputs {
+    /// Node labels that select this pool's nodes (for Pods' nodeSelector).
+    pub node_selector: BTreeMap<String, String>,
+    pub version: String,
+    pub status: String,
+}
+
+const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
+const GET: &str = "container.projects.locations.clusters.nodePools.get";
+const DELETE: &str = "container.projects.locations.clusters.nodePools.delete";
+const UPDATE: &str = "container.projects.locations.clusters.nodePools.update";
+const SET_AUTOSCALING: &str = "container.projects.locations.clusters.nodePools.setAutoscaling";
+const SET_SIZE: &str = "container.projects.locations.clusters.nodePools.setSize";
+const ID_SHAPE: &str = "projects/PROJECT/locations/LOCATION/clusters/CLUSTER/nodePools/NAME";
+const DRIVERS: &[(&str, &str)] = &[("default", "DEFAULT"), ("latest", "LATEST"), ("disabled", "INSTALLATION_DISABLED")];
+
+fn driver_api(d: &str) -> &'static str {
+    DRIVERS.iter().find(|(n, _)| *n == d).map_or("DEFAULT", |(_, a)| a)
+}
+
+fn driver_of(api: &str) -> &'static str {
+    DRIVERS.iter().find(|(_, a)| *a == api).map_or("default", |(n, _)| n)
+}
+
+/// The number of nodes a pool starts with.
+fn initial_count(spec: &Spec) -> i64 {
+    if let Some(n) = spec.node_count {
+        return n;
+    }
+    if let Some(topology) = spec.tpu.as_ref().map(|t| t.topology.as_str()) {
+        if let Ok(nodes) = catalog::check_tpu_topology(&spec.machine_type, topology) {
+            return i64::from(nodes);
+        }
+    }
+    spec.autoscaling.as_ref().map_or(1, |a| a.min)
+}
+
+fn autoscaling_body(a: Option<&Autoscaling>) -> Value {
+    match a {
+        Some(a) => json!({"enabled": true, "minNodeCount": a.min, "maxNodeCount": a.max}),
+        None => json!({"enabled": false}),
+    }
+}
+
+fn taints_body(taints: &[String]) -> Result<Vec<Value>, ProviderError> {
+    taints
+        .iter()
+        .map(|t| {
+            catalog::parse_taint(t)
+                .map(|(key, value, effect)| json!({"key": key, "value": value, "effect": effect}))
+                .map_err(|m| ProviderError::Unsupported(format!("taint {t:?}: {m}")))
+        })
+        .collect()
+}
+
+/// The CreateNodePoolRequest body.
+///
+/// Fails on a taint or scope validation would have refused.
+pub fn create_body(spec: &Spec, address: &str) -> Result<Value, ProviderError> {
+    let scopes = catalog::expand_scopes(&spec.scopes).map_err(|m| ProviderError::Unsupported(format!("scopes: {m}")))?;
+    let mut config = json!({
+        "machineType": spec.machine_type,
+        "oauthScopes": scopes,
+        "labels": spec.labels,
+        "resourceLabels": labels_with_ours(&BTreeMap::new(), address),
+        "taints": taints_body(&spec.taints)?,
+    });
+    if let Some(gpu) = &spec.gpu {
+        config["accelerators"] = json!([{
+            "acceleratorCount": gpu.count.to_string(),
+            "acceleratorType": gpu.kind,
+            "gpuDriverInstallationConfig": {"gpuDriverVersion": driver_api(&gpu.driver)},
+        }]);
+    }
+    if spec.spot {
+        config["spot"] = json!(true);
+    }
+    if spec.preemptible {
+        config["preemptible"] = json!(true);
+    }
+    if let Some(size) = spec.disk_size_gb {
+        config["diskSizeGb"] = json!(size);
+    }
+    if let Some(t) = &spec.disk_type {
+        config["diskType"] = json!(t);
+    }
+    let mut pool = json!({
+        "name": spec.name,
+        "initialNodeCount": initial_count(spec),
+        "config": config,
+    });
+    if spec.autoscaling.is_some() {
+        pool["autoscaling"] = autoscaling_body(spec.autoscaling.as_ref());
+    }
+    if let Some(tpu) = &spec.tpu {
+        // Multi-host slices are placed together; GKE wants the topology on the policy.
+        if catalog::check_tpu_topology(&spec.machine_type, &tpu.topology).is_ok_and(|nodes| nodes > 1) {
+            pool["placementPolicy"] = json!({"type": "COMPACT", "tpuTopology": tpu.topology});
+        } else {
+            pool["placementPolicy"] = json!({"tpuTopology": tpu.topology});
+        }
+    }
+    Ok(json!({ "nodePool": pool }))
+}
+
+/// The spec a live pool shows; what the API cannot report comes from `prior`.
+pub fn spec_of(live: &Value, cluster: &str, prior: Option<&Spec>) -> Spec {
+    let config = &live["config"];
+    let machine_type = config["machineType"].as_str().unwrap_or_default().to_string();
+    let gpu = config["accelerators"].as_array().and_then(|a| a.first()).map(|a| Gpu {
+        kind: a["acceleratorType"].as_str().unwrap_or_default().to_string(),
+        count: a["acceleratorCount"].as_str().and_then(|c| c.parse().ok()).or_else(|| a["acceleratorCount"].as_i64()).unwrap_or(0),
+        driver: driver_of(a["gpuDriverInstallationConfig"]["gpuDriverVersion"].as_str().unwrap_or("DEFAULT")).to_string(),
+    });
+    // Machine types with built-in GPUs (g2, a2, a3) report them even when the stack
+    // named none.
+    let gpu = match prior {
+        Some(p) if p.gpu.is_none() && catalog::built_in_gpus(&machine_type).is_some() => None,
+        _ => gpu,
+    };
+    let tpu = live["placementPolicy"]["tpuTopology"].as_str().filter(|t| !t.is_empty()).map(|t| Tpu { topology: t.to_string() });
+    let live_scopes: Vec<String> = config["oauthScopes"].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default();
+    let scopes = match prior {
+        Some(p) if same_scopes(&p.scopes, &live_scopes) => p.scopes.clone(),
+        _ => live_scopes,
+    };
+    let autoscaling = (live["autoscaling"]["enabled"].as_bool() == Some(true)).then(|| Autoscaling {
+        min: live["autoscaling"]["minNodeCount"].as_i64().unwrap_or(0),
+        max: live["autoscaling"]["maxNodeCount"].as_i64().unwrap_or(0),
+    });
+    let taints = config["taints"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|t| catalog::format_taint(t["key"].as_str().unwrap_or(""), t["value"].as_str().unwrap_or(""), t["effect"].as_str().unwrap_or("")))
+                .collect()
+        })
+        .unwrap_or_default();
+    let labels = config["labels"]
+        .as_object()
+        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+        .unwrap_or_default();
+    Spec {
+        name: live["name"].as_str().unwrap_or_default().to_string(),
+        cluster: cluster.to_string(),
+        machine_type,
+        node_count: match prior {
+            Some(p) => p.node_count,
+            None => live["initialNodeCount"].as_i64(),
+        },
+        autoscaling,
+        gpu,
+        tpu: tpu.or_else(|| prior.and_then(|p| p.tpu.clone())),
+        spot: config["spot"].as_bool().unwrap_or(false),
+        preemptible: config["preemptible"].as_bool().unwrap_or(false),
+        taints,
+        labels,
+        scopes,
+        // GKE fills in disk defaults; only compare them when the stack sets them.
+        disk_size_gb: if prior.is_some_and(|p| p.disk_size_gb.is_none()) { None } else { config["diskSizeGb"].as_i64() },
+        disk_type: if prior.is_some_and(|p| p.disk_type.is_none()) { None } else { config["diskType"].as_str().map(str::to_string) },
+    }
+}
+
+fn same_scopes(spec: &[String], live: &[String]) -> bool {
+    let Ok(mut want) = catalog::expand_scopes(spec) else { return false };
+    let mut live = live.to_vec();
+    want.sort();
+    want.dedup();
+    live.sort();
+    live.dedup();
+    want == live
+}
+
+/// The labels GKE puts on the pool's nodes that Pods can select on.
+pub fn node_selector(spec: &Spec) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::from([("cloud.google.com/gke-nodepool".to_string(), spec.name.clone())]);
+    if spec.spot {
+        out.insert("cloud.google.com/gke-spot".into(), "true".into());
+    }
+    if spec.preemptible {
+        out.insert("cloud.google.com/gke-preemptible".into(), "true".into());
+    }
+    if let Some(gpu) = &spec.gpu {
+        out.insert("cloud.google.com/gke-accelerator".into(), gpu.kind.clone());
+    } else if let Some((kind, _)) = catalog::built_in_gpus(&spec.machine_type) {
+        out.insert("cloud.google.com/gke-accelerator".into(), kind.to_string());
+    }
+    if let (Some(tpu), Some(info)) = (&spec.tpu, catalog::tpu(&spec.machine_type)) {
+        out.insert("cloud.google.com/gke-tpu-accelerator".into(), info.accelerator_label.to_string());
+        out.insert("cloud.google.com/gke-tpu-topology".into(), tpu.topology.clone());
+    }
+    out
+}
+
+fn outputs_of(live: &Value, spec: &Spec) -> Outputs {
+    Outputs {
+        node_selector: node_selector(spec),
+        version: live["version"].as_str().unwrap_or_default().to_string(),
+        status: live["status"].as_str().unwrap_or_default().to_string(),
+    }
+}
+
+fn parts(id: &str) -> Result<Vec<&str>, ProviderError> {
+    id_parts(id, &["projects", "locations", "clusters", "nodePools"]).ok_or_else(|| super::bad_id(GkeNodePool::KIND, id, ID_SHAPE))
+}
+
+fn op_path(id: &str, op: &Value) -> Result<String, ProviderError> {
+    let p = parts(id)?;
+    Ok(format!("v1/projects/{}/locations/{}/operations/{}", p[0], p[1], op["name"].as_str().unwrap_or_default()))
+}
+
+async fn get(ctx: &Ctx, id: &str) -> Result<Option<Value>, ProviderError> {
+    client(ctx)?.get_opt(ctx, &Request::get(GET, Api::Container, format!("v1/{id}"))).await
+}
+
+/// Sends a mutation on the pool and waits for its operation.
+async fn mutate(ctx: &Ctx, id: &str, call: &'static str, method: Method, path: String, body: Value) -> Result<(), ProviderError> {
+    let c = client(ctx)?;
+    let op = c.send(ctx, &Request::new(call, Api::Container, method, path).body(body)).await?;
+    let timeout = config_of(ctx)?.timeout(GkeNodePool::KIND);
+    operation::wait(ctx, &c, &operation::CONTAINER, call, &op_path(id, &op)?, &op, timeout).await
+}
+
+#[async_trait]
+impl Kind for GkeNodePool {
+    type Spec = Spec;
+    type Outputs = Outputs;
+    const KIND: &'static str = "gke_node_pool";
+    const PROVIDER: &'static str = "gcp";
+
+    fn schema() -> Schema {
+        Schema {
+            fields: vec![
+                Field::new("name", Type::String, "The pool's name (RFC 1035, at most 40 characters).").required().force_new(),
+                Field::new("cluster", Type::String, "The Standard cluster's id: ${gke_cluster.NAME.id}.").required().force_new(),
+                Field::new("machine_type", Type::String, "The nodes' machine type (n1-highmem-8, g2-standard-8, ct5lp-hightpu-4t…).")
+                    .default(json!("e2-medium"))
+                    .force_new(),
+                Field::new("node_count", Type::Int, "Nodes per zone; with autoscaling, the starting size."),
+                Field::new(
+                    "autoscaling",
+                    Type::Object(vec![
+                        Field::new("min", Type::Int, "Fewest nodes per zone (0 lets an idle pool cost nothing).").required(),
+                        Field::new("max", Type::Int, "Most nodes per zone.").required(),
+                    ]),
+                    "Let the cluster autoscaler size the pool.",
+                ),
+                Field::new(
+                    "gpu",
+                    Type::Object(vec![
+                        Field::new("type", Type::String, "The GPU type (nvidia-l4, nvidia-tesla-t4, nvidia-tesla-a100…).").required(),
+                        Field::new("count", Type::Int, "GPUs per node.").default(json!(1)),
+                        Field::new("driver", Type::String, "Driver installation: default, latest or disabled.").default(json!("default")),
+                    ]),
+                    "GPUs attached to each node.",
+                )
+                .force_new(),
+                Field::new(
+                    "tpu",
+                    Type::Object(vec![Field::new("topology", Type::String, "The slice shape, e.g. 2x4 (v5e) or 2x2x2 (v5p).").required()]),
+                    "A TPU slice; machine_type names the TPU generation.",
+                )
+                .force_new(),
+                Field::new("spot", Type::Bool, "Spot VMs: much cheaper, reclaimable at any time.").default(json!(false)).force_new(),
+                Field::new("preemptible", Type::Bool, "Legacy preemptible VMs (24 h maximum); prefer spot.").default(json!(false)).force_new(),
+                Field::new("taints", Type::List(Box::new(Type::String)), "Node taints as key=value:Effect.").default(json!([])),
+                Field::new("labels", Type::Map(Box::new(Type::String)), "Kubernetes labels on the nodes.").default(json!({})),
+                Field::new("scopes", Type::List(Box::new(Type::String)), "OAuth scopes of the nodes (aliases like cloud-platform or full URLs).")
+                    .default(json!(["gke-default"]))
+                    .force_new(),
+                Field::new("disk_size_gb", Type::Int, "Boot disk size per node.").force_new(),
+                Field::new("disk_type", Type::String, "Boot disk type (pd-standard, pd-balanced, pd-ssd).").force_new(),
+            ],
+            outputs: vec![
+                Field::new("node_selector", Type::Map(Box::new(Type::String)), "Node labels that select this pool's nodes."),
+                Field::new("version", Type::String, "The nodes' Kubernetes version."),
+                Field::new("status", Type::String, "The pool's status."),
+            ],
+        }
+    }
+
+    fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
+        let mut out = Vec::new();
+        if let Err(m) = catalog::check_rfc1035(&spec.name, catalog::GKE_NODE_POOL_NAME_MAX) {
+            out.push(Invalid::at("name", m));
+        }
+        if id_parts(&spec.cluster, &["projects", "locations", "clusters"]).is_none() {
+            out.push(Invalid::at("cluster", format!("{:?} is not a cluster id; reference one: \"${{gke_cluster.NAME.id}}\"", spec.cluster)));
+        }
+        if let Err(m) = catalog::check_machine_type(&spec.machine_type) {
+            out.push(Invalid::at("machine_type", m));
+        }
+        let is_tpu = catalog::is_tpu_machine_type(&spec.machine_type);
+        match (&spec.tpu, is_tpu) {
+            (Some(tpu), true) => match catalog::check_tpu_topology(&spec.machine_type, &tpu.topology) {
+                Ok(nodes) => {
+                    if let Some(n) = spec.node_count.filter(|n| nodes > 1 && *n != i64::from(nodes)) {
+                        out.push(Invalid::at("node_count", format!("a {} slice needs exactly {nodes} nodes, not {n}; leave node_count out", tpu.topology)));
+                    }
+                }
+                Err(m) => out.push(Invalid::at("tpu.topology", m)),
+            },
+            (Some(_), false) => out.push(Invalid::at(
+                "tpu",
+                format!("{} is not a TPU machine type; TPU slices need one such as ct5lp-hightpu-4t (v5e) or ct5p-hightpu-4t (v5p)", spec.machine_type),
+            )),
+            (None, true) if catalog::tpu(&spec.machine_type).is_none() => {
+                out.push(Invalid::at("machine_type", format!("unknown TPU machine type {:?}", spec.machine_type)));
+            }
+            _ => {}
+        }
+        if let Some(gpu) = &spec.gpu {
+            if is_tpu {
+                out.push(Invalid::at("gpu", "TPU machine types take no GPUs"));
+            } else {
+                match u32::try_from(gpu.count) {
+                    Ok(count) if count > 0 => {
+                        if let Err(m) = catalog::check_gpu(&spec.machine_type, &gpu.kind, count) {
+                            out.push(Invalid::at("gpu", m));
+                        }
+                    }
+                    _ => out.push(Invalid::at("gpu.count", "must be at least 1")),
+                }
+            }
+            if !DRIVERS.iter().any(|(d, _)| *d == gpu.driver) {
+                out.push(Invalid::at("gpu.driver", format!("{:?} is not a driver choice; use default, latest or disabled", gpu.driver)));
+            }
+        }
+        if spec.spot && spec.preemptible {
+            out.push(Invalid::at("preemptible", "set spot or preemptible, not both; spot replaces preemptible VMs"));
+        }
+        if let Some(a) = &spec.autoscaling {
+            if a.min < 0 {
+                out.push(Invalid::at("autoscaling.min", "must be 0 or more"));
+            }
+            if a.max < 1 || a.max < a.min {
+                out.push(Invalid::at("autoscaling.max", format!("must be at least 1 and at least min ({})", a.min)));
+            }
+            if let Some(n) = spec.node_count.filter(|n| *n < a.min || *n > a.max) {
+                out.push(Invalid::at("node_count", format!("{n} is outside the autoscaling range {}–{}", a.min, a.max)));
+            }
+        } else if spec.node_count.is_some_and(|n| n < 0) {
+            out.push(Invalid::at("node_count", "must be 0 or more"));
+        }
+        for (i, t) in spec.taints.iter().enumerate() {
+            if let Err(m) = catalog::parse_taint(t) {
+                out.push(Invalid::at(&format!("taints.{i}"), m));
+            }
+        }
+        if let Err(m) = catalog::expand_scopes(&spec.scopes) {
+            out.push(Invalid::at("scopes", m));
+        }
+        if spec.disk_size_gb.is_some_and(|d| d < 10) {
+            out.push(Invalid::at("disk_size_gb", "must be at least 10"));
+        }
+        out
+    }
+
+    fn validate_peers(spec: &Value, peers: &[Peer]) -> Vec<Invalid> {
+        let _ = spec;
+        peers
+            .iter()
+            .filter(|p| p.kind == "gke_cluster" && p.spec["mode"] == "autopilot")
+            .map(|p| {
+                Invalid::at(
+                    "cluster",
+                    format!("{} is an Autopilot cluster, which manages its nodes itself and has no node pools; remove this pool or set mode = \"standard\" on {}", p.address, p.address),
+                )
+            })
+            .collect()
+    }
+
+    fn planned_id(spec: &Spec, _config: &Value) -> Option<String> {
+        if is_unknown(&Value::String(spec.cluster.clone())) {
+            return None;
+        }
+        id_parts(&spec.cluster, &["projects", "locations", "clusters"])?;
+        Some(format!("{}/nodePools/{}", spec.cluster, spec.name))
+    }
+
+    async fn read(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<Option<Live<Self>>, ProviderError> {
+        let p = parts(id)?;
+        let Some(live) = get(ctx, id).await? else { return Ok(None) };
+        if live["status"] == "STOPPING" {
+            return Ok(None);
+        }
+        let cluster = format!("projects/{}/locations/{}/clusters/{}", p[0], p[1], p[2]);
+        let spec = spec_of(&live, &cluster, prior);
+        Ok(Some(Live {
+            id: id.to_string(),
+            outputs: outputs_of(&live, &spec),
+            spec,
+        }))
+    }
+
+    async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+        let id = format!("{}/nodePools/{}", spec.cluster, spec.name);
+        parts(&id)?;
+        let c = client(ctx)?;
+        let timeout = config_of(ctx)?.timeout(Self::KIND);
+        let req = Request::new(CREATE, Api::Container, Method::POST, format!("v1/{}/nodePools", spec.cluster)).body(create_body(spec, &ctx.address)?);
+        match c.send(ctx, &req).await {
+            Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, CREATE, &op_path(&id, &op)?, &op, timeout).await?,
+            Err(e) if status_of(&e) == Some(409) => {
+                let live = get(ctx, &id).await?.ok_or(e)?;
+                if !is_ours(&live["config"]["resourceLabels"], &ctx.address) {
+                    return Err(not_ours(CREATE, "node pool", &id, Self::KIND, &ctx.address));
+                }
+                ctx.progress("adopting the node pool an earlier attempt created");
+                operation::until_ready(ctx, &c, GET, &format!("node pool {id}"), timeout, || async {
+                    Ok(get(ctx, &id).await?.map(|l| {
+                        let s = l["status"].as_str().unwrap_or("PROVISIONING").to_string();
+                        (s == "RUNNING", s.to_lowercase())
+                    }))
+                })
+                .await?;
+            }
+            Err(e) => return Err(e),
+        }
+        self.read(ctx, &id, Some(spec))
+            .await?
+            .ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("node pool {id} vanished right after it was created")))
+    }
+
+    async fn update(&self, ctx: &Ctx, id: &str, prior: &Spec, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+        if prior.autoscaling != spec.autoscaling {
+            let body = json!({"autoscaling": autoscaling_body(spec.autoscaling.as_ref())});
+            mutate(ctx, id, SET_AUTOSCALING, Method::POST, format!("v1/{id}:setAutoscaling"), body).await?;
+        }
+        if prior.node_count != spec.node_count && spec.autoscaling.is_none() {
+            if let Some(n) = spec.node_count {
+                mutate(ctx, id, SET_SIZE, Method::POST, format!("v1/{id}:setSize"), json!({"nodeCount": n})).await?;
+            }
+        }
+        if prior.taints != spec.taints || prior.labels != spec.labels {
+            let mut body = Map::new();
+            if prior.taints != spec.taints {
+                body.insert("taints".into(), json!({"taints": taints_body(&spec.taints)?}));
+            }
+            if prior.labels != spec.labels {
+                body.insert("labels".into(), json!({"labels": spec.labels}));
+            }
+            mutate(ctx, id, UPDATE, Method::PUT, format!("v1/{id}"), Value::Object(body)).await?;
+        }
+        self.read(ctx, id, Some(spec)).await?.ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("node pool {id} is gone")))
+    }
+
+    async fn delete(&self, ctx: &Ctx, id: &str, _prior: Option<&Spec>) -> Result<(), ProviderError> {
+        parts(id)?;
+        let c = client(ctx)?;
+        match c.send(ctx, &Request::new(DELETE, Api::Container, Method::DELETE, format!("v1/{id}"))).await {
+            Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, DELETE, &op_path(id, &op)?, &op, config_of(ctx)?.timeout(Self::KIND)).await,
+            Err(e) if status_of(&e) == Some(404) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::schema_mismatches;
+
+    const CLUSTER: &str = "projects/p/locations/us-central1-a/clusters/gpu";
+
+    fn base() -> Spec {
+        Spec {
+            name: "preemptible-gpu-pool".into(),
+            cluster: CLUSTER.into(),
+            machine_type: "n1-highmem-8".into(),
+            node_count: None,
+            autoscaling: Some(Autoscaling { min: 0, max: 4 }),
+            gpu: Some(Gpu { kind: "nvidia-tesla-t4".into(), count: 4, driver: "default".into() }),
+            tpu: None,
+            spot: false,
+            preemptible: true,
+            taints: vec!["preemptible=true:NoSchedule".into()],
+            labels: BTreeMap::new(),
+            scopes: vec!["cloud-platform".into()],
+            disk_size_gb: None,
+            disk_type: None,
+        }
+    }
+
+    #[test]
+    fn schema_matches_spec_and_outputs() {
+        let full = Spec {
+            node_count: Some(1),
+            tpu: Some(Tpu { topology: "2x2".into() }),
+            labels: BTreeMap::from([("team".to_string(), "ml".to_string())]),
+            disk_size_gb: Some(100),
+            disk_type: Some("pd-ssd".into()),
+            ..base()
+        };
+        let outputs = outputs_of(&json!({"version": "1.31", "status": "RUNNING"}), &full);
+        assert_eq!(schema_mismatches::<GkeNodePool>(&full, &outputs), Vec::<String>::new());
+    }
+
+    #[test]
+    fn request_body_matches_the_gcloud_flags() {
+        let body = create_body(&base(), "gke_node_pool.preemptible").expect("body");
+        let pool = &body["nodePool"];
+        assert_eq!(pool["initialNodeCount"], 0);
+        assert_eq!(pool["autoscaling"], json!({"enabled": true, "minNodeCount": 0, "maxNodeCount": 4}));
+        assert_eq!(pool["config"]["taints"], json!([{"key": "preemptible", "value": "true", "effect": "NO_SCHEDULE"}]));
+        assert_eq!(pool["config"]["accelerators"][0]["acceleratorCount"], "4");
+        assert_eq!(pool["config"]["oauthScopes"], json!(["https://www.googleapis.com/auth/cloud-platform"]));
+        assert_eq!(pool["config"]["preemptible"], true);
+    }
+
+    #[test]
+    fn live_pool_reads_back_as_its_spec() {
+        for s in [base(), Spec { gpu: None, tpu: Some(Tpu { topology: "4x4".into() }), machine_type: "ct5lp-hightpu-4t".into(), taints: vec![], autoscaling: None, preemptible: false, ..base() }] {
+            let mut live = create_body(&s, "a.b").expect("body")["nodePool"].clone();
+            live["status"] = json!("RUNNING");
+            assert_eq!(spec_of(&live, CLUSTER, Some(&s)), s);
+        }
+    }
+
+    #[test]
+    fn validation_table() {
+        let cases: Vec<(Spec, &str)> = vec![
+            (base(), ""),
+            (Spec { gpu: Some(Gpu { kind: "nvidia-tesla-k80".into(), count: 1, driver: "default".into() }), ..base() }, "retired"),
+            (Spec { gpu: Some(Gpu { kind: "nvidia-tesla-t4".into(), count: 3, driver: "default".into() }), ..base() }, "gpu"),
+            (Spec { spot: true, ..base() }, "not both"),
+            (Spec { autoscaling: Some(Autoscaling { min: 5, max: 4 }), ..base() }, "autoscaling.max"),
+            (Spec { taints: vec!["preemptible=true:Sometimes".into()], ..base() }, "taints.0"),
+            (Spec { machine_type: "ct5lp-hightpu-4t".into(), gpu: None, tpu: Some(Tpu { topology: "3x3".into() }), ..base() }, "tpu.topology"),
+            (Spec { tpu: Some(Tpu { topology: "2x2".into() }), ..base() }, "not a TPU machine type"),
+            (Spec { cluster: "gpu".into(), ..base() }, "not a cluster id"),
+            (Spec { scopes: vec!["everything".into()], ..base() }, "scopes"),
+        ];
+        for (s, want) in cases {
+            let problems = GkeNodePool::validate(&s, &Value::Null);
+            if want.is_empty() {
+                assert!(problems.is_empty(), "{problems:?}");
+            } else {
+                assert!(problems.iter().any(|p| p.message.contains(want) || p.path.join(".") == want), "want {want}, got {problems:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn autopilot_cluster_peer_is_refused() {
+        let peers = [Peer { kind: "gke_cluster".into(), address: "gke_cluster.auto".into(), spec: json!({"mode": "autopilot"}) }];
+        let problems = GkeNodePool::validate_peers(&Value::Null, &peers);
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].message.contains("gke_cluster.auto is an Autopilot cluster"), "{problems:?}");
+        let standard = [Peer { kind: "gke_cluster".into(), address: "gke_cluster.gpu".into(), spec: json!({"mode": "standard"}) }];
+        assert!(GkeNodePool::validate_peers(&Value::Null, &standard).is_empty());
+    }
+
+    #[test]
+    fn node_selector_follows_placement() {
+        let sel = node_selector(&Spec { machine_type: "ct5lp-hightpu-4t".into(), gpu: None, tpu: Some(Tpu { topology: "2x4".into() }), spot: true, preemptible: false, ..base() });
+        assert_eq!(sel["cloud.google.com/gke-spot"], "true");
+        assert_eq!(sel["cloud.google.com/gke-tpu-topology"], "2x4");
+        assert!(sel.contains_key("cloud.google.com/gke-tpu-accelerator"));
+    }
+}
