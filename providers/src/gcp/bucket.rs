@@ -147,7 +147,9 @@ async fn empty(ctx: &Ctx, name: &str) -> Result<usize, ProviderError> {
     let c = client(ctx)?;
     let mut deleted = 0;
     let mut page: Option<String> = None;
-    loop {
+    // Listing again after a full pass catches versions written meanwhile; bounded so a
+    // bucket that keeps refilling cannot hold destroy forever.
+    for _pass in 0..1000 {
         let mut req = Request::get(LIST_OBJECTS, Api::Storage, format!("storage/v1/b/{}/o", segment(name))).query("versions", "true");
         if let Some(token) = &page {
             req = req.query("pageToken", token.clone());
@@ -173,6 +175,7 @@ async fn empty(ctx: &Ctx, name: &str) -> Result<usize, ProviderError> {
             None => return Ok(deleted),
         }
     }
+    Err(ProviderError::api(LIST_OBJECTS, 409, "conflict", format!("bucket {name} keeps receiving objects while destroy empties it")))
 }
 
 #[async_trait]

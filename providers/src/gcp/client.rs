@@ -96,19 +96,25 @@ pub fn status_of(e: &ProviderError) -> Option<u16> {
     }
 }
 
-/// Whether a failed call may be retried as is.
-fn retryable(status: u16, code: &str, message: &str) -> bool {
-    let busy = || {
-        let m = message.to_ascii_lowercase();
-        m.contains("incompatible operation") || m.contains("operation in progress") || m.contains("please try again")
-    };
+/// How many times a call waits out another operation on the same object (at up to
+/// 32 s each, about half an hour).
+const BUSY_WAITS: u32 = 60;
+
+/// Whether the object is busy with another operation: GKE answers 400
+/// FAILED_PRECONDITION ("incompatible operation") or 409 while one runs on a cluster.
+fn busy(status: u16, code: &str, message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    let says_busy = m.contains("incompatible operation") || m.contains("operation in progress") || m.contains("please try again");
     match status {
-        429 | 500 | 502 | 503 | 504 => true,
-        409 => code == "ABORTED" || busy(),
-        // GKE answers 400 FAILED_PRECONDITION while another operation runs on a cluster.
-        400 => code == "FAILED_PRECONDITION" && busy(),
+        409 => code == "ABORTED" || says_busy,
+        400 => code == "FAILED_PRECONDITION" && says_busy,
         _ => false,
     }
+}
+
+/// Whether a failed call may be retried as is.
+fn retryable(status: u16, code: &str, message: &str) -> bool {
+    matches!(status, 429 | 500 | 502 | 503 | 504) || busy(status, code, message)
 }
 
 /// Parses Google's error body into (code, message).
@@ -149,10 +155,20 @@ impl Client {
     /// the error is not transient.
     pub async fn send(&self, ctx: &Ctx, req: &Request) -> Result<Value, ProviderError> {
         let mut attempt = 0u32;
+        let mut busy_waits = 0u32;
         loop {
             let (err, retry_after) = match self.once(req).await {
                 Ok(v) => return Ok(v),
                 Err(Failure::Api { status, code, message, retry_after }) => {
+                    // Another operation on the same cluster is a wait, not a failure: it
+                    // may run for many minutes, so it has its own, larger budget.
+                    if busy(status, &code, &message) && busy_waits < BUSY_WAITS {
+                        busy_waits += 1;
+                        let delay = retry_after.unwrap_or_else(|| self.backoff(busy_waits.min(6)));
+                        ctx.progress(&format!("waiting for another operation to finish ({}); retrying in {:.1}s", req.call, delay.as_secs_f64()));
+                        tokio::time::sleep(delay).await;
+                        continue;
+                    }
                     if !retryable(status, &code, &message) || attempt >= self.config.max_retries {
                         return Err(ProviderError::api(req.call, status, code, message));
                     }

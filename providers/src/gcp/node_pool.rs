@@ -5,7 +5,8 @@
 //! update); machine type, accelerators, Spot/preemptible, scopes and disks are fixed
 //! at creation, so changing them replaces the pool.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use reqwest::Method;
@@ -310,6 +311,18 @@ fn op_path(id: &str, op: &Value) -> Result<String, ProviderError> {
     Ok(format!("v1/projects/{}/locations/{}/operations/{}", p[0], p[1], op["name"].as_str().unwrap_or_default()))
 }
 
+/// One lock per cluster: GKE runs one node pool operation per cluster at a time, so
+/// pools of the same cluster are changed one after another instead of colliding.
+fn cluster_lock(cluster: &str) -> Arc<tokio::sync::Mutex<()>> {
+    static LOCKS: OnceLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = OnceLock::new();
+    let mut locks = LOCKS.get_or_init(|| Mutex::new(HashMap::new())).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    locks.entry(cluster.to_string()).or_default().clone()
+}
+
+fn cluster_of(id: &str) -> String {
+    id.rsplit_once("/nodePools/").map_or(id, |(c, _)| c).to_string()
+}
+
 async fn get(ctx: &Ctx, id: &str) -> Result<Option<Value>, ProviderError> {
     client(ctx)?.get_opt(ctx, &Request::get(GET, Api::Container, format!("v1/{id}"))).await
 }
@@ -317,6 +330,8 @@ async fn get(ctx: &Ctx, id: &str) -> Result<Option<Value>, ProviderError> {
 /// Sends a mutation on the pool and waits for its operation.
 async fn mutate(ctx: &Ctx, id: &str, call: &'static str, method: Method, path: String, body: Value) -> Result<(), ProviderError> {
     let c = client(ctx)?;
+    let lock = cluster_lock(&cluster_of(id));
+    let _turn = lock.lock().await;
     let op = c.send(ctx, &Request::new(call, Api::Container, method, path).body(body)).await?;
     let timeout = config_of(ctx)?.timeout(GkeNodePool::KIND);
     operation::wait(ctx, &c, &operation::CONTAINER, call, &op_path(id, &op)?, &op, timeout).await
@@ -500,6 +515,8 @@ impl Kind for GkeNodePool {
         let c = client(ctx)?;
         let timeout = config_of(ctx)?.timeout(Self::KIND);
         let req = Request::new(CREATE, Api::Container, Method::POST, format!("v1/{}/nodePools", spec.cluster)).body(create_body(spec, &ctx.address)?);
+        let lock = cluster_lock(&spec.cluster);
+        let _turn = lock.lock().await;
         match c.send(ctx, &req).await {
             Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, CREATE, &op_path(&id, &op)?, &op, timeout).await?,
             Err(e) if status_of(&e) == Some(409) => {
@@ -549,6 +566,8 @@ impl Kind for GkeNodePool {
     async fn delete(&self, ctx: &Ctx, id: &str, _prior: Option<&Spec>) -> Result<(), ProviderError> {
         parts(id)?;
         let c = client(ctx)?;
+        let lock = cluster_lock(&cluster_of(id));
+        let _turn = lock.lock().await;
         match c.send(ctx, &Request::new(DELETE, Api::Container, Method::DELETE, format!("v1/{id}"))).await {
             Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, DELETE, &op_path(id, &op)?, &op, config_of(ctx)?.timeout(Self::KIND)).await,
             Err(e) if status_of(&e) == Some(404) => Ok(()),
