@@ -421,7 +421,7 @@ async fn fields_in_use() {
     for f in &used {
         println!("{f}");
     }
-    for expected in ["Cluster.autopilot.enabled", "NodeTaint.effect=NO_SCHEDULE", "Instance.tier=BASIC_HDD"] {
+    for expected in ["cluster.autopilot.enabled", "NodeTaint.effect=NO_SCHEDULE", "Instance.tier=BASIC_HDD"] {
         assert!(used.iter().any(|u| u.ends_with(expected)), "{expected} in {used:?}");
     }
 }

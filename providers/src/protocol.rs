@@ -148,6 +148,28 @@ pub fn is_unknown(value: &Value) -> bool {
     }
 }
 
+/// The paths of the values in `value` not known until apply.
+fn unknown_paths(value: &Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    match value {
+        Value::String(s) if s.contains(UNKNOWN) => out.push(at.clone()),
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                at.push(i.to_string());
+                unknown_paths(v, at, out);
+                at.pop();
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                at.push(k.clone());
+                unknown_paths(v, at, out);
+                at.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
 /// A typed object as it exists.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Live<K: Kind> {
@@ -247,15 +269,24 @@ impl<K: Kind> Resource for Adapter<K> {
     }
 
     fn validate(&self, spec: &Value, config: &Value) -> Vec<Invalid> {
-        // Kind-level checks need a fully typed spec; with unknowns left in, the engine
-        // validates again at apply time when every value is known.
-        if is_unknown(spec) {
-            return Vec::new();
+        if !is_unknown(spec) {
+            return match self.decode(spec) {
+                Ok(typed) => K::validate(&typed, config),
+                Err(e) => vec![Invalid::at("", e.to_string())],
+            };
         }
-        match self.decode(spec) {
-            Ok(typed) => K::validate(&typed, config),
-            Err(e) => vec![Invalid::at("", e.to_string())],
-        }
+        // Values known only after apply (another resource's id) must not hide mistakes
+        // in the rest of the spec. Unknown strings still decode (they hold the marker),
+        // so the kind's checks run; problems on an unknown field, or quoting one, are
+        // dropped, and the engine validates again at apply time with every value known.
+        // An unknown number or boolean cannot decode: those specs wait for apply.
+        let Ok(typed) = self.decode(spec) else { return Vec::new() };
+        let mut unknown = Vec::new();
+        unknown_paths(spec, &mut Vec::new(), &mut unknown);
+        K::validate(&typed, config)
+            .into_iter()
+            .filter(|p| !p.message.contains(UNKNOWN) && !unknown.iter().any(|u| p.path.starts_with(u) || u.starts_with(&p.path[..]) && !p.path.is_empty()))
+            .collect()
     }
 
     fn validate_peers(&self, spec: &Value, peers: &[Peer]) -> Vec<Invalid> {

@@ -864,4 +864,17 @@ mod tests {
         assert_eq!(paths, ["name", "size"]);
         Ok(())
     }
+
+    #[test]
+    fn unknown_values_do_not_hide_other_mistakes() {
+        let registry = TestCloud::new().registry();
+        let resource = registry.get("test_thing").expect("test kind is registered");
+        let unknown = crate::protocol::UNKNOWN;
+        // The unknown name is not judged; the bad size still is.
+        let problems = resource.validate(&json!({"name": unknown, "size": -2}), &Value::Null);
+        let paths: Vec<_> = problems.iter().map(|p| p.path.join(".")).collect();
+        assert_eq!(paths, ["size"]);
+        // An unknown number cannot be typed: the checks wait for apply.
+        assert!(resource.validate(&json!({"name": "A", "size": unknown}), &Value::Null).is_empty());
+    }
 }

@@ -1,1 +1,236 @@
-//! terrain-sandbox: the local emulator of every API the providers call (filled in by the sandbox issues).
+//! terrain-sandbox: a local emulator of the cloud APIs terrain's providers call, for tests
+//! and for running the official CLIs against (e.g. `gcloud` with endpoint overrides).
+//! This file owns the public surface — starting and stopping a sandbox, its options and
+//! timing, the traffic log — while `gcp/` holds the Google emulators (GKE, Filestore,
+//! Cloud Storage), `server.rs` the HTTP wiring and `faults.rs` fault injection.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), terrain_sandbox::SandboxError> {
+//! use terrain_sandbox::{Options, Sandbox, Timing};
+//! let sandbox = Sandbox::start(Options { timing: Timing::instant(), ..Options::default() }).await?;
+//! let endpoints = sandbox.gcp_endpoints(); // point a GKE client at endpoints.container
+//! sandbox.faults().burst(429, 2, 1);       // the next two requests are throttled
+//! # sandbox.shutdown().await; Ok(()) }
+//! ```
+
+mod faults;
+pub mod gcp;
+mod http;
+mod persist;
+mod server;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub use faults::{Burst, ErrorRateSpec, FaultSpec, Faults, OperationFailure};
+
+/// How a sandbox starts.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Durations of long-running operations.
+    pub timing: Timing,
+    /// Loaded at start (a missing file is an empty sandbox) and rewritten atomically after
+    /// every change, so state survives across processes such as CLI runs.
+    pub state_file: Option<PathBuf>,
+}
+
+/// Durations of long-running operations: every base duration (cluster create ~6 s, node
+/// pool ~3 s, Filestore ~4 s, deletes ~2 s) is multiplied by `scale`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Timing {
+    pub scale: f64,
+}
+
+impl Default for Timing {
+    /// Realistic but short: the base durations as they are.
+    fn default() -> Self {
+        Timing { scale: 1.0 }
+    }
+}
+
+impl Timing {
+    /// Every operation completes on the next poll.
+    pub fn instant() -> Self {
+        Timing { scale: 0.0 }
+    }
+
+    /// The base durations multiplied by `scale`.
+    pub fn scaled(scale: f64) -> Self {
+        Timing {
+            scale: scale.max(0.0),
+        }
+    }
+}
+
+/// Root URLs of the emulated Google APIs, each ending in `/`, to use as a client's root
+/// URL (the part before `v1/…` or `storage/v1/…`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GcpEndpoints {
+    pub container: String,
+    pub file: String,
+    pub storage: String,
+}
+
+/// One API request and its response, as recorded in the traffic log.
+#[derive(Clone, Debug, Serialize)]
+pub struct Exchange {
+    /// `container`, `file` or `storage`.
+    pub api: String,
+    pub method: String,
+    /// The path after the API root, e.g. `v1/projects/p/locations/l/clusters` or
+    /// `storage/v1/b/x`, still percent-encoded.
+    pub path: String,
+    /// The decoded query string, `k=v` pairs joined by `&`.
+    pub query: String,
+    /// The JSON request body, if there was one.
+    pub request: Option<serde_json::Value>,
+    pub status: u16,
+    /// The JSON response body, if there was one.
+    pub response: Option<serde_json::Value>,
+    /// True when a fault produced the response.
+    pub injected: bool,
+}
+
+/// Why a sandbox could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("could not listen on 127.0.0.1")]
+    Bind(#[source] std::io::Error),
+    #[error("could not read the sandbox state file {path}")]
+    ReadState {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the sandbox state file {path} is not valid JSON state")]
+    ParseState {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
+        "the sandbox state file {path} has format version {found}, this sandbox reads version 1"
+    )]
+    StateVersion { path: PathBuf, found: u32 },
+    #[error("could not serialize the sandbox state")]
+    SerializeState(#[source] serde_json::Error),
+}
+
+/// A running sandbox serving HTTP on 127.0.0.1; it stops on [`Sandbox::shutdown`] or
+/// when dropped.
+pub struct Sandbox {
+    addr: SocketAddr,
+    app: Arc<server::App>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sandbox").field("addr", &self.addr).finish()
+    }
+}
+
+impl Sandbox {
+    /// Binds 127.0.0.1 on a free port and serves in a tokio task. Fails when the state
+    /// file cannot be read or parsed, or no port can be bound.
+    pub async fn start(opts: Options) -> Result<Sandbox, SandboxError> {
+        let (world, saved) = match &opts.state_file {
+            Some(path) => {
+                let world = persist::load(path)?;
+                // What the file holds (or would hold): it is written only once this changes.
+                let saved = world.to_json().map_err(SandboxError::SerializeState)?;
+                (world, saved)
+            }
+            None => (persist::World::new(), String::new()),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(SandboxError::Bind)?;
+        let addr = listener.local_addr().map_err(SandboxError::Bind)?;
+        let app = Arc::new(server::App::new(world, saved, opts.timing, opts.state_file));
+        let router = server::router(app.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            // The only error is the listener failing, after which there is nothing to
+            // serve; clients then see connection errors, which is the honest signal.
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(shutdown)
+                .await;
+        });
+        Ok(Sandbox {
+            addr,
+            app,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+
+    /// The base URL, `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Root URLs of the Google APIs.
+    pub fn gcp_endpoints(&self) -> GcpEndpoints {
+        let url = self.url();
+        GcpEndpoints {
+            container: format!("{url}/container/"),
+            file: format!("{url}/file/"),
+            storage: format!("{url}/storage/"),
+        }
+    }
+
+    /// The fault switches of this sandbox.
+    pub fn faults(&self) -> Faults {
+        self.app.faults.clone()
+    }
+
+    /// Every API request and response so far, in order.
+    pub fn traffic(&self) -> Vec<Exchange> {
+        self.app.traffic()
+    }
+
+    /// Forgets the recorded traffic.
+    pub fn clear_traffic(&self) {
+        self.app.clear_traffic();
+    }
+
+    /// Moves the sandbox clock forward, so running operations finish without waiting.
+    pub fn advance_clock(&self, by: std::time::Duration) {
+        self.app.advance_clock(by);
+    }
+
+    /// Stops serving and waits (briefly) for open connections to finish.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(std::time::Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
+                // A client holding a connection open must not hang the caller's shutdown.
+                abort.abort();
+            }
+        }
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}

@@ -125,7 +125,11 @@ pub fn spec_of(live: &Value, prior: Option<&Spec>) -> Spec {
     let subnetwork = live["subnetwork"].as_str().map(str::to_string);
     Spec {
         name: live["name"].as_str().unwrap_or_default().to_string(),
-        location: Some(live["location"].as_str().unwrap_or_default().to_string()),
+        // A stack that leaves the location to the provider's region keeps it that way.
+        location: match prior {
+            Some(p) if p.location.is_none() => None,
+            _ => Some(live["location"].as_str().unwrap_or_default().to_string()),
+        },
         mode: if live["autopilot"]["enabled"].as_bool() == Some(true) { "autopilot" } else { "standard" }.to_string(),
         network: live["network"].as_str().unwrap_or("default").to_string(),
         // GKE fills in a subnetwork when none is given; only compare it when the stack names one.
@@ -400,11 +404,12 @@ mod tests {
 
     #[test]
     fn live_cluster_reads_back_as_the_spec_that_made_it() {
-        let s = spec("autopilot", Some("us-central1"));
-        let mut live = create_body(&s, "gke_cluster.batch")["cluster"].clone();
-        live["location"] = json!("us-central1");
-        live["subnetwork"] = json!("default");
-        assert_eq!(spec_of(&live, Some(&s)), s);
+        for s in [spec("autopilot", Some("us-central1")), spec("standard", None)] {
+            let mut live = create_body(&s, "gke_cluster.batch")["cluster"].clone();
+            live["location"] = json!("us-central1");
+            live["subnetwork"] = json!("default");
+            assert_eq!(spec_of(&live, Some(&s)), s);
+        }
     }
 
     #[test]

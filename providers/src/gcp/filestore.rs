@@ -93,11 +93,12 @@ pub fn create_body(spec: &Spec, address: &str) -> Value {
 }
 
 /// The spec a live instance shows.
-pub fn spec_of(live: &Value, location: &str) -> Spec {
+pub fn spec_of(live: &Value, location: &str, prior: Option<&Spec>) -> Spec {
     let share = &live["fileShares"][0];
     Spec {
         name: live["name"].as_str().and_then(|n| n.rsplit('/').next()).unwrap_or_default().to_string(),
-        location: Some(location.to_string()),
+        // A stack that leaves the location to the provider keeps it that way.
+        location: if prior.is_some_and(|p| p.location.is_none()) { None } else { Some(location.to_string()) },
         tier: live["tier"].as_str().unwrap_or_default().to_string(),
         share: Share {
             name: share["name"].as_str().unwrap_or_default().to_string(),
@@ -228,7 +229,7 @@ impl Kind for FilestoreInstance {
         Some(format!("projects/{}/locations/{}/instances/{}", config.project.as_deref()?, spec.location_in(&config)?, spec.name))
     }
 
-    async fn read(&self, ctx: &Ctx, id: &str, _prior: Option<&Spec>) -> Result<Option<Live<Self>>, ProviderError> {
+    async fn read(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<Option<Live<Self>>, ProviderError> {
         let location = location_of(id)?;
         let Some(live) = get(ctx, id).await? else { return Ok(None) };
         if live["state"] == "DELETING" {
@@ -236,7 +237,7 @@ impl Kind for FilestoreInstance {
         }
         Ok(Some(Live {
             id: id.to_string(),
-            spec: spec_of(&live, &location),
+            spec: spec_of(&live, &location, prior),
             outputs: outputs_of(&live, &location),
         }))
     }
@@ -348,7 +349,9 @@ mod tests {
         let mut live = create_body(&s, "filestore_instance.nfs");
         live["name"] = json!("projects/p/locations/us-central1-b/instances/batch-aiml-filestore");
         assert_eq!(live["fileShares"][0]["capacityGb"], "1024");
-        assert_eq!(spec_of(&live, "us-central1-b"), s);
+        assert_eq!(spec_of(&live, "us-central1-b", Some(&s)), s);
+        let unplaced = Spec { location: None, ..base() };
+        assert_eq!(spec_of(&live, "us-central1-b", Some(&unplaced)), unplaced);
     }
 
     #[test]

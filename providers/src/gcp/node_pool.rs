@@ -432,7 +432,9 @@ impl Kind for GkeNodePool {
                 match u32::try_from(gpu.count) {
                     Ok(count) if count > 0 => {
                         if let Err(m) = catalog::check_gpu(&spec.machine_type, &gpu.kind, count) {
-                            out.push(Invalid::at("gpu", m));
+                            // Point at the type when GKE does not offer it at all (retired, typo).
+                            let offered = catalog::gpus().iter().any(|g| g.name == gpu.kind);
+                            out.push(Invalid::at(if offered { "gpu" } else { "gpu.type" }, m));
                         }
                     }
                     _ => out.push(Invalid::at("gpu.count", "must be at least 1")),
@@ -641,7 +643,7 @@ mod tests {
     fn validation_table() {
         let cases: Vec<(Spec, &str)> = vec![
             (base(), ""),
-            (Spec { gpu: Some(Gpu { kind: "nvidia-tesla-k80".into(), count: 1, driver: "default".into() }), ..base() }, "retired"),
+            (Spec { gpu: Some(Gpu { kind: "nvidia-tesla-k80".into(), count: 1, driver: "default".into() }), ..base() }, "gpu.type"),
             (Spec { gpu: Some(Gpu { kind: "nvidia-tesla-t4".into(), count: 3, driver: "default".into() }), ..base() }, "gpu"),
             (Spec { spot: true, ..base() }, "not both"),
             (Spec { autoscaling: Some(Autoscaling { min: 5, max: 4 }), ..base() }, "autoscaling.max"),

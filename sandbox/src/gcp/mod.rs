@@ -1,0 +1,257 @@
+//! The Google Cloud emulators — GKE (container v1), Filestore (file v1) and Cloud Storage
+//! (storage v1) — and what they share: the persisted state, request-body parsing against
+//! the field tables, timestamps and identifiers.
+
+pub(crate) mod container;
+pub(crate) mod error;
+pub(crate) mod file;
+pub(crate) mod operation;
+pub mod schema;
+pub(crate) mod storage;
+pub mod tables;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use crate::http::{ApiRequest, ApiResponse};
+use error::ApiError;
+use operation::OpCtx;
+use schema::{Message, Rules};
+
+/// One of the emulated Google APIs, named by its root path segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    Container,
+    File,
+    Storage,
+}
+
+impl Api {
+    pub(crate) const ALL: [Api; 3] = [Api::Container, Api::File, Api::Storage];
+
+    /// The root path segment and the name used in traffic records and faults.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Api::Container => "container",
+            Api::File => "file",
+            Api::Storage => "storage",
+        }
+    }
+
+    pub(crate) fn from_name(name: &str) -> Option<Api> {
+        Api::ALL.into_iter().find(|a| a.name() == name)
+    }
+}
+
+/// Everything the Google emulators hold; serialized whole into the state file.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub(crate) struct GcpState {
+    #[serde(default)]
+    pub container: container::State,
+    #[serde(default)]
+    pub file: file::State,
+    #[serde(default)]
+    pub storage: storage::State,
+}
+
+impl GcpState {
+    /// Applies the effect of every operation that has finished by `now`.
+    pub(crate) fn settle(&mut self, now: DateTime<Utc>) {
+        self.container.settle(now);
+        self.file.settle(now);
+    }
+
+    /// Serves one request of `api`; errors are rendered in that API's format.
+    pub(crate) fn handle(&mut self, api: Api, req: &ApiRequest, ctx: &OpCtx) -> ApiResponse {
+        let result = match api {
+            Api::Container => self.container.handle(req, ctx),
+            Api::File => self.file.handle(req, ctx),
+            Api::Storage => self.storage.handle(req, ctx),
+        };
+        result.unwrap_or_else(|e| e.response(api))
+    }
+}
+
+/// Parses and canonicalizes a JSON request body against `msg` (see `schema.rs`); an
+/// empty body is an empty message.
+pub(crate) fn parse_body(
+    req: &ApiRequest,
+    msg: &'static Message,
+    root: &str,
+    rules: Rules,
+) -> Result<Value, ApiError> {
+    let value: Value = if req.body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(&req.body).map_err(|e| {
+            ApiError::invalid(format!("Invalid JSON payload received. {e}."))
+                .with_reason("parseError")
+        })?
+    };
+    if !value.is_object() {
+        return Err(ApiError::invalid(format!(
+            "Invalid JSON payload received. Expected an object, got {value}."
+        ))
+        .with_reason("parseError"));
+    }
+    schema::canonicalize(msg, &value, root, rules).map_err(|violations| {
+        let message = violations
+            .iter()
+            .map(|v| v.message.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let field_violations: Vec<Value> = violations
+            .iter()
+            .map(|v| json!({"field": v.field, "description": v.message}))
+            .collect();
+        let mut err = ApiError::invalid(message);
+        err.details = vec![json!({
+            "@type": "type.googleapis.com/google.rpc.BadRequest",
+            "fieldViolations": field_violations,
+        })];
+        err
+    })
+}
+
+/// `2024-05-01T12:00:00+00:00`, GKE's format for resource timestamps.
+pub(crate) fn time_secs(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, false)
+}
+
+/// `2024-05-01T12:00:00.123456789Z`, the format of operation and Filestore timestamps.
+pub(crate) fn time_nanos(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Nanos, true)
+}
+
+/// `2024-05-01T12:00:00.123Z`, Cloud Storage's format.
+pub(crate) fn time_millis(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+/// `n` random lowercase hex digits.
+pub(crate) fn random_hex(n: usize) -> String {
+    let mut out = String::with_capacity(n + 16);
+    while out.len() < n {
+        out.push_str(&format!("{:016x}", rand::random::<u64>()));
+    }
+    out.truncate(n);
+    out
+}
+
+/// A GKE-style operation id: `operation-<millis>-<hex>`.
+pub(crate) fn operation_id(now: DateTime<Utc>) -> String {
+    format!("operation-{}-{}", now.timestamp_millis(), random_hex(8))
+}
+
+/// FNV-1a, for fingerprints and etags that must change exactly when content changes.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A content fingerprint of a JSON value with object keys sorted, so equal maps always
+/// fingerprint equally whatever their insertion order.
+pub(crate) fn fingerprint(value: &Value) -> String {
+    fn sorted(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&m[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    format!("{:08x}", fnv1a(sorted(value).to_string().as_bytes()) as u32)
+}
+
+/// A string field of a JSON object, or "".
+pub(crate) fn str_of<'a>(v: &'a Value, key: &str) -> &'a str {
+    v.get(key).and_then(Value::as_str).unwrap_or("")
+}
+
+/// An integer field sent as number or string (canonical bodies use both), or 0.
+pub(crate) fn int_of(v: &Value, key: &str) -> i64 {
+    match v.get(key) {
+        Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
+        Some(Value::String(s)) => s.parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Sets `key` to `value`, or removes it when `value` is an empty map, list or null, as a
+/// proto3 server omits empty fields.
+pub(crate) fn set_or_remove(obj: &mut Value, key: &str, value: Value) {
+    let empty = match &value {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    };
+    if let Some(map) = obj.as_object_mut() {
+        if empty {
+            map.remove(key);
+        } else {
+            map.insert(key.to_string(), value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::Method;
+
+    #[test]
+    fn fingerprints_ignore_key_order() {
+        assert_eq!(
+            fingerprint(&json!({"a": "1", "b": "2"})),
+            fingerprint(&json!({"b": "2", "a": "1"}))
+        );
+        assert_ne!(
+            fingerprint(&json!({"a": "1"})),
+            fingerprint(&json!({"a": "2"}))
+        );
+        assert_eq!(fingerprint(&json!({})).len(), 8);
+    }
+
+    #[test]
+    fn timestamps_use_each_api_format() {
+        let t = DateTime::<Utc>::from_timestamp_millis(1_714_564_800_123).expect("time");
+        assert_eq!(time_secs(t), "2024-05-01T12:00:00+00:00");
+        assert_eq!(time_millis(t), "2024-05-01T12:00:00.123Z");
+        assert_eq!(time_nanos(t), "2024-05-01T12:00:00.123000000Z");
+    }
+
+    #[test]
+    fn bad_bodies_become_invalid_argument_with_field_violations() {
+        let req = ApiRequest::new(
+            Method::POST,
+            "x",
+            Some(json!({"cluster": {"releaseChannel": {"channel": "FAST"}}})),
+        );
+        let err = parse_body(&req, &tables::CREATE_CLUSTER_REQUEST, "", Rules::PROTO3)
+            .expect_err("FAST is not a channel");
+        assert_eq!(err.code, error::Code::InvalidArgument);
+        assert_eq!(
+            err.message,
+            "Invalid value at 'cluster.release_channel.channel' (type.googleapis.com/google.container.v1.ReleaseChannel.Channel), \"FAST\""
+        );
+        assert_eq!(
+            err.details[0]["fieldViolations"][0]["field"],
+            "cluster.release_channel.channel"
+        );
+        let mut req = ApiRequest::new(Method::POST, "x", None);
+        req.body = b"{nope".to_vec();
+        assert!(parse_body(&req, &tables::CLUSTER, "", Rules::PROTO3).is_err());
+        req.body = b"[]".to_vec();
+        assert!(parse_body(&req, &tables::CLUSTER, "", Rules::PROTO3).is_err());
+    }
+}
