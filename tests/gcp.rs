@@ -233,7 +233,44 @@ async fn every_kind_creates_updates_in_place_replaces_and_destroys() {
     w.apply(&v3).await;
     assert_eq!(actions(&w.plan(&v3).await), BTreeMap::new(), "replace converges");
 
-    w.destroy(&v3).await;
+    // Labels, release channel, taints and pool labels in place; a new tier, bucket
+    // location or cluster zone replaces (and a replaced cluster takes its pools along).
+    let v4 = v3
+        .replace("mode = \"autopilot\"\n", "mode = \"autopilot\"\nrelease_channel = \"rapid\"\nlabels = { env = \"prod\" }\n")
+        .replace("taints = [\"preemptible=true:NoSchedule\"]", "taints = [\"preemptible=true:NoExecute\"]\nlabels = { workload = \"training\" }");
+    let in_place = w.plan(&v4).await;
+    assert_eq!(
+        actions(&in_place),
+        BTreeMap::from([("gke_cluster.batch".to_string(), Action::Update), ("gke_node_pool.gpu".to_string(), Action::Update)])
+    );
+    w.apply(&v4).await;
+    assert_eq!(actions(&w.plan(&v4).await), BTreeMap::new(), "label, channel and taint updates converge");
+
+    let v5 = v4
+        .replace("tier = \"BASIC_HDD\"", "tier = \"BASIC_SSD\"")
+        .replace("capacity_gb = 2048", "capacity_gb = 2560")
+        .replace("location = \"us-central1\"\nversioning", "location = \"us-east1\"\nversioning")
+        .replace("name = \"gpu-cluster\"\nlocation = \"us-central1-a\"", "name = \"gpu-cluster\"\nlocation = \"us-central1-b\"");
+    let replaces = w.plan(&v5).await;
+    assert_eq!(
+        actions(&replaces),
+        BTreeMap::from([
+            ("filestore_instance.nfs".to_string(), Action::Replace),
+            ("gcs_bucket.pipelines".to_string(), Action::Replace),
+            ("gke_cluster.gpu".to_string(), Action::Replace),
+            ("gke_node_pool.gpu".to_string(), Action::Replace),
+            ("gke_node_pool.tpu".to_string(), Action::Replace),
+        ])
+    );
+    let because = |addr: &str| replaces.changes.iter().find(|c| c.address.to_string() == addr).map(|c| c.replace_because.clone()).unwrap_or_default();
+    assert_eq!(because("filestore_instance.nfs"), ["tier"]);
+    assert_eq!(because("gcs_bucket.pipelines"), ["location"]);
+    assert_eq!(because("gke_cluster.gpu"), ["location"]);
+    w.apply(&v5).await;
+    assert_eq!(actions(&w.plan(&v5).await), BTreeMap::new(), "replacements converge");
+    assert!(w.inventory().await.contains("pool gpu-cluster/tpu-pool"));
+
+    w.destroy(&v5).await;
     assert_eq!(w.inventory().await, BTreeSet::new(), "destroy leaves nothing behind");
 
     // Every request and response, checked against Google's own API descriptions.
