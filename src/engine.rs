@@ -365,12 +365,18 @@ impl Engine {
                         true
                     }
                     Err(e) => {
+                        // A step's own error already names its address: keep just the
+                        // message, so the final report does not nest "apply finished…".
+                        let message = match &e {
+                            EngineError::Apply(list) if list.len() == 1 => list[0].1.clone(),
+                            other => other.to_string(),
+                        };
                         self.observer.event(Event::Failed {
                             address: change.address.clone(),
                             step,
-                            error: e.to_string(),
+                            error: message.clone(),
                         });
-                        persister.record_error(change.address.clone(), e.to_string());
+                        persister.record_error(change.address.clone(), message);
                         false
                     }
                 }

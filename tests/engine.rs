@@ -183,6 +183,17 @@ async fn creates_in_dependency_order_then_plans_nothing() {
 }
 
 #[tokio::test]
+async fn failed_step_error_is_not_nested_in_the_report() {
+    let f = Fixture::new();
+    f.cloud.fail(Op::Create, "a", 1);
+    let e = f.engine("[test_thing.a]\nname = \"a\"\n");
+    let (p, s) = plan(&e).await;
+    let err = e.apply(&p, s).await.expect_err("a fails").to_string();
+    assert_eq!(err.matches("apply finished").count(), 1, "{err}");
+    assert!(err.starts_with("apply finished with 1 error(s):\n  test_thing.a: test.things.create failed"), "{err}");
+}
+
+#[tokio::test]
 async fn failed_create_stops_its_dependents_only() {
     let f = Fixture::new();
     f.cloud.fail(Op::Create, "b", 1);

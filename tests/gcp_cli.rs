@@ -80,3 +80,16 @@ async fn retired_gpu_and_bad_tpu_topology_are_refused_offline() {
     run.failure();
     expect_file("gcp/validate-retired-gpu.txt", &run.stderr);
 }
+
+#[test]
+fn missing_credentials_say_what_to_set() {
+    let work = Sandbox::with_fixture("gcp-ml");
+    // Endpoints that nothing serves: the run must stop at credentials, before any call.
+    let run = work.run_env(
+        &["apply", "--auto-approve", "--target", "gcs_bucket.pipelines"],
+        &[("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE", "http://127.0.0.1:9/storage/")],
+    );
+    run.failure();
+    assert!(run.stderr.contains("gcs_bucket.pipelines: provider configuration: no Google credentials found"), "{}", run.stderr);
+    assert!(run.stderr.contains("GOOGLE_APPLICATION_CREDENTIALS"), "{}", run.stderr);
+}

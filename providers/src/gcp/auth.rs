@@ -58,14 +58,34 @@ impl Tokens {
             }
             CredentialSource::Adc { key_file } => {
                 let creds = self.adc.get_or_try_init(|| async { build(key_file.as_deref()).await }).await?;
-                let token = creds
-                    .access_token()
-                    .await
-                    .map_err(|e| ProviderError::Config(format!("could not get a Google access token: {e}; {HOW_TO}")))?;
+                let token = creds.access_token().await.map_err(|e| {
+                    if key_file.is_none() && adc_file().is_none() {
+                        // Nothing configured: the library fell back to the metadata
+                        // server, which only exists on Google Cloud machines.
+                        ProviderError::Config(format!(
+                            "no Google credentials found: GOOGLE_APPLICATION_CREDENTIALS is not set, there is no gcloud application-default file, and no metadata server answered; {HOW_TO}"
+                        ))
+                    } else {
+                        ProviderError::Config(format!("could not get a Google access token: {e}; {HOW_TO}"))
+                    }
+                })?;
                 Ok(token.token)
             }
         }
     }
+}
+
+/// The Application Default Credentials file in use, if any: the one
+/// GOOGLE_APPLICATION_CREDENTIALS names, else gcloud's `application-default login` file.
+fn adc_file() -> Option<std::path::PathBuf> {
+    if let Some(path) = std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS").filter(|p| !p.is_empty()) {
+        return Some(path.into());
+    }
+    let dir = std::env::var_os("CLOUDSDK_CONFIG")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".config").join("gcloud")))?;
+    let file = dir.join("application_default_credentials.json");
+    file.exists().then_some(file)
 }
 
 async fn build(key_file: Option<&str>) -> Result<AccessTokenCredentials, ProviderError> {
