@@ -239,13 +239,7 @@ impl Kind for GkeCluster {
         if let Err(m) = catalog::check_labels(spec.labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
             out.push(Invalid::at("labels", m));
         }
-        let config = match GcpConfig::from_ctx(config) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                out.push(Invalid::at("", e.to_string()));
-                None
-            }
-        };
+        let config = super::validation_config(config, &mut out);
         match spec.location.clone().or_else(|| config.as_ref().and_then(|c| spec.location_in(c))) {
             None => out.push(Invalid::at("", "no location: set `location`, or `region` in [providers.gcp]")),
             Some(loc) => {
@@ -255,10 +249,8 @@ impl Kind for GkeCluster {
                 } else if spec.mode == "autopilot" && catalog::is_zone(&loc) {
                     let region = catalog::region_of_zone(&loc).unwrap_or("us-central1");
                     out.push(Invalid::at(at, format!("Autopilot clusters are regional; use the region {region:?} instead of the zone {loc:?}")));
-                } else if let (Some(region), true) = (config.as_ref().and_then(|c| c.region.clone()), catalog::is_zone(&loc)) {
-                    if catalog::region_of_zone(&loc) != Some(region.as_str()) && spec.location.is_some() {
-                        out.push(Invalid::at(at, format!("zone {loc:?} is not in the provider's region {region:?}")));
-                    }
+                } else if spec.location.is_some() {
+                    out.extend(super::zone_outside_region(at, &loc, config.as_ref()));
                 }
             }
         }

@@ -192,13 +192,7 @@ impl Kind for FilestoreInstance {
         if let Err(m) = catalog::check_labels(spec.labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
             out.push(Invalid::at("labels", m));
         }
-        let config = match GcpConfig::from_ctx(config) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                out.push(Invalid::at("", e.to_string()));
-                None
-            }
-        };
+        let config = super::validation_config(config, &mut out);
         let location = spec.location.clone().or_else(|| config.as_ref().and_then(|c| spec.location_in(c)));
         let at = if spec.location.is_some() { "location" } else { "" };
         match (location, tier) {
@@ -212,13 +206,7 @@ impl Kind for FilestoreInstance {
             (Some(loc), Some(t)) if !t.zonal && !catalog::is_region(&loc) => {
                 out.push(Invalid::at(at, format!("{} instances are regional; {loc:?} is not a region (e.g. us-central1)", t.name)));
             }
-            (Some(loc), Some(_)) if catalog::is_zone(&loc) => {
-                if let Some(region) = config.as_ref().and_then(|c| c.region.clone()) {
-                    if catalog::region_of_zone(&loc) != Some(region.as_str()) {
-                        out.push(Invalid::at(at, format!("zone {loc:?} is not in the provider's region {region:?}")));
-                    }
-                }
-            }
+            (Some(loc), Some(_)) => out.extend(super::zone_outside_region(at, &loc, config.as_ref())),
             _ => {}
         }
         out

@@ -103,6 +103,25 @@ pub fn id_parts<'a>(id: &'a str, pattern: &[&str]) -> Option<Vec<&'a str>> {
     Some(values)
 }
 
+/// The provider settings for offline checks; a table that does not resolve is reported
+/// as a problem of the resource and checks needing it are skipped.
+pub fn validation_config(config: &Value, out: &mut Vec<crate::Invalid>) -> Option<GcpConfig> {
+    match GcpConfig::from_ctx(config) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            out.push(crate::Invalid::at("", e.to_string()));
+            None
+        }
+    }
+}
+
+/// The problem with a zone outside the provider's region, if it is one.
+pub fn zone_outside_region(at: &str, location: &str, config: Option<&GcpConfig>) -> Option<crate::Invalid> {
+    let region = config?.region.as_deref()?;
+    (catalog::is_zone(location) && catalog::region_of_zone(location) != Some(region))
+        .then(|| crate::Invalid::at(at, format!("zone {location:?} is not in the provider's region {region:?}")))
+}
+
 /// The error for an id that does not have the expected shape (import of a typo).
 pub fn bad_id(kind: &str, id: &str, shape: &str) -> ProviderError {
     ProviderError::Unsupported(format!("{kind}: {id:?} is not an id of this kind; expected {shape}"))
