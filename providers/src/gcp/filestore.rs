@@ -272,7 +272,7 @@ impl Kind for FilestoreInstance {
         let tier = catalog::filestore_tier(&spec.tier);
         if spec.share.capacity_gb < prior.share.capacity_gb && !tier.is_some_and(|t| t.shrinkable) {
             return Err(ProviderError::Unsupported(format!(
-                "{PATCH}: {} shares cannot shrink ({} GB → {} GB); keep the size, or replace the instance (and its data) with `terrain apply --replace`",
+                "{PATCH}: {} shares cannot shrink ({} GB → {} GB); keep the size, or rename the instance to replace it (its data is lost)",
                 spec.tier, prior.share.capacity_gb, spec.share.capacity_gb
             )));
         }
