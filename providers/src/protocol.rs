@@ -285,7 +285,12 @@ impl<K: Kind> Resource for Adapter<K> {
         unknown_paths(spec, &mut Vec::new(), &mut unknown);
         K::validate(&typed, config)
             .into_iter()
-            .filter(|p| !p.message.contains(UNKNOWN) && !unknown.iter().any(|u| p.path.starts_with(u) || u.starts_with(&p.path[..]) && !p.path.is_empty()))
+            .filter(|p| {
+                // On an unknown value, or on a field holding one (`gpu` when `gpu.type`
+                // is unknown); a problem of the whole resource (empty path) stays.
+                let touches = |u: &Vec<String>| p.path.starts_with(u) || (!p.path.is_empty() && u.starts_with(&p.path));
+                !p.message.contains(UNKNOWN) && !unknown.iter().any(touches)
+            })
             .collect()
     }
 

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 
 use super::client::{client, status_of, Request};
 use super::config::Api;
-use super::{catalog, config_of, is_ours, labels_with_ours, not_ours, user_labels};
+use super::{catalog, is_ours, labels_with_ours, not_ours, user_labels};
 use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
 
 /// The kind `gcs_bucket`.
@@ -233,10 +233,9 @@ impl Kind for GcsBucket {
     }
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
-        let config = config_of(ctx)?;
         let c = client(ctx)?;
         let req = Request::new(INSERT, Api::Storage, Method::POST, "storage/v1/b")
-            .query("project", config.project()?)
+            .query("project", c.config.project()?)
             .body(insert_body(spec, &ctx.address));
         let live = match c.send(ctx, &req).await {
             Ok(live) => live,

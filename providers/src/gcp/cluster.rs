@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 
 use super::client::{client, status_of, Request};
 use super::config::{Api, GcpConfig};
-use super::{catalog, config_of, id_parts, is_ours, labels_with_ours, not_ours, operation, user_labels};
-use crate::{Ctx, Field, Invalid, Kind, Live, Peer, ProviderError, Schema, Type};
+use super::{catalog, id_parts, is_ours, labels_with_ours, not_ours, operation, user_labels};
+use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
 
 /// The kind `gke_cluster`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -257,10 +257,6 @@ impl Kind for GkeCluster {
         out
     }
 
-    fn validate_peers(_spec: &Value, _peers: &[Peer]) -> Vec<Invalid> {
-        Vec::new()
-    }
-
     fn planned_id(spec: &Spec, config: &Value) -> Option<String> {
         let config = GcpConfig::from_ctx(config).ok()?;
         let location = spec.location_in(&config)?;
@@ -282,12 +278,11 @@ impl Kind for GkeCluster {
     }
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
-        let config = config_of(ctx)?;
-        let project = config.project()?.to_string();
-        let location = location(spec, &config)?;
-        let id = format!("projects/{project}/locations/{location}/clusters/{}", spec.name);
-        let timeout = config.timeout(Self::KIND);
         let c = client(ctx)?;
+        let project = c.config.project()?.to_string();
+        let location = location(spec, &c.config)?;
+        let id = format!("projects/{project}/locations/{location}/clusters/{}", spec.name);
+        let timeout = c.config.timeout(Self::KIND);
         let req = Request::new(CREATE, Api::Container, Method::POST, format!("v1/projects/{project}/locations/{location}/clusters"))
             .body(create_body(spec, &ctx.address));
         match c.send(ctx, &req).await {
@@ -319,9 +314,8 @@ impl Kind for GkeCluster {
     async fn update(&self, ctx: &Ctx, id: &str, prior: &Spec, spec: &Spec) -> Result<Live<Self>, ProviderError> {
         let parts = id_parts(id, &["projects", "locations", "clusters"]).ok_or_else(|| super::bad_id(Self::KIND, id, ID_SHAPE))?;
         let (project, location) = (parts[0], parts[1]);
-        let config = config_of(ctx)?;
-        let timeout = config.timeout(Self::KIND);
         let c = client(ctx)?;
+        let timeout = c.config.timeout(Self::KIND);
         if prior.release_channel != spec.release_channel {
             let body = json!({"update": {"desiredReleaseChannel": {"channel": channel_api(&spec.release_channel)}}});
             let op = c.send(ctx, &Request::new(UPDATE, Api::Container, Method::PUT, cluster_path(id)).body(body)).await?;
@@ -342,10 +336,9 @@ impl Kind for GkeCluster {
 
     async fn delete(&self, ctx: &Ctx, id: &str, _prior: Option<&Spec>) -> Result<(), ProviderError> {
         let parts = id_parts(id, &["projects", "locations", "clusters"]).ok_or_else(|| super::bad_id(Self::KIND, id, ID_SHAPE))?;
-        let config = config_of(ctx)?;
         let c = client(ctx)?;
         match c.send(ctx, &Request::new(DELETE, Api::Container, Method::DELETE, cluster_path(id))).await {
-            Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, DELETE, &operation_path(parts[0], parts[1], &op), &op, config.timeout(Self::KIND)).await,
+            Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, DELETE, &operation_path(parts[0], parts[1], &op), &op, c.config.timeout(Self::KIND)).await,
             Err(e) if status_of(&e) == Some(404) => Ok(()),
             Err(e) => Err(e),
         }

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use super::client::{client, status_of, Request};
 use super::config::{Api, GcpConfig};
-use super::{catalog, config_of, id_parts, is_ours, labels_with_ours, not_ours, operation, user_labels};
+use super::{catalog, id_parts, is_ours, labels_with_ours, not_ours, operation, user_labels};
 use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
 
 /// The kind `filestore_instance`.
@@ -133,7 +133,7 @@ async fn get(ctx: &Ctx, id: &str) -> Result<Option<Value>, ProviderError> {
 async fn wait_op(ctx: &Ctx, call: &'static str, op: &Value) -> Result<(), ProviderError> {
     let c = client(ctx)?;
     let path = format!("v1/{}", op["name"].as_str().unwrap_or_default());
-    operation::wait(ctx, &c, &operation::FILE, call, &path, op, config_of(ctx)?.timeout(FilestoreInstance::KIND)).await
+    operation::wait(ctx, &c, &operation::FILE, call, &path, op, c.config.timeout(FilestoreInstance::KIND)).await
 }
 
 #[async_trait]
@@ -231,13 +231,13 @@ impl Kind for FilestoreInstance {
     }
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
-        let config = config_of(ctx)?;
+        let c = client(ctx)?;
+        let config = &c.config;
         let project = config.project()?;
         let location = spec
-            .location_in(&config)
+            .location_in(config)
             .ok_or_else(|| ProviderError::Config("filestore_instance: no location; set `location`, or `zone` in [providers.gcp]".into()))?;
         let id = format!("projects/{project}/locations/{location}/instances/{}", spec.name);
-        let c = client(ctx)?;
         let req = Request::new(CREATE, Api::File, Method::POST, format!("v1/projects/{project}/locations/{location}/instances"))
             .query("instanceId", spec.name.clone())
             .body(create_body(spec, &ctx.address));

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::{Ctx, ProviderError};
+use crate::ProviderError;
 use config::GcpConfig;
 
 /// The label every object terrain creates carries.
@@ -80,11 +80,6 @@ pub fn not_ours(call: &'static str, what: &str, id: &str, kind: &str, address: &
         "ALREADY_EXISTS",
         format!("{what} {id} already exists and was not created by {address}; bring it under terrain with `terrain import {kind}.{name} {id}` or pick another name"),
     )
-}
-
-/// The provider configuration of a call, resolved.
-pub fn config_of(ctx: &Ctx) -> Result<GcpConfig, ProviderError> {
-    GcpConfig::from_ctx(&ctx.config)
 }
 
 /// Splits `projects/{p}/locations/{l}/<collection>/{name}[/...]` ids into their parts.

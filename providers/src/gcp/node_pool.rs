@@ -15,8 +15,7 @@ use serde_json::{json, Map, Value};
 
 use super::client::{client, status_of, Request};
 use super::config::Api;
-use super::{catalog, config_of, id_parts, is_ours, labels_with_ours, not_ours, operation};
-use crate::protocol::is_unknown;
+use super::{catalog, id_parts, is_ours, labels_with_ours, not_ours, operation};
 use crate::{Ctx, Field, Invalid, Kind, Live, Peer, ProviderError, Schema, Type};
 
 /// The kind `gke_node_pool`.
@@ -333,7 +332,7 @@ async fn mutate(ctx: &Ctx, id: &str, call: &'static str, method: Method, path: S
     let lock = cluster_lock(&cluster_of(id));
     let _turn = lock.lock().await;
     let op = c.send(ctx, &Request::new(call, Api::Container, method, path).body(body)).await?;
-    let timeout = config_of(ctx)?.timeout(GkeNodePool::KIND);
+    let timeout = c.config.timeout(GkeNodePool::KIND);
     operation::wait(ctx, &c, &operation::CONTAINER, call, &op_path(id, &op)?, &op, timeout).await
 }
 
@@ -474,8 +473,7 @@ impl Kind for GkeNodePool {
         out
     }
 
-    fn validate_peers(spec: &Value, peers: &[Peer]) -> Vec<Invalid> {
-        let _ = spec;
+    fn validate_peers(_spec: &Value, peers: &[Peer]) -> Vec<Invalid> {
         peers
             .iter()
             .filter(|p| p.kind == "gke_cluster" && p.spec["mode"] == "autopilot")
@@ -489,9 +487,6 @@ impl Kind for GkeNodePool {
     }
 
     fn planned_id(spec: &Spec, _config: &Value) -> Option<String> {
-        if is_unknown(&Value::String(spec.cluster.clone())) {
-            return None;
-        }
         id_parts(&spec.cluster, &["projects", "locations", "clusters"])?;
         Some(format!("{}/nodePools/{}", spec.cluster, spec.name))
     }
@@ -515,7 +510,7 @@ impl Kind for GkeNodePool {
         let id = format!("{}/nodePools/{}", spec.cluster, spec.name);
         parts(&id)?;
         let c = client(ctx)?;
-        let timeout = config_of(ctx)?.timeout(Self::KIND);
+        let timeout = c.config.timeout(Self::KIND);
         let req = Request::new(CREATE, Api::Container, Method::POST, format!("v1/{}/nodePools", spec.cluster)).body(create_body(spec, &ctx.address)?);
         let lock = cluster_lock(&spec.cluster);
         let _turn = lock.lock().await;
@@ -571,7 +566,7 @@ impl Kind for GkeNodePool {
         let lock = cluster_lock(&cluster_of(id));
         let _turn = lock.lock().await;
         match c.send(ctx, &Request::new(DELETE, Api::Container, Method::DELETE, format!("v1/{id}"))).await {
-            Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, DELETE, &op_path(id, &op)?, &op, config_of(ctx)?.timeout(Self::KIND)).await,
+            Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, DELETE, &op_path(id, &op)?, &op, c.config.timeout(Self::KIND)).await,
             Err(e) if status_of(&e) == Some(404) => Ok(()),
             Err(e) => Err(e),
         }
