@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod gcp;
+pub mod kubernetes;
 pub mod local;
 pub mod protocol;
 pub mod registry;
@@ -14,6 +15,6 @@ pub mod schema;
 pub mod testing;
 
 pub use error::ProviderError;
-pub use protocol::{Adapter, Ctx, Invalid, Kind, Live, Observed, Peer, Reporter, Resource};
+pub use protocol::{Adapter, Ctx, Health, Invalid, Kind, LineSink, Live, Observed, Peer, Reporter, Resource};
 pub use registry::Registry;
 pub use schema::{Field, Schema, Type};

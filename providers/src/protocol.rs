@@ -132,6 +132,40 @@ pub trait Resource: Send + Sync {
     async fn update(&self, ctx: &Ctx, id: &str, prior: &Value, spec: &Value) -> Result<Observed, ProviderError>;
     /// Deletes the object; succeeds when it is already gone.
     async fn delete(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<(), ProviderError>;
+    /// The plain objects the resource is made of (Kubernetes manifests), for
+    /// `terrain render`; `None` for kinds that have no such form. `spec` may hold unknown
+    /// values, which stay in the output as the [`UNKNOWN`] marker.
+    fn render(&self, _spec: &Value, _config: &Value) -> Option<Result<Vec<Value>, ProviderError>> {
+        None
+    }
+    /// Extra detail for a planned update or replace, computed against the live object
+    /// (a unified YAML diff of a dry-run apply). `Ok(None)` when the kind has none.
+    async fn preview(&self, _ctx: &Ctx, _id: &str, _prior: &Value, _spec: &Value) -> Result<Option<String>, ProviderError> {
+        Ok(None)
+    }
+    /// Live readiness, for `terrain status`. By default: whether the object exists.
+    async fn health(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<Health, ProviderError> {
+        Ok(match self.read(ctx, id, prior).await? {
+            Some(_) => Health { ready: true, summary: "exists".into() },
+            None => Health { ready: false, summary: "missing".into() },
+        })
+    }
+    /// Streams the object's logs line by line into `sink`; with `follow`, until the
+    /// object finishes. Kinds without logs answer `ProviderError::Unsupported`.
+    async fn logs(&self, _ctx: &Ctx, _id: &str, _prior: &Value, _follow: bool, _sink: LineSink) -> Result<(), ProviderError> {
+        Err(ProviderError::Unsupported(format!("{} has no logs", self.kind())))
+    }
+}
+
+/// Receives log lines (without their newline).
+pub type LineSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Live readiness of one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Health {
+    pub ready: bool,
+    /// One line: `Bound`, `1/1 ready`, `Complete (3/3 succeeded)`, `Failed: BackoffLimitExceeded`.
+    pub summary: String,
 }
 
 /// The marker the engine puts where a value is not known until apply. Providers never
@@ -214,6 +248,34 @@ pub trait Kind: Send + Sync + 'static {
     async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Self::Spec>) -> Result<(), ProviderError>
     where
         Self: Sized;
+    /// Whether the kind has a rendered form: set it when implementing `render`, so a spec
+    /// that cannot decode yet is reported rather than shown as having no manifests.
+    const RENDERS: bool = false;
+    /// The plain objects the resource is made of (see [`Resource::render`]).
+    fn render(_spec: &Self::Spec, _config: &Value) -> Option<Result<Vec<Value>, ProviderError>> {
+        None
+    }
+    /// Extra plan detail for an update or replace (see [`Resource::preview`]).
+    async fn preview(&self, _ctx: &Ctx, _id: &str, _prior: &Self::Spec, _spec: &Self::Spec) -> Result<Option<String>, ProviderError>
+    where
+        Self: Sized,
+    {
+        Ok(None)
+    }
+    /// Live readiness; `None` falls back to "exists"/"missing" from `read`.
+    async fn health(&self, _ctx: &Ctx, _id: &str, _prior: Option<&Self::Spec>) -> Result<Option<Health>, ProviderError>
+    where
+        Self: Sized,
+    {
+        Ok(None)
+    }
+    /// Streams logs (see [`Resource::logs`]).
+    async fn logs(&self, _ctx: &Ctx, _id: &str, _prior: Option<&Self::Spec>, _follow: bool, _sink: LineSink) -> Result<(), ProviderError>
+    where
+        Self: Sized,
+    {
+        Err(ProviderError::Unsupported(format!("{} has no logs", Self::KIND)))
+    }
 }
 
 /// Turns a typed [`Kind`] into the untyped [`Resource`] the engine drives.
@@ -327,5 +389,35 @@ impl<K: Kind> Resource for Adapter<K> {
     async fn delete(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<(), ProviderError> {
         let prior = self.decode_prior(prior)?;
         self.kind.delete(ctx, id, prior.as_ref()).await
+    }
+
+    fn render(&self, spec: &Value, config: &Value) -> Option<Result<Vec<Value>, ProviderError>> {
+        match self.decode(spec) {
+            Ok(spec) => K::render(&spec, config),
+            // A spec that does not decode (an unknown number) renders once it is known.
+            Err(e) => K::RENDERS.then_some(Err(e)),
+        }
+    }
+
+    async fn preview(&self, ctx: &Ctx, id: &str, prior: &Value, spec: &Value) -> Result<Option<String>, ProviderError> {
+        let prior = self.decode(prior)?;
+        let spec = self.decode(spec)?;
+        self.kind.preview(ctx, id, &prior, &spec).await
+    }
+
+    async fn health(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<Health, ProviderError> {
+        let typed = self.decode_prior(prior)?;
+        if let Some(h) = self.kind.health(ctx, id, typed.as_ref()).await? {
+            return Ok(h);
+        }
+        Ok(match self.kind.read(ctx, id, typed.as_ref()).await? {
+            Some(_) => Health { ready: true, summary: "exists".into() },
+            None => Health { ready: false, summary: "missing".into() },
+        })
+    }
+
+    async fn logs(&self, ctx: &Ctx, id: &str, prior: &Value, follow: bool, sink: LineSink) -> Result<(), ProviderError> {
+        let prior = self.decode_prior(prior)?;
+        self.kind.logs(ctx, id, prior.as_ref(), follow, sink).await
     }
 }

@@ -15,6 +15,7 @@
 
 mod faults;
 pub mod gcp;
+mod k8s;
 mod http;
 mod persist;
 mod server;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::gcp::GcpState;
+use crate::k8s::KubeState;
 use crate::SandboxError;
 
 /// The format version written into state files.
@@ -20,6 +21,8 @@ pub(crate) struct World {
     pub version: u32,
     #[serde(default)]
     pub gcp: GcpState,
+    #[serde(default)]
+    pub kubernetes: KubeState,
 }
 
 fn version() -> u32 {
@@ -31,6 +34,7 @@ impl World {
         World {
             version: VERSION,
             gcp: GcpState::default(),
+            kubernetes: KubeState::default(),
         }
     }
 

@@ -1,0 +1,1 @@
+//! Provider `kubernetes`: objects inside a cluster, applied with server-side apply.
