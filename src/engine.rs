@@ -139,11 +139,11 @@ pub struct ApplyReport {
 }
 
 impl Engine {
-    fn env(&self) -> impl Fn(&str) -> Option<String> + '_ {
+    pub(crate) fn env(&self) -> impl Fn(&str) -> Option<String> + '_ {
         move |k| (self.settings.env)(k)
     }
 
-    fn kind(&self, address: &Address, kind: &str) -> Result<Arc<dyn Resource>, EngineError> {
+    pub(crate) fn kind(&self, address: &Address, kind: &str) -> Result<Arc<dyn Resource>, EngineError> {
         self.registry.get(kind).cloned().ok_or_else(|| EngineError::UnknownKind {
             address: address.clone(),
             kind: kind.to_string(),
@@ -151,7 +151,7 @@ impl Engine {
     }
 
     /// The `[providers.<name>]` table, evaluated (empty object when absent).
-    fn provider_config(&self, provider: &str) -> Result<Value, EngineError> {
+    pub(crate) fn provider_config(&self, provider: &str) -> Result<Value, EngineError> {
         let env = self.env();
         self.stack.provider_config(provider, &env).map_err(|e| EngineError::ProviderConfig {
             provider: provider.to_string(),
@@ -159,7 +159,7 @@ impl Engine {
         })
     }
 
-    fn ctx(&self, address: &Address, provider: &str) -> Result<Ctx, EngineError> {
+    pub(crate) fn ctx(&self, address: &Address, provider: &str) -> Result<Ctx, EngineError> {
         let observer = self.observer.clone();
         let addr = address.clone();
         Ok(Ctx::new(address.to_string(), self.provider_config(provider)?).with_reporter(Arc::new(move |m: &str| {
@@ -278,7 +278,7 @@ impl Engine {
         let state = stored.unwrap_or_default();
         let (refreshed, drift, mut warnings) = self.refresh(&state).await?;
         let env = self.env();
-        let changes = plan::compute(
+        let mut changes = plan::compute(
             &self.stack,
             &refreshed,
             &drift,
@@ -288,6 +288,7 @@ impl Engine {
                 env: &env,
             },
         )?;
+        self.live_diffs(&mut changes, &mut warnings).await;
         warnings.sort();
         let plan = Plan {
             format_version: plan::PLAN_FORMAT_VERSION,
@@ -307,6 +308,36 @@ impl Engine {
             warnings,
         };
         Ok((plan, state))
+    }
+
+    /// Asks the providers what each update or replace will change on the live object.
+    /// A failure does not fail the plan (the change itself is known): it becomes a
+    /// warning, since the same call at apply time will say more.
+    async fn live_diffs(&self, changes: &mut [Change], warnings: &mut Vec<String>) {
+        let wanted: Vec<usize> = changes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| matches!(c.action, Action::Update | Action::Replace))
+            .filter(|(_, c)| c.id.is_some() && c.after.as_ref().is_some_and(|a| !terrain_providers::protocol::is_unknown(a)))
+            .map(|(i, _)| i)
+            .collect();
+        let previews = futures::future::join_all(wanted.iter().map(|&i| {
+            let c = &changes[i];
+            async move {
+                let kind = self.kind(&c.address, &c.kind).ok()?;
+                let ctx = self.ctx(&c.address, kind.provider()).ok()?;
+                let (id, before, after) = (c.id.as_deref()?, c.before.as_ref()?, c.after.as_ref()?);
+                Some(kind.preview(&ctx, id, before, after).await.map_err(|e| format!("{}: live diff unavailable: {e}", c.address)))
+            }
+        }))
+        .await;
+        for (i, preview) in wanted.into_iter().zip(previews) {
+            match preview {
+                Some(Ok(diff)) => changes[i].live_diff = diff,
+                Some(Err(warning)) => warnings.push(warning),
+                None => {}
+            }
+        }
     }
 
     /// Checks that `plan` was made from this stack and against `stored`, the state as
@@ -462,6 +493,7 @@ impl Engine {
                 if let Some(bad) = kind.validate(&spec, &config).into_iter().next() {
                     return Err(EngineError::Apply(vec![(address.clone(), format!("invalid spec: {} {}", bad.path.join("."), bad.message))]));
                 }
+                let spec = kind.prepare(spec).map_err(fail)?;
                 let mut sensitive: Vec<String> = change.sensitive_paths.iter().map(|p| format!("spec.{p}")).collect();
                 sensitive.extend(evaluated.sensitive_paths.iter().map(|p| format!("spec.{p}")));
                 sensitive.extend(schema.outputs.iter().filter(|f| f.sensitive).map(|f| format!("outputs.{}", f.name)));
@@ -686,12 +718,12 @@ impl Engine {
 
 /// References resolved against the state being applied: everything a step depends on
 /// has been applied, so its values are real.
-struct ApplyScope<'a> {
-    stack: &'a Stack,
+pub(crate) struct ApplyScope<'a> {
+    pub(crate) stack: &'a Stack,
     /// Looks one resource up by address: a step only needs the few it references, not
     /// a copy of the whole state.
-    entry: &'a dyn Fn(&str) -> Option<ResourceState>,
-    env: &'a dyn Fn(&str) -> Option<String>,
+    pub(crate) entry: &'a dyn Fn(&str) -> Option<ResourceState>,
+    pub(crate) env: &'a dyn Fn(&str) -> Option<String>,
 }
 
 impl Scope for ApplyScope<'_> {

@@ -12,6 +12,7 @@ pub mod stack;
 pub mod walk;
 pub mod diff;
 pub mod engine;
+pub mod inspect;
 pub mod plan;
 pub mod output;
 pub mod cli;

@@ -86,6 +86,10 @@ pub struct Change {
     /// Things worth telling about this resource (an adopted interrupted create…).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// What the provider will change on the live object, computed against it (a
+    /// unified YAML diff of a dry-run apply), for updates and replaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_diff: Option<String>,
 }
 
 impl Change {
@@ -307,6 +311,19 @@ pub fn compute(stack: &Stack, state: &State, drift: &BTreeMap<String, Drift>, in
                     message: format!("{at}{}", bad.message),
                 });
             }
+            // Local inputs (a dataset's files) complete the spec, so a changed file
+            // shows as a change. A spec still waiting on other resources is completed
+            // where it can be; apply completes it again with every value known.
+            if is_unknown(&after) {
+                if let Ok(prepared) = rc.resource.prepare(after.clone()) {
+                    after = prepared;
+                }
+            } else {
+                after = rc.resource.prepare(after).map_err(|e| PlanError::Invalid {
+                    address: addr.clone(),
+                    message: e.to_string(),
+                })?;
+            }
             let mut change = Change {
                 address: addr.clone(),
                 kind: addr.kind.clone(),
@@ -322,6 +339,7 @@ pub fn compute(stack: &Stack, state: &State, drift: &BTreeMap<String, Drift>, in
                 computed: schema.outputs.iter().map(|f| f.name.to_string()).collect(),
                 deposed: existing.map(|r| r.deposed.clone()).unwrap_or_default(),
                 notes: Vec::new(),
+                live_diff: None,
             };
             match existing.filter(|r| r.id.is_some()) {
                 None => {
@@ -406,6 +424,7 @@ pub fn compute(stack: &Stack, state: &State, drift: &BTreeMap<String, Drift>, in
             computed: Vec::new(),
             deposed: r.deposed.clone(),
             notes: Vec::new(),
+            live_diff: None,
         });
     }
     Ok(changes)

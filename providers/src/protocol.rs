@@ -132,6 +132,12 @@ pub trait Resource: Send + Sync {
     async fn update(&self, ctx: &Ctx, id: &str, prior: &Value, spec: &Value) -> Result<Observed, ProviderError>;
     /// Deletes the object; succeeds when it is already gone.
     async fn delete(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<(), ProviderError>;
+    /// Completes a fully known spec from local inputs before it is diffed: a dataset's
+    /// content hash, a queue's items listed from a directory. Runs at plan and again at
+    /// apply; fails when those inputs cannot be read. The default changes nothing.
+    fn prepare(&self, spec: Value) -> Result<Value, ProviderError> {
+        Ok(spec)
+    }
     /// The plain objects the resource is made of (Kubernetes manifests), for
     /// `terrain render`; `None` for kinds that have no such form. `spec` may hold unknown
     /// values, which stay in the output as the [`UNKNOWN`] marker.
@@ -248,6 +254,10 @@ pub trait Kind: Send + Sync + 'static {
     async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Self::Spec>) -> Result<(), ProviderError>
     where
         Self: Sized;
+    /// Completes a fully known spec from local inputs (see [`Resource::prepare`]).
+    fn prepare(spec: Self::Spec) -> Result<Self::Spec, ProviderError> {
+        Ok(spec)
+    }
     /// Whether the kind has a rendered form: set it when implementing `render`, so a spec
     /// that cannot decode yet is reported rather than shown as having no manifests.
     const RENDERS: bool = false;
@@ -389,6 +399,11 @@ impl<K: Kind> Resource for Adapter<K> {
     async fn delete(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<(), ProviderError> {
         let prior = self.decode_prior(prior)?;
         self.kind.delete(ctx, id, prior.as_ref()).await
+    }
+
+    fn prepare(&self, spec: Value) -> Result<Value, ProviderError> {
+        let typed = K::prepare(self.decode(&spec)?)?;
+        serde_json::to_value(typed).map_err(|source| ProviderError::Decode { what: "prepared spec", source })
     }
 
     fn render(&self, spec: &Value, config: &Value) -> Option<Result<Vec<Value>, ProviderError>> {

@@ -7,9 +7,12 @@ mod common;
 mod force_unlock;
 mod graph;
 mod import;
+mod logs;
 mod outputs;
 mod plan;
+mod render;
 mod state;
+mod status;
 mod validate;
 
 use std::path::PathBuf;
@@ -80,6 +83,12 @@ enum Command {
     Graph(graph::GraphArgs),
     /// Releases a state lock left by a run that is no longer going.
     ForceUnlock(force_unlock::ForceUnlockArgs),
+    /// Prints the plain objects a resource is made of (Kubernetes manifests) as YAML.
+    Render(render::RenderArgs),
+    /// Shows the live readiness of every resource (Jobs' completions, claims' binding…).
+    Status(status::StatusArgs),
+    /// Prints a resource's logs (a Job's pods); -f follows until it finishes.
+    Logs(logs::LogsArgs),
 }
 
 fn parse_var(s: &str) -> Result<(String, String), String> {
@@ -152,5 +161,8 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Import(a) => import::run(a).await,
         Command::Graph(a) => graph::run(a),
         Command::ForceUnlock(a) => force_unlock::run(a).await,
+        Command::Render(a) => render::run(a).await,
+        Command::Status(a) => status::run(a).await,
+        Command::Logs(a) => logs::run(a).await,
     }
 }

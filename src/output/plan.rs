@@ -97,6 +97,17 @@ fn change_block(c: &Change, style: Style) -> String {
             let after = c.after.as_ref().unwrap_or(&empty);
             let changed = changed_paths(before, after, &[]);
             out.push_str(&field_changes(before, after, &changed, &c.replace_because, &c.sensitive_paths, style));
+            if let Some(diff) = &c.live_diff {
+                out.push_str(&format!("{INDENT}  # live objects:\n"));
+                for line in diff.lines() {
+                    let colour = match line.chars().next() {
+                        Some('+') if !line.starts_with("+++") => "32",
+                        Some('-') if !line.starts_with("---") => "31",
+                        _ => "0",
+                    };
+                    out.push_str(&format!("{INDENT}    {}\n", style.paint(colour, line)));
+                }
+            }
         }
         Action::Delete => {
             if let Some(id) = &c.id {
@@ -210,6 +221,7 @@ pub fn to_json(plan: &Plan) -> Value {
                     "live": d.live.as_ref().map(|l| redact(l, &c.sensitive_paths, "")),
                 })),
                 "deposed": c.deposed.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+                "live_diff": c.live_diff,
             })
         })
         .collect();

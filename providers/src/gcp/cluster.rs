@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::client::{client, status_of, Request};
-use super::config::{Api, GcpConfig};
+use super::config::{Api, CredentialSource, GcpConfig};
 use super::{catalog, id_parts, is_ours, labels_with_ours, not_ours, operation, user_labels};
 use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
 
@@ -64,6 +64,9 @@ pub struct Outputs {
     pub self_link: String,
     pub kubernetes_version: String,
     pub project: String,
+    /// How to reach the cluster's Kubernetes API — address, CA, how to authenticate
+    /// and what kind of cluster it is — for the `cluster` field of kubernetes_* kinds.
+    pub kubernetes: Value,
 }
 
 const CHANNELS: &[(&str, &str)] = &[
@@ -143,8 +146,26 @@ pub fn spec_of(live: &Value, prior: Option<&Spec>) -> Spec {
     }
 }
 
-fn outputs_of(live: &Value, project: &str) -> Outputs {
+fn outputs_of(live: &Value, project: &str, config: &GcpConfig) -> Outputs {
+    let endpoint = live["endpoint"].as_str().unwrap_or_default();
+    // Only where credentials live, never a token: outputs are stored in state.
+    let auth = match &config.credentials {
+        CredentialSource::TokenFile(path) => json!({"type": "google", "access_token_file": path}),
+        CredentialSource::Adc { key_file: Some(path) } => json!({"type": "google", "credentials": path}),
+        CredentialSource::Adc { key_file: None } | CredentialSource::Token(_) => json!({"type": "google"}),
+    };
+    let kubernetes = json!({
+        "host": if endpoint.is_empty() { String::new() } else { format!("https://{endpoint}") },
+        "ca_certificate": live["masterAuth"]["clusterCaCertificate"],
+        "auth": auth,
+        "flavor": "gke",
+        "autopilot": live["autopilot"]["enabled"].as_bool().unwrap_or(false),
+        "name": live["name"],
+        "location": live["location"],
+        "project": project,
+    });
     Outputs {
+        kubernetes,
         endpoint: live["endpoint"].as_str().unwrap_or_default().to_string(),
         ca_certificate: live["masterAuth"]["clusterCaCertificate"].as_str().unwrap_or_default().to_string(),
         location: live["location"].as_str().unwrap_or_default().to_string(),
@@ -219,6 +240,7 @@ impl Kind for GkeCluster {
                 Field::new("self_link", Type::String, "The cluster's API URL."),
                 Field::new("kubernetes_version", Type::String, "The control plane's Kubernetes version."),
                 Field::new("project", Type::String, "The project holding the cluster."),
+                Field::new("kubernetes", Type::Any, "How to reach the Kubernetes API: the `cluster` of kubernetes_* resources."),
             ],
         }
     }
@@ -273,7 +295,7 @@ impl Kind for GkeCluster {
         Ok(Some(Live {
             id: id.to_string(),
             spec: spec_of(&live, prior),
-            outputs: outputs_of(&live, parts[0]),
+            outputs: outputs_of(&live, parts[0], &client(ctx)?.config),
         }))
     }
 
@@ -371,7 +393,8 @@ mod tests {
             labels: BTreeMap::from([("team".to_string(), "ml".to_string())]),
             ..spec("standard", Some("us-central1"))
         };
-        let outputs = outputs_of(&json!({"endpoint": "10.0.0.1"}), "p");
+        let config = GcpConfig::resolve(&json!({"project": "p"}), &|_| None).expect("config");
+        let outputs = outputs_of(&json!({"endpoint": "10.0.0.1"}), "p", &config);
         assert_eq!(schema_mismatches::<GkeCluster>(&full, &outputs), Vec::<String>::new());
     }
 

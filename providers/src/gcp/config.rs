@@ -143,15 +143,7 @@ impl GcpConfig {
             roots.insert(api, given.map_or_else(|| api.default_root().to_string(), |g| normalize_root(api, &g)));
         }
 
-        let credentials = if let Some(file) = string(table, "access_token_file")?.or_else(|| env_any(&["CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"])) {
-            CredentialSource::TokenFile(file)
-        } else if let Some(token) = env_any(&["GOOGLE_OAUTH_ACCESS_TOKEN"]) {
-            CredentialSource::Token(token)
-        } else {
-            CredentialSource::Adc {
-                key_file: string(table, "credentials")?,
-            }
-        };
+        let credentials = credential_source(string(table, "access_token_file")?, string(table, "credentials")?, env);
 
         let mut timeouts = BTreeMap::new();
         if let Some(Value::Object(t)) = table.get("timeouts") {
@@ -204,6 +196,23 @@ impl GcpConfig {
     /// The operation timeout for `kind`.
     pub fn timeout(&self, kind: &str) -> Duration {
         self.timeouts.get(kind).copied().unwrap_or_else(|| default_timeout(kind))
+    }
+}
+
+/// Where tokens come from, given the explicit settings and the environment, in gcloud's
+/// order: an access token file (`access_token_file`, else CLOUDSDK_AUTH_ACCESS_TOKEN_FILE),
+/// else a token in GOOGLE_OAUTH_ACCESS_TOKEN, else Application Default Credentials
+/// (from the `credentials` key file when given).
+pub fn credential_source(access_token_file: Option<String>, credentials: Option<String>, env: &dyn Fn(&str) -> Option<String>) -> CredentialSource {
+    let env_set = |name: &str| env(name).filter(|v| !v.is_empty());
+    if let Some(file) = access_token_file.filter(|f| !f.is_empty()).or_else(|| env_set("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE")) {
+        CredentialSource::TokenFile(file)
+    } else if let Some(token) = env_set("GOOGLE_OAUTH_ACCESS_TOKEN") {
+        CredentialSource::Token(token)
+    } else {
+        CredentialSource::Adc {
+            key_file: credentials.filter(|c| !c.is_empty()),
+        }
     }
 }
 

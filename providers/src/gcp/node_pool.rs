@@ -101,6 +101,10 @@ pub struct Spec {
 pub struct Outputs {
     /// Node labels that select this pool's nodes (for Pods' nodeSelector).
     pub node_selector: BTreeMap<String, String>,
+    /// What a workload needs to run on this pool — its node selector, its taints (to
+    /// tolerate), its accelerators and whether it is spot — for `kubernetes_job`'s
+    /// `node_pool` field.
+    pub placement: Value,
     pub version: String,
     pub status: String,
 }
@@ -293,9 +297,37 @@ pub fn node_selector(spec: &Spec) -> BTreeMap<String, String> {
     out
 }
 
+/// The pool as a placement target (see `Outputs::placement`).
+pub fn placement(spec: &Spec) -> Value {
+    let taints: Vec<Value> = spec
+        .taints
+        .iter()
+        .filter_map(|t| catalog::parse_taint(t).ok())
+        .map(|(key, value, effect)| json!({"key": key, "value": value, "effect": effect}))
+        .collect();
+    let accelerator = match (&spec.gpu, catalog::built_in_gpus(&spec.machine_type)) {
+        (Some(gpu), _) => json!({"type": gpu.kind, "count": gpu.count}),
+        (None, Some((kind, count))) => json!({"type": kind, "count": count}),
+        (None, None) => Value::Null,
+    };
+    let tpu = match (&spec.tpu, catalog::tpu(&spec.machine_type)) {
+        (Some(tpu), Some(info)) => json!({"type": info.accelerator_label, "topology": tpu.topology, "chips": info.chips_per_vm}),
+        _ => Value::Null,
+    };
+    json!({
+        "pool": spec.name,
+        "node_selector": node_selector(spec),
+        "taints": taints,
+        "accelerator": accelerator,
+        "tpu": tpu,
+        "spot": spec.spot || spec.preemptible,
+    })
+}
+
 fn outputs_of(live: &Value, spec: &Spec) -> Outputs {
     Outputs {
         node_selector: node_selector(spec),
+        placement: placement(spec),
         version: live["version"].as_str().unwrap_or_default().to_string(),
         status: live["status"].as_str().unwrap_or_default().to_string(),
     }
@@ -388,6 +420,7 @@ impl Kind for GkeNodePool {
             ],
             outputs: vec![
                 Field::new("node_selector", Type::Map(Box::new(Type::String)), "Node labels that select this pool's nodes."),
+                Field::new("placement", Type::Any, "Selector, taints, accelerators and spot-ness, for a kubernetes_job's node_pool."),
                 Field::new("version", Type::String, "The nodes' Kubernetes version."),
                 Field::new("status", Type::String, "The pool's status."),
             ],

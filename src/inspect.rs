@@ -1,0 +1,133 @@
+//! Looking at what a stack manages without changing it: the rendered objects of a
+//! resource (`terrain render`), the live readiness of every resource (`terrain status`)
+//! and a resource's logs (`terrain logs`). Values come from the state as last applied;
+//! what is not known yet stays marked as known after apply.
+
+use futures::stream::{self, StreamExt};
+use serde_json::Value;
+use terrain_providers::{Health, LineSink, ProviderError};
+
+use crate::addr::Address;
+use crate::engine::{ApplyScope, Engine, EngineError};
+use crate::eval;
+use crate::state::State;
+
+/// Why a look at one resource failed.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("{address}: no such resource in the stack")]
+    NotInStack { address: Address },
+    #[error("{address}: not in the state; apply the stack first")]
+    NotApplied { address: Address },
+    #[error("{address}: {kind} has no rendered form")]
+    NoRender { address: Address, kind: String },
+    #[error("{address}: {message}")]
+    Evaluate { address: Address, message: String },
+    #[error("{address}: {source}")]
+    Provider {
+        address: Address,
+        #[source]
+        source: ProviderError,
+    },
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+}
+
+/// One resource's live readiness, for `terrain status`.
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub address: Address,
+    pub kind: String,
+    /// `None` when the resource is in the stack but not applied yet.
+    pub health: Option<Result<Health, String>>,
+}
+
+impl Engine {
+    /// The resource's spec evaluated against `state`: references to applied resources
+    /// resolve, others stay unknown.
+    fn spec_from_state(&self, address: &Address, state: &State) -> Result<Value, InspectError> {
+        let rc = self.stack.resources.get(address).ok_or_else(|| InspectError::NotInStack { address: address.clone() })?;
+        let env = self.env();
+        let entry = |k: &str| state.resources.get(k).filter(|r| r.id.is_some()).cloned();
+        let scope = ApplyScope {
+            stack: &self.stack,
+            entry: &entry,
+            env: &env,
+        };
+        let evaluated = eval::eval(&rc.body, &scope).map_err(|e| InspectError::Evaluate {
+            address: address.clone(),
+            message: e.message,
+        })?;
+        let spec = rc.resource.schema().with_defaults(&evaluated.value);
+        // Local inputs complete the spec where they can (a dataset's hash).
+        Ok(rc.resource.prepare(spec.clone()).unwrap_or(spec))
+    }
+
+    /// The plain objects `address` is made of, as they would be applied now.
+    ///
+    /// Fails when the resource is not in the stack, its kind has no rendered form, or
+    /// its spec cannot be evaluated.
+    pub fn render(&self, address: &Address, state: &State) -> Result<Vec<Value>, InspectError> {
+        let spec = self.spec_from_state(address, state)?;
+        let kind = self.kind(address, &address.kind)?;
+        let config = self.provider_config(kind.provider())?;
+        match kind.render(&spec, &config) {
+            None => Err(InspectError::NoRender {
+                address: address.clone(),
+                kind: address.kind.clone(),
+            }),
+            Some(r) => r.map_err(|source| InspectError::Provider {
+                address: address.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// The live readiness of every resource in the stack or the state, in address
+    /// order, asking the providers `parallelism` at a time.
+    pub async fn status(&self, state: &State) -> Vec<Status> {
+        let mut addresses: Vec<Address> = self.stack.resources.keys().cloned().collect();
+        addresses.extend(state.resources.keys().filter_map(|k| Address::parse(k).ok()));
+        addresses.sort();
+        addresses.dedup();
+        let parallelism = self.settings.parallelism.max(1);
+        stream::iter(addresses)
+            .map(|address| async move {
+                let entry = state.resources.get(&address.to_string()).filter(|r| r.id.is_some());
+                let kind = entry.map(|r| r.kind.clone()).unwrap_or_else(|| address.kind.clone());
+                let health = match entry {
+                    None => None,
+                    Some(r) => Some(self.health_of(&address, &r.kind, r.id.as_deref().unwrap_or_default(), &r.spec).await),
+                };
+                Status { address, kind, health }
+            })
+            .buffered(parallelism)
+            .collect()
+            .await
+    }
+
+    async fn health_of(&self, address: &Address, kind: &str, id: &str, spec: &Value) -> Result<Health, String> {
+        let resource = self.kind(address, kind).map_err(|e| e.to_string())?;
+        let ctx = self.ctx(address, resource.provider()).map_err(|e| e.to_string())?;
+        resource.health(&ctx, id, spec).await.map_err(|e| e.to_string())
+    }
+
+    /// Streams the logs of `address` into `sink`; with `follow`, until it finishes.
+    ///
+    /// Fails when the resource is not applied or its kind has no logs.
+    pub async fn logs(&self, address: &Address, state: &State, follow: bool, sink: LineSink) -> Result<(), InspectError> {
+        let r = state
+            .resources
+            .get(&address.to_string())
+            .filter(|r| r.id.is_some())
+            .ok_or_else(|| InspectError::NotApplied { address: address.clone() })?;
+        let kind = self.kind(address, &r.kind)?;
+        let ctx = self.ctx(address, kind.provider())?;
+        kind.logs(&ctx, r.id.as_deref().unwrap_or_default(), &r.spec, follow, sink)
+            .await
+            .map_err(|source| InspectError::Provider {
+                address: address.clone(),
+                source,
+            })
+    }
+}
