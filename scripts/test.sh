@@ -4,11 +4,9 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
-# The tests drive python3 (a process holding a lock in the lock tests); it ships with
-# the machine image, and is installed if missing.
-if ! command -v python3 >/dev/null 2>&1; then
-  apt-get update -qq && apt-get install -y -qq python3 >/dev/null
-fi
+# The tests drive python3 (a process holding a lock in the lock tests), redis-server
+# (behind the sandbox's Redis pods) and kubernetes-validate (rendered manifests).
+bash scripts/deps.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0

@@ -148,9 +148,10 @@ impl Store {
         });
     }
 
-    /// Stores a new object, filling `metadata.uid`, `creationTimestamp`,
-    /// `resourceVersion` and `generation`; returns the stored object. The caller has
-    /// checked that the key is free.
+    /// Stores a new object, filling `creationTimestamp`, `resourceVersion`,
+    /// `generation` and `metadata.uid` (kept when defaulting already assigned one, as a
+    /// Job's selector must name it); returns the stored object. The caller has checked
+    /// that the key is free.
     pub(crate) fn insert_new(&mut self, key: ObjKey, mut object: Value, now: DateTime<Utc>) -> Value {
         let rv = self.bump();
         let meta = ensure_object(&mut object, "metadata");
@@ -158,7 +159,9 @@ impl Store {
         if !key.namespace.is_empty() {
             meta.insert("namespace".into(), json!(key.namespace));
         }
-        meta.insert("uid".into(), json!(new_uid()));
+        if !meta.get("uid").is_some_and(Value::is_string) {
+            meta.insert("uid".into(), json!(new_uid()));
+        }
         meta.insert("creationTimestamp".into(), json!(timestamp(now)));
         meta.insert("resourceVersion".into(), json!(rv.to_string()));
         meta.insert("generation".into(), json!(1));

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what the test suite drives besides cargo, when it is missing: redis-server
+# (the sandbox backs Redis pods with a real one), the official kubectl (checked against
+# the sandbox's Kubernetes API; optional, the machine image usually has it) and the
+# `kubernetes-validate` manifest validator from PyPI. Safe to run repeatedly.
+set -euo pipefail
+apt_install() {
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  fi
+}
+missing=()
+command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing ${missing[*]} (apt)"
+  apt_install "${missing[@]}"
+  # The Debian package starts a system-wide server; the tests start their own.
+  if command -v systemctl >/dev/null 2>&1; then systemctl stop redis-server >/dev/null 2>&1 || true; fi
+fi
+if ! command -v kubernetes-validate >/dev/null 2>&1; then
+  echo "installing kubernetes-validate (pip)"
+  python3 -m pip install --quiet --disable-pip-version-check kubernetes-validate 2>&1 | grep -v "Running pip as the 'root' user" || true
+  command -v kubernetes-validate >/dev/null 2>&1 || { echo "kubernetes-validate did not install" >&2; exit 1; }
+fi
