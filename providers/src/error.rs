@@ -43,6 +43,14 @@ pub enum ProviderError {
     /// The kind cannot do what was asked (e.g. import of a kind with no remote object).
     #[error("{0}")]
     Unsupported(String),
+    /// The object reached a state it cannot leave on its own (a Job that exhausted its
+    /// retries); the message says why, with what the workload last printed.
+    #[error("{call} failed: {message}")]
+    Failed { call: String, message: String },
+    /// Another writer owns fields this apply sets (a server-side apply conflict); the
+    /// message names the other managers, the fields and the remedy.
+    #[error("{call} failed: 409 Conflict: {message}")]
+    Conflict { call: String, message: String },
 }
 
 fn fmt_code(code: &str) -> String {

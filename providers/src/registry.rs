@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::{gcp, local, Adapter, Resource};
+use crate::{gcp, kubernetes, local, Adapter, Resource};
 
 /// All resource kinds terrain knows, by kind name.
 #[derive(Clone, Default)]
@@ -52,5 +52,11 @@ pub fn builtin() -> Registry {
     r.register(Arc::new(Adapter::new(gcp::node_pool::GkeNodePool)));
     r.register(Arc::new(Adapter::new(gcp::filestore::FilestoreInstance)));
     r.register(Arc::new(Adapter::new(gcp::bucket::GcsBucket)));
+    r.register(Arc::new(Adapter::new(kubernetes::manifest::Manifest)));
+    r.register(Arc::new(Adapter::new(kubernetes::nfs_volume::NfsVolume)));
+    r.register(Arc::new(Adapter::new(kubernetes::redis::Redis)));
+    r.register(Arc::new(Adapter::new(kubernetes::job::Job)));
+    r.register(Arc::new(Adapter::new(kubernetes::queue_items::QueueItems)));
+    r.register(Arc::new(Adapter::new(kubernetes::dataset::Dataset)));
     r
 }

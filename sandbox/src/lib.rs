@@ -1,8 +1,10 @@
 //! terrain-sandbox: a local emulator of the cloud APIs terrain's providers call, for tests
-//! and for running the official CLIs against (e.g. `gcloud` with endpoint overrides).
+//! and for running the official CLIs against (e.g. `gcloud` with endpoint overrides, or
+//! `kubectl` with a kubeconfig from [`Sandbox::kubeconfig`]).
 //! This file owns the public surface — starting and stopping a sandbox, its options and
 //! timing, the traffic log — while `gcp/` holds the Google emulators (GKE, Filestore,
-//! Cloud Storage), `server.rs` the HTTP wiring and `faults.rs` fault injection.
+//! Cloud Storage), `k8s/` one Kubernetes API server per emulated cluster, `server.rs` the
+//! HTTP wiring and `faults.rs` fault injection.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), terrain_sandbox::SandboxError> {
@@ -15,13 +17,13 @@
 
 mod faults;
 pub mod gcp;
-mod k8s;
 mod http;
+mod k8s;
 mod persist;
 mod server;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -36,7 +38,9 @@ pub struct Options {
     /// Durations of long-running operations.
     pub timing: Timing,
     /// Loaded at start (a missing file is an empty sandbox) and rewritten atomically after
-    /// every change, so state survives across processes such as CLI runs.
+    /// every change, so state survives across processes such as CLI runs. Volumes and
+    /// process data live in `<state_file>.data/` (without a state file, in a temporary
+    /// directory removed when the sandbox stops).
     pub state_file: Option<PathBuf>,
 }
 
@@ -80,11 +84,12 @@ pub struct GcpEndpoints {
 /// One API request and its response, as recorded in the traffic log.
 #[derive(Clone, Debug, Serialize)]
 pub struct Exchange {
-    /// `container`, `file` or `storage`.
+    /// `container`, `file`, `storage`, or `kubernetes` for a cluster's API server.
     pub api: String,
     pub method: String,
     /// The path after the API root, e.g. `v1/projects/p/locations/l/clusters` or
-    /// `storage/v1/b/x`, still percent-encoded.
+    /// `storage/v1/b/x`, still percent-encoded. Kubernetes requests are prefixed with
+    /// the cluster's name: `batch/api/v1/namespaces/default/pods`.
     pub path: String,
     /// The decoded query string, `k=v` pairs joined by `&`.
     pub query: String,
@@ -120,6 +125,21 @@ pub enum SandboxError {
     StateVersion { path: PathBuf, found: u32 },
     #[error("could not serialize the sandbox state")]
     SerializeState(#[source] serde_json::Error),
+    /// The state file could not be written; the message names the file and why.
+    #[error("{0}")]
+    SaveState(String),
+    #[error("could not create the sandbox data directory {path}")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("could not write the kubeconfig {path}")]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// A running sandbox serving HTTP on 127.0.0.1; it stops on [`Sandbox::shutdown`] or
@@ -150,11 +170,14 @@ impl Sandbox {
             }
             None => (persist::World::new(), String::new()),
         };
+        let data_dir = server::DataDir::create(opts.state_file.as_deref())?;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .map_err(SandboxError::Bind)?;
         let addr = listener.local_addr().map_err(SandboxError::Bind)?;
-        let app = Arc::new(server::App::new(world, saved, opts.timing, opts.state_file));
+        let app = server::App::new(world, saved, opts.timing, opts.state_file, data_dir);
+        // Persisted clusters get their API servers back (on their old ports if free).
+        app.settle_everything().map_err(SandboxError::SaveState)?;
         let router = server::router(app.clone());
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(async move {
@@ -210,8 +233,69 @@ impl Sandbox {
         self.app.advance_clock(by);
     }
 
+    /// Writes one kubeconfig per cluster with a running API server to
+    /// `<dir>/<cluster name>.kubeconfig` (owner-only), each with a single context named
+    /// like the cloud CLI names it (`gke_<project>_<location>_<name>`); returns the
+    /// cluster names and files.
+    pub fn kubeconfig(&self, dir: &Path) -> Result<Vec<(String, PathBuf)>, SandboxError> {
+        std::fs::create_dir_all(dir).map_err(|source| SandboxError::Kubeconfig {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let mut written = Vec::new();
+        for (key, name, port, ca_pem) in self.app.running_clusters() {
+            let path = dir.join(format!("{name}.kubeconfig"));
+            let text = k8s::kubeconfig::render(
+                &k8s::context_name(&key, &name),
+                &format!("https://127.0.0.1:{port}"),
+                &ca_pem,
+            )
+            .map_err(|message| SandboxError::Kubeconfig {
+                path: path.clone(),
+                source: std::io::Error::other(message),
+            })?;
+            k8s::kubeconfig::write(&path, &text).map_err(|source| SandboxError::Kubeconfig {
+                path: path.clone(),
+                source,
+            })?;
+            written.push((name, path));
+        }
+        Ok(written)
+    }
+
+    /// The loopback address of the real redis-server behind a Redis pod of the cluster
+    /// named `cluster_name` (to read a queue back with any Redis client); `None` when
+    /// there is no such pod or its server is not up.
+    pub fn redis_address(
+        &self,
+        cluster_name: &str,
+        namespace: &str,
+        pod: &str,
+    ) -> Option<std::net::SocketAddr> {
+        self.app
+            .with_cluster_named(cluster_name, |cluster, ctx| {
+                k8s::volumes::redis_of(cluster, ctx.processes, namespace, pod)
+            })
+            .and_then(Result::ok)
+            .flatten()
+    }
+
+    /// Preempts a running pod of the cluster named `cluster_name` as a spot reclaim
+    /// would; false when there is no such cluster or pod.
+    pub fn preempt_pod(&self, cluster_name: &str, namespace: &str, pod: &str) -> bool {
+        let now = self.app.now();
+        matches!(
+            self.app.with_cluster_named(cluster_name, |cluster, _| {
+                k8s::controllers::preempt(cluster, namespace, pod, now)
+            }),
+            Some(Ok(true))
+        )
+    }
+
     /// Stops serving and waits (briefly) for open connections to finish.
     pub async fn shutdown(mut self) {
+        self.app.close_listeners().await;
+        self.app.stop();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -230,6 +314,7 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
+        self.app.stop();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

@@ -1,6 +1,7 @@
 //! The state file: everything the emulators hold, as one JSON document loaded at start and
 //! rewritten atomically (temporary file, then rename) after every change, so objects and
-//! running operations survive across processes — e.g. one sandbox per CLI run.
+//! running operations survive across processes — e.g. one sandbox per CLI run. Beside it
+//! lives the data directory (volumes, process data).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -41,6 +42,14 @@ impl World {
     pub(crate) fn to_json(&self) -> Result<String, serde_json::Error> {
         serde_json::to_string_pretty(self)
     }
+}
+
+/// The data directory that goes with a state file: `<state file>.data/`, so volumes and
+/// process data survive across processes together with the state.
+pub(crate) fn data_dir(state_file: &Path) -> PathBuf {
+    let mut name = state_file.as_os_str().to_owned();
+    name.push(".data");
+    PathBuf::from(name)
 }
 
 /// Loads the state file; a missing file is an empty world.
@@ -109,6 +118,14 @@ mod tests {
         assert_eq!(again.to_json().expect("serializes"), text);
         let leftovers = std::fs::read_dir(dir.path()).expect("list").count();
         assert_eq!(leftovers, 1, "no temporary file left behind");
+    }
+
+    #[test]
+    fn data_directories_sit_beside_state_files() {
+        assert_eq!(
+            data_dir(Path::new("/tmp/x/state.json")),
+            PathBuf::from("/tmp/x/state.json.data")
+        );
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! The HTTP side of the sandbox: routes each request to an emulator by its first path
 //! segment (`/container/`, `/file/`, `/storage/`) or to the control endpoints under
 //! `/_sandbox/`, and around every API request applies faults, checks the bearer token,
-//! settles finished operations, persists state and records the exchange.
+//! settles finished operations, persists state and records the exchange. It also keeps
+//! the emulated clusters' Kubernetes API servers in step with the clouds: one listener
+//! per cluster (see `k8s/server.rs`), started and stopped as clusters come and go.
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use axum::body::Bytes;
 use axum::extract::{Request, State};
@@ -20,14 +23,18 @@ use crate::gcp::error::{ApiError, Code};
 use crate::gcp::operation::OpCtx;
 use crate::gcp::Api;
 use crate::http::{parse_query, ApiRequest, ApiResponse, Body};
+use crate::k8s::processes::Processes;
+use crate::k8s::{self, controllers, ClusterState, SettleCtx};
 use crate::persist::{self, World};
-use crate::{Exchange, Timing};
+use crate::{Exchange, SandboxError, Timing};
 
 /// Uploads beyond this are refused; the sandbox keeps objects in memory.
 const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// The shared state of one running sandbox.
 pub(crate) struct App {
+    /// Handed to the Kubernetes listeners, which must not keep the sandbox alive.
+    me: Weak<App>,
     world: Mutex<Stored>,
     pub faults: Faults,
     traffic: Mutex<Vec<Exchange>>,
@@ -35,6 +42,47 @@ pub(crate) struct App {
     state_file: Option<PathBuf>,
     /// Moves the sandbox clock ahead of the wall clock (see `Sandbox::advance_clock`).
     clock_offset_ms: AtomicI64,
+    /// Where volumes and process data live (see [`DataDir`]).
+    data_dir: DataDir,
+    pub processes: Processes,
+    /// The running Kubernetes API servers, by cluster key; runtime only, never persisted.
+    listeners: Mutex<BTreeMap<String, k8s::server::Listener>>,
+}
+
+/// The sandbox's data directory: `<state file>.data/`, or a fresh temporary directory
+/// that is removed when the sandbox stops.
+#[derive(Debug)]
+pub(crate) struct DataDir {
+    pub path: PathBuf,
+    pub temporary: bool,
+}
+
+impl DataDir {
+    /// Creates the data directory for a sandbox with (or without) a state file.
+    pub(crate) fn create(state_file: Option<&Path>) -> Result<DataDir, SandboxError> {
+        let (path, temporary) = match state_file {
+            Some(file) => (persist::data_dir(file), false),
+            None => (
+                std::env::temp_dir().join(format!(
+                    "terrain-sandbox-{}-{}",
+                    std::process::id(),
+                    crate::gcp::random_hex(12)
+                )),
+                true,
+            ),
+        };
+        std::fs::create_dir_all(&path).map_err(|source| SandboxError::DataDir {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(DataDir { path, temporary })
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 struct Stored {
@@ -55,14 +103,166 @@ impl App {
         saved: String,
         timing: Timing,
         state_file: Option<PathBuf>,
-    ) -> App {
-        App {
+        data_dir: DataDir,
+    ) -> Arc<App> {
+        Arc::new_cyclic(|me| App {
+            me: me.clone(),
             world: Mutex::new(Stored { world, saved }),
             faults: Faults::default(),
             traffic: Mutex::new(Vec::new()),
             timing,
             state_file,
             clock_offset_ms: AtomicI64::new(0),
+            processes: Processes::new(data_dir.path.clone()),
+            data_dir,
+            listeners: Mutex::new(BTreeMap::new()),
+        })
+    }
+
+    fn settle_ctx(&self, now: DateTime<Utc>) -> SettleCtx<'_> {
+        SettleCtx {
+            now,
+            scale: self.timing.scale,
+            processes: &self.processes,
+            data_dir: &self.data_dir.path,
+        }
+    }
+
+    /// Makes the Kubernetes side match the clouds: every GKE cluster gets its API server
+    /// state and a running listener, its endpoint points there, and clusters that are
+    /// gone are torn down. Listeners start only inside a tokio runtime.
+    fn reconcile(&self, world: &mut World) {
+        let now = self.now();
+        let clusters = k8s::gke_clusters(world.gcp.container.kube_clusters());
+        let removed = world.kubernetes.reconcile("gke/", clusters, now);
+        let ctx = self.settle_ctx(now);
+        let mut listeners = lock(&self.listeners);
+        for (key, cluster) in removed {
+            listeners.remove(&key);
+            controllers::teardown(&cluster, &ctx);
+        }
+        if tokio::runtime::Handle::try_current().is_ok() {
+            for (key, cluster) in world.kubernetes.clusters.iter_mut() {
+                if listeners.contains_key(key) {
+                    continue;
+                }
+                // A listener that cannot start is retried on the next request; until then
+                // the cluster has no endpoint, which is what clients see.
+                if let Ok(listener) = k8s::server::start(
+                    self.me.clone(),
+                    key,
+                    &cluster.name,
+                    cluster.port,
+                    &cluster.ca_cert_pem,
+                    &cluster.ca_key_pem,
+                ) {
+                    cluster.port = listener.port;
+                    listeners.insert(key.clone(), listener);
+                }
+            }
+        }
+        for (key, cluster) in &world.kubernetes.clusters {
+            if listeners.contains_key(key) {
+                world
+                    .gcp
+                    .container
+                    .set_endpoint(key, &format!("127.0.0.1:{}", cluster.port));
+            }
+        }
+    }
+
+    /// Settles the clouds and every cluster, and persists: what `Sandbox::start` and
+    /// `/_sandbox/state` do.
+    pub(crate) fn settle_everything(&self) -> Result<(), String> {
+        let now = self.now();
+        let mut stored = lock(&self.world);
+        stored.world.gcp.settle(now);
+        self.reconcile(&mut stored.world);
+        let ctx = self.settle_ctx(now);
+        for cluster in stored.world.kubernetes.clusters.values_mut() {
+            controllers::settle(cluster, &ctx);
+        }
+        self.persist(&mut stored)
+    }
+
+    /// Runs `f` on one cluster under the state lock, after settling the clouds and the
+    /// cluster, then persists. `None` when the cluster is gone; `Some(Err)` when the
+    /// state could not be saved.
+    pub(crate) fn with_cluster<R>(
+        &self,
+        key: &str,
+        f: impl FnOnce(&mut ClusterState, &SettleCtx) -> R,
+    ) -> Option<Result<R, String>> {
+        let now = self.now();
+        let mut stored = lock(&self.world);
+        stored.world.gcp.settle(now);
+        self.reconcile(&mut stored.world);
+        let ctx = self.settle_ctx(now);
+        let result = stored
+            .world
+            .kubernetes
+            .clusters
+            .get_mut(key)
+            .map(|cluster| {
+                controllers::settle(cluster, &ctx);
+                f(cluster, &ctx)
+            });
+        let saved = self.persist(&mut stored);
+        result.map(|r| saved.map(|()| r))
+    }
+
+    /// Runs `f` on the first cluster named `name`, as [`App::with_cluster`] does.
+    pub(crate) fn with_cluster_named<R>(
+        &self,
+        name: &str,
+        f: impl FnOnce(&mut ClusterState, &SettleCtx) -> R,
+    ) -> Option<Result<R, String>> {
+        let key = lock(&self.world)
+            .world
+            .kubernetes
+            .clusters
+            .iter()
+            .find(|(_, c)| c.name == name)
+            .map(|(k, _)| k.clone())?;
+        self.with_cluster(&key, f)
+    }
+
+    /// `(key, cluster name, port, CA PEM)` of every cluster with a running API server.
+    pub(crate) fn running_clusters(&self) -> Vec<(String, String, u16, String)> {
+        let stored = lock(&self.world);
+        let listeners = lock(&self.listeners);
+        stored
+            .world
+            .kubernetes
+            .clusters
+            .iter()
+            .filter(|(k, _)| listeners.contains_key(*k))
+            .map(|(k, c)| (k.clone(), c.name.clone(), c.port, c.ca_cert_pem.clone()))
+            .collect()
+    }
+
+    /// Adds an exchange to the traffic log.
+    pub(crate) fn record(&self, exchange: Exchange) {
+        lock(&self.traffic).push(exchange);
+    }
+
+    /// Closes every Kubernetes listener and waits until their ports are free, so a
+    /// sandbox started next can take them over.
+    pub(crate) async fn close_listeners(&self) {
+        let listeners = std::mem::take(&mut *lock(&self.listeners));
+        for (_, listener) in listeners {
+            listener.close().await;
+        }
+    }
+
+    /// Stops the Kubernetes listeners and the processes behind pods, and removes a
+    /// temporary data directory; safe to call more than once.
+    pub(crate) fn stop(&self) {
+        lock(&self.listeners).clear();
+        self.processes.stop_all();
+        if self.data_dir.temporary {
+            // Best effort: a leftover temporary directory is harmless.
+            let _ = std::fs::remove_dir_all(&self.data_dir.path);
         }
     }
 
@@ -136,6 +336,7 @@ impl App {
                 faults: &self.faults,
             };
             let response = stored.world.gcp.handle(api, req, &ctx);
+            self.reconcile(&mut stored.world);
             match self.persist(&mut stored) {
                 Ok(()) => response,
                 Err(message) => ApiError::internal(message).response(api),
@@ -199,8 +400,13 @@ impl App {
                 ),
             },
             ("GET", "state") => {
-                let mut stored = lock(&self.world);
-                stored.world.gcp.settle(self.now());
+                if let Err(message) = self.settle_everything() {
+                    return (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        Some(json!({"error": message})),
+                    );
+                }
+                let stored = lock(&self.world);
                 (StatusCode::OK, serde_json::to_value(&stored.world).ok())
             }
             ("POST", "clock") => {
@@ -232,7 +438,7 @@ impl App {
     }
 }
 
-fn bearer_token_present(authorization: Option<&str>) -> bool {
+pub(crate) fn bearer_token_present(authorization: Option<&str>) -> bool {
     authorization
         .and_then(|h| h.split_once(' '))
         .is_some_and(|(scheme, token)| {
@@ -345,8 +551,14 @@ fn to_http(response: ApiResponse) -> Response {
 mod tests {
     use super::*;
 
-    fn app() -> App {
-        App::new(World::new(), String::new(), Timing::instant(), None)
+    fn app() -> Arc<App> {
+        App::new(
+            World::new(),
+            String::new(),
+            Timing::instant(),
+            None,
+            DataDir::create(None).expect("data dir"),
+        )
     }
 
     #[test]
@@ -427,5 +639,70 @@ mod tests {
             app.control(&Method::GET, "nothing", b"").0,
             StatusCode::NOT_FOUND
         );
+    }
+
+    #[test]
+    fn gke_clusters_get_a_kubernetes_api_and_lose_it_with_the_cluster() {
+        let app = app();
+        let root = "v1/projects/p/locations/us-central1/clusters";
+        let create = ApiRequest::new(
+            Method::POST,
+            root,
+            Some(json!({"cluster": {"name": "k", "initialNodeCount": 2}})),
+        );
+        assert_eq!(
+            app.serve(Api::Container, &create, Some("Bearer t")).status,
+            200
+        );
+        let key = "gke/projects/p/locations/us-central1/clusters/k";
+        let (status, state) = app.control(&Method::GET, "state", b"");
+        assert_eq!(status, StatusCode::OK);
+        let cluster = state
+            .as_ref()
+            .map(|s| s["kubernetes"]["clusters"][key].clone())
+            .unwrap_or_default();
+        assert_eq!(cluster["name"], "k");
+        assert_eq!(
+            cluster["flavor"],
+            json!({"type": "gke", "autopilot": false})
+        );
+        assert_eq!(
+            cluster["nodePools"][0]["nodeCount"], 6,
+            "two nodes in each of three zones"
+        );
+        let delete = ApiRequest::new(Method::DELETE, &format!("{root}/k"), None);
+        assert_eq!(
+            app.serve(Api::Container, &delete, Some("Bearer t")).status,
+            200
+        );
+        let (_, state) = app.control(&Method::GET, "state", b"");
+        assert_eq!(
+            state.map(|s| s["kubernetes"]["clusters"].clone()),
+            Some(json!({})),
+            "the cluster's API server state goes with it"
+        );
+    }
+
+    #[tokio::test]
+    async fn clusters_get_a_listener_inside_a_runtime() {
+        let app = app();
+        let create = ApiRequest::new(
+            Method::POST,
+            "v1/projects/p/locations/us-central1/clusters",
+            Some(json!({"cluster": {"name": "k", "initialNodeCount": 1}})),
+        );
+        app.serve(Api::Container, &create, Some("Bearer t"));
+        let running = app.running_clusters();
+        assert_eq!(running.len(), 1, "a listener runs inside a runtime");
+        let (key, name, port, _) = &running[0];
+        assert_eq!(name, "k");
+        assert_ne!(*port, 0);
+        let list = app.with_cluster(key, |cluster, _| {
+            cluster.store.list("", "namespaces", None).len()
+        });
+        assert_eq!(list, Some(Ok(4)));
+        assert!(app.with_cluster("gke/nope", |_, _| ()).is_none());
+        app.close_listeners().await;
+        assert!(app.running_clusters().is_empty());
     }
 }

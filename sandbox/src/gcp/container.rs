@@ -141,13 +141,86 @@ impl Loc<'_> {
     }
 }
 
-/// The endpoint clients reach the cluster's Kubernetes API at; one place, so it can point
-/// at the Kubernetes emulator once there is one.
-fn cluster_endpoint(_project: &str, _location: &str, _name: &str) -> String {
-    "127.0.0.1".to_string()
+/// A cluster as the Kubernetes emulator needs to know it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct KubeCluster {
+    /// `gke/projects/{p}/locations/{l}/clusters/{n}`, the cluster's selfLink path.
+    pub key: String,
+    pub name: String,
+    pub ca_cert_pem: String,
+    pub ca_key_pem: String,
+    pub autopilot: bool,
+    pub pools: Vec<KubePool>,
+}
+
+/// A node pool as the Kubernetes emulator needs to know it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct KubePool {
+    pub name: String,
+    /// The NodeConfig (machine type, spot, accelerators, taints, labels…).
+    pub config: Value,
+    /// Nodes per zone.
+    pub size: i64,
+    /// How many zones the pool spans.
+    pub zones: i64,
+    pub autoscaling: Value,
+    pub placement_policy: Value,
+}
+
+fn kube_key(project: &str, location: &str, name: &str) -> String {
+    format!("gke/projects/{project}/locations/{location}/clusters/{name}")
 }
 
 impl State {
+    /// Every cluster, with what its Kubernetes API server is built from.
+    pub(crate) fn kube_clusters(&self) -> Vec<KubeCluster> {
+        self.clusters
+            .iter()
+            .map(|c| {
+                let ca_cert_pem = base64::engine::general_purpose::STANDARD
+                    .decode(str_of(&c.cluster["masterAuth"], "clusterCaCertificate"))
+                    .ok()
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .unwrap_or_default();
+                KubeCluster {
+                    key: kube_key(&c.project, &c.location, &c.name),
+                    name: c.name.clone(),
+                    ca_cert_pem,
+                    ca_key_pem: c.ca_key_pem.clone(),
+                    autopilot: c.cluster["autopilot"]["enabled"] == Value::Bool(true),
+                    pools: c
+                        .pools
+                        .iter()
+                        .map(|p| KubePool {
+                            name: p.name.clone(),
+                            config: p.pool.get("config").cloned().unwrap_or_else(|| json!({})),
+                            size: p.size,
+                            zones: string_list(&p.pool, "locations").len().max(1) as i64,
+                            autoscaling: p.pool.get("autoscaling").cloned().unwrap_or(Value::Null),
+                            placement_policy: p
+                                .pool
+                                .get("placementPolicy")
+                                .cloned()
+                                .unwrap_or(Value::Null),
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// Points a cluster's `endpoint` at its Kubernetes API server (`127.0.0.1:PORT`); the
+    /// only place the endpoint is set.
+    pub(crate) fn set_endpoint(&mut self, key: &str, endpoint: &str) {
+        for c in &mut self.clusters {
+            if kube_key(&c.project, &c.location, &c.name) == key
+                && c.cluster["endpoint"].as_str() != Some(endpoint)
+            {
+                c.cluster["endpoint"] = json!(endpoint);
+            }
+        }
+    }
+
     pub(crate) fn handle(
         &mut self,
         req: &ApiRequest,
@@ -417,10 +490,6 @@ impl State {
             json!(format!("{SELF_LINK_ROOT}/{}", loc.cluster_path(name))),
         );
         put("zone", json!(loc.location));
-        put(
-            "endpoint",
-            json!(cluster_endpoint(loc.project, loc.location, name)),
-        );
         put("currentMasterVersion", json!(version));
         put("createTime", json!(time_secs(ctx.now)));
         put("status", json!("PROVISIONING"));
@@ -1483,6 +1552,37 @@ mod tests {
                 "autoscaling": {"enabled": true, "minNodeCount": 0, "maxNodeCount": 3}
             }]
         }})
+    }
+
+    #[test]
+    fn clusters_are_described_for_their_kubernetes_api() {
+        let mut h = Harness::default();
+        let body = json!({"cluster": {"name": "k", "nodePools": [{
+            "name": "gpu", "initialNodeCount": 2,
+            "config": {"machineType": "g2-standard-8", "spot": true},
+            "autoscaling": {"enabled": true, "maxNodeCount": 4}
+        }]}});
+        h.post(&clusters(), body).expect("create");
+        h.at(100).get(&cluster("k")).expect("running");
+        let described = h.state.kube_clusters();
+        assert_eq!(described.len(), 1);
+        let c = &described[0];
+        assert_eq!(c.key, "gke/projects/p/locations/us-central1/clusters/k");
+        assert!(c.ca_cert_pem.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(c.ca_key_pem.contains("PRIVATE KEY"));
+        assert!(!c.autopilot);
+        let p = &c.pools[0];
+        assert_eq!((p.name.as_str(), p.size, p.zones), ("gpu", 2, 3));
+        assert_eq!(p.config["spot"], true);
+        assert_eq!(p.autoscaling["maxNodeCount"], 4);
+        assert!(h.get(&cluster("k")).expect("get").get("endpoint").is_none());
+        h.state.set_endpoint(&c.key, "127.0.0.1:4443");
+        h.state
+            .set_endpoint("gke/projects/p/locations/us-central1/clusters/other", "x");
+        assert_eq!(
+            h.get(&cluster("k")).expect("get")["endpoint"],
+            "127.0.0.1:4443"
+        );
     }
 
     #[test]

@@ -1,0 +1,509 @@
+//! Turning a `cluster` reference into a Kubernetes client.
+//!
+//! A reference is either an endpoint (a GKE cluster's `kubernetes` output: `host`,
+//! `ca_certificate` as base64 of the PEM, and `auth`) or an existing kubeconfig
+//! (`kubeconfig`, optional `context`); both may say which `flavor` of cluster it is,
+//! which decides how workloads are placed. Clients are cached per cluster for the whole
+//! process and rebuilt once their bearer token is half-way through its life, so long
+//! applies keep working. Tokens never appear in messages.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+use serde_json::Value;
+
+use crate::gcp::auth::Tokens;
+use crate::gcp::config::credential_source;
+use crate::ProviderError;
+
+/// What kind of cluster a reference points at: decides node labels for spot capacity,
+/// accelerators and TPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    Gke { autopilot: bool },
+    Eks,
+    Generic,
+}
+
+impl Flavor {
+    /// `gke`, `gke autopilot`, `eks` or `generic`, for messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Flavor::Gke { autopilot: false } => "gke",
+            Flavor::Gke { autopilot: true } => "gke autopilot",
+            Flavor::Eks => "eks",
+            Flavor::Generic => "generic",
+        }
+    }
+}
+
+/// The flavor a reference declares; an endpoint with Google auth is GKE, anything
+/// undeclared is generic.
+pub fn flavor(cluster: &Value) -> Flavor {
+    let autopilot = cluster["autopilot"].as_bool().unwrap_or(false);
+    match cluster["flavor"].as_str() {
+        Some("gke") => Flavor::Gke { autopilot },
+        Some("eks") => Flavor::Eks,
+        Some(_) => Flavor::Generic,
+        None if cluster["auth"]["type"] == "google" => Flavor::Gke { autopilot },
+        None => Flavor::Generic,
+    }
+}
+
+const EXPECTED: &str = "expected a cluster reference such as \"${gke_cluster.main.kubernetes}\" or { kubeconfig = \"~/.kube/config\" }";
+const FLAVORS: &[&str] = &["gke", "eks", "generic"];
+
+/// How terrain proves who it is to an API server given by endpoint. One variant per
+/// cloud's token scheme.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Auth {
+    /// A Google OAuth access token (GKE), from the given token file or key file, else
+    /// from the environment as for the `gcp` provider.
+    Google {
+        access_token_file: Option<String>,
+        credentials: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reference {
+    Endpoint {
+        host: String,
+        ca_der: Vec<Vec<u8>>,
+        auth: Auth,
+    },
+    Kubeconfig {
+        path: String,
+        context: Option<String>,
+    },
+}
+
+/// A problem with the reference: the path inside the spec (`cluster.auth`) and why.
+type Problem = (String, String);
+
+fn problem(path: &str, message: impl Into<String>) -> Problem {
+    (path.to_string(), message.into())
+}
+
+fn optional_string(cluster: &Value, key: &str, path: &str) -> Result<Option<String>, Problem> {
+    match &cluster[key] {
+        Value::Null => Ok(None),
+        Value::String(s) if s.is_empty() => Ok(None),
+        Value::String(s) => Ok(Some(s.clone())),
+        other => Err(problem(
+            &format!("{path}.{key}"),
+            format!("expected a string, got {other}"),
+        )),
+    }
+}
+
+/// Checks a reference offline; the error is the path of the problem and a message.
+pub fn check(cluster: &Value) -> Result<(), (String, String)> {
+    parse(cluster).map(|_| ())
+}
+
+fn parse(cluster: &Value) -> Result<Reference, Problem> {
+    if !cluster.is_object() {
+        return Err(problem("cluster", EXPECTED));
+    }
+    match cluster.get("flavor") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(f)) if FLAVORS.contains(&f.as_str()) => {}
+        Some(other) => {
+            return Err(problem(
+                "cluster.flavor",
+                format!("expected one of gke, eks, generic, got {other}"),
+            ))
+        }
+    }
+    match cluster.get("autopilot") {
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+        Some(Value::Bool(true)) if !matches!(flavor(cluster), Flavor::Gke { .. }) => {
+            return Err(problem(
+                "cluster.autopilot",
+                "autopilot clusters are GKE clusters: set flavor = \"gke\"",
+            ));
+        }
+        Some(Value::Bool(true)) => {}
+        Some(other) => {
+            return Err(problem(
+                "cluster.autopilot",
+                format!("expected a boolean, got {other}"),
+            ))
+        }
+    }
+    if let Some(path) = optional_string(cluster, "kubeconfig", "cluster")? {
+        if cluster.get("host").is_some() {
+            return Err(problem(
+                "cluster",
+                "give either `kubeconfig` or `host`, not both",
+            ));
+        }
+        let context = optional_string(cluster, "context", "cluster")?;
+        return Ok(Reference::Kubeconfig { path, context });
+    }
+    let Some(host) = optional_string(cluster, "host", "cluster")? else {
+        return Err(problem("cluster", EXPECTED));
+    };
+    let host = if host.contains("://") {
+        host
+    } else {
+        format!("https://{host}")
+    };
+    if !(host.starts_with("https://") || host.starts_with("http://")) || kube_url(&host).is_none() {
+        return Err(problem(
+            "cluster.host",
+            format!("{host:?} is not an https URL of an API server"),
+        ));
+    }
+    let ca = optional_string(cluster, "ca_certificate", "cluster")?.ok_or_else(|| {
+        problem(
+            "cluster.ca_certificate",
+            "missing: the base64-encoded PEM of the cluster's CA certificate",
+        )
+    })?;
+    let ca_der = ca_certificates(&ca).map_err(|m| problem("cluster.ca_certificate", m))?;
+    let auth = &cluster["auth"];
+    let auth = match auth["type"].as_str() {
+        Some("google") => Auth::Google {
+            access_token_file: optional_string(auth, "access_token_file", "cluster.auth")?,
+            credentials: optional_string(auth, "credentials", "cluster.auth")?,
+        },
+        Some(other) => {
+            return Err(problem(
+                "cluster.auth.type",
+                format!("{other:?} is not a supported auth type; expected \"google\""),
+            ))
+        }
+        None => {
+            return Err(problem(
+                "cluster.auth",
+                "missing: expected { type = \"google\" }",
+            ))
+        }
+    };
+    Ok(Reference::Endpoint { host, ca_der, auth })
+}
+
+fn kube_url(host: &str) -> Option<kube::Config> {
+    host.parse().ok().map(kube::Config::new)
+}
+
+/// The DER certificates in a base64-encoded PEM (or in the PEM itself).
+fn ca_certificates(text: &str) -> Result<Vec<Vec<u8>>, String> {
+    let pem = if text.trim_start().starts_with("-----BEGIN") {
+        text.as_bytes().to_vec()
+    } else {
+        base64::engine::general_purpose::STANDARD
+            .decode(text.trim())
+            .map_err(|e| format!("not base64: {e}"))?
+    };
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .map(|c| c.map(|c| c.to_vec()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("not a PEM certificate: {e}"))?;
+    if certs.is_empty() {
+        return Err("holds no PEM certificate".into());
+    }
+    Ok(certs)
+}
+
+/// Expands a leading `~/` to the home directory.
+fn expand_home(path: &str) -> String {
+    match (path.strip_prefix("~/"), std::env::var("HOME")) {
+        (Some(rest), Ok(home)) if !home.is_empty() => {
+            format!("{}/{rest}", home.trim_end_matches('/'))
+        }
+        _ => path.to_string(),
+    }
+}
+
+/// GKE tokens live an hour: rebuilding at half-life leaves every request a valid one.
+const MAX_CLIENT_AGE: Duration = Duration::from_secs(30 * 60);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// Generous, because waits poll and log streams idle; a stalled server still fails.
+const READ_TIMEOUT: Duration = Duration::from_secs(120);
+const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+
+struct Cached {
+    client: kube::Client,
+    built: Instant,
+}
+
+fn clients() -> &'static Mutex<HashMap<String, Cached>> {
+    static CLIENTS: OnceLock<Mutex<HashMap<String, Cached>>> = OnceLock::new();
+    CLIENTS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+impl Reference {
+    /// The cache key: what identifies the server and the identity used on it.
+    fn key(&self) -> String {
+        match self {
+            Reference::Endpoint { host, ca_der, auth } => format!("{host} {auth:?} {ca_der:?}"),
+            Reference::Kubeconfig { path, context } => format!("kubeconfig {path} {context:?}"),
+        }
+    }
+
+    async fn config(&self) -> Result<kube::Config, ProviderError> {
+        let mut config = match self {
+            Reference::Endpoint { host, ca_der, auth } => {
+                let mut config = kube_url(host).ok_or_else(|| {
+                    ProviderError::Config(format!("cluster.host: {host:?} is not a URL"))
+                })?;
+                config.root_cert = Some(ca_der.clone());
+                let token = match auth {
+                    Auth::Google {
+                        access_token_file,
+                        credentials,
+                    } => {
+                        let source = credential_source(
+                            access_token_file.clone(),
+                            credentials.clone(),
+                            &|name| std::env::var(name).ok(),
+                        );
+                        Tokens::new(source).token().await?
+                    }
+                };
+                config.auth_info.token = Some(token.into());
+                config
+            }
+            Reference::Kubeconfig { path, context } => {
+                let file = expand_home(path);
+                let kubeconfig = Kubeconfig::read_from(&file).map_err(|e| {
+                    ProviderError::Config(format!("cluster: cannot read kubeconfig {file}: {e}"))
+                })?;
+                let options = KubeConfigOptions {
+                    context: context.clone(),
+                    ..KubeConfigOptions::default()
+                };
+                kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                    .await
+                    .map_err(|e| {
+                        ProviderError::Config(format!("cluster: kubeconfig {file}: {e}"))
+                    })?
+            }
+        };
+        config.connect_timeout = Some(CONNECT_TIMEOUT);
+        config.read_timeout = Some(READ_TIMEOUT);
+        config.write_timeout = Some(WRITE_TIMEOUT);
+        Ok(config)
+    }
+}
+
+/// A client for the cluster `cluster` refers to, cached per cluster and rebuilt when
+/// its token is 30 minutes old.
+///
+/// Fails with `Config` when the reference is malformed, the kubeconfig cannot be read
+/// or no credentials are found; with `Api` (`kubernetes connect`) when the client
+/// cannot be built.
+pub async fn client(cluster: &Value) -> Result<kube::Client, ProviderError> {
+    let reference = parse(cluster)
+        .map_err(|(path, message)| ProviderError::Config(format!("{path}: {message}")))?;
+    let key = reference.key();
+    {
+        let cache = clients().lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(c) = cache
+            .get(&key)
+            .filter(|c| c.built.elapsed() < MAX_CLIENT_AGE)
+        {
+            return Ok(c.client.clone());
+        }
+    }
+    let config = reference.config().await?;
+    // Both ring and aws-lc-rs are compiled in, so rustls cannot pick a provider by
+    // itself; installing fails harmlessly when one is already installed.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let client = kube::Client::try_from(config)
+        .map_err(|e| ProviderError::api("kubernetes connect", 0, "", e.to_string()))?;
+    clients()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(
+            key,
+            Cached {
+                client: client.clone(),
+                built: Instant::now(),
+            },
+        );
+    Ok(client)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A self-signed CA certificate (GKE reports its PEM base64-encoded).
+    pub(crate) const CA_PEM: &str = "-----BEGIN CERTIFICATE-----
+MIIBizCCATGgAwIBAgIUPsKioPLVfJocIyTRISagD+8bClcwCgYIKoZIzj0EAwIw
+GjEYMBYGA1UEAwwPdGVycmFpbi10ZXN0LWNhMCAXDTI2MTEyMTAyNDI0M1oYDzIx
+MjYxMDI4MDI0MjQzWjAaMRgwFgYDVQQDDA90ZXJyYWluLXRlc3QtY2EwWTATBgcq
+hkjOPQIBBggqhkjOPQMBBwNCAATMRq/3OtgfG+EKH2POOo877PVwf516HPIethLr
+pYmIv1mugzr4YQhosWIVaAlrp7t7vuvtjfTx8cAWhgznFFRoo1MwUTAdBgNVHQ4E
+FgQUJTKd3IT/5776zB+NDBoZJzXp378wHwYDVR0jBBgwFoAUJTKd3IT/5776zB+N
+DBoZJzXp378wDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNIADBFAiEA0Jq9
+j91E+rt0L6rpsimQwo2kBbIMrnjSou/TqIMfE1QCIBLzpfn/4Tw6iht+LynHoZOP
+441Pnf9qdk/jqsa3gYJV
+-----END CERTIFICATE-----
+";
+
+    pub(crate) fn gke_reference() -> Value {
+        json!({
+            "host": "https://127.0.0.1:34567",
+            "ca_certificate": base64::engine::general_purpose::STANDARD.encode(CA_PEM),
+            "auth": {"type": "google", "access_token_file": "/tmp/token"},
+            "flavor": "gke",
+            "autopilot": true,
+            "name": "batch",
+            "location": "us-central1",
+            "project": "p",
+        })
+    }
+
+    #[test]
+    fn flavors_follow_the_reference() {
+        let cases = [
+            (gke_reference(), Flavor::Gke { autopilot: true }),
+            (json!({"kubeconfig": "k", "flavor": "eks"}), Flavor::Eks),
+            (json!({"kubeconfig": "k"}), Flavor::Generic),
+            (
+                json!({"kubeconfig": "k", "flavor": "gke"}),
+                Flavor::Gke { autopilot: false },
+            ),
+            (
+                json!({"host": "h", "auth": {"type": "google"}}),
+                Flavor::Gke { autopilot: false },
+            ),
+            (json!("${gke_cluster.x.kubernetes}"), Flavor::Generic),
+        ];
+        for (reference, want) in cases {
+            assert_eq!(flavor(&reference), want, "{reference}");
+        }
+    }
+
+    #[test]
+    fn references_parse() {
+        let endpoint = parse(&gke_reference()).expect("valid");
+        match endpoint {
+            Reference::Endpoint { host, ca_der, auth } => {
+                assert_eq!(host, "https://127.0.0.1:34567");
+                assert_eq!(ca_der.len(), 1);
+                assert_eq!(
+                    auth,
+                    Auth::Google {
+                        access_token_file: Some("/tmp/token".into()),
+                        credentials: None
+                    }
+                );
+            }
+            other => panic!("expected an endpoint, got {other:?}"),
+        }
+        let mut bare = gke_reference();
+        bare["host"] = json!("34.1.2.3");
+        assert!(
+            matches!(parse(&bare), Ok(Reference::Endpoint { host, .. }) if host == "https://34.1.2.3")
+        );
+        let mut pem = gke_reference();
+        pem["ca_certificate"] = json!(CA_PEM);
+        assert!(parse(&pem).is_ok(), "a plain PEM is accepted too");
+        assert_eq!(
+            parse(&json!({"kubeconfig": "~/.kube/config", "context": "kind-x"})),
+            Ok(Reference::Kubeconfig {
+                path: "~/.kube/config".into(),
+                context: Some("kind-x".into())
+            })
+        );
+    }
+
+    #[test]
+    fn malformed_references_say_what_to_write() {
+        let with = |key: &str, value: Value| {
+            let mut r = gke_reference();
+            r[key] = value;
+            r
+        };
+        let cases = [
+            (json!("batch"), "cluster", "expected a cluster reference such as \"${gke_cluster.main.kubernetes}\" or { kubeconfig = \"~/.kube/config\" }"),
+            (json!({}), "cluster", "expected a cluster reference"),
+            (json!({"kubeconfig": 3}), "cluster.kubeconfig", "expected a string"),
+            (json!({"kubeconfig": "k", "flavor": "aks"}), "cluster.flavor", "expected one of gke, eks, generic"),
+            (json!({"kubeconfig": "k", "autopilot": true}), "cluster.autopilot", "set flavor = \"gke\""),
+            (json!({"kubeconfig": "k", "host": "h"}), "cluster", "not both"),
+            (with("ca_certificate", json!("%%%")), "cluster.ca_certificate", "not base64"),
+            (with("ca_certificate", json!("aGVsbG8=")), "cluster.ca_certificate", "holds no PEM certificate"),
+            (with("ca_certificate", Value::Null), "cluster.ca_certificate", "missing"),
+            (with("auth", Value::Null), "cluster.auth", "expected { type = \"google\" }"),
+            (with("auth", json!({"type": "aws"})), "cluster.auth.type", "not a supported auth type"),
+            (with("host", json!("ftp://x")), "cluster.host", "not an https URL"),
+        ];
+        for (reference, path, message) in cases {
+            let (got_path, got) = check(&reference).expect_err(&reference.to_string());
+            assert_eq!(got_path, path, "{reference}");
+            assert!(got.contains(message), "{reference}: {got}");
+        }
+    }
+
+    #[test]
+    fn home_is_expanded() {
+        let home = std::env::var("HOME").unwrap_or_default();
+        if home.is_empty() {
+            assert_eq!(expand_home("~/x"), "~/x");
+        } else {
+            assert_eq!(
+                expand_home("~/x"),
+                format!("{}/x", home.trim_end_matches('/'))
+            );
+        }
+        assert_eq!(expand_home("/etc/k"), "/etc/k");
+    }
+
+    #[tokio::test]
+    async fn unreadable_kubeconfig_is_a_config_error() {
+        let Err(e) = client(&json!({"kubeconfig": "/nonexistent/terrain/kubeconfig"})).await else {
+            panic!("a missing kubeconfig must fail");
+        };
+        assert!(matches!(e, ProviderError::Config(_)), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("cluster: cannot read kubeconfig /nonexistent/terrain/kubeconfig"),
+            "{e}"
+        );
+    }
+
+    #[tokio::test]
+    async fn clients_are_cached_per_cluster() -> Result<(), ProviderError> {
+        let dir = tempfile::tempdir().map_err(|e| ProviderError::io("tempdir", "", e))?;
+        let token = dir.path().join("token");
+        std::fs::write(&token, "secret-token\n")
+            .map_err(|e| ProviderError::io("write", "token", e))?;
+        let mut reference = gke_reference();
+        reference["auth"]["access_token_file"] = json!(token.to_string_lossy());
+        reference["host"] = json!("https://127.0.0.1:1");
+        client(&reference).await?;
+        let key = parse(&reference).expect("valid").key();
+        assert!(
+            !key.contains("secret-token"),
+            "the cache key holds no token"
+        );
+        let built = clients()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .map(|c| c.built)
+            .expect("cached");
+        client(&reference).await?;
+        let again = clients()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .map(|c| c.built)
+            .expect("cached");
+        assert_eq!(built, again, "the second call reuses the client");
+        Ok(())
+    }
+}

@@ -1,0 +1,1659 @@
+//! The `kubernetes_job` kind: a batch/v1 Job running one container to completion,
+//! placed on spot, GPU or TPU capacity or a given node pool, with secrets kept in a
+//! Secret of its own. The pod template is immutable, so changing anything in it
+//! replaces the Job; parallelism, retries, deadlines and the Job's own labels and
+//! annotations update in place.
+//!
+//! Id: `batch/v1/Job/<namespace>/<name>`, followed by `,v1/Secret/<namespace>/<name>-env`
+//! when the Job has `secret_env`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine;
+use futures::{AsyncBufReadExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::LogParams;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::connect::flavor;
+use super::placement::{placement, Intent, Placement, Tpu};
+use super::{
+    apply, check_cluster, check_dns_label, check_dns_subdomain, check_labels, check_qualified_name,
+    cluster_field, connect, id_of, marked, needs_cluster, ownership, parse_id, refuse_strangers,
+    string_map, user_entries, with_managed_label, ObjectRef, Ownership, Resources,
+};
+use crate::local::duration::parse_duration;
+use crate::protocol::{is_unknown, UNKNOWN};
+use crate::{Ctx, Field, Health, Invalid, Kind, LineSink, Live, ProviderError, Schema, Type};
+
+/// The kind `kubernetes_job`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Job;
+
+/// A claim mounted into the Job's container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimMount {
+    pub claim: String,
+    pub mount_path: String,
+    #[serde(default)]
+    pub read_only: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sub_path: Option<String>,
+}
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+fn one() -> i64 {
+    1
+}
+
+fn six() -> i64 {
+    6
+}
+
+fn on_failure() -> String {
+    "OnFailure".into()
+}
+
+fn created() -> String {
+    "created".into()
+}
+
+fn thirty_minutes() -> String {
+    "30m".into()
+}
+
+/// What a stack writes for a `kubernetes_job`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    pub cluster: Value,
+    pub name: String,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    pub image: String,
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Kept in the Secret `<name>-env`, which the container reads with `envFrom`.
+    #[serde(default)]
+    pub secret_env: BTreeMap<String, String>,
+    #[serde(default = "one")]
+    pub parallelism: i64,
+    #[serde(default = "one")]
+    pub completions: i64,
+    /// The Job's backoffLimit.
+    #[serde(default = "six")]
+    pub retries: i64,
+    #[serde(default = "on_failure")]
+    pub restart_policy: String,
+    pub ttl_seconds_after_finished: Option<i64>,
+    pub active_deadline_seconds: Option<i64>,
+    #[serde(default)]
+    pub volumes: Vec<ClaimMount>,
+    #[serde(default)]
+    pub spot: bool,
+    #[serde(default)]
+    pub gpus: i64,
+    pub gpu_type: Option<String>,
+    pub tpu: Option<Tpu>,
+    /// A node pool's `placement` output.
+    pub node_pool: Option<Value>,
+    pub resources: Option<Resources>,
+    /// On the Job itself (in place).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// On the Job itself (in place).
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
+    /// On the pod template (replaces the Job).
+    #[serde(default)]
+    pub pod_labels: BTreeMap<String, String>,
+    /// On the pod template (replaces the Job).
+    #[serde(default)]
+    pub pod_annotations: BTreeMap<String, String>,
+    /// `created` (return once applied) or `complete` (follow the Job to its end).
+    #[serde(default = "created")]
+    pub wait: String,
+    #[serde(default = "thirty_minutes")]
+    pub wait_timeout: String,
+}
+
+impl Spec {
+    fn secret_name(&self) -> String {
+        format!("{}-env", self.name)
+    }
+
+    fn job_ref(&self) -> ObjectRef {
+        ObjectRef::new("batch/v1", "Job", Some(&self.namespace), &self.name)
+    }
+
+    fn refs(&self) -> Vec<ObjectRef> {
+        let mut refs = vec![self.job_ref()];
+        if !self.secret_env.is_empty() {
+            refs.push(ObjectRef::new(
+                "v1",
+                "Secret",
+                Some(&self.namespace),
+                &self.secret_name(),
+            ));
+        }
+        refs
+    }
+
+    fn intent(&self) -> Intent {
+        Intent {
+            spot: self.spot,
+            gpus: self.gpus,
+            gpu_type: self.gpu_type.clone(),
+            tpu: self.tpu.clone(),
+            node_pool: self.node_pool.clone(),
+        }
+    }
+
+    /// Whether placement must wait for values known only after apply (the cluster's
+    /// flavor, the node pool).
+    fn placement_unknown(&self) -> bool {
+        let intent = self.intent();
+        let needs_flavor = intent.spot || intent.gpus > 0 || intent.tpu.is_some();
+        (needs_flavor && is_unknown(&self.cluster))
+            || self.node_pool.as_ref().is_some_and(is_unknown)
+    }
+
+    fn timeout(&self) -> Duration {
+        parse_duration(&self.wait_timeout).unwrap_or(Duration::from_secs(30 * 60))
+    }
+}
+
+/// What `kubernetes_job` reports after apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outputs {
+    pub job_name: String,
+    pub namespace: String,
+    pub uid: String,
+    /// Active, Complete or Failed.
+    pub status: String,
+    pub succeeded: i64,
+    pub failed: i64,
+}
+
+const RESTART_POLICIES: &[&str] = &["OnFailure", "Never"];
+const WAITS: &[&str] = &["created", "complete"];
+const ID_SHAPE: &str = "batch/v1/Job/NAMESPACE/NAME[,v1/Secret/NAMESPACE/NAME-env]";
+/// Labels the Job controller puts on its pods; not the stack's.
+const CONTROLLER_LABELS: &[&str] = &[
+    "batch.kubernetes.io/controller-uid",
+    "batch.kubernetes.io/job-name",
+    "controller-uid",
+    "job-name",
+];
+const JOB_NAME_LABEL: &str = "batch.kubernetes.io/job-name";
+const DELETE_TIMEOUT: Duration = Duration::from_secs(5 * 60);
+/// How many of a failed pod's last log lines a failure shows.
+const FAILURE_LOG_LINES: i64 = 20;
+
+/// A volume name (a DNS-1123 label) for a claim.
+fn volume_name(claim: &str, taken: &BTreeSet<String>) -> String {
+    let base: String = claim
+        .replace('.', "-")
+        .chars()
+        .take(56)
+        .collect::<String>()
+        .trim_end_matches('-')
+        .to_string();
+    let base = if base.is_empty() {
+        "data".to_string()
+    } else {
+        base
+    };
+    let mut name = base.clone();
+    let mut n = 1;
+    while taken.contains(&name) {
+        n += 1;
+        name = format!("{base}-{n}");
+    }
+    name
+}
+
+/// The pod's volumes and the container's mounts, one volume per distinct claim.
+fn volumes(mounts: &[ClaimMount]) -> (Vec<Value>, Vec<Value>) {
+    let mut names: BTreeMap<&str, String> = BTreeMap::new();
+    let mut taken = BTreeSet::new();
+    let mut pod_volumes = Vec::new();
+    let mut container_mounts = Vec::new();
+    for m in mounts {
+        let name = names
+            .entry(m.claim.as_str())
+            .or_insert_with(|| {
+                let name = volume_name(&m.claim, &taken);
+                taken.insert(name.clone());
+                pod_volumes
+                    .push(json!({"name": name, "persistentVolumeClaim": {"claimName": m.claim}}));
+                name
+            })
+            .clone();
+        let mut mount = json!({"name": name, "mountPath": m.mount_path});
+        if m.read_only {
+            mount["readOnly"] = json!(true);
+        }
+        if let Some(sub) = &m.sub_path {
+            mount["subPath"] = json!(sub);
+        }
+        container_mounts.push(mount);
+    }
+    (pod_volumes, container_mounts)
+}
+
+/// The placement, or the unknown marker where it waits on values known after apply.
+fn resolved_placement(spec: &Spec) -> Result<Option<Placement>, ProviderError> {
+    if spec.placement_unknown() {
+        return Ok(None);
+    }
+    placement(&flavor(&spec.cluster), &spec.intent())
+        .map(Some)
+        .map_err(|m| ProviderError::Unsupported(format!("{}: placement: {m}", Job::KIND)))
+}
+
+/// The Job (and its Secret, when it has secret env), as applied (without the address
+/// annotation).
+pub fn objects(spec: &Spec) -> Result<Vec<Value>, ProviderError> {
+    let placement = resolved_placement(spec)?;
+    let mut container = json!({"name": spec.name, "image": spec.image});
+    if !spec.command.is_empty() {
+        container["command"] = json!(spec.command);
+    }
+    if !spec.args.is_empty() {
+        container["args"] = json!(spec.args);
+    }
+    if !spec.env.is_empty() {
+        container["env"] = Value::Array(
+            spec.env
+                .iter()
+                .map(|(k, v)| json!({"name": k, "value": v}))
+                .collect(),
+        );
+    }
+    if !spec.secret_env.is_empty() {
+        container["envFrom"] = json!([{"secretRef": {"name": spec.secret_name()}}]);
+    }
+    let limits = placement
+        .as_ref()
+        .map(|p| p.limits.clone())
+        .unwrap_or_default();
+    if let Some(resources) = Resources::container(spec.resources.as_ref(), &limits) {
+        container["resources"] = resources;
+    }
+    let (pod_volumes, mounts) = volumes(&spec.volumes);
+    if !mounts.is_empty() {
+        container["volumeMounts"] = Value::Array(mounts);
+    }
+    let mut pod = json!({"restartPolicy": spec.restart_policy, "containers": [container]});
+    if !pod_volumes.is_empty() {
+        pod["volumes"] = Value::Array(pod_volumes);
+    }
+    match &placement {
+        Some(p) => {
+            if !p.node_selector.is_empty() {
+                pod["nodeSelector"] = string_map(&p.node_selector);
+            }
+            if !p.tolerations.is_empty() {
+                pod["tolerations"] = Value::Array(p.tolerations.clone());
+            }
+        }
+        None => {
+            pod["nodeSelector"] = json!(UNKNOWN);
+            pod["tolerations"] = json!(UNKNOWN);
+        }
+    }
+    let mut template = json!({"spec": pod});
+    if !spec.pod_labels.is_empty() {
+        template["metadata"]["labels"] = string_map(&spec.pod_labels);
+    }
+    if !spec.pod_annotations.is_empty() {
+        template["metadata"]["annotations"] = string_map(&spec.pod_annotations);
+    }
+    let mut job_spec = json!({
+        "parallelism": spec.parallelism,
+        "completions": spec.completions,
+        "backoffLimit": spec.retries,
+        "template": template,
+    });
+    if let Some(ttl) = spec.ttl_seconds_after_finished {
+        job_spec["ttlSecondsAfterFinished"] = json!(ttl);
+    }
+    if let Some(deadline) = spec.active_deadline_seconds {
+        job_spec["activeDeadlineSeconds"] = json!(deadline);
+    }
+    let mut metadata = json!({"name": spec.name, "namespace": spec.namespace, "labels": with_managed_label(&spec.labels)});
+    if !spec.annotations.is_empty() {
+        metadata["annotations"] = string_map(&spec.annotations);
+    }
+    let mut out = vec![
+        json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}),
+    ];
+    if !spec.secret_env.is_empty() {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let data: serde_json::Map<String, Value> = spec
+            .secret_env
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(b64.encode(v))))
+            .collect();
+        out.push(json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": spec.secret_name(), "namespace": spec.namespace, "labels": with_managed_label(&BTreeMap::new())},
+            "type": "Opaque",
+            "data": data,
+        }));
+    }
+    Ok(out)
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The secret env a live Secret holds.
+fn secret_env_of(secret: Option<&Value>) -> BTreeMap<String, String> {
+    let b64 = base64::engine::general_purpose::STANDARD;
+    secret
+        .and_then(|s| s["data"].as_object())
+        .map(|data| {
+            data.iter()
+                .map(|(k, v)| {
+                    let decoded = v
+                        .as_str()
+                        .and_then(|t| b64.decode(t).ok())
+                        .and_then(|b| String::from_utf8(b).ok())
+                        .unwrap_or_default();
+                    (k.clone(), decoded)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The spec a live Job (and Secret) show. Placement and waiting come from `prior`: the
+/// pod template cannot change in place, and waiting is terrain's own behaviour.
+fn spec_of(job: &Value, secret: Option<&Value>, prior: &Spec) -> Spec {
+    let s = &job["spec"];
+    let pod = &s["template"]["spec"];
+    let container = &pod["containers"][0];
+    let claims: BTreeMap<&str, &str> = pod["volumes"]
+        .as_array()
+        .map(|vs| {
+            vs.iter()
+                .filter_map(|v| {
+                    Some((
+                        v["name"].as_str()?,
+                        v["persistentVolumeClaim"]["claimName"].as_str()?,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let volumes = container["volumeMounts"]
+        .as_array()
+        .map(|ms| {
+            ms.iter()
+                .filter_map(|m| {
+                    Some(ClaimMount {
+                        claim: claims.get(m["name"].as_str()?)?.to_string(),
+                        mount_path: m["mountPath"].as_str()?.to_string(),
+                        read_only: m["readOnly"].as_bool().unwrap_or(false),
+                        sub_path: m["subPath"]
+                            .as_str()
+                            .filter(|p| !p.is_empty())
+                            .map(str::to_string),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let env = container["env"]
+        .as_array()
+        .map(|es| {
+            es.iter()
+                .filter_map(|e| {
+                    Some((
+                        e["name"].as_str()?.to_string(),
+                        e["value"].as_str().unwrap_or_default().to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut pod_labels = user_entries(&s["template"]["metadata"]["labels"], &prior.pod_labels);
+    pod_labels.retain(|k, _| !CONTROLLER_LABELS.contains(&k.as_str()));
+    let mut labels = user_entries(&job["metadata"]["labels"], &prior.labels);
+    labels.retain(|k, _| !CONTROLLER_LABELS.contains(&k.as_str()));
+    Spec {
+        cluster: prior.cluster.clone(),
+        name: job["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        namespace: job["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string(),
+        image: container["image"].as_str().unwrap_or_default().to_string(),
+        command: strings(&container["command"]),
+        args: strings(&container["args"]),
+        env,
+        secret_env: secret_env_of(secret),
+        parallelism: s["parallelism"].as_i64().unwrap_or(1),
+        completions: s["completions"].as_i64().unwrap_or(1),
+        retries: s["backoffLimit"].as_i64().unwrap_or(6),
+        restart_policy: pod["restartPolicy"]
+            .as_str()
+            .unwrap_or("OnFailure")
+            .to_string(),
+        ttl_seconds_after_finished: s["ttlSecondsAfterFinished"].as_i64(),
+        active_deadline_seconds: s["activeDeadlineSeconds"].as_i64(),
+        volumes,
+        spot: prior.spot,
+        gpus: prior.gpus,
+        gpu_type: prior.gpu_type.clone(),
+        tpu: prior.tpu.clone(),
+        node_pool: prior.node_pool.clone(),
+        resources: Resources::from_live(&container["resources"], prior.resources.as_ref()),
+        labels,
+        annotations: user_entries(&job["metadata"]["annotations"], &prior.annotations),
+        pod_labels,
+        pod_annotations: user_entries(
+            &s["template"]["metadata"]["annotations"],
+            &prior.pod_annotations,
+        ),
+        wait: prior.wait.clone(),
+        wait_timeout: prior.wait_timeout.clone(),
+    }
+}
+
+fn status_of(job: &Value) -> &'static str {
+    match apply::job_finished(job) {
+        Ok(true) => "Complete",
+        Ok(false) => "Active",
+        Err(_) => "Failed",
+    }
+}
+
+fn outputs_of(job: &Value) -> Outputs {
+    let status = &job["status"];
+    Outputs {
+        job_name: job["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        namespace: job["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        uid: job["metadata"]["uid"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        status: status_of(job).to_string(),
+        succeeded: status["succeeded"].as_i64().unwrap_or(0),
+        failed: status["failed"].as_i64().unwrap_or(0),
+    }
+}
+
+/// `Complete (1/1 succeeded)`, `Running (1 active)`, `Failed: BackoffLimitExceeded`.
+fn health_line(job: &Value) -> String {
+    let status = &job["status"];
+    let count = |key: &str| status[key].as_i64().unwrap_or(0);
+    match apply::job_finished(job) {
+        Ok(true) => format!(
+            "Complete ({}/{} succeeded)",
+            count("succeeded"),
+            job["spec"]["completions"].as_i64().unwrap_or(1)
+        ),
+        Ok(false) => format!("Running ({} active)", count("active")),
+        Err(reason) => format!("Failed: {}", reason.split(':').next().unwrap_or("Failed")),
+    }
+}
+
+/// Progress while following a Job: `running: 1 active, 0 succeeded`.
+fn progress_line(job: &Value) -> String {
+    let status = &job["status"];
+    let count = |key: &str| status[key].as_i64().unwrap_or(0);
+    let mut line = format!(
+        "running: {} active, {} succeeded",
+        count("active"),
+        count("succeeded")
+    );
+    if count("failed") > 0 {
+        line.push_str(&format!(", {} failed", count("failed")));
+    }
+    line
+}
+
+fn pods_api(client: &kube::Client, namespace: &str) -> kube::Api<Pod> {
+    kube::Api::namespaced(client.clone(), namespace)
+}
+
+/// The Job's pods, oldest first.
+async fn job_pods(
+    client: &kube::Client,
+    spec_namespace: &str,
+    job: &str,
+) -> Result<Vec<Value>, ProviderError> {
+    let mut pods = apply::list(
+        client,
+        "v1",
+        "Pod",
+        Some(spec_namespace),
+        &format!("{JOB_NAME_LABEL}={job}"),
+    )
+    .await?;
+    pods.sort_by(|a, b| {
+        a["metadata"]["creationTimestamp"]
+            .as_str()
+            .cmp(&b["metadata"]["creationTimestamp"].as_str())
+    });
+    Ok(pods)
+}
+
+/// The last log lines of the Job's most recent failed pod (else its most recent pod),
+/// for a failure message; empty when there are none to show.
+async fn failure_logs(client: &kube::Client, namespace: &str, job: &str) -> String {
+    let Ok(pods) = job_pods(client, namespace, job).await else {
+        return String::new();
+    };
+    let failed_container = |p: &&Value| {
+        p["status"]["phase"] == "Failed"
+            || p["status"]["containerStatuses"]
+                .as_array()
+                .is_some_and(|cs| {
+                    cs.iter().any(|c| {
+                        c["lastState"]["terminated"]["exitCode"]
+                            .as_i64()
+                            .is_some_and(|code| code != 0)
+                    })
+                })
+    };
+    let Some(pod) = pods.iter().rev().find(failed_container).or(pods.last()) else {
+        return String::new();
+    };
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let api = pods_api(client, namespace);
+    let tail = |previous: bool| LogParams {
+        tail_lines: Some(FAILURE_LOG_LINES),
+        previous,
+        ..LogParams::default()
+    };
+    // With restartPolicy OnFailure the failed run is the container's previous one.
+    let mut text = api.logs(name, &tail(false)).await.unwrap_or_default();
+    if text.trim().is_empty() {
+        text = api.logs(name, &tail(true)).await.unwrap_or_default();
+    }
+    if text.trim().is_empty() {
+        return String::new();
+    }
+    format!("\nlast log lines of pod {name}:\n{}", text.trim_end())
+}
+
+async fn apply_and_wait(ctx: &Ctx, spec: &Spec, create: bool) -> Result<Live<Job>, ProviderError> {
+    let client = connect::client(&spec.cluster).await?;
+    let objects = marked(objects(spec)?, &ctx.address);
+    if create {
+        refuse_strangers(&client, &objects, Job::KIND, &ctx.address).await?;
+    }
+    // The Secret first, so the Job's pods find it when they start. The stack is the
+    // source of truth for every field terrain sets, so fields taken over by hand
+    // (`kubectl edit`) are taken back.
+    let ordered: Vec<Value> = objects.iter().rev().cloned().collect();
+    let applied = apply::apply_all(&client, &ordered, true).await?;
+    let mut job = applied.last().map(|a| a.object.clone()).unwrap_or_default();
+    if spec.wait == "complete" {
+        let what = format!("Job {}/{} to complete", spec.namespace, spec.name);
+        let progress = apply::Progress::new(ctx);
+        let waited = apply::wait_until(
+            &client,
+            "batch/v1",
+            "Job",
+            Some(&spec.namespace),
+            &spec.name,
+            ctx,
+            spec.timeout(),
+            &what,
+            |j| {
+                let finished = apply::job_finished(j);
+                if finished == Ok(false) {
+                    progress.report(&progress_line(j));
+                }
+                finished
+            },
+        )
+        .await;
+        job = match waited {
+            Ok(j) => j,
+            Err(ProviderError::Failed { call, message }) => {
+                let logs = failure_logs(&client, &spec.namespace, &spec.name).await;
+                return Err(ProviderError::Failed {
+                    call,
+                    message: format!("{message}{logs}"),
+                });
+            }
+            Err(e) => return Err(e),
+        };
+    }
+    let secret = match spec.secret_env.is_empty() {
+        true => None,
+        false => applied.first().map(|a| a.object.clone()),
+    };
+    Ok(Live {
+        id: id_of(&spec.refs()),
+        spec: spec_of(&job, secret.as_ref(), spec),
+        outputs: outputs_of(&job),
+    })
+}
+
+/// Streams one pod's log lines into `sink`, prefixed with the pod's name when the Job
+/// has several pods. A follow that the connection cuts short is resumed, skipping the
+/// lines already sent (logs are append-only).
+async fn stream_pod(
+    api: kube::Api<Pod>,
+    pod: String,
+    prefix: bool,
+    follow: bool,
+    sink: LineSink,
+) -> Result<(), ProviderError> {
+    let call = format!("kubernetes logs pods/{pod}");
+    let mut sent = 0usize;
+    loop {
+        let params = LogParams {
+            follow,
+            ..LogParams::default()
+        };
+        let stream = api
+            .log_stream(&pod, &params)
+            .await
+            .map_err(|e| apply::api_error(call.clone(), e))?;
+        let mut lines = stream.lines();
+        let mut seen = 0usize;
+        let ended = loop {
+            match lines.try_next().await {
+                Ok(Some(line)) => {
+                    seen += 1;
+                    if seen > sent {
+                        sent = seen;
+                        if prefix {
+                            sink(&format!("[{pod}] {line}"));
+                        } else {
+                            sink(&line);
+                        }
+                    }
+                }
+                Ok(None) => break true,
+                Err(_) if follow => break false,
+                Err(e) => return Err(ProviderError::api(call, 0, "", e.to_string())),
+            }
+        };
+        if ended || !follow {
+            return Ok(());
+        }
+        let still_running = api
+            .get_opt(&pod)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|p| p.status.and_then(|s| s.phase).as_deref() == Some("Running"));
+        if !still_running {
+            return Ok(());
+        }
+    }
+}
+
+fn started(pod: &Value) -> bool {
+    matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Running" | "Succeeded" | "Failed")
+    )
+}
+
+#[async_trait]
+impl Kind for Job {
+    type Spec = Spec;
+    type Outputs = Outputs;
+    const KIND: &'static str = "kubernetes_job";
+    const PROVIDER: &'static str = "kubernetes";
+    const RENDERS: bool = true;
+
+    fn schema() -> Schema {
+        let strings = || Type::List(Box::new(Type::String));
+        let string_map = || Type::Map(Box::new(Type::String));
+        Schema {
+            fields: vec![
+                cluster_field(),
+                Field::new("name", Type::String, "The Job's name, also its container's.").required().force_new(),
+                Field::new("namespace", Type::String, "The namespace.").default(json!("default")).force_new(),
+                Field::new("image", Type::String, "The container image.").required().force_new(),
+                Field::new("command", strings(), "The container's entrypoint; the image's when empty.").default(json!([])).force_new(),
+                Field::new("args", strings(), "Arguments to the entrypoint.").default(json!([])).force_new(),
+                Field::new("env", string_map(), "Environment variables.").default(json!({})).force_new(),
+                Field::new("secret_env", string_map(), "Secret environment variables, kept in the Secret <name>-env and never shown.")
+                    .default(json!({}))
+                    .sensitive()
+                    .force_new(),
+                Field::new("parallelism", Type::Int, "How many pods run at once.").default(json!(1)),
+                Field::new("completions", Type::Int, "How many pods must succeed.").default(json!(1)).force_new(),
+                Field::new("retries", Type::Int, "Failed pods allowed before the Job fails (backoffLimit).").default(json!(6)),
+                Field::new("restart_policy", Type::String, "OnFailure (restart the container in place) or Never (a new pod per retry).")
+                    .default(json!("OnFailure"))
+                    .force_new(),
+                Field::new("ttl_seconds_after_finished", Type::Int, "Delete the Job this long after it finishes (a later apply then runs it again)."),
+                Field::new("active_deadline_seconds", Type::Int, "Fail the Job after running this long."),
+                Field::new(
+                    "volumes",
+                    Type::List(Box::new(Type::Object(vec![
+                        Field::new("claim", Type::String, "The PersistentVolumeClaim to mount.").required(),
+                        Field::new("mount_path", Type::String, "Where it appears in the container.").required(),
+                        Field::new("read_only", Type::Bool, "Mount read-only.").default(json!(false)),
+                        Field::new("sub_path", Type::String, "A directory of the volume to mount instead of its root."),
+                    ]))),
+                    "Claims mounted into the container.",
+                )
+                .default(json!([]))
+                .force_new(),
+                Field::new("spot", Type::Bool, "Run on spot capacity.").default(json!(false)).force_new(),
+                Field::new("gpus", Type::Int, "NVIDIA GPUs per pod.").default(json!(0)).force_new(),
+                Field::new("gpu_type", Type::String, "The GPU accelerator (nvidia-tesla-t4, nvidia-l4…), or on EKS the instance type (g5.xlarge).").force_new(),
+                Field::new(
+                    "tpu",
+                    Type::Object(vec![
+                        Field::new("type", Type::String, "The TPU accelerator (tpu-v5-lite-podslice).").required(),
+                        Field::new("topology", Type::String, "The slice topology (2x4).").required(),
+                        Field::new("chips", Type::Int, "TPU chips per pod.").required(),
+                    ]),
+                    "A TPU slice to run on (GKE).",
+                )
+                .force_new(),
+                Field::new("node_pool", Type::Any, "A node pool's placement output (\"${gke_node_pool.gpu.placement}\") to run on.").force_new(),
+                Field::new("resources", Resources::schema_type(), "CPU and memory per pod.").force_new(),
+                Field::new("labels", string_map(), "Labels on the Job.").default(json!({})),
+                Field::new("annotations", string_map(), "Annotations on the Job.").default(json!({})),
+                Field::new("pod_labels", string_map(), "Labels on the Job's pods.").default(json!({})).force_new(),
+                Field::new("pod_annotations", string_map(), "Annotations on the Job's pods.").default(json!({})).force_new(),
+                Field::new("wait", Type::String, "created (return once applied) or complete (follow the Job until it succeeds or fails).").default(json!("created")),
+                Field::new("wait_timeout", Type::String, "How long wait = \"complete\" may take (e.g. 30m, 2h).").default(json!("30m")),
+            ],
+            outputs: vec![
+                Field::new("job_name", Type::String, "The Job's name."),
+                Field::new("namespace", Type::String, "The Job's namespace."),
+                Field::new("uid", Type::String, "The Job's uid."),
+                Field::new("status", Type::String, "Active, Complete or Failed."),
+                Field::new("succeeded", Type::Int, "Pods that succeeded."),
+                Field::new("failed", Type::Int, "Pods that failed."),
+            ],
+        }
+    }
+
+    fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
+        let mut out = Vec::new();
+        check_cluster(&spec.cluster, &mut out);
+        // Labels carry the Job's name (job-name), so it must fit a label.
+        if let Err(m) = check_dns_label(&spec.name) {
+            out.push(Invalid::at("name", m));
+        }
+        if let Err(m) = check_dns_label(&spec.namespace) {
+            out.push(Invalid::at("namespace", m));
+        }
+        if spec.image.trim().is_empty() || spec.image.contains(char::is_whitespace) {
+            out.push(Invalid::at(
+                "image",
+                format!("{:?} is not an image reference", spec.image),
+            ));
+        }
+        let env_name = |k: &str| {
+            let mut chars = k.chars();
+            chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == '.' || c == '-')
+                && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+        };
+        for (field, map) in [("env", &spec.env), ("secret_env", &spec.secret_env)] {
+            if let Some(bad) = map.keys().find(|k| !env_name(k)) {
+                out.push(Invalid::at(
+                    field,
+                    format!("{bad:?} is not a valid environment variable name"),
+                ));
+            }
+        }
+        if let Some(both) = spec.env.keys().find(|k| spec.secret_env.contains_key(*k)) {
+            out.push(Invalid::at(
+                "secret_env",
+                format!("{both:?} is also in env; set it in one of them"),
+            ));
+        }
+        for (field, value, min) in [
+            ("parallelism", spec.parallelism, 1),
+            ("completions", spec.completions, 1),
+            ("retries", spec.retries, 0),
+            ("gpus", spec.gpus, 0),
+        ] {
+            if value < min {
+                out.push(Invalid::at(
+                    field,
+                    format!("must be {min} or more, got {value}"),
+                ));
+            }
+        }
+        if !RESTART_POLICIES.contains(&spec.restart_policy.as_str()) {
+            out.push(Invalid::at(
+                "restart_policy",
+                format!(
+                    "{:?} is not a Job restart policy; use \"OnFailure\" or \"Never\"",
+                    spec.restart_policy
+                ),
+            ));
+        }
+        if spec.ttl_seconds_after_finished.is_some_and(|t| t < 0) {
+            out.push(Invalid::at(
+                "ttl_seconds_after_finished",
+                "must be 0 or more",
+            ));
+        }
+        if spec.active_deadline_seconds.is_some_and(|t| t < 1) {
+            out.push(Invalid::at("active_deadline_seconds", "must be 1 or more"));
+        }
+        let mut paths = BTreeSet::new();
+        for (i, v) in spec.volumes.iter().enumerate() {
+            if let Err(m) = check_dns_subdomain(&v.claim) {
+                out.push(Invalid::at(&format!("volumes.{i}.claim"), m));
+            }
+            if !v.mount_path.starts_with('/') {
+                out.push(Invalid::at(
+                    &format!("volumes.{i}.mount_path"),
+                    format!("{:?} is not an absolute path", v.mount_path),
+                ));
+            } else if !paths.insert(v.mount_path.as_str()) {
+                out.push(Invalid::at(
+                    &format!("volumes.{i}.mount_path"),
+                    format!("{:?} is mounted twice", v.mount_path),
+                ));
+            }
+            if v.sub_path
+                .as_deref()
+                .is_some_and(|p| p.starts_with('/') || p.split('/').any(|part| part == ".."))
+            {
+                out.push(Invalid::at(
+                    &format!("volumes.{i}.sub_path"),
+                    "must be a relative path inside the volume, without ..",
+                ));
+            }
+        }
+        if let Some(resources) = &spec.resources {
+            resources.check("resources", &mut out);
+        }
+        for (field, map) in [("labels", &spec.labels), ("pod_labels", &spec.pod_labels)] {
+            if let Err(m) = check_labels(map) {
+                out.push(Invalid::at(field, m));
+            }
+        }
+        for (field, map) in [
+            ("annotations", &spec.annotations),
+            ("pod_annotations", &spec.pod_annotations),
+        ] {
+            if let Some(Err(m)) = map
+                .keys()
+                .map(|k| check_qualified_name(k).map_err(|m| format!("key {k:?}: {m}")))
+                .find(Result::is_err)
+            {
+                out.push(Invalid::at(field, m));
+            }
+        }
+        if !WAITS.contains(&spec.wait.as_str()) {
+            out.push(Invalid::at(
+                "wait",
+                format!(
+                    "{:?} is not a wait mode; use \"created\" or \"complete\"",
+                    spec.wait
+                ),
+            ));
+        }
+        if parse_duration(&spec.wait_timeout).is_none() {
+            out.push(Invalid::at(
+                "wait_timeout",
+                format!(
+                    "{:?} is not a duration; write e.g. \"30m\" or \"2h\"",
+                    spec.wait_timeout
+                ),
+            ));
+        }
+        if !spec.placement_unknown() {
+            if let Err(m) = placement(&flavor(&spec.cluster), &spec.intent()) {
+                out.push(Invalid::at("", format!("placement: {m}")));
+            }
+        }
+        out
+    }
+
+    fn validate_peers(spec: &Value, peers: &[crate::Peer]) -> Vec<Invalid> {
+        // GPUs on an Autopilot cluster need a type even while the cluster's reference
+        // is not known yet: the referenced gke_cluster's spec says it is Autopilot.
+        let autopilot = peers
+            .iter()
+            .any(|p| p.kind == "gke_cluster" && p.spec["mode"] == "autopilot");
+        let gpus = spec["gpus"].as_i64().unwrap_or(0);
+        let typed = spec["gpu_type"].is_string()
+            || spec["node_pool"].is_object()
+            || spec["node_pool"].is_string();
+        if autopilot && is_unknown(&spec["cluster"]) && gpus > 0 && !typed {
+            return vec![Invalid::at("gpu_type", "GPUs on GKE Autopilot need gpu_type, the accelerator to provision (e.g. \"nvidia-tesla-t4\" or \"nvidia-l4\")")];
+        }
+        Vec::new()
+    }
+
+    fn render(spec: &Spec, _config: &Value) -> Option<Result<Vec<Value>, ProviderError>> {
+        Some(objects(spec))
+    }
+
+    async fn read(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Live<Self>>, ProviderError> {
+        let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
+        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
+        let client = connect::client(&prior.cluster).await?;
+        let Some(job) = apply::get_ref(&client, &refs[0]).await? else {
+            return Ok(None);
+        };
+        if matches!(ownership(&job, &ctx.address), Ownership::Other(_)) {
+            return Ok(None);
+        }
+        let secret = match refs.get(1) {
+            Some(r) => apply::get_ref(&client, r).await?,
+            None => None,
+        };
+        Ok(Some(Live {
+            id: id.to_string(),
+            spec: spec_of(&job, secret.as_ref(), prior),
+            outputs: outputs_of(&job),
+        }))
+    }
+
+    async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+        apply_and_wait(ctx, spec, true).await
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _id: &str,
+        _prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Live<Self>, ProviderError> {
+        apply_and_wait(ctx, spec, false).await
+    }
+
+    async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<(), ProviderError> {
+        let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
+        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
+        let client = connect::client(&prior.cluster).await?;
+        // The Job first: its pods may still read the Secret.
+        for target in &refs {
+            if let Some(live) = apply::get_ref(&client, target).await? {
+                if matches!(ownership(&live, &ctx.address), Ownership::Other(_)) {
+                    continue;
+                }
+                apply::delete_ref(&client, target, ctx, DELETE_TIMEOUT).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn preview(
+        &self,
+        ctx: &Ctx,
+        _id: &str,
+        prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Option<String>, ProviderError> {
+        let client = connect::client(&spec.cluster).await?;
+        apply::preview(
+            &client,
+            &marked(objects(prior)?, &ctx.address),
+            &marked(objects(spec)?, &ctx.address),
+            false,
+        )
+        .await
+    }
+
+    async fn health(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Health>, ProviderError> {
+        let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
+        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
+        let client = connect::client(&prior.cluster).await?;
+        let job = apply::get_ref(&client, &refs[0])
+            .await?
+            .filter(|j| !matches!(ownership(j, &ctx.address), Ownership::Other(_)));
+        Ok(Some(match job {
+            None => Health {
+                ready: false,
+                summary: "missing".into(),
+            },
+            Some(job) => {
+                let finished = apply::job_finished(&job);
+                // A Job applied without waiting is fine while it runs.
+                let ready =
+                    finished == Ok(true) || (finished == Ok(false) && prior.wait == "created");
+                Health {
+                    ready,
+                    summary: health_line(&job),
+                }
+            }
+        }))
+    }
+
+    async fn logs(
+        &self,
+        _ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+        follow: bool,
+        sink: LineSink,
+    ) -> Result<(), ProviderError> {
+        let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
+        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
+        let client = connect::client(&prior.cluster).await?;
+        let job_ref = &refs[0];
+        let namespace = job_ref
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let api = pods_api(&client, &namespace);
+        let several = prior.parallelism > 1 || prior.completions > 1;
+        if !follow {
+            for pod in job_pods(&client, &namespace, &job_ref.name)
+                .await?
+                .iter()
+                .filter(|p| started(p))
+            {
+                let name = pod["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                stream_pod(api.clone(), name, several, false, Arc::clone(&sink)).await?;
+            }
+            return Ok(());
+        }
+        // Following: stream every pod as it starts, until the Job has finished and
+        // every stream has ended.
+        let mut streaming = BTreeSet::new();
+        let mut tasks = Vec::new();
+        loop {
+            for pod in job_pods(&client, &namespace, &job_ref.name)
+                .await?
+                .iter()
+                .filter(|p| started(p))
+            {
+                let name = pod["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                if streaming.insert(name.clone()) {
+                    tasks.push(tokio::spawn(stream_pod(
+                        api.clone(),
+                        name,
+                        several,
+                        true,
+                        Arc::clone(&sink),
+                    )));
+                }
+            }
+            let finished = match apply::get_ref(&client, job_ref).await? {
+                None => true,
+                Some(job) => apply::job_finished(&job) != Ok(false),
+            };
+            if finished && tasks.iter().all(|t| t.is_finished()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        for task in tasks {
+            task.await
+                .map_err(|e| ProviderError::api("kubernetes logs", 0, "", e.to_string()))??;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubernetes::connect::tests::gke_reference;
+    use crate::testing::schema_mismatches;
+
+    fn base() -> Spec {
+        Spec {
+            cluster: gke_reference(),
+            name: "workload".into(),
+            namespace: "default".into(),
+            image: "us-docker.pkg.dev/google-samples/containers/gke/batch-ml-workload".into(),
+            command: vec![],
+            args: vec![],
+            env: BTreeMap::new(),
+            secret_env: BTreeMap::new(),
+            parallelism: 1,
+            completions: 1,
+            retries: 6,
+            restart_policy: "OnFailure".into(),
+            ttl_seconds_after_finished: None,
+            active_deadline_seconds: None,
+            volumes: vec![ClaimMount {
+                claim: "fileserver-claim".into(),
+                mount_path: "/mnt/fileserver".into(),
+                read_only: false,
+                sub_path: None,
+            }],
+            spot: true,
+            gpus: 0,
+            gpu_type: None,
+            tpu: None,
+            node_pool: None,
+            resources: None,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            pod_labels: BTreeMap::new(),
+            pod_annotations: BTreeMap::new(),
+            wait: "complete".into(),
+            wait_timeout: "30m".into(),
+        }
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Every field set (GKE Standard, so the GPU needs no Autopilot provisioning).
+    fn full() -> Spec {
+        let mut cluster = gke_reference();
+        cluster["autopilot"] = json!(false);
+        Spec {
+            cluster,
+            command: vec!["python".into(), "train.py".into()],
+            args: vec!["--epochs".into(), "3".into()],
+            env: map(&[("QUEUE", "redis-leader")]),
+            secret_env: map(&[("TOKEN", "s3cr3t")]),
+            parallelism: 2,
+            completions: 4,
+            retries: 3,
+            restart_policy: "Never".into(),
+            ttl_seconds_after_finished: Some(600),
+            active_deadline_seconds: Some(3600),
+            volumes: vec![
+                ClaimMount {
+                    claim: "fileserver-claim".into(),
+                    mount_path: "/mnt/fileserver".into(),
+                    read_only: false,
+                    sub_path: None,
+                },
+                ClaimMount {
+                    claim: "fileserver-claim".into(),
+                    mount_path: "/data".into(),
+                    read_only: true,
+                    sub_path: Some("datasets".into()),
+                },
+            ],
+            spot: true,
+            gpus: 1,
+            gpu_type: Some("nvidia-tesla-t4".into()),
+            tpu: None,
+            node_pool: Some(json!({
+                "pool": "gpu",
+                "node_selector": {"cloud.google.com/gke-nodepool": "gpu", "cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
+                "taints": [{"key": "dedicated", "value": "ml", "effect": "NO_SCHEDULE"}],
+                "accelerator": {"type": "nvidia-tesla-t4", "count": 1},
+                "tpu": null,
+                "spot": true,
+            })),
+            resources: Some(Resources {
+                cpu: Some("4".into()),
+                memory: Some("16Gi".into()),
+            }),
+            labels: map(&[("team", "ml")]),
+            annotations: map(&[("example.com/owner", "ml-team")]),
+            pod_labels: map(&[("role", "worker")]),
+            pod_annotations: map(&[("example.com/trace", "on")]),
+            ..base()
+        }
+    }
+
+    #[test]
+    fn schema_matches_spec_and_outputs() {
+        let mut spec = full();
+        // The schema check needs every field set; the TPU comes from another spec.
+        spec.tpu = Some(Tpu {
+            kind: "tpu-v5-lite-podslice".into(),
+            topology: "2x4".into(),
+            chips: 4,
+        });
+        let outputs = outputs_of(
+            &json!({"metadata": {"name": "workload", "namespace": "default", "uid": "u"}, "status": {"succeeded": 1}}),
+        );
+        assert_eq!(
+            schema_mismatches::<Job>(&spec, &outputs),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn renders_the_scenario_job_on_spot_capacity() {
+        let objects = objects(&base()).expect("renders");
+        assert_eq!(
+            objects,
+            vec![json!({
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": "workload", "namespace": "default", "labels": {"app.kubernetes.io/managed-by": "terrain"}},
+                "spec": {
+                    "parallelism": 1,
+                    "completions": 1,
+                    "backoffLimit": 6,
+                    "template": {"spec": {
+                        "restartPolicy": "OnFailure",
+                        "containers": [{
+                            "name": "workload",
+                            "image": "us-docker.pkg.dev/google-samples/containers/gke/batch-ml-workload",
+                            "volumeMounts": [{"name": "fileserver-claim", "mountPath": "/mnt/fileserver"}],
+                        }],
+                        "volumes": [{"name": "fileserver-claim", "persistentVolumeClaim": {"claimName": "fileserver-claim"}}],
+                        "nodeSelector": {"cloud.google.com/gke-spot": "true"},
+                        "tolerations": [{"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"}],
+                    }},
+                },
+            })]
+        );
+    }
+
+    #[test]
+    fn renders_every_field() {
+        let objects = objects(&full()).expect("renders");
+        assert_eq!(objects.len(), 2);
+        let job = &objects[0];
+        assert_eq!(
+            job["metadata"]["labels"],
+            json!({"app.kubernetes.io/managed-by": "terrain", "team": "ml"})
+        );
+        assert_eq!(
+            job["metadata"]["annotations"],
+            json!({"example.com/owner": "ml-team"})
+        );
+        let spec = &job["spec"];
+        assert_eq!(
+            (
+                spec["parallelism"].clone(),
+                spec["completions"].clone(),
+                spec["backoffLimit"].clone()
+            ),
+            (json!(2), json!(4), json!(3))
+        );
+        assert_eq!(
+            (
+                spec["ttlSecondsAfterFinished"].clone(),
+                spec["activeDeadlineSeconds"].clone()
+            ),
+            (json!(600), json!(3600))
+        );
+        let template = &spec["template"];
+        assert_eq!(
+            template["metadata"],
+            json!({"labels": {"role": "worker"}, "annotations": {"example.com/trace": "on"}})
+        );
+        let pod = &template["spec"];
+        assert_eq!(pod["restartPolicy"], "Never");
+        assert_eq!(
+            pod["nodeSelector"],
+            json!({"cloud.google.com/gke-nodepool": "gpu", "cloud.google.com/gke-accelerator": "nvidia-tesla-t4"})
+        );
+        assert_eq!(
+            pod["tolerations"],
+            json!([
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
+            ])
+        );
+        assert_eq!(
+            pod["volumes"],
+            json!([{"name": "fileserver-claim", "persistentVolumeClaim": {"claimName": "fileserver-claim"}}])
+        );
+        let container = &pod["containers"][0];
+        assert_eq!(
+            container,
+            &json!({
+                "name": "workload",
+                "image": "us-docker.pkg.dev/google-samples/containers/gke/batch-ml-workload",
+                "command": ["python", "train.py"],
+                "args": ["--epochs", "3"],
+                "env": [{"name": "QUEUE", "value": "redis-leader"}],
+                "envFrom": [{"secretRef": {"name": "workload-env"}}],
+                "resources": {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"memory": "16Gi", "nvidia.com/gpu": "1"}},
+                "volumeMounts": [
+                    {"name": "fileserver-claim", "mountPath": "/mnt/fileserver"},
+                    {"name": "fileserver-claim", "mountPath": "/data", "readOnly": true, "subPath": "datasets"},
+                ],
+            })
+        );
+        assert_eq!(
+            objects[1],
+            json!({
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": "workload-env", "namespace": "default", "labels": {"app.kubernetes.io/managed-by": "terrain"}},
+                "type": "Opaque",
+                "data": {"TOKEN": "czNjcjN0"},
+            })
+        );
+        assert_eq!(
+            id_of(&full().refs()),
+            "batch/v1/Job/default/workload,v1/Secret/default/workload-env"
+        );
+        assert_eq!(
+            parse_id(Job::KIND, &id_of(&full().refs()), ID_SHAPE).expect("parses"),
+            full().refs()
+        );
+    }
+
+    #[test]
+    fn unknown_cluster_leaves_placement_for_later() {
+        let spec = Spec {
+            cluster: json!(UNKNOWN),
+            ..base()
+        };
+        let objects = objects(&spec).expect("renders");
+        assert_eq!(
+            objects[0]["spec"]["template"]["spec"]["nodeSelector"],
+            json!(UNKNOWN)
+        );
+        let plain = Spec {
+            cluster: json!(UNKNOWN),
+            spot: false,
+            ..base()
+        };
+        let objects = super::objects(&plain).expect("renders");
+        assert!(
+            objects[0]["spec"]["template"]["spec"]
+                .get("nodeSelector")
+                .is_none(),
+            "nothing to place"
+        );
+    }
+
+    #[test]
+    fn live_job_reads_back_as_the_spec() {
+        for spec in [base(), full()] {
+            let mut objects = marked(objects(&spec).expect("renders"), "kubernetes_job.workload");
+            // What the API server and the Job controller add.
+            let job = &mut objects[0];
+            job["metadata"]["uid"] = json!("9f1c");
+            job["spec"]["template"]["metadata"]["labels"]["batch.kubernetes.io/job-name"] =
+                json!("workload");
+            job["spec"]["template"]["metadata"]["labels"]["controller-uid"] = json!("9f1c");
+            job["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] =
+                json!("IfNotPresent");
+            job["status"] = json!({"active": 1});
+            let secret = objects.get(1).cloned();
+            assert_eq!(spec_of(&objects[0], secret.as_ref(), &spec), spec);
+            assert_eq!(outputs_of(&objects[0]).status, "Active");
+        }
+    }
+
+    #[test]
+    fn statuses_and_health_lines() {
+        let cases = [
+            (
+                json!({"spec": {"completions": 1}, "status": {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}),
+                "Complete",
+                "Complete (1/1 succeeded)",
+            ),
+            (
+                json!({"spec": {"completions": 1}, "status": {"active": 1}}),
+                "Active",
+                "Running (1 active)",
+            ),
+            (
+                json!({"status": {"failed": 7, "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}}),
+                "Failed",
+                "Failed: BackoffLimitExceeded",
+            ),
+        ];
+        for (job, status, line) in cases {
+            assert_eq!(status_of(&job), status, "{job}");
+            assert_eq!(health_line(&job), line, "{job}");
+        }
+        assert_eq!(
+            progress_line(&json!({"status": {"active": 1}})),
+            "running: 1 active, 0 succeeded"
+        );
+        assert_eq!(
+            progress_line(&json!({"status": {"active": 1, "succeeded": 2, "failed": 1}})),
+            "running: 1 active, 2 succeeded, 1 failed"
+        );
+    }
+
+    #[test]
+    fn volume_names_are_labels_and_unique() {
+        let taken = BTreeSet::from(["data-claim".to_string()]);
+        assert_eq!(volume_name("data.claim", &taken), "data-claim-2");
+        assert_eq!(volume_name(&"a".repeat(80), &BTreeSet::new()).len(), 56);
+        assert!(check_dns_label(&volume_name("x.y.z", &BTreeSet::new())).is_ok());
+    }
+
+    #[test]
+    fn validation_table() {
+        let cases: Vec<(Spec, &str, &str)> = vec![
+            (base(), "", ""),
+            (full(), "", ""),
+            (
+                Spec {
+                    name: "Train".into(),
+                    ..base()
+                },
+                "name",
+                "DNS-1123 label",
+            ),
+            (
+                Spec {
+                    image: String::new(),
+                    ..base()
+                },
+                "image",
+                "not an image reference",
+            ),
+            (
+                Spec {
+                    env: map(&[("1X", "v")]),
+                    ..base()
+                },
+                "env",
+                "not a valid environment variable name",
+            ),
+            (
+                Spec {
+                    env: map(&[("T", "v")]),
+                    secret_env: map(&[("T", "s")]),
+                    ..base()
+                },
+                "secret_env",
+                "also in env",
+            ),
+            (
+                Spec {
+                    parallelism: 0,
+                    ..base()
+                },
+                "parallelism",
+                "must be 1 or more",
+            ),
+            (
+                Spec {
+                    retries: -1,
+                    ..base()
+                },
+                "retries",
+                "must be 0 or more",
+            ),
+            (
+                Spec {
+                    restart_policy: "Always".into(),
+                    ..base()
+                },
+                "restart_policy",
+                "not a Job restart policy",
+            ),
+            (
+                Spec {
+                    active_deadline_seconds: Some(0),
+                    ..base()
+                },
+                "active_deadline_seconds",
+                "1 or more",
+            ),
+            (
+                Spec {
+                    volumes: vec![ClaimMount {
+                        claim: "c".into(),
+                        mount_path: "data".into(),
+                        read_only: false,
+                        sub_path: None,
+                    }],
+                    ..base()
+                },
+                "volumes.0.mount_path",
+                "absolute",
+            ),
+            (
+                Spec {
+                    volumes: vec![ClaimMount {
+                        claim: "c".into(),
+                        mount_path: "/d".into(),
+                        read_only: false,
+                        sub_path: Some("../x".into()),
+                    }],
+                    ..base()
+                },
+                "volumes.0.sub_path",
+                "relative path",
+            ),
+            (
+                Spec {
+                    wait: "finished".into(),
+                    ..base()
+                },
+                "wait",
+                "use \"created\" or \"complete\"",
+            ),
+            (
+                Spec {
+                    wait_timeout: "soon".into(),
+                    ..base()
+                },
+                "wait_timeout",
+                "not a duration",
+            ),
+            (
+                Spec { gpus: 1, ..base() },
+                "",
+                "GPUs on GKE Autopilot need gpu_type",
+            ),
+            (
+                Spec {
+                    cluster: json!({"kubeconfig": "k"}),
+                    ..base()
+                },
+                "",
+                "placement: spot = true needs",
+            ),
+            (
+                Spec {
+                    annotations: map(&[("bad key", "v")]),
+                    ..base()
+                },
+                "annotations",
+                "key \"bad key\"",
+            ),
+            (
+                Spec {
+                    resources: Some(Resources {
+                        cpu: None,
+                        memory: Some("lots".into()),
+                    }),
+                    ..base()
+                },
+                "resources.memory",
+                "not a quantity",
+            ),
+        ];
+        for (spec, path, message) in cases {
+            let problems = Job::validate(&spec, &Value::Null);
+            if message.is_empty() {
+                assert!(problems.is_empty(), "{problems:?}");
+            } else {
+                assert!(
+                    problems
+                        .iter()
+                        .any(|p| p.path.join(".") == path && p.message.contains(message)),
+                    "want {path}: {message}, got {problems:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn placement_waits_for_an_unknown_cluster() {
+        let spec = Spec {
+            cluster: json!(UNKNOWN),
+            gpus: 1,
+            ..base()
+        };
+        assert!(Job::validate(&spec, &Value::Null)
+            .iter()
+            .all(|p| !p.message.contains("placement")));
+        let peers = [crate::Peer {
+            kind: "gke_cluster".into(),
+            address: "gke_cluster.batch".into(),
+            spec: json!({"name": "batch", "mode": "autopilot"}),
+        }];
+        let value = serde_json::to_value(&spec).expect("encodes");
+        let problems = Job::validate_peers(&value, &peers);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].path, vec!["gpu_type".to_string()]);
+        let typed = Spec {
+            gpu_type: Some("nvidia-l4".into()),
+            ..spec
+        };
+        assert!(
+            Job::validate_peers(&serde_json::to_value(&typed).expect("encodes"), &peers).is_empty()
+        );
+    }
+}

@@ -1,0 +1,277 @@
+//! The cluster's controllers, run lazily before every request: nodes from node pools, the
+//! scheduler, pod phases, Jobs, Deployments, DaemonSets, volume binding, finalizers and
+//! garbage collection, plus pod logs.
+//!
+//! Every controller is a pure function of the stored objects and the clock: timing is read
+//! from timestamps kept in the objects (creation, scheduling, container start, condition
+//! transitions), never from memory, so a restarted sandbox carries on where it stopped and
+//! a settle that finds nothing due writes nothing.
+
+mod apps;
+mod events;
+mod gc;
+mod jobs;
+mod kubelet;
+mod logs;
+mod nodes;
+pub(super) mod obj;
+mod scheduler;
+mod services;
+mod storage;
+#[cfg(test)]
+pub(super) mod testkit;
+
+use chrono::{DateTime, Duration, Utc};
+use serde_json::Value;
+
+use super::store::ObjKey;
+use super::{defaults, ClusterState, SettleCtx};
+use events::{Event, Involved};
+pub(super) use kubelet::{is_redis_pod, qos_class, redis_container};
+pub(super) use storage::bytes as storage_bytes;
+
+/// Base durations in seconds, multiplied by `SettleCtx::scale`.
+mod base {
+    /// Scheduling to containers running (image pull, create, start).
+    pub const POD_START: f64 = 2.0;
+    /// A job-like container's run time when nothing says otherwise.
+    pub const JOB_RUN: f64 = 3.0;
+    /// A deleted pod's containers stopping.
+    pub const KILL_GRACE: f64 = 1.0;
+    /// First restart delay of a failed container; it doubles per restart up to `BACKOFF_MAX`.
+    pub const BACKOFF: f64 = 1.0;
+    pub const BACKOFF_MAX: f64 = 30.0;
+    /// A new VM joining the cluster (a preempted node's replacement).
+    pub const NODE_BOOT: f64 = 3.0;
+    /// The autoscaler (or Autopilot) adding a node for a pending pod.
+    pub const SCALE_UP: f64 = 5.0;
+    /// How long an autoscaled node stays empty before it is removed.
+    pub const SCALE_DOWN: f64 = 60.0;
+    /// A dynamic provisioner creating a volume.
+    pub const PROVISION: f64 = 1.0;
+    /// A cloud load balancer getting its address.
+    pub const LOAD_BALANCER: f64 = 2.0;
+}
+
+/// `secs` of simulated time at the context's scale.
+fn scaled(ctx: &SettleCtx<'_>, secs: f64) -> Duration {
+    Duration::milliseconds((secs * ctx.scale.max(0.0) * 1000.0).round() as i64)
+}
+
+/// Stores an object a controller made, defaulted and checked as the API server would,
+/// and records SuccessfulCreate with `message` (when there is one) or FailedCreate, with
+/// the reasons, on its owner.
+fn create_owned(
+    cluster: &mut ClusterState,
+    key: ObjKey,
+    mut object: Value,
+    owner: &Involved<'_>,
+    component: &str,
+    message: Option<String>,
+    now: DateTime<Utc>,
+) -> Option<Value> {
+    match defaults::on_create(&key, &mut object, cluster) {
+        Ok(()) => {
+            let stored = cluster.store.insert_new(key, object, now);
+            if let Some(message) = message {
+                events::emit(
+                    &mut cluster.store,
+                    owner,
+                    Event::normal(component, "SuccessfulCreate", message),
+                    now,
+                );
+            }
+            Some(stored)
+        }
+        Err(causes) => {
+            let why: Vec<String> = causes
+                .iter()
+                .map(|(field, m)| format!("{field}: {m}"))
+                .collect();
+            let message = format!(
+                "Error creating: {} is invalid: {}",
+                key.describe(),
+                why.join(", ")
+            );
+            events::emit(
+                &mut cluster.store,
+                owner,
+                Event::warning(component, "FailedCreate", message),
+                now,
+            );
+            None
+        }
+    }
+}
+
+/// Brings every object up to date with the clock.
+pub(crate) fn settle(cluster: &mut ClusterState, ctx: &SettleCtx<'_>) {
+    // Rounds until nothing changes (a few at most), so what one controller's work makes
+    // due for another (a Job's next pod once one finished) happens in the same settle.
+    for _ in 0..4 {
+        let before = cluster.store.resource_version;
+        round(cluster, ctx);
+        if cluster.store.resource_version == before {
+            break;
+        }
+    }
+}
+
+fn round(cluster: &mut ClusterState, ctx: &SettleCtx<'_>) {
+    gc::namespaces(cluster, ctx);
+    nodes::sync(cluster, ctx);
+    storage::bind(cluster, ctx);
+    apps::sync(cluster, ctx);
+    jobs::sync(cluster, ctx);
+    scheduler::schedule(cluster, ctx);
+    kubelet::sync(cluster, ctx);
+    // Once more, so what the kubelet just did (a pod that finished, a pod that became
+    // ready) shows in the owners' status within the same round.
+    jobs::sync(cluster, ctx);
+    apps::sync(cluster, ctx);
+    services::sync(cluster, ctx);
+    storage::protect(cluster, ctx);
+    nodes::scale_down(cluster, ctx);
+    gc::collect(cluster, ctx);
+    cluster.store.finish_deletions();
+}
+
+/// The log of a pod's container (`None`: its only or first container).
+pub(crate) fn pod_logs(
+    cluster: &ClusterState,
+    namespace: &str,
+    pod: &str,
+    container: Option<&str>,
+    now: DateTime<Utc>,
+) -> Result<String, String> {
+    logs::pod_logs(cluster, namespace, pod, container, now)
+}
+
+/// Preempts a running pod as a spot reclaim would; false when there is no such pod.
+pub(crate) fn preempt(
+    cluster: &mut ClusterState,
+    namespace: &str,
+    pod: &str,
+    now: DateTime<Utc>,
+) -> bool {
+    kubelet::preempt(cluster, namespace, pod, now)
+}
+
+/// Stops whatever backs the cluster's pods (the cluster is being deleted).
+pub(crate) fn teardown(cluster: &ClusterState, ctx: &SettleCtx<'_>) {
+    for (_, pod) in cluster.store.list("", "pods", None) {
+        if kubelet::is_redis_pod(pod) {
+            ctx.processes.stop(obj::uid(pod));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::testkit::{self, Harness};
+    use crate::k8s::processes::Processes;
+
+    fn workload(h: &mut Harness) {
+        h.create(
+            "",
+            "persistentvolumes",
+            "",
+            testkit::nfs_pv("nfs", "10.0.0.2", "/NFSVol", "1Ti"),
+        );
+        h.create("", "persistentvolumeclaims", "default", json!({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "claim"},
+            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "resources": {"requests": {"storage": "1Gi"}}},
+        }));
+        h.create("apps", "deployments", "default", json!({
+            "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}],
+                                           "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "claim"}}]}}},
+        }));
+        h.create(
+            "",
+            "services",
+            "default",
+            json!({
+                "apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]},
+            }),
+        );
+        h.create("apps", "daemonsets", "default", json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+            "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                     "template": {"metadata": {"labels": {"app": "agent"}}, "spec": {"containers": [{"name": "a", "image": "agent"}]}}},
+        }));
+        h.create("batch", "jobs", "default", json!({
+            "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+            "spec": {"completions": 2, "template": {"metadata": {"annotations": {"sandbox.terrain.dev/run-seconds": "10"}},
+                     "spec": {"restartPolicy": "Never", "containers": [{"name": "t", "image": "trainer"}]}}},
+        }));
+    }
+
+    #[test]
+    fn a_settled_cluster_stays_put() {
+        let mut h = Harness::standard(vec![testkit::pool("default-pool", 2, 2)]);
+        workload(&mut h);
+        h.run_for(40.0);
+        let job = h.get("batch", "jobs", "default", "train");
+        assert_eq!(job["status"]["succeeded"], 2, "{}", job["status"]);
+        let version = h.cluster.store.resource_version;
+        h.settle();
+        h.advance(5.0);
+        assert_eq!(
+            h.cluster.store.resource_version, version,
+            "nothing due, nothing written"
+        );
+    }
+
+    #[test]
+    fn a_restarted_sandbox_carries_on_from_the_stored_objects() {
+        let mut h = Harness::standard(vec![testkit::pool("default-pool", 2, 2)]);
+        workload(&mut h);
+        h.run_for(4.0);
+        assert_eq!(
+            h.get("batch", "jobs", "default", "train")["status"]["active"],
+            1
+        );
+        let saved = serde_json::to_string(&h.cluster).expect("the cluster serializes");
+        h.cluster = serde_json::from_str(&saved).expect("and reads back");
+        h.processes = Processes::new(h.dir.path().to_path_buf());
+        h.run_for(30.0);
+        let job = h.get("batch", "jobs", "default", "train");
+        assert_eq!(job["status"]["succeeded"], 2, "{}", job["status"]);
+        let d = h.get("apps", "deployments", "default", "web");
+        assert_eq!(d["status"]["readyReplicas"], 2);
+        let names = h.names("", "pods", "default");
+        assert_eq!(
+            names.iter().filter(|n| n.starts_with("web-")).count(),
+            2,
+            "no pod made twice: {names:?}"
+        );
+    }
+
+    #[test]
+    fn at_scale_zero_everything_happens_on_the_next_settle() {
+        let mut h = Harness::standard(vec![testkit::pool("default-pool", 2, 2)]);
+        h.scale = 0.0;
+        workload(&mut h);
+        h.settle();
+        assert_eq!(
+            h.get("batch", "jobs", "default", "train")["status"]["succeeded"],
+            2
+        );
+        assert_eq!(
+            h.get("apps", "deployments", "default", "web")["status"]["readyReplicas"],
+            2
+        );
+        let ep = h.get("", "endpoints", "default", "web");
+        assert_eq!(
+            ep["subsets"][0]["addresses"].as_array().map(Vec::len),
+            Some(2),
+            "{ep}"
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! Kubeconfig files for the emulated clusters: one context per cluster, named the way
+//! the cloud's CLI names it, trusting the cluster CA and authenticating with a fixed
+//! bearer token (the sandbox accepts any non-empty one). Written owner-only, like
+//! credentials.
+
+use std::io::Write as _;
+use std::path::Path;
+
+use base64::Engine as _;
+use serde_json::json;
+
+/// The token kubeconfigs carry.
+pub(crate) const TOKEN: &str = "sandbox";
+
+/// A kubeconfig with a single context.
+pub(crate) fn render(context: &str, server: &str, ca_pem: &str) -> Result<String, String> {
+    let config = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{
+            "name": context,
+            "cluster": {
+                "server": server,
+                "certificate-authority-data": base64::engine::general_purpose::STANDARD.encode(ca_pem),
+            },
+        }],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
+        "current-context": context,
+        "users": [{"name": context, "user": {"token": TOKEN}}],
+        "preferences": {},
+    });
+    serde_yaml_ng::to_string(&config).map_err(|e| format!("could not render the kubeconfig: {e}"))
+}
+
+/// Writes `text` to `path`, readable by its owner only.
+pub(crate) fn write(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        options.mode(0o600);
+        let mut file = options.open(path)?;
+        // An existing file keeps its mode on open; tighten it as well.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()
+    }
+    #[cfg(not(unix))]
+    {
+        let mut file = options.open(path)?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubeconfig_names_one_context_and_trusts_the_ca() {
+        let text = render("gke_p_l_c", "https://127.0.0.1:1234", "PEM").expect("renders");
+        let v: serde_json::Value = serde_yaml_ng::from_str(&text).expect("YAML");
+        assert_eq!(v["current-context"], "gke_p_l_c");
+        assert_eq!(
+            v["clusters"][0]["cluster"]["server"],
+            "https://127.0.0.1:1234"
+        );
+        assert_eq!(
+            v["clusters"][0]["cluster"]["certificate-authority-data"],
+            base64::engine::general_purpose::STANDARD.encode("PEM")
+        );
+        assert_eq!(v["users"][0]["user"]["token"], TOKEN);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn kubeconfig_files_are_owner_only() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("c.kubeconfig");
+        std::fs::write(&path, "old").expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        write(&path, "new").expect("write");
+        let mode = std::fs::metadata(&path)
+            .expect("metadata")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "new");
+    }
+}
