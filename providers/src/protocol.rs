@@ -402,8 +402,14 @@ impl<K: Kind> Resource for Adapter<K> {
     }
 
     fn prepare(&self, spec: Value) -> Result<Value, ProviderError> {
-        let typed = K::prepare(self.decode(&spec)?)?;
-        serde_json::to_value(typed).map_err(|source| ProviderError::Decode { what: "prepared spec", source })
+        let typed = self.decode(&spec)?;
+        let prepared = K::prepare(typed.clone())?;
+        // Unchanged specs keep their exact shape: a round trip through the typed spec
+        // would add nulls for absent optional fields, which plans show differently.
+        if prepared == typed {
+            return Ok(spec);
+        }
+        serde_json::to_value(prepared).map_err(|source| ProviderError::Decode { what: "prepared spec", source })
     }
 
     fn render(&self, spec: &Value, config: &Value) -> Option<Result<Vec<Value>, ProviderError>> {

@@ -161,20 +161,48 @@ fn fill_defaults(fields: &[Field], value: &Value) -> Value {
                 }
             }
             Some(v) => {
-                if let Type::Object(sub) = &field.ty {
-                    let filled = fill_defaults(sub, v);
-                    out.insert(field.name.to_string(), filled);
-                }
+                let filled = fill_type(&field.ty, v);
+                out.insert(field.name.to_string(), filled);
             }
         }
     }
     Value::Object(out)
 }
 
+/// Defaults inside a value of type `ty`: tables with known keys, and such tables in
+/// lists and maps (a Job's `volumes = [{claim, mount_path}]` gets `read_only = false`).
+fn fill_type(ty: &Type, value: &Value) -> Value {
+    match (ty, value) {
+        (Type::Object(sub), Value::Object(_)) => fill_defaults(sub, value),
+        (Type::List(item), Value::Array(items)) => Value::Array(items.iter().map(|v| fill_type(item, v)).collect()),
+        (Type::Map(item), Value::Object(map)) => Value::Object(map.iter().map(|(k, v)| (k.clone(), fill_type(item, v))).collect()),
+        _ => value.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn defaults_fill_tables_inside_lists_as_serde_would() {
+        // Regression: a Job's volume without `read_only` planned a replace on every run,
+        // because the live spec reported the default and the desired spec lacked it.
+        let schema = Schema {
+            fields: vec![Field::new(
+                "volumes",
+                Type::List(Box::new(Type::Object(vec![
+                    Field::new("claim", Type::String, "").required(),
+                    Field::new("read_only", Type::Bool, "").default(json!(false)),
+                ]))),
+                "",
+            )],
+            outputs: vec![],
+        };
+        let filled = schema.with_defaults(&json!({"volumes": [{"claim": "a"}, {"claim": "b", "read_only": true}]}));
+        assert_eq!(filled, json!({"volumes": [{"claim": "a", "read_only": false}, {"claim": "b", "read_only": true}]}));
+    }
 
     fn schema() -> Schema {
         Schema {
