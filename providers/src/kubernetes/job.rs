@@ -23,8 +23,9 @@ use super::connect::flavor;
 use super::placement::{placement, Intent, Placement, Tpu};
 use super::{
     apply, check_cluster, check_dns_label, check_dns_subdomain, check_labels, check_qualified_name,
-    cluster_field, connect, id_of, marked, needs_cluster, ownership, parse_id, refuse_strangers,
-    string_map, user_entries, with_managed_label, ObjectRef, Ownership, Resources,
+    cluster_field, connect, delete_owned, id_of, marked, needs_cluster, ownership, parse_id,
+    preview_marked, refuse_strangers, string_map, user_entries, with_managed_label, ObjectRef,
+    Ownership, Resources,
 };
 use crate::local::duration::parse_duration;
 use crate::protocol::{is_unknown, UNKNOWN};
@@ -1012,17 +1013,8 @@ impl Kind for Job {
     async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<(), ProviderError> {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let client = connect::client(&prior.cluster).await?;
         // The Job first: its pods may still read the Secret.
-        for target in &refs {
-            if let Some(live) = apply::get_ref(&client, target).await? {
-                if matches!(ownership(&live, &ctx.address), Ownership::Other(_)) {
-                    continue;
-                }
-                apply::delete_ref(&client, target, ctx, DELETE_TIMEOUT).await?;
-            }
-        }
-        Ok(())
+        delete_owned(&prior.cluster, &refs, false, ctx, DELETE_TIMEOUT).await
     }
 
     async fn preview(
@@ -1032,14 +1024,7 @@ impl Kind for Job {
         prior: &Spec,
         spec: &Spec,
     ) -> Result<Option<String>, ProviderError> {
-        let client = connect::client(&spec.cluster).await?;
-        apply::preview(
-            &client,
-            &marked(objects(prior)?, &ctx.address),
-            &marked(objects(spec)?, &ctx.address),
-            false,
-        )
-        .await
+        preview_marked(&spec.cluster, objects(prior)?, objects(spec)?, ctx).await
     }
 
     async fn health(

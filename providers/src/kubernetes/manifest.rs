@@ -19,8 +19,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{
-    apply, check_cluster, check_dns_label, cluster_field, connect, id_of, marked, needs_cluster,
-    ownership, parse_id, refs_of, refuse_strangers, set_path, ObjectRef, Ownership, MANAGED_BY,
+    apply, check_cluster, check_dns_label, cluster_field, connect, delete_owned, id_of, marked,
+    needs_cluster, ownership, parse_id, refs_of, refuse_strangers, set_path, ObjectRef, Ownership,
+    MANAGED_BY,
 };
 use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
 
@@ -508,16 +509,7 @@ impl Kind for Manifest {
     async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<(), ProviderError> {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let client = connect::client(&prior.cluster).await?;
-        for target in refs.iter().rev() {
-            if let Some(live) = apply::get_ref(&client, target).await? {
-                if matches!(ownership(&live, &ctx.address), Ownership::Other(_)) {
-                    continue;
-                }
-                apply::delete_ref(&client, target, ctx, DELETE_TIMEOUT).await?;
-            }
-        }
-        Ok(())
+        delete_owned(&prior.cluster, &refs, true, ctx, DELETE_TIMEOUT).await
     }
 
     async fn preview(

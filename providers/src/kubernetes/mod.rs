@@ -382,6 +382,51 @@ pub fn parse_id(kind: &str, id: &str, shape: &str) -> Result<Vec<ObjectRef>, Pro
 
 /// The error for reading without the cluster reference (an import whose `cluster` is
 /// only known after apply).
+/// Deletes, one after the other and each until gone, the objects of `refs` that are
+/// not another resource's (`reverse`: last first, e.g. a claim before its volume).
+/// Objects already gone are skipped, so a repeated delete succeeds.
+pub async fn delete_owned(
+    cluster: &Value,
+    refs: &[ObjectRef],
+    reverse: bool,
+    ctx: &crate::Ctx,
+    timeout: std::time::Duration,
+) -> Result<(), ProviderError> {
+    let client = connect::client(cluster).await?;
+    let ordered: Vec<&ObjectRef> = if reverse {
+        refs.iter().rev().collect()
+    } else {
+        refs.iter().collect()
+    };
+    for target in ordered {
+        if let Some(live) = apply::get_ref(&client, target).await? {
+            if matches!(ownership(&live, &ctx.address), Ownership::Other(_)) {
+                continue;
+            }
+            apply::delete_ref(&client, target, ctx, timeout).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The live diff of replacing a resource's objects `prior` by `objects`, both marked
+/// as the resource's own (see [`apply::preview`]).
+pub async fn preview_marked(
+    cluster: &Value,
+    prior: Vec<Value>,
+    objects: Vec<Value>,
+    ctx: &crate::Ctx,
+) -> Result<Option<String>, ProviderError> {
+    let client = connect::client(cluster).await?;
+    apply::preview(
+        &client,
+        &marked(prior, &ctx.address),
+        &marked(objects, &ctx.address),
+        false,
+    )
+    .await
+}
+
 pub fn needs_cluster(kind: &str) -> ProviderError {
     ProviderError::Unsupported(format!(
         "{kind}: reading an object needs the resource's `cluster`; import works when `cluster` is known without applying (e.g. {{ kubeconfig = \"~/.kube/config\" }})"

@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 
 use super::{
     apply, check_cluster, check_dns_label, check_dns_subdomain, check_quantity, cluster_field,
-    connect, id_of, marked, needs_cluster, ownership, parse_id, refuse_strangers, same_spelling,
-    with_managed_label, ObjectRef, Ownership,
+    connect, delete_owned, id_of, marked, needs_cluster, ownership, parse_id, preview_marked,
+    refuse_strangers, same_spelling, with_managed_label, ObjectRef, Ownership,
 };
 use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
 
@@ -486,17 +486,8 @@ impl Kind for NfsVolume {
     async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<(), ProviderError> {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let client = connect::client(&prior.cluster).await?;
         // The claim first: the volume is released only once its claim is gone.
-        for target in refs.iter().rev() {
-            if let Some(live) = apply::get_ref(&client, target).await? {
-                if matches!(ownership(&live, &ctx.address), Ownership::Other(_)) {
-                    continue;
-                }
-                apply::delete_ref(&client, target, ctx, DELETE_TIMEOUT).await?;
-            }
-        }
-        Ok(())
+        delete_owned(&prior.cluster, &refs, true, ctx, DELETE_TIMEOUT).await
     }
 
     async fn preview(
@@ -506,14 +497,7 @@ impl Kind for NfsVolume {
         prior: &Spec,
         spec: &Spec,
     ) -> Result<Option<String>, ProviderError> {
-        let client = connect::client(&spec.cluster).await?;
-        apply::preview(
-            &client,
-            &marked(objects(prior), &ctx.address),
-            &marked(objects(spec), &ctx.address),
-            false,
-        )
-        .await
+        preview_marked(&spec.cluster, objects(prior), objects(spec), ctx).await
     }
 
     async fn health(

@@ -14,8 +14,9 @@ use serde_json::{json, Value};
 
 use super::{
     apply, check_cluster, check_dns_label, check_dns_subdomain, check_labels, cluster_field,
-    connect, id_of, marked, needs_cluster, ownership, parse_id, refuse_strangers, string_map,
-    user_entries, with_managed_label, ObjectRef, Ownership, Resources,
+    connect, delete_owned, id_of, marked, needs_cluster, ownership, parse_id, preview_marked,
+    refuse_strangers, string_map, user_entries, with_managed_label, ObjectRef, Ownership,
+    Resources,
 };
 use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
 
@@ -577,16 +578,7 @@ impl Kind for Redis {
     async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<(), ProviderError> {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let client = connect::client(&prior.cluster).await?;
-        for target in refs.iter().rev() {
-            if let Some(live) = apply::get_ref(&client, target).await? {
-                if matches!(ownership(&live, &ctx.address), Ownership::Other(_)) {
-                    continue;
-                }
-                apply::delete_ref(&client, target, ctx, DELETE_TIMEOUT).await?;
-            }
-        }
-        Ok(())
+        delete_owned(&prior.cluster, &refs, true, ctx, DELETE_TIMEOUT).await
     }
 
     async fn preview(
@@ -596,14 +588,7 @@ impl Kind for Redis {
         prior: &Spec,
         spec: &Spec,
     ) -> Result<Option<String>, ProviderError> {
-        let client = connect::client(&spec.cluster).await?;
-        apply::preview(
-            &client,
-            &marked(objects(prior), &ctx.address),
-            &marked(objects(spec), &ctx.address),
-            false,
-        )
-        .await
+        preview_marked(&spec.cluster, objects(prior), objects(spec), ctx).await
     }
 
     async fn health(
