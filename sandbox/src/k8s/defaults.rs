@@ -1159,4 +1159,36 @@ mod tests {
             assert_eq!(pull_policy(image), want, "{image}");
         }
     }
+
+    #[test]
+    fn objects_of_the_wrong_shape_are_refused_or_defaulted_without_panicking() {
+        let h = Harness::standard(vec![]);
+        let kinds = [
+            ("", "pods"),
+            ("batch", "jobs"),
+            ("batch", "cronjobs"),
+            ("apps", "deployments"),
+            ("apps", "statefulsets"),
+            ("", "services"),
+            ("", "persistentvolumeclaims"),
+            ("", "persistentvolumes"),
+            ("", "namespaces"),
+            ("", "secrets"),
+        ];
+        let shapes = [
+            json!({"metadata": {"name": "x"}, "spec": "x"}),
+            json!({"metadata": {"name": "x"}, "spec": {"template": [], "containers": "x", "ports": [1, "a"], "volumes": [null]}}),
+            json!({"metadata": {"name": "x"}, "spec": {"template": {"spec": {"containers": [1, {"env": "x", "ports": "y"}]}}}}),
+            json!({"metadata": "x"}),
+        ];
+        for (group, resource) in kinds {
+            for shape in &shapes {
+                let key = ObjKey::new(group, resource, "default", "x");
+                let mut object = shape.clone();
+                let _ = on_create(&key, &mut object, &h.cluster);
+                let mut again = shape.clone();
+                let _ = on_update(&key, &object, &mut again, &h.cluster);
+            }
+        }
+    }
 }

@@ -169,7 +169,7 @@ fn sync_job(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut j
     let restarts: i64 = active.iter().map(|(_, p)| kubelet::restarts(p)).sum();
     // When the Job's last pod ended: what finishing is dated from, however late a settle
     // notices it.
-    let ended_at = current
+    let latest_end = current
         .iter()
         .filter(|(_, p)| terminal(p))
         .flat_map(|(_, p)| {
@@ -178,14 +178,27 @@ fn sync_job(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut j
                 .filter_map(|c| obj::parse_time(&c["state"]["terminated"]["finishedAt"]))
                 .collect::<Vec<_>>()
         })
-        .max()
-        .map_or(now, |t| t.min(now));
+        .max();
+    let ended_at = latest_end.map_or(now, |t| t.min(now));
 
     let finished = condition(&job, "Complete").is_some() || condition(&job, "Failed").is_some();
     if !finished && !suspended && job["status"]["startTime"].is_null() {
-        obj::set(&mut job, &["status", "startTime"], ts(now));
+        // The controller sees a Job as it is created; a settle coming later catches up.
+        let created =
+            obj::parse_time(&job["metadata"]["creationTimestamp"]).map_or(now, |t| t.min(now));
+        obj::set(&mut job, &["status", "startTime"], ts(created));
     }
     let started = obj::parse_time(&job["status"]["startTime"]);
+    // New pods are due from when the Job started or a pod last ended or went.
+    let deleted = current
+        .iter()
+        .filter_map(|(_, p)| obj::parse_time(&p["metadata"]["deletionTimestamp"]))
+        .max();
+    let create_at = [started, latest_end, deleted]
+        .into_iter()
+        .flatten()
+        .max()
+        .map_or(now, |t| t.min(now));
 
     let mut remove_pods: Vec<(ObjKey, bool)> = Vec::new();
     let mut create = 0usize;
@@ -316,10 +329,10 @@ fn sync_job(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut j
         remove_pod(cluster, &job, pod_key, *counts_as_failure, now);
     }
     for _ in 0..create {
-        create_pod(cluster, &job, key, None, now);
+        create_pod(cluster, &job, key, None, create_at);
     }
     for i in create_indexes {
-        create_pod(cluster, &job, key, Some(i), now);
+        create_pod(cluster, &job, key, Some(i), create_at);
     }
 
     let live_now: Vec<bool> = cluster
@@ -861,6 +874,25 @@ mod tests {
         assert_eq!(
             s["completionTime"], "2025-01-01T00:00:05Z",
             "start 2 s + run 3 s, not when seen"
+        );
+    }
+
+    #[test]
+    fn sequential_completions_catch_up_in_one_late_settle() {
+        let mut h = Harness::standard(vec![testkit::pool("default-pool", 1, 1)]);
+        h.settle();
+        h.create(
+            "batch",
+            "jobs",
+            "default",
+            job("seq", json!({"completions": 3}), json!({})),
+        );
+        h.advance(60.0);
+        let s = status(&h, "seq");
+        assert_eq!(s["succeeded"], 3, "{s}");
+        assert_eq!(
+            s["completionTime"], "2025-01-01T00:00:15Z",
+            "three 5 s pods back to back"
         );
     }
 

@@ -317,8 +317,12 @@ fn containers(pod: &Value) -> &[Value] {
     obj::items(&pod["status"]["containerStatuses"])
 }
 
-fn containers_mut(pod: &mut Value) -> &mut Vec<Value> {
+/// The container statuses that are objects (a status written by a client could hold
+/// anything; indexing into a non-object would panic).
+fn containers_mut(pod: &mut Value) -> impl Iterator<Item = &mut Value> {
     obj::array_mut(pod, &["status", "containerStatuses"])
+        .iter_mut()
+        .filter(|c| c.is_object())
 }
 
 /// Sets a pod condition, keeping its transition time when its status did not change.
@@ -520,7 +524,7 @@ fn run(
     };
     let specs: Vec<Value> = obj::items(&pod["spec"]["containers"]).to_vec();
     for (i, spec) in specs.iter().enumerate() {
-        let Some(mut status) = containers(&pod).get(i).cloned() else {
+        let Some(mut status) = containers(&pod).get(i).filter(|s| s.is_object()).cloned() else {
             continue;
         };
         let others = restarts(&pod) - status["restartCount"].as_i64().unwrap_or_default();
@@ -531,7 +535,9 @@ fn run(
                 break;
             }
         }
-        containers_mut(&mut pod)[i] = status;
+        if let Some(slot) = obj::array_mut(&mut pod, &["status", "containerStatuses"]).get_mut(i) {
+            *slot = status;
+        }
     }
     finish_init_containers(&mut pod, start_at, ctx.now);
     summarize(cluster, &mut pass, key, pod);
@@ -649,7 +655,7 @@ fn finish_init_containers(pod: &mut Value, start_at: DateTime<Utc>, now: DateTim
         return;
     }
     for c in obj::array_mut(pod, &["status", "initContainerStatuses"]) {
-        if c["state"]["terminated"].is_null() {
+        if c.is_object() && c["state"]["terminated"].is_null() {
             c["state"] = obj::compact(
                 json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": ts(start_at), "finishedAt": ts(start_at)}}),
             );

@@ -30,7 +30,10 @@ use events::{Event, Involved};
 pub(super) use kubelet::{is_redis_pod, qos_class, redis_container};
 pub(super) use storage::bytes as storage_bytes;
 
-/// Base durations in seconds, multiplied by `SettleCtx::scale`.
+/// Base durations in seconds, multiplied by `SettleCtx::scale`. Durations users give in
+/// objects (`activeDeadlineSeconds`, `ttlSecondsAfterFinished`, the run-seconds annotation)
+/// are simulated time too, so a scaled sandbox keeps their order; a container's own
+/// `sleep N` is real time (a helper pod must stay up for the exec it exists for).
 mod base {
     /// Scheduling to containers running (image pull, create, start).
     pub const POD_START: f64 = 2.0;
@@ -108,7 +111,7 @@ fn create_owned(
 pub(crate) fn settle(cluster: &mut ClusterState, ctx: &SettleCtx<'_>) {
     // Rounds until nothing changes (a few at most), so what one controller's work makes
     // due for another (a Job's next pod once one finished) happens in the same settle.
-    for _ in 0..4 {
+    for _ in 0..8 {
         let before = cluster.store.resource_version;
         round(cluster, ctx);
         if cluster.store.resource_version == before {
@@ -172,6 +175,7 @@ mod tests {
 
     use super::testkit::{self, Harness};
     use crate::k8s::processes::Processes;
+    use crate::k8s::store::ObjKey;
 
     fn workload(h: &mut Harness) {
         h.create(
@@ -273,5 +277,103 @@ mod tests {
             Some(2),
             "{ep}"
         );
+    }
+
+    #[test]
+    fn objects_of_the_wrong_shape_do_not_break_a_settle() {
+        let mut h = Harness::standard(vec![testkit::pool("default-pool", 1, 1)]);
+        let odd = [
+            (
+                "",
+                "pods",
+                "default",
+                json!({"metadata": {"name": "a"}, "spec": "x"}),
+            ),
+            (
+                "",
+                "pods",
+                "default",
+                json!({"metadata": {"name": "b"}, "spec": {"containers": "x", "volumes": [1]}, "status": {"containerStatuses": [1, "x"]}}),
+            ),
+            (
+                "",
+                "pods",
+                "default",
+                json!({"metadata": {"name": "c", "finalizers": "x"}, "spec": {"nodeName": "gone", "containers": [{"name": 1}]}}),
+            ),
+            (
+                "batch",
+                "jobs",
+                "default",
+                json!({"metadata": {"name": "j"}, "spec": 5}),
+            ),
+            (
+                "batch",
+                "jobs",
+                "default",
+                json!({"metadata": {"name": "k", "uid": "u"}, "spec": {"template": [], "parallelism": "x"}}),
+            ),
+            (
+                "apps",
+                "deployments",
+                "default",
+                json!({"metadata": {"name": "d"}, "spec": {"template": [], "replicas": -3}}),
+            ),
+            (
+                "apps",
+                "daemonsets",
+                "default",
+                json!({"metadata": {"name": "e"}, "spec": {"template": {"spec": {"tolerations": "x"}}}}),
+            ),
+            (
+                "apps",
+                "statefulsets",
+                "default",
+                json!({"metadata": {"name": "f"}, "spec": {"volumeClaimTemplates": "x"}}),
+            ),
+            (
+                "",
+                "services",
+                "default",
+                json!({"metadata": {"name": "s"}, "spec": {"selector": {"a": "b"}, "ports": "x"}}),
+            ),
+            (
+                "",
+                "persistentvolumes",
+                "",
+                json!({"metadata": {"name": "v"}, "spec": {"claimRef": "x", "capacity": 5}}),
+            ),
+            (
+                "",
+                "persistentvolumeclaims",
+                "default",
+                json!({"metadata": {"name": "p"}, "spec": null}),
+            ),
+            (
+                "",
+                "namespaces",
+                "",
+                json!({"metadata": {"name": "n", "deletionTimestamp": "garbage"}, "spec": {"finalizers": "x"}}),
+            ),
+            (
+                "",
+                "configmaps",
+                "default",
+                json!({"metadata": {"name": "m", "ownerReferences": "x"}}),
+            ),
+        ];
+        for (group, resource, namespace, object) in odd {
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            h.cluster.store.insert_new(
+                ObjKey::new(group, resource, namespace, &name),
+                object,
+                h.now,
+            );
+        }
+        h.run_for(10.0);
+        assert!(h.exists("", "namespaces", "", "default"));
     }
 }

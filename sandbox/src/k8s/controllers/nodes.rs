@@ -86,6 +86,14 @@ impl Shape {
     }
 }
 
+/// Since when the node has been Ready, if it is.
+pub(super) fn up_since(node: &Value) -> Option<DateTime<Utc>> {
+    obj::items(&node["status"]["conditions"])
+        .iter()
+        .find(|c| c["type"] == "Ready" && c["status"] == "True")
+        .and_then(|c| obj::parse_time(&c["lastTransitionTime"]))
+}
+
 pub(super) fn is_ready(node: &Value) -> bool {
     obj::items(&node["status"]["conditions"])
         .iter()
@@ -139,9 +147,8 @@ pub(super) fn build(
     now: DateTime<Utc>,
 ) -> Value {
     let mut labels = shape.labels.clone();
-    labels
-        .entry(pool_label(cluster).to_string())
-        .or_insert_with(|| shape.pool.clone());
+    // The pool label is how nodes are matched to their pool: it always names the pool.
+    labels.insert(pool_label(cluster).to_string(), shape.pool.clone());
     let zone = labels
         .get("topology.kubernetes.io/zone")
         .cloned()
@@ -350,8 +357,8 @@ fn sync_pools(cluster: &mut ClusterState, now: DateTime<Utc>) {
                     // Pool labels and taints changed in the cloud reach the nodes; what
                     // users added (kubectl label/taint) stays.
                     let mut updated = node.clone();
-                    for (k, v) in &pool.labels {
-                        updated["metadata"]["labels"][k.as_str()] = json!(v);
+                    for (k, v) in pool.labels.iter().filter(|(k, _)| k.as_str() != label) {
+                        obj::set(&mut updated, &["metadata", "labels", k], json!(v));
                     }
                     let taints = obj::array_mut(&mut updated, &["spec", "taints"]);
                     for t in &pool.taints {
@@ -363,8 +370,8 @@ fn sync_pools(cluster: &mut ClusterState, now: DateTime<Utc>) {
                         }
                     }
                     for (k, v) in &pool.extended_resources {
-                        updated["status"]["capacity"][k.as_str()] = json!(v);
-                        updated["status"]["allocatable"][k.as_str()] = json!(v);
+                        obj::set(&mut updated, &["status", "capacity", k], json!(v));
+                        obj::set(&mut updated, &["status", "allocatable", k], json!(v));
                     }
                     cluster.store.update(&node_key(name), updated);
                 }
@@ -405,7 +412,11 @@ fn finish_boots(cluster: &mut ClusterState, ctx: &SettleCtx<'_>) {
             continue;
         }
         let mut updated = node.clone();
-        updated["status"]["conditions"] = conditions(true, at);
+        obj::set(
+            &mut updated,
+            &["status", "conditions"],
+            conditions(true, at),
+        );
         obj::array_mut(&mut updated, &["spec", "taints"]).retain(|t| t["key"] != NOT_READY_TAINT);
         let updated = cluster.store.update(&key, updated);
         let message = format!("Node {} status is now: NodeReady", key.name);

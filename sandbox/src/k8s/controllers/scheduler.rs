@@ -285,7 +285,23 @@ fn schedule_pod(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, p
     }
     // The least busy node, as the default scoring spreads pods.
     if let Some((_, node)) = fits.into_iter().min() {
-        bind(cluster, ctx, key, pod, &node);
+        // A pod that never had to wait was placeable when it was made (or when its node
+        // came up); dating the binding so lets a settle that comes late catch up.
+        let waited = obj::items(&pod["status"]["conditions"])
+            .iter()
+            .any(|c| c["type"] == "PodScheduled");
+        let at = if waited {
+            ctx.now
+        } else {
+            let created = obj::parse_time(&pod["metadata"]["creationTimestamp"]).unwrap_or(ctx.now);
+            let up = cluster
+                .store
+                .get(&nodes::node_key(&node))
+                .and_then(nodes::up_since)
+                .unwrap_or(ctx.now);
+            created.max(up).min(ctx.now)
+        };
+        bind(cluster, key, pod, &node, at);
         return;
     }
     let pod = unschedulable(cluster, ctx, key, pod, &fit_error(&per_node));
@@ -299,22 +315,21 @@ fn schedule_pod(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, p
         _ => scale_up_for(cluster, ctx, &pod, since),
     };
     if let Some(node) = added {
-        let fits_now = cluster
-            .store
-            .get(&nodes::node_key(&node))
-            .is_some_and(|n| misfits(&pod, n, &Usage::of(cluster)).is_empty());
-        if fits_now {
-            bind(cluster, ctx, key, pod, &node);
+        let node = cluster.store.get(&nodes::node_key(&node)).cloned();
+        if let Some(node) = node.filter(|n| misfits(&pod, n, &Usage::of(cluster)).is_empty()) {
+            // Bound when the node it waited for came up.
+            let at = nodes::up_since(&node).unwrap_or(ctx.now).min(ctx.now);
+            bind(cluster, key, pod, obj::name(&node), at);
         }
     }
 }
 
-fn bind(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut pod: Value, node: &str) {
+fn bind(cluster: &mut ClusterState, key: &ObjKey, mut pod: Value, node: &str, at: DateTime<Utc>) {
     obj::set(&mut pod, &["spec", "nodeName"], json!(node));
     let conditions = obj::array_mut(&mut pod, &["status", "conditions"]);
     conditions.retain(|c| c["type"] != "PodScheduled");
     conditions
-        .push(json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": ts(ctx.now)}));
+        .push(json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": ts(at)}));
     let pod = cluster.store.update(key, pod);
     let message = format!(
         "Successfully assigned {}/{} to {node}",
@@ -324,7 +339,7 @@ fn bind(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut pod: 
         &mut cluster.store,
         &Involved::new(&pod, "v1", "Pod"),
         Event::normal(SCHEDULER, "Scheduled", message),
-        ctx.now,
+        at,
     );
 }
 
@@ -347,9 +362,12 @@ fn unschedulable(
     {
         return pod;
     }
+    // A pod seen for the first time was tried when it was made.
     let since = match &current {
         Some(c) if c["status"] == "False" => c["lastTransitionTime"].clone(),
-        _ => ts(ctx.now),
+        Some(_) => ts(ctx.now),
+        None => ts(obj::parse_time(&pod["metadata"]["creationTimestamp"])
+            .map_or(ctx.now, |t| t.min(ctx.now))),
     };
     let conditions = obj::array_mut(&mut pod, &["status", "conditions"]);
     conditions.retain(|c| c["type"] != "PodScheduled");
@@ -359,11 +377,16 @@ fn unschedulable(
     }));
     obj::set(&mut pod, &["status", "phase"], json!("Pending"));
     let pod = cluster.store.update(key, pod);
+    let at = if current.is_none() {
+        obj::parse_time(&since).unwrap_or(ctx.now)
+    } else {
+        ctx.now
+    };
     events::emit(
         &mut cluster.store,
         &Involved::new(&pod, "v1", "Pod"),
         Event::warning(SCHEDULER, "FailedScheduling", message),
-        ctx.now,
+        at,
     );
     pod
 }
@@ -455,7 +478,13 @@ fn provision_for(
             .map(|(k, v)| (k, v.to_string()))
             .collect(),
     };
-    nodes::add(cluster, &name, &shape, true, ctx.now);
+    nodes::add(
+        cluster,
+        &name,
+        &shape,
+        true,
+        since + scaled(ctx, base::SCALE_UP),
+    );
     Some(name)
 }
 
@@ -495,7 +524,12 @@ fn scale_up_for(
         if since + scaled(ctx, base::SCALE_UP) > ctx.now {
             return None;
         }
-        return nodes::grow_pool(cluster, pool, pool.max_nodes, ctx.now);
+        return nodes::grow_pool(
+            cluster,
+            pool,
+            pool.max_nodes,
+            since + scaled(ctx, base::SCALE_UP),
+        );
     }
     if pools.iter().any(|p| p.max_nodes > p.node_count) {
         let message = format!(
