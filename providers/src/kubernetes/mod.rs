@@ -382,6 +382,35 @@ pub fn parse_id(kind: &str, id: &str, shape: &str) -> Result<Vec<ObjectRef>, Pro
 
 /// The error for reading without the cluster reference (an import whose `cluster` is
 /// only known after apply).
+/// The two live objects a resource is made of (a volume and its claim, a workload and
+/// its Service), or `None` when either is gone or belongs to another resource. `what`
+/// names the pair for the error on an id that does not hold two objects.
+pub async fn live_pair(
+    client: &kube::Client,
+    refs: &[ObjectRef],
+    address: &str,
+    kind: &str,
+    what: &str,
+) -> Result<Option<(Value, Value)>, ProviderError> {
+    let [first_ref, second_ref] = refs else {
+        return Err(ProviderError::Unsupported(format!(
+            "{kind}: expected {what} in the id, got {}",
+            id_of(refs)
+        )));
+    };
+    let (Some(first), Some(second)) = (
+        apply::get_ref(client, first_ref).await?,
+        apply::get_ref(client, second_ref).await?,
+    ) else {
+        return Ok(None);
+    };
+    let foreign = |o: &Value| matches!(ownership(o, address), Ownership::Other(_));
+    if foreign(&first) || foreign(&second) {
+        return Ok(None);
+    }
+    Ok(Some((first, second)))
+}
+
 /// Deletes, one after the other and each until gone, the objects of `refs` that are
 /// not another resource's (`reverse`: last first, e.g. a claim before its volume).
 /// Objects already gone are skipped, so a repeated delete succeeds.

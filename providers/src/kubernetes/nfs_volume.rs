@@ -13,8 +13,8 @@ use serde_json::{json, Value};
 
 use super::{
     apply, check_cluster, check_dns_label, check_dns_subdomain, check_quantity, cluster_field,
-    connect, delete_owned, id_of, marked, needs_cluster, ownership, parse_id, preview_marked,
-    refuse_strangers, same_spelling, with_managed_label, ObjectRef, Ownership,
+    connect, delete_owned, id_of, live_pair, marked, needs_cluster, parse_id, preview_marked,
+    refuse_strangers, same_spelling, with_managed_label, ObjectRef,
 };
 use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
 
@@ -209,32 +209,6 @@ fn outputs_of(spec: &Spec, claim: &Value) -> Outputs {
     }
 }
 
-/// The live volume and claim, `None` when either is gone or belongs to another resource.
-async fn live_pair(
-    client: &kube::Client,
-    refs: &[ObjectRef],
-    address: &str,
-) -> Result<Option<(Value, Value)>, ProviderError> {
-    let [volume_ref, claim_ref] = refs else {
-        return Err(ProviderError::Unsupported(format!(
-            "{}: expected a volume and a claim in the id, got {}",
-            NfsVolume::KIND,
-            id_of(refs)
-        )));
-    };
-    let (Some(volume), Some(claim)) = (
-        apply::get_ref(client, volume_ref).await?,
-        apply::get_ref(client, claim_ref).await?,
-    ) else {
-        return Ok(None);
-    };
-    let foreign = |o: &Value| matches!(ownership(o, address), Ownership::Other(_));
-    if foreign(&volume) || foreign(&claim) {
-        return Ok(None);
-    }
-    Ok(Some((volume, claim)))
-}
-
 async fn apply_and_bind(
     ctx: &Ctx,
     spec: &Spec,
@@ -261,19 +235,25 @@ async fn apply_and_bind(
     )
     .await?;
     let refs = spec.refs();
-    let (volume, claim) = live_pair(&client, &refs, &ctx.address)
-        .await?
-        .ok_or_else(|| {
-            ProviderError::api(
-                "kubernetes get",
-                404,
-                "NotFound",
-                format!(
-                    "the volume or claim of {} vanished right after it was applied",
-                    ctx.address
-                ),
-            )
-        })?;
+    let (volume, claim) = live_pair(
+        &client,
+        &refs,
+        &ctx.address,
+        NfsVolume::KIND,
+        "a volume and a claim",
+    )
+    .await?
+    .ok_or_else(|| {
+        ProviderError::api(
+            "kubernetes get",
+            404,
+            "NotFound",
+            format!(
+                "the volume or claim of {} vanished right after it was applied",
+                ctx.address
+            ),
+        )
+    })?;
     Ok(Live {
         id: id_of(&refs),
         spec: spec_of(&volume, &claim, spec),
@@ -458,7 +438,15 @@ impl Kind for NfsVolume {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
         let client = connect::client(&prior.cluster).await?;
-        let Some((volume, claim)) = live_pair(&client, &refs, &ctx.address).await? else {
+        let Some((volume, claim)) = live_pair(
+            &client,
+            &refs,
+            &ctx.address,
+            NfsVolume::KIND,
+            "a volume and a claim",
+        )
+        .await?
+        else {
             return Ok(None);
         };
         let spec = spec_of(&volume, &claim, prior);
@@ -510,7 +498,15 @@ impl Kind for NfsVolume {
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
         let client = connect::client(&prior.cluster).await?;
         Ok(Some(
-            match live_pair(&client, &refs, &ctx.address).await? {
+            match live_pair(
+                &client,
+                &refs,
+                &ctx.address,
+                NfsVolume::KIND,
+                "a volume and a claim",
+            )
+            .await?
+            {
                 None => Health {
                     ready: false,
                     summary: "missing".into(),

@@ -14,9 +14,8 @@ use serde_json::{json, Value};
 
 use super::{
     apply, check_cluster, check_dns_label, check_dns_subdomain, check_labels, cluster_field,
-    connect, delete_owned, id_of, marked, needs_cluster, ownership, parse_id, preview_marked,
-    refuse_strangers, string_map, user_entries, with_managed_label, ObjectRef, Ownership,
-    Resources,
+    connect, delete_owned, id_of, live_pair, marked, needs_cluster, parse_id, preview_marked,
+    refuse_strangers, string_map, user_entries, with_managed_label, ObjectRef, Resources,
 };
 use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
 
@@ -259,33 +258,6 @@ fn outputs_of(spec: &Spec, pod_name: &str) -> Outputs {
     }
 }
 
-/// The live workload and Service; `None` when either is gone or belongs to another
-/// resource.
-async fn live_pair(
-    client: &kube::Client,
-    refs: &[ObjectRef],
-    address: &str,
-) -> Result<Option<(Value, Value)>, ProviderError> {
-    let [workload_ref, service_ref] = refs else {
-        return Err(ProviderError::Unsupported(format!(
-            "{}: expected a workload and a Service in the id, got {}",
-            Redis::KIND,
-            id_of(refs)
-        )));
-    };
-    let (Some(workload), Some(service)) = (
-        apply::get_ref(client, workload_ref).await?,
-        apply::get_ref(client, service_ref).await?,
-    ) else {
-        return Ok(None);
-    };
-    let foreign = |o: &Value| matches!(ownership(o, address), Ownership::Other(_));
-    if foreign(&workload) || foreign(&service) {
-        return Ok(None);
-    }
-    Ok(Some((workload, service)))
-}
-
 /// The pod serving now: the Pod itself, or the Deployment's newest running pod (empty
 /// while there is none).
 async fn serving_pod(
@@ -359,20 +331,25 @@ async fn apply_and_wait(
         },
     )
     .await?;
-    let (live_workload, service) =
-        live_pair(&client, &refs, &ctx.address)
-            .await?
-            .ok_or_else(|| {
-                ProviderError::api(
-                    "kubernetes get",
-                    404,
-                    "NotFound",
-                    format!(
-                        "the redis server of {} vanished right after it was applied",
-                        ctx.address
-                    ),
-                )
-            })?;
+    let (live_workload, service) = live_pair(
+        &client,
+        &refs,
+        &ctx.address,
+        Redis::KIND,
+        "a workload and a Service",
+    )
+    .await?
+    .ok_or_else(|| {
+        ProviderError::api(
+            "kubernetes get",
+            404,
+            "NotFound",
+            format!(
+                "the redis server of {} vanished right after it was applied",
+                ctx.address
+            ),
+        )
+    })?;
     let pod = serving_pod(&client, &live_workload, spec).await?;
     Ok(Live {
         id: id_of(&refs),
@@ -549,7 +526,15 @@ impl Kind for Redis {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
         let client = connect::client(&prior.cluster).await?;
-        let Some((workload, service)) = live_pair(&client, &refs, &ctx.address).await? else {
+        let Some((workload, service)) = live_pair(
+            &client,
+            &refs,
+            &ctx.address,
+            Redis::KIND,
+            "a workload and a Service",
+        )
+        .await?
+        else {
             return Ok(None);
         };
         let spec = spec_of(&workload, &service, prior);
@@ -601,7 +586,15 @@ impl Kind for Redis {
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
         let client = connect::client(&prior.cluster).await?;
         Ok(Some(
-            match live_pair(&client, &refs, &ctx.address).await? {
+            match live_pair(
+                &client,
+                &refs,
+                &ctx.address,
+                Redis::KIND,
+                "a workload and a Service",
+            )
+            .await?
+            {
                 None => Health {
                     ready: false,
                     summary: "missing".into(),
