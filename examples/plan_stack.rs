@@ -13,7 +13,10 @@ use terrain::walk::Cancel;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let path: PathBuf = std::env::args().nth(1).unwrap_or_else(|| "stacks/quickstart".into()).into();
+    let path: PathBuf = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "stacks/quickstart".into())
+        .into();
     let registry = terrain_providers::registry::builtin();
     let env = |k: &str| std::env::var(k).ok();
     let stack = stack::load(&LoadOptions {
@@ -22,7 +25,8 @@ async fn main() -> anyhow::Result<()> {
         env: &env,
         registry: &registry,
     })?;
-    let state_file = std::env::temp_dir().join(format!("terrain-example-{}.json", std::process::id()));
+    let state_file =
+        std::env::temp_dir().join(format!("terrain-example-{}.json", std::process::id()));
     let engine = Engine {
         stack,
         registry,
@@ -31,11 +35,21 @@ async fn main() -> anyhow::Result<()> {
         observer: Arc::new(Quiet),
         cancel: Cancel::new(),
     };
-    let (plan, _state) = engine.plan(false, &[], &path.display().to_string(), &[]).await?;
+    let (plan, _state) = engine
+        .plan(false, &[], &path.display().to_string(), &[])
+        .await?;
     for change in &plan.changes {
-        println!("{:>3} {:<28} {:?}", change.action.symbol(), change.address.to_string(), change.action);
+        println!(
+            "{:>3} {:<28} {:?}",
+            change.action.symbol(),
+            change.address.to_string(),
+            change.action
+        );
     }
     let s = plan.summary();
-    println!("{} to add, {} to change, {} to replace, {} to destroy", s.add, s.change, s.replace, s.destroy);
+    println!(
+        "{} to add, {} to change, {} to replace, {} to destroy",
+        s.add, s.change, s.replace, s.destroy
+    );
     Ok(())
 }

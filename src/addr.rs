@@ -14,7 +14,9 @@ pub struct Address {
 
 /// Why a string is not an address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("`{0}` is not a resource address; addresses look like `kind.name` (e.g. `local_file.config`)")]
+#[error(
+    "`{0}` is not a resource address; addresses look like `kind.name` (e.g. `local_file.config`)"
+)]
 pub struct BadAddress(pub String);
 
 impl Address {

@@ -9,7 +9,11 @@ use terrain_providers::protocol::is_unknown;
 pub fn changed_paths(before: &Value, after: &Value, ignore: &[String]) -> Vec<String> {
     let mut out = Vec::new();
     walk(before, after, "", &mut out);
-    out.retain(|p| !ignore.iter().any(|i| p == i || p.starts_with(&format!("{i}."))));
+    out.retain(|p| {
+        !ignore
+            .iter()
+            .any(|i| p == i || p.starts_with(&format!("{i}.")))
+    });
     out
 }
 
@@ -20,8 +24,17 @@ fn walk(before: &Value, after: &Value, path: &str, out: &mut Vec<String>) {
             keys.sort();
             keys.dedup();
             for k in keys {
-                let sub = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
-                walk(b.get(k).unwrap_or(&Value::Null), a.get(k).unwrap_or(&Value::Null), &sub, out);
+                let sub = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                walk(
+                    b.get(k).unwrap_or(&Value::Null),
+                    a.get(k).unwrap_or(&Value::Null),
+                    &sub,
+                    out,
+                );
             }
         }
         _ if is_unknown(after) => out.push(path.to_string()),
@@ -96,6 +109,9 @@ mod tests {
     fn overlay_keeps_live_values() {
         let desired = json!({"a": 1, "labels": {"x": "2"}});
         let live = json!({"a": 5, "labels": {"x": "1"}});
-        assert_eq!(overlay(&desired, &live, &["labels".to_string()]), json!({"a": 1, "labels": {"x": "1"}}));
+        assert_eq!(
+            overlay(&desired, &live, &["labels".to_string()]),
+            json!({"a": 1, "labels": {"x": "1"}})
+        );
     }
 }

@@ -19,7 +19,9 @@ use crate::eval::{self, lookup, Resolved, Scope};
 use crate::plan::{self, Action, Change, Drift, Plan, PlanError, PlanInputs, Step};
 use crate::stack::check::OfflineScope;
 use crate::stack::Stack;
-use crate::state::{Backend, Deposed, OutputState, Pending, PendingOp, ResourceState, State, StateError};
+use crate::state::{
+    Backend, Deposed, OutputState, Pending, PendingOp, ResourceState, State, StateError,
+};
 use crate::walk::{self, Cancel, Outcome};
 
 /// What the engine reports while it works.
@@ -32,9 +34,18 @@ pub enum Event {
     /// A long operation's progress.
     Progress { address: Address, message: String },
     /// An operation finished.
-    Finished { address: Address, step: Step, elapsed: Duration, id: Option<String> },
+    Finished {
+        address: Address,
+        step: Step,
+        elapsed: Duration,
+        id: Option<String>,
+    },
     /// An operation failed.
-    Failed { address: Address, step: Step, error: String },
+    Failed {
+        address: Address,
+        step: Step,
+        error: String,
+    },
     /// Not attempted because a dependency failed.
     Skipped { address: Address, because: Address },
     /// Something worth knowing that is not an error.
@@ -143,31 +154,44 @@ impl Engine {
         move |k| (self.settings.env)(k)
     }
 
-    pub(crate) fn kind(&self, address: &Address, kind: &str) -> Result<Arc<dyn Resource>, EngineError> {
-        self.registry.get(kind).cloned().ok_or_else(|| EngineError::UnknownKind {
-            address: address.clone(),
-            kind: kind.to_string(),
-        })
+    pub(crate) fn kind(
+        &self,
+        address: &Address,
+        kind: &str,
+    ) -> Result<Arc<dyn Resource>, EngineError> {
+        self.registry
+            .get(kind)
+            .cloned()
+            .ok_or_else(|| EngineError::UnknownKind {
+                address: address.clone(),
+                kind: kind.to_string(),
+            })
     }
 
     /// The `[providers.<name>]` table, evaluated (empty object when absent).
     pub(crate) fn provider_config(&self, provider: &str) -> Result<Value, EngineError> {
         let env = self.env();
-        self.stack.provider_config(provider, &env).map_err(|e| EngineError::ProviderConfig {
-            provider: provider.to_string(),
-            message: e.message,
-        })
+        self.stack
+            .provider_config(provider, &env)
+            .map_err(|e| EngineError::ProviderConfig {
+                provider: provider.to_string(),
+                message: e.message,
+            })
     }
 
     pub(crate) fn ctx(&self, address: &Address, provider: &str) -> Result<Ctx, EngineError> {
         let observer = self.observer.clone();
         let addr = address.clone();
-        Ok(Ctx::new(address.to_string(), self.provider_config(provider)?).with_reporter(Arc::new(move |m: &str| {
-            observer.event(Event::Progress {
-                address: addr.clone(),
-                message: m.to_string(),
-            })
-        })))
+        Ok(
+            Ctx::new(address.to_string(), self.provider_config(provider)?).with_reporter(Arc::new(
+                move |m: &str| {
+                    observer.event(Event::Progress {
+                        address: addr.clone(),
+                        message: m.to_string(),
+                    })
+                },
+            )),
+        )
     }
 
     /// Loads the state (a new empty one when there is none).
@@ -178,8 +202,15 @@ impl Engine {
     /// Reads every resource in `state` through its provider: returns the refreshed state
     /// (live specs and outputs; vanished objects dropped; interrupted creates adopted
     /// where the object is found) and the drift found.
-    pub async fn refresh(&self, state: &State) -> Result<(State, BTreeMap<String, Drift>, Vec<String>), EngineError> {
-        let entries: Vec<(String, ResourceState)> = state.resources.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    pub async fn refresh(
+        &self,
+        state: &State,
+    ) -> Result<(State, BTreeMap<String, Drift>, Vec<String>), EngineError> {
+        let entries: Vec<(String, ResourceState)> = state
+            .resources
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let results: Vec<Result<Refreshed, EngineError>> = stream::iter(entries)
             .map(|(key, r)| async move { self.refresh_one(key, r).await })
             .buffered(self.settings.parallelism.max(1))
@@ -205,8 +236,16 @@ impl Engine {
         Ok((refreshed, drift, warnings))
     }
 
-    async fn refresh_one(&self, key: String, mut r: ResourceState) -> Result<Refreshed, EngineError> {
-        let address = Address::parse(&key).map_err(|e| refresh_error(&Address::new("state", "entry"))(ProviderError::Unsupported(e.to_string())))?;
+    async fn refresh_one(
+        &self,
+        key: String,
+        mut r: ResourceState,
+    ) -> Result<Refreshed, EngineError> {
+        let address = Address::parse(&key).map_err(|e| {
+            refresh_error(&Address::new("state", "entry"))(ProviderError::Unsupported(
+                e.to_string(),
+            ))
+        })?;
         let kind = self.kind(&address, &r.kind)?;
         let ctx = self.ctx(&address, kind.provider())?;
         let mut warning = None;
@@ -229,10 +268,18 @@ impl Engine {
             address: address.clone(),
             id: id.clone(),
         });
-        let live = kind.read(&ctx, &id, &prior).await.map_err(refresh_error(&address))?;
+        let live = kind
+            .read(&ctx, &id, &prior)
+            .await
+            .map_err(refresh_error(&address))?;
         let mut deposed = Vec::new();
         for d in &r.deposed {
-            if kind.read(&ctx, &d.id, &d.spec).await.map_err(refresh_error(&address))?.is_some() {
+            if kind
+                .read(&ctx, &d.id, &d.spec)
+                .await
+                .map_err(refresh_error(&address))?
+                .is_some()
+            {
                 deposed.push(d.clone());
             }
         }
@@ -255,7 +302,10 @@ impl Engine {
                 }
             }
             Some(obs) => {
-                let drift = (!adopted && r.pending.is_none() && !changed_paths(&r.spec, &obs.spec, &[]).is_empty()).then(|| Drift {
+                let drift = (!adopted
+                    && r.pending.is_none()
+                    && !changed_paths(&r.spec, &obs.spec, &[]).is_empty())
+                .then(|| Drift {
                     recorded: r.spec.clone(),
                     live: Some(obs.spec.clone()),
                 });
@@ -272,7 +322,13 @@ impl Engine {
     }
 
     /// Refreshes and plans. `stack_path` and `variables` are recorded for `plan -out`.
-    pub async fn plan(&self, destroy: bool, targets: &[Address], stack_path: &str, variables: &[(String, String)]) -> Result<(Plan, State), EngineError> {
+    pub async fn plan(
+        &self,
+        destroy: bool,
+        targets: &[Address],
+        stack_path: &str,
+        variables: &[(String, String)],
+    ) -> Result<(Plan, State), EngineError> {
         let stored = self.backend.load().await?;
         let existed = stored.is_some();
         let state = stored.unwrap_or_default();
@@ -301,7 +357,11 @@ impl Engine {
             variables: variables.to_vec(),
             // No stored state yet: the plan is for "no state", whatever lineage the
             // first save will pick.
-            lineage: if existed { state.lineage.clone() } else { String::new() },
+            lineage: if existed {
+                state.lineage.clone()
+            } else {
+                String::new()
+            },
             serial: state.serial,
             changes,
             refreshed: refreshed.resources,
@@ -318,7 +378,12 @@ impl Engine {
             .iter()
             .enumerate()
             .filter(|(_, c)| matches!(c.action, Action::Update | Action::Replace))
-            .filter(|(_, c)| c.id.is_some() && c.after.as_ref().is_some_and(|a| !terrain_providers::protocol::is_unknown(a)))
+            .filter(|(_, c)| {
+                c.id.is_some()
+                    && c.after
+                        .as_ref()
+                        .is_some_and(|a| !terrain_providers::protocol::is_unknown(a))
+            })
             .map(|(i, _)| i)
             .collect();
         let previews = futures::future::join_all(wanted.iter().map(|&i| {
@@ -327,7 +392,11 @@ impl Engine {
                 let kind = self.kind(&c.address, &c.kind).ok()?;
                 let ctx = self.ctx(&c.address, kind.provider()).ok()?;
                 let (id, before, after) = (c.id.as_deref()?, c.before.as_ref()?, c.after.as_ref()?);
-                Some(kind.preview(&ctx, id, before, after).await.map_err(|e| format!("{}: live diff unavailable: {e}", c.address)))
+                Some(
+                    kind.preview(&ctx, id, before, after)
+                        .await
+                        .map_err(|e| format!("{}: live diff unavailable: {e}", c.address)),
+                )
             }
         }))
         .await;
@@ -344,19 +413,35 @@ impl Engine {
     /// stored now (`None`: there is none yet).
     pub fn check_fresh(&self, plan: &Plan, stored: Option<&State>) -> Result<(), EngineError> {
         if plan.stack_hash != self.stack.source_hash {
-            return Err(EngineError::StalePlan("the stack's files changed since it was saved".into()));
+            return Err(EngineError::StalePlan(
+                "the stack's files changed since it was saved".into(),
+            ));
         }
         let state = match (plan.lineage.is_empty(), stored) {
             (true, None) => return Ok(()),
-            (true, Some(_)) => return Err(EngineError::StalePlan("it was made before any state existed, and a state was saved since".into())),
-            (false, None) => return Err(EngineError::StalePlan("the state it was made against no longer exists".into())),
+            (true, Some(_)) => {
+                return Err(EngineError::StalePlan(
+                    "it was made before any state existed, and a state was saved since".into(),
+                ))
+            }
+            (false, None) => {
+                return Err(EngineError::StalePlan(
+                    "the state it was made against no longer exists".into(),
+                ))
+            }
             (false, Some(s)) => s,
         };
         if plan.lineage != state.lineage {
-            return Err(EngineError::StalePlan(format!("it was made for state lineage {}, the state now has lineage {}", plan.lineage, state.lineage)));
+            return Err(EngineError::StalePlan(format!(
+                "it was made for state lineage {}, the state now has lineage {}",
+                plan.lineage, state.lineage
+            )));
         }
         if plan.serial != state.serial {
-            return Err(EngineError::StalePlan(format!("the state changed since (serial {} then, {} now)", plan.serial, state.serial)));
+            return Err(EngineError::StalePlan(format!(
+                "the state changed since (serial {} then, {} now)",
+                plan.serial, state.serial
+            )));
         }
         Ok(())
     }
@@ -433,14 +518,21 @@ impl Engine {
                         address: c.address.clone(),
                         because: because.clone(),
                     });
-                    persister.record_error(c.address.clone(), format!("not attempted: {because} failed"));
+                    persister.record_error(
+                        c.address.clone(),
+                        format!("not attempted: {because} failed"),
+                    );
                 }
                 Outcome::Cancelled => not_started += 1,
                 Outcome::Failed => {}
             }
         }
         // Outputs reflect whatever was applied, even on partial failure.
-        let outputs = if plan.destroy && plan.targets.is_empty() { Ok(BTreeMap::new()) } else { self.outputs(&persister.snapshot()) };
+        let outputs = if plan.destroy && plan.targets.is_empty() {
+            Ok(BTreeMap::new())
+        } else {
+            self.outputs(&persister.snapshot())
+        };
         match outputs {
             Ok(o) => {
                 persister.set_outputs(o.clone());
@@ -460,7 +552,12 @@ impl Engine {
         Ok(report)
     }
 
-    async fn run_step(&self, change: &Change, step: Step, persister: &Persister) -> Result<Option<String>, EngineError> {
+    async fn run_step(
+        &self,
+        change: &Change,
+        step: Step,
+        persister: &Persister,
+    ) -> Result<Option<String>, EngineError> {
         let address = &change.address;
         let key = address.to_string();
         let kind = self.kind(address, &change.kind)?;
@@ -469,7 +566,9 @@ impl Engine {
         let now = || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         match step {
             Step::Create | Step::Update => {
-                let rc = self.stack.resources.get(address).ok_or_else(|| EngineError::Apply(vec![(address.clone(), "not in the stack".into())]))?;
+                let rc = self.stack.resources.get(address).ok_or_else(|| {
+                    EngineError::Apply(vec![(address.clone(), "not in the stack".into())])
+                })?;
                 // Every dependency is applied by now: evaluate with real values.
                 let evaluated = {
                     let env = self.env();
@@ -486,37 +585,68 @@ impl Engine {
                 let mut spec = schema.with_defaults(&evaluated.value);
                 if step == Step::Update {
                     if let Some(prior) = persister.snapshot_entry(&key).filter(|r| r.id.is_some()) {
-                        spec = crate::diff::overlay(&spec, &prior.spec, &rc.lifecycle.ignore_changes);
+                        spec =
+                            crate::diff::overlay(&spec, &prior.spec, &rc.lifecycle.ignore_changes);
                     }
                 }
-                let config = self.provider_config(kind.provider()).map_err(|e| EngineError::Apply(vec![(address.clone(), e.to_string())]))?;
+                let config = self
+                    .provider_config(kind.provider())
+                    .map_err(|e| EngineError::Apply(vec![(address.clone(), e.to_string())]))?;
                 if let Some(bad) = kind.validate(&spec, &config).into_iter().next() {
-                    return Err(EngineError::Apply(vec![(address.clone(), format!("invalid spec: {} {}", bad.path.join("."), bad.message))]));
+                    return Err(EngineError::Apply(vec![(
+                        address.clone(),
+                        format!("invalid spec: {} {}", bad.path.join("."), bad.message),
+                    )]));
                 }
                 let spec = kind.prepare(spec).map_err(fail)?;
-                let mut sensitive: Vec<String> = change.sensitive_paths.iter().map(|p| format!("spec.{p}")).collect();
-                sensitive.extend(evaluated.sensitive_paths.iter().map(|p| format!("spec.{p}")));
-                sensitive.extend(schema.outputs.iter().filter(|f| f.sensitive).map(|f| format!("outputs.{}", f.name)));
+                let mut sensitive: Vec<String> = change
+                    .sensitive_paths
+                    .iter()
+                    .map(|p| format!("spec.{p}"))
+                    .collect();
+                sensitive.extend(
+                    evaluated
+                        .sensitive_paths
+                        .iter()
+                        .map(|p| format!("spec.{p}")),
+                );
+                sensitive.extend(
+                    schema
+                        .outputs
+                        .iter()
+                        .filter(|f| f.sensitive)
+                        .map(|f| format!("outputs.{}", f.name)),
+                );
                 sensitive.sort();
                 sensitive.dedup();
-                let dependencies: Vec<String> = change.dependencies.iter().map(ToString::to_string).collect();
+                let dependencies: Vec<String> = change
+                    .dependencies
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
                 if step == Step::Create {
                     let planned_id = kind.planned_id(&spec, &config);
                     persister.update(|s| {
-                        let entry = s.resources.entry(key.clone()).or_insert_with(|| ResourceState {
-                            kind: change.kind.clone(),
-                            provider: kind.provider().to_string(),
-                            id: None,
-                            spec: Value::Null,
-                            outputs: Value::Null,
-                            dependencies: dependencies.clone(),
-                            sensitive_paths: sensitive.clone(),
-                            pending: None,
-                            deposed: Vec::new(),
-                        });
+                        let entry =
+                            s.resources
+                                .entry(key.clone())
+                                .or_insert_with(|| ResourceState {
+                                    kind: change.kind.clone(),
+                                    provider: kind.provider().to_string(),
+                                    id: None,
+                                    spec: Value::Null,
+                                    outputs: Value::Null,
+                                    dependencies: dependencies.clone(),
+                                    sensitive_paths: sensitive.clone(),
+                                    pending: None,
+                                    deposed: Vec::new(),
+                                });
                         // create_before_destroy: the old object is kept as deposed until
                         // its delete completes, so it is never lost track of.
-                        let old = entry.id.take().map(|id| Deposed { id, spec: entry.spec.clone() });
+                        let old = entry.id.take().map(|id| Deposed {
+                            id,
+                            spec: entry.spec.clone(),
+                        });
                         if let Some(d) = old {
                             entry.deposed.push(d);
                         }
@@ -566,7 +696,12 @@ impl Engine {
                     let (id, prior) = persister
                         .snapshot_entry(&key)
                         .and_then(|r| r.id.clone().map(|id| (id, r.spec.clone())))
-                        .ok_or_else(|| EngineError::Apply(vec![(address.clone(), "update of an object the state does not have".into())]))?;
+                        .ok_or_else(|| {
+                            EngineError::Apply(vec![(
+                                address.clone(),
+                                "update of an object the state does not have".into(),
+                            )])
+                        })?;
                     persister.update(|s| {
                         if let Some(e) = s.resources.get_mut(&key) {
                             e.pending = Some(Pending {
@@ -595,8 +730,12 @@ impl Engine {
                 }
             }
             Step::Delete => {
-                let Some(entry) = persister.snapshot_entry(&key) else { return Ok(None) };
-                let Some(id) = entry.id.clone() else { return Ok(None) };
+                let Some(entry) = persister.snapshot_entry(&key) else {
+                    return Ok(None);
+                };
+                let Some(id) = entry.id.clone() else {
+                    return Ok(None);
+                };
                 persister.update(|s| {
                     if let Some(e) = s.resources.get_mut(&key) {
                         e.pending = Some(Pending {
@@ -623,7 +762,10 @@ impl Engine {
                 result.map(|()| Some(id)).map_err(fail)
             }
             Step::DeleteDeposed => {
-                let deposed = persister.snapshot_entry(&key).map(|e| e.deposed).unwrap_or_default();
+                let deposed = persister
+                    .snapshot_entry(&key)
+                    .map(|e| e.deposed)
+                    .unwrap_or_default();
                 for d in deposed {
                     kind.delete(&ctx, &d.id, &d.spec).await.map_err(fail)?;
                     persister.update(|s| {
@@ -672,10 +814,14 @@ impl Engine {
 
     /// Brings an existing object under management at `address`.
     pub async fn import(&self, address: &Address, id: &str) -> Result<ResourceState, EngineError> {
-        let rc = self.stack.resources.get(address).ok_or_else(|| EngineError::Import {
-            address: address.clone(),
-            message: "the stack has no such resource; add it to the stack first".into(),
-        })?;
+        let rc = self
+            .stack
+            .resources
+            .get(address)
+            .ok_or_else(|| EngineError::Import {
+                address: address.clone(),
+                message: "the stack has no such resource; add it to the stack first".into(),
+            })?;
         let kind = rc.resource.clone();
         let ctx = self.ctx(address, kind.provider())?;
         // The stack's spec, as far as it is known offline, tells the provider how the
@@ -700,7 +846,13 @@ impl Engine {
                 address: address.clone(),
                 message: format!("no {} with id `{id}` exists", address.kind),
             })?;
-        let mut sensitive: Vec<String> = kind.schema().fields.iter().filter(|f| f.sensitive).map(|f| format!("spec.{}", f.name)).collect();
+        let mut sensitive: Vec<String> = kind
+            .schema()
+            .fields
+            .iter()
+            .filter(|f| f.sensitive)
+            .map(|f| format!("spec.{}", f.name))
+            .collect();
         sensitive.extend(rc.sensitive.iter().map(|p| format!("spec.{p}")));
         Ok(ResourceState {
             kind: address.kind.clone(),
@@ -728,7 +880,10 @@ pub(crate) struct ApplyScope<'a> {
 
 impl Scope for ApplyScope<'_> {
     fn var(&self, name: &str) -> Option<(Value, bool)> {
-        self.stack.variables.get(name).map(|v| (v.value.clone(), v.sensitive))
+        self.stack
+            .variables
+            .get(name)
+            .map(|v| (v.value.clone(), v.sensitive))
     }
     fn env(&self, name: &str) -> Option<String> {
         (self.env)(name)
@@ -737,11 +892,20 @@ impl Scope for ApplyScope<'_> {
         let Some(r) = (self.entry)(&addr.to_string()) else {
             return Resolved::Unknown(false);
         };
-        let secret = r.sensitive_paths.iter().any(|p| p == &format!("spec.{}", path[0]) || p == &format!("outputs.{}", path[0]));
+        let secret = r
+            .sensitive_paths
+            .iter()
+            .any(|p| p == &format!("spec.{}", path[0]) || p == &format!("outputs.{}", path[0]));
         if path[0] == "id" {
-            return r.id.clone().map_or(Resolved::Unknown(false), |id| Resolved::Known(Value::String(id), false));
+            return r.id.clone().map_or(Resolved::Unknown(false), |id| {
+                Resolved::Known(Value::String(id), false)
+            });
         }
-        let in_spec = self.stack.resources.get(addr).is_some_and(|rc| rc.resource.schema().field(&path[0]).is_some());
+        let in_spec = self
+            .stack
+            .resources
+            .get(addr)
+            .is_some_and(|rc| rc.resource.schema().field(&path[0]).is_some());
         let source = if in_spec { &r.spec } else { &r.outputs };
         match lookup(source, path) {
             Some(v) => Resolved::Known(v.clone(), secret),
@@ -780,7 +944,9 @@ impl Persister {
     fn lock(&self) -> std::sync::MutexGuard<'_, PersistInner> {
         // A panic while holding this lock would already have aborted the apply; the
         // state inside is still the best record there is.
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Changes the state in memory; the next `persist` (there is always one at the end

@@ -63,7 +63,12 @@ fn join(prefix: &str, key: &str) -> String {
     }
 }
 
-fn eval_at(node: &Node, scope: &dyn Scope, path: &str, sensitive: &mut Vec<String>) -> Result<Value, EvalError> {
+fn eval_at(
+    node: &Node,
+    scope: &dyn Scope,
+    path: &str,
+    sensitive: &mut Vec<String>,
+) -> Result<Value, EvalError> {
     match &node.kind {
         NodeKind::Literal(v) => Ok(v.clone()),
         NodeKind::Whole(r) => {
@@ -98,7 +103,11 @@ fn eval_at(node: &Node, scope: &dyn Scope, path: &str, sensitive: &mut Vec<Strin
                 sensitive.push(path.to_string());
             }
             // A string with an unknown piece is unknown as a whole.
-            Ok(Value::String(if unknown { UNKNOWN.to_string() } else { out }))
+            Ok(Value::String(if unknown {
+                UNKNOWN.to_string()
+            } else {
+                out
+            }))
         }
         NodeKind::List(items) => items
             .iter()
@@ -119,7 +128,9 @@ fn eval_at(node: &Node, scope: &dyn Scope, path: &str, sensitive: &mut Vec<Strin
 fn resolve(r: &Ref, span: Span, scope: &dyn Scope) -> Result<(Value, bool), EvalError> {
     let fail = |message: String| EvalError { span, message };
     match r {
-        Ref::Var(name) => scope.var(name).ok_or_else(|| fail(format!("variable `{name}` has no value"))),
+        Ref::Var(name) => scope
+            .var(name)
+            .ok_or_else(|| fail(format!("variable `{name}` has no value"))),
         Ref::Env(name) => scope
             .env(name)
             .map(|v| (Value::String(v), false))
@@ -174,20 +185,37 @@ mod tests {
             [Part::Lit(l)] => NodeKind::Literal(json!(l)),
             _ => NodeKind::Template(parts),
         };
-        Node { span: Span::default(), kind }
+        Node {
+            span: Span::default(),
+            kind,
+        }
     }
 
     #[test]
     fn whole_references_keep_their_type() {
-        assert_eq!(eval(&node("${var.n}"), &TestScope).expect("evaluates").value, json!(3));
-        assert_eq!(eval(&node("n=${var.n}"), &TestScope).expect("evaluates").value, json!("n=3"));
+        assert_eq!(
+            eval(&node("${var.n}"), &TestScope)
+                .expect("evaluates")
+                .value,
+            json!(3)
+        );
+        assert_eq!(
+            eval(&node("n=${var.n}"), &TestScope)
+                .expect("evaluates")
+                .value,
+            json!("n=3")
+        );
     }
 
     #[test]
     fn unknown_pieces_make_the_string_unknown() {
-        let v = eval(&node("http://${x.later.ip}:80"), &TestScope).expect("evaluates").value;
+        let v = eval(&node("http://${x.later.ip}:80"), &TestScope)
+            .expect("evaluates")
+            .value;
         assert!(is_unknown(&v));
-        let v = eval(&node("http://${x.known.ip}:80"), &TestScope).expect("evaluates").value;
+        let v = eval(&node("http://${x.known.ip}:80"), &TestScope)
+            .expect("evaluates")
+            .value;
         assert_eq!(v, json!("http://10.0.0.2:80"));
     }
 
@@ -208,6 +236,11 @@ mod tests {
     fn missing_values_are_errors() {
         assert!(eval(&node("${var.nope}"), &TestScope).is_err());
         assert!(eval(&node("${env.NOPE}"), &TestScope).is_err());
-        assert_eq!(eval(&node("${env.HOME}"), &TestScope).expect("evaluates").value, json!("/root"));
+        assert_eq!(
+            eval(&node("${env.HOME}"), &TestScope)
+                .expect("evaluates")
+                .value,
+            json!("/root")
+        );
     }
 }

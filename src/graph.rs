@@ -46,7 +46,14 @@ pub fn cycles(deps: &Deps) -> Vec<Vec<Address>> {
 
 /// A path from `start` back to `start` inside `members` (depth first, smallest first).
 fn cycle_path(g: &DiGraphMap<usize, ()>, start: usize, members: &BTreeSet<usize>) -> Vec<usize> {
-    fn dfs(g: &DiGraphMap<usize, ()>, at: usize, start: usize, members: &BTreeSet<usize>, seen: &mut BTreeSet<usize>, path: &mut Vec<usize>) -> bool {
+    fn dfs(
+        g: &DiGraphMap<usize, ()>,
+        at: usize,
+        start: usize,
+        members: &BTreeSet<usize>,
+        seen: &mut BTreeSet<usize>,
+        path: &mut Vec<usize>,
+    ) -> bool {
         path.push(at);
         let mut next: Vec<usize> = g.neighbors(at).filter(|n| members.contains(n)).collect();
         next.sort_unstable();
@@ -75,7 +82,14 @@ fn cycle_path(g: &DiGraphMap<usize, ()>, start: usize, members: &BTreeSet<usize>
 pub fn topo_order(deps: &Deps) -> Vec<Address> {
     let mut remaining: BTreeMap<&Address, usize> = deps
         .iter()
-        .map(|(a, ds)| (a, ds.iter().filter(|d| deps.contains_key(*d) && *d != a).count()))
+        .map(|(a, ds)| {
+            (
+                a,
+                ds.iter()
+                    .filter(|d| deps.contains_key(*d) && *d != a)
+                    .count(),
+            )
+        })
         .collect();
     let mut dependents: BTreeMap<&Address, Vec<&Address>> = BTreeMap::new();
     for (a, ds) in deps {
@@ -83,7 +97,11 @@ pub fn topo_order(deps: &Deps) -> Vec<Address> {
             dependents.entry(d).or_default().push(a);
         }
     }
-    let mut ready: BTreeSet<&Address> = remaining.iter().filter(|(_, n)| **n == 0).map(|(a, _)| *a).collect();
+    let mut ready: BTreeSet<&Address> = remaining
+        .iter()
+        .filter(|(_, n)| **n == 0)
+        .map(|(a, _)| *a)
+        .collect();
     let mut out = Vec::with_capacity(deps.len());
     while let Some(a) = ready.pop_first() {
         out.push(a.clone());
@@ -151,12 +169,20 @@ mod tests {
     }
 
     fn deps(edges: &[(&str, &[&str])]) -> Deps {
-        edges.iter().map(|(k, ds)| (a(k), ds.iter().map(|d| a(d)).collect())).collect()
+        edges
+            .iter()
+            .map(|(k, ds)| (a(k), ds.iter().map(|d| a(d)).collect()))
+            .collect()
     }
 
     #[test]
     fn cycle_names_every_address_in_order() {
-        let d = deps(&[("t.a", &["t.b"]), ("t.b", &["t.c"]), ("t.c", &["t.a"]), ("t.d", &[])]);
+        let d = deps(&[
+            ("t.a", &["t.b"]),
+            ("t.b", &["t.c"]),
+            ("t.c", &["t.a"]),
+            ("t.d", &[]),
+        ]);
         assert_eq!(cycles(&d), vec![vec![a("t.a"), a("t.b"), a("t.c")]]);
     }
 
@@ -168,14 +194,30 @@ mod tests {
 
     #[test]
     fn topo_order_is_dependencies_first_and_stable() {
-        let d = deps(&[("t.z", &[]), ("t.y", &["t.z"]), ("t.a", &["t.y"]), ("t.b", &[])]);
+        let d = deps(&[
+            ("t.z", &[]),
+            ("t.y", &["t.z"]),
+            ("t.a", &["t.y"]),
+            ("t.b", &[]),
+        ]);
         assert_eq!(topo_order(&d), vec![a("t.b"), a("t.z"), a("t.y"), a("t.a")]);
     }
 
     #[test]
     fn targets_pull_in_dependencies_or_dependents() {
-        let d = deps(&[("t.a", &[]), ("t.b", &["t.a"]), ("t.c", &["t.b"]), ("t.x", &[])]);
-        assert_eq!(with_dependencies(&d, &[a("t.b")]), BTreeSet::from([a("t.a"), a("t.b")]));
-        assert_eq!(with_dependents(&d, &[a("t.b")]), BTreeSet::from([a("t.b"), a("t.c")]));
+        let d = deps(&[
+            ("t.a", &[]),
+            ("t.b", &["t.a"]),
+            ("t.c", &["t.b"]),
+            ("t.x", &[]),
+        ]);
+        assert_eq!(
+            with_dependencies(&d, &[a("t.b")]),
+            BTreeSet::from([a("t.a"), a("t.b")])
+        );
+        assert_eq!(
+            with_dependents(&d, &[a("t.b")]),
+            BTreeSet::from([a("t.b"), a("t.c")])
+        );
     }
 }

@@ -46,7 +46,13 @@ impl Engine {
     /// The resource's spec evaluated against `state`: references to applied resources
     /// resolve, others stay unknown.
     fn spec_from_state(&self, address: &Address, state: &State) -> Result<Value, InspectError> {
-        let rc = self.stack.resources.get(address).ok_or_else(|| InspectError::NotInStack { address: address.clone() })?;
+        let rc = self
+            .stack
+            .resources
+            .get(address)
+            .ok_or_else(|| InspectError::NotInStack {
+                address: address.clone(),
+            })?;
         let env = self.env();
         let entry = |k: &str| state.resources.get(k).filter(|r| r.id.is_some()).cloned();
         let scope = ApplyScope {
@@ -87,47 +93,94 @@ impl Engine {
     /// order, asking the providers `parallelism` at a time.
     pub async fn status(&self, state: &State) -> Vec<Status> {
         let mut addresses: Vec<Address> = self.stack.resources.keys().cloned().collect();
-        addresses.extend(state.resources.keys().filter_map(|k| Address::parse(k).ok()));
+        addresses.extend(
+            state
+                .resources
+                .keys()
+                .filter_map(|k| Address::parse(k).ok()),
+        );
         addresses.sort();
         addresses.dedup();
         let parallelism = self.settings.parallelism.max(1);
         stream::iter(addresses)
             .map(|address| async move {
-                let entry = state.resources.get(&address.to_string()).filter(|r| r.id.is_some());
-                let kind = entry.map(|r| r.kind.clone()).unwrap_or_else(|| address.kind.clone());
+                let entry = state
+                    .resources
+                    .get(&address.to_string())
+                    .filter(|r| r.id.is_some());
+                let kind = entry
+                    .map(|r| r.kind.clone())
+                    .unwrap_or_else(|| address.kind.clone());
                 let health = match entry {
                     None => None,
-                    Some(r) => Some(self.health_of(&address, &r.kind, r.id.as_deref().unwrap_or_default(), &r.spec).await),
+                    Some(r) => Some(
+                        self.health_of(
+                            &address,
+                            &r.kind,
+                            r.id.as_deref().unwrap_or_default(),
+                            &r.spec,
+                        )
+                        .await,
+                    ),
                 };
-                Status { address, kind, health }
+                Status {
+                    address,
+                    kind,
+                    health,
+                }
             })
             .buffered(parallelism)
             .collect()
             .await
     }
 
-    async fn health_of(&self, address: &Address, kind: &str, id: &str, spec: &Value) -> Result<Health, String> {
+    async fn health_of(
+        &self,
+        address: &Address,
+        kind: &str,
+        id: &str,
+        spec: &Value,
+    ) -> Result<Health, String> {
         let resource = self.kind(address, kind).map_err(|e| e.to_string())?;
-        let ctx = self.ctx(address, resource.provider()).map_err(|e| e.to_string())?;
-        resource.health(&ctx, id, spec).await.map_err(|e| e.to_string())
+        let ctx = self
+            .ctx(address, resource.provider())
+            .map_err(|e| e.to_string())?;
+        resource
+            .health(&ctx, id, spec)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// Streams the logs of `address` into `sink`; with `follow`, until it finishes.
     ///
     /// Fails when the resource is not applied or its kind has no logs.
-    pub async fn logs(&self, address: &Address, state: &State, follow: bool, sink: LineSink) -> Result<(), InspectError> {
+    pub async fn logs(
+        &self,
+        address: &Address,
+        state: &State,
+        follow: bool,
+        sink: LineSink,
+    ) -> Result<(), InspectError> {
         let r = state
             .resources
             .get(&address.to_string())
             .filter(|r| r.id.is_some())
-            .ok_or_else(|| InspectError::NotApplied { address: address.clone() })?;
+            .ok_or_else(|| InspectError::NotApplied {
+                address: address.clone(),
+            })?;
         let kind = self.kind(address, &r.kind)?;
         let ctx = self.ctx(address, kind.provider())?;
-        kind.logs(&ctx, r.id.as_deref().unwrap_or_default(), &r.spec, follow, sink)
-            .await
-            .map_err(|source| InspectError::Provider {
-                address: address.clone(),
-                source,
-            })
+        kind.logs(
+            &ctx,
+            r.id.as_deref().unwrap_or_default(),
+            &r.spec,
+            follow,
+            sink,
+        )
+        .await
+        .map_err(|source| InspectError::Provider {
+            address: address.clone(),
+            source,
+        })
     }
 }

@@ -4,15 +4,15 @@
 //! graph, planning, the apply/destroy walker and the state store. Only [`output`]
 //! prints; everything else returns values and errors.
 
-pub mod state;
 pub mod addr;
-pub mod eval;
-pub mod graph;
-pub mod stack;
-pub mod walk;
+pub mod cli;
 pub mod diff;
 pub mod engine;
+pub mod eval;
+pub mod graph;
 pub mod inspect;
-pub mod plan;
 pub mod output;
-pub mod cli;
+pub mod plan;
+pub mod stack;
+pub mod state;
+pub mod walk;

@@ -165,7 +165,11 @@ impl Plan {
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
     #[error("{address}: lifecycle.prevent_destroy is set, but this plan would {verb} it{why}; remove prevent_destroy first if this is intended")]
-    PreventDestroy { address: Address, verb: &'static str, why: String },
+    PreventDestroy {
+        address: Address,
+        verb: &'static str,
+        why: String,
+    },
     #[error("{address}: {message}")]
     Eval { address: Address, message: String },
     #[error("{address}: invalid spec: {message}")]
@@ -194,7 +198,10 @@ struct PlanScope<'a> {
 
 impl Scope for PlanScope<'_> {
     fn var(&self, name: &str) -> Option<(Value, bool)> {
-        self.stack.variables.get(name).map(|v| (v.value.clone(), v.sensitive))
+        self.stack
+            .variables
+            .get(name)
+            .map(|v| (v.value.clone(), v.sensitive))
     }
 
     fn env(&self, name: &str) -> Option<String> {
@@ -220,7 +227,10 @@ impl Scope for PlanScope<'_> {
             let Some((spec, secret_paths)) = self.desired.get(addr) else {
                 return Resolved::Unknown(secret);
             };
-            let secret = secret || secret_paths.iter().any(|p| p == &path[0] || path.join(".").starts_with(&format!("{p}.")));
+            let secret = secret
+                || secret_paths
+                    .iter()
+                    .any(|p| p == &path[0] || path.join(".").starts_with(&format!("{p}.")));
             return match lookup(spec, path) {
                 Some(v) if is_unknown(v) => Resolved::Unknown(secret),
                 Some(v) => Resolved::Known(v.clone(), secret),
@@ -241,18 +251,37 @@ impl Scope for PlanScope<'_> {
 
 /// The dependencies of every stack resource.
 pub fn stack_deps(stack: &Stack) -> Deps {
-    stack.resources.iter().map(|(a, rc)| (a.clone(), rc.dependencies())).collect()
+    stack
+        .resources
+        .iter()
+        .map(|(a, rc)| (a.clone(), rc.dependencies()))
+        .collect()
 }
 
 /// Computes the plan from a refreshed state (`state`, with live specs) and `drift`
 /// (recorded specs of resources that changed or vanished outside terrain).
-pub fn compute(stack: &Stack, state: &State, drift: &BTreeMap<String, Drift>, inputs: &PlanInputs<'_>) -> Result<Vec<Change>, PlanError> {
+pub fn compute(
+    stack: &Stack,
+    state: &State,
+    drift: &BTreeMap<String, Drift>,
+    inputs: &PlanInputs<'_>,
+) -> Result<Vec<Change>, PlanError> {
     let deps = stack_deps(stack);
     let order = graph::topo_order(&deps);
     let state_deps: Deps = state
         .resources
         .iter()
-        .filter_map(|(a, r)| Address::parse(a).ok().map(|addr| (addr, r.dependencies.iter().filter_map(|d| Address::parse(d).ok()).collect())))
+        .filter_map(|(a, r)| {
+            Address::parse(a).ok().map(|addr| {
+                (
+                    addr,
+                    r.dependencies
+                        .iter()
+                        .filter_map(|d| Address::parse(d).ok())
+                        .collect(),
+                )
+            })
+        })
         .collect();
 
     // Which resources the run may touch.
@@ -286,7 +315,9 @@ pub fn compute(stack: &Stack, state: &State, drift: &BTreeMap<String, Drift>, in
     let mut changes = Vec::new();
     if !inputs.destroy {
         for addr in &order {
-            let Some(rc) = stack.resources.get(addr) else { continue };
+            let Some(rc) = stack.resources.get(addr) else {
+                continue;
+            };
             let key = addr.to_string();
             let existing = state.resources.get(&key);
             let evaluated = eval::eval(&rc.body, &scope).map_err(|e| PlanError::Eval {
@@ -296,16 +327,28 @@ pub fn compute(stack: &Stack, state: &State, drift: &BTreeMap<String, Drift>, in
             let schema = rc.resource.schema();
             let mut after = schema.with_defaults(&evaluated.value);
             let mut sensitive: BTreeSet<String> = evaluated.sensitive_paths.into_iter().collect();
-            sensitive.extend(schema.fields.iter().filter(|f| f.sensitive).map(|f| f.name.to_string()));
+            sensitive.extend(
+                schema
+                    .fields
+                    .iter()
+                    .filter(|f| f.sensitive)
+                    .map(|f| f.name.to_string()),
+            );
             sensitive.extend(rc.sensitive.iter().cloned());
             let sensitive: Vec<String> = sensitive.into_iter().collect();
             // Checks that needed values only known now (other resources' attributes).
-            let config = stack.provider_config(rc.resource.provider(), inputs.env).map_err(|e| PlanError::Invalid {
-                address: addr.clone(),
-                message: format!("providers.{}: {}", rc.resource.provider(), e.message),
-            })?;
+            let config = stack
+                .provider_config(rc.resource.provider(), inputs.env)
+                .map_err(|e| PlanError::Invalid {
+                    address: addr.clone(),
+                    message: format!("providers.{}: {}", rc.resource.provider(), e.message),
+                })?;
             if let Some(bad) = rc.resource.validate(&after, &config).into_iter().next() {
-                let at = if bad.path.is_empty() { String::new() } else { format!("{}: ", bad.path.join(".")) };
+                let at = if bad.path.is_empty() {
+                    String::new()
+                } else {
+                    format!("{}: ", bad.path.join("."))
+                };
                 return Err(PlanError::Invalid {
                     address: addr.clone(),
                     message: format!("{at}{}", bad.message),
@@ -374,7 +417,10 @@ pub fn compute(stack: &Stack, state: &State, drift: &BTreeMap<String, Drift>, in
                 return Err(PlanError::PreventDestroy {
                     address: addr.clone(),
                     verb: "replace",
-                    why: format!(" ({} forces replacement)", change.replace_because.join(", ")),
+                    why: format!(
+                        " ({} forces replacement)",
+                        change.replace_because.join(", ")
+                    ),
                 });
             }
             change.after = Some(after.clone());
@@ -396,7 +442,9 @@ pub fn compute(stack: &Stack, state: &State, drift: &BTreeMap<String, Drift>, in
     delete_order.reverse();
     for addr in delete_order {
         let key = addr.to_string();
-        let Some(r) = state.resources.get(&key) else { continue };
+        let Some(r) = state.resources.get(&key) else {
+            continue;
+        };
         if inputs.destroy {
             if let Some(rc) = stack.resources.get(&addr) {
                 if rc.lifecycle.prevent_destroy {
@@ -417,9 +465,17 @@ pub fn compute(stack: &Stack, state: &State, drift: &BTreeMap<String, Drift>, in
             before: (!gone).then(|| r.spec.clone()),
             after: None,
             replace_because: Vec::new(),
-            sensitive_paths: r.sensitive_paths.iter().filter_map(|p| p.strip_prefix("spec.").map(str::to_string)).collect(),
+            sensitive_paths: r
+                .sensitive_paths
+                .iter()
+                .filter_map(|p| p.strip_prefix("spec.").map(str::to_string))
+                .collect(),
             create_before_destroy: false,
-            dependencies: r.dependencies.iter().filter_map(|d| Address::parse(d).ok()).collect(),
+            dependencies: r
+                .dependencies
+                .iter()
+                .filter_map(|d| Address::parse(d).ok())
+                .collect(),
             drift: drift.get(&key).cloned(),
             computed: Vec::new(),
             deposed: r.deposed.clone(),
@@ -502,11 +558,17 @@ pub fn steps(changes: &[Change]) -> StepGraph {
                 }
             }
             Step::Delete => {
-                for &di in dependents.get(&c.address).map(Vec::as_slice).unwrap_or_default() {
+                for &di in dependents
+                    .get(&c.address)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                {
                     let dep = &changes[di];
                     // Dependents being removed go first; with create_before_destroy, the
                     // dependents move to the new object first.
-                    if dep.action == Action::Delete || (dep.action == Action::Replace && !dep.create_before_destroy) {
+                    if dep.action == Action::Delete
+                        || (dep.action == Action::Replace && !dep.create_before_destroy)
+                    {
                         wait.extend(find(&dep.address, Step::Delete));
                     }
                 }
@@ -514,7 +576,11 @@ pub fn steps(changes: &[Change]) -> StepGraph {
             Step::DeleteDeposed => {
                 wait.extend(find(&c.address, Step::Create));
                 // Dependents move over to the new object before the old one goes.
-                for &di in dependents.get(&c.address).map(Vec::as_slice).unwrap_or_default() {
+                for &di in dependents
+                    .get(&c.address)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                {
                     wait.extend(find(&changes[di].address, Step::Create));
                     wait.extend(find(&changes[di].address, Step::Update));
                 }

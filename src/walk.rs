@@ -40,7 +40,12 @@ pub enum Outcome {
 
 /// Runs `run(i)` for every node once all of `deps[i]` are done, at most `parallelism`
 /// at a time, in index order among the ready ones. Returns each node's outcome.
-pub async fn walk<F, Fut>(deps: &[Vec<usize>], parallelism: usize, cancel: &Cancel, run: F) -> Vec<Outcome>
+pub async fn walk<F, Fut>(
+    deps: &[Vec<usize>],
+    parallelism: usize,
+    cancel: &Cancel,
+    run: F,
+) -> Vec<Outcome>
 where
     F: Fn(usize) -> Fut,
     Fut: Future<Output = bool>,
@@ -54,7 +59,8 @@ where
             dependents[d].push(i);
         }
     }
-    let mut ready: std::collections::BTreeSet<usize> = (0..n).filter(|&i| waiting[i] == 0).collect();
+    let mut ready: std::collections::BTreeSet<usize> =
+        (0..n).filter(|&i| waiting[i] == 0).collect();
     let mut running = FuturesUnordered::new();
     let parallelism = parallelism.max(1);
     loop {
@@ -63,7 +69,9 @@ where
             let fut = run(i);
             running.push(async move { (i, fut.await) });
         }
-        let Some((i, ok)) = running.next().await else { break };
+        let Some((i, ok)) = running.next().await else {
+            break;
+        };
         outcome[i] = Some(if ok { Outcome::Done } else { Outcome::Failed });
         if ok {
             for &d in &dependents[i] {
@@ -76,7 +84,10 @@ where
             skip_dependents(i, &dependents, &mut outcome);
         }
     }
-    outcome.into_iter().map(|o| o.unwrap_or(Outcome::Cancelled)).collect()
+    outcome
+        .into_iter()
+        .map(|o| o.unwrap_or(Outcome::Cancelled))
+        .collect()
 }
 
 fn skip_dependents(failed: usize, dependents: &[Vec<usize>], outcome: &mut [Option<Outcome>]) {
@@ -100,7 +111,15 @@ mod tests {
         // 0 <- 1 <- 2 ; 3 independent
         let deps = vec![vec![], vec![0], vec![1], vec![]];
         let out = walk(&deps, 4, &Cancel::new(), |i| async move { i != 1 }).await;
-        assert_eq!(out, vec![Outcome::Done, Outcome::Failed, Outcome::Skipped(1), Outcome::Done]);
+        assert_eq!(
+            out,
+            vec![
+                Outcome::Done,
+                Outcome::Failed,
+                Outcome::Skipped(1),
+                Outcome::Done
+            ]
+        );
     }
 
     #[tokio::test]
@@ -138,6 +157,9 @@ mod tests {
             }
         })
         .await;
-        assert_eq!(out, vec![Outcome::Done, Outcome::Cancelled, Outcome::Cancelled]);
+        assert_eq!(
+            out,
+            vec![Outcome::Done, Outcome::Cancelled, Outcome::Cancelled]
+        );
     }
 }

@@ -29,7 +29,9 @@ const LOCK: &str = "state/crash.json.lock";
 
 /// Every address of the fixture stack.
 fn addresses() -> Vec<String> {
-    (1..=FILES).flat_map(|i| [format!("time_sleep.s{i:02}"), format!("local_file.f{i:02}")]).collect()
+    (1..=FILES)
+        .flat_map(|i| [format!("time_sleep.s{i:02}"), format!("local_file.f{i:02}")])
+        .collect()
 }
 
 /// How many resources the state file records with an id, if it can be read.
@@ -37,14 +39,25 @@ fn ids_in_state(sb: &Sandbox) -> Option<usize> {
     let text = std::fs::read_to_string(sb.join(STATE)).ok()?;
     let state: Value = serde_json::from_str(&text).ok()?;
     let resources = state.get("resources")?.as_object()?;
-    Some(resources.values().filter(|r| r.get("id").is_some_and(Value::is_string)).count())
+    Some(
+        resources
+            .values()
+            .filter(|r| r.get("id").is_some_and(Value::is_string))
+            .count(),
+    )
 }
 
 /// The addresses the state file records with an id.
 fn with_ids(sb: &Sandbox) -> Vec<String> {
     let state = sb.json(STATE);
-    let resources = state["resources"].as_object().expect("a state has resources");
-    resources.iter().filter(|(_, r)| r.get("id").is_some_and(Value::is_string)).map(|(a, _)| a.clone()).collect()
+    let resources = state["resources"]
+        .as_object()
+        .expect("a state has resources");
+    resources
+        .iter()
+        .filter(|(_, r)| r.get("id").is_some_and(Value::is_string))
+        .map(|(a, _)| a.clone())
+        .collect()
 }
 
 /// The events of the log file, one JSON object per line.
@@ -52,7 +65,9 @@ fn events(sb: &Sandbox, log: &str) -> Vec<Value> {
     sb.read(log)
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {l}")))
+        .map(|l| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {l}"))
+        })
         .collect()
 }
 
@@ -62,12 +77,24 @@ fn events(sb: &Sandbox, log: &str) -> Vec<Value> {
 fn kill_and_recover(kill_after: usize) {
     let mut sb = Sandbox::with_fixture("crash");
     sb.set_log(sb.join("events.jsonl"));
-    let args = ["apply", "-s", "stack.toml", "--auto-approve", "--parallelism", "4"];
+    let args = [
+        "apply",
+        "-s",
+        "stack.toml",
+        "--auto-approve",
+        "--parallelism",
+        "4",
+    ];
 
     // Output goes to files: nobody reads a pipe while the child runs.
     let out = File::create(sb.join("killed.stdout")).expect("create killed.stdout");
     let err = File::create(sb.join("killed.stderr")).expect("create killed.stderr");
-    let mut child = sb.command(&args, &[]).stdout(Stdio::from(out)).stderr(Stdio::from(err)).spawn().expect("start the apply to kill");
+    let mut child = sb
+        .command(&args, &[])
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .spawn()
+        .expect("start the apply to kill");
 
     let deadline = Instant::now() + Duration::from_secs(30);
     let at_kill = loop {
@@ -81,27 +108,46 @@ fn kill_and_recover(kill_after: usize) {
                 sb.read("killed.stderr")
             );
         }
-        assert!(Instant::now() < deadline, "no progress: the state never recorded {kill_after} resources");
+        assert!(
+            Instant::now() < deadline,
+            "no progress: the state never recorded {kill_after} resources"
+        );
         std::thread::sleep(Duration::from_millis(2));
     };
     child.kill().expect("SIGKILL the apply");
     let status = child.wait().expect("reap the killed apply");
-    assert_eq!(status.code(), None, "the apply must have been killed by the signal, not have finished");
+    assert_eq!(
+        status.code(),
+        None,
+        "the apply must have been killed by the signal, not have finished"
+    );
     let recorded_at_kill = with_ids(&sb);
     let recorded = recorded_at_kill.len().max(at_kill);
-    assert!(recorded < 2 * FILES, "killed after {recorded} of {} resources: too late to test recovery", 2 * FILES);
-    assert!(sb.exists(LOCK), "the killed run leaves its lock file behind (but not its lock)");
+    assert!(
+        recorded < 2 * FILES,
+        "killed after {recorded} of {} resources: too late to test recovery",
+        2 * FILES
+    );
+    assert!(
+        sb.exists(LOCK),
+        "the killed run leaves its lock file behind (but not its lock)"
+    );
 
     // The re-run: no --lock-timeout, so a lock still held by the dead run would fail it.
     let rerun = sb.run(&args);
     rerun.success();
     let plan = sb.run(&["plan", "-s", "stack.toml", "--detailed-exitcode"]);
     plan.expect_code(0);
-    assert_eq!(plan.stdout, "No changes. Live infrastructure matches the stack.\n");
+    assert_eq!(
+        plan.stdout,
+        "No changes. Live infrastructure matches the stack.\n"
+    );
 
     // The state has everything, complete.
     let state = sb.json(STATE);
-    let resources = state["resources"].as_object().expect("a state has resources");
+    let resources = state["resources"]
+        .as_object()
+        .expect("a state has resources");
     let mut problems = Vec::new();
     for addr in addresses() {
         match resources.get(&addr) {
@@ -116,7 +162,11 @@ fn kill_and_recover(kill_after: usize) {
             }
         }
     }
-    assert_eq!(resources.len(), 2 * FILES, "the state holds exactly the stack's resources");
+    assert_eq!(
+        resources.len(),
+        2 * FILES,
+        "the state holds exactly the stack's resources"
+    );
 
     // Every file, with its content.
     for i in 1..=FILES {
@@ -134,16 +184,31 @@ fn kill_and_recover(kill_after: usize) {
     let mut creates: BTreeMap<String, usize> = addresses().into_iter().map(|a| (a, 0)).collect();
     for e in &log {
         if e["event"] == "finished" && e["step"] == "create" {
-            let addr = e["address"].as_str().expect("an event names its address").to_string();
+            let addr = e["address"]
+                .as_str()
+                .expect("an event names its address")
+                .to_string();
             *creates.entry(addr).or_default() += 1;
         }
     }
     for (addr, n) in &creates {
-        let accounted = recorded_at_kill.contains(addr) || rerun.stdout.contains(&format!("Warning: {addr}: adopted "));
+        let accounted = recorded_at_kill.contains(addr)
+            || rerun.stdout.contains(&format!("Warning: {addr}: adopted "));
         if *n > 1 || (*n == 0 && !accounted) {
-            let history: Vec<String> = log.iter().filter(|e| e["address"] == addr.as_str()).map(ToString::to_string).collect();
-            let what = if *n > 1 { "created more than once" } else { "never reported created, and neither recorded nor adopted" };
-            problems.push(format!("{addr}: {what}: {n} finished creates; its events:\n    {}", history.join("\n    ")));
+            let history: Vec<String> = log
+                .iter()
+                .filter(|e| e["address"] == addr.as_str())
+                .map(ToString::to_string)
+                .collect();
+            let what = if *n > 1 {
+                "created more than once"
+            } else {
+                "never reported created, and neither recorded nor adopted"
+            };
+            problems.push(format!(
+                "{addr}: {what}: {n} finished creates; its events:\n    {}",
+                history.join("\n    ")
+            ));
         }
     }
 
@@ -180,10 +245,22 @@ fn sigkill_late_then_rerun_creates_each_resource_exactly_once() {
 fn finished_creates_that_cannot_be_adopted_are_saved_before_they_are_reported() {
     let mut sb = Sandbox::with_fixture("crash");
     sb.set_log(sb.join("events.jsonl"));
-    let args = ["apply", "-s", "stack.toml", "--auto-approve", "--parallelism", "4"];
+    let args = [
+        "apply",
+        "-s",
+        "stack.toml",
+        "--auto-approve",
+        "--parallelism",
+        "4",
+    ];
     let out = File::create(sb.join("apply.stdout")).expect("create apply.stdout");
     let err = File::create(sb.join("apply.stderr")).expect("create apply.stderr");
-    let mut child = sb.command(&args, &[]).stdout(Stdio::from(out)).stderr(Stdio::from(err)).spawn().expect("start the apply");
+    let mut child = sb
+        .command(&args, &[])
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .spawn()
+        .expect("start the apply");
 
     let mut seen_lines = 0;
     let mut checked = 0;
@@ -193,13 +270,24 @@ fn finished_creates_that_cannot_be_adopted_are_saved_before_they_are_reported() 
         let done = child.try_wait().expect("poll the apply").is_some();
         let text = std::fs::read_to_string(sb.join("events.jsonl")).unwrap_or_default();
         // Only whole lines; the state is read after the log, so it can only be newer.
-        let lines: Vec<&str> = text.split_inclusive('\n').filter(|l| l.ends_with('\n')).collect();
-        let fresh: Vec<Value> = lines[seen_lines.min(lines.len())..].iter().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let lines: Vec<&str> = text
+            .split_inclusive('\n')
+            .filter(|l| l.ends_with('\n'))
+            .collect();
+        let fresh: Vec<Value> = lines[seen_lines.min(lines.len())..]
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
         seen_lines = lines.len();
         let finished: Vec<String> = fresh
             .iter()
             .filter(|e| e["event"] == "finished" && e["step"] == "create")
-            .filter_map(|e| e["address"].as_str().filter(|a| a.starts_with("time_sleep.")).map(str::to_string))
+            .filter_map(|e| {
+                e["address"]
+                    .as_str()
+                    .filter(|a| a.starts_with("time_sleep."))
+                    .map(str::to_string)
+            })
             .collect();
         if !finished.is_empty() {
             let saved = with_ids(&sb);
@@ -217,7 +305,11 @@ fn finished_creates_that_cannot_be_adopted_are_saved_before_they_are_reported() 
         std::thread::sleep(Duration::from_millis(1));
     }
     let status = child.wait().expect("reap the apply");
-    assert!(status.success(), "the apply failed: {}", sb.read("apply.stderr"));
+    assert!(
+        status.success(),
+        "the apply failed: {}",
+        sb.read("apply.stderr")
+    );
     assert_eq!(checked, FILES, "every sleep was reported finished once");
     assert!(
         unsaved.is_empty(),

@@ -47,7 +47,10 @@ impl Backend for MemBackend {
     async fn lock(&self, info: &LockInfo) -> Result<(), StateError> {
         let mut l = self.lock.lock().expect("lock");
         if let Some(holder) = l.clone() {
-            return Err(StateError::LockHeld { location: "memory".into(), holder });
+            return Err(StateError::LockHeld {
+                location: "memory".into(),
+                holder,
+            });
         }
         *l = Some(info.clone());
         Ok(())
@@ -77,7 +80,12 @@ impl Observer for Recorder {
         let mut ev = self.events.lock().expect("lock");
         ev.push(e);
         if let Some((n, cancel)) = &self.cancel_after {
-            if ev.iter().filter(|e| matches!(e, Event::Finished { .. })).count() >= *n {
+            if ev
+                .iter()
+                .filter(|e| matches!(e, Event::Finished { .. }))
+                .count()
+                >= *n
+            {
                 cancel.cancel();
             }
         }
@@ -140,11 +148,19 @@ async fn converge(e: &Engine) -> Plan {
 }
 
 fn actions(p: &Plan) -> BTreeMap<String, Action> {
-    p.changes.iter().map(|c| (c.address.to_string(), c.action)).collect()
+    p.changes
+        .iter()
+        .map(|c| (c.address.to_string(), c.action))
+        .collect()
 }
 
 fn calls_of(cloud: &TestCloud, op: Op) -> Vec<String> {
-    cloud.calls().into_iter().filter(|c: &Call| c.op == op).map(|c| c.id).collect()
+    cloud
+        .calls()
+        .into_iter()
+        .filter(|c: &Call| c.op == op)
+        .map(|c| c.id)
+        .collect()
 }
 
 const CHAIN: &str = r#"
@@ -190,7 +206,12 @@ async fn failed_step_error_is_not_nested_in_the_report() {
     let (p, s) = plan(&e).await;
     let err = e.apply(&p, s).await.expect_err("a fails").to_string();
     assert_eq!(err.matches("apply finished").count(), 1, "{err}");
-    assert!(err.starts_with("apply finished with 1 error(s):\n  test_thing.a: test.things.create failed"), "{err}");
+    assert!(
+        err.starts_with(
+            "apply finished with 1 error(s):\n  test_thing.a: test.things.create failed"
+        ),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -200,13 +221,28 @@ async fn failed_create_stops_its_dependents_only() {
     let e = f.engine(CHAIN);
     let (p, s) = plan(&e).await;
     let err = e.apply(&p, s).await.expect_err("b fails");
-    let EngineError::Apply(errors) = &err else { panic!("unexpected error {err}") };
+    let EngineError::Apply(errors) = &err else {
+        panic!("unexpected error {err}")
+    };
     let failed: Vec<String> = errors.iter().map(|(a, _)| a.to_string()).collect();
     assert_eq!(failed, vec!["test_thing.b", "test_thing.c"]);
-    assert!(errors[0].1.contains("test.things.create failed: 500 INTERNAL"), "{}", errors[0].1);
-    assert!(errors[1].1.contains("not attempted: test_thing.b failed"), "{}", errors[1].1);
+    assert!(
+        errors[0]
+            .1
+            .contains("test.things.create failed: 500 INTERNAL"),
+        "{}",
+        errors[0].1
+    );
+    assert!(
+        errors[1].1.contains("not attempted: test_thing.b failed"),
+        "{}",
+        errors[1].1
+    );
     let state = f.backend.load().await.expect("load").expect("state");
-    assert_eq!(state.resources.keys().collect::<Vec<_>>(), vec!["test_thing.a", "test_thing.d"]);
+    assert_eq!(
+        state.resources.keys().collect::<Vec<_>>(),
+        vec!["test_thing.a", "test_thing.d"]
+    );
     assert!(state.resources.values().all(|r| r.pending.is_none()));
 
     // The re-run creates only what is missing.
@@ -221,16 +257,27 @@ async fn every_create_is_recorded_before_its_call() {
     let f = Fixture::new();
     let e = f.engine(CHAIN);
     converge(&e).await;
-    for addr in ["test_thing.a", "test_thing.b", "test_thing.c", "test_thing.d"] {
+    for addr in [
+        "test_thing.a",
+        "test_thing.b",
+        "test_thing.c",
+        "test_thing.d",
+    ] {
         let intent = f.backend.history().iter().any(|s| {
-            s.resources
-                .get(addr)
-                .is_some_and(|r| r.id.is_none() && r.pending.as_ref().is_some_and(|p| p.op == PendingOp::Create))
+            s.resources.get(addr).is_some_and(|r| {
+                r.id.is_none()
+                    && r.pending
+                        .as_ref()
+                        .is_some_and(|p| p.op == PendingOp::Create)
+            })
         });
         assert!(intent, "{addr}: a saved state holds its create intent");
     }
     let serials: Vec<u64> = f.backend.history().iter().map(|s| s.serial).collect();
-    assert!(serials.windows(2).all(|w| w[1] > w[0]), "serial grows with every save: {serials:?}");
+    assert!(
+        serials.windows(2).all(|w| w[1] > w[0]),
+        "serial grows with every save: {serials:?}"
+    );
 }
 
 /// What a run that died during `test.things.create` of `name` left in the state: the
@@ -262,14 +309,29 @@ async fn interrupted_create_found_live_is_adopted_not_created_again() {
     // recorded: the state has only the write-ahead intent.
     let mut s = State::new();
     s.serial = 3;
-    s.resources.insert("test_thing.a".into(), pending_create("a", json!({"name": "a", "value": "first", "size": 1})));
+    s.resources.insert(
+        "test_thing.a".into(),
+        pending_create("a", json!({"name": "a", "value": "first", "size": 1})),
+    );
     f.backend.set(s);
-    f.cloud.set_live("a", json!({"name": "a", "value": "first", "size": 1}));
+    f.cloud
+        .set_live("a", json!({"name": "a", "value": "first", "size": 1}));
     let (p, s) = plan(&e).await;
-    assert_eq!(actions(&p)["test_thing.a"], Action::NoOp, "found and adopted");
-    assert!(p.warnings.iter().any(|w| w.contains("adopted a")), "{:?}", p.warnings);
+    assert_eq!(
+        actions(&p)["test_thing.a"],
+        Action::NoOp,
+        "found and adopted"
+    );
+    assert!(
+        p.warnings.iter().any(|w| w.contains("adopted a")),
+        "{:?}",
+        p.warnings
+    );
     e.apply(&p, s).await.expect("apply");
-    assert!(calls_of(&f.cloud, Op::Create).iter().all(|id| id != "a"), "a is never created again");
+    assert!(
+        calls_of(&f.cloud, Op::Create).iter().all(|id| id != "a"),
+        "a is never created again"
+    );
     let state = f.backend.load().await.expect("load").expect("state");
     assert_eq!(state.resources["test_thing.a"].id.as_deref(), Some("a"));
 }
@@ -279,7 +341,10 @@ async fn interrupted_create_that_made_nothing_is_created_once() {
     let f = Fixture::new();
     let e = f.engine("[test_thing.a]\nname = \"a\"\n");
     let mut s = State::new();
-    s.resources.insert("test_thing.a".into(), pending_create("a", json!({"name": "a"})));
+    s.resources.insert(
+        "test_thing.a".into(),
+        pending_create("a", json!({"name": "a"})),
+    );
     f.backend.set(s);
     let p = converge(&e).await;
     assert_eq!(actions(&p)["test_thing.a"], Action::Create);
@@ -289,7 +354,11 @@ async fn interrupted_create_that_made_nothing_is_created_once() {
 fn wide_stack(n: usize) -> String {
     (0..n)
         .map(|i| {
-            let dep = if i % 4 == 0 { String::new() } else { format!("value = \"${{test_thing.t{}.arn}}\"\n", i - 1) };
+            let dep = if i % 4 == 0 {
+                String::new()
+            } else {
+                format!("value = \"${{test_thing.t{}.arn}}\"\n", i - 1)
+            };
             format!("[test_thing.t{i}]\nname = \"t{i}\"\n{dep}\n")
         })
         .collect()
@@ -316,11 +385,18 @@ async fn aborted_apply_reruns_without_duplicates_or_losses() {
         let (p, _) = plan(&e2).await;
         assert!(!p.has_changes(), "abort at {abort_ms}ms: converged");
         for i in 0..24 {
-            assert_eq!(f.cloud.creates_of(&format!("t{i}")), 1, "abort at {abort_ms}ms: t{i} created exactly once");
+            assert_eq!(
+                f.cloud.creates_of(&format!("t{i}")),
+                1,
+                "abort at {abort_ms}ms: t{i} created exactly once"
+            );
         }
         let state = f.backend.load().await.expect("load").expect("state");
         assert_eq!(state.resources.len(), 24);
-        assert!(state.resources.values().all(|r| r.pending.is_none() && r.id.is_some()));
+        assert!(state
+            .resources
+            .values()
+            .all(|r| r.pending.is_none() && r.id.is_some()));
     }
 }
 
@@ -338,12 +414,28 @@ async fn cancel_finishes_in_flight_and_starts_nothing_new() {
     let (p, s) = plan(&e).await;
     let err = e.apply(&p, s).await.expect_err("interrupted");
     assert!(matches!(err, EngineError::Interrupted { .. }), "{err}");
-    let started = recorder.events.lock().expect("lock").iter().filter(|e| matches!(e, Event::Started { .. })).count();
-    let finished = recorder.events.lock().expect("lock").iter().filter(|e| matches!(e, Event::Finished { .. })).count();
+    let started = recorder
+        .events
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|e| matches!(e, Event::Started { .. }))
+        .count();
+    let finished = recorder
+        .events
+        .lock()
+        .expect("lock")
+        .iter()
+        .filter(|e| matches!(e, Event::Finished { .. }))
+        .count();
     assert_eq!(started, finished, "everything started also finished");
     assert!(finished < 12);
     let state = f.backend.load().await.expect("load").expect("state");
-    assert_eq!(state.resources.len(), finished, "every finished create is saved");
+    assert_eq!(
+        state.resources.len(),
+        finished,
+        "every finished create is saved"
+    );
     let e = f.engine(&toml);
     converge(&e).await;
     for i in 0..12 {
@@ -367,13 +459,34 @@ async fn in_place_update_and_replace_with_reason() {
 
     let e = f.engine(&base.replace("v1", "v2").replace("z1", "z2"));
     let (p, s) = plan(&e).await;
-    let a = p.changes.iter().find(|c| c.address.name == "a").expect("a planned");
+    let a = p
+        .changes
+        .iter()
+        .find(|c| c.address.name == "a")
+        .expect("a planned");
     assert_eq!(a.action, Action::Replace);
     assert_eq!(a.replace_because, vec!["zone"]);
-    assert_eq!(actions(&p)["test_thing.b"], Action::Update, "b follows a's zone");
+    assert_eq!(
+        actions(&p)["test_thing.b"],
+        Action::Update,
+        "b follows a's zone"
+    );
     e.apply(&p, s).await.expect("apply");
-    let ops: Vec<(Op, String)> = f.cloud.calls().into_iter().filter(|c| c.op != Op::Read).map(|c| (c.op, c.id)).collect();
-    assert_eq!(ops, vec![(Op::Delete, "a".into()), (Op::Create, "a".into()), (Op::Update, "b".into())]);
+    let ops: Vec<(Op, String)> = f
+        .cloud
+        .calls()
+        .into_iter()
+        .filter(|c| c.op != Op::Read)
+        .map(|c| (c.op, c.id))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            (Op::Delete, "a".into()),
+            (Op::Create, "a".into()),
+            (Op::Update, "b".into())
+        ]
+    );
     assert_eq!(f.cloud.objects()["b"]["value"], json!("z2"));
 }
 
@@ -386,12 +499,24 @@ async fn create_before_destroy_keeps_the_old_object_until_the_new_one_exists() {
     f.cloud.clear_calls();
     let e = f.engine(&v1.replace("a1", "a2"));
     converge(&e).await;
-    let ops: Vec<(Op, String)> = f.cloud.calls().into_iter().filter(|c| c.op != Op::Read).map(|c| (c.op, c.id)).collect();
-    assert_eq!(ops, vec![(Op::Create, "a2".into()), (Op::Delete, "a1".into())]);
+    let ops: Vec<(Op, String)> = f
+        .cloud
+        .calls()
+        .into_iter()
+        .filter(|c| c.op != Op::Read)
+        .map(|c| (c.op, c.id))
+        .collect();
+    assert_eq!(
+        ops,
+        vec![(Op::Create, "a2".into()), (Op::Delete, "a1".into())]
+    );
     let state = f.backend.load().await.expect("load").expect("state");
     assert!(state.resources["test_thing.a"].deposed.is_empty());
     // While the old object waited for deletion, it was recorded as deposed.
-    assert!(f.backend.history().iter().any(|s| s.resources.get("test_thing.a").is_some_and(|r| r.deposed.iter().any(|d| d.id == "a1"))));
+    assert!(f.backend.history().iter().any(|s| s
+        .resources
+        .get("test_thing.a")
+        .is_some_and(|r| r.deposed.iter().any(|d| d.id == "a1"))));
 }
 
 #[tokio::test]
@@ -403,9 +528,15 @@ async fn failed_delete_of_deposed_object_is_retried_next_run() {
     let e = f.engine(&v1.replace("a1", "a2"));
     let (p, s) = plan(&e).await;
     assert!(e.apply(&p, s).await.is_err());
-    assert!(f.cloud.objects().contains_key("a1"), "old object still there");
+    assert!(
+        f.cloud.objects().contains_key("a1"),
+        "old object still there"
+    );
     let (p, s) = plan(&e).await;
-    assert!(p.has_changes(), "leftover old object is planned for deletion");
+    assert!(
+        p.has_changes(),
+        "leftover old object is planned for deletion"
+    );
     e.apply(&p, s).await.expect("apply");
     assert!(!f.cloud.objects().contains_key("a1"));
     assert!(f.cloud.objects().contains_key("a2"));
@@ -416,19 +547,26 @@ async fn drift_is_shown_and_corrected() {
     let f = Fixture::new();
     let e = f.engine("[test_thing.a]\nname = \"a\"\nvalue = \"v1\"\n");
     converge(&e).await;
-    f.cloud.set_live("a", json!({"name": "a", "value": "hacked", "size": 1}));
+    f.cloud
+        .set_live("a", json!({"name": "a", "value": "hacked", "size": 1}));
     let (p, s) = plan(&e).await;
     let c = &p.changes[0];
     assert_eq!(c.action, Action::Update);
     let drift = c.drift.as_ref().expect("drift recorded");
-    assert_eq!(drift.live.as_ref().expect("still exists")["value"], json!("hacked"));
+    assert_eq!(
+        drift.live.as_ref().expect("still exists")["value"],
+        json!("hacked")
+    );
     e.apply(&p, s).await.expect("apply");
     assert_eq!(f.cloud.objects()["a"]["value"], json!("v1"));
 
     f.cloud.remove_live("a");
     let (p, _) = plan(&e).await;
     assert_eq!(p.changes[0].action, Action::Create);
-    assert!(p.changes[0].drift.as_ref().is_some_and(|d| d.live.is_none()));
+    assert!(p.changes[0]
+        .drift
+        .as_ref()
+        .is_some_and(|d| d.live.is_none()));
 }
 
 #[tokio::test]
@@ -436,7 +574,10 @@ async fn ignore_changes_leaves_outside_edits_alone() {
     let f = Fixture::new();
     let e = f.engine("[test_thing.a]\nname = \"a\"\nvalue = \"v1\"\ntags = { team = \"ml\" }\nlifecycle = { ignore_changes = [\"tags\"] }\n");
     converge(&e).await;
-    f.cloud.set_live("a", json!({"name": "a", "value": "v1", "tags": {"team": "ops"}, "size": 1}));
+    f.cloud.set_live(
+        "a",
+        json!({"name": "a", "value": "v1", "tags": {"team": "ops"}, "size": 1}),
+    );
     let (p, _) = plan(&e).await;
     assert_eq!(p.changes[0].action, Action::NoOp);
 }
@@ -461,8 +602,15 @@ async fn prevent_destroy_fails_the_plan_naming_the_resource() {
     let f = Fixture::new();
     let e = f.engine("[test_thing.a]\nname = \"a\"\nlifecycle = { prevent_destroy = true }\n");
     converge(&e).await;
-    let err = e.plan(true, &[], "stack.toml", &[]).await.expect_err("refused");
-    assert!(err.to_string().starts_with("test_thing.a: lifecycle.prevent_destroy is set"), "{err}");
+    let err = e
+        .plan(true, &[], "stack.toml", &[])
+        .await
+        .expect_err("refused");
+    assert!(
+        err.to_string()
+            .starts_with("test_thing.a: lifecycle.prevent_destroy is set"),
+        "{err}"
+    );
     assert!(f.cloud.objects().contains_key("a"));
 }
 
@@ -470,7 +618,10 @@ async fn prevent_destroy_fails_the_plan_naming_the_resource() {
 async fn targets_pull_in_dependencies_and_destroy_targets_dependents() {
     let f = Fixture::new();
     let e = f.engine(CHAIN);
-    let (p, s) = e.plan(false, &[Address::new("test_thing", "b")], "stack.toml", &[]).await.expect("plan");
+    let (p, s) = e
+        .plan(false, &[Address::new("test_thing", "b")], "stack.toml", &[])
+        .await
+        .expect("plan");
     let acts = actions(&p);
     assert_eq!(acts["test_thing.a"], Action::Create);
     assert_eq!(acts["test_thing.b"], Action::Create);
@@ -478,8 +629,16 @@ async fn targets_pull_in_dependencies_and_destroy_targets_dependents() {
     assert_eq!(acts["test_thing.d"], Action::NoOp);
     e.apply(&p, s).await.expect("apply");
     converge(&e).await;
-    let (p, _) = e.plan(true, &[Address::new("test_thing", "b")], "stack.toml", &[]).await.expect("plan");
-    let deleted: Vec<String> = p.changes.iter().filter(|c| c.action == Action::Delete).map(|c| c.address.to_string()).collect();
+    let (p, _) = e
+        .plan(true, &[Address::new("test_thing", "b")], "stack.toml", &[])
+        .await
+        .expect("plan");
+    let deleted: Vec<String> = p
+        .changes
+        .iter()
+        .filter(|c| c.action == Action::Delete)
+        .map(|c| c.address.to_string())
+        .collect();
     assert_eq!(deleted, vec!["test_thing.c", "test_thing.b"]);
 }
 
@@ -487,12 +646,17 @@ async fn targets_pull_in_dependencies_and_destroy_targets_dependents() {
 async fn resources_removed_from_the_stack_are_deleted() {
     let f = Fixture::new();
     converge(&f.engine(CHAIN)).await;
-    let e = f.engine("[test_thing.a]\nname = \"a\"\nvalue = \"first\"\n[test_thing.d]\nname = \"d\"\n");
+    let e =
+        f.engine("[test_thing.a]\nname = \"a\"\nvalue = \"first\"\n[test_thing.d]\nname = \"d\"\n");
     let p = converge(&e).await;
     assert_eq!(actions(&p)["test_thing.c"], Action::Delete);
     assert_eq!(actions(&p)["test_thing.b"], Action::Delete);
     let dels = calls_of(&f.cloud, Op::Delete);
-    assert_eq!(dels, vec!["c", "b"], "dependents first, from the state's record of dependencies");
+    assert_eq!(
+        dels,
+        vec!["c", "b"],
+        "dependents first, from the state's record of dependencies"
+    );
 }
 
 #[tokio::test]
@@ -500,7 +664,13 @@ async fn secrets_stay_out_of_plans_but_are_marked_in_state() {
     let f = Fixture::new();
     let e = f.engine("[variables.pw]\ndefault = \"hunter2\"\nsensitive = true\n[test_thing.a]\nname = \"a\"\nsecret = \"${var.pw}\"\nvalue = \"user:${var.pw}\"\n");
     let (p, s) = plan(&e).await;
-    let human = terrain::output::plan::render(&p, terrain::output::Style { tty: false, color: false });
+    let human = terrain::output::plan::render(
+        &p,
+        terrain::output::Style {
+            tty: false,
+            color: false,
+        },
+    );
     let json = terrain::output::plan::to_json(&p).to_string();
     assert!(!human.contains("hunter2"), "{human}");
     assert!(!json.contains("hunter2"), "{json}");
@@ -509,7 +679,11 @@ async fn secrets_stay_out_of_plans_but_are_marked_in_state() {
     let state = f.backend.load().await.expect("load").expect("state");
     let r = &state.resources["test_thing.a"];
     assert!(r.sensitive_paths.contains(&"spec.secret".to_string()));
-    assert!(r.sensitive_paths.contains(&"spec.value".to_string()), "derived from a secret: {:?}", r.sensitive_paths);
+    assert!(
+        r.sensitive_paths.contains(&"spec.value".to_string()),
+        "derived from a secret: {:?}",
+        r.sensitive_paths
+    );
 }
 
 #[tokio::test]
@@ -529,8 +703,14 @@ async fn refresh_failure_names_the_address_and_call() {
     let e = f.engine("[test_thing.a]\nname = \"a\"\n");
     converge(&e).await;
     f.cloud.fail(Op::Read, "a", 1);
-    let err = e.plan(false, &[], "s", &[]).await.expect_err("refresh fails");
-    assert_eq!(err.to_string(), "test_thing.a: refresh: test.things.get failed: 500 INTERNAL: injected failure");
+    let err = e
+        .plan(false, &[], "s", &[])
+        .await
+        .expect_err("refresh fails");
+    assert_eq!(
+        err.to_string(),
+        "test_thing.a: refresh: test.things.get failed: 500 INTERNAL: injected failure"
+    );
 }
 
 #[tokio::test]

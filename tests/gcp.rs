@@ -85,20 +85,31 @@ endpoints = {{ container = "{}", file = "{}", storage = "{}" }}
     }
 
     async fn plan(&self, resources: &str) -> Plan {
-        self.engine(resources).plan(false, &[], "stack.toml", &[]).await.expect("plan").0
+        self.engine(resources)
+            .plan(false, &[], "stack.toml", &[])
+            .await
+            .expect("plan")
+            .0
     }
 
     async fn apply(&self, resources: &str) -> Plan {
         let e = self.engine(resources);
         let (plan, state) = e.plan(false, &[], "stack.toml", &[]).await.expect("plan");
-        e.apply(&plan, state).await.unwrap_or_else(|err| panic!("apply: {err}"));
+        e.apply(&plan, state)
+            .await
+            .unwrap_or_else(|err| panic!("apply: {err}"));
         plan
     }
 
     async fn destroy(&self, resources: &str) {
         let e = self.engine(resources);
-        let (plan, state) = e.plan(true, &[], "stack.toml", &[]).await.expect("destroy plan");
-        e.apply(&plan, state).await.unwrap_or_else(|err| panic!("destroy: {err}"));
+        let (plan, state) = e
+            .plan(true, &[], "stack.toml", &[])
+            .await
+            .expect("destroy plan");
+        e.apply(&plan, state)
+            .await
+            .unwrap_or_else(|err| panic!("destroy: {err}"));
     }
 
     /// What the sandbox holds, by listing every collection through the public API.
@@ -119,17 +130,31 @@ endpoints = {{ container = "{}", file = "{}", storage = "{}" }}
             }
         };
         let mut out = BTreeSet::new();
-        let clusters = get(format!("{}v1/projects/ml-project/locations/-/clusters", e.container)).await;
+        let clusters = get(format!(
+            "{}v1/projects/ml-project/locations/-/clusters",
+            e.container
+        ))
+        .await;
         for c in clusters["clusters"].as_array().into_iter().flatten() {
             let name = c["name"].as_str().unwrap_or_default();
             out.insert(format!("cluster {name}"));
             for p in c["nodePools"].as_array().into_iter().flatten() {
-                out.insert(format!("pool {name}/{}", p["name"].as_str().unwrap_or_default()));
+                out.insert(format!(
+                    "pool {name}/{}",
+                    p["name"].as_str().unwrap_or_default()
+                ));
             }
         }
-        let instances = get(format!("{}v1/projects/ml-project/locations/-/instances", e.file)).await;
+        let instances = get(format!(
+            "{}v1/projects/ml-project/locations/-/instances",
+            e.file
+        ))
+        .await;
         for i in instances["instances"].as_array().into_iter().flatten() {
-            out.insert(format!("filestore {}", i["name"].as_str().unwrap_or_default()));
+            out.insert(format!(
+                "filestore {}",
+                i["name"].as_str().unwrap_or_default()
+            ));
         }
         let buckets = get(format!("{}storage/v1/b?project=ml-project", e.storage)).await;
         for b in buckets["items"].as_array().into_iter().flatten() {
@@ -140,7 +165,11 @@ endpoints = {{ container = "{}", file = "{}", storage = "{}" }}
 }
 
 fn actions(p: &Plan) -> BTreeMap<String, Action> {
-    p.changes.iter().filter(|c| c.action != Action::NoOp).map(|c| (c.address.to_string(), c.action)).collect()
+    p.changes
+        .iter()
+        .filter(|c| c.action != Action::NoOp)
+        .map(|c| (c.address.to_string(), c.action))
+        .collect()
 }
 
 /// The stack of the issue's "done when": an Autopilot cluster, a Standard cluster with
@@ -194,7 +223,11 @@ async fn every_kind_creates_updates_in_place_replaces_and_destroys() {
     let v1 = stack(4, "n1-highmem-8", 1024, false);
 
     let first = w.apply(&v1).await;
-    assert!(actions(&first).values().all(|a| *a == Action::Create), "{:?}", actions(&first));
+    assert!(
+        actions(&first).values().all(|a| *a == Action::Create),
+        "{:?}",
+        actions(&first)
+    );
     assert_eq!(actions(&first).len(), 6);
     assert_eq!(
         w.inventory().await,
@@ -203,12 +236,17 @@ async fn every_kind_creates_updates_in_place_replaces_and_destroys() {
             "cluster gpu-cluster".to_string(),
             "pool gpu-cluster/spot-gpu-pool".to_string(),
             "pool gpu-cluster/tpu-pool".to_string(),
-            "filestore projects/ml-project/locations/us-central1-a/instances/batch-aiml-filestore".to_string(),
+            "filestore projects/ml-project/locations/us-central1-a/instances/batch-aiml-filestore"
+                .to_string(),
             "bucket kubeflow-ml-project".to_string(),
         ]),
         "the default pool of the Standard cluster is removed"
     );
-    assert_eq!(actions(&w.plan(&v1).await), BTreeMap::new(), "a fresh apply re-plans clean");
+    assert_eq!(
+        actions(&w.plan(&v1).await),
+        BTreeMap::new(),
+        "a fresh apply re-plans clean"
+    );
 
     // Autoscaling, capacity and versioning change in place.
     let v2 = stack(5, "n1-highmem-8", 2048, true);
@@ -222,35 +260,69 @@ async fn every_kind_creates_updates_in_place_replaces_and_destroys() {
         ])
     );
     w.apply(&v2).await;
-    assert_eq!(actions(&w.plan(&v2).await), BTreeMap::new(), "updates converge");
+    assert_eq!(
+        actions(&w.plan(&v2).await),
+        BTreeMap::new(),
+        "updates converge"
+    );
 
     // A new machine type replaces the pool, and the plan says why.
     let v3 = stack(5, "n1-standard-8", 2048, true);
     let replace = w.plan(&v3).await;
-    assert_eq!(actions(&replace), BTreeMap::from([("gke_node_pool.gpu".to_string(), Action::Replace)]));
-    let change = replace.changes.iter().find(|c| c.address.to_string() == "gke_node_pool.gpu").expect("pool change");
+    assert_eq!(
+        actions(&replace),
+        BTreeMap::from([("gke_node_pool.gpu".to_string(), Action::Replace)])
+    );
+    let change = replace
+        .changes
+        .iter()
+        .find(|c| c.address.to_string() == "gke_node_pool.gpu")
+        .expect("pool change");
     assert_eq!(change.replace_because, ["machine_type"]);
     w.apply(&v3).await;
-    assert_eq!(actions(&w.plan(&v3).await), BTreeMap::new(), "replace converges");
+    assert_eq!(
+        actions(&w.plan(&v3).await),
+        BTreeMap::new(),
+        "replace converges"
+    );
 
     // Labels, release channel, taints and pool labels in place; a new tier, bucket
     // location or cluster zone replaces (and a replaced cluster takes its pools along).
     let v4 = v3
-        .replace("mode = \"autopilot\"\n", "mode = \"autopilot\"\nrelease_channel = \"rapid\"\nlabels = { env = \"prod\" }\n")
-        .replace("taints = [\"preemptible=true:NoSchedule\"]", "taints = [\"preemptible=true:NoExecute\"]\nlabels = { workload = \"training\" }");
+        .replace(
+            "mode = \"autopilot\"\n",
+            "mode = \"autopilot\"\nrelease_channel = \"rapid\"\nlabels = { env = \"prod\" }\n",
+        )
+        .replace(
+            "taints = [\"preemptible=true:NoSchedule\"]",
+            "taints = [\"preemptible=true:NoExecute\"]\nlabels = { workload = \"training\" }",
+        );
     let in_place = w.plan(&v4).await;
     assert_eq!(
         actions(&in_place),
-        BTreeMap::from([("gke_cluster.batch".to_string(), Action::Update), ("gke_node_pool.gpu".to_string(), Action::Update)])
+        BTreeMap::from([
+            ("gke_cluster.batch".to_string(), Action::Update),
+            ("gke_node_pool.gpu".to_string(), Action::Update)
+        ])
     );
     w.apply(&v4).await;
-    assert_eq!(actions(&w.plan(&v4).await), BTreeMap::new(), "label, channel and taint updates converge");
+    assert_eq!(
+        actions(&w.plan(&v4).await),
+        BTreeMap::new(),
+        "label, channel and taint updates converge"
+    );
 
     let v5 = v4
         .replace("tier = \"BASIC_HDD\"", "tier = \"BASIC_SSD\"")
         .replace("capacity_gb = 2048", "capacity_gb = 2560")
-        .replace("location = \"us-central1\"\nversioning", "location = \"us-east1\"\nversioning")
-        .replace("name = \"gpu-cluster\"\nlocation = \"us-central1-a\"", "name = \"gpu-cluster\"\nlocation = \"us-central1-b\"");
+        .replace(
+            "location = \"us-central1\"\nversioning",
+            "location = \"us-east1\"\nversioning",
+        )
+        .replace(
+            "name = \"gpu-cluster\"\nlocation = \"us-central1-a\"",
+            "name = \"gpu-cluster\"\nlocation = \"us-central1-b\"",
+        );
     let replaces = w.plan(&v5).await;
     assert_eq!(
         actions(&replaces),
@@ -262,20 +334,39 @@ async fn every_kind_creates_updates_in_place_replaces_and_destroys() {
             ("gke_node_pool.tpu".to_string(), Action::Replace),
         ])
     );
-    let because = |addr: &str| replaces.changes.iter().find(|c| c.address.to_string() == addr).map(|c| c.replace_because.clone()).unwrap_or_default();
+    let because = |addr: &str| {
+        replaces
+            .changes
+            .iter()
+            .find(|c| c.address.to_string() == addr)
+            .map(|c| c.replace_because.clone())
+            .unwrap_or_default()
+    };
     assert_eq!(because("filestore_instance.nfs"), ["tier"]);
     assert_eq!(because("gcs_bucket.pipelines"), ["location"]);
     assert_eq!(because("gke_cluster.gpu"), ["location"]);
     w.apply(&v5).await;
-    assert_eq!(actions(&w.plan(&v5).await), BTreeMap::new(), "replacements converge");
+    assert_eq!(
+        actions(&w.plan(&v5).await),
+        BTreeMap::new(),
+        "replacements converge"
+    );
     assert!(w.inventory().await.contains("pool gpu-cluster/tpu-pool"));
 
     w.destroy(&v5).await;
-    assert_eq!(w.inventory().await, BTreeSet::new(), "destroy leaves nothing behind");
+    assert_eq!(
+        w.inventory().await,
+        BTreeSet::new(),
+        "destroy leaves nothing behind"
+    );
 
     // Every request and response, checked against Google's own API descriptions.
     let problems = contract_problems(&w.sandbox.traffic());
-    assert!(problems.is_empty(), "contract violations:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "contract violations:\n{}",
+        problems.join("\n")
+    );
 }
 
 /// The discovery document of each API the sandbox serves.
@@ -298,7 +389,10 @@ fn contract_problems(traffic: &[Exchange]) -> Vec<String> {
             continue;
         };
         let Some(method) = doc.method(&x.method, &x.path) else {
-            problems.push(format!("{} {} {}: no such method in the discovery document", x.api, x.method, x.path));
+            problems.push(format!(
+                "{} {} {}: no such method in the discovery document",
+                x.api, x.method, x.path
+            ));
             continue;
         };
         if let (Some(schema), Some(body)) = (&method.request, &x.request) {
@@ -323,7 +417,9 @@ fn fields_used(traffic: &[Exchange]) -> BTreeSet<String> {
     let docs = documents();
     let mut used = BTreeSet::new();
     for x in traffic {
-        let (Some(doc), Some(body)) = (docs.get(x.api.as_str()), &x.request) else { continue };
+        let (Some(doc), Some(body)) = (docs.get(x.api.as_str()), &x.request) else {
+            continue;
+        };
         if let Some(schema) = doc.method(&x.method, &x.path).and_then(|m| m.request) {
             used.extend(doc.fields_used(&schema, body));
         }
@@ -343,28 +439,57 @@ async fn faults_converge_without_duplicate_creates() {
 
     w.apply(&v1).await;
     faults.clear();
-    assert_eq!(actions(&w.plan(&v1).await), BTreeMap::new(), "the faulty run converged");
+    assert_eq!(
+        actions(&w.plan(&v1).await),
+        BTreeMap::new(),
+        "the faulty run converged"
+    );
     assert_eq!(w.inventory().await.len(), 6);
 
     let traffic = w.sandbox.traffic();
-    assert!(traffic.iter().any(|x| x.injected && x.status == 503), "503s were injected");
-    assert!(traffic.iter().any(|x| x.injected && x.status == 429), "the 429 burst happened");
+    assert!(
+        traffic.iter().any(|x| x.injected && x.status == 503),
+        "503s were injected"
+    );
+    assert!(
+        traffic.iter().any(|x| x.injected && x.status == 429),
+        "the 429 burst happened"
+    );
     // The lost answers made the retried creates meet their own objects (409) and adopt
     // them; no object was ever created twice.
-    assert!(traffic.iter().any(|x| x.method == "POST" && x.status == 409), "a retried create met its own object");
+    assert!(
+        traffic
+            .iter()
+            .any(|x| x.method == "POST" && x.status == 409),
+        "a retried create met its own object"
+    );
     let mut created: BTreeMap<String, usize> = BTreeMap::new();
-    for x in traffic.iter().filter(|x| x.method == "POST" && !x.injected && (200..300).contains(&x.status)) {
+    for x in traffic
+        .iter()
+        .filter(|x| x.method == "POST" && !x.injected && (200..300).contains(&x.status))
+    {
         let body = x.request.clone().unwrap_or(Value::Null);
-        if let Some(name) = body["cluster"]["name"].as_str().or(body["nodePool"]["name"].as_str()).or(body["name"].as_str()) {
+        if let Some(name) = body["cluster"]["name"]
+            .as_str()
+            .or(body["nodePool"]["name"].as_str())
+            .or(body["name"].as_str())
+        {
             *created.entry(format!("{} {name}", x.api)).or_default() += 1;
         }
         if x.api == "file" && x.query.contains("instanceId=") {
             *created.entry(format!("file {}", x.query)).or_default() += 1;
         }
     }
-    assert!(created.values().all(|n| *n == 1), "created twice: {created:?}");
+    assert!(
+        created.values().all(|n| *n == 1),
+        "created twice: {created:?}"
+    );
     let problems = contract_problems(&traffic);
-    assert!(problems.is_empty(), "contract violations:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "contract violations:\n{}",
+        problems.join("\n")
+    );
     w.destroy(&v1).await;
     assert_eq!(w.inventory().await, BTreeSet::new());
 }
@@ -372,7 +497,10 @@ async fn faults_converge_without_duplicate_creates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_operation_surfaces_its_status_message() {
     let w = World::new().await;
-    w.sandbox.faults().fail_next_operation("file", "zone us-central1-a does not have enough resources available");
+    w.sandbox.faults().fail_next_operation(
+        "file",
+        "zone us-central1-a does not have enough resources available",
+    );
     let resources = r#"
 [filestore_instance.nfs]
 name = "nfs"
@@ -380,14 +508,27 @@ share = { name = "NFSVol", capacity_gb = 1024 }
 "#;
     let e = w.engine(resources);
     let (plan, state) = e.plan(false, &[], "stack.toml", &[]).await.expect("plan");
-    let err = e.apply(&plan, state).await.expect_err("the operation fails").to_string();
+    let err = e
+        .apply(&plan, state)
+        .await
+        .expect_err("the operation fails")
+        .to_string();
     assert!(err.contains("filestore_instance.nfs"), "{err}");
-    assert!(err.contains("file.projects.locations.instances.create"), "{err}");
-    assert!(err.contains("does not have enough resources available"), "{err}");
+    assert!(
+        err.contains("file.projects.locations.instances.create"),
+        "{err}"
+    );
+    assert!(
+        err.contains("does not have enough resources available"),
+        "{err}"
+    );
     // Nothing half-made is left in state: the next run creates it.
     w.sandbox.faults().clear();
     let again = w.plan(resources).await;
-    assert_eq!(actions(&again), BTreeMap::from([("filestore_instance.nfs".to_string(), Action::Create)]));
+    assert_eq!(
+        actions(&again),
+        BTreeMap::from([("filestore_instance.nfs".to_string(), Action::Create)])
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -397,7 +538,10 @@ async fn non_empty_bucket_refuses_destroy_unless_force_destroy() {
     w.apply(keep).await;
     let e = w.sandbox.gcp_endpoints();
     let http = reqwest::Client::new();
-    for name in ["datasets/training/2018-04-01.pkl", "datasets/testing/2018-04-05.pkl"] {
+    for name in [
+        "datasets/training/2018-04-01.pkl",
+        "datasets/testing/2018-04-05.pkl",
+    ] {
         let status = http
             .post(format!("{}upload/storage/v1/b/ml-data-bucket/o", e.storage))
             .query(&[("uploadType", "media"), ("name", name)])
@@ -410,12 +554,20 @@ async fn non_empty_bucket_refuses_destroy_unless_force_destroy() {
         assert!(status.is_success(), "{status}");
     }
     let engine = w.engine(keep);
-    let (plan, state) = engine.plan(true, &[], "stack.toml", &[]).await.expect("plan");
-    let err = engine.apply(&plan, state).await.expect_err("refused").to_string();
+    let (plan, state) = engine
+        .plan(true, &[], "stack.toml", &[])
+        .await
+        .expect("plan");
+    let err = engine
+        .apply(&plan, state)
+        .await
+        .expect_err("refused")
+        .to_string();
     assert!(err.contains("storage.buckets.delete failed: 409"), "{err}");
     assert!(err.contains("force_destroy = true"), "{err}");
 
-    let force = "[gcs_bucket.data]\nname = \"ml-data-bucket\"\nversioning = true\nforce_destroy = true\n";
+    let force =
+        "[gcs_bucket.data]\nname = \"ml-data-bucket\"\nversioning = true\nforce_destroy = true\n";
     w.apply(force).await;
     w.destroy(force).await;
     assert_eq!(w.inventory().await, BTreeSet::new());
@@ -443,8 +595,14 @@ async fn node_pool_on_autopilot_cluster_is_refused_before_any_call() {
     })
     .expect_err("refused");
     let text = format!("{err:?}");
-    assert!(text.contains("gke_cluster.batch is an Autopilot cluster"), "{text}");
-    assert!(w.sandbox.traffic().is_empty(), "validation made no API call");
+    assert!(
+        text.contains("gke_cluster.batch is an Autopilot cluster"),
+        "{text}"
+    );
+    assert!(
+        w.sandbox.traffic().is_empty(),
+        "validation made no API call"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -458,7 +616,14 @@ async fn fields_in_use() {
     for f in &used {
         println!("{f}");
     }
-    for expected in ["cluster.autopilot.enabled", "NodeTaint.effect=NO_SCHEDULE", "Instance.tier=BASIC_HDD"] {
-        assert!(used.iter().any(|u| u.ends_with(expected)), "{expected} in {used:?}");
+    for expected in [
+        "cluster.autopilot.enabled",
+        "NodeTaint.effect=NO_SCHEDULE",
+        "Instance.tier=BASIC_HDD",
+    ] {
+        assert!(
+            used.iter().any(|u| u.ends_with(expected)),
+            "{expected} in {used:?}"
+        );
     }
 }

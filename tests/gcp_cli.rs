@@ -25,16 +25,29 @@ impl Env {
         work.write("token", "sandbox-token\n");
         let e = cloud.gcp_endpoints();
         let vars = vec![
-            ("CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER".to_string(), e.container),
+            (
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER".to_string(),
+                e.container,
+            ),
             ("CLOUDSDK_API_ENDPOINT_OVERRIDES_FILE".to_string(), e.file),
-            ("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE".to_string(), e.storage),
-            ("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE".to_string(), work.join("token").display().to_string()),
+            (
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE".to_string(),
+                e.storage,
+            ),
+            (
+                "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE".to_string(),
+                work.join("token").display().to_string(),
+            ),
         ];
         Self { cloud, vars }
     }
 
     fn run(&self, work: &Sandbox, args: &[&str]) -> common::Run {
-        let envs: Vec<(&str, &str)> = self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let envs: Vec<(&str, &str)> = self
+            .vars
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         work.run_env(args, &envs)
     }
 }
@@ -49,23 +62,55 @@ async fn gcp_stack_applies_replans_clean_updates_replaces_and_destroys() {
     expect_file("gcp/plan-create.txt", &plan.stdout);
 
     env.run(&work, &["apply", "--auto-approve"]).success();
-    env.run(&work, &["plan", "--detailed-exitcode"]).expect_code(0);
+    env.run(&work, &["plan", "--detailed-exitcode"])
+        .expect_code(0);
 
-    let update = env.run(&work, &["plan", "--var", "gpu_max_nodes=5", "--detailed-exitcode"]);
+    let update = env.run(
+        &work,
+        &["plan", "--var", "gpu_max_nodes=5", "--detailed-exitcode"],
+    );
     update.expect_code(2);
     expect_file("gcp/plan-autoscaling.txt", &update.stdout);
-    env.run(&work, &["apply", "--auto-approve", "--var", "gpu_max_nodes=5"]).success();
-    env.run(&work, &["plan", "--var", "gpu_max_nodes=5", "--detailed-exitcode"]).expect_code(0);
+    env.run(
+        &work,
+        &["apply", "--auto-approve", "--var", "gpu_max_nodes=5"],
+    )
+    .success();
+    env.run(
+        &work,
+        &["plan", "--var", "gpu_max_nodes=5", "--detailed-exitcode"],
+    )
+    .expect_code(0);
 
-    let replace = env.run(&work, &["plan", "--var", "gpu_max_nodes=5", "--var", "gpu_machine_type=n1-standard-8", "--detailed-exitcode"]);
+    let replace = env.run(
+        &work,
+        &[
+            "plan",
+            "--var",
+            "gpu_max_nodes=5",
+            "--var",
+            "gpu_machine_type=n1-standard-8",
+            "--detailed-exitcode",
+        ],
+    );
     replace.expect_code(2);
     expect_file("gcp/plan-machine-type.txt", &replace.stdout);
 
-    let destroy = env.run(&work, &["destroy", "--auto-approve", "--var", "gpu_max_nodes=5"]);
+    let destroy = env.run(
+        &work,
+        &["destroy", "--auto-approve", "--var", "gpu_max_nodes=5"],
+    );
     destroy.success();
-    env.run(&work, &["plan", "--var", "gpu_max_nodes=5", "--detailed-exitcode"]).expect_code(2);
+    env.run(
+        &work,
+        &["plan", "--var", "gpu_max_nodes=5", "--detailed-exitcode"],
+    )
+    .expect_code(2);
     let calls = env.cloud.traffic();
-    assert!(calls.iter().all(|x| x.status != 401), "every call carried the token");
+    assert!(
+        calls.iter().all(|x| x.status != 401),
+        "every call carried the token"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,10 +131,27 @@ fn missing_credentials_say_what_to_set() {
     let work = Sandbox::with_fixture("gcp-ml");
     // Endpoints that nothing serves: the run must stop at credentials, before any call.
     let run = work.run_env(
-        &["apply", "--auto-approve", "--target", "gcs_bucket.pipelines"],
-        &[("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE", "http://127.0.0.1:9/storage/")],
+        &[
+            "apply",
+            "--auto-approve",
+            "--target",
+            "gcs_bucket.pipelines",
+        ],
+        &[(
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE",
+            "http://127.0.0.1:9/storage/",
+        )],
     );
     run.failure();
-    assert!(run.stderr.contains("gcs_bucket.pipelines: provider configuration: no Google credentials found"), "{}", run.stderr);
-    assert!(run.stderr.contains("GOOGLE_APPLICATION_CREDENTIALS"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("gcs_bucket.pipelines: provider configuration: no Google credentials found"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("GOOGLE_APPLICATION_CREDENTIALS"),
+        "{}",
+        run.stderr
+    );
 }

@@ -28,28 +28,62 @@ impl Env {
         work.write("token", "sandbox-token\n");
         let e = cloud.gcp_endpoints();
         let vars = vec![
-            ("CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER".to_string(), e.container),
+            (
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER".to_string(),
+                e.container,
+            ),
             ("CLOUDSDK_API_ENDPOINT_OVERRIDES_FILE".to_string(), e.file),
-            ("CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE".to_string(), e.storage),
-            ("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE".to_string(), work.join("token").display().to_string()),
+            (
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE".to_string(),
+                e.storage,
+            ),
+            (
+                "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE".to_string(),
+                work.join("token").display().to_string(),
+            ),
         ];
         Self { cloud, vars }
     }
 
     fn run(&self, work: &Sandbox, args: &[&str]) -> common::Run {
-        let envs: Vec<(&str, &str)> = self.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let envs: Vec<(&str, &str)> = self
+            .vars
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         work.run_env(args, &envs)
     }
 
     /// The Redis list as the real redis-server behind the `redis-leader` pod holds it.
     fn queue(&self, list: &str) -> Vec<String> {
-        let addr: SocketAddr = self.cloud.redis_address("batch-aiml", "default", "redis-leader").expect("the redis-leader pod is backed by a redis-server");
+        let addr: SocketAddr = self
+            .cloud
+            .redis_address("batch-aiml", "default", "redis-leader")
+            .expect("the redis-leader pod is backed by a redis-server");
         let out = Command::new("redis-cli")
-            .args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string(), "--raw", "LRANGE", list, "0", "-1"])
+            .args([
+                "-h",
+                &addr.ip().to_string(),
+                "-p",
+                &addr.port().to_string(),
+                "--raw",
+                "LRANGE",
+                list,
+                "0",
+                "-1",
+            ])
             .output()
             .expect("run redis-cli (installed with redis-server by scripts/deps.sh)");
-        assert!(out.status.success(), "redis-cli failed: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.is_empty()).map(str::to_string).collect()
+        assert!(
+            out.status.success(),
+            "redis-cli failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_string)
+            .collect()
     }
 }
 
@@ -59,7 +93,14 @@ fn stable(text: &str) -> String {
     let mut out = String::new();
     for word in text.split_inclusive(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
         let core = word.trim_end_matches(|c: char| !(c.is_ascii_alphanumeric() || c == '-'));
-        let is_uid = core.len() == 36 && core.chars().enumerate().all(|(i, c)| if [8, 13, 18, 23].contains(&i) { c == '-' } else { c.is_ascii_hexdigit() });
+        let is_uid = core.len() == 36
+            && core.chars().enumerate().all(|(i, c)| {
+                if [8, 13, 18, 23].contains(&i) {
+                    c == '-'
+                } else {
+                    c.is_ascii_hexdigit()
+                }
+            });
         if is_uid {
             out.push_str("<uid>");
             out.push_str(&word[core.len()..]);
@@ -100,16 +141,29 @@ async fn batch_ml_applies_queues_runs_updates_and_destroys() {
 
     let apply = env.run(&work, &["apply", "--auto-approve"]);
     apply.success();
-    env.run(&work, &["plan", "--detailed-exitcode"]).expect_code(0);
+    env.run(&work, &["plan", "--detailed-exitcode"])
+        .expect_code(0);
 
     // The queue holds the training paths, in order, in the real Redis.
     assert_eq!(env.queue("datasets"), TRAINING);
 
     let status = env.run(&work, &["status", "--no-color"]);
     status.success();
-    let job_line = status.stdout.lines().find(|l| l.starts_with("kubernetes_job.workload")).expect("status lists the job");
-    assert!(job_line.contains("ready") && job_line.contains("Complete"), "{}", status.stdout);
-    let claim_line = status.stdout.lines().find(|l| l.starts_with("kubernetes_nfs_volume.fileserver")).expect("status lists the volume");
+    let job_line = status
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("kubernetes_job.workload"))
+        .expect("status lists the job");
+    assert!(
+        job_line.contains("ready") && job_line.contains("Complete"),
+        "{}",
+        status.stdout
+    );
+    let claim_line = status
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("kubernetes_nfs_volume.fileserver"))
+        .expect("status lists the volume");
     assert!(claim_line.contains("Bound"), "{}", status.stdout);
 
     let logs = env.run(&work, &["logs", "kubernetes_job.workload"]);
@@ -118,41 +172,123 @@ async fn batch_ml_applies_queues_runs_updates_and_destroys() {
 
     let rendered = env.run(&work, &["render", "kubernetes_nfs_volume.fileserver"]);
     rendered.success();
-    assert!(rendered.stdout.contains("kind: PersistentVolume") && rendered.stdout.contains("path: /NFSVol"), "{}", rendered.stdout);
+    assert!(
+        rendered.stdout.contains("kind: PersistentVolume")
+            && rendered.stdout.contains("path: /NFSVol"),
+        "{}",
+        rendered.stdout
+    );
 
     // kubectl sees what terrain built, through the kubeconfig the sandbox writes.
-    let kubeconfigs = env.cloud.kubeconfig(&work.join("kube")).expect("kubeconfig written");
-    let (_, kubeconfig) = kubeconfigs.iter().find(|(name, _)| name == "batch-aiml").expect("a kubeconfig for batch-aiml");
-    match Command::new("kubectl").arg("--kubeconfig").arg(kubeconfig).args(["get", "jobs", "-o", "name"]).output() {
+    let kubeconfigs = env
+        .cloud
+        .kubeconfig(&work.join("kube"))
+        .expect("kubeconfig written");
+    let (_, kubeconfig) = kubeconfigs
+        .iter()
+        .find(|(name, _)| name == "batch-aiml")
+        .expect("a kubeconfig for batch-aiml");
+    match Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["get", "jobs", "-o", "name"])
+        .output()
+    {
         Ok(out) => {
-            assert!(out.status.success(), "kubectl get jobs: {}", String::from_utf8_lossy(&out.stderr));
-            assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "job.batch/workload");
+            assert!(
+                out.status.success(),
+                "kubectl get jobs: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).trim(),
+                "job.batch/workload"
+            );
         }
         Err(e) => eprintln!("kubectl not runnable ({e}); skipping the kubectl check"),
     }
 
     // An in-place change to the Job shows the live objects' YAML diff.
-    let update = env.run(&work, &["plan", "--no-color", "--var", "parallelism=2", "--detailed-exitcode"]);
+    let update = env.run(
+        &work,
+        &[
+            "plan",
+            "--no-color",
+            "--var",
+            "parallelism=2",
+            "--detailed-exitcode",
+        ],
+    );
     update.expect_code(2);
     expect_file("kubernetes/plan-parallelism.txt", &stable(&update.stdout));
-    env.run(&work, &["apply", "--auto-approve", "--var", "parallelism=2"]).success();
-    env.run(&work, &["plan", "--var", "parallelism=2", "--detailed-exitcode"]).expect_code(0);
+    env.run(
+        &work,
+        &["apply", "--auto-approve", "--var", "parallelism=2"],
+    )
+    .success();
+    env.run(
+        &work,
+        &["plan", "--var", "parallelism=2", "--detailed-exitcode"],
+    )
+    .expect_code(0);
 
     // A new training file is copied and queued; what was queued before is not pushed again.
-    work.write("datasets/training/2018-04-05.pkl", "training rows for 2018-04-05\n");
-    let more = env.run(&work, &["plan", "--no-color", "--var", "parallelism=2", "--detailed-exitcode"]);
+    work.write(
+        "datasets/training/2018-04-05.pkl",
+        "training rows for 2018-04-05\n",
+    );
+    let more = env.run(
+        &work,
+        &[
+            "plan",
+            "--no-color",
+            "--var",
+            "parallelism=2",
+            "--detailed-exitcode",
+        ],
+    );
     more.expect_code(2);
     expect_file("kubernetes/plan-new-dataset.txt", &stable(&more.stdout));
-    env.run(&work, &["apply", "--auto-approve", "--var", "parallelism=2"]).success();
+    env.run(
+        &work,
+        &["apply", "--auto-approve", "--var", "parallelism=2"],
+    )
+    .success();
     let mut expected: Vec<&str> = TRAINING.to_vec();
     expected.push("datasets/training/2018-04-05.pkl");
     assert_eq!(env.queue("datasets"), expected);
 
-    let destroy = env.run(&work, &["destroy", "--auto-approve", "--var", "parallelism=2"]);
+    let destroy = env.run(
+        &work,
+        &["destroy", "--auto-approve", "--var", "parallelism=2"],
+    );
     destroy.success();
-    env.run(&work, &["plan", "--var", "parallelism=2", "--detailed-exitcode"]).expect_code(2);
-    let state: serde_json::Value = reqwest::get(format!("{}/_sandbox/state", env.cloud.url())).await.expect("state").json().await.expect("json");
-    assert!(state["kubernetes"]["clusters"].as_object().is_none_or(|c| c.is_empty()), "no emulated cluster is left: {}", state["kubernetes"]);
-    assert!(state["gcp"]["container"]["clusters"].as_array().is_none_or(|c| c.is_empty()), "no GKE cluster is left");
-    assert!(env.cloud.traffic().iter().all(|x| x.status != 401), "every call carried a token");
+    env.run(
+        &work,
+        &["plan", "--var", "parallelism=2", "--detailed-exitcode"],
+    )
+    .expect_code(2);
+    let state: serde_json::Value = reqwest::get(format!("{}/_sandbox/state", env.cloud.url()))
+        .await
+        .expect("state")
+        .json()
+        .await
+        .expect("json");
+    assert!(
+        state["kubernetes"]["clusters"]
+            .as_object()
+            .is_none_or(|c| c.is_empty()),
+        "no emulated cluster is left: {}",
+        state["kubernetes"]
+    );
+    assert!(
+        state["gcp"]["container"]["clusters"]
+            .as_array()
+            .is_none_or(|c| c.is_empty()),
+        "no GKE cluster is left"
+    );
+    assert!(
+        env.cloud.traffic().iter().all(|x| x.status != 401),
+        "every call carried a token"
+    );
 }

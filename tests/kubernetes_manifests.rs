@@ -37,59 +37,91 @@ fn samples() -> Vec<(&'static str, &'static str, Value)> {
         "spot": true,
     });
     vec![
-        ("kubernetes_nfs_volume", "filestore volume", json!({
-            "cluster": cluster(true), "name": "fileserver", "claim_name": "fileserver-claim",
-            "server": "10.0.0.2", "path": "/NFSVol", "capacity": "1Ti",
-        })),
-        ("kubernetes_redis", "redis pod with the claim", json!({
-            "cluster": cluster(true), "name": "redis-leader",
-            "volume": {"claim": "fileserver-claim", "mount_path": "/mnt/fileserver"},
-        })),
-        ("kubernetes_redis", "redis deployment", json!({
-            "cluster": cluster(true), "name": "queue", "workload": "deployment",
-            "resources": {"cpu": "250m", "memory": "256Mi"}, "labels": {"team": "ml"},
-        })),
-        ("kubernetes_job", "spot batch job", json!({
-            "cluster": cluster(true), "name": "workload",
-            "image": "us-docker.pkg.dev/google-samples/containers/gke/batch-ml-workload",
-            "spot": true, "restart_policy": "OnFailure",
-            "volumes": [{"claim": "fileserver-claim", "mount_path": "/mnt/fileserver"}],
-            "env": {"QUEUE": "redis-leader"}, "secret_env": {"TOKEN": "s3cr3t"},
-            "ttl_seconds_after_finished": 600,
-        })),
-        ("kubernetes_job", "gpu job on a tainted pool", json!({
-            "cluster": cluster(false), "name": "train", "image": "nvcr.io/nvidia/pytorch:24.01-py3",
-            "command": ["python", "train.py"], "args": ["--epochs", "3"],
-            "gpus": 1, "gpu_type": "nvidia-tesla-t4", "retries": 5, "node_pool": gpu_pool,
-            "resources": {"cpu": "4", "memory": "16Gi"},
-        })),
-        ("kubernetes_job", "tpu job", json!({
-            "cluster": cluster(false), "name": "tpu-train", "image": "python:3.11",
-            "tpu": {"type": "tpu-v5-lite-podslice", "topology": "2x4", "chips": 4},
-            "restart_policy": "Never",
-        })),
-        ("kubernetes_manifest", "driver daemonset and binding", json!({
-            "cluster": cluster(false),
-            "manifest": [
-                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                 "metadata": {"name": "pipeline-runner"},
-                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-                 "subjects": [{"kind": "ServiceAccount", "name": "pipeline-runner", "namespace": "kubeflow"}]},
-                {"apiVersion": "apps/v1", "kind": "DaemonSet",
-                 "metadata": {"name": "nvidia-driver-installer", "namespace": "kube-system"},
-                 "spec": {"selector": {"matchLabels": {"k8s-app": "nvidia-driver-installer"}},
-                          "template": {"metadata": {"labels": {"k8s-app": "nvidia-driver-installer"}},
-                                       "spec": {"containers": [{"name": "pause", "image": "gcr.io/google-containers/pause:2.0"}]}}}},
-            ],
-        })),
+        (
+            "kubernetes_nfs_volume",
+            "filestore volume",
+            json!({
+                "cluster": cluster(true), "name": "fileserver", "claim_name": "fileserver-claim",
+                "server": "10.0.0.2", "path": "/NFSVol", "capacity": "1Ti",
+            }),
+        ),
+        (
+            "kubernetes_redis",
+            "redis pod with the claim",
+            json!({
+                "cluster": cluster(true), "name": "redis-leader",
+                "volume": {"claim": "fileserver-claim", "mount_path": "/mnt/fileserver"},
+            }),
+        ),
+        (
+            "kubernetes_redis",
+            "redis deployment",
+            json!({
+                "cluster": cluster(true), "name": "queue", "workload": "deployment",
+                "resources": {"cpu": "250m", "memory": "256Mi"}, "labels": {"team": "ml"},
+            }),
+        ),
+        (
+            "kubernetes_job",
+            "spot batch job",
+            json!({
+                "cluster": cluster(true), "name": "workload",
+                "image": "us-docker.pkg.dev/google-samples/containers/gke/batch-ml-workload",
+                "spot": true, "restart_policy": "OnFailure",
+                "volumes": [{"claim": "fileserver-claim", "mount_path": "/mnt/fileserver"}],
+                "env": {"QUEUE": "redis-leader"}, "secret_env": {"TOKEN": "s3cr3t"},
+                "ttl_seconds_after_finished": 600,
+            }),
+        ),
+        (
+            "kubernetes_job",
+            "gpu job on a tainted pool",
+            json!({
+                "cluster": cluster(false), "name": "train", "image": "nvcr.io/nvidia/pytorch:24.01-py3",
+                "command": ["python", "train.py"], "args": ["--epochs", "3"],
+                "gpus": 1, "gpu_type": "nvidia-tesla-t4", "retries": 5, "node_pool": gpu_pool,
+                "resources": {"cpu": "4", "memory": "16Gi"},
+            }),
+        ),
+        (
+            "kubernetes_job",
+            "tpu job",
+            json!({
+                "cluster": cluster(false), "name": "tpu-train", "image": "python:3.11",
+                "tpu": {"type": "tpu-v5-lite-podslice", "topology": "2x4", "chips": 4},
+                "restart_policy": "Never",
+            }),
+        ),
+        (
+            "kubernetes_manifest",
+            "driver daemonset and binding",
+            json!({
+                "cluster": cluster(false),
+                "manifest": [
+                    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                     "metadata": {"name": "pipeline-runner"},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                     "subjects": [{"kind": "ServiceAccount", "name": "pipeline-runner", "namespace": "kubeflow"}]},
+                    {"apiVersion": "apps/v1", "kind": "DaemonSet",
+                     "metadata": {"name": "nvidia-driver-installer", "namespace": "kube-system"},
+                     "spec": {"selector": {"matchLabels": {"k8s-app": "nvidia-driver-installer"}},
+                              "template": {"metadata": {"labels": {"k8s-app": "nvidia-driver-installer"}},
+                                           "spec": {"containers": [{"name": "pause", "image": "gcr.io/google-containers/pause:2.0"}]}}}},
+                ],
+            }),
+        ),
     ]
 }
 
 fn render(kind: &str, spec: &Value) -> Vec<Value> {
     let registry = builtin();
-    let resource = registry.get(kind).unwrap_or_else(|| panic!("the registry has no kind {kind}"));
+    let resource = registry
+        .get(kind)
+        .unwrap_or_else(|| panic!("the registry has no kind {kind}"));
     let spec = resource.schema().with_defaults(spec);
-    let spec = resource.prepare(spec).unwrap_or_else(|e| panic!("{kind}: prepare: {e}"));
+    let spec = resource
+        .prepare(spec)
+        .unwrap_or_else(|e| panic!("{kind}: prepare: {e}"));
     resource
         .render(&spec, &json!({}))
         .unwrap_or_else(|| panic!("{kind} has no rendered form"))
@@ -105,16 +137,27 @@ fn rendered_objects_match_the_kubernetes_openapi_document() {
         assert!(!objects.is_empty(), "{kind} ({what}) renders nothing");
         for o in &objects {
             for p in swagger.check(o) {
-                problems.push(format!("{kind} ({what}) {} {}: {p}", o["kind"].as_str().unwrap_or("?"), o["metadata"]["name"].as_str().unwrap_or("?")));
+                problems.push(format!(
+                    "{kind} ({what}) {} {}: {p}",
+                    o["kind"].as_str().unwrap_or("?"),
+                    o["metadata"]["name"].as_str().unwrap_or("?")
+                ));
             }
         }
     }
-    assert!(problems.is_empty(), "rendered objects depart from the OpenAPI document:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "rendered objects depart from the OpenAPI document:\n{}",
+        problems.join("\n")
+    );
 }
 
 #[test]
 fn rendered_objects_pass_kubernetes_validate_strict() {
-    let Ok(out) = Command::new("kubernetes-validate").arg("--version").output() else {
+    let Ok(out) = Command::new("kubernetes-validate")
+        .arg("--version")
+        .output()
+    else {
         panic!("kubernetes-validate is not installed; run scripts/deps.sh");
     };
     assert!(out.status.success(), "kubernetes-validate --version failed");
@@ -123,7 +166,8 @@ fn rendered_objects_pass_kubernetes_validate_strict() {
     for (i, (kind, _, spec)) in samples().into_iter().enumerate() {
         for (j, o) in render(kind, &spec).iter().enumerate() {
             let path = dir.path().join(format!("{i:02}-{j}-{kind}.yaml"));
-            std::fs::write(&path, serde_yaml_ng::to_string(o).expect("yaml")).expect("write manifest");
+            std::fs::write(&path, serde_yaml_ng::to_string(o).expect("yaml"))
+                .expect("write manifest");
             files.push(path);
         }
     }
@@ -132,8 +176,15 @@ fn rendered_objects_pass_kubernetes_validate_strict() {
         .args(&files)
         .output()
         .expect("run kubernetes-validate");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "kubernetes-validate --strict rejected rendered objects:\n{text}");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "kubernetes-validate --strict rejected rendered objects:\n{text}"
+    );
 }
 
 #[test]
@@ -146,7 +197,16 @@ fn the_openapi_checker_catches_a_bad_object() {
         "spec": {"backoffLimit": "six", "template": {"spec": {"containers": [{"image": "busybox", "nodeSelectr": {}}]}}},
     });
     let problems = swagger.check(&bad);
-    assert!(problems.iter().any(|p| p.contains("backoffLimit")), "{problems:?}");
-    assert!(problems.iter().any(|p| p.contains("nodeSelectr")), "{problems:?}");
-    assert!(problems.iter().any(|p| p.contains("name: required")), "{problems:?}");
+    assert!(
+        problems.iter().any(|p| p.contains("backoffLimit")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("nodeSelectr")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("name: required")),
+        "{problems:?}"
+    );
 }

@@ -33,11 +33,19 @@ async fn state_and_backup_are_private_even_if_the_file_was_not() {
     let backend = LocalBackend::new(&path);
     backend.save(&State::new()).await.expect("save");
     assert_eq!(mode(&path), 0o600, "state file mode");
-    assert_eq!(mode(&dir.path().join("state.json.backup")), 0o600, "backup mode");
+    assert_eq!(
+        mode(&dir.path().join("state.json.backup")),
+        0o600,
+        "backup mode"
+    );
 
     backend.save(&State::new()).await.expect("second save");
     assert_eq!(mode(&path), 0o600, "state file mode after a second save");
-    assert_eq!(mode(&dir.path().join("state.json.backup")), 0o600, "backup mode after a second save");
+    assert_eq!(
+        mode(&dir.path().join("state.json.backup")),
+        0o600,
+        "backup mode after a second save"
+    );
 }
 
 #[tokio::test]
@@ -48,13 +56,20 @@ async fn backup_holds_the_previous_version() {
     let mut state = State::new();
     state.serial = 1;
     backend.save(&state).await.expect("first save");
-    assert!(!dir.path().join("state.json.backup").exists(), "the first save has nothing to back up");
+    assert!(
+        !dir.path().join("state.json.backup").exists(),
+        "the first save has nothing to back up"
+    );
 
     let first = state.clone();
     state.serial = 2;
     backend.save(&state).await.expect("second save");
     let backup = LocalBackend::new(dir.path().join("state.json.backup"));
-    let backed_up = backup.load().await.expect("load backup").expect("backup exists");
+    let backed_up = backup
+        .load()
+        .await
+        .expect("load backup")
+        .expect("backup exists");
     assert_eq!(backed_up, first, "backup must be the previous version");
     let current = backend.load().await.expect("load").expect("state exists");
     assert_eq!(current, state, "state must be the latest version");
@@ -75,7 +90,12 @@ async fn saves_leave_no_temp_files() {
     }
     let mut names: Vec<String> = fs::read_dir(dir.path())
         .expect("list dir")
-        .map(|e| e.expect("dir entry").file_name().to_string_lossy().into_owned())
+        .map(|e| {
+            e.expect("dir entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     names.sort();
     assert_eq!(names, ["state.json", "state.json.backup"]);
@@ -89,7 +109,11 @@ async fn newer_format_is_refused() {
     state["format_version"] = 99.into();
     fs::write(&path, serde_json::to_vec(&state).expect("encode")).expect("write");
     match LocalBackend::new(&path).load().await {
-        Err(StateError::UnsupportedFormat { found: 99, supported: 1, .. }) => {}
+        Err(StateError::UnsupportedFormat {
+            found: 99,
+            supported: 1,
+            ..
+        }) => {}
         other => panic!("expected UnsupportedFormat, got {other:?}"),
     }
 
@@ -109,7 +133,10 @@ async fn garbage_is_a_decode_error_naming_the_file() {
     match LocalBackend::new(&path).load().await {
         Err(e @ StateError::Decode { .. }) => {
             let msg = e.to_string();
-            assert!(msg.contains(&path.display().to_string()), "message must name the file: {msg}");
+            assert!(
+                msg.contains(&path.display().to_string()),
+                "message must name the file: {msg}"
+            );
         }
         other => panic!("expected Decode, got {other:?}"),
     }
@@ -122,7 +149,10 @@ async fn lock_held_message_says_who_and_how_to_break_it() {
     let holder = LocalBackend::new(&path);
     let info = LockInfo::new("destroy");
     holder.lock(&info).await.expect("lock");
-    let err = LocalBackend::new(&path).lock(&LockInfo::new("apply")).await.expect_err("lock is held");
+    let err = LocalBackend::new(&path)
+        .lock(&LockInfo::new("apply"))
+        .await
+        .expect_err("lock is held");
     let msg = err.to_string();
     for part in [
         info.who.clone(),
@@ -152,7 +182,9 @@ fn spawn_flock_holder(lock_file: &Path) -> Child {
         .expect("spawn python3 to hold the lock");
     let stdout = child.stdout.take().expect("child stdout is piped");
     let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).expect("read from child");
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("read from child");
     assert_eq!(line.trim(), "locked", "child must report holding the lock");
     child
 }
@@ -178,19 +210,42 @@ async fn lock_of_a_killed_process_is_released() {
     let info = backend.lock_info().await;
     child.kill().expect("SIGKILL the holder");
     child.wait().expect("reap the holder");
-    assert!(refused, "lock held by a live child must be refused naming it, got {result:?}");
+    assert!(
+        refused,
+        "lock held by a live child must be refused naming it, got {result:?}"
+    );
     let info = info.expect("lock_info while held");
-    assert_eq!(info.as_ref(), Some(&dead), "lock_info while the child lives");
+    assert_eq!(
+        info.as_ref(),
+        Some(&dead),
+        "lock_info while the child lives"
+    );
 
     // The record is still on disk, but nobody holds the flock: that is no lock.
-    assert!(lock_file.exists(), "the killed holder leaves its lock file behind");
-    assert_eq!(backend.lock_info().await.expect("lock_info after kill"), None, "stale record is not a lock");
+    assert!(
+        lock_file.exists(),
+        "the killed holder leaves its lock file behind"
+    );
+    assert_eq!(
+        backend.lock_info().await.expect("lock_info after kill"),
+        None,
+        "stale record is not a lock"
+    );
     let mine = LockInfo::new("apply");
-    backend.lock(&mine).await.expect("lock after the holder died");
-    assert_eq!(backend.lock_info().await.expect("lock_info"), Some(mine.clone()));
-    let on_disk: LockInfo =
-        serde_json::from_slice(&fs::read(&lock_file).expect("read lock file")).expect("lock record");
-    assert_eq!(on_disk, mine, "the new holder's record replaces the old one");
+    backend
+        .lock(&mine)
+        .await
+        .expect("lock after the holder died");
+    assert_eq!(
+        backend.lock_info().await.expect("lock_info"),
+        Some(mine.clone())
+    );
+    let on_disk: LockInfo = serde_json::from_slice(&fs::read(&lock_file).expect("read lock file"))
+        .expect("lock record");
+    assert_eq!(
+        on_disk, mine,
+        "the new holder's record replaces the old one"
+    );
     assert_eq!(mode(&lock_file), 0o600, "lock file mode");
     backend.unlock(&mine.id).await.expect("unlock");
     assert!(!lock_file.exists(), "unlock removes the lock file");
@@ -208,7 +263,11 @@ async fn unreadable_record_of_a_live_lock_still_refuses() {
     child.wait().expect("reap the holder");
     match result {
         Err(StateError::LockHeld { holder, .. }) => {
-            assert_eq!((holder.who.as_str(), holder.id.as_str()), ("unknown", "unknown"), "holder {holder:?}")
+            assert_eq!(
+                (holder.who.as_str(), holder.id.as_str()),
+                ("unknown", "unknown"),
+                "holder {holder:?}"
+            )
         }
         other => panic!("expected LockHeld by an unknown holder, got {other:?}"),
     }
@@ -219,8 +278,11 @@ async fn force_unlock_of_a_stale_record_is_not_locked() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("state.json");
     let stale = LockInfo::new("apply");
-    fs::write(dir.path().join("state.json.lock"), serde_json::to_vec(&stale).expect("encode"))
-        .expect("write");
+    fs::write(
+        dir.path().join("state.json.lock"),
+        serde_json::to_vec(&stale).expect("encode"),
+    )
+    .expect("write");
     match LocalBackend::new(&path).force_unlock(&stale.id).await {
         Err(StateError::NotLocked { .. }) => {}
         other => panic!("expected NotLocked for a lock file nobody holds, got {other:?}"),
@@ -244,7 +306,9 @@ fn contending_clients_exclude_each_other() {
             let path = path.clone();
             let inside = Arc::clone(&inside);
             std::thread::spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .build()
+                    .expect("runtime");
                 runtime.block_on(async {
                     let backend = LocalBackend::new(&path);
                     for _ in 0..ROUNDS {

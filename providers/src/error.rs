@@ -71,7 +71,12 @@ fn fmt_message(message: &str) -> String {
 
 impl ProviderError {
     /// An API error with its HTTP status, the API's own code and message.
-    pub fn api(call: impl Into<String>, status: u16, code: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn api(
+        call: impl Into<String>,
+        status: u16,
+        code: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
         Self::Api {
             call: call.into(),
             status,
@@ -96,7 +101,15 @@ mod tests {
 
     #[test]
     fn api_error_reads_like_the_style_guide() {
-        let e = ProviderError::api("file.instances.create", 409, "ALREADY_EXISTS", "instance exists");
-        assert_eq!(e.to_string(), "file.instances.create failed: 409 ALREADY_EXISTS: instance exists");
+        let e = ProviderError::api(
+            "file.instances.create",
+            409,
+            "ALREADY_EXISTS",
+            "instance exists",
+        );
+        assert_eq!(
+            e.to_string(),
+            "file.instances.create failed: 409 ALREADY_EXISTS: instance exists"
+        );
     }
 }

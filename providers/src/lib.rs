@@ -5,6 +5,7 @@
 //! out) and a [`Schema`] describing the kind's fields. Each kind is written against the
 //! typed [`Kind`] trait and registered once in [`registry::builtin`].
 
+pub mod aws;
 pub mod error;
 pub mod gcp;
 pub mod kubernetes;
@@ -15,6 +16,8 @@ pub mod schema;
 pub mod testing;
 
 pub use error::ProviderError;
-pub use protocol::{Adapter, Ctx, Health, Invalid, Kind, LineSink, Live, Observed, Peer, Reporter, Resource};
+pub use protocol::{
+    Adapter, Ctx, Health, Invalid, Kind, LineSink, Live, Observed, Peer, Reporter, Resource,
+};
 pub use registry::Registry;
 pub use schema::{Field, Schema, Type};

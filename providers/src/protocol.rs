@@ -34,7 +34,9 @@ pub struct Ctx {
 
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ctx").field("address", &self.address).finish_non_exhaustive()
+        f.debug_struct("Ctx")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
     }
 }
 
@@ -125,11 +127,22 @@ pub trait Resource: Send + Sync {
     fn planned_id(&self, spec: &Value, config: &Value) -> Option<String>;
     /// Reads the object; `Ok(None)` when it is gone. `prior` is the last applied spec
     /// (`Value::Null` on import).
-    async fn read(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<Option<Observed>, ProviderError>;
+    async fn read(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: &Value,
+    ) -> Result<Option<Observed>, ProviderError>;
     /// Creates the object and returns once it is ready.
     async fn create(&self, ctx: &Ctx, spec: &Value) -> Result<Observed, ProviderError>;
     /// Updates in place the fields that changed between `prior` and `spec`.
-    async fn update(&self, ctx: &Ctx, id: &str, prior: &Value, spec: &Value) -> Result<Observed, ProviderError>;
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: &Value,
+        spec: &Value,
+    ) -> Result<Observed, ProviderError>;
     /// Deletes the object; succeeds when it is already gone.
     async fn delete(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<(), ProviderError>;
     /// Completes a fully known spec from local inputs before it is diffed: a dataset's
@@ -146,20 +159,42 @@ pub trait Resource: Send + Sync {
     }
     /// Extra detail for a planned update or replace, computed against the live object
     /// (a unified YAML diff of a dry-run apply). `Ok(None)` when the kind has none.
-    async fn preview(&self, _ctx: &Ctx, _id: &str, _prior: &Value, _spec: &Value) -> Result<Option<String>, ProviderError> {
+    async fn preview(
+        &self,
+        _ctx: &Ctx,
+        _id: &str,
+        _prior: &Value,
+        _spec: &Value,
+    ) -> Result<Option<String>, ProviderError> {
         Ok(None)
     }
     /// Live readiness, for `terrain status`. By default: whether the object exists.
     async fn health(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<Health, ProviderError> {
         Ok(match self.read(ctx, id, prior).await? {
-            Some(_) => Health { ready: true, summary: "exists".into() },
-            None => Health { ready: false, summary: "missing".into() },
+            Some(_) => Health {
+                ready: true,
+                summary: "exists".into(),
+            },
+            None => Health {
+                ready: false,
+                summary: "missing".into(),
+            },
         })
     }
     /// Streams the object's logs line by line into `sink`; with `follow`, until the
     /// object finishes. Kinds without logs answer `ProviderError::Unsupported`.
-    async fn logs(&self, _ctx: &Ctx, _id: &str, _prior: &Value, _follow: bool, _sink: LineSink) -> Result<(), ProviderError> {
-        Err(ProviderError::Unsupported(format!("{} has no logs", self.kind())))
+    async fn logs(
+        &self,
+        _ctx: &Ctx,
+        _id: &str,
+        _prior: &Value,
+        _follow: bool,
+        _sink: LineSink,
+    ) -> Result<(), ProviderError> {
+        Err(ProviderError::Unsupported(format!(
+            "{} has no logs",
+            self.kind()
+        )))
     }
 }
 
@@ -242,16 +277,32 @@ pub trait Kind: Send + Sync + 'static {
     fn planned_id(_spec: &Self::Spec, _config: &Value) -> Option<String> {
         None
     }
-    async fn read(&self, ctx: &Ctx, id: &str, prior: Option<&Self::Spec>) -> Result<Option<Live<Self>>, ProviderError>
+    async fn read(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: Option<&Self::Spec>,
+    ) -> Result<Option<Live<Self>>, ProviderError>
     where
         Self: Sized;
     async fn create(&self, ctx: &Ctx, spec: &Self::Spec) -> Result<Live<Self>, ProviderError>
     where
         Self: Sized;
-    async fn update(&self, ctx: &Ctx, id: &str, prior: &Self::Spec, spec: &Self::Spec) -> Result<Live<Self>, ProviderError>
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: &Self::Spec,
+        spec: &Self::Spec,
+    ) -> Result<Live<Self>, ProviderError>
     where
         Self: Sized;
-    async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Self::Spec>) -> Result<(), ProviderError>
+    async fn delete(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: Option<&Self::Spec>,
+    ) -> Result<(), ProviderError>
     where
         Self: Sized;
     /// Completes a fully known spec from local inputs (see [`Resource::prepare`]).
@@ -266,25 +317,46 @@ pub trait Kind: Send + Sync + 'static {
         None
     }
     /// Extra plan detail for an update or replace (see [`Resource::preview`]).
-    async fn preview(&self, _ctx: &Ctx, _id: &str, _prior: &Self::Spec, _spec: &Self::Spec) -> Result<Option<String>, ProviderError>
+    async fn preview(
+        &self,
+        _ctx: &Ctx,
+        _id: &str,
+        _prior: &Self::Spec,
+        _spec: &Self::Spec,
+    ) -> Result<Option<String>, ProviderError>
     where
         Self: Sized,
     {
         Ok(None)
     }
     /// Live readiness; `None` falls back to "exists"/"missing" from `read`.
-    async fn health(&self, _ctx: &Ctx, _id: &str, _prior: Option<&Self::Spec>) -> Result<Option<Health>, ProviderError>
+    async fn health(
+        &self,
+        _ctx: &Ctx,
+        _id: &str,
+        _prior: Option<&Self::Spec>,
+    ) -> Result<Option<Health>, ProviderError>
     where
         Self: Sized,
     {
         Ok(None)
     }
     /// Streams logs (see [`Resource::logs`]).
-    async fn logs(&self, _ctx: &Ctx, _id: &str, _prior: Option<&Self::Spec>, _follow: bool, _sink: LineSink) -> Result<(), ProviderError>
+    async fn logs(
+        &self,
+        _ctx: &Ctx,
+        _id: &str,
+        _prior: Option<&Self::Spec>,
+        _follow: bool,
+        _sink: LineSink,
+    ) -> Result<(), ProviderError>
     where
         Self: Sized,
     {
-        Err(ProviderError::Unsupported(format!("{} has no logs", Self::KIND)))
+        Err(ProviderError::Unsupported(format!(
+            "{} has no logs",
+            Self::KIND
+        )))
     }
 }
 
@@ -297,7 +369,10 @@ pub struct Adapter<K: Kind> {
 impl<K: Kind> Adapter<K> {
     /// Wraps `kind`, computing its schema once.
     pub fn new(kind: K) -> Self {
-        Self { kind, schema: K::schema() }
+        Self {
+            kind,
+            schema: K::schema(),
+        }
     }
 
     /// The wrapped kind.
@@ -306,7 +381,12 @@ impl<K: Kind> Adapter<K> {
     }
 
     fn decode(&self, spec: &Value) -> Result<K::Spec, ProviderError> {
-        serde_json::from_value(self.schema.with_defaults(spec)).map_err(|source| ProviderError::Decode { what: "spec", source })
+        serde_json::from_value(self.schema.with_defaults(spec)).map_err(|source| {
+            ProviderError::Decode {
+                what: "spec",
+                source,
+            }
+        })
     }
 
     fn decode_prior(&self, prior: &Value) -> Result<Option<K::Spec>, ProviderError> {
@@ -321,8 +401,14 @@ impl<K: Kind> Adapter<K> {
 fn encode<K: Kind>(live: Live<K>) -> Result<Observed, ProviderError> {
     Ok(Observed {
         id: live.id,
-        spec: serde_json::to_value(&live.spec).map_err(|source| ProviderError::Decode { what: "live spec", source })?,
-        outputs: serde_json::to_value(&live.outputs).map_err(|source| ProviderError::Decode { what: "outputs", source })?,
+        spec: serde_json::to_value(&live.spec).map_err(|source| ProviderError::Decode {
+            what: "live spec",
+            source,
+        })?,
+        outputs: serde_json::to_value(&live.outputs).map_err(|source| ProviderError::Decode {
+            what: "outputs",
+            source,
+        })?,
     })
 }
 
@@ -352,7 +438,9 @@ impl<K: Kind> Resource for Adapter<K> {
         // so the kind's checks run; problems on an unknown field, or quoting one, are
         // dropped, and the engine validates again at apply time with every value known.
         // An unknown number or boolean cannot decode: those specs wait for apply.
-        let Ok(typed) = self.decode(spec) else { return Vec::new() };
+        let Ok(typed) = self.decode(spec) else {
+            return Vec::new();
+        };
         let mut unknown = Vec::new();
         unknown_paths(spec, &mut Vec::new(), &mut unknown);
         K::validate(&typed, config)
@@ -360,7 +448,9 @@ impl<K: Kind> Resource for Adapter<K> {
             .filter(|p| {
                 // On an unknown value, or on a field holding one (`gpu` when `gpu.type`
                 // is unknown); a problem of the whole resource (empty path) stays.
-                let touches = |u: &Vec<String>| p.path.starts_with(u) || (!p.path.is_empty() && u.starts_with(&p.path));
+                let touches = |u: &Vec<String>| {
+                    p.path.starts_with(u) || (!p.path.is_empty() && u.starts_with(&p.path))
+                };
                 !p.message.contains(UNKNOWN) && !unknown.iter().any(touches)
             })
             .collect()
@@ -374,10 +464,17 @@ impl<K: Kind> Resource for Adapter<K> {
         if is_unknown(spec) || is_unknown(config) {
             return None;
         }
-        self.decode(spec).ok().and_then(|s| K::planned_id(&s, config))
+        self.decode(spec)
+            .ok()
+            .and_then(|s| K::planned_id(&s, config))
     }
 
-    async fn read(&self, ctx: &Ctx, id: &str, prior: &Value) -> Result<Option<Observed>, ProviderError> {
+    async fn read(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: &Value,
+    ) -> Result<Option<Observed>, ProviderError> {
         let prior = self.decode_prior(prior)?;
         match self.kind.read(ctx, id, prior.as_ref()).await? {
             Some(live) => encode(live).map(Some),
@@ -390,7 +487,13 @@ impl<K: Kind> Resource for Adapter<K> {
         encode(self.kind.create(ctx, &spec).await?)
     }
 
-    async fn update(&self, ctx: &Ctx, id: &str, prior: &Value, spec: &Value) -> Result<Observed, ProviderError> {
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: &Value,
+        spec: &Value,
+    ) -> Result<Observed, ProviderError> {
         let prior = self.decode(prior)?;
         let spec = self.decode(spec)?;
         encode(self.kind.update(ctx, id, &prior, &spec).await?)
@@ -409,7 +512,10 @@ impl<K: Kind> Resource for Adapter<K> {
         if prepared == typed {
             return Ok(spec);
         }
-        serde_json::to_value(prepared).map_err(|source| ProviderError::Decode { what: "prepared spec", source })
+        serde_json::to_value(prepared).map_err(|source| ProviderError::Decode {
+            what: "prepared spec",
+            source,
+        })
     }
 
     fn render(&self, spec: &Value, config: &Value) -> Option<Result<Vec<Value>, ProviderError>> {
@@ -420,7 +526,13 @@ impl<K: Kind> Resource for Adapter<K> {
         }
     }
 
-    async fn preview(&self, ctx: &Ctx, id: &str, prior: &Value, spec: &Value) -> Result<Option<String>, ProviderError> {
+    async fn preview(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: &Value,
+        spec: &Value,
+    ) -> Result<Option<String>, ProviderError> {
         let prior = self.decode(prior)?;
         let spec = self.decode(spec)?;
         self.kind.preview(ctx, id, &prior, &spec).await
@@ -432,12 +544,25 @@ impl<K: Kind> Resource for Adapter<K> {
             return Ok(h);
         }
         Ok(match self.kind.read(ctx, id, typed.as_ref()).await? {
-            Some(_) => Health { ready: true, summary: "exists".into() },
-            None => Health { ready: false, summary: "missing".into() },
+            Some(_) => Health {
+                ready: true,
+                summary: "exists".into(),
+            },
+            None => Health {
+                ready: false,
+                summary: "missing".into(),
+            },
         })
     }
 
-    async fn logs(&self, ctx: &Ctx, id: &str, prior: &Value, follow: bool, sink: LineSink) -> Result<(), ProviderError> {
+    async fn logs(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: &Value,
+        follow: bool,
+        sink: LineSink,
+    ) -> Result<(), ProviderError> {
         let prior = self.decode_prior(prior)?;
         self.kind.logs(ctx, id, prior.as_ref(), follow, sink).await
     }

@@ -48,7 +48,10 @@ impl Type {
             (Type::List(t), Value::Array(items)) => items.iter().all(|v| t.accepts(v)),
             (Type::Map(t), Value::Object(map)) => map.values().all(|v| t.accepts(v)),
             (Type::Object(fields), Value::Object(map)) => map.iter().all(|(k, v)| {
-                fields.iter().find(|f| f.name == k).is_some_and(|f| f.ty.accepts(v))
+                fields
+                    .iter()
+                    .find(|f| f.name == k)
+                    .is_some_and(|f| f.ty.accepts(v))
             }),
             _ => false,
         }
@@ -174,8 +177,14 @@ fn fill_defaults(fields: &[Field], value: &Value) -> Value {
 fn fill_type(ty: &Type, value: &Value) -> Value {
     match (ty, value) {
         (Type::Object(sub), Value::Object(_)) => fill_defaults(sub, value),
-        (Type::List(item), Value::Array(items)) => Value::Array(items.iter().map(|v| fill_type(item, v)).collect()),
-        (Type::Map(item), Value::Object(map)) => Value::Object(map.iter().map(|(k, v)| (k.clone(), fill_type(item, v))).collect()),
+        (Type::List(item), Value::Array(items)) => {
+            Value::Array(items.iter().map(|v| fill_type(item, v)).collect())
+        }
+        (Type::Map(item), Value::Object(map)) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), fill_type(item, v)))
+                .collect(),
+        ),
         _ => value.clone(),
     }
 }
@@ -200,8 +209,13 @@ mod tests {
             )],
             outputs: vec![],
         };
-        let filled = schema.with_defaults(&json!({"volumes": [{"claim": "a"}, {"claim": "b", "read_only": true}]}));
-        assert_eq!(filled, json!({"volumes": [{"claim": "a", "read_only": false}, {"claim": "b", "read_only": true}]}));
+        let filled = schema.with_defaults(
+            &json!({"volumes": [{"claim": "a"}, {"claim": "b", "read_only": true}]}),
+        );
+        assert_eq!(
+            filled,
+            json!({"volumes": [{"claim": "a", "read_only": false}, {"claim": "b", "read_only": true}]})
+        );
     }
 
     fn schema() -> Schema {
@@ -225,14 +239,19 @@ mod tests {
     #[test]
     fn defaults_fill_top_level_and_nested() {
         let got = schema().with_defaults(&json!({"name": "a", "share": {"name": "NFSVol"}}));
-        assert_eq!(got, json!({"name": "a", "mode": "0644", "share": {"name": "NFSVol", "capacity_gb": 1024}}));
+        assert_eq!(
+            got,
+            json!({"name": "a", "mode": "0644", "share": {"name": "NFSVol", "capacity_gb": 1024}})
+        );
     }
 
     #[test]
     fn field_at_descends_into_objects() {
         let s = schema();
         assert!(s.field_at(&["share", "name"]).is_some_and(|f| f.force_new));
-        assert!(s.field_at(&["share", "capacity_gb"]).is_some_and(|f| !f.force_new));
+        assert!(s
+            .field_at(&["share", "capacity_gb"])
+            .is_some_and(|f| !f.force_new));
         assert!(s.field_at(&["nope"]).is_none());
     }
 

@@ -152,7 +152,9 @@ impl TestCloud {
         match inner.objects.get_mut(name) {
             Some(stored) => stored.spec = spec,
             None => {
-                inner.objects.insert(name.to_string(), Stored { spec, version: 1 });
+                inner
+                    .objects
+                    .insert(name.to_string(), Stored { spec, version: 1 });
             }
         }
     }
@@ -165,7 +167,9 @@ impl TestCloud {
     /// The builtin kinds plus the test kinds, bound to this cloud.
     pub fn registry(&self) -> Registry {
         let mut registry = crate::registry::builtin();
-        registry.register(Arc::new(Adapter::new(TestThing { cloud: self.clone() })));
+        registry.register(Arc::new(Adapter::new(TestThing {
+            cloud: self.clone(),
+        })));
         registry
     }
 
@@ -192,7 +196,12 @@ impl TestCloud {
         if let Some(left) = inner.failures.get_mut(&(op, name.to_string())) {
             if *left > 0 {
                 *left -= 1;
-                return Err(ProviderError::api(call_name(op), 500, "INTERNAL", "injected failure"));
+                return Err(ProviderError::api(
+                    call_name(op),
+                    500,
+                    "INTERNAL",
+                    "injected failure",
+                ));
             }
         }
         Ok(())
@@ -250,7 +259,10 @@ impl TestThing {
     }
 
     fn encode(spec: &ThingSpec) -> Result<Value, ProviderError> {
-        serde_json::to_value(spec).map_err(|source| ProviderError::Decode { what: "spec", source })
+        serde_json::to_value(spec).map_err(|source| ProviderError::Decode {
+            what: "spec",
+            source,
+        })
     }
 }
 
@@ -270,12 +282,29 @@ impl Kind for TestThing {
     fn schema() -> Schema {
         Schema {
             fields: vec![
-                Field::new("name", Type::String, "The thing's name, which is also its id.")
-                    .required()
-                    .force_new(),
-                Field::new("value", Type::String, "A free-form value, updatable in place."),
-                Field::new("size", Type::Int, "A non-negative size, updatable in place.").default(json!(1)),
-                Field::new("tags", Type::Map(Box::new(Type::String)), "Labels on the thing."),
+                Field::new(
+                    "name",
+                    Type::String,
+                    "The thing's name, which is also its id.",
+                )
+                .required()
+                .force_new(),
+                Field::new(
+                    "value",
+                    Type::String,
+                    "A free-form value, updatable in place.",
+                ),
+                Field::new(
+                    "size",
+                    Type::Int,
+                    "A non-negative size, updatable in place.",
+                )
+                .default(json!(1)),
+                Field::new(
+                    "tags",
+                    Type::Map(Box::new(Type::String)),
+                    "Labels on the thing.",
+                ),
                 Field::new("secret", Type::String, "A secret, never printed.").sensitive(),
                 Field::new(
                     "items",
@@ -291,7 +320,11 @@ impl Kind for TestThing {
             ],
             outputs: vec![
                 Field::new("arn", Type::String, "test:thing/<name>."),
-                Field::new("version", Type::Int, "1 on create, one more on each update."),
+                Field::new(
+                    "version",
+                    Type::Int,
+                    "1 on create, one more on each update.",
+                ),
                 Field::new("endpoint", Type::String, "https://<name>.test."),
             ],
         }
@@ -309,7 +342,10 @@ impl Kind for TestThing {
             ));
         }
         if spec.size < 0 {
-            problems.push(Invalid::at("size", format!("must be 0 or more, got {}", spec.size)));
+            problems.push(Invalid::at(
+                "size",
+                format!("must be 0 or more, got {}", spec.size),
+            ));
         }
         problems
     }
@@ -318,23 +354,30 @@ impl Kind for TestThing {
         Some(spec.name.clone())
     }
 
-    async fn read(&self, ctx: &Ctx, id: &str, _prior: Option<&ThingSpec>) -> Result<Option<Live<Self>>, ProviderError> {
+    async fn read(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        _prior: Option<&ThingSpec>,
+    ) -> Result<Option<Live<Self>>, ProviderError> {
         self.cloud.enter(Op::Read, Self::KIND, id, ctx).await?;
         let Some(stored) = self.cloud.lock().objects.get(id).cloned() else {
             return Ok(None);
         };
         // set_live may store a partial spec; fill defaults as the engine would.
-        let spec = serde_json::from_value(Self::schema().with_defaults(&stored.spec)).map_err(|source| {
-            ProviderError::Decode {
+        let spec = serde_json::from_value(Self::schema().with_defaults(&stored.spec)).map_err(
+            |source| ProviderError::Decode {
                 what: "live spec",
                 source,
-            }
-        })?;
+            },
+        )?;
         Ok(Some(Self::live(id, spec, stored.version)))
     }
 
     async fn create(&self, ctx: &Ctx, spec: &ThingSpec) -> Result<Live<Self>, ProviderError> {
-        self.cloud.enter(Op::Create, Self::KIND, &spec.name, ctx).await?;
+        self.cloud
+            .enter(Op::Create, Self::KIND, &spec.name, ctx)
+            .await?;
         let value = Self::encode(spec)?;
         let mut inner = self.cloud.lock();
         if inner.objects.contains_key(&spec.name) {
@@ -379,7 +422,12 @@ impl Kind for TestThing {
         Ok(Self::live(id, spec.clone(), stored.version))
     }
 
-    async fn delete(&self, ctx: &Ctx, id: &str, _prior: Option<&ThingSpec>) -> Result<(), ProviderError> {
+    async fn delete(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        _prior: Option<&ThingSpec>,
+    ) -> Result<(), ProviderError> {
         self.cloud.enter(Op::Delete, Self::KIND, id, ctx).await?;
         self.cloud.lock().objects.remove(id);
         Ok(())
@@ -400,12 +448,19 @@ pub fn schema_mismatches<K: Kind>(full: &K::Spec, outputs: &K::Outputs) -> Vec<S
 
     let full_value = match serde_json::to_value(full) {
         Ok(Value::Object(map)) => map,
-        other => return vec![format!("the full spec does not serialize to a table: {other:?}")],
+        other => {
+            return vec![format!(
+                "the full spec does not serialize to a table: {other:?}"
+            )]
+        }
     };
     compare_names("spec", &schema.fields, &full_value, &mut problems);
     for field in &schema.fields {
         match full_value.get(field.name) {
-            Some(Value::Null) => problems.push(format!("spec.{}: the full example must set every field", field.name)),
+            Some(Value::Null) => problems.push(format!(
+                "spec.{}: the full example must set every field",
+                field.name
+            )),
             Some(v) if !field.ty.accepts(v) => problems.push(format!(
                 "spec.{}: serde writes {v}, which is not a {}",
                 field.name,
@@ -419,10 +474,16 @@ pub fn schema_mismatches<K: Kind>(full: &K::Spec, outputs: &K::Outputs) -> Vec<S
         .fields
         .iter()
         .filter(|f| f.required)
-        .filter_map(|f| full_value.get(f.name).map(|v| (f.name.to_string(), v.clone())))
+        .filter_map(|f| {
+            full_value
+                .get(f.name)
+                .map(|v| (f.name.to_string(), v.clone()))
+        })
         .collect();
     match serde_json::from_value::<K::Spec>(Value::Object(minimal.clone())) {
-        Err(e) => problems.push(format!("a spec of only the required fields does not deserialize: {e}")),
+        Err(e) => problems.push(format!(
+            "a spec of only the required fields does not deserialize: {e}"
+        )),
         Ok(spec) => {
             let back = serde_json::to_value(&spec).unwrap_or(Value::Null);
             for field in schema.fields.iter().filter(|f| !f.required) {
@@ -435,7 +496,9 @@ pub fn schema_mismatches<K: Kind>(full: &K::Spec, outputs: &K::Outputs) -> Vec<S
                     ));
                 }
             }
-            match serde_json::from_value::<K::Spec>(schema.with_defaults(&Value::Object(minimal.clone()))) {
+            match serde_json::from_value::<K::Spec>(
+                schema.with_defaults(&Value::Object(minimal.clone())),
+            ) {
                 Ok(filled) if filled == spec => {}
                 Ok(filled) => problems.push(format!(
                     "schema defaults give {filled:?} but serde defaults give {spec:?}"
@@ -456,14 +519,22 @@ pub fn schema_mismatches<K: Kind>(full: &K::Spec, outputs: &K::Outputs) -> Vec<S
             ));
         }
     }
-    for field in schema.fields.iter().filter(|f| f.required && f.default.is_some()) {
-        problems.push(format!("spec.{}: a required field cannot have a default", field.name));
+    for field in schema
+        .fields
+        .iter()
+        .filter(|f| f.required && f.default.is_some())
+    {
+        problems.push(format!(
+            "spec.{}: a required field cannot have a default",
+            field.name
+        ));
     }
     // From the full spec, which deserializes, so only the extra key can be refused.
     let mut unknown = full_value;
     unknown.insert("no_such_field".to_string(), json!(1));
     if serde_json::from_value::<K::Spec>(Value::Object(unknown)).is_ok() {
-        problems.push("serde accepts unknown fields: add #[serde(deny_unknown_fields)]".to_string());
+        problems
+            .push("serde accepts unknown fields: add #[serde(deny_unknown_fields)]".to_string());
     }
 
     match serde_json::to_value(outputs) {
@@ -481,12 +552,19 @@ pub fn schema_mismatches<K: Kind>(full: &K::Spec, outputs: &K::Outputs) -> Vec<S
                 }
             }
         }
-        other => problems.push(format!("the outputs do not serialize to a table: {other:?}")),
+        other => problems.push(format!(
+            "the outputs do not serialize to a table: {other:?}"
+        )),
     }
     problems
 }
 
-fn compare_names(what: &str, fields: &[Field], map: &serde_json::Map<String, Value>, problems: &mut Vec<String>) {
+fn compare_names(
+    what: &str,
+    fields: &[Field],
+    map: &serde_json::Map<String, Value>,
+    problems: &mut Vec<String>,
+) {
     let in_schema: BTreeSet<&str> = fields.iter().map(|f| f.name).collect();
     let in_serde: BTreeSet<&str> = map.keys().map(String::as_str).collect();
     for name in in_schema.difference(&in_serde) {
@@ -521,7 +599,9 @@ mod tests {
     }
 
     fn thing(cloud: &TestCloud) -> TestThing {
-        TestThing { cloud: cloud.clone() }
+        TestThing {
+            cloud: cloud.clone(),
+        }
     }
 
     fn minimal(name: &str) -> ThingSpec {
@@ -575,13 +655,24 @@ mod tests {
                     outputs: vec![Field::new("id", Type::String, "")],
                 }
             }
-            async fn read(&self, _: &Ctx, _: &str, _: Option<&Bad>) -> Result<Option<Live<Self>>, ProviderError> {
+            async fn read(
+                &self,
+                _: &Ctx,
+                _: &str,
+                _: Option<&Bad>,
+            ) -> Result<Option<Live<Self>>, ProviderError> {
                 Ok(None)
             }
             async fn create(&self, _: &Ctx, _: &Bad) -> Result<Live<Self>, ProviderError> {
                 Err(ProviderError::Unsupported("test".into()))
             }
-            async fn update(&self, _: &Ctx, _: &str, _: &Bad, _: &Bad) -> Result<Live<Self>, ProviderError> {
+            async fn update(
+                &self,
+                _: &Ctx,
+                _: &str,
+                _: &Bad,
+                _: &Bad,
+            ) -> Result<Live<Self>, ProviderError> {
                 Err(ProviderError::Unsupported("test".into()))
             }
             async fn delete(&self, _: &Ctx, _: &str, _: Option<&Bad>) -> Result<(), ProviderError> {
@@ -603,7 +694,10 @@ mod tests {
             "deny_unknown_fields",
             "outputs.more: serialized but not in the schema",
         ] {
-            assert!(joined.contains(expected), "missing {expected:?} in:\n{joined}");
+            assert!(
+                joined.contains(expected),
+                "missing {expected:?} in:\n{joined}"
+            );
         }
     }
 
@@ -633,7 +727,10 @@ mod tests {
 
     #[test]
     fn planned_id_is_the_name() {
-        assert_eq!(TestThing::planned_id(&full_spec(), &serde_json::Value::Null).as_deref(), Some("alpha"));
+        assert_eq!(
+            TestThing::planned_id(&full_spec(), &serde_json::Value::Null).as_deref(),
+            Some("alpha")
+        );
     }
 
     #[tokio::test]
@@ -667,20 +764,30 @@ mod tests {
             .await?;
         assert_eq!(updated.outputs.version, 2);
         assert_eq!(updated.spec, changed);
-        let updated = kind.update(&ctx("test_thing.a"), "alpha", &changed, &changed).await?;
+        let updated = kind
+            .update(&ctx("test_thing.a"), "alpha", &changed, &changed)
+            .await?;
         assert_eq!(updated.outputs.version, 3);
         assert_eq!(
             cloud.objects().get("alpha"),
             Some(&serde_json::to_value(&changed).expect("serializes"))
         );
 
-        kind.delete(&ctx("test_thing.a"), "alpha", Some(&changed)).await?;
+        kind.delete(&ctx("test_thing.a"), "alpha", Some(&changed))
+            .await?;
         assert!(cloud.objects().is_empty());
-        assert!(kind.read(&ctx("test_thing.a"), "alpha", None).await?.is_none());
+        assert!(kind
+            .read(&ctx("test_thing.a"), "alpha", None)
+            .await?
+            .is_none());
         // Deleting again is idempotent.
         kind.delete(&ctx("test_thing.a"), "alpha", None).await?;
 
-        let ops: Vec<(Op, String, String)> = cloud.calls().into_iter().map(|c| (c.op, c.id, c.address)).collect();
+        let ops: Vec<(Op, String, String)> = cloud
+            .calls()
+            .into_iter()
+            .map(|c| (c.op, c.id, c.address))
+            .collect();
         let expected: Vec<(Op, String, String)> = [
             Op::Create,
             Op::Read,
@@ -699,7 +806,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn create_of_existing_object_is_a_conflict_and_not_counted() -> Result<(), ProviderError> {
+    async fn create_of_existing_object_is_a_conflict_and_not_counted() -> Result<(), ProviderError>
+    {
         let cloud = TestCloud::new();
         let kind = thing(&cloud);
         kind.create(&ctx("test_thing.a"), &minimal("a")).await?;
@@ -728,11 +836,15 @@ mod tests {
             .update(&ctx("test_thing.a"), "a", &minimal("a"), &minimal("a"))
             .await
             .expect_err("nothing to update");
-        assert!(matches!(err, ProviderError::Api { status: 404, .. }), "{err}");
+        assert!(
+            matches!(err, ProviderError::Api { status: 404, .. }),
+            "{err}"
+        );
     }
 
     #[tokio::test]
-    async fn injected_failures_fail_that_many_calls_of_that_op_on_that_object() -> Result<(), ProviderError> {
+    async fn injected_failures_fail_that_many_calls_of_that_op_on_that_object(
+    ) -> Result<(), ProviderError> {
         let cloud = TestCloud::new();
         let kind = thing(&cloud);
         cloud.fail(Op::Create, "a", 2);
@@ -755,7 +867,10 @@ mod tests {
 
         cloud.fail(Op::Delete, "a", 1);
         assert!(kind.delete(&ctx("test_thing.a"), "a", None).await.is_err());
-        assert!(cloud.objects().contains_key("a"), "a failed delete deletes nothing");
+        assert!(
+            cloud.objects().contains_key("a"),
+            "a failed delete deletes nothing"
+        );
         kind.delete(&ctx("test_thing.a"), "a", None).await?;
         assert!(!cloud.objects().contains_key("a"));
 
@@ -771,7 +886,10 @@ mod tests {
         let updated = kind
             .update(&ctx("test_thing.b"), "b", &minimal("b"), &minimal("b"))
             .await?;
-        assert_eq!(updated.outputs.version, 2, "the failed update did not bump the version");
+        assert_eq!(
+            updated.outputs.version, 2,
+            "the failed update did not bump the version"
+        );
         // Failed calls are recorded too.
         assert_eq!(cloud.calls().len(), 10);
         Ok(())
@@ -783,18 +901,30 @@ mod tests {
         let kind = thing(&cloud);
         kind.create(&ctx("test_thing.a"), &full_spec()).await?;
         cloud.set_live("alpha", json!({"name": "alpha", "value": "drifted"}));
-        let read = kind.read(&ctx("test_thing.a"), "alpha", None).await?.expect("exists");
+        let read = kind
+            .read(&ctx("test_thing.a"), "alpha", None)
+            .await?
+            .expect("exists");
         assert_eq!(read.spec.value.as_deref(), Some("drifted"));
-        assert_eq!(read.spec.size, 1, "left-out fields read back as their defaults");
+        assert_eq!(
+            read.spec.size, 1,
+            "left-out fields read back as their defaults"
+        );
         assert_eq!(read.spec.tags, None);
         assert_eq!(cloud.creates_of("alpha"), 1, "drift is not a create");
 
         cloud.remove_live("alpha");
-        assert!(kind.read(&ctx("test_thing.a"), "alpha", None).await?.is_none());
+        assert!(kind
+            .read(&ctx("test_thing.a"), "alpha", None)
+            .await?
+            .is_none());
 
         // set_live on an absent object makes it exist, as if created by hand.
         cloud.set_live("manual", json!({"name": "manual"}));
-        let read = kind.read(&ctx("test_thing.m"), "manual", None).await?.expect("exists");
+        let read = kind
+            .read(&ctx("test_thing.m"), "manual", None)
+            .await?
+            .expect("exists");
         assert_eq!(read.spec, minimal("manual"));
         assert_eq!(cloud.creates_of("manual"), 0);
         Ok(())
@@ -833,11 +963,17 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn concurrent_calls_overlap_instead_of_queueing_on_the_lock() -> Result<(), ProviderError> {
+    async fn concurrent_calls_overlap_instead_of_queueing_on_the_lock() -> Result<(), ProviderError>
+    {
         let cloud = TestCloud::new();
         cloud.set_latency(Duration::from_secs(1));
         let kind = thing(&cloud);
-        let (ctx_a, ctx_b, spec_a, spec_b) = (ctx("test_thing.a"), ctx("test_thing.b"), minimal("a"), minimal("b"));
+        let (ctx_a, ctx_b, spec_a, spec_b) = (
+            ctx("test_thing.a"),
+            ctx("test_thing.b"),
+            minimal("a"),
+            minimal("b"),
+        );
         let start = tokio::time::Instant::now();
         let (a, b) = tokio::join!(kind.create(&ctx_a, &spec_a), kind.create(&ctx_b, &spec_b));
         a?;
@@ -850,16 +986,27 @@ mod tests {
     async fn registry_drives_the_test_kind_through_the_adapter() -> Result<(), ProviderError> {
         let cloud = TestCloud::new();
         let registry = cloud.registry();
-        assert!(registry.get("local_file").is_some(), "builtin kinds are included");
+        assert!(
+            registry.get("local_file").is_some(),
+            "builtin kinds are included"
+        );
         let resource = registry.get("test_thing").expect("test kind is registered");
         assert_eq!(resource.provider(), "test");
-        let observed = resource.create(&ctx("test_thing.a"), &json!({"name": "a"})).await?;
+        let observed = resource
+            .create(&ctx("test_thing.a"), &json!({"name": "a"}))
+            .await?;
         assert_eq!(observed.id, "a");
         assert_eq!(observed.spec["size"], json!(1));
         assert_eq!(observed.spec["value"], Value::Null);
         assert_eq!(cloud.creates_of("a"), 1);
-        assert_eq!(resource.planned_id(&json!({"name": "a"}), &serde_json::Value::Null).as_deref(), Some("a"));
-        let problems = resource.validate(&json!({"name": "A", "size": -2}), &serde_json::Value::Null);
+        assert_eq!(
+            resource
+                .planned_id(&json!({"name": "a"}), &serde_json::Value::Null)
+                .as_deref(),
+            Some("a")
+        );
+        let problems =
+            resource.validate(&json!({"name": "A", "size": -2}), &serde_json::Value::Null);
         let paths: Vec<_> = problems.iter().map(|p| p.path.join(".")).collect();
         assert_eq!(paths, ["name", "size"]);
         Ok(())
@@ -875,6 +1022,8 @@ mod tests {
         let paths: Vec<_> = problems.iter().map(|p| p.path.join(".")).collect();
         assert_eq!(paths, ["size"]);
         // An unknown number cannot be typed: the checks wait for apply.
-        assert!(resource.validate(&json!({"name": "A", "size": unknown}), &Value::Null).is_empty());
+        assert!(resource
+            .validate(&json!({"name": "A", "size": unknown}), &Value::Null)
+            .is_empty());
     }
 }

@@ -15,6 +15,7 @@
 //! # sandbox.shutdown().await; Ok(()) }
 //! ```
 
+mod aws;
 mod faults;
 pub mod gcp;
 mod http;
@@ -245,10 +246,15 @@ impl Sandbox {
         let mut written = Vec::new();
         for (key, name, port, ca_pem) in self.app.running_clusters() {
             let path = dir.join(format!("{name}.kubeconfig"));
+            let token = match key.strip_prefix("eks/").and_then(|k| k.split('/').next()) {
+                Some(region) => aws::sandbox_eks_token(region, &name),
+                None => k8s::kubeconfig::TOKEN.to_string(),
+            };
             let text = k8s::kubeconfig::render(
                 &k8s::context_name(&key, &name),
                 &format!("https://127.0.0.1:{port}"),
                 &ca_pem,
+                &token,
             )
             .map_err(|message| SandboxError::Kubeconfig {
                 path: path.clone(),

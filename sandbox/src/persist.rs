@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::aws::AwsWorld;
 use crate::gcp::GcpState;
 use crate::k8s::KubeState;
 use crate::SandboxError;
@@ -24,6 +25,8 @@ pub(crate) struct World {
     pub gcp: GcpState,
     #[serde(default)]
     pub kubernetes: KubeState,
+    #[serde(default)]
+    pub aws: AwsWorld,
 }
 
 fn version() -> u32 {
@@ -36,6 +39,7 @@ impl World {
             version: VERSION,
             gcp: GcpState::default(),
             kubernetes: KubeState::default(),
+            aws: AwsWorld::default(),
         }
     }
 

@@ -18,6 +18,7 @@ use axum::Router;
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
+use crate::aws::{self, AwsResponse};
 use crate::faults::{FaultSpec, Faults, Injected};
 use crate::gcp::error::{ApiError, Code};
 use crate::gcp::operation::OpCtx;
@@ -134,7 +135,12 @@ impl App {
     fn reconcile(&self, world: &mut World) {
         let now = self.now();
         let clusters = k8s::gke_clusters(world.gcp.container.kube_clusters());
-        let removed = world.kubernetes.reconcile("gke/", clusters, now);
+        let mut removed = world.kubernetes.reconcile("gke/", clusters, now);
+        removed.extend(
+            world
+                .kubernetes
+                .reconcile("eks/", world.aws.eks.kube_clusters(), now),
+        );
         let ctx = self.settle_ctx(now);
         let mut listeners = lock(&self.listeners);
         for (key, cluster) in removed {
@@ -162,7 +168,16 @@ impl App {
             }
         }
         for (key, cluster) in &world.kubernetes.clusters {
-            if listeners.contains_key(key) {
+            if !listeners.contains_key(key) {
+                continue;
+            }
+            // GKE reports a bare address, EKS a URL.
+            if key.starts_with("eks/") {
+                world
+                    .aws
+                    .eks
+                    .set_endpoint(key, &format!("https://127.0.0.1:{}", cluster.port));
+            } else {
                 world
                     .gcp
                     .container
@@ -177,10 +192,15 @@ impl App {
         let now = self.now();
         let mut stored = lock(&self.world);
         stored.world.gcp.settle(now);
+        stored.world.aws.settle(now);
         self.reconcile(&mut stored.world);
         let ctx = self.settle_ctx(now);
-        for cluster in stored.world.kubernetes.clusters.values_mut() {
+        let World {
+            kubernetes, aws, ..
+        } = &mut stored.world;
+        for (key, cluster) in kubernetes.clusters.iter_mut() {
             controllers::settle(cluster, &ctx);
+            run_ack(key, cluster, aws, &ctx);
         }
         self.persist(&mut stored)
     }
@@ -196,17 +216,21 @@ impl App {
         let now = self.now();
         let mut stored = lock(&self.world);
         stored.world.gcp.settle(now);
+        stored.world.aws.settle(now);
         self.reconcile(&mut stored.world);
         let ctx = self.settle_ctx(now);
-        let result = stored
-            .world
-            .kubernetes
-            .clusters
-            .get_mut(key)
-            .map(|cluster| {
-                controllers::settle(cluster, &ctx);
-                f(cluster, &ctx)
-            });
+        let World {
+            kubernetes, aws, ..
+        } = &mut stored.world;
+        let result = kubernetes.clusters.get_mut(key).map(|cluster| {
+            controllers::settle(cluster, &ctx);
+            run_ack(key, cluster, aws, &ctx);
+            let result = f(cluster, &ctx);
+            // What the request changed (a new Pipeline) is picked up at once, as the
+            // controller's watch would.
+            run_ack(key, cluster, aws, &ctx);
+            result
+        });
         let saved = self.persist(&mut stored);
         result.map(|r| saved.map(|()| r))
     }
@@ -352,6 +376,70 @@ impl App {
         (response, false)
     }
 
+    /// Serves one AWS request and records it.
+    pub(crate) fn serve_aws(&self, service: aws::Service, req: &aws::AwsRequest) -> AwsResponse {
+        let (response, injected) = self.serve_aws_unrecorded(service, req);
+        let json_of = |body: &[u8]| serde_json::from_slice::<Value>(body).ok();
+        lock(&self.traffic).push(Exchange {
+            api: service.name().to_string(),
+            method: req.method.to_string(),
+            path: req.path.trim_start_matches('/').to_string(),
+            query: req
+                .query
+                .iter()
+                .map(|(k, v)| {
+                    if v.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{k}={v}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("&"),
+            request: json_of(&req.body),
+            status: response.status,
+            response: json_of(&response.body),
+            injected,
+        });
+        response
+    }
+
+    fn serve_aws_unrecorded(
+        &self,
+        service: aws::Service,
+        req: &aws::AwsRequest,
+    ) -> (AwsResponse, bool) {
+        if let Some(injected) = self.faults.before_request() {
+            return (
+                aws::injected(service, req, injected.status, injected.retry_after),
+                true,
+            );
+        }
+        let now = self.now();
+        let response = {
+            let mut stored = lock(&self.world);
+            stored.world.gcp.settle(now);
+            stored.world.aws.settle(now);
+            let ctx = aws::AwsCtx {
+                now,
+                scale: self.timing.scale,
+                faults: &self.faults,
+            };
+            let response = stored.world.aws.handle(service, req, &ctx);
+            self.reconcile(&mut stored.world);
+            match self.persist(&mut stored) {
+                Ok(()) => response,
+                Err(message) => {
+                    aws::AwsError::new(500, "InternalError", message).response(service, req)
+                }
+            }
+        };
+        if req.method != Method::GET && req.method != Method::HEAD && self.faults.lose_response() {
+            return (aws::injected(service, req, 503, None), true);
+        }
+        (response, false)
+    }
+
     /// Rewrites the state file if the world changed.
     fn persist(&self, stored: &mut Stored) -> Result<(), String> {
         let Some(path) = &self.state_file else {
@@ -479,6 +567,45 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
                 .into_response()
         }
     };
+    let header_str = |name: header::HeaderName| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    // AWS clients sign with SigV4; the signature's scope names the service.
+    let raw_query = parts.uri.query().unwrap_or("");
+    if let Some(signature) = aws::signature(header_str(header::AUTHORIZATION).as_deref(), raw_query)
+    {
+        let Some(service) = aws::Service::from_signing_name(&signature.service) else {
+            return (
+                StatusCode::NOT_FOUND,
+                format!(
+                    "the sandbox does not emulate the AWS service {:?}; it serves eks, s3 and sagemaker",
+                    signature.service
+                ),
+            )
+                .into_response();
+        };
+        let req = aws::AwsRequest {
+            method: parts.method.clone(),
+            path: parts.uri.path().to_string(),
+            query: parse_query(raw_query),
+            headers: parts
+                .headers
+                .iter()
+                .filter_map(|(k, v)| {
+                    v.to_str()
+                        .ok()
+                        .map(|v| (k.as_str().to_string(), v.to_string()))
+                })
+                .collect(),
+            body: bytes.to_vec(),
+            region: signature.region,
+        };
+        return aws_to_http(app.serve_aws(service, &req));
+    }
     let path = parts.uri.path().trim_start_matches('/');
     let (root, rest) = path.split_once('/').unwrap_or((path, ""));
     if root == "_sandbox" {
@@ -488,16 +615,9 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let Some(api) = Api::from_name(root) else {
         return (
             StatusCode::NOT_FOUND,
-            format!("no API at /{root}/: the sandbox serves /container/, /file/ and /storage/"),
+            format!("no API at /{root}/: the sandbox serves /container/, /file/ and /storage/, and AWS requests signed for eks, s3 or sagemaker at /"),
         )
             .into_response();
-    };
-    let header_str = |name: header::HeaderName| {
-        parts
-            .headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
     };
     let req = ApiRequest {
         method: parts.method.clone(),
@@ -524,6 +644,30 @@ fn json_response(status: StatusCode, value: Option<Value>) -> Response {
             response
         }
         None => status.into_response(),
+    }
+}
+
+fn aws_to_http(response: AwsResponse) -> Response {
+    let status = StatusCode::from_u16(response.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut out = (status, response.body).into_response();
+    let headers = out.headers_mut();
+    // Without a body the content type axum guessed for bytes must not stay.
+    headers.remove(header::CONTENT_TYPE);
+    for (name, value) in response.headers {
+        if let (Ok(name), Ok(value)) = (
+            header::HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            headers.append(name, value);
+        }
+    }
+    out
+}
+
+/// Runs the ACK SageMaker controller on an EKS cluster (ACK is installed on EKS only).
+fn run_ack(key: &str, cluster: &mut ClusterState, aws: &mut aws::AwsWorld, ctx: &SettleCtx) {
+    if let Some(region) = key.strip_prefix("eks/").and_then(|k| k.split('/').next()) {
+        aws::ack::settle(cluster, &mut aws.sagemaker, region, ctx.now, ctx.scale);
     }
 }
 

@@ -12,11 +12,15 @@ use terrain_sandbox::gcp::tables;
 fn reference_dir() -> PathBuf {
     // `TERRAIN_REFERENCE_DIR`, then `shared/` beside the repository, then the workplace's copy.
     let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference");
-    [std::env::var_os("TERRAIN_REFERENCE_DIR").map(PathBuf::from), Some(beside.clone()), Some(PathBuf::from("/work/shared/reference"))]
-        .into_iter()
-        .flatten()
-        .find(|d| d.join("gcp").is_dir())
-        .unwrap_or(beside)
+    [
+        std::env::var_os("TERRAIN_REFERENCE_DIR").map(PathBuf::from),
+        Some(beside.clone()),
+        Some(PathBuf::from("/work/shared/reference")),
+    ]
+    .into_iter()
+    .flatten()
+    .find(|d| d.join("gcp").is_dir())
+    .unwrap_or(beside)
 }
 
 fn discovery(api: &str) -> Option<Value> {
@@ -154,7 +158,10 @@ fn field_tables_match_the_official_discovery_documents() {
     let mut problems = Vec::new();
     for api in ["container", "file", "storage"] {
         let Some(doc) = discovery(api) else {
-            panic!("no discovery document for {api} under {} (set TERRAIN_REFERENCE_DIR)", reference_dir().display());
+            panic!(
+                "no discovery document for {api} under {} (set TERRAIN_REFERENCE_DIR)",
+                reference_dir().display()
+            );
         };
         let mut checker = Checker {
             api,

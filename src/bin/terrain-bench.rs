@@ -170,10 +170,15 @@ enum Child {
 }
 
 fn child(args: &Args, nl: &[u64], which: Child) -> Result<()> {
-    let [n, latency_ms] = nl else { bail!("expected N and LATENCY_MS") };
+    let [n, latency_ms] = nl else {
+        bail!("expected N and LATENCY_MS")
+    };
     let n = usize::try_from(*n).context("N does not fit in usize")?;
     let latency = Duration::from_millis(*latency_ms);
-    let dir = args.dir.clone().context("--dir is required with --one and --replan")?;
+    let dir = args
+        .dir
+        .clone()
+        .context("--dir is required with --one and --replan")?;
     let parallelism = usize::from(args.parallelism);
     let chain = usize::from(args.chain);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -181,8 +186,17 @@ fn child(args: &Args, nl: &[u64], which: Child) -> Result<()> {
         .build()
         .context("start the async runtime")?;
     let line = match which {
-        Child::One => serde_json::to_string(&runtime.block_on(run_one(n, latency, parallelism, chain, Duration::from_secs(args.apply_budget), &dir))?)?,
-        Child::Replan => serde_json::to_string(&runtime.block_on(run_replan(n, latency, parallelism, &dir))?)?,
+        Child::One => serde_json::to_string(&runtime.block_on(run_one(
+            n,
+            latency,
+            parallelism,
+            chain,
+            Duration::from_secs(args.apply_budget),
+            &dir,
+        ))?)?,
+        Child::Replan => {
+            serde_json::to_string(&runtime.block_on(run_replan(n, latency, parallelism, &dir))?)?
+        }
     };
     println!("{RESULT_PREFIX}{line}");
     Ok(())
@@ -214,7 +228,12 @@ fn state_path(stack: &Stack) -> PathBuf {
     }
 }
 
-fn engine(stack: Stack, registry: Registry, backend: Arc<dyn Backend>, parallelism: usize) -> Engine {
+fn engine(
+    stack: Stack,
+    registry: Registry,
+    backend: Arc<dyn Backend>,
+    parallelism: usize,
+) -> Engine {
     Engine {
         stack,
         registry,
@@ -237,7 +256,14 @@ fn end_phase(started: Instant, peak_reset: &mut bool) -> Phase {
     Phase { secs, peak_kib }
 }
 
-async fn run_one(n: usize, latency: Duration, parallelism: usize, chain: usize, budget: Duration, dir: &Path) -> Result<OneResult> {
+async fn run_one(
+    n: usize,
+    latency: Duration,
+    parallelism: usize,
+    chain: usize,
+    budget: Duration,
+    dir: &Path,
+) -> Result<OneResult> {
     let stack_dir = write_stack(dir, n, chain)?;
     let cloud = cloud(latency);
     let registry = cloud.registry();
@@ -254,11 +280,21 @@ async fn run_one(n: usize, latency: Duration, parallelism: usize, chain: usize, 
     let stack_path = stack_dir.display().to_string();
 
     let started = Instant::now();
-    let (plan, state) = engine.plan(false, &[], &stack_path, &[]).await.context("first plan")?;
+    let (plan, state) = engine
+        .plan(false, &[], &stack_path, &[])
+        .await
+        .context("first plan")?;
     let plan_phase = end_phase(started, &mut peak_reset);
-    let creates = plan.changes.iter().filter(|c| c.action == Action::Create).count();
+    let creates = plan
+        .changes
+        .iter()
+        .filter(|c| c.action == Action::Create)
+        .count();
     if creates != n || plan.changes.len() != n {
-        bail!("first plan: expected {n} creates, got {creates} of {} changes", plan.changes.len());
+        bail!(
+            "first plan: expected {n} creates, got {creates} of {} changes",
+            plan.changes.len()
+        );
     }
 
     // Past the budget, start nothing new (as a first Ctrl-C does): the apply returns
@@ -288,7 +324,11 @@ async fn run_one(n: usize, latency: Duration, parallelism: usize, chain: usize, 
     // so the re-plan always refreshes all N.
     let synthetic = synthetic_resources(n, chain)?;
     let mut state = backend.load().await?.context("no state after apply")?;
-    let mismatch = if complete { first_difference(&state.resources, &synthetic) } else { None };
+    let mismatch = if complete {
+        first_difference(&state.resources, &synthetic)
+    } else {
+        None
+    };
     state.resources = synthetic;
     if !complete {
         backend.save(&state).await?;
@@ -347,7 +387,11 @@ impl Progress {
     /// to the progress recorded (the per-operation cost grows with the state, hence the
     /// square term), evaluated at k = N.
     fn project(&self) -> Option<f64> {
-        let samples = self.samples.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let samples = self
+            .samples
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         let total = self.n as f64;
         if samples.len() < 3 {
             return None;
@@ -376,16 +420,25 @@ impl Observer for Progress {
             let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
             // A sample every 1% of N (`%` would want `is_multiple_of`, newer than the MSRV).
             if done / self.every * self.every == done {
-                if let Some(started) = *self.started.lock().unwrap_or_else(PoisonError::into_inner) {
+                if let Some(started) = *self.started.lock().unwrap_or_else(PoisonError::into_inner)
+                {
                     let t = started.elapsed().as_secs_f64();
-                    self.samples.lock().unwrap_or_else(PoisonError::into_inner).push((t, done as f64));
+                    self.samples
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push((t, done as f64));
                 }
             }
         }
     }
 }
 
-async fn run_replan(n: usize, latency: Duration, parallelism: usize, dir: &Path) -> Result<ReplanResult> {
+async fn run_replan(
+    n: usize,
+    latency: Duration,
+    parallelism: usize,
+    dir: &Path,
+) -> Result<ReplanResult> {
     let stack_dir = dir.join("stack");
     let cloud = cloud(latency);
     let registry = cloud.registry();
@@ -401,11 +454,16 @@ async fn run_replan(n: usize, latency: Duration, parallelism: usize, dir: &Path)
     let backend: Arc<dyn Backend> = Arc::new(LocalBackend::new(state_path(&stack)));
     let recorded = backend.load().await?.context("no state: run --one first")?;
     if recorded.resources.len() != n {
-        bail!("the state holds {} resources, expected {n}", recorded.resources.len());
+        bail!(
+            "the state holds {} resources, expected {n}",
+            recorded.resources.len()
+        );
     }
     let rss_before_seed = vm_rss_kib();
     for r in recorded.resources.values() {
-        let id = r.id.as_deref().context("a resource in the state has no id")?;
+        let id =
+            r.id.as_deref()
+                .context("a resource in the state has no id")?;
         cloud.set_live(id, r.spec.clone());
     }
     let rss_seeded_kib = vm_rss_kib();
@@ -415,9 +473,16 @@ async fn run_replan(n: usize, latency: Duration, parallelism: usize, dir: &Path)
     let engine = engine(stack, registry, backend, parallelism);
     let stack_path = stack_dir.display().to_string();
     let started = Instant::now();
-    let (plan, state) = engine.plan(false, &[], &stack_path, &[]).await.context("re-plan")?;
+    let (plan, state) = engine
+        .plan(false, &[], &stack_path, &[])
+        .await
+        .context("re-plan")?;
     let plan_phase = end_phase(started, &mut peak_reset);
-    let changes = plan.changes.iter().filter(|c| c.action != Action::NoOp || c.drift.is_some()).count();
+    let changes = plan
+        .changes
+        .iter()
+        .filter(|c| c.action != Action::NoOp || c.drift.is_some())
+        .count();
     Ok(ReplanResult {
         load,
         plan: plan_phase,
@@ -425,7 +490,10 @@ async fn run_replan(n: usize, latency: Duration, parallelism: usize, dir: &Path)
         reads: state.resources.len(),
         changes,
         rss_loaded_kib,
-        rss_seeded_kib: rss_seeded_kib.zip(rss_before_seed).zip(rss_loaded_kib).map(|((s, b), l)| l + s.saturating_sub(b)),
+        rss_seeded_kib: rss_seeded_kib
+            .zip(rss_before_seed)
+            .zip(rss_loaded_kib)
+            .map(|((s, b), l)| l + s.saturating_sub(b)),
     })
 }
 
@@ -521,7 +589,11 @@ impl CountingBackend {
     /// Saves so far, total seconds in them, longest one in seconds.
     fn stats(&self) -> (u64, f64, f64) {
         let secs = |a: &AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed)).as_secs_f64();
-        (self.saves.load(Ordering::Relaxed), secs(&self.save_nanos), secs(&self.max_nanos))
+        (
+            self.saves.load(Ordering::Relaxed),
+            secs(&self.save_nanos),
+            secs(&self.max_nanos),
+        )
     }
 }
 
@@ -575,7 +647,11 @@ fn thing_spec(i: usize, chain: usize) -> ThingSpec {
     let c = (i - 1) / chain;
     ThingSpec {
         name: name(i),
-        value: Some(if at == 0 { format!("root-{i:05}") } else { format!("test:thing/{}", name(i - 1)) }),
+        value: Some(if at == 0 {
+            format!("root-{i:05}")
+        } else {
+            format!("test:thing/{}", name(i - 1))
+        }),
         size: i64::try_from(i % 7 + 1).unwrap_or(1),
         tags: Some(BTreeMap::from([
             ("team".to_string(), "ml".to_string()),
@@ -606,8 +682,20 @@ fn write_stack(dir: &Path, n: usize, chain: usize) -> Result<PathBuf> {
         } else {
             format!("${{test_thing.{}.arn}}", name(i - 1))
         };
-        let tags = spec.tags.iter().flatten().map(|(k, v)| format!("{k} = \"{v}\"")).collect::<Vec<_>>().join(", ");
-        let items = spec.items.iter().flatten().map(|v| format!("\"{v}\"")).collect::<Vec<_>>().join(", ");
+        let tags = spec
+            .tags
+            .iter()
+            .flatten()
+            .map(|(k, v)| format!("{k} = \"{v}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let items = spec
+            .items
+            .iter()
+            .flatten()
+            .map(|v| format!("\"{v}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
         writeln!(
             text,
             "[test_thing.{t}]\nname = \"{t}\"\nvalue = \"{value}\"\nsize = {}\nzone = \"{}\"\nsecret = \"{}\"\ntags = {{ {tags} }}\nitems = [{items}]\n",
@@ -636,7 +724,11 @@ fn synthetic_resources(n: usize, chain: usize) -> Result<BTreeMap<String, Resour
             version: 1,
             endpoint: format!("https://{t}.test"),
         };
-        let dependencies = if (i - 1) % chain == 0 { Vec::new() } else { vec![format!("test_thing.{}", name(i - 1))] };
+        let dependencies = if (i - 1) % chain == 0 {
+            Vec::new()
+        } else {
+            vec![format!("test_thing.{}", name(i - 1))]
+        };
         out.insert(
             format!("test_thing.{t}"),
             ResourceState {
@@ -656,9 +748,16 @@ fn synthetic_resources(n: usize, chain: usize) -> Result<BTreeMap<String, Resour
 }
 
 /// The first resource where `real` and `synthetic` differ, if any.
-fn first_difference(real: &BTreeMap<String, ResourceState>, synthetic: &BTreeMap<String, ResourceState>) -> Option<String> {
+fn first_difference(
+    real: &BTreeMap<String, ResourceState>,
+    synthetic: &BTreeMap<String, ResourceState>,
+) -> Option<String> {
     if real.len() != synthetic.len() {
-        return Some(format!("{} resources applied, {} synthetic", real.len(), synthetic.len()));
+        return Some(format!(
+            "{} resources applied, {} synthetic",
+            real.len(),
+            synthetic.len()
+        ));
     }
     real.iter()
         .zip(synthetic)
@@ -695,7 +794,8 @@ fn parent(args: &Args) -> Result<()> {
     let mut targets = Vec::new();
     for &n in sizes {
         for &l in &LATENCIES_MS {
-            let dir = std::env::temp_dir().join(format!("terrain-bench-{}-{n}-{l}", std::process::id()));
+            let dir =
+                std::env::temp_dir().join(format!("terrain-bench-{}-{n}-{l}", std::process::id()));
             let _ = fs::remove_dir_all(&dir);
             fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
             let common = |flag: &str| {
@@ -721,7 +821,11 @@ fn parent(args: &Args) -> Result<()> {
             });
             // Measured here, not in the re-plan child, where the freed copy would stay
             // resident and inflate the peak being measured.
-            let state_copy_kib = if l == 0 { state_copy_kib(&dir.join("stack").join("state.json")) } else { None };
+            let state_copy_kib = if l == 0 {
+                state_copy_kib(&dir.join("stack").join("state.json"))
+            } else {
+                None
+            };
             let _ = fs::remove_dir_all(&dir);
             let cfg = Config { n, l, p, chain };
             match one {
@@ -741,7 +845,10 @@ fn parent(args: &Args) -> Result<()> {
                         notes.extend(replan_memory_note(&cfg, &re, state_copy_kib));
                     }
                     if re.changes != 0 {
-                        notes.push(format!("N = {n}, {l} ms: the re-plan proposed {} changes; expected none", re.changes));
+                        notes.push(format!(
+                            "N = {n}, {l} ms: the re-plan proposed {} changes; expected none",
+                            re.changes
+                        ));
                     }
                     if !re.peak_reset {
                         notes.push(NO_PEAK_RESET.to_string());
@@ -829,12 +936,17 @@ fn run_child<T: DeserializeOwned>(exe: &Path, args: &[String]) -> Result<T> {
 }
 
 fn row(cfg: &Config, phase: &str, p: Phase, per: Option<usize>, ideal: Option<f64>, target: &str) {
-    let per_res = per.filter(|&k| k > 0).map_or_else(|| "-".to_string(), |k| fmt_secs(p.secs / k as f64));
+    let per_res = per
+        .filter(|&k| k > 0)
+        .map_or_else(|| "-".to_string(), |k| fmt_secs(p.secs / k as f64));
     let (ideal_s, ratio_s) = match ideal {
         Some(i) if i > 0.0 => (fmt_secs(i), format!("{:.2}×", p.secs / i)),
         _ => ("-".to_string(), "-".to_string()),
     };
-    let peak = p.peak_kib.map_or_else(|| "?".to_string(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
+    let peak = p.peak_kib.map_or_else(
+        || "?".to_string(),
+        |k| format!("{:.1} MiB", k as f64 / 1024.0),
+    );
     println!(
         "{:>6}  {:>4} ms  {:<7}  {:>9}  {:>10}  {:>9}  {:>6}  {:>9}  {}",
         cfg.n,
@@ -861,7 +973,13 @@ fn pass(ok: bool) -> &'static str {
 /// The plan target for a plan phase, when this configuration is the one it is about.
 /// `harness_kib` is memory the harness holds that a real run would not (the simulated
 /// cloud's objects), shown beside the raw verdict.
-fn plan_target(cfg: &Config, what: &str, p: Phase, harness_kib: Option<u64>, targets: &mut Vec<String>) -> String {
+fn plan_target(
+    cfg: &Config,
+    what: &str,
+    p: Phase,
+    harness_kib: Option<u64>,
+    targets: &mut Vec<String>,
+) -> String {
     if cfg.n != PLAN_TARGET_N || cfg.l != 0 {
         return String::new();
     }
@@ -872,11 +990,20 @@ fn plan_target(cfg: &Config, what: &str, p: Phase, harness_kib: Option<u64>, tar
             let ok = pass(m < PLAN_TARGET_MIB);
             let without = harness_kib.map_or_else(String::new, |h| {
                 let rest = m - h as f64 / 1024.0;
-                format!(" (≈ {rest:.1} MiB without the simulated cloud's objects: {})", pass(rest < PLAN_TARGET_MIB))
+                format!(
+                    " (≈ {rest:.1} MiB without the simulated cloud's objects: {})",
+                    pass(rest < PLAN_TARGET_MIB)
+                )
             });
-            (format!("< {PLAN_TARGET_MIB} MiB {ok}"), format!("peak {m:.1} MiB (target < {PLAN_TARGET_MIB} MiB) {ok}{without}"))
+            (
+                format!("< {PLAN_TARGET_MIB} MiB {ok}"),
+                format!("peak {m:.1} MiB (target < {PLAN_TARGET_MIB} MiB) {ok}{without}"),
+            )
         }
-        None => (format!("< {PLAN_TARGET_MIB} MiB ?"), "peak unknown (no VmHWM)".to_string()),
+        None => (
+            format!("< {PLAN_TARGET_MIB} MiB ?"),
+            "peak unknown (no VmHWM)".to_string(),
+        ),
     };
     targets.push(format!(
         "{what} of {} at 0 ms: {} (target < {PLAN_TARGET_SECS} s) {}; {mem_line}",
@@ -887,8 +1014,16 @@ fn plan_target(cfg: &Config, what: &str, p: Phase, harness_kib: Option<u64>, tar
     format!("< {PLAN_TARGET_SECS} s {}, {mem_cell}", pass(time_ok))
 }
 
-fn ratio_target(cfg: &Config, what: &str, secs: f64, ideal: Option<f64>, targets: &mut Vec<String>) -> String {
-    let Some(ideal) = ideal.filter(|i| *i > 0.0) else { return String::new() };
+fn ratio_target(
+    cfg: &Config,
+    what: &str,
+    secs: f64,
+    ideal: Option<f64>,
+    targets: &mut Vec<String>,
+) -> String {
+    let Some(ideal) = ideal.filter(|i| *i > 0.0) else {
+        return String::new();
+    };
     let ratio = secs / ideal;
     let ok = ratio <= LATENCY_TARGET_RATIO;
     targets.push(format!(
@@ -912,30 +1047,60 @@ fn print_one(cfg: &Config, one: &OneResult, targets: &mut Vec<String>) {
         // Stopped at the budget: the row shows the part done; the target is judged on
         // the projection.
         let projected = one.projected_secs.unwrap_or(f64::INFINITY);
-        let t = ratio_target(cfg, "apply (projected)", projected, cfg.ideal_apply(), targets);
-        let t = if t.is_empty() { "stopped, see below".to_string() } else { format!("{t} (projected)") };
+        let t = ratio_target(
+            cfg,
+            "apply (projected)",
+            projected,
+            cfg.ideal_apply(),
+            targets,
+        );
+        let t = if t.is_empty() {
+            "stopped, see below".to_string()
+        } else {
+            format!("{t} (projected)")
+        };
         row(cfg, "apply*", one.apply, Some(one.applied), None, &t);
     }
 }
 
 fn print_replan(cfg: &Config, re: &ReplanResult, targets: &mut Vec<String>) {
-    let harness = re.rss_seeded_kib.zip(re.rss_loaded_kib).map(|(s, l)| s.saturating_sub(l));
+    let harness = re
+        .rss_seeded_kib
+        .zip(re.rss_loaded_kib)
+        .map(|(s, l)| s.saturating_sub(l));
     let mut t = plan_target(cfg, "re-plan", re.plan, harness, targets);
     let r = ratio_target(cfg, "re-plan", re.plan.secs, cfg.ideal_refresh(), targets);
     if !r.is_empty() {
         t = r;
     }
-    row(cfg, "re-plan", re.plan, Some(re.reads), cfg.ideal_refresh(), &t);
+    row(
+        cfg,
+        "re-plan",
+        re.plan,
+        Some(re.reads),
+        cfg.ideal_refresh(),
+        &t,
+    );
 }
 
 /// Where the re-plan's peak memory comes from.
-fn replan_memory_note(cfg: &Config, re: &ReplanResult, state_copy_kib: Option<u64>) -> Option<String> {
+fn replan_memory_note(
+    cfg: &Config,
+    re: &ReplanResult,
+    state_copy_kib: Option<u64>,
+) -> Option<String> {
     let mib = |k: u64| k as f64 / 1024.0;
     let (loaded, seeded, peak) = (re.rss_loaded_kib?, re.rss_seeded_kib?, re.plan.peak_kib?);
     let added = peak.saturating_sub(seeded);
     let copies = state_copy_kib
         .filter(|&c| c > 0)
-        .map_or_else(String::new, |c| format!(" ≈ {:.1} × the {:.1} MiB of one in-memory copy of the state", added as f64 / c as f64, mib(c)));
+        .map_or_else(String::new, |c| {
+            format!(
+                " ≈ {:.1} × the {:.1} MiB of one in-memory copy of the state",
+                added as f64 / c as f64,
+                mib(c)
+            )
+        });
     Some(format!(
         "N = {:>5}: re-plan memory: {:.1} MiB resident after loading the stack, + {:.1} MiB for the simulated cloud's {} objects \
          (in-process only because the cloud is simulated); peak {:.1} MiB, so the plan itself added {:.1} MiB{copies}",
@@ -964,9 +1129,16 @@ fn one_notes(cfg: &Config, one: &OneResult) -> Vec<String> {
         ));
     }
     if let Some(m) = &one.mismatch {
-        out.push(format!("N = {}, {} ms: the applied state differs from the synthetic one: {m}", cfg.n, cfg.l));
+        out.push(format!(
+            "N = {}, {} ms: the applied state differs from the synthetic one: {m}",
+            cfg.n, cfg.l
+        ));
     }
-    let mean = if one.saves > 0 { one.save_total_secs / one.saves as f64 } else { 0.0 };
+    let mean = if one.saves > 0 {
+        one.save_total_secs / one.saves as f64
+    } else {
+        0.0
+    };
     out.push(format!(
         "N = {:>5}, {:>2} ms: apply made {} state saves (group commit; {:.1} creates per save), mean {}, max {}, total {} = {:.0}% of the apply",
         cfg.n,

@@ -1,7 +1,6 @@
 //! `terrain apply` and `terrain destroy`: plan (or read a saved plan), show it, ask,
 //! then apply under the state lock with progress, saving state after every operation.
 
-
 use clap::Args;
 
 use super::{common, Exit, RunArgs, StackArgs};
@@ -49,18 +48,31 @@ fn build(stack_args: &StackArgs, run: &RunArgs) -> anyhow::Result<(Engine, Style
     let stack = common::load_stack(stack_args, &registry)?;
     let backend = common::backend(&stack, stack_args);
     let style = Style::detect(stack_args.no_color);
-    let engine = common::engine(stack, registry, backend, run.parallelism, Progress::new(style))?;
+    let engine = common::engine(
+        stack,
+        registry,
+        backend,
+        run.parallelism,
+        Progress::new(style),
+    )?;
     common::handle_interrupts(engine.cancel.clone());
     Ok((engine, style))
 }
 
-async fn converge(stack_args: &StackArgs, run: &RunArgs, auto_approve: bool, destroy: bool) -> anyhow::Result<Exit> {
+async fn converge(
+    stack_args: &StackArgs,
+    run: &RunArgs,
+    auto_approve: bool,
+    destroy: bool,
+) -> anyhow::Result<Exit> {
     let (engine, style) = build(stack_args, run)?;
     let backend = engine.backend.clone();
     let op = if destroy { "destroy" } else { "apply" };
     common::with_lock(&*backend, op, run.lock_timeout, async {
         let stack_path = stack_args.stack.display().to_string();
-        let (plan, state) = engine.plan(destroy, &run.targets, &stack_path, &stack_args.vars).await?;
+        let (plan, state) = engine
+            .plan(destroy, &run.targets, &stack_path, &stack_args.vars)
+            .await?;
         output::print(&output::plan::render(&plan, style));
         if !plan.has_changes() {
             // Still record what refresh learned (adopted creates, vanished objects).
@@ -68,12 +80,18 @@ async fn converge(stack_args: &StackArgs, run: &RunArgs, auto_approve: bool, des
             return Ok(Exit::Ok);
         }
         let question = if destroy {
-            format!("Do you really want to destroy everything stack `{}` manages? There is no undo.", engine.stack.name)
+            format!(
+                "Do you really want to destroy everything stack `{}` manages? There is no undo.",
+                engine.stack.name
+            )
         } else {
             "Do you want to perform these actions?".to_string()
         };
         if !common::confirm(&question, auto_approve)? {
-            output::print(&format!("\n{} cancelled; nothing was changed.\n", if destroy { "Destroy" } else { "Apply" }));
+            output::print(&format!(
+                "\n{} cancelled; nothing was changed.\n",
+                if destroy { "Destroy" } else { "Apply" }
+            ));
             return Err(super::Reported.into());
         }
         output::print("\n");
@@ -104,7 +122,10 @@ async fn apply_saved(file: &std::path::Path, args: &ApplyArgs) -> anyhow::Result
 
 fn finish(report: &ApplyReport, destroy: bool) {
     let mut text = if destroy {
-        format!("\nDestroy complete! Resources: {} destroyed.\n", report.deleted)
+        format!(
+            "\nDestroy complete! Resources: {} destroyed.\n",
+            report.deleted
+        )
     } else {
         format!(
             "\nApply complete! Resources: {} added, {} changed, {} replaced, {} destroyed.\n",

@@ -36,7 +36,10 @@ pub fn load_stack(args: &StackArgs, registry: &Registry) -> anyhow::Result<Stack
         Ok(s) => Ok(s),
         Err(errors) => {
             let style = Style::detect(args.no_color);
-            output::eprint(&output::diag::render(&errors, style.color && std::io::stderr().is_terminal()));
+            output::eprint(&output::diag::render(
+                &errors,
+                style.color && std::io::stderr().is_terminal(),
+            ));
             Err(Reported.into())
         }
     }
@@ -56,11 +59,20 @@ pub fn backend(stack: &Stack, args: &StackArgs) -> Arc<dyn Backend> {
 }
 
 /// An engine for `stack`. With `TERRAIN_LOG_PATH` set, events also go to that file.
-pub fn engine(stack: Stack, registry: Registry, backend: Arc<dyn Backend>, parallelism: u16, observer: Arc<dyn Observer>) -> anyhow::Result<Engine> {
+pub fn engine(
+    stack: Stack,
+    registry: Registry,
+    backend: Arc<dyn Backend>,
+    parallelism: u16,
+    observer: Arc<dyn Observer>,
+) -> anyhow::Result<Engine> {
     let observer: Arc<dyn Observer> = match std::env::var_os("TERRAIN_LOG_PATH") {
         Some(path) if !path.is_empty() => {
             let path = PathBuf::from(path);
-            Arc::new(output::log::JsonLog::open(&path, observer).with_context(|| format!("open TERRAIN_LOG_PATH {}", path.display()))?)
+            Arc::new(
+                output::log::JsonLog::open(&path, observer)
+                    .with_context(|| format!("open TERRAIN_LOG_PATH {}", path.display()))?,
+            )
         }
         _ => observer,
     };
@@ -78,7 +90,12 @@ pub fn engine(stack: Stack, registry: Registry, backend: Arc<dyn Backend>, paral
 }
 
 /// Runs `f` holding the state lock, releasing it afterwards whatever `f` returned.
-pub async fn with_lock<T, F>(backend: &dyn Backend, operation: &str, timeout: Duration, f: F) -> anyhow::Result<T>
+pub async fn with_lock<T, F>(
+    backend: &dyn Backend,
+    operation: &str,
+    timeout: Duration,
+    f: F,
+) -> anyhow::Result<T>
 where
     F: std::future::Future<Output = anyhow::Result<T>>,
 {
@@ -99,9 +116,14 @@ pub fn confirm(question: &str, auto_approve: bool) -> anyhow::Result<bool> {
     if !std::io::stdin().is_terminal() {
         anyhow::bail!("no terminal to confirm on; nothing was changed. Review the plan and pass --auto-approve to run without asking");
     }
-    output::print(&format!("\n{question}\n  Only 'yes' will be accepted.\n\n  Enter a value: "));
+    output::print(&format!(
+        "\n{question}\n  Only 'yes' will be accepted.\n\n  Enter a value: "
+    ));
     let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer).context("read the answer")?;
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .context("read the answer")?;
     Ok(answer.trim() == "yes")
 }
 

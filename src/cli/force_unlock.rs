@@ -19,7 +19,13 @@ pub async fn run(args: ForceUnlockArgs) -> anyhow::Result<Exit> {
     let backend = common::backend(&stack, &args.stack);
     let holder = backend.lock_info().await?;
     backend.force_unlock(&args.id).await?;
-    let who = holder.map(|h| format!(" (held by {} pid {} for `{}`)", h.who, h.pid, h.operation)).unwrap_or_default();
-    output::print(&format!("Released lock {} on {}{who}.\n", args.id, backend.location()));
+    let who = holder
+        .map(|h| format!(" (held by {} pid {} for `{}`)", h.who, h.pid, h.operation))
+        .unwrap_or_default();
+    output::print(&format!(
+        "Released lock {} on {}{who}.\n",
+        args.id,
+        backend.location()
+    ));
     Ok(Exit::Ok)
 }

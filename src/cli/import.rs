@@ -24,7 +24,13 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Exit> {
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
     let backend = common::backend(&stack, &args.stack);
-    let engine = common::engine(stack, registry, backend.clone(), args.run.parallelism, std::sync::Arc::new(Quiet))?;
+    let engine = common::engine(
+        stack,
+        registry,
+        backend.clone(),
+        args.run.parallelism,
+        std::sync::Arc::new(Quiet),
+    )?;
     common::with_lock(&*backend, "import", args.run.lock_timeout, async {
         let mut state = engine.load_state().await?;
         let key = args.address.to_string();

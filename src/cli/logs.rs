@@ -27,7 +27,10 @@ pub async fn run(args: LogsArgs) -> anyhow::Result<Exit> {
     let backend = common::backend(&stack, &args.stack);
     let engine = common::engine(stack, registry, backend.clone(), 1, Arc::new(Quiet))?;
     let state = backend.load().await?.unwrap_or_default();
-    let sink: terrain_providers::LineSink = Arc::new(|line: &str| output::print(&format!("{line}\n")));
-    engine.logs(&args.address, &state, args.follow, sink).await?;
+    let sink: terrain_providers::LineSink =
+        Arc::new(|line: &str| output::print(&format!("{line}\n")));
+    engine
+        .logs(&args.address, &state, args.follow, sink)
+        .await?;
     Ok(Exit::Ok)
 }

@@ -35,7 +35,13 @@ pub struct Cli {
 #[derive(Args, Debug, Clone)]
 pub struct StackArgs {
     /// The stack: a .toml file, or a directory whose .toml files form one stack.
-    #[arg(short = 's', long = "stack", env = "TERRAIN_STACK", default_value = ".", value_name = "PATH")]
+    #[arg(
+        short = 's',
+        long = "stack",
+        env = "TERRAIN_STACK",
+        default_value = ".",
+        value_name = "PATH"
+    )]
     pub stack: PathBuf,
     /// Sets a variable (repeatable); also TERRAIN_VAR_<name> in the environment.
     #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
@@ -99,7 +105,8 @@ fn parse_var(s: &str) -> Result<(String, String), String> {
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    terrain_providers::local::duration::parse_duration(s).ok_or_else(|| format!("`{s}` is not a duration; use e.g. 0s, 30s, 2m"))
+    terrain_providers::local::duration::parse_duration(s)
+        .ok_or_else(|| format!("`{s}` is not a duration; use e.g. 0s, 30s, 2m"))
 }
 
 /// An error already shown to the user (stack diagnostics): exit 1 without printing.
@@ -117,7 +124,10 @@ pub enum Exit {
 /// Parses arguments, runs the command, prints any error once, returns the exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             output::eprint(&format!("Error: start the async runtime: {e}\n"));

@@ -31,7 +31,11 @@ pub fn render_all(outputs: &BTreeMap<String, OutputState>) -> String {
     outputs
         .iter()
         .map(|(k, o)| {
-            let v = if o.sensitive { SENSITIVE.to_string() } else { o.value.to_string() };
+            let v = if o.sensitive {
+                SENSITIVE.to_string()
+            } else {
+                o.value.to_string()
+            };
             format!("{k:<width$} = {v}\n")
         })
         .collect()
@@ -46,9 +50,20 @@ pub async fn run(args: OutputArgs) -> anyhow::Result<Exit> {
         Some(name) => {
             let o = state.outputs.get(name).with_context(|| {
                 let known: Vec<&str> = state.outputs.keys().map(String::as_str).collect();
-                format!("no output `{name}` in the state{}", if known.is_empty() { " (apply the stack first)".to_string() } else { format!("; outputs: {}", known.join(", ")) })
+                format!(
+                    "no output `{name}` in the state{}",
+                    if known.is_empty() {
+                        " (apply the stack first)".to_string()
+                    } else {
+                        format!("; outputs: {}", known.join(", "))
+                    }
+                )
             })?;
-            let value = if o.sensitive && !args.show_sensitive { Value::String(SENSITIVE.to_string()) } else { o.value.clone() };
+            let value = if o.sensitive && !args.show_sensitive {
+                Value::String(SENSITIVE.to_string())
+            } else {
+                o.value.clone()
+            };
             let text = match (&value, args.json) {
                 (Value::String(s), false) => s.clone(),
                 (v, _) => serde_json::to_string_pretty(v).context("encode output")?,
@@ -60,11 +75,21 @@ pub async fn run(args: OutputArgs) -> anyhow::Result<Exit> {
                 .outputs
                 .iter()
                 .map(|(k, o)| {
-                    let v = if o.sensitive { Value::String(SENSITIVE.to_string()) } else { o.value.clone() };
-                    (k.clone(), serde_json::json!({"value": v, "sensitive": o.sensitive}))
+                    let v = if o.sensitive {
+                        Value::String(SENSITIVE.to_string())
+                    } else {
+                        o.value.clone()
+                    };
+                    (
+                        k.clone(),
+                        serde_json::json!({"value": v, "sensitive": o.sensitive}),
+                    )
                 })
                 .collect();
-            output::print(&format!("{}\n", serde_json::to_string_pretty(&all).context("encode outputs")?));
+            output::print(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&all).context("encode outputs")?
+            ));
         }
         None => output::print(&render_all(&state.outputs)),
     }

@@ -37,14 +37,31 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
     let backend = common::backend(&stack, &args.stack);
-    let engine = common::engine(stack, registry, backend, args.run.parallelism, std::sync::Arc::new(Quiet))?;
+    let engine = common::engine(
+        stack,
+        registry,
+        backend,
+        args.run.parallelism,
+        std::sync::Arc::new(Quiet),
+    )?;
     let stack_path = args.stack.stack.display().to_string();
-    let (plan, _) = engine.plan(args.destroy, &args.run.targets, &stack_path, &args.stack.vars).await?;
+    let (plan, _) = engine
+        .plan(
+            args.destroy,
+            &args.run.targets,
+            &stack_path,
+            &args.stack.vars,
+        )
+        .await?;
     if args.json {
-        let text = serde_json::to_string_pretty(&output::plan::to_json(&plan)).context("encode the plan")?;
+        let text = serde_json::to_string_pretty(&output::plan::to_json(&plan))
+            .context("encode the plan")?;
         output::print(&format!("{text}\n"));
     } else {
-        output::print(&output::plan::render(&plan, Style::detect(args.stack.no_color)));
+        output::print(&output::plan::render(
+            &plan,
+            Style::detect(args.stack.no_color),
+        ));
     }
     if let Some(path) = &args.out {
         save(path, &plan)?;
@@ -56,7 +73,11 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
             ));
         }
     }
-    Ok(if args.detailed_exitcode && plan.has_changes() { Exit::Changes } else { Exit::Ok })
+    Ok(if args.detailed_exitcode && plan.has_changes() {
+        Exit::Changes
+    } else {
+        Exit::Ok
+    })
 }
 
 /// Writes a plan file (0600: it holds variable values and refreshed state).
@@ -70,7 +91,9 @@ pub fn save(path: &Path, plan: &Plan) -> anyhow::Result<()> {
         .mode(0o600)
         .open(&tmp)
         .with_context(|| format!("write plan {}", tmp.display()))?;
-    f.write_all(&bytes).and_then(|()| f.sync_all()).with_context(|| format!("write plan {}", tmp.display()))?;
+    f.write_all(&bytes)
+        .and_then(|()| f.sync_all())
+        .with_context(|| format!("write plan {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("write plan {}", path.display()))?;
     Ok(())
 }
@@ -78,9 +101,14 @@ pub fn save(path: &Path, plan: &Plan) -> anyhow::Result<()> {
 /// Reads a plan file written by [`save`].
 pub fn load(path: &Path) -> anyhow::Result<Plan> {
     let bytes = std::fs::read(path).with_context(|| format!("read plan {}", path.display()))?;
-    let plan: Plan = serde_json::from_slice(&bytes).with_context(|| format!("{} is not a terrain plan file", path.display()))?;
+    let plan: Plan = serde_json::from_slice(&bytes)
+        .with_context(|| format!("{} is not a terrain plan file", path.display()))?;
     if plan.format_version != PLAN_FORMAT_VERSION {
-        anyhow::bail!("{} has plan format {}, this terrain reads {PLAN_FORMAT_VERSION}", path.display(), plan.format_version);
+        anyhow::bail!(
+            "{} has plan format {}, this terrain reads {PLAN_FORMAT_VERSION}",
+            path.display(),
+            plan.format_version
+        );
     }
     Ok(plan)
 }

@@ -27,9 +27,13 @@ pub struct RenderArgs {
 /// Replaces the unknown marker with the text plans show.
 fn mark_unknown(v: Value) -> Value {
     match v {
-        Value::String(s) if s.contains(terrain_providers::protocol::UNKNOWN) => Value::String(s.replace(terrain_providers::protocol::UNKNOWN, KNOWN_AFTER_APPLY)),
+        Value::String(s) if s.contains(terrain_providers::protocol::UNKNOWN) => {
+            Value::String(s.replace(terrain_providers::protocol::UNKNOWN, KNOWN_AFTER_APPLY))
+        }
         Value::Array(items) => Value::Array(items.into_iter().map(mark_unknown).collect()),
-        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, mark_unknown(v))).collect()),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, mark_unknown(v))).collect())
+        }
         other => other,
     }
 }
@@ -62,10 +66,28 @@ pub async fn run(args: RenderArgs) -> anyhow::Result<Exit> {
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
     let backend = common::backend(&stack, &args.stack);
-    let engine = common::engine(stack, registry, backend.clone(), 1, std::sync::Arc::new(Quiet))?;
+    let engine = common::engine(
+        stack,
+        registry,
+        backend.clone(),
+        1,
+        std::sync::Arc::new(Quiet),
+    )?;
     let state = backend.load().await?.unwrap_or_default();
-    let objects: Vec<Value> = engine.render(&args.address, &state)?.into_iter().map(mark_unknown).map(redact_secrets).collect();
-    let text = if args.json { format!("{}\n", serde_json::to_string_pretty(&objects).context("encode JSON")?) } else { to_yaml(&objects)? };
+    let objects: Vec<Value> = engine
+        .render(&args.address, &state)?
+        .into_iter()
+        .map(mark_unknown)
+        .map(redact_secrets)
+        .collect();
+    let text = if args.json {
+        format!(
+            "{}\n",
+            serde_json::to_string_pretty(&objects).context("encode JSON")?
+        )
+    } else {
+        to_yaml(&objects)?
+    };
     output::print(&text);
     Ok(Exit::Ok)
 }

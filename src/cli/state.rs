@@ -48,16 +48,36 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
     match cmd {
         StateCommand::List(Plain { stack: args }) => {
             let stack = common::load_stack(&args, &registry)?;
-            let state = common::backend(&stack, &args).load().await?.unwrap_or_default();
+            let state = common::backend(&stack, &args)
+                .load()
+                .await?
+                .unwrap_or_default();
             let text: String = state.resources.keys().map(|k| format!("{k}\n")).collect();
             output::print(&text);
         }
-        StateCommand::Show { address, stack: args } => {
+        StateCommand::Show {
+            address,
+            stack: args,
+        } => {
             let stack = common::load_stack(&args, &registry)?;
-            let state = common::backend(&stack, &args).load().await?.unwrap_or_default();
-            let r = state.resources.get(&address.to_string()).ok_or_else(|| anyhow::anyhow!("{address} is not in the state"))?;
-            let spec_secrets: Vec<String> = r.sensitive_paths.iter().filter_map(|p| p.strip_prefix("spec.").map(str::to_string)).collect();
-            let out_secrets: Vec<String> = r.sensitive_paths.iter().filter_map(|p| p.strip_prefix("outputs.").map(str::to_string)).collect();
+            let state = common::backend(&stack, &args)
+                .load()
+                .await?
+                .unwrap_or_default();
+            let r = state
+                .resources
+                .get(&address.to_string())
+                .ok_or_else(|| anyhow::anyhow!("{address} is not in the state"))?;
+            let spec_secrets: Vec<String> = r
+                .sensitive_paths
+                .iter()
+                .filter_map(|p| p.strip_prefix("spec.").map(str::to_string))
+                .collect();
+            let out_secrets: Vec<String> = r
+                .sensitive_paths
+                .iter()
+                .filter_map(|p| p.strip_prefix("outputs.").map(str::to_string))
+                .collect();
             let show = serde_json::json!({
                 "address": address.to_string(),
                 "kind": r.kind,
@@ -70,7 +90,11 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
             });
             output::print(&format!("{}\n", serde_json::to_string_pretty(&show)?));
         }
-        StateCommand::Rm { addresses, stack: args, run } => {
+        StateCommand::Rm {
+            addresses,
+            stack: args,
+            run,
+        } => {
             let stack = common::load_stack(&args, &registry)?;
             let backend = common::backend(&stack, &args);
             common::with_lock(&*backend, "state rm", run.lock_timeout, async {
@@ -85,13 +109,25 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
                 }
                 state.serial += 1;
                 backend.save(&state).await?;
-                let text: String = addresses.iter().map(|a| format!("Removed {a} from the state; the object itself was left as it is.\n")).collect();
+                let text: String = addresses
+                    .iter()
+                    .map(|a| {
+                        format!(
+                            "Removed {a} from the state; the object itself was left as it is.\n"
+                        )
+                    })
+                    .collect();
                 output::print(&text);
                 Ok(())
             })
             .await?;
         }
-        StateCommand::Mv { from, to, stack: args, run } => {
+        StateCommand::Mv {
+            from,
+            to,
+            stack: args,
+            run,
+        } => {
             let stack = common::load_stack(&args, &registry)?;
             let backend = common::backend(&stack, &args);
             common::with_lock(&*backend, "state mv", run.lock_timeout, async {
@@ -102,7 +138,10 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
                 if state.resources.contains_key(&to.to_string()) {
                     anyhow::bail!("cannot move {from} to {to}: {to} is already in the state");
                 }
-                let r = state.resources.remove(&from.to_string()).ok_or_else(|| anyhow::anyhow!("{from} is not in the state"))?;
+                let r = state
+                    .resources
+                    .remove(&from.to_string())
+                    .ok_or_else(|| anyhow::anyhow!("{from} is not in the state"))?;
                 state.resources.insert(to.to_string(), r);
                 // Whatever depended on the old address now depends on the new one.
                 for other in state.resources.values_mut() {

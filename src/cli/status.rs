@@ -19,7 +19,11 @@ pub struct StatusArgs {
 
 /// One aligned line per resource: address, readiness, summary.
 pub fn render(statuses: &[Status], style: Style) -> String {
-    let width = statuses.iter().map(|s| s.address.to_string().len()).max().unwrap_or(0);
+    let width = statuses
+        .iter()
+        .map(|s| s.address.to_string().len())
+        .max()
+        .unwrap_or(0);
     let mut out = String::new();
     for s in statuses {
         let (word, colour, summary) = match &s.health {
@@ -28,7 +32,11 @@ pub fn render(statuses: &[Status], style: Style) -> String {
             Some(Ok(h)) => ("not ready", "33", h.summary.clone()),
             Some(Err(e)) => ("error", "31", e.clone()),
         };
-        out.push_str(&format!("{:<width$}  {}  {summary}\n", s.address.to_string(), style.paint(colour, &format!("{word:<9}"))));
+        out.push_str(&format!(
+            "{:<width$}  {}  {summary}\n",
+            s.address.to_string(),
+            style.paint(colour, &format!("{word:<9}"))
+        ));
     }
     out
 }
@@ -37,7 +45,13 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<Exit> {
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
     let backend = common::backend(&stack, &args.stack);
-    let engine = common::engine(stack, registry, backend.clone(), args.parallelism, std::sync::Arc::new(Quiet))?;
+    let engine = common::engine(
+        stack,
+        registry,
+        backend.clone(),
+        args.parallelism,
+        std::sync::Arc::new(Quiet),
+    )?;
     let state = backend.load().await?.unwrap_or_default();
     let statuses = engine.status(&state).await;
     output::print(&render(&statuses, Style::detect(args.stack.no_color)));

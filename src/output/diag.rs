@@ -23,18 +23,25 @@ impl std::error::Error for Report {}
 
 impl miette::Diagnostic for Report {
     fn help<'a>(&'a self) -> Option<Box<dyn std::fmt::Display + 'a>> {
-        self.help.as_ref().map(|h| Box::new(h) as Box<dyn std::fmt::Display>)
+        self.help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn std::fmt::Display>)
     }
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
         self.source.as_ref().map(|s| s as &dyn miette::SourceCode)
     }
     fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        self.label.clone().map(|l| Box::new(std::iter::once(l)) as Box<dyn Iterator<Item = LabeledSpan>>)
+        self.label
+            .clone()
+            .map(|l| Box::new(std::iter::once(l)) as Box<dyn Iterator<Item = LabeledSpan>>)
     }
 }
 
 fn report(sources: &Sources, d: &Diagnostic) -> Report {
-    let (source, label) = match d.span.and_then(|s| sources.files.get(s.file).map(|f| (s, f))) {
+    let (source, label) = match d
+        .span
+        .and_then(|s| sources.files.get(s.file).map(|f| (s, f)))
+    {
         Some((span, file)) => {
             // Parsers point one past the last byte at end of file; keep labels inside
             // the text so the excerpt still shows (on the last character).
@@ -46,8 +53,14 @@ fn report(sources: &Sources, d: &Diagnostic) -> Report {
             let len = span.end.min(text_len).saturating_sub(start).max(1);
             let span = crate::stack::Span::new(span.file, start, start + len);
             (
-                Some(NamedSource::new(file.path.display().to_string(), file.text.to_string())),
-                Some(LabeledSpan::new_with_span(Some(d.label.clone()), SourceSpan::new(span.start.into(), span.end - span.start))),
+                Some(NamedSource::new(
+                    file.path.display().to_string(),
+                    file.text.to_string(),
+                )),
+                Some(LabeledSpan::new_with_span(
+                    Some(d.label.clone()),
+                    SourceSpan::new(span.start.into(), span.end - span.start),
+                )),
             )
         }
         None => (None, None),
@@ -66,8 +79,14 @@ fn report(sources: &Sources, d: &Diagnostic) -> Report {
 
 /// Every diagnostic, rendered with its source excerpt, followed by a count.
 pub fn render(errors: &StackErrors, color: bool) -> String {
-    let theme = if color { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
-    let handler = GraphicalReportHandler::new_themed(theme).with_width(100).with_links(false);
+    let theme = if color {
+        GraphicalTheme::unicode()
+    } else {
+        GraphicalTheme::unicode_nocolor()
+    };
+    let handler = GraphicalReportHandler::new_themed(theme)
+        .with_width(100)
+        .with_links(false);
     let mut out = String::new();
     for d in &errors.diagnostics {
         let r = report(&errors.sources, d);
@@ -77,6 +96,9 @@ pub fn render(errors: &StackErrors, color: bool) -> String {
         out.push('\n');
     }
     let n = errors.diagnostics.len();
-    out.push_str(&format!("Error: the stack has {n} problem{}; nothing was changed.\n", if n == 1 { "" } else { "s" }));
+    out.push_str(&format!(
+        "Error: the stack has {n} problem{}; nothing was changed.\n",
+        if n == 1 { "" } else { "s" }
+    ));
     out
 }

@@ -24,7 +24,11 @@ impl JsonLog {
     /// Fails when the file cannot be opened.
     pub fn open(path: &Path, inner: Arc<dyn Observer>) -> std::io::Result<Self> {
         use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)?;
         Ok(Self {
             file: Mutex::new(file),
             inner,
@@ -45,12 +49,33 @@ impl Observer for JsonLog {
     fn event(&self, event: Event) {
         let time = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
         let line = match &event {
-            Event::Refreshing { address, id } => json!({"time": time, "event": "refreshing", "address": address.to_string(), "id": id}),
-            Event::Started { address, step } => json!({"time": time, "event": "started", "address": address.to_string(), "step": step_name(*step)}),
-            Event::Progress { address, message } => json!({"time": time, "event": "progress", "address": address.to_string(), "message": message}),
-            Event::Finished { address, step, elapsed, id } => json!({"time": time, "event": "finished", "address": address.to_string(), "step": step_name(*step), "elapsed_ms": elapsed.as_millis() as u64, "id": id}),
-            Event::Failed { address, step, error } => json!({"time": time, "event": "failed", "address": address.to_string(), "step": step_name(*step), "error": error}),
-            Event::Skipped { address, because } => json!({"time": time, "event": "skipped", "address": address.to_string(), "because": because.to_string()}),
+            Event::Refreshing { address, id } => {
+                json!({"time": time, "event": "refreshing", "address": address.to_string(), "id": id})
+            }
+            Event::Started { address, step } => {
+                json!({"time": time, "event": "started", "address": address.to_string(), "step": step_name(*step)})
+            }
+            Event::Progress { address, message } => {
+                json!({"time": time, "event": "progress", "address": address.to_string(), "message": message})
+            }
+            Event::Finished {
+                address,
+                step,
+                elapsed,
+                id,
+            } => {
+                json!({"time": time, "event": "finished", "address": address.to_string(), "step": step_name(*step), "elapsed_ms": elapsed.as_millis() as u64, "id": id})
+            }
+            Event::Failed {
+                address,
+                step,
+                error,
+            } => {
+                json!({"time": time, "event": "failed", "address": address.to_string(), "step": step_name(*step), "error": error})
+            }
+            Event::Skipped { address, because } => {
+                json!({"time": time, "event": "skipped", "address": address.to_string(), "because": because.to_string()})
+            }
             Event::Warning(w) => json!({"time": time, "event": "warning", "message": w}),
         };
         if let Ok(mut f) = self.file.lock() {

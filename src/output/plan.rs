@@ -27,10 +27,25 @@ pub fn render(plan: &Plan, style: Style) -> String {
         for c in drifted {
             let Some(d) = &c.drift else { continue };
             match &d.live {
-                None => out.push_str(&format!("  {} {} was deleted outside terrain\n", style.paint("31", "-"), c.address)),
+                None => out.push_str(&format!(
+                    "  {} {} was deleted outside terrain\n",
+                    style.paint("31", "-"),
+                    c.address
+                )),
                 Some(live) => {
-                    out.push_str(&format!("  {} {} changed outside terrain\n", style.paint("33", "~"), c.address));
-                    out.push_str(&field_changes(&d.recorded, live, &changed_paths(&d.recorded, live, &[]), &[], &c.sensitive_paths, style));
+                    out.push_str(&format!(
+                        "  {} {} changed outside terrain\n",
+                        style.paint("33", "~"),
+                        c.address
+                    ));
+                    out.push_str(&field_changes(
+                        &d.recorded,
+                        live,
+                        &changed_paths(&d.recorded, live, &[]),
+                        &[],
+                        &c.sensitive_paths,
+                        style,
+                    ));
                 }
             }
         }
@@ -71,7 +86,11 @@ fn change_block(c: &Change, style: Style) -> String {
         Action::Update => "will be updated in place".to_string(),
         Action::Replace => format!(
             "must be replaced{} ({} forces replacement)",
-            if c.create_before_destroy { ", the new one created first" } else { "" },
+            if c.create_before_destroy {
+                ", the new one created first"
+            } else {
+                ""
+            },
             c.replace_because.join(", ")
         ),
         Action::Delete => "will be destroyed".to_string(),
@@ -87,7 +106,9 @@ fn change_block(c: &Change, style: Style) -> String {
             let mut after = c.after.clone().unwrap_or_else(|| empty.clone());
             if let Value::Object(m) = &mut after {
                 for name in &c.computed {
-                    m.entry(name.clone()).or_insert_with(|| Value::String(terrain_providers::protocol::UNKNOWN.to_string()));
+                    m.entry(name.clone()).or_insert_with(|| {
+                        Value::String(terrain_providers::protocol::UNKNOWN.to_string())
+                    });
                 }
             }
             out.push_str(&all_fields("+", &after, &c.sensitive_paths, style));
@@ -96,7 +117,14 @@ fn change_block(c: &Change, style: Style) -> String {
             let before = c.before.as_ref().unwrap_or(&empty);
             let after = c.after.as_ref().unwrap_or(&empty);
             let changed = changed_paths(before, after, &[]);
-            out.push_str(&field_changes(before, after, &changed, &c.replace_because, &c.sensitive_paths, style));
+            out.push_str(&field_changes(
+                before,
+                after,
+                &changed,
+                &c.replace_because,
+                &c.sensitive_paths,
+                style,
+            ));
             if let Some(diff) = &c.live_diff {
                 out.push_str(&format!("{INDENT}  # live objects:\n"));
                 for line in diff.lines() {
@@ -117,14 +145,20 @@ fn change_block(c: &Change, style: Style) -> String {
         Action::NoOp => {}
     }
     for d in &c.deposed {
-        out.push_str(&format!("{INDENT}{} old object {} will be destroyed\n", style.paint("31", "-"), d.id));
+        out.push_str(&format!(
+            "{INDENT}{} old object {} will be destroyed\n",
+            style.paint("31", "-"),
+            d.id
+        ));
     }
     out
 }
 
 /// Every non-null top-level field, for creates.
 fn all_fields(sym: &str, value: &Value, sensitive: &[String], style: Style) -> String {
-    let Value::Object(map) = value else { return String::new() };
+    let Value::Object(map) = value else {
+        return String::new();
+    };
     let mut keys: Vec<&String> = map.keys().filter(|k| !map[*k].is_null()).collect();
     keys.sort();
     let width = keys.iter().map(|k| k.len()).max().unwrap_or(0);
@@ -133,9 +167,15 @@ fn all_fields(sym: &str, value: &Value, sensitive: &[String], style: Style) -> S
         let v = &map[k];
         let secret = is_sensitive(k, sensitive);
         match inline(v, secret) {
-            Some(s) => out.push_str(&format!("{INDENT}{} {k:<width$} = {s}\n", style.paint("32", sym))),
+            Some(s) => out.push_str(&format!(
+                "{INDENT}{} {k:<width$} = {s}\n",
+                style.paint("32", sym)
+            )),
             None => {
-                out.push_str(&format!("{INDENT}{} {k:<width$} = <<-\n", style.paint("32", sym)));
+                out.push_str(&format!(
+                    "{INDENT}{} {k:<width$} = <<-\n",
+                    style.paint("32", sym)
+                ));
                 for line in lines(v).lines() {
                     out.push_str(&format!("{INDENT}      {line}\n"));
                 }
@@ -146,18 +186,31 @@ fn all_fields(sym: &str, value: &Value, sensitive: &[String], style: Style) -> S
 }
 
 fn at<'a>(v: &'a Value, path: &str) -> &'a Value {
-    path.split('.').try_fold(v, |v, k| v.get(k)).unwrap_or(&Value::Null)
+    path.split('.')
+        .try_fold(v, |v, k| v.get(k))
+        .unwrap_or(&Value::Null)
 }
 
 /// One line per changed path (`~ a.b = old -> new`), a unified diff for long values.
-fn field_changes(before: &Value, after: &Value, changed: &[String], forcing: &[String], sensitive: &[String], style: Style) -> String {
+fn field_changes(
+    before: &Value,
+    after: &Value,
+    changed: &[String],
+    forcing: &[String],
+    sensitive: &[String],
+    style: Style,
+) -> String {
     let width = changed.iter().map(String::len).max().unwrap_or(0);
     let mut out = String::new();
     for p in changed {
         let b = at(before, p);
         let a = at(after, p);
         let secret = is_sensitive(p, sensitive);
-        let force = if forcing.iter().any(|f| f == p) { style.paint("31", "  # forces replacement") } else { String::new() };
+        let force = if forcing.iter().any(|f| f == p) {
+            style.paint("31", "  # forces replacement")
+        } else {
+            String::new()
+        };
         let (sym, colour) = match (b.is_null(), a.is_null()) {
             (true, false) => ("+", "32"),
             (false, true) => ("-", "31"),
@@ -195,7 +248,10 @@ fn unified(before: &str, after: &str, style: Style) -> String {
                 similar::ChangeTag::Equal => (" ", "0"),
             };
             let line = change.value().trim_end_matches('\n');
-            out.push_str(&format!("{INDENT}    {}\n", style.paint(colour, &format!("{sign}{line}"))));
+            out.push_str(&format!(
+                "{INDENT}    {}\n",
+                style.paint(colour, &format!("{sign}{line}"))
+            ));
         }
     }
     out

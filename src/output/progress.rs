@@ -48,7 +48,9 @@ pub struct Progress {
 impl Progress {
     /// A progress printer; spinners when `style.tty`.
     pub fn new(style: Style) -> Arc<Self> {
-        let multi = style.tty.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stdout()));
+        let multi = style
+            .tty
+            .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stdout()));
         let p = Arc::new(Self {
             style,
             multi,
@@ -71,7 +73,9 @@ impl Progress {
     }
 
     fn inflight(&self) -> std::sync::MutexGuard<'_, BTreeMap<Address, InFlight>> {
-        self.inflight.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.inflight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -85,7 +89,11 @@ fn ticker(p: Weak<Progress>) {
             let tens = f.started.elapsed().as_secs() / 10;
             if tens > f.last_tick {
                 f.last_tick = tens;
-                lines.push(format!("{addr}: still {}... [{}s elapsed]", verbs(f.step).0, tens * 10));
+                lines.push(format!(
+                    "{addr}: still {}... [{}s elapsed]",
+                    verbs(f.step).0,
+                    tens * 10
+                ));
             }
         }
         for l in lines {
@@ -101,7 +109,10 @@ impl Observer for Progress {
             Event::Started { address, step } => {
                 let bar = self.multi.as_ref().map(|m| {
                     let b = m.add(ProgressBar::new_spinner());
-                    b.set_style(ProgressStyle::with_template("{spinner} {prefix}: {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+                    b.set_style(
+                        ProgressStyle::with_template("{spinner} {prefix}: {msg} [{elapsed}]")
+                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                    );
                     b.set_prefix(address.to_string());
                     b.set_message(format!("{}...", verbs(step).0));
                     b.enable_steady_tick(Duration::from_millis(120));
@@ -127,17 +138,28 @@ impl Observer for Progress {
                     None => self.line(&format!("{address}: {message}")),
                 }
             }
-            Event::Finished { address, step, elapsed, id } => {
+            Event::Finished {
+                address,
+                step,
+                elapsed,
+                id,
+            } => {
                 if let Some(f) = self.inflight().remove(&address) {
                     if let Some(b) = f.bar {
                         b.finish_and_clear();
                     }
                 }
                 let id = id.map(|i| format!(" [id={i}]")).unwrap_or_default();
-                let done = self.style.paint("32", &format!("{} complete", verbs(step).1));
+                let done = self
+                    .style
+                    .paint("32", &format!("{} complete", verbs(step).1));
                 self.line(&format!("{address}: {done} after {}{id}", secs(elapsed)));
             }
-            Event::Failed { address, step, error } => {
+            Event::Failed {
+                address,
+                step,
+                error,
+            } => {
                 if let Some(f) = self.inflight().remove(&address) {
                     if let Some(b) = f.bar {
                         b.finish_and_clear();

@@ -11,13 +11,20 @@ pub const KNOWN_AFTER_APPLY: &str = "(known after apply)";
 
 /// Whether `path` is, or is inside, one of `sensitive`.
 pub fn is_sensitive(path: &str, sensitive: &[String]) -> bool {
-    sensitive.iter().any(|s| s == path || path.starts_with(&format!("{s}.")) || s.starts_with(&format!("{path}.")))
+    sensitive.iter().any(|s| {
+        s == path || path.starts_with(&format!("{s}.")) || s.starts_with(&format!("{path}."))
+    })
 }
 
 /// `value` with the secrets at `sensitive` paths replaced by [`SENSITIVE`] and unknowns
 /// by [`KNOWN_AFTER_APPLY`] (for `--json` and `state show`).
 pub fn redact(value: &Value, sensitive: &[String], path: &str) -> Value {
-    if !path.is_empty() && !value.is_null() && sensitive.iter().any(|s| s == path || path.starts_with(&format!("{s}."))) {
+    if !path.is_empty()
+        && !value.is_null()
+        && sensitive
+            .iter()
+            .any(|s| s == path || path.starts_with(&format!("{s}.")))
+    {
         return Value::String(SENSITIVE.to_string());
     }
     match value {
@@ -25,7 +32,11 @@ pub fn redact(value: &Value, sensitive: &[String], path: &str) -> Value {
         Value::Object(m) => Value::Object(
             m.iter()
                 .map(|(k, v)| {
-                    let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
                     (k.clone(), redact(v, sensitive, &p))
                 })
                 .collect(),
@@ -33,7 +44,17 @@ pub fn redact(value: &Value, sensitive: &[String], path: &str) -> Value {
         Value::Array(a) => Value::Array(
             a.iter()
                 .enumerate()
-                .map(|(i, v)| redact(v, sensitive, &if path.is_empty() { i.to_string() } else { format!("{path}.{i}") }))
+                .map(|(i, v)| {
+                    redact(
+                        v,
+                        sensitive,
+                        &if path.is_empty() {
+                            i.to_string()
+                        } else {
+                            format!("{path}.{i}")
+                        },
+                    )
+                })
                 .collect(),
         ),
         other => other.clone(),
@@ -75,11 +96,23 @@ mod tests {
 
     #[test]
     fn redacts_secrets_and_unknowns() {
-        let v = json!({"user": "a", "password": "hunter2", "ip": UNKNOWN, "nested": {"token": "t"}});
-        let r = redact(&v, &["password".into(), "nested.token".into(), "unset".into()], "");
-        assert_eq!(r, json!({"user": "a", "password": SENSITIVE, "ip": KNOWN_AFTER_APPLY, "nested": {"token": SENSITIVE}}));
+        let v =
+            json!({"user": "a", "password": "hunter2", "ip": UNKNOWN, "nested": {"token": "t"}});
+        let r = redact(
+            &v,
+            &["password".into(), "nested.token".into(), "unset".into()],
+            "",
+        );
+        assert_eq!(
+            r,
+            json!({"user": "a", "password": SENSITIVE, "ip": KNOWN_AFTER_APPLY, "nested": {"token": SENSITIVE}})
+        );
         assert!(!r.to_string().contains("hunter2"));
-        assert_eq!(redact(&json!({"unset": null}), &["unset".into()], ""), json!({"unset": null}), "nothing is not a secret");
+        assert_eq!(
+            redact(&json!({"unset": null}), &["unset".into()], ""),
+            json!({"unset": null}),
+            "nothing is not a secret"
+        );
     }
 
     #[test]

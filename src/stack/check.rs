@@ -11,7 +11,10 @@ use terrain_providers::{Schema, Type};
 
 use super::load::{Entry, RawStack, RESERVED};
 use super::source::{did_you_mean, Diagnostic, Sources, Span, StackErrors};
-use super::{BackendConfig, Lifecycle, LoadOptions, Node, NodeKind, OutputConfig, Ref, ResourceConfig, Stack, Variable};
+use super::{
+    BackendConfig, Lifecycle, LoadOptions, Node, NodeKind, OutputConfig, Ref, ResourceConfig,
+    Stack, Variable,
+};
 use crate::addr::{is_identifier, Address};
 use crate::eval::{self, Resolved, Scope};
 
@@ -109,7 +112,11 @@ impl Checker<'_> {
         match &node.kind {
             NodeKind::Literal(Value::String(s)) => Some(s.clone()),
             _ => {
-                self.err(Diagnostic::at(node.span, format!("{what} must be a plain string"), "expected a string"));
+                self.err(Diagnostic::at(
+                    node.span,
+                    format!("{what} must be a plain string"),
+                    "expected a string",
+                ));
                 None
             }
         }
@@ -119,7 +126,11 @@ impl Checker<'_> {
         match &node.kind {
             NodeKind::Literal(Value::Bool(b)) => *b,
             _ => {
-                self.err(Diagnostic::at(node.span, format!("{what} must be true or false"), "expected a boolean"));
+                self.err(Diagnostic::at(
+                    node.span,
+                    format!("{what} must be true or false"),
+                    "expected a boolean",
+                ));
                 false
             }
         }
@@ -129,7 +140,11 @@ impl Checker<'_> {
         match &node.kind {
             NodeKind::Table(entries) => entries,
             _ => {
-                self.err(Diagnostic::at(node.span, format!("{what} must be a table"), "expected a table"));
+                self.err(Diagnostic::at(
+                    node.span,
+                    format!("{what} must be a table"),
+                    "expected a table",
+                ));
                 &[]
             }
         }
@@ -168,27 +183,47 @@ impl Checker<'_> {
                         for (bkey, bspan, bvalue) in self.table("stack.backend", &value).to_vec() {
                             match bkey.as_str() {
                                 "type" => {
-                                    if let Some(t) = self.literal_str("stack.backend.type", &bvalue) {
+                                    if let Some(t) = self.literal_str("stack.backend.type", &bvalue)
+                                    {
                                         if t != "local" {
                                             self.err(
-                                                Diagnostic::at(bvalue.span, format!("stack.backend.type `{t}` is not supported"), "unknown backend")
-                                                    .help("supported backends: local"),
+                                                Diagnostic::at(
+                                                    bvalue.span,
+                                                    format!(
+                                                        "stack.backend.type `{t}` is not supported"
+                                                    ),
+                                                    "unknown backend",
+                                                )
+                                                .help("supported backends: local"),
                                             );
                                         }
                                     }
                                 }
                                 "path" => {
-                                    backend_path = self.literal_str("stack.backend.path", &bvalue).map(|p| raw.dir.join(p));
+                                    backend_path = self
+                                        .literal_str("stack.backend.path", &bvalue)
+                                        .map(|p| raw.dir.join(p));
                                 }
-                                other => self.unknown_key("stack.backend", other, bspan, &["type", "path"]),
+                                other => self.unknown_key(
+                                    "stack.backend",
+                                    other,
+                                    bspan,
+                                    &["type", "path"],
+                                ),
                             }
                         }
                     }
-                    other => self.unknown_key("[stack]", other, kspan, &["name", "description", "backend"]),
+                    other => self.unknown_key(
+                        "[stack]",
+                        other,
+                        kspan,
+                        &["name", "description", "backend"],
+                    ),
                 }
             }
         }
-        let path = backend_path.unwrap_or_else(|| PathBuf::from("state").join(format!("{name}.json")));
+        let path =
+            backend_path.unwrap_or_else(|| PathBuf::from("state").join(format!("{name}.json")));
         (name, BackendConfig::Local { path })
     }
 
@@ -197,8 +232,13 @@ impl Checker<'_> {
         let mut out = BTreeMap::new();
         for (name, span, node) in entries {
             if !known.contains(&name.as_str()) {
-                let mut d = Diagnostic::at(*span, format!("providers.{name}: unknown provider `{name}`"), "unknown provider");
-                d.help = did_you_mean(name, known.iter().copied()).or_else(|| Some(format!("known providers: {}", known.join(", "))));
+                let mut d = Diagnostic::at(
+                    *span,
+                    format!("providers.{name}: unknown provider `{name}`"),
+                    "unknown provider",
+                );
+                d.help = did_you_mean(name, known.iter().copied())
+                    .or_else(|| Some(format!("known providers: {}", known.join(", "))));
                 self.err(d);
                 continue;
             }
@@ -208,19 +248,29 @@ impl Checker<'_> {
         out
     }
 
-    fn variables(&mut self, entries: &[Entry], opts: &LoadOptions<'_>) -> BTreeMap<String, Variable> {
+    fn variables(
+        &mut self,
+        entries: &[Entry],
+        opts: &LoadOptions<'_>,
+    ) -> BTreeMap<String, Variable> {
         let mut out = BTreeMap::new();
         let declared: Vec<&str> = entries.iter().map(|(n, _, _)| n.as_str()).collect();
         for (name, _) in opts.vars {
             if !declared.contains(&name.as_str()) {
-                let mut d = Diagnostic::nowhere(format!("--var {name}: the stack declares no variable `{name}`"));
+                let mut d = Diagnostic::nowhere(format!(
+                    "--var {name}: the stack declares no variable `{name}`"
+                ));
                 d.help = did_you_mean(name, declared.iter().copied());
                 self.err(d);
             }
         }
         for (name, span, node) in entries {
             if !is_identifier(name) {
-                self.err(Diagnostic::at(*span, format!("variables.{name}: not a valid variable name"), "invalid name"));
+                self.err(Diagnostic::at(
+                    *span,
+                    format!("variables.{name}: not a valid variable name"),
+                    "invalid name",
+                ));
                 continue;
             }
             let (default, ty, sensitive) = match &node.kind {
@@ -232,29 +282,49 @@ impl Checker<'_> {
                         match k.as_str() {
                             "default" => match &v.kind {
                                 NodeKind::Literal(val) => default = Some(val.clone()),
-                                _ => self.err(Diagnostic::at(v.span, format!("variables.{name}: a default cannot hold references"), "reference in a default")),
+                                _ => self.err(Diagnostic::at(
+                                    v.span,
+                                    format!("variables.{name}: a default cannot hold references"),
+                                    "reference in a default",
+                                )),
                             },
                             "type" => ty = self.literal_str(&format!("variables.{name}.type"), v),
                             "description" => {
                                 self.literal_str(&format!("variables.{name}.description"), v);
                             }
-                            "sensitive" => sensitive = self.literal_bool(&format!("variables.{name}.sensitive"), v),
-                            other => self.unknown_key(&format!("variables.{name}"), other, *kspan, &["default", "type", "description", "sensitive"]),
+                            "sensitive" => {
+                                sensitive =
+                                    self.literal_bool(&format!("variables.{name}.sensitive"), v)
+                            }
+                            other => self.unknown_key(
+                                &format!("variables.{name}"),
+                                other,
+                                *kspan,
+                                &["default", "type", "description", "sensitive"],
+                            ),
                         }
                     }
                     (default, ty, sensitive)
                 }
                 NodeKind::Literal(v) => (Some(v.clone()), None, false),
                 _ => {
-                    self.err(Diagnostic::at(node.span, format!("variables.{name}: a default cannot hold references"), "reference in a default"));
+                    self.err(Diagnostic::at(
+                        node.span,
+                        format!("variables.{name}: a default cannot hold references"),
+                        "reference in a default",
+                    ));
                     continue;
                 }
             };
             if let Some(t) = &ty {
                 if !["string", "number", "integer", "bool", "list", "table"].contains(&t.as_str()) {
                     self.err(
-                        Diagnostic::at(node.span, format!("variables.{name}: unknown type `{t}`"), "unknown type")
-                            .help("types: string, number, integer, bool, list, table"),
+                        Diagnostic::at(
+                            node.span,
+                            format!("variables.{name}: unknown type `{t}`"),
+                            "unknown type",
+                        )
+                        .help("types: string, number, integer, bool, list, table"),
                     );
                     continue;
                 }
@@ -265,15 +335,26 @@ impl Checker<'_> {
                 .rev()
                 .find(|(n, _)| n == name)
                 .map(|(_, v)| (v.clone(), "--var"))
-                .or_else(|| (opts.env)(&format!("TERRAIN_VAR_{name}")).map(|v| (v, "TERRAIN_VAR_")));
+                .or_else(|| {
+                    (opts.env)(&format!("TERRAIN_VAR_{name}")).map(|v| (v, "TERRAIN_VAR_"))
+                });
             let value = match given {
-                Some((text, from)) => match parse_var(&text, ty.as_deref().or(default.as_ref().map(type_name_of))) {
-                    Ok(v) => v,
-                    Err(why) => {
-                        self.err(Diagnostic::at(*span, format!("variables.{name}: value from {from}{}: {why}", if from == "--var" { "" } else { name }), "this variable"));
-                        continue;
+                Some((text, from)) => {
+                    match parse_var(&text, ty.as_deref().or(default.as_ref().map(type_name_of))) {
+                        Ok(v) => v,
+                        Err(why) => {
+                            self.err(Diagnostic::at(
+                                *span,
+                                format!(
+                                    "variables.{name}: value from {from}{}: {why}",
+                                    if from == "--var" { "" } else { name }
+                                ),
+                                "this variable",
+                            ));
+                            continue;
+                        }
                     }
-                },
+                }
                 None => match default {
                     Some(d) => d,
                     None => {
@@ -287,24 +368,49 @@ impl Checker<'_> {
             };
             if let Some(t) = &ty {
                 if !value_is(&value, t) {
-                    self.err(Diagnostic::at(*span, format!("variables.{name}: expected {t}, found {}", type_of(&value)), "wrong type"));
+                    self.err(Diagnostic::at(
+                        *span,
+                        format!("variables.{name}: expected {t}, found {}", type_of(&value)),
+                        "wrong type",
+                    ));
                     continue;
                 }
             }
-            out.insert(name.clone(), Variable { value, sensitive, span: *span });
+            out.insert(
+                name.clone(),
+                Variable {
+                    value,
+                    sensitive,
+                    span: *span,
+                },
+            );
         }
         out
     }
 
-    fn resources(&mut self, raw: &RawStack, opts: &LoadOptions<'_>) -> BTreeMap<Address, ResourceConfig> {
+    fn resources(
+        &mut self,
+        raw: &RawStack,
+        opts: &LoadOptions<'_>,
+    ) -> BTreeMap<Address, ResourceConfig> {
         let mut out: BTreeMap<Address, ResourceConfig> = BTreeMap::new();
         let mut reported_kinds = BTreeSet::new();
         for r in &raw.resources {
             let Some(resource) = opts.registry.get(&r.kind) else {
                 if reported_kinds.insert((r.kind.clone(), r.kind_span)) {
-                    let mut d = Diagnostic::at(r.kind_span, format!("unknown resource kind `{}`", r.kind), "unknown kind");
-                    d.help = did_you_mean(&r.kind, opts.registry.names().chain(RESERVED))
-                        .or_else(|| Some(format!("known kinds: {}", opts.registry.names().collect::<Vec<_>>().join(", "))));
+                    let mut d = Diagnostic::at(
+                        r.kind_span,
+                        format!("unknown resource kind `{}`", r.kind),
+                        "unknown kind",
+                    );
+                    d.help = did_you_mean(&r.kind, opts.registry.names().chain(RESERVED)).or_else(
+                        || {
+                            Some(format!(
+                                "known kinds: {}",
+                                opts.registry.names().collect::<Vec<_>>().join(", ")
+                            ))
+                        },
+                    );
                     self.err(d);
                 }
                 continue;
@@ -316,8 +422,15 @@ impl Checker<'_> {
             }
             if let Some(first) = out.get(&addr) {
                 self.err(
-                    Diagnostic::at(r.name_span, format!("{addr} is defined twice"), "second definition")
-                        .help(format!("the first is at {}", self.sources.locate(first.span))),
+                    Diagnostic::at(
+                        r.name_span,
+                        format!("{addr} is defined twice"),
+                        "second definition",
+                    )
+                    .help(format!(
+                        "the first is at {}",
+                        self.sources.locate(first.span)
+                    )),
                 );
                 continue;
             }
@@ -331,7 +444,9 @@ impl Checker<'_> {
                 match key.as_str() {
                     "depends_on" => depends_on = self.depends_on(&addr, &value),
                     "lifecycle" => lifecycle = self.lifecycle(&addr, &value, schema),
-                    "sensitive" => sensitive = self.field_list(&format!("{addr}.sensitive"), &value, schema),
+                    "sensitive" => {
+                        sensitive = self.field_list(&format!("{addr}.sensitive"), &value, schema)
+                    }
                     _ => fields.push((key, kspan, value)),
                 }
             }
@@ -363,7 +478,14 @@ impl Checker<'_> {
                         .find(|r| r.kind == rc.addr.kind && r.name == rc.addr.name)
                         .and_then(|r| r.body.get("depends_on").map(|n| n.span))
                         .unwrap_or(rc.span);
-                    let mut d = Diagnostic::at(span, format!("{}: depends_on names `{dep}`, which is not in the stack", rc.addr), "unknown resource");
+                    let mut d = Diagnostic::at(
+                        span,
+                        format!(
+                            "{}: depends_on names `{dep}`, which is not in the stack",
+                            rc.addr
+                        ),
+                        "unknown resource",
+                    );
                     d.help = suggest_address(dep, out.keys());
                     self.diags.push(d);
                 }
@@ -380,14 +502,26 @@ impl Checker<'_> {
                 for item in items {
                     match item.as_str().map(Address::parse) {
                         Some(Ok(a)) => out.push(a),
-                        Some(Err(e)) => self.err(Diagnostic::at(node.span, format!("{what}: {e}"), "not an address")),
-                        None => self.err(Diagnostic::at(node.span, format!("{what} must list addresses as strings"), "expected strings")),
+                        Some(Err(e)) => self.err(Diagnostic::at(
+                            node.span,
+                            format!("{what}: {e}"),
+                            "not an address",
+                        )),
+                        None => self.err(Diagnostic::at(
+                            node.span,
+                            format!("{what} must list addresses as strings"),
+                            "expected strings",
+                        )),
                     }
                 }
                 out
             }
             _ => {
-                self.err(Diagnostic::at(node.span, format!("{what} must be a list of addresses like [\"kind.name\"]"), "expected a list"));
+                self.err(Diagnostic::at(
+                    node.span,
+                    format!("{what} must be a list of addresses like [\"kind.name\"]"),
+                    "expected a list",
+                ));
                 Vec::new()
             }
         }
@@ -400,13 +534,22 @@ impl Checker<'_> {
                 let mut out = Vec::new();
                 for item in items {
                     let Some(path) = item.as_str() else {
-                        self.err(Diagnostic::at(node.span, format!("{what} must list field names as strings"), "expected strings"));
+                        self.err(Diagnostic::at(
+                            node.span,
+                            format!("{what} must list field names as strings"),
+                            "expected strings",
+                        ));
                         continue;
                     };
                     let parts: Vec<&str> = path.split('.').collect();
                     if schema.field_at(&parts).is_none() {
-                        let mut d = Diagnostic::at(node.span, format!("{what}: no field `{path}`"), "unknown field");
-                        d.help = did_you_mean(path, names.iter().copied()).or_else(|| Some(format!("fields: {}", names.join(", "))));
+                        let mut d = Diagnostic::at(
+                            node.span,
+                            format!("{what}: no field `{path}`"),
+                            "unknown field",
+                        );
+                        d.help = did_you_mean(path, names.iter().copied())
+                            .or_else(|| Some(format!("fields: {}", names.join(", "))));
                         self.err(d);
                     } else {
                         out.push(path.to_string());
@@ -415,7 +558,11 @@ impl Checker<'_> {
                 out
             }
             _ => {
-                self.err(Diagnostic::at(node.span, format!("{what} must be a list of field names"), "expected a list"));
+                self.err(Diagnostic::at(
+                    node.span,
+                    format!("{what} must be a list of field names"),
+                    "expected a list",
+                ));
                 Vec::new()
             }
         }
@@ -425,23 +572,48 @@ impl Checker<'_> {
         let mut l = Lifecycle::default();
         for (key, kspan, value) in self.table(&format!("{addr}.lifecycle"), node).to_vec() {
             match key.as_str() {
-                "prevent_destroy" => l.prevent_destroy = self.literal_bool(&format!("{addr}.lifecycle.prevent_destroy"), &value),
-                "create_before_destroy" => l.create_before_destroy = self.literal_bool(&format!("{addr}.lifecycle.create_before_destroy"), &value),
-                "ignore_changes" => l.ignore_changes = self.field_list(&format!("{addr}.lifecycle.ignore_changes"), &value, schema),
-                other => self.unknown_key(&format!("{addr}.lifecycle"), other, kspan, &["prevent_destroy", "create_before_destroy", "ignore_changes"]),
+                "prevent_destroy" => {
+                    l.prevent_destroy =
+                        self.literal_bool(&format!("{addr}.lifecycle.prevent_destroy"), &value)
+                }
+                "create_before_destroy" => {
+                    l.create_before_destroy = self
+                        .literal_bool(&format!("{addr}.lifecycle.create_before_destroy"), &value)
+                }
+                "ignore_changes" => {
+                    l.ignore_changes =
+                        self.field_list(&format!("{addr}.lifecycle.ignore_changes"), &value, schema)
+                }
+                other => self.unknown_key(
+                    &format!("{addr}.lifecycle"),
+                    other,
+                    kspan,
+                    &["prevent_destroy", "create_before_destroy", "ignore_changes"],
+                ),
             }
         }
         l
     }
 
     /// Checks keys and literal types of a table against schema fields.
-    fn check_fields(&mut self, what: &str, fields: &[terrain_providers::Field], node: &Node, header: Span) {
+    fn check_fields(
+        &mut self,
+        what: &str,
+        fields: &[terrain_providers::Field],
+        node: &Node,
+        header: Span,
+    ) {
         let NodeKind::Table(entries) = &node.kind else {
             return;
         };
         let mut allowed: Vec<&str> = fields.iter().map(|f| f.name).collect();
         if what.contains('.') && !what.contains(".lifecycle") && fields.len() == allowed.len() {
-            allowed.extend(META_KEYS.iter().copied().filter(|_| !what[what.find('.').map_or(0, |i| i + 1)..].contains('.')));
+            allowed.extend(
+                META_KEYS
+                    .iter()
+                    .copied()
+                    .filter(|_| !what[what.find('.').map_or(0, |i| i + 1)..].contains('.')),
+            );
         }
         for (key, kspan, value) in entries {
             match fields.iter().find(|f| f.name == key) {
@@ -451,7 +623,14 @@ impl Checker<'_> {
         }
         for f in fields.iter().filter(|f| f.required) {
             if !entries.iter().any(|(k, _, _)| k == f.name) {
-                self.err(Diagnostic::at(header, format!("{what}: missing required field `{}`", f.name), "missing field").help(format!("`{}`: {}", f.name, f.doc)));
+                self.err(
+                    Diagnostic::at(
+                        header,
+                        format!("{what}: missing required field `{}`", f.name),
+                        "missing field",
+                    )
+                    .help(format!("`{}`: {}", f.name, f.doc)),
+                );
             }
         }
     }
@@ -492,8 +671,18 @@ impl Checker<'_> {
 
     /// Checks every reference in a resource body: target exists, attribute exists, and
     /// a whole-string reference's type fits the field.
-    fn body_refs(&mut self, addr: &Address, body: &Node, vars: &BTreeMap<String, Variable>, resources: &BTreeMap<Address, ResourceConfig>, opts: &LoadOptions<'_>) {
-        let schema = resources.get(addr).map(|r| r.resource.schema().clone()).unwrap_or_default();
+    fn body_refs(
+        &mut self,
+        addr: &Address,
+        body: &Node,
+        vars: &BTreeMap<String, Variable>,
+        resources: &BTreeMap<Address, ResourceConfig>,
+        opts: &LoadOptions<'_>,
+    ) {
+        let schema = resources
+            .get(addr)
+            .map(|r| r.resource.schema().clone())
+            .unwrap_or_default();
         if let NodeKind::Table(entries) = &body.kind {
             for (key, _, node) in entries {
                 let ty = schema.field(key).map(|f| f.ty.clone()).unwrap_or(Type::Any);
@@ -502,12 +691,28 @@ impl Checker<'_> {
         }
     }
 
-    fn node_refs(&mut self, what: &str, node: &Node, ty: &Type, vars: &BTreeMap<String, Variable>, resources: &BTreeMap<Address, ResourceConfig>, opts: &LoadOptions<'_>) {
+    fn node_refs(
+        &mut self,
+        what: &str,
+        node: &Node,
+        ty: &Type,
+        vars: &BTreeMap<String, Variable>,
+        resources: &BTreeMap<Address, ResourceConfig>,
+        opts: &LoadOptions<'_>,
+    ) {
         match &node.kind {
             NodeKind::Whole(r) => {
                 if let Some(found) = self.check_ref(what, r, node.span, vars, resources, opts) {
                     if !types_fit(ty, &found) {
-                        self.err(Diagnostic::at(node.span, format!("{what}: expected {}, but `${{{r}}}` is {}", ty.describe(), found.describe()), format!("expected {}", ty.describe())));
+                        self.err(Diagnostic::at(
+                            node.span,
+                            format!(
+                                "{what}: expected {}, but `${{{r}}}` is {}",
+                                ty.describe(),
+                                found.describe()
+                            ),
+                            format!("expected {}", ty.describe()),
+                        ));
                     }
                 }
             }
@@ -531,7 +736,10 @@ impl Checker<'_> {
                 for (k, _, v) in entries {
                     let inner = match ty {
                         Type::Map(t) => (**t).clone(),
-                        Type::Object(fields) => fields.iter().find(|f| f.name == k).map_or(Type::Any, |f| f.ty.clone()),
+                        Type::Object(fields) => fields
+                            .iter()
+                            .find(|f| f.name == k)
+                            .map_or(Type::Any, |f| f.ty.clone()),
                         _ => Type::Any,
                     };
                     self.node_refs(&format!("{what}.{k}"), v, &inner, vars, resources, opts);
@@ -542,28 +750,52 @@ impl Checker<'_> {
     }
 
     /// Resolves a reference's target; returns the type it yields when known.
-    fn check_ref(&mut self, what: &str, r: &Ref, span: Span, vars: &BTreeMap<String, Variable>, resources: &BTreeMap<Address, ResourceConfig>, opts: &LoadOptions<'_>) -> Option<Type> {
+    fn check_ref(
+        &mut self,
+        what: &str,
+        r: &Ref,
+        span: Span,
+        vars: &BTreeMap<String, Variable>,
+        resources: &BTreeMap<Address, ResourceConfig>,
+        opts: &LoadOptions<'_>,
+    ) -> Option<Type> {
         match r {
             Ref::Var(name) => match vars.get(name) {
                 Some(v) => Some(type_of_value(&v.value)),
                 None if self.declared_vars.contains(name) => None,
                 None => {
-                    let mut d = Diagnostic::at(span, format!("{what}: no variable `{name}`"), "unknown variable");
-                    d.help = did_you_mean(name, vars.keys().map(String::as_str)).or_else(|| Some(format!("declare it under [variables]: {name} = \"…\"")));
+                    let mut d = Diagnostic::at(
+                        span,
+                        format!("{what}: no variable `{name}`"),
+                        "unknown variable",
+                    );
+                    d.help = did_you_mean(name, vars.keys().map(String::as_str))
+                        .or_else(|| Some(format!("declare it under [variables]: {name} = \"…\"")));
                     self.err(d);
                     None
                 }
             },
             Ref::Env(name) => {
                 if (opts.env)(name).is_none() {
-                    self.err(Diagnostic::at(span, format!("{what}: environment variable `{name}` is not set"), "not set").help(format!("export {name}=… before running terrain")));
+                    self.err(
+                        Diagnostic::at(
+                            span,
+                            format!("{what}: environment variable `{name}` is not set"),
+                            "not set",
+                        )
+                        .help(format!("export {name}=… before running terrain")),
+                    );
                     return None;
                 }
                 Some(Type::String)
             }
             Ref::Resource { addr, path } => {
                 let Some(target) = resources.get(addr) else {
-                    let mut d = Diagnostic::at(span, format!("{what}: reference to `{addr}`, which is not in the stack"), "unknown resource");
+                    let mut d = Diagnostic::at(
+                        span,
+                        format!("{what}: reference to `{addr}`, which is not in the stack"),
+                        "unknown resource",
+                    );
                     d.help = suggest_address(addr, resources.keys());
                     self.err(d);
                     return None;
@@ -578,8 +810,14 @@ impl Checker<'_> {
                     let mut attrs: Vec<&str> = vec!["id"];
                     attrs.extend(schema.fields.iter().map(|f| f.name));
                     attrs.extend(schema.outputs.iter().map(|f| f.name));
-                    let mut d = Diagnostic::at(span, format!("{what}: `{addr}` has no attribute `{first}`"), "unknown attribute");
-                    d.help = did_you_mean(first, attrs.iter().copied()).or_else(|| Some(format!("attributes of {}: {}", addr.kind, attrs.join(", "))));
+                    let mut d = Diagnostic::at(
+                        span,
+                        format!("{what}: `{addr}` has no attribute `{first}`"),
+                        "unknown attribute",
+                    );
+                    d.help = did_you_mean(first, attrs.iter().copied()).or_else(|| {
+                        Some(format!("attributes of {}: {}", addr.kind, attrs.join(", ")))
+                    });
                     self.err(d);
                     return None;
                 };
@@ -589,7 +827,14 @@ impl Checker<'_> {
                         Type::Object(fields) => match fields.iter().find(|f| f.name == part) {
                             Some(f) => f.ty.clone(),
                             None => {
-                                self.err(Diagnostic::at(span, format!("{what}: `{addr}.{}` has no attribute `{part}`", path.join(".")), "unknown attribute"));
+                                self.err(Diagnostic::at(
+                                    span,
+                                    format!(
+                                        "{what}: `{addr}.{}` has no attribute `{part}`",
+                                        path.join(".")
+                                    ),
+                                    "unknown attribute",
+                                ));
                                 return None;
                             }
                         },
@@ -597,7 +842,15 @@ impl Checker<'_> {
                         Type::List(t) if part.parse::<usize>().is_ok() => *t,
                         Type::Any => Type::Any,
                         other => {
-                            self.err(Diagnostic::at(span, format!("{what}: `{addr}.{}` is {}, it has no `{part}`", path.join("."), other.describe()), "not a table"));
+                            self.err(Diagnostic::at(
+                                span,
+                                format!(
+                                    "{what}: `{addr}.{}` is {}, it has no `{part}`",
+                                    path.join("."),
+                                    other.describe()
+                                ),
+                                "not a table",
+                            ));
                             return None;
                         }
                     };
@@ -607,7 +860,12 @@ impl Checker<'_> {
         }
     }
 
-    fn outputs(&mut self, entries: &[Entry], vars: &BTreeMap<String, Variable>, resources: &BTreeMap<Address, ResourceConfig>) -> BTreeMap<String, OutputConfig> {
+    fn outputs(
+        &mut self,
+        entries: &[Entry],
+        vars: &BTreeMap<String, Variable>,
+        resources: &BTreeMap<Address, ResourceConfig>,
+    ) -> BTreeMap<String, OutputConfig> {
         let mut out = BTreeMap::new();
         for (name, span, node) in entries {
             let (value, sensitive, description) = match &node.kind {
@@ -618,12 +876,27 @@ impl Checker<'_> {
                     for (k, kspan, v) in fields {
                         match k.as_str() {
                             "value" => value = Some(v.clone()),
-                            "sensitive" => sensitive = self.literal_bool(&format!("outputs.{name}.sensitive"), v),
-                            "description" => description = self.literal_str(&format!("outputs.{name}.description"), v),
-                            other => self.unknown_key(&format!("outputs.{name}"), other, *kspan, &["value", "sensitive", "description"]),
+                            "sensitive" => {
+                                sensitive =
+                                    self.literal_bool(&format!("outputs.{name}.sensitive"), v)
+                            }
+                            "description" => {
+                                description =
+                                    self.literal_str(&format!("outputs.{name}.description"), v)
+                            }
+                            other => self.unknown_key(
+                                &format!("outputs.{name}"),
+                                other,
+                                *kspan,
+                                &["value", "sensitive", "description"],
+                            ),
                         }
                     }
-                    (value.unwrap_or_else(|| node.clone()), sensitive, description)
+                    (
+                        value.unwrap_or_else(|| node.clone()),
+                        sensitive,
+                        description,
+                    )
                 }
                 _ => (node.clone(), false, None),
             };
@@ -634,14 +907,23 @@ impl Checker<'_> {
                         Ref::Var(v) => vars.get(v).is_some_and(|v| v.sensitive),
                         Ref::Resource { addr, path } => resources.get(addr).is_some_and(|rc| {
                             let s = rc.resource.schema();
-                            s.field(&path[0]).or_else(|| s.output(&path[0])).is_some_and(|f| f.sensitive) || rc.sensitive.iter().any(|p| p == &path[0])
+                            s.field(&path[0])
+                                .or_else(|| s.output(&path[0]))
+                                .is_some_and(|f| f.sensitive)
+                                || rc.sensitive.iter().any(|p| p == &path[0])
                         }),
                         Ref::Env(_) => false,
                     };
                     if secret {
                         self.err(
-                            Diagnostic::at(rspan, format!("outputs.{name} shows the secret `${{{r}}}`"), "sensitive value")
-                                .help(format!("declare it as [outputs.{name}] value = \"…\", sensitive = true")),
+                            Diagnostic::at(
+                                rspan,
+                                format!("outputs.{name} shows the secret `${{{r}}}`"),
+                                "sensitive value",
+                            )
+                            .help(format!(
+                                "declare it as [outputs.{name}] value = \"…\", sensitive = true"
+                            )),
                         );
                     }
                 }
@@ -662,7 +944,15 @@ impl Checker<'_> {
     fn cycles(&mut self, resources: &BTreeMap<Address, ResourceConfig>) {
         let deps: BTreeMap<Address, Vec<Address>> = resources
             .iter()
-            .map(|(a, rc)| (a.clone(), rc.dependencies().into_iter().filter(|d| resources.contains_key(d)).collect()))
+            .map(|(a, rc)| {
+                (
+                    a.clone(),
+                    rc.dependencies()
+                        .into_iter()
+                        .filter(|d| resources.contains_key(d))
+                        .collect(),
+                )
+            })
             .collect();
         for cycle in crate::graph::cycles(&deps) {
             let first = &cycle[0];
@@ -681,12 +971,26 @@ impl Checker<'_> {
 
     /// Runs each kind's own offline checks on the spec as far as it is known without any
     /// API: variables and environment filled in, other resources' attributes unknown.
-    fn kind_validation(&mut self, resources: &BTreeMap<Address, ResourceConfig>, providers: &BTreeMap<String, Node>, vars: &BTreeMap<String, Variable>, opts: &LoadOptions<'_>) {
-        let scope = OfflineScope { vars, env: opts.env };
+    fn kind_validation(
+        &mut self,
+        resources: &BTreeMap<Address, ResourceConfig>,
+        providers: &BTreeMap<String, Node>,
+        vars: &BTreeMap<String, Variable>,
+        opts: &LoadOptions<'_>,
+    ) {
+        let scope = OfflineScope {
+            vars,
+            env: opts.env,
+        };
         let empty = Value::Object(serde_json::Map::new());
         let configs: BTreeMap<&str, Value> = providers
             .iter()
-            .map(|(name, node)| (name.as_str(), eval::eval(node, &scope).map_or_else(|_| empty.clone(), |e| e.value)))
+            .map(|(name, node)| {
+                (
+                    name.as_str(),
+                    eval::eval(node, &scope).map_or_else(|_| empty.clone(), |e| e.value),
+                )
+            })
             .collect();
         let mut specs: BTreeMap<&Address, Value> = BTreeMap::new();
         for (addr, rc) in resources {
@@ -694,11 +998,17 @@ impl Checker<'_> {
                 Ok(e) => {
                     specs.insert(addr, rc.resource.schema().with_defaults(&e.value));
                 }
-                Err(e) => self.err(Diagnostic::at(e.span, format!("{addr}: {}", e.message), "here")),
+                Err(e) => self.err(Diagnostic::at(
+                    e.span,
+                    format!("{addr}: {}", e.message),
+                    "here",
+                )),
             }
         }
         for (addr, rc) in resources {
-            let Some(spec) = specs.get(addr) else { continue };
+            let Some(spec) = specs.get(addr) else {
+                continue;
+            };
             let config = configs.get(rc.resource.provider()).unwrap_or(&empty);
             let peers: Vec<terrain_providers::Peer> = rc
                 .dependencies()
@@ -720,8 +1030,16 @@ impl Checker<'_> {
                 } else {
                     rc.body.at(&invalid.path).map_or(rc.span, |n| n.span)
                 };
-                let field = if invalid.path.is_empty() { String::new() } else { format!(".{}", invalid.path.join(".")) };
-                self.err(Diagnostic::at(span, format!("{addr}{field}: {}", invalid.message), "invalid value"));
+                let field = if invalid.path.is_empty() {
+                    String::new()
+                } else {
+                    format!(".{}", invalid.path.join("."))
+                };
+                self.err(Diagnostic::at(
+                    span,
+                    format!("{addr}{field}: {}", invalid.message),
+                    "invalid value",
+                ));
             }
         }
     }
@@ -729,13 +1047,28 @@ impl Checker<'_> {
 
 /// A did-you-mean for a mistyped address: by name among resources of the same kind,
 /// else by the whole address.
-fn suggest_address<'a>(wrong: &Address, known: impl Iterator<Item = &'a Address>) -> Option<String> {
+fn suggest_address<'a>(
+    wrong: &Address,
+    known: impl Iterator<Item = &'a Address>,
+) -> Option<String> {
     let known: Vec<&Address> = known.collect();
-    let same_kind: Vec<&str> = known.iter().filter(|a| a.kind == wrong.kind).map(|a| a.name.as_str()).collect();
+    let same_kind: Vec<&str> = known
+        .iter()
+        .filter(|a| a.kind == wrong.kind)
+        .map(|a| a.name.as_str())
+        .collect();
     if let Some(name) = did_you_mean(&wrong.name, same_kind.iter().copied()) {
-        return Some(name.replace('`', "").replace("did you mean ", &format!("did you mean `{}.", wrong.kind)).replace('?', "`?"));
+        return Some(
+            name.replace('`', "")
+                .replace("did you mean ", &format!("did you mean `{}.", wrong.kind))
+                .replace('?', "`?"),
+        );
     }
-    let all: Vec<String> = known.iter().filter(|a| a.kind != wrong.kind).map(ToString::to_string).collect();
+    let all: Vec<String> = known
+        .iter()
+        .filter(|a| a.kind != wrong.kind)
+        .map(ToString::to_string)
+        .collect();
     did_you_mean(&wrong.to_string(), all.iter().map(String::as_str))
 }
 
@@ -781,7 +1114,9 @@ fn types_fit(want: &Type, got: &Type) -> bool {
         (Type::Any, _) | (_, Type::Any) => true,
         (Type::Float, Type::Int) => true,
         (Type::List(a), Type::List(b)) | (Type::Map(a), Type::Map(b)) => types_fit(a, b),
-        (Type::Object(_), Type::Object(_)) | (Type::Object(_), Type::Map(_)) | (Type::Map(_), Type::Object(_)) => true,
+        (Type::Object(_), Type::Object(_))
+        | (Type::Object(_), Type::Map(_))
+        | (Type::Map(_), Type::Object(_)) => true,
         (a, b) => a == b,
     }
 }
@@ -817,7 +1152,10 @@ fn parse_var(text: &str, ty: Option<&str>) -> Result<Value, String> {
         Some(t) => {
             let doc = format!("v = {text}");
             let parsed = toml_span::parse(&doc).map_err(|_| format!("`{text}` is not a {t}"))?;
-            let v = parsed.pointer("/v").map(toml_to_json).ok_or_else(|| format!("`{text}` is not a {t}"))?;
+            let v = parsed
+                .pointer("/v")
+                .map(toml_to_json)
+                .ok_or_else(|| format!("`{text}` is not a {t}"))?;
             if value_is(&v, t) {
                 Ok(v)
             } else {
@@ -835,6 +1173,10 @@ fn toml_to_json(v: &toml_span::Value<'_>) -> Value {
         ValueInner::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
         ValueInner::Boolean(b) => Value::Bool(*b),
         ValueInner::Array(a) => Value::Array(a.iter().map(toml_to_json).collect()),
-        ValueInner::Table(t) => Value::Object(t.iter().map(|(k, v)| (k.name.to_string(), toml_to_json(v))).collect()),
+        ValueInner::Table(t) => Value::Object(
+            t.iter()
+                .map(|(k, v)| (k.name.to_string(), toml_to_json(v)))
+                .collect(),
+        ),
     }
 }

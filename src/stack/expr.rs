@@ -84,7 +84,9 @@ impl Node {
     /// The entry `key` of a table node.
     pub fn get(&self, key: &str) -> Option<&Node> {
         match &self.kind {
-            NodeKind::Table(entries) => entries.iter().find(|(k, _, _)| k == key).map(|(_, _, n)| n),
+            NodeKind::Table(entries) => {
+                entries.iter().find(|(k, _, _)| k == key).map(|(_, _, n)| n)
+            }
             _ => None,
         }
     }
@@ -92,7 +94,10 @@ impl Node {
     /// The span of the key `key` of a table node.
     pub fn key_span(&self, key: &str) -> Option<Span> {
         match &self.kind {
-            NodeKind::Table(entries) => entries.iter().find(|(k, _, _)| k == key).map(|(_, s, _)| *s),
+            NodeKind::Table(entries) => entries
+                .iter()
+                .find(|(k, _, _)| k == key)
+                .map(|(_, s, _)| *s),
             _ => None,
         }
     }
@@ -140,7 +145,10 @@ pub fn parse_template(s: &str, file: usize, base: usize) -> Result<Vec<Part>, Pa
             if !lit.is_empty() {
                 parts.push(Part::Lit(std::mem::take(&mut lit)));
             }
-            parts.push(Part::Ref(r, Span::new(file, base + pos + i, base + pos + i + close + 1)));
+            parts.push(Part::Ref(
+                r,
+                Span::new(file, base + pos + i, base + pos + i + close + 1),
+            ));
             rest = &after[close + 1..];
             pos += i + close + 1;
         } else {
@@ -167,7 +175,9 @@ pub fn parse_ref(s: &str) -> Result<Ref, String> {
     }
     match segs.as_slice() {
         ["var", name] if is_identifier(name) => Ok(Ref::Var((*name).to_string())),
-        ["env", name] if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') => {
+        ["env", name]
+            if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+        {
             Ok(Ref::Env((*name).to_string()))
         }
         ["var", ..] | ["env", ..] => Err(bad("expected one name after `var.` or `env.`")),
@@ -180,7 +190,9 @@ pub fn parse_ref(s: &str) -> Result<Ref, String> {
                 path: path.iter().map(|p| (*p).to_string()).collect(),
             })
         }
-        [_, _] => Err(bad("a resource reference needs an attribute after the name")),
+        [_, _] => Err(bad(
+            "a resource reference needs an attribute after the name",
+        )),
         _ => Err(bad("too few parts")),
     }
 }
@@ -198,13 +210,19 @@ mod tests {
         let parts = parse_template("a-${var.x}-b", 0, 10).expect("parses");
         assert_eq!(parts.len(), 3);
         assert_eq!(parts[0], lit("a-"));
-        assert_eq!(parts[1], Part::Ref(Ref::Var("x".into()), Span::new(0, 12, 20)));
+        assert_eq!(
+            parts[1],
+            Part::Ref(Ref::Var("x".into()), Span::new(0, 12, 20))
+        );
         assert_eq!(parts[2], lit("-b"));
     }
 
     #[test]
     fn escapes_and_lone_dollars_stay_literal() {
-        assert_eq!(parse_template("$${HOME} costs $5", 0, 0).expect("parses"), vec![lit("${HOME} costs $5")]);
+        assert_eq!(
+            parse_template("$${HOME} costs $5", 0, 0).expect("parses"),
+            vec![lit("${HOME} costs $5")]
+        );
     }
 
     #[test]

@@ -91,8 +91,15 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
                 "stack" => {
                     if let Some((first, _)) = &raw.stack {
                         diags.push(
-                            Diagnostic::at(key_span, "[stack] is defined twice", "second definition")
-                                .help(format!("the first is at {}; keep one", sources.locate(*first))),
+                            Diagnostic::at(
+                                key_span,
+                                "[stack] is defined twice",
+                                "second definition",
+                            )
+                            .help(format!(
+                                "the first is at {}; keep one",
+                                sources.locate(*first)
+                            )),
                         );
                     } else {
                         raw.stack = Some((key_span, node));
@@ -106,7 +113,11 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
                     };
                     match node.kind {
                         NodeKind::Table(entries) => section.extend(entries),
-                        _ => diags.push(Diagnostic::at(key_span, format!("`{name}` must be a table"), "not a table")),
+                        _ => diags.push(Diagnostic::at(
+                            key_span,
+                            format!("`{name}` must be a table"),
+                            "not a table",
+                        )),
                     }
                 }
                 _ => match node.kind {
@@ -122,8 +133,12 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
                         }
                     }
                     _ => diags.push(
-                        Diagnostic::at(key_span, format!("`{name}` must be a table of resources"), "not a table")
-                            .help(format!("write resources as `[{name}.<name>]` tables")),
+                        Diagnostic::at(
+                            key_span,
+                            format!("`{name}` must be a table of resources"),
+                            "not a table",
+                        )
+                        .help(format!("write resources as `[{name}.<name>]` tables")),
                     ),
                 },
             }
@@ -146,7 +161,8 @@ fn stack_files(path: &Path) -> Result<(PathBuf, Vec<PathBuf>), StackErrors> {
         sources: Sources::default(),
         diagnostics: vec![Diagnostic::nowhere(msg)],
     };
-    let meta = std::fs::metadata(path).map_err(|e| fail(format!("stack {}: {e}", path.display())))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| fail(format!("stack {}: {e}", path.display())))?;
     if meta.is_file() {
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         return Ok((dir, vec![path.to_path_buf()]));
@@ -159,19 +175,29 @@ fn stack_files(path: &Path) -> Result<(PathBuf, Vec<PathBuf>), StackErrors> {
         .collect();
     files.sort();
     if files.is_empty() {
-        return Err(fail(format!("stack {}: no .toml files in this directory", path.display())));
+        return Err(fail(format!(
+            "stack {}: no .toml files in this directory",
+            path.display()
+        )));
     }
     Ok((path.to_path_buf(), files))
 }
 
 /// Table entries in the order they were written (toml-span sorts by name).
-fn sorted<'a, 'de>(t: &'a Table<'de>) -> Vec<(&'a toml_span::value::Key<'de>, &'a toml_span::Value<'de>)> {
+fn sorted<'a, 'de>(
+    t: &'a Table<'de>,
+) -> Vec<(&'a toml_span::value::Key<'de>, &'a toml_span::Value<'de>)> {
     let mut v: Vec<_> = t.iter().collect();
     v.sort_by_key(|(k, _)| k.span.start);
     v
 }
 
-fn to_node(v: &toml_span::Value<'_>, file: FileId, text: &str, diags: &mut Vec<Diagnostic>) -> Node {
+fn to_node(
+    v: &toml_span::Value<'_>,
+    file: FileId,
+    text: &str,
+    diags: &mut Vec<Diagnostic>,
+) -> Node {
     let span = Span::new(file, v.span.start, v.span.end);
     let kind = match v.as_ref() {
         ValueInner::String(s) => string_node(s, span, text, diags),
@@ -179,19 +205,34 @@ fn to_node(v: &toml_span::Value<'_>, file: FileId, text: &str, diags: &mut Vec<D
         ValueInner::Float(f) => match serde_json::Number::from_f64(*f) {
             Some(n) => NodeKind::Literal(Value::Number(n)),
             None => {
-                diags.push(Diagnostic::at(span, "numbers must be finite", "not a finite number"));
+                diags.push(Diagnostic::at(
+                    span,
+                    "numbers must be finite",
+                    "not a finite number",
+                ));
                 NodeKind::Literal(Value::Null)
             }
         },
         ValueInner::Boolean(b) => NodeKind::Literal(Value::Bool(*b)),
         ValueInner::Array(items) => {
-            let nodes: Vec<Node> = items.iter().map(|i| to_node(i, file, text, diags)).collect();
-            literal_or(nodes, NodeKind::List, |ns| Value::Array(ns.iter().map(literal_value).collect()))
+            let nodes: Vec<Node> = items
+                .iter()
+                .map(|i| to_node(i, file, text, diags))
+                .collect();
+            literal_or(nodes, NodeKind::List, |ns| {
+                Value::Array(ns.iter().map(literal_value).collect())
+            })
         }
         ValueInner::Table(t) => {
             let entries: Vec<(String, Span, Node)> = sorted(t)
                 .into_iter()
-                .map(|(k, v)| (k.name.to_string(), Span::new(file, k.span.start, k.span.end), to_node(v, file, text, diags)))
+                .map(|(k, v)| {
+                    (
+                        k.name.to_string(),
+                        Span::new(file, k.span.start, k.span.end),
+                        to_node(v, file, text, diags),
+                    )
+                })
                 .collect();
             NodeKind::Table(entries)
         }
@@ -207,7 +248,11 @@ fn literal_value(n: &Node) -> Value {
 }
 
 /// Lists of plain values collapse to one literal, so most values carry no tree.
-fn literal_or(nodes: Vec<Node>, wrap: fn(Vec<Node>) -> NodeKind, lit: fn(&[Node]) -> Value) -> NodeKind {
+fn literal_or(
+    nodes: Vec<Node>,
+    wrap: fn(Vec<Node>) -> NodeKind,
+    lit: fn(&[Node]) -> Value,
+) -> NodeKind {
     if nodes.iter().all(|n| matches!(n.kind, NodeKind::Literal(_))) {
         NodeKind::Literal(lit(&nodes))
     } else {

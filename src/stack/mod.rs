@@ -43,11 +43,18 @@ pub struct Stack {
 impl Stack {
     /// The `[providers.<name>]` table with variables and environment filled in (an empty
     /// table when the stack has none).
-    pub fn provider_config(&self, name: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<serde_json::Value, crate::eval::EvalError> {
+    pub fn provider_config(
+        &self,
+        name: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<serde_json::Value, crate::eval::EvalError> {
         let Some(node) = self.providers.get(name) else {
             return Ok(serde_json::Value::Object(serde_json::Map::new()));
         };
-        let scope = check::OfflineScope { vars: &self.variables, env };
+        let scope = check::OfflineScope {
+            vars: &self.variables,
+            env,
+        };
         crate::eval::eval(node, &scope).map(|e| e.value)
     }
 }

@@ -102,7 +102,10 @@ impl Diagnostic {
 }
 
 /// The closest of `candidates` to `word`, if close enough to be a likely typo.
-pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
     candidates
         .into_iter()
         .map(|c| (strsim::jaro_winkler(word, c), c))
@@ -148,7 +151,10 @@ mod tests {
 
     #[test]
     fn suggests_close_names_only() {
-        assert_eq!(did_you_mean("contnet", ["content", "mode"]).as_deref(), Some("did you mean `content`?"));
+        assert_eq!(
+            did_you_mean("contnet", ["content", "mode"]).as_deref(),
+            Some("did you mean `content`?")
+        );
         assert_eq!(did_you_mean("zzz", ["content", "mode"]), None);
     }
 }

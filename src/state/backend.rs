@@ -61,7 +61,11 @@ pub enum StateError {
         source: serde_json::Error,
     },
     #[error("state {location} has format version {found}; this terrain reads up to {supported}: upgrade terrain")]
-    UnsupportedFormat { location: String, found: u32, supported: u32 },
+    UnsupportedFormat {
+        location: String,
+        found: u32,
+        supported: u32,
+    },
     #[error(
         "state {location} is locked by {} (pid {}) for `{}` since {}, lock id {}; if that run is no longer going, release it with `terrain force-unlock {}`",
         holder.who, holder.pid, holder.operation, holder.created, holder.id, holder.id
@@ -74,7 +78,11 @@ pub enum StateError {
         source: std::io::Error,
     },
     #[error("state {location} is locked with id {found}, not {given}; nothing was unlocked")]
-    LockMismatch { location: String, given: String, found: String },
+    LockMismatch {
+        location: String,
+        given: String,
+        found: String,
+    },
     #[error("state {location} is not locked")]
     NotLocked { location: String },
 }

@@ -41,7 +41,10 @@ pub struct LocalBackend {
 
 impl LocalBackend {
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into(), held: Mutex::new(None) }
+        Self {
+            path: path.into(),
+            held: Mutex::new(None),
+        }
     }
 
     fn lock_path(&self) -> PathBuf {
@@ -55,19 +58,31 @@ impl LocalBackend {
     }
 
     fn read_err(&self, source: io::Error) -> StateError {
-        StateError::Read { location: self.location(), source }
+        StateError::Read {
+            location: self.location(),
+            source,
+        }
     }
 
     fn write_err(&self, source: io::Error) -> StateError {
-        StateError::Write { location: self.location(), source }
+        StateError::Write {
+            location: self.location(),
+            source,
+        }
     }
 
     fn lock_err(&self, source: io::Error) -> StateError {
-        StateError::Lock { location: self.location(), source }
+        StateError::Lock {
+            location: self.location(),
+            source,
+        }
     }
 
     fn lock_held(&self, holder: LockInfo) -> StateError {
-        StateError::LockHeld { location: self.location(), holder }
+        StateError::LockHeld {
+            location: self.location(),
+            holder,
+        }
     }
 
     /// Writes `bytes` to a new temp file next to the state file and syncs it; returns its
@@ -78,7 +93,9 @@ impl LocalBackend {
         let dir = parent_dir(&self.path);
         fs::create_dir_all(&dir)?;
         let tmp = self.write_temp(&dir, bytes)?;
-        let replaced = self.keep_backup(&dir).and_then(|()| fs::rename(&tmp, &self.path));
+        let replaced = self
+            .keep_backup(&dir)
+            .and_then(|()| fs::rename(&tmp, &self.path));
         if let Err(e) = replaced {
             let _ = fs::remove_file(&tmp);
             return Err(e);
@@ -91,10 +108,17 @@ impl LocalBackend {
         let mut attempts = 0;
         loop {
             let tmp = temp_name(&self.path, dir, "tmp");
-            let opened = OpenOptions::new().write(true).create_new(true).mode(FILE_MODE).open(&tmp);
+            let opened = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(FILE_MODE)
+                .open(&tmp);
             let mut file = match opened {
                 Ok(file) => file,
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < TEMP_NAME_ATTEMPTS => {
+                Err(e)
+                    if e.kind() == io::ErrorKind::AlreadyExists
+                        && attempts < TEMP_NAME_ATTEMPTS =>
+                {
                     attempts += 1;
                     continue;
                 }
@@ -122,7 +146,10 @@ impl LocalBackend {
             match fs::hard_link(&self.path, &link) {
                 Ok(()) => break link,
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < TEMP_NAME_ATTEMPTS => {
+                Err(e)
+                    if e.kind() == io::ErrorKind::AlreadyExists
+                        && attempts < TEMP_NAME_ATTEMPTS =>
+                {
                     attempts += 1;
                 }
                 // Some filesystems have no hard links, and Linux refuses to link a file
@@ -195,7 +222,9 @@ impl LocalBackend {
             let info = read_lock_info(&file);
             return Ok(Some((info, file)));
         }
-        Err(io::Error::other("the lock file kept being replaced while reading it"))
+        Err(io::Error::other(
+            "the lock file kept being replaced while reading it",
+        ))
     }
 
     /// Releases the lock this backend holds. Unlinks first: a locker that opens the path
@@ -213,7 +242,9 @@ impl LocalBackend {
     /// Drops the held lock record and handle if a force-unlock from elsewhere took the lock
     /// file away from under it; returns whether this backend still holds the lock.
     fn still_holding(&self, held: &mut Option<(LockInfo, File)>) -> io::Result<bool> {
-        let Some((_, file)) = held.as_ref() else { return Ok(false) };
+        let Some((_, file)) = held.as_ref() else {
+            return Ok(false);
+        };
         if self.is_current(file)? {
             return Ok(true);
         }
@@ -240,7 +271,9 @@ impl Backend for LocalBackend {
             supported: FORMAT_VERSION,
         };
         match serde_json::from_slice::<State>(&bytes) {
-            Ok(state) if state.format_version > FORMAT_VERSION => Err(unsupported(state.format_version)),
+            Ok(state) if state.format_version > FORMAT_VERSION => {
+                Err(unsupported(state.format_version))
+            }
             Ok(state) => Ok(Some(state)),
             Err(source) => {
                 // A newer format may not fit today's `State` at all; saying "upgrade
@@ -250,8 +283,13 @@ impl Backend for LocalBackend {
                     format_version: u32,
                 }
                 match serde_json::from_slice::<Header>(&bytes) {
-                    Ok(h) if h.format_version > FORMAT_VERSION => Err(unsupported(h.format_version)),
-                    _ => Err(StateError::Decode { location: self.location(), source }),
+                    Ok(h) if h.format_version > FORMAT_VERSION => {
+                        Err(unsupported(h.format_version))
+                    }
+                    _ => Err(StateError::Decode {
+                        location: self.location(),
+                        source,
+                    }),
                 }
             }
         }
@@ -272,7 +310,10 @@ impl Backend for LocalBackend {
 
     async fn lock(&self, info: &LockInfo) -> Result<(), StateError> {
         let mut held = self.held();
-        if self.still_holding(&mut held).map_err(|e| self.lock_err(e))? {
+        if self
+            .still_holding(&mut held)
+            .map_err(|e| self.lock_err(e))?
+        {
             if let Some((own, _)) = held.as_ref() {
                 return Err(self.lock_held(own.clone()));
             }
@@ -316,7 +357,10 @@ impl Backend for LocalBackend {
     async fn unlock(&self, id: &str) -> Result<(), StateError> {
         {
             let mut held = self.held();
-            if self.still_holding(&mut held).map_err(|e| self.lock_err(e))? {
+            if self
+                .still_holding(&mut held)
+                .map_err(|e| self.lock_err(e))?
+            {
                 if let Some((own, _)) = held.as_ref() {
                     if own.id != id {
                         return Err(StateError::LockMismatch {
@@ -339,7 +383,10 @@ impl Backend for LocalBackend {
         {
             // Our own lock needs no probe (which would only wait out its own flock).
             let mut held = self.held();
-            if self.still_holding(&mut held).map_err(|e| self.lock_err(e))? {
+            if self
+                .still_holding(&mut held)
+                .map_err(|e| self.lock_err(e))?
+            {
                 return Ok(held.as_ref().map(|(own, _)| own.clone()));
             }
         }
@@ -350,13 +397,17 @@ impl Backend for LocalBackend {
     async fn force_unlock(&self, id: &str) -> Result<(), StateError> {
         {
             let mut held = self.held();
-            let ours = self.still_holding(&mut held).map_err(|e| self.lock_err(e))?;
+            let ours = self
+                .still_holding(&mut held)
+                .map_err(|e| self.lock_err(e))?;
             if ours && held.as_ref().is_some_and(|(own, _)| own.id == id) {
                 return self.release(&mut held).map_err(|e| self.lock_err(e));
             }
         }
         let Some((info, file)) = self.live_lock().map_err(|e| self.lock_err(e))? else {
-            return Err(StateError::NotLocked { location: self.location() });
+            return Err(StateError::NotLocked {
+                location: self.location(),
+            });
         };
         if info.id != id {
             return Err(StateError::LockMismatch {
@@ -368,7 +419,9 @@ impl Backend for LocalBackend {
         // The holder keeps its flock on the unlinked file; the next locker creates a new
         // one. Re-check right before unlinking so a lock taken since is left alone.
         if !self.is_current(&file).map_err(|e| self.lock_err(e))? {
-            return Err(StateError::NotLocked { location: self.location() });
+            return Err(StateError::NotLocked {
+                location: self.location(),
+            });
         }
         match fs::remove_file(self.lock_path()) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(self.lock_err(e)),
@@ -403,7 +456,9 @@ fn try_lock_briefly(file: &File) -> io::Result<bool> {
 fn read_lock_info(mut file: &File) -> LockInfo {
     for glance in 1..=GLANCES {
         let mut bytes = Vec::new();
-        let read = file.seek(SeekFrom::Start(0)).and_then(|_| file.read_to_end(&mut bytes));
+        let read = file
+            .seek(SeekFrom::Start(0))
+            .and_then(|_| file.read_to_end(&mut bytes));
         if let Some(info) = read.ok().and_then(|_| serde_json::from_slice(&bytes).ok()) {
             return info;
         }

@@ -15,7 +15,11 @@ const MAX_BACKOFF: Duration = Duration::from_secs(1);
 /// Takes the lock for `info`, retrying while someone else holds it until `timeout` has
 /// passed; then fails with the last [`StateError::LockHeld`], naming the holder. A zero
 /// timeout makes exactly one attempt. Errors other than `LockHeld` return at once.
-pub async fn acquire(backend: &dyn Backend, info: &LockInfo, timeout: Duration) -> Result<(), StateError> {
+pub async fn acquire(
+    backend: &dyn Backend,
+    info: &LockInfo,
+    timeout: Duration,
+) -> Result<(), StateError> {
     let deadline = Instant::now() + timeout;
     let mut backoff = FIRST_BACKOFF;
     loop {
@@ -50,8 +54,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let backend = LocalBackend::new(state_path(&dir));
         let info = LockInfo::new("apply");
-        acquire(&backend, &info, Duration::ZERO).await.expect("free lock is taken");
-        assert_eq!(backend.lock_info().await.expect("lock info"), Some(info.clone()));
+        acquire(&backend, &info, Duration::ZERO)
+            .await
+            .expect("free lock is taken");
+        assert_eq!(
+            backend.lock_info().await.expect("lock info"),
+            Some(info.clone())
+        );
         backend.unlock(&info.id).await.expect("unlock");
     }
 
@@ -88,11 +97,19 @@ mod tests {
 
         let timeout = Duration::from_millis(450);
         let started = std::time::Instant::now();
-        let err = acquire(&waiter, &LockInfo::new("plan"), timeout).await.expect_err("lock stays held");
+        let err = acquire(&waiter, &LockInfo::new("plan"), timeout)
+            .await
+            .expect_err("lock stays held");
         let waited = started.elapsed();
         assert!(waited >= timeout, "returned before the timeout: {waited:?}");
-        assert!(waited < timeout + Duration::from_millis(500), "overshot the timeout: {waited:?}");
-        assert!(matches!(err, StateError::LockHeld { ref holder, .. } if *holder == held), "got {err}");
+        assert!(
+            waited < timeout + Duration::from_millis(500),
+            "overshot the timeout: {waited:?}"
+        );
+        assert!(
+            matches!(err, StateError::LockHeld { ref holder, .. } if *holder == held),
+            "got {err}"
+        );
     }
 
     #[tokio::test]
@@ -112,8 +129,13 @@ mod tests {
             })
         };
         let mine = LockInfo::new("plan");
-        acquire(&waiter, &mine, Duration::from_secs(10)).await.expect("lock taken once released");
-        releaser.await.expect("releaser task").expect("holder unlocks");
+        acquire(&waiter, &mine, Duration::from_secs(10))
+            .await
+            .expect("lock taken once released");
+        releaser
+            .await
+            .expect("releaser task")
+            .expect("holder unlocks");
         assert_eq!(waiter.lock_info().await.expect("lock info"), Some(mine));
     }
 }

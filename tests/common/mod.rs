@@ -29,7 +29,10 @@ pub fn fixture_path(name: &str) -> PathBuf {
 
 /// The machine's host name as `gethostname` reports it, when it can be read.
 pub fn hostname() -> Option<String> {
-    fs::read_to_string("/proc/sys/kernel/hostname").ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
 }
 
 /// What one run of the binary did.
@@ -103,7 +106,10 @@ impl Sandbox {
     /// An empty working directory.
     pub fn new() -> Self {
         Self {
-            dir: tempfile::Builder::new().prefix("terrain-test-").tempdir().expect("create a temporary working directory"),
+            dir: tempfile::Builder::new()
+                .prefix("terrain-test-")
+                .tempdir()
+                .expect("create a temporary working directory"),
             log: None,
         }
     }
@@ -130,7 +136,8 @@ impl Sandbox {
         } else {
             fs::create_dir_all(&dst).unwrap_or_else(|e| panic!("create {}: {e}", dst.display()));
             let file_name = src.file_name().expect("a fixture file has a name");
-            fs::copy(&src, dst.join(file_name)).unwrap_or_else(|e| panic!("copy fixture {}: {e}", src.display()));
+            fs::copy(&src, dst.join(file_name))
+                .unwrap_or_else(|e| panic!("copy fixture {}: {e}", src.display()));
         }
     }
 
@@ -156,11 +163,17 @@ impl Sandbox {
         cmd.args(args).current_dir(self.path()).stdin(Stdio::null());
         for (key, _) in std::env::vars_os() {
             let k = key.to_string_lossy();
-            if k.starts_with("TERRAIN_") || k == "CLICOLOR_FORCE" || k == "FORCE_COLOR" || k == "COLUMNS" {
+            if k.starts_with("TERRAIN_")
+                || k == "CLICOLOR_FORCE"
+                || k == "FORCE_COLOR"
+                || k == "COLUMNS"
+            {
                 cmd.env_remove(&key);
             }
         }
-        cmd.env("NO_COLOR", "1").env("USER", TEST_USER).env("LOGNAME", TEST_USER);
+        cmd.env("NO_COLOR", "1")
+            .env("USER", TEST_USER)
+            .env("LOGNAME", TEST_USER);
         if let Some(log) = &self.log {
             cmd.env("TERRAIN_LOG_PATH", log);
         }
@@ -177,7 +190,10 @@ impl Sandbox {
 
     /// Runs `terrain ARGS` to completion with extra environment variables.
     pub fn run_env(&self, args: &[&str], envs: &[(&str, &str)]) -> Run {
-        let out = self.command(args, envs).output().unwrap_or_else(|e| panic!("run terrain {}: {e}", args.join(" ")));
+        let out = self
+            .command(args, envs)
+            .output()
+            .unwrap_or_else(|e| panic!("run terrain {}: {e}", args.join(" ")));
         Run::from_output(args.iter().map(ToString::to_string).collect(), out)
     }
 
@@ -192,7 +208,9 @@ impl Sandbox {
 
     /// Waits for a child started with [`Self::spawn`] and collects its output.
     pub fn finish(&self, child: Child, args: &[&str]) -> Run {
-        let out = child.wait_with_output().unwrap_or_else(|e| panic!("wait for terrain {}: {e}", args.join(" ")));
+        let out = child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("wait for terrain {}: {e}", args.join(" ")));
         Run::from_output(args.iter().map(ToString::to_string).collect(), out)
     }
 
@@ -200,7 +218,8 @@ impl Sandbox {
     pub fn write(&self, rel: &str, content: &str) {
         let p = self.join(rel);
         if let Some(parent) = p.parent() {
-            fs::create_dir_all(parent).unwrap_or_else(|e| panic!("create {}: {e}", parent.display()));
+            fs::create_dir_all(parent)
+                .unwrap_or_else(|e| panic!("create {}: {e}", parent.display()));
         }
         fs::write(&p, content).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
     }
@@ -221,7 +240,11 @@ impl Sandbox {
     #[track_caller]
     pub fn edit(&self, rel: &str, from: &str, to: &str) {
         let text = self.read(rel);
-        assert_eq!(text.matches(from).count(), 1, "{rel} must contain `{from}` exactly once");
+        assert_eq!(
+            text.matches(from).count(),
+            1,
+            "{rel} must contain `{from}` exactly once"
+        );
         self.write(rel, &text.replacen(from, to, 1));
     }
 
@@ -238,7 +261,11 @@ impl Sandbox {
     pub fn mode(&self, rel: &str) -> u32 {
         use std::os::unix::fs::PermissionsExt;
         let p = self.join(rel);
-        fs::metadata(&p).unwrap_or_else(|e| panic!("stat {}: {e}", p.display())).permissions().mode() & 0o7777
+        fs::metadata(&p)
+            .unwrap_or_else(|e| panic!("stat {}: {e}", p.display()))
+            .permissions()
+            .mode()
+            & 0o7777
     }
 
     /// The JSON in `rel` (a state file, a lock file, a plan).
@@ -252,7 +279,10 @@ impl Sandbox {
     #[track_caller]
     pub fn state_addresses(&self, rel: &str) -> Vec<String> {
         let state = self.json(rel);
-        let resources = state.get("resources").and_then(serde_json::Value::as_object).expect("a state has a `resources` map");
+        let resources = state
+            .get("resources")
+            .and_then(serde_json::Value::as_object)
+            .expect("a state has a `resources` map");
         resources.keys().cloned().collect()
     }
 
@@ -280,13 +310,21 @@ impl Sandbox {
     /// Polls `check` every few milliseconds until it returns `Some`, or panics after
     /// `timeout` with `what`.
     #[track_caller]
-    pub fn wait_for<T>(&self, what: &str, timeout: Duration, mut check: impl FnMut() -> Option<T>) -> T {
+    pub fn wait_for<T>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        mut check: impl FnMut() -> Option<T>,
+    ) -> T {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(v) = check() {
                 return v;
             }
-            assert!(Instant::now() < deadline, "timed out after {timeout:?} waiting for {what}");
+            assert!(
+                Instant::now() < deadline,
+                "timed out after {timeout:?} waiting for {what}"
+            );
             std::thread::sleep(Duration::from_millis(5));
         }
     }
@@ -308,7 +346,9 @@ fn copy_dir(src: &Path, dst: &Path) {
 }
 
 fn list_files(root: &Path, dir: &Path, out: &mut Vec<String>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let p = entry.path();
         if p.is_dir() {
@@ -331,7 +371,8 @@ fn expect_normalised(name: &str, actual: &str) {
     let path = manifest_dir().join("tests").join("expected").join(name);
     if std::env::var_os("UPDATE_EXPECTED").is_some_and(|v| v == "1") {
         if let Some(parent) = path.parent() {
-            fs::create_dir_all(parent).unwrap_or_else(|e| panic!("create {}: {e}", parent.display()));
+            fs::create_dir_all(parent)
+                .unwrap_or_else(|e| panic!("create {}: {e}", parent.display()));
         }
         fs::write(&path, actual).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
         return;
@@ -390,17 +431,28 @@ pub fn normalise(text: &str) -> String {
             if b[i..].starts_with(b"after ") {
                 let digits = b[i + 6..].iter().take_while(|c| c.is_ascii_digit()).count();
                 let end = i + 6 + digits;
-                if digits > 0 && b.get(end) == Some(&b's') && b.get(end + 1).is_none_or(|c| !is_word(*c)) {
+                if digits > 0
+                    && b.get(end) == Some(&b's')
+                    && b.get(end + 1).is_none_or(|c| !is_word(*c))
+                {
                     out.push_str("after Ns");
                     i = end + 1;
                     continue;
                 }
             }
             if b[i].is_ascii_alphanumeric() {
-                let len = b[i..].iter().take_while(|c| c.is_ascii_alphanumeric()).count();
+                let len = b[i..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_alphanumeric())
+                    .count();
                 let word = &text[i..i + len];
                 let ends_word = b.get(i + len).is_none_or(|c| *c != b'_');
-                if (8..=16).contains(&len) && ends_word && word.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)) {
+                if (8..=16).contains(&len)
+                    && ends_word
+                    && word
+                        .bytes()
+                        .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c))
+                {
                     out.push_str("<HEX>");
                 } else {
                     out.push_str(word);
@@ -428,7 +480,11 @@ fn timestamp_len(b: &[u8]) -> Option<usize> {
         return None;
     }
     for (c, s) in b.iter().zip(SHAPE) {
-        let ok = if *s == b'd' { c.is_ascii_digit() } else { c == s };
+        let ok = if *s == b'd' {
+            c.is_ascii_digit()
+        } else {
+            c == s
+        };
         if !ok {
             return None;
         }
@@ -442,7 +498,13 @@ fn timestamp_len(b: &[u8]) -> Option<usize> {
     }
     match b.get(n) {
         Some(b'Z') => n += 1,
-        Some(b'+' | b'-') if b.len() >= n + 6 && b[n + 3] == b':' && [1, 2, 4, 5].iter().all(|k| b[n + k].is_ascii_digit()) => n += 6,
+        Some(b'+' | b'-')
+            if b.len() >= n + 6
+                && b[n + 3] == b':'
+                && [1, 2, 4, 5].iter().all(|k| b[n + k].is_ascii_digit()) =>
+        {
+            n += 6
+        }
         _ => {}
     }
     Some(n)
@@ -475,11 +537,23 @@ mod tests {
     fn normalises_what_varies() {
         assert_eq!(normalise("id=2026-11-21T00:03:19Z x"), "id=<TIME> x");
         assert_eq!(normalise("at 2026-11-21T00:03:19.123+02:00."), "at <TIME>.");
-        assert_eq!(normalise("lock 6e26ba75-a61c-41a6-914b-42b00f6aa26a;"), "lock <UUID>;");
-        assert_eq!(normalise("[id=63ae07aec399] run-76f27205.txt"), "[id=<HEX>] run-<HEX>.txt");
-        assert_eq!(normalise("complete after 0s [id=x], after 12s"), "complete after Ns [id=x], after Ns");
+        assert_eq!(
+            normalise("lock 6e26ba75-a61c-41a6-914b-42b00f6aa26a;"),
+            "lock <UUID>;"
+        );
+        assert_eq!(
+            normalise("[id=63ae07aec399] run-76f27205.txt"),
+            "[id=<HEX>] run-<HEX>.txt"
+        );
+        assert_eq!(
+            normalise("complete after 0s [id=x], after 12s"),
+            "complete after Ns [id=x], after Ns"
+        );
         let sha = "853ff93762a06ddbf722c4ebe9ddd66d8f63ddaea97f521c3ecc20da7c976020";
         assert_eq!(normalise(sha), sha);
-        assert_eq!(normalise("local_file.greeting deadline 1234567"), "local_file.greeting deadline 1234567");
+        assert_eq!(
+            normalise("local_file.greeting deadline 1234567"),
+            "local_file.greeting deadline 1234567"
+        );
     }
 }

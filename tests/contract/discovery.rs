@@ -24,11 +24,27 @@ pub fn reference_dir() -> PathBuf {
     // workplace's copy, so a clone anywhere still finds the documents.
     let candidates = [
         std::env::var_os("TERRAIN_REFERENCE_DIR").map(PathBuf::from),
-        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("shared").join("reference")),
+        Some(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join("shared")
+                .join("reference"),
+        ),
         Some(PathBuf::from("/work/shared/reference")),
     ];
-    let found = candidates.iter().flatten().find(|dir| dir.join("gcp").is_dir()).cloned();
-    found.unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("shared").join("reference")).join("gcp")
+    let found = candidates
+        .iter()
+        .flatten()
+        .find(|dir| dir.join("gcp").is_dir())
+        .cloned();
+    found
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join("shared")
+                .join("reference")
+        })
+        .join("gcp")
 }
 
 /// A documented API method, as resolved by [`Discovery::method`].

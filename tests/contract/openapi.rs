@@ -16,7 +16,12 @@ use serde_json::Value;
 pub fn load() -> Swagger {
     let candidates = [
         std::env::var_os("TERRAIN_REFERENCE_DIR").map(PathBuf::from),
-        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("shared").join("reference")),
+        Some(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join("shared")
+                .join("reference"),
+        ),
         Some(PathBuf::from("/work/shared/reference")),
     ];
     let path = candidates
@@ -48,7 +53,11 @@ impl Swagger {
             .find(|(_, d)| {
                 d["x-kubernetes-group-version-kind"]
                     .as_array()
-                    .is_some_and(|gvks| gvks.iter().any(|g| g["group"] == group && g["version"] == version && g["kind"] == kind))
+                    .is_some_and(|gvks| {
+                        gvks.iter().any(|g| {
+                            g["group"] == group && g["version"] == version && g["kind"] == kind
+                        })
+                    })
             })
             .map(|(name, _)| name.clone())
     }
@@ -59,10 +68,18 @@ impl Swagger {
         let api_version = object["apiVersion"].as_str().unwrap_or_default();
         let kind = object["kind"].as_str().unwrap_or_default();
         let Some(def) = self.definition_for(api_version, kind) else {
-            return vec![format!("no definition for apiVersion {api_version:?} kind {kind:?}")];
+            return vec![format!(
+                "no definition for apiVersion {api_version:?} kind {kind:?}"
+            )];
         };
         let mut problems = Vec::new();
-        self.check_against(&Value::String(format!("#/definitions/{def}")), object, kind, &mut problems, true);
+        self.check_against(
+            &Value::String(format!("#/definitions/{def}")),
+            object,
+            kind,
+            &mut problems,
+            true,
+        );
         problems
     }
 
@@ -71,7 +88,14 @@ impl Swagger {
         self.doc["definitions"].get(name)
     }
 
-    fn check_against(&self, reference: &Value, value: &Value, at: &str, problems: &mut Vec<String>, top: bool) {
+    fn check_against(
+        &self,
+        reference: &Value,
+        value: &Value,
+        at: &str,
+        problems: &mut Vec<String>,
+        top: bool,
+    ) {
         let Some(schema) = reference.as_str().and_then(|r| self.resolve(r)) else {
             problems.push(format!("{at}: unresolvable reference {reference}"));
             return;
@@ -79,7 +103,14 @@ impl Swagger {
         self.check_schema(schema, value, at, problems, top);
     }
 
-    fn check_schema(&self, schema: &Value, value: &Value, at: &str, problems: &mut Vec<String>, top: bool) {
+    fn check_schema(
+        &self,
+        schema: &Value,
+        value: &Value,
+        at: &str,
+        problems: &mut Vec<String>,
+        top: bool,
+    ) {
         if let Some(r) = schema.get("$ref") {
             self.check_against(r, value, at, problems, top);
             return;
@@ -119,7 +150,13 @@ impl Swagger {
             Some("array") => match value.as_array() {
                 Some(items) => {
                     for (i, item) in items.iter().enumerate() {
-                        self.check_schema(&schema["items"], item, &format!("{at}[{i}]"), problems, false);
+                        self.check_schema(
+                            &schema["items"],
+                            item,
+                            &format!("{at}[{i}]"),
+                            problems,
+                            false,
+                        );
                     }
                 }
                 None => problems.push(format!("{at}: expected a list, got {value}")),
@@ -142,7 +179,12 @@ impl Swagger {
                         None => problems.push(format!("{at}.{k}: not a field of this object")),
                     }
                 }
-                for req in schema["required"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+                for req in schema["required"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                {
                     if !map.contains_key(req) && !(top && (req == "apiVersion" || req == "kind")) {
                         problems.push(format!("{at}.{req}: required, missing"));
                     }

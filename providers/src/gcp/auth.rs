@@ -27,7 +27,9 @@ impl std::fmt::Debug for Tokens {
             CredentialSource::TokenFile(_) => "token file",
             CredentialSource::Token(_) => "token",
         };
-        f.debug_struct("Tokens").field("source", &kind).finish_non_exhaustive()
+        f.debug_struct("Tokens")
+            .field("source", &kind)
+            .finish_non_exhaustive()
     }
 }
 
@@ -49,15 +51,22 @@ impl Tokens {
         match &self.source {
             CredentialSource::Token(t) => Ok(t.clone()),
             CredentialSource::TokenFile(path) => {
-                let text = tokio::fs::read_to_string(path).await.map_err(|e| ProviderError::io("read access token file", path.clone(), e))?;
+                let text = tokio::fs::read_to_string(path)
+                    .await
+                    .map_err(|e| ProviderError::io("read access token file", path.clone(), e))?;
                 let token = text.trim();
                 if token.is_empty() {
-                    return Err(ProviderError::Config(format!("access token file {path} is empty")));
+                    return Err(ProviderError::Config(format!(
+                        "access token file {path} is empty"
+                    )));
                 }
                 Ok(token.to_string())
             }
             CredentialSource::Adc { key_file } => {
-                let creds = self.adc.get_or_try_init(|| async { build(key_file.as_deref()).await }).await?;
+                let creds = self
+                    .adc
+                    .get_or_try_init(|| async { build(key_file.as_deref()).await })
+                    .await?;
                 let token = creds.access_token().await.map_err(|e| {
                     if key_file.is_none() && adc_file().is_none() {
                         // Nothing configured: the library fell back to the metadata
@@ -78,23 +87,32 @@ impl Tokens {
 /// The Application Default Credentials file in use, if any: the one
 /// GOOGLE_APPLICATION_CREDENTIALS names, else gcloud's `application-default login` file.
 fn adc_file() -> Option<std::path::PathBuf> {
-    if let Some(path) = std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS").filter(|p| !p.is_empty()) {
+    if let Some(path) = std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS").filter(|p| !p.is_empty())
+    {
         return Some(path.into());
     }
     let dir = std::env::var_os("CLOUDSDK_CONFIG")
         .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".config").join("gcloud")))?;
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| std::path::Path::new(&h).join(".config").join("gcloud"))
+        })?;
     let file = dir.join("application_default_credentials.json");
     file.exists().then_some(file)
 }
 
 async fn build(key_file: Option<&str>) -> Result<AccessTokenCredentials, ProviderError> {
     let built = match key_file {
-        None => credentials::Builder::default().with_scopes([SCOPE]).build_access_token_credentials(),
+        None => credentials::Builder::default()
+            .with_scopes([SCOPE])
+            .build_access_token_credentials(),
         Some(path) => {
-            let text = tokio::fs::read_to_string(path).await.map_err(|e| ProviderError::io("read credentials file", path, e))?;
-            let json: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| ProviderError::Config(format!("credentials file {path} is not JSON: {e}")))?;
+            let text = tokio::fs::read_to_string(path)
+                .await
+                .map_err(|e| ProviderError::io("read credentials file", path, e))?;
+            let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                ProviderError::Config(format!("credentials file {path} is not JSON: {e}"))
+            })?;
             match json.get("type").and_then(|t| t.as_str()) {
                 Some("service_account") => service_account::Builder::new(json)
                     .with_access_specifier(service_account::AccessSpecifier::from_scopes([SCOPE]))

@@ -90,12 +90,19 @@ pub fn patch_body(prior: &Spec, spec: &Spec, address: &str) -> Option<Value> {
         body.insert("versioning".into(), json!({"enabled": spec.versioning}));
     }
     if prior.uniform_access != spec.uniform_access {
-        body.insert("iamConfiguration".into(), json!({"uniformBucketLevelAccess": {"enabled": spec.uniform_access}}));
+        body.insert(
+            "iamConfiguration".into(),
+            json!({"uniformBucketLevelAccess": {"enabled": spec.uniform_access}}),
+        );
     }
     if prior.labels != spec.labels {
         // PATCH merges labels: a removed label must be sent as null.
         let mut labels = labels_with_ours(&spec.labels, address);
-        for gone in prior.labels.keys().filter(|k| !spec.labels.contains_key(*k)) {
+        for gone in prior
+            .labels
+            .keys()
+            .filter(|k| !spec.labels.contains_key(*k))
+        {
             labels.insert(gone.clone(), Value::Null);
         }
         body.insert("labels".into(), Value::Object(labels));
@@ -113,9 +120,14 @@ pub fn spec_of(live: &Value, prior: Option<&Spec>) -> Spec {
             Some(p) if p.location.eq_ignore_ascii_case(&location) => p.location.clone(),
             _ => location,
         },
-        storage_class: live["storageClass"].as_str().unwrap_or("STANDARD").to_string(),
+        storage_class: live["storageClass"]
+            .as_str()
+            .unwrap_or("STANDARD")
+            .to_string(),
         versioning: live["versioning"]["enabled"].as_bool().unwrap_or(false),
-        uniform_access: live["iamConfiguration"]["uniformBucketLevelAccess"]["enabled"].as_bool().unwrap_or(false),
+        uniform_access: live["iamConfiguration"]["uniformBucketLevelAccess"]["enabled"]
+            .as_bool()
+            .unwrap_or(false),
         labels: user_labels(&live["labels"]),
         force_destroy: prior.is_some_and(|p| p.force_destroy),
     }
@@ -132,14 +144,21 @@ fn outputs_of(live: &Value) -> Outputs {
 fn segment(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
 }
 
 async fn get(ctx: &Ctx, name: &str) -> Result<Option<Value>, ProviderError> {
-    client(ctx)?.get_opt(ctx, &Request::get(GET, Api::Storage, format!("storage/v1/b/{}", segment(name)))).await
+    client(ctx)?
+        .get_opt(
+            ctx,
+            &Request::get(GET, Api::Storage, format!("storage/v1/b/{}", segment(name))),
+        )
+        .await
 }
 
 /// Deletes every object version in the bucket, page by page.
@@ -150,14 +169,26 @@ async fn empty(ctx: &Ctx, name: &str) -> Result<usize, ProviderError> {
     // Listing again after a full pass catches versions written meanwhile; bounded so a
     // bucket that keeps refilling cannot hold destroy forever.
     for _pass in 0..1000 {
-        let mut req = Request::get(LIST_OBJECTS, Api::Storage, format!("storage/v1/b/{}/o", segment(name))).query("versions", "true");
+        let mut req = Request::get(
+            LIST_OBJECTS,
+            Api::Storage,
+            format!("storage/v1/b/{}/o", segment(name)),
+        )
+        .query("versions", "true");
         if let Some(token) = &page {
             req = req.query("pageToken", token.clone());
         }
-        let Some(list) = c.get_opt(ctx, &req).await? else { return Ok(deleted) };
+        let Some(list) = c.get_opt(ctx, &req).await? else {
+            return Ok(deleted);
+        };
         for item in list["items"].as_array().into_iter().flatten() {
             let object = item["name"].as_str().unwrap_or_default();
-            let mut del = Request::new(DELETE_OBJECT, Api::Storage, Method::DELETE, format!("storage/v1/b/{}/o/{}", segment(name), segment(object)));
+            let mut del = Request::new(
+                DELETE_OBJECT,
+                Api::Storage,
+                Method::DELETE,
+                format!("storage/v1/b/{}/o/{}", segment(name), segment(object)),
+            );
             if let Some(generation) = item["generation"].as_str() {
                 del = del.query("generation", generation);
             }
@@ -175,7 +206,12 @@ async fn empty(ctx: &Ctx, name: &str) -> Result<usize, ProviderError> {
             None => return Ok(deleted),
         }
     }
-    Err(ProviderError::api(LIST_OBJECTS, 409, "conflict", format!("bucket {name} keeps receiving objects while destroy empties it")))
+    Err(ProviderError::api(
+        LIST_OBJECTS,
+        409,
+        "conflict",
+        format!("bucket {name} keeps receiving objects while destroy empties it"),
+    ))
 }
 
 #[async_trait]
@@ -188,13 +224,42 @@ impl Kind for GcsBucket {
     fn schema() -> Schema {
         Schema {
             fields: vec![
-                Field::new("name", Type::String, "The globally unique bucket name.").required().force_new(),
-                Field::new("location", Type::String, "A region, dual-region or multi-region (US, EU, ASIA).").default(json!("US")).force_new(),
-                Field::new("storage_class", Type::String, "STANDARD, NEARLINE, COLDLINE or ARCHIVE.").default(json!("STANDARD")),
-                Field::new("versioning", Type::Bool, "Keep old versions of overwritten and deleted objects.").default(json!(false)),
-                Field::new("uniform_access", Type::Bool, "Uniform bucket-level access (IAM only, no object ACLs).").default(json!(true)),
-                Field::new("labels", Type::Map(Box::new(Type::String)), "GCP labels.").default(json!({})),
-                Field::new("force_destroy", Type::Bool, "Let destroy delete every object in the bucket first.").default(json!(false)),
+                Field::new("name", Type::String, "The globally unique bucket name.")
+                    .required()
+                    .force_new(),
+                Field::new(
+                    "location",
+                    Type::String,
+                    "A region, dual-region or multi-region (US, EU, ASIA).",
+                )
+                .default(json!("US"))
+                .force_new(),
+                Field::new(
+                    "storage_class",
+                    Type::String,
+                    "STANDARD, NEARLINE, COLDLINE or ARCHIVE.",
+                )
+                .default(json!("STANDARD")),
+                Field::new(
+                    "versioning",
+                    Type::Bool,
+                    "Keep old versions of overwritten and deleted objects.",
+                )
+                .default(json!(false)),
+                Field::new(
+                    "uniform_access",
+                    Type::Bool,
+                    "Uniform bucket-level access (IAM only, no object ACLs).",
+                )
+                .default(json!(true)),
+                Field::new("labels", Type::Map(Box::new(Type::String)), "GCP labels.")
+                    .default(json!({})),
+                Field::new(
+                    "force_destroy",
+                    Type::Bool,
+                    "Let destroy delete every object in the bucket first.",
+                )
+                .default(json!(false)),
             ],
             outputs: vec![
                 Field::new("url", Type::String, "gs://NAME."),
@@ -212,9 +277,18 @@ impl Kind for GcsBucket {
             out.push(Invalid::at("location", m));
         }
         if !CLASSES.contains(&spec.storage_class.as_str()) {
-            out.push(Invalid::at("storage_class", format!("{:?} is not a storage class; use {}", spec.storage_class, CLASSES.join(", "))));
+            out.push(Invalid::at(
+                "storage_class",
+                format!(
+                    "{:?} is not a storage class; use {}",
+                    spec.storage_class,
+                    CLASSES.join(", ")
+                ),
+            ));
         }
-        if let Err(m) = catalog::check_labels(spec.labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+        if let Err(m) =
+            catalog::check_labels(spec.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        {
             out.push(Invalid::at("labels", m));
         }
         out
@@ -224,7 +298,12 @@ impl Kind for GcsBucket {
         Some(spec.name.clone())
     }
 
-    async fn read(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<Option<Live<Self>>, ProviderError> {
+    async fn read(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Live<Self>>, ProviderError> {
         Ok(get(ctx, id).await?.map(|live| Live {
             id: id.to_string(),
             spec: spec_of(&live, prior),
@@ -247,7 +326,15 @@ impl Kind for GcsBucket {
                         ctx.progress("adopting the bucket an earlier attempt created");
                         live
                     }
-                    _ => return Err(not_ours(INSERT, "bucket", &spec.name, Self::KIND, &ctx.address)),
+                    _ => {
+                        return Err(not_ours(
+                            INSERT,
+                            "bucket",
+                            &spec.name,
+                            Self::KIND,
+                            &ctx.address,
+                        ))
+                    }
                 }
             }
             Err(e) => return Err(e),
@@ -259,12 +346,26 @@ impl Kind for GcsBucket {
         })
     }
 
-    async fn update(&self, ctx: &Ctx, id: &str, prior: &Spec, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Live<Self>, ProviderError> {
         if let Some(body) = patch_body(prior, spec, &ctx.address) {
-            let req = Request::new(PATCH, Api::Storage, Method::PATCH, format!("storage/v1/b/{}", segment(id))).body(body);
+            let req = Request::new(
+                PATCH,
+                Api::Storage,
+                Method::PATCH,
+                format!("storage/v1/b/{}", segment(id)),
+            )
+            .body(body);
             client(ctx)?.send(ctx, &req).await?;
         }
-        self.read(ctx, id, Some(spec)).await?.ok_or_else(|| ProviderError::api(GET, 404, "notFound", format!("bucket {id} is gone")))
+        self.read(ctx, id, Some(spec))
+            .await?
+            .ok_or_else(|| ProviderError::api(GET, 404, "notFound", format!("bucket {id} is gone")))
     }
 
     async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<(), ProviderError> {
@@ -272,7 +373,12 @@ impl Kind for GcsBucket {
         if force {
             empty(ctx, id).await?;
         }
-        let req = Request::new(DELETE, Api::Storage, Method::DELETE, format!("storage/v1/b/{}", segment(id)));
+        let req = Request::new(
+            DELETE,
+            Api::Storage,
+            Method::DELETE,
+            format!("storage/v1/b/{}", segment(id)),
+        );
         match client(ctx)?.send(ctx, &req).await {
             Ok(_) => Ok(()),
             Err(e) if status_of(&e) == Some(404) => Ok(()),
@@ -308,7 +414,10 @@ mod tests {
     fn schema_matches_spec_and_outputs() {
         let outputs = outputs_of(&json!({"name": "b", "selfLink": "x"}));
         assert_eq!(outputs.url, "gs://b");
-        assert_eq!(schema_mismatches::<GcsBucket>(&base(), &outputs), Vec::<String>::new());
+        assert_eq!(
+            schema_mismatches::<GcsBucket>(&base(), &outputs),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -322,7 +431,11 @@ mod tests {
     #[test]
     fn patch_sends_only_changes_and_nulls_removed_labels() {
         assert_eq!(patch_body(&base(), &base(), "a.b"), None);
-        let next = Spec { versioning: false, labels: BTreeMap::new(), ..base() };
+        let next = Spec {
+            versioning: false,
+            labels: BTreeMap::new(),
+            ..base()
+        };
         let body = patch_body(&base(), &next, "gcs_bucket.pipeline").expect("changes");
         assert_eq!(body["versioning"], json!({"enabled": false}));
         assert_eq!(body["labels"]["team"], Value::Null);
@@ -332,13 +445,23 @@ mod tests {
 
     #[test]
     fn object_names_are_one_segment() {
-        assert_eq!(segment("datasets/training 1.pkl"), "datasets%2Ftraining%201.pkl");
+        assert_eq!(
+            segment("datasets/training 1.pkl"),
+            "datasets%2Ftraining%201.pkl"
+        );
     }
 
     #[test]
     fn validation_names_the_field() {
-        let bad = Spec { name: "Goog-bucket".into(), storage_class: "HOT".into(), ..base() };
-        let paths: Vec<String> = GcsBucket::validate(&bad, &Value::Null).into_iter().map(|p| p.path.join(".")).collect();
+        let bad = Spec {
+            name: "Goog-bucket".into(),
+            storage_class: "HOT".into(),
+            ..base()
+        };
+        let paths: Vec<String> = GcsBucket::validate(&bad, &Value::Null)
+            .into_iter()
+            .map(|p| p.path.join("."))
+            .collect();
         assert_eq!(paths, ["name", "storage_class"]);
         assert!(GcsBucket::validate(&base(), &Value::Null).is_empty());
     }

@@ -78,7 +78,9 @@ fn cache() -> &'static Mutex<HashMap<String, Arc<Client>>> {
 /// Fails when the configuration is invalid or the HTTP client cannot be built.
 pub fn client(ctx: &Ctx) -> Result<Arc<Client>, ProviderError> {
     let key = ctx.config.to_string();
-    let mut clients = cache().lock().map_err(|_| ProviderError::Config("gcp client cache poisoned".to_string()))?;
+    let mut clients = cache()
+        .lock()
+        .map_err(|_| ProviderError::Config("gcp client cache poisoned".to_string()))?;
     if let Some(c) = clients.get(&key) {
         return Ok(c.clone());
     }
@@ -104,7 +106,9 @@ const BUSY_WAITS: u32 = 60;
 /// FAILED_PRECONDITION ("incompatible operation") or 409 while one runs on a cluster.
 fn busy(status: u16, code: &str, message: &str) -> bool {
     let m = message.to_ascii_lowercase();
-    let says_busy = m.contains("incompatible operation") || m.contains("operation in progress") || m.contains("please try again");
+    let says_busy = m.contains("incompatible operation")
+        || m.contains("operation in progress")
+        || m.contains("please try again");
     match status {
         409 => code == "ABORTED" || says_busy,
         400 => code == "FAILED_PRECONDITION" && says_busy,
@@ -121,12 +125,21 @@ fn retryable(status: u16, code: &str, message: &str) -> bool {
 fn parse_error(status: u16, body: &str) -> (String, String) {
     let json: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let err = &json["error"];
-    let message = err["message"].as_str().map(str::to_string).unwrap_or_else(|| body.chars().take(300).collect());
+    let message = err["message"]
+        .as_str()
+        .map(str::to_string)
+        .unwrap_or_else(|| body.chars().take(300).collect());
     let code = err["status"]
         .as_str()
         .or_else(|| err["errors"][0]["reason"].as_str())
         .map(str::to_string)
-        .unwrap_or_else(|| reqwest::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()).unwrap_or("").to_string());
+        .unwrap_or_else(|| {
+            reqwest::StatusCode::from_u16(status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("")
+                .to_string()
+        });
     (code, message)
 }
 
@@ -142,7 +155,11 @@ impl Client {
             .build()
             .map_err(|e| ProviderError::Config(format!("http client: {e}")))?;
         let tokens = Tokens::new(config.credentials.clone());
-        Ok(Self { http, config, tokens })
+        Ok(Self {
+            http,
+            config,
+            tokens,
+        })
     }
 
     fn url(&self, req: &Request) -> String {
@@ -159,13 +176,22 @@ impl Client {
         loop {
             let (err, retry_after) = match self.once(req).await {
                 Ok(v) => return Ok(v),
-                Err(Failure::Api { status, code, message, retry_after }) => {
+                Err(Failure::Api {
+                    status,
+                    code,
+                    message,
+                    retry_after,
+                }) => {
                     // Another operation on the same cluster is a wait, not a failure: it
                     // may run for many minutes, so it has its own, larger budget.
                     if busy(status, &code, &message) && busy_waits < BUSY_WAITS {
                         busy_waits += 1;
                         let delay = retry_after.unwrap_or_else(|| self.backoff(busy_waits.min(6)));
-                        ctx.progress(&format!("waiting for another operation to finish ({}); retrying in {:.1}s", req.call, delay.as_secs_f64()));
+                        ctx.progress(&format!(
+                            "waiting for another operation to finish ({}); retrying in {:.1}s",
+                            req.call,
+                            delay.as_secs_f64()
+                        ));
                         tokio::time::sleep(delay).await;
                         continue;
                     }
@@ -184,7 +210,12 @@ impl Client {
             };
             attempt += 1;
             let delay = retry_after.unwrap_or_else(|| self.backoff(attempt));
-            ctx.progress(&format!("{} answered {err}; retrying in {:.1}s (attempt {attempt} of {})", req.call, delay.as_secs_f64(), self.config.max_retries));
+            ctx.progress(&format!(
+                "{} answered {err}; retrying in {:.1}s (attempt {attempt} of {})",
+                req.call,
+                delay.as_secs_f64(),
+                self.config.max_retries
+            ));
             tokio::time::sleep(delay).await;
         }
     }
@@ -201,7 +232,10 @@ impl Client {
     /// Exponential backoff with jitter: base·2^(n-1), capped at 32 s, then a random
     /// point in its upper half so that many clients do not retry in step.
     fn backoff(&self, attempt: u32) -> Duration {
-        let exp = self.config.retry_base_delay.saturating_mul(1u32 << attempt.saturating_sub(1).min(10));
+        let exp = self
+            .config
+            .retry_base_delay
+            .saturating_mul(1u32 << attempt.saturating_sub(1).min(10));
         let capped = exp.min(Duration::from_secs(32));
         let factor: f64 = rand::rng().random_range(0.5..=1.0);
         capped.mul_f64(factor)
@@ -209,11 +243,18 @@ impl Client {
 
     async fn once(&self, req: &Request) -> Result<Value, Failure> {
         let token = self.tokens.token().await.map_err(Failure::Fatal)?;
-        let mut builder = self.http.request(req.method.clone(), self.url(req)).bearer_auth(token).query(&req.query);
+        let mut builder = self
+            .http
+            .request(req.method.clone(), self.url(req))
+            .bearer_auth(token)
+            .query(&req.query);
         if let Some(body) = &req.body {
             builder = builder.json(body);
         }
-        let response = builder.send().await.map_err(|e| Failure::Transport(transport_message(e)))?;
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| Failure::Transport(transport_message(e)))?;
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -221,12 +262,20 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let text = response.text().await.map_err(|e| Failure::Transport(transport_message(e)))?;
+        let text = response
+            .text()
+            .await
+            .map_err(|e| Failure::Transport(transport_message(e)))?;
         if (200..300).contains(&status) {
             if text.trim().is_empty() {
                 return Ok(Value::Null);
             }
-            return serde_json::from_str(&text).map_err(|source| Failure::Fatal(ProviderError::Decode { what: "api response", source }));
+            return serde_json::from_str(&text).map_err(|source| {
+                Failure::Fatal(ProviderError::Decode {
+                    what: "api response",
+                    source,
+                })
+            });
         }
         let (code, message) = parse_error(status, &text);
         Err(Failure::Api {
@@ -270,10 +319,22 @@ mod tests {
     #[test]
     fn parses_both_google_error_shapes() {
         let rpc = r#"{"error": {"code": 404, "message": "Not found: projects/p/locations/l/clusters/c.", "status": "NOT_FOUND"}}"#;
-        assert_eq!(parse_error(404, rpc), ("NOT_FOUND".to_string(), "Not found: projects/p/locations/l/clusters/c.".to_string()));
+        assert_eq!(
+            parse_error(404, rpc),
+            (
+                "NOT_FOUND".to_string(),
+                "Not found: projects/p/locations/l/clusters/c.".to_string()
+            )
+        );
         let storage = r#"{"error": {"code": 409, "message": "The bucket you tried to delete is not empty.", "errors": [{"domain": "global", "reason": "conflict", "message": "x"}]}}"#;
         assert_eq!(parse_error(409, storage).0, "conflict");
-        assert_eq!(parse_error(502, "<html>bad gateway</html>"), ("Bad Gateway".to_string(), "<html>bad gateway</html>".to_string()));
+        assert_eq!(
+            parse_error(502, "<html>bad gateway</html>"),
+            (
+                "Bad Gateway".to_string(),
+                "<html>bad gateway</html>".to_string()
+            )
+        );
     }
 
     #[test]
@@ -283,13 +344,32 @@ mod tests {
             (503, "UNAVAILABLE", "", true),
             (500, "INTERNAL", "", true),
             (409, "ABORTED", "", true),
-            (409, "ALREADY_EXISTS", "Already exists: projects/p/locations/l/clusters/c.", false),
-            (400, "FAILED_PRECONDITION", "Cluster is running incompatible operation operation-1.", true),
-            (400, "FAILED_PRECONDITION", "Autopilot clusters do not support node pools", false),
+            (
+                409,
+                "ALREADY_EXISTS",
+                "Already exists: projects/p/locations/l/clusters/c.",
+                false,
+            ),
+            (
+                400,
+                "FAILED_PRECONDITION",
+                "Cluster is running incompatible operation operation-1.",
+                true,
+            ),
+            (
+                400,
+                "FAILED_PRECONDITION",
+                "Autopilot clusters do not support node pools",
+                false,
+            ),
             (400, "INVALID_ARGUMENT", "", false),
             (404, "NOT_FOUND", "", false),
         ] {
-            assert_eq!(retryable(status, code, message), want, "{status} {code} {message}");
+            assert_eq!(
+                retryable(status, code, message),
+                want,
+                "{status} {code} {message}"
+            );
         }
     }
 
@@ -300,7 +380,8 @@ mod tests {
         let c = Client::new(config).expect("client");
         for attempt in 1..20 {
             let d = c.backoff(attempt);
-            let full = Duration::from_secs(1u64 << (attempt - 1).min(10)).min(Duration::from_secs(32));
+            let full =
+                Duration::from_secs(1u64 << (attempt - 1).min(10)).min(Duration::from_secs(32));
             assert!(d >= full / 2 && d <= full, "attempt {attempt}: {d:?}");
         }
     }

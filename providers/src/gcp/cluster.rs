@@ -88,16 +88,25 @@ const ID_SHAPE: &str = "projects/PROJECT/locations/LOCATION/clusters/NAME";
 impl Spec {
     /// The location: the spec's, else the provider's region, else its zone.
     pub fn location_in(&self, config: &GcpConfig) -> Option<String> {
-        self.location.clone().or_else(|| config.region.clone()).or_else(|| config.zone.clone())
+        self.location
+            .clone()
+            .or_else(|| config.region.clone())
+            .or_else(|| config.zone.clone())
     }
 }
 
 fn channel_api(channel: &str) -> &'static str {
-    CHANNELS.iter().find(|(name, _)| *name == channel).map_or("REGULAR", |(_, api)| api)
+    CHANNELS
+        .iter()
+        .find(|(name, _)| *name == channel)
+        .map_or("REGULAR", |(_, api)| api)
 }
 
 fn channel_of(api: &str) -> &'static str {
-    CHANNELS.iter().find(|(_, a)| *a == api).map_or("none", |(name, _)| name)
+    CHANNELS
+        .iter()
+        .find(|(_, a)| *a == api)
+        .map_or("none", |(name, _)| name)
 }
 
 /// The CreateClusterRequest body.
@@ -133,15 +142,28 @@ pub fn spec_of(live: &Value, prior: Option<&Spec>) -> Spec {
             Some(p) if p.location.is_none() => None,
             _ => Some(live["location"].as_str().unwrap_or_default().to_string()),
         },
-        mode: if live["autopilot"]["enabled"].as_bool() == Some(true) { "autopilot" } else { "standard" }.to_string(),
+        mode: if live["autopilot"]["enabled"].as_bool() == Some(true) {
+            "autopilot"
+        } else {
+            "standard"
+        }
+        .to_string(),
         network: live["network"].as_str().unwrap_or("default").to_string(),
         // GKE fills in a subnetwork when none is given; only compare it when the stack names one.
         subnetwork: match prior {
             Some(p) if p.subnetwork.is_none() => None,
             _ => subnetwork,
         },
-        release_channel: channel_of(live["releaseChannel"]["channel"].as_str().unwrap_or("UNSPECIFIED")).to_string(),
-        description: live["description"].as_str().filter(|d| !d.is_empty()).map(str::to_string),
+        release_channel: channel_of(
+            live["releaseChannel"]["channel"]
+                .as_str()
+                .unwrap_or("UNSPECIFIED"),
+        )
+        .to_string(),
+        description: live["description"]
+            .as_str()
+            .filter(|d| !d.is_empty())
+            .map(str::to_string),
         labels: user_labels(&live["resourceLabels"]),
     }
 }
@@ -151,8 +173,12 @@ fn outputs_of(live: &Value, project: &str, config: &GcpConfig) -> Outputs {
     // Only where credentials live, never a token: outputs are stored in state.
     let auth = match &config.credentials {
         CredentialSource::TokenFile(path) => json!({"type": "google", "access_token_file": path}),
-        CredentialSource::Adc { key_file: Some(path) } => json!({"type": "google", "credentials": path}),
-        CredentialSource::Adc { key_file: None } | CredentialSource::Token(_) => json!({"type": "google"}),
+        CredentialSource::Adc {
+            key_file: Some(path),
+        } => json!({"type": "google", "credentials": path}),
+        CredentialSource::Adc { key_file: None } | CredentialSource::Token(_) => {
+            json!({"type": "google"})
+        }
     };
     let kubernetes = json!({
         "host": if endpoint.is_empty() { String::new() } else { format!("https://{endpoint}") },
@@ -167,18 +193,27 @@ fn outputs_of(live: &Value, project: &str, config: &GcpConfig) -> Outputs {
     Outputs {
         kubernetes,
         endpoint: live["endpoint"].as_str().unwrap_or_default().to_string(),
-        ca_certificate: live["masterAuth"]["clusterCaCertificate"].as_str().unwrap_or_default().to_string(),
+        ca_certificate: live["masterAuth"]["clusterCaCertificate"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
         location: live["location"].as_str().unwrap_or_default().to_string(),
         self_link: live["selfLink"].as_str().unwrap_or_default().to_string(),
-        kubernetes_version: live["currentMasterVersion"].as_str().unwrap_or_default().to_string(),
+        kubernetes_version: live["currentMasterVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
         project: project.to_string(),
     }
 }
 
 /// A spec's location relative to the spec's (after the spec has been validated).
 fn location(spec: &Spec, config: &GcpConfig) -> Result<String, ProviderError> {
-    spec.location_in(config)
-        .ok_or_else(|| ProviderError::Config("gke_cluster: no location; set `location` or `region` in [providers.gcp]".to_string()))
+    spec.location_in(config).ok_or_else(|| {
+        ProviderError::Config(
+            "gke_cluster: no location; set `location` or `region` in [providers.gcp]".to_string(),
+        )
+    })
 }
 
 fn cluster_path(id: &str) -> String {
@@ -186,24 +221,43 @@ fn cluster_path(id: &str) -> String {
 }
 
 fn operation_path(project: &str, location: &str, op: &Value) -> String {
-    format!("v1/projects/{project}/locations/{location}/operations/{}", op["name"].as_str().unwrap_or_default())
+    format!(
+        "v1/projects/{project}/locations/{location}/operations/{}",
+        op["name"].as_str().unwrap_or_default()
+    )
 }
 
 async fn get(ctx: &Ctx, id: &str) -> Result<Option<Value>, ProviderError> {
     let c = client(ctx)?;
-    c.get_opt(ctx, &Request::get(GET, Api::Container, cluster_path(id))).await
+    c.get_opt(ctx, &Request::get(GET, Api::Container, cluster_path(id)))
+        .await
 }
 
 /// Waits until a cluster another attempt created is RUNNING.
-async fn wait_running(ctx: &Ctx, id: &str, timeout: std::time::Duration) -> Result<(), ProviderError> {
+async fn wait_running(
+    ctx: &Ctx,
+    id: &str,
+    timeout: std::time::Duration,
+) -> Result<(), ProviderError> {
     let c = client(ctx)?;
     operation::until_ready(ctx, &c, GET, &format!("cluster {id}"), timeout, || async {
         match get(ctx, id).await? {
             None => Ok(None),
             Some(live) => {
-                let status = live["status"].as_str().unwrap_or("PROVISIONING").to_string();
+                let status = live["status"]
+                    .as_str()
+                    .unwrap_or("PROVISIONING")
+                    .to_string();
                 if status == "ERROR" || status == "DEGRADED" {
-                    return Err(ProviderError::api(GET, 200, status, live["statusMessage"].as_str().unwrap_or("cluster is unhealthy").to_string()));
+                    return Err(ProviderError::api(
+                        GET,
+                        200,
+                        status,
+                        live["statusMessage"]
+                            .as_str()
+                            .unwrap_or("cluster is unhealthy")
+                            .to_string(),
+                    ));
                 }
                 Ok(Some((status == "RUNNING", status.to_lowercase())))
             }
@@ -251,23 +305,53 @@ impl Kind for GkeCluster {
             out.push(Invalid::at("name", m));
         }
         if !["autopilot", "standard"].contains(&spec.mode.as_str()) {
-            out.push(Invalid::at("mode", format!("{:?} is not a mode; use \"autopilot\" or \"standard\"", spec.mode)));
+            out.push(Invalid::at(
+                "mode",
+                format!(
+                    "{:?} is not a mode; use \"autopilot\" or \"standard\"",
+                    spec.mode
+                ),
+            ));
         }
         if !CHANNELS.iter().any(|(c, _)| *c == spec.release_channel) {
-            out.push(Invalid::at("release_channel", format!("{:?} is not a release channel; use rapid, regular, stable, extended or none", spec.release_channel)));
+            out.push(Invalid::at(
+                "release_channel",
+                format!(
+                    "{:?} is not a release channel; use rapid, regular, stable, extended or none",
+                    spec.release_channel
+                ),
+            ));
         } else if spec.mode == "autopilot" && spec.release_channel == "none" {
             out.push(Invalid::at("release_channel", "Autopilot clusters are always enrolled in a release channel; use rapid, regular, stable or extended"));
         }
-        if let Err(m) = catalog::check_labels(spec.labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+        if let Err(m) =
+            catalog::check_labels(spec.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        {
             out.push(Invalid::at("labels", m));
         }
         let config = super::validation_config(config, &mut out);
-        match spec.location.clone().or_else(|| config.as_ref().and_then(|c| spec.location_in(c))) {
-            None => out.push(Invalid::at("", "no location: set `location`, or `region` in [providers.gcp]")),
+        match spec
+            .location
+            .clone()
+            .or_else(|| config.as_ref().and_then(|c| spec.location_in(c)))
+        {
+            None => out.push(Invalid::at(
+                "",
+                "no location: set `location`, or `region` in [providers.gcp]",
+            )),
             Some(loc) => {
-                let at = if spec.location.is_some() { "location" } else { "" };
+                let at = if spec.location.is_some() {
+                    "location"
+                } else {
+                    ""
+                };
                 if !catalog::is_region(&loc) && !catalog::is_zone(&loc) {
-                    out.push(Invalid::at(at, format!("{loc:?} is neither a region (us-central1) nor a zone (us-central1-a)")));
+                    out.push(Invalid::at(
+                        at,
+                        format!(
+                            "{loc:?} is neither a region (us-central1) nor a zone (us-central1-a)"
+                        ),
+                    ));
                 } else if spec.mode == "autopilot" && catalog::is_zone(&loc) {
                     let region = catalog::region_of_zone(&loc).unwrap_or("us-central1");
                     out.push(Invalid::at(at, format!("Autopilot clusters are regional; use the region {region:?} instead of the zone {loc:?}")));
@@ -282,12 +366,24 @@ impl Kind for GkeCluster {
     fn planned_id(spec: &Spec, config: &Value) -> Option<String> {
         let config = GcpConfig::from_ctx(config).ok()?;
         let location = spec.location_in(&config)?;
-        Some(format!("projects/{}/locations/{location}/clusters/{}", config.project.as_deref()?, spec.name))
+        Some(format!(
+            "projects/{}/locations/{location}/clusters/{}",
+            config.project.as_deref()?,
+            spec.name
+        ))
     }
 
-    async fn read(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<Option<Live<Self>>, ProviderError> {
-        let parts = id_parts(id, &["projects", "locations", "clusters"]).ok_or_else(|| super::bad_id(Self::KIND, id, ID_SHAPE))?;
-        let Some(live) = get(ctx, id).await? else { return Ok(None) };
+    async fn read(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Live<Self>>, ProviderError> {
+        let parts = id_parts(id, &["projects", "locations", "clusters"])
+            .ok_or_else(|| super::bad_id(Self::KIND, id, ID_SHAPE))?;
+        let Some(live) = get(ctx, id).await? else {
+            return Ok(None);
+        };
         // A cluster being torn down is as good as gone: planning must create a new one.
         if live["status"] == "STOPPING" {
             return Ok(None);
@@ -303,12 +399,31 @@ impl Kind for GkeCluster {
         let c = client(ctx)?;
         let project = c.config.project()?.to_string();
         let location = location(spec, &c.config)?;
-        let id = format!("projects/{project}/locations/{location}/clusters/{}", spec.name);
+        let id = format!(
+            "projects/{project}/locations/{location}/clusters/{}",
+            spec.name
+        );
         let timeout = c.config.timeout(Self::KIND);
-        let req = Request::new(CREATE, Api::Container, Method::POST, format!("v1/projects/{project}/locations/{location}/clusters"))
-            .body(create_body(spec, &ctx.address));
+        let req = Request::new(
+            CREATE,
+            Api::Container,
+            Method::POST,
+            format!("v1/projects/{project}/locations/{location}/clusters"),
+        )
+        .body(create_body(spec, &ctx.address));
         match c.send(ctx, &req).await {
-            Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, CREATE, &operation_path(&project, &location, &op), &op, timeout).await?,
+            Ok(op) => {
+                operation::wait(
+                    ctx,
+                    &c,
+                    &operation::CONTAINER,
+                    CREATE,
+                    &operation_path(&project, &location, &op),
+                    &op,
+                    timeout,
+                )
+                .await?
+            }
             Err(e) if status_of(&e) == Some(409) => {
                 // Our earlier attempt (lost response, interrupted run) or someone else's.
                 let live = get(ctx, &id).await?.ok_or(e)?;
@@ -322,45 +437,135 @@ impl Kind for GkeCluster {
         }
         if spec.mode == "standard" {
             let pool = format!("v1/{id}/nodePools/default-pool");
-            match c.send(ctx, &Request::new(DELETE_POOL, Api::Container, Method::DELETE, pool)).await {
-                Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, DELETE_POOL, &operation_path(&project, &location, &op), &op, timeout).await?,
+            match c
+                .send(
+                    ctx,
+                    &Request::new(DELETE_POOL, Api::Container, Method::DELETE, pool),
+                )
+                .await
+            {
+                Ok(op) => {
+                    operation::wait(
+                        ctx,
+                        &c,
+                        &operation::CONTAINER,
+                        DELETE_POOL,
+                        &operation_path(&project, &location, &op),
+                        &op,
+                        timeout,
+                    )
+                    .await?
+                }
                 Err(e) if status_of(&e) == Some(404) => {}
                 Err(e) => return Err(e),
             }
         }
-        self.read(ctx, &id, Some(spec))
-            .await?
-            .ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("cluster {id} vanished right after it was created")))
+        self.read(ctx, &id, Some(spec)).await?.ok_or_else(|| {
+            ProviderError::api(
+                GET,
+                404,
+                "NOT_FOUND",
+                format!("cluster {id} vanished right after it was created"),
+            )
+        })
     }
 
-    async fn update(&self, ctx: &Ctx, id: &str, prior: &Spec, spec: &Spec) -> Result<Live<Self>, ProviderError> {
-        let parts = id_parts(id, &["projects", "locations", "clusters"]).ok_or_else(|| super::bad_id(Self::KIND, id, ID_SHAPE))?;
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Live<Self>, ProviderError> {
+        let parts = id_parts(id, &["projects", "locations", "clusters"])
+            .ok_or_else(|| super::bad_id(Self::KIND, id, ID_SHAPE))?;
         let (project, location) = (parts[0], parts[1]);
         let c = client(ctx)?;
         let timeout = c.config.timeout(Self::KIND);
         if prior.release_channel != spec.release_channel {
             let body = json!({"update": {"desiredReleaseChannel": {"channel": channel_api(&spec.release_channel)}}});
-            let op = c.send(ctx, &Request::new(UPDATE, Api::Container, Method::PUT, cluster_path(id)).body(body)).await?;
-            operation::wait(ctx, &c, &operation::CONTAINER, UPDATE, &operation_path(project, location, &op), &op, timeout).await?;
+            let op = c
+                .send(
+                    ctx,
+                    &Request::new(UPDATE, Api::Container, Method::PUT, cluster_path(id)).body(body),
+                )
+                .await?;
+            operation::wait(
+                ctx,
+                &c,
+                &operation::CONTAINER,
+                UPDATE,
+                &operation_path(project, location, &op),
+                &op,
+                timeout,
+            )
+            .await?;
         }
         if prior.labels != spec.labels {
             // The fingerprint guards against concurrent label edits; read it fresh.
-            let live = get(ctx, id).await?.ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("cluster {id} is gone")))?;
+            let live = get(ctx, id).await?.ok_or_else(|| {
+                ProviderError::api(GET, 404, "NOT_FOUND", format!("cluster {id} is gone"))
+            })?;
             let body = json!({
                 "resourceLabels": labels_with_ours(&spec.labels, &ctx.address),
                 "labelFingerprint": live["labelFingerprint"],
             });
-            let op = c.send(ctx, &Request::new(SET_LABELS, Api::Container, Method::POST, format!("v1/{id}:setResourceLabels")).body(body)).await?;
-            operation::wait(ctx, &c, &operation::CONTAINER, SET_LABELS, &operation_path(project, location, &op), &op, timeout).await?;
+            let op = c
+                .send(
+                    ctx,
+                    &Request::new(
+                        SET_LABELS,
+                        Api::Container,
+                        Method::POST,
+                        format!("v1/{id}:setResourceLabels"),
+                    )
+                    .body(body),
+                )
+                .await?;
+            operation::wait(
+                ctx,
+                &c,
+                &operation::CONTAINER,
+                SET_LABELS,
+                &operation_path(project, location, &op),
+                &op,
+                timeout,
+            )
+            .await?;
         }
-        self.read(ctx, id, Some(spec)).await?.ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("cluster {id} is gone")))
+        self.read(ctx, id, Some(spec)).await?.ok_or_else(|| {
+            ProviderError::api(GET, 404, "NOT_FOUND", format!("cluster {id} is gone"))
+        })
     }
 
-    async fn delete(&self, ctx: &Ctx, id: &str, _prior: Option<&Spec>) -> Result<(), ProviderError> {
-        let parts = id_parts(id, &["projects", "locations", "clusters"]).ok_or_else(|| super::bad_id(Self::KIND, id, ID_SHAPE))?;
+    async fn delete(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        _prior: Option<&Spec>,
+    ) -> Result<(), ProviderError> {
+        let parts = id_parts(id, &["projects", "locations", "clusters"])
+            .ok_or_else(|| super::bad_id(Self::KIND, id, ID_SHAPE))?;
         let c = client(ctx)?;
-        match c.send(ctx, &Request::new(DELETE, Api::Container, Method::DELETE, cluster_path(id))).await {
-            Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, DELETE, &operation_path(parts[0], parts[1], &op), &op, c.config.timeout(Self::KIND)).await,
+        match c
+            .send(
+                ctx,
+                &Request::new(DELETE, Api::Container, Method::DELETE, cluster_path(id)),
+            )
+            .await
+        {
+            Ok(op) => {
+                operation::wait(
+                    ctx,
+                    &c,
+                    &operation::CONTAINER,
+                    DELETE,
+                    &operation_path(parts[0], parts[1], &op),
+                    &op,
+                    c.config.timeout(Self::KIND),
+                )
+                .await
+            }
             Err(e) if status_of(&e) == Some(404) => Ok(()),
             Err(e) => Err(e),
         }
@@ -395,7 +600,10 @@ mod tests {
         };
         let config = GcpConfig::resolve(&json!({"project": "p"}), &|_| None).expect("config");
         let outputs = outputs_of(&json!({"endpoint": "10.0.0.1"}), "p", &config);
-        assert_eq!(schema_mismatches::<GkeCluster>(&full, &outputs), Vec::<String>::new());
+        assert_eq!(
+            schema_mismatches::<GkeCluster>(&full, &outputs),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -403,7 +611,10 @@ mod tests {
         let auto = create_body(&spec("autopilot", Some("us-central1")), "gke_cluster.batch");
         assert_eq!(auto["cluster"]["autopilot"], json!({"enabled": true}));
         assert!(auto["cluster"].get("initialNodeCount").is_none());
-        assert_eq!(auto["cluster"]["resourceLabels"]["terrain-address"], "gke_cluster-batch");
+        assert_eq!(
+            auto["cluster"]["resourceLabels"]["terrain-address"],
+            "gke_cluster-batch"
+        );
         assert_eq!(auto["cluster"]["releaseChannel"]["channel"], "REGULAR");
         let std = create_body(&spec("standard", Some("us-central1-a")), "gke_cluster.gpu");
         assert_eq!(std["cluster"]["initialNodeCount"], 1);
@@ -412,7 +623,10 @@ mod tests {
 
     #[test]
     fn live_cluster_reads_back_as_the_spec_that_made_it() {
-        for s in [spec("autopilot", Some("us-central1")), spec("standard", None)] {
+        for s in [
+            spec("autopilot", Some("us-central1")),
+            spec("standard", None),
+        ] {
             let mut live = create_body(&s, "gke_cluster.batch")["cluster"].clone();
             live["location"] = json!("us-central1");
             live["subnetwork"] = json!("default");
@@ -426,29 +640,57 @@ mod tests {
         let cases: &[(Spec, &str)] = &[
             (spec("autopilot", Some("us-central1")), ""),
             (spec("standard", Some("us-central1-a")), ""),
-            (spec("autopilot", Some("us-central1-a")), "Autopilot clusters are regional"),
-            (spec("standard", Some("europe-west4-a")), "not in the provider's region"),
+            (
+                spec("autopilot", Some("us-central1-a")),
+                "Autopilot clusters are regional",
+            ),
+            (
+                spec("standard", Some("europe-west4-a")),
+                "not in the provider's region",
+            ),
             (spec("serverless", Some("us-central1")), "is not a mode"),
             (spec("standard", Some("central")), "neither a region"),
-            (Spec { name: "Batch_AIML".into(), ..spec("standard", None) }, "name"),
-            (Spec { release_channel: "fast".into(), ..spec("standard", None) }, "not a release channel"),
+            (
+                Spec {
+                    name: "Batch_AIML".into(),
+                    ..spec("standard", None)
+                },
+                "name",
+            ),
+            (
+                Spec {
+                    release_channel: "fast".into(),
+                    ..spec("standard", None)
+                },
+                "not a release channel",
+            ),
         ];
         for (s, want) in cases {
             let problems = GkeCluster::validate(s, &cfg);
             if want.is_empty() {
                 assert!(problems.is_empty(), "{s:?}: {problems:?}");
             } else {
-                assert!(problems.iter().any(|p| p.message.contains(want) || p.path.join(".") == *want), "{s:?}: want {want}, got {problems:?}");
+                assert!(
+                    problems
+                        .iter()
+                        .any(|p| p.message.contains(want) || p.path.join(".") == *want),
+                    "{s:?}: want {want}, got {problems:?}"
+                );
             }
         }
-        assert!(GkeCluster::validate(&spec("standard", None), &json!({"project": "p"}))
-            .iter()
-            .any(|p| p.message.contains("no location")));
+        assert!(
+            GkeCluster::validate(&spec("standard", None), &json!({"project": "p"}))
+                .iter()
+                .any(|p| p.message.contains("no location"))
+        );
     }
 
     #[test]
     fn planned_id_uses_the_provider_project_and_region() {
         let cfg = json!({"project": "p", "region": "us-central1"});
-        assert_eq!(GkeCluster::planned_id(&spec("autopilot", None), &cfg).as_deref(), Some("projects/p/locations/us-central1/clusters/batch-aiml"));
+        assert_eq!(
+            GkeCluster::planned_id(&spec("autopilot", None), &cfg).as_deref(),
+            Some("projects/p/locations/us-central1/clusters/batch-aiml")
+        );
     }
 }

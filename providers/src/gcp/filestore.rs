@@ -74,7 +74,13 @@ impl Spec {
     /// The spec's location, else the provider's zone (zonal tiers) or region.
     pub fn location_in(&self, config: &GcpConfig) -> Option<String> {
         let zonal = catalog::filestore_tier(&self.tier).is_none_or(|t| t.zonal);
-        self.location.clone().or_else(|| if zonal { config.zone.clone() } else { config.region.clone() })
+        self.location.clone().or_else(|| {
+            if zonal {
+                config.zone.clone()
+            } else {
+                config.region.clone()
+            }
+        })
     }
 }
 
@@ -96,24 +102,48 @@ pub fn create_body(spec: &Spec, address: &str) -> Value {
 pub fn spec_of(live: &Value, location: &str, prior: Option<&Spec>) -> Spec {
     let share = &live["fileShares"][0];
     Spec {
-        name: live["name"].as_str().and_then(|n| n.rsplit('/').next()).unwrap_or_default().to_string(),
+        name: live["name"]
+            .as_str()
+            .and_then(|n| n.rsplit('/').next())
+            .unwrap_or_default()
+            .to_string(),
         // A stack that leaves the location to the provider keeps it that way.
-        location: if prior.is_some_and(|p| p.location.is_none()) { None } else { Some(location.to_string()) },
+        location: if prior.is_some_and(|p| p.location.is_none()) {
+            None
+        } else {
+            Some(location.to_string())
+        },
         tier: live["tier"].as_str().unwrap_or_default().to_string(),
         share: Share {
             name: share["name"].as_str().unwrap_or_default().to_string(),
-            capacity_gb: share["capacityGb"].as_str().and_then(|c| c.parse().ok()).or_else(|| share["capacityGb"].as_i64()).unwrap_or(0),
+            capacity_gb: share["capacityGb"]
+                .as_str()
+                .and_then(|c| c.parse().ok())
+                .or_else(|| share["capacityGb"].as_i64())
+                .unwrap_or(0),
         },
-        network: live["networks"][0]["network"].as_str().unwrap_or("default").to_string(),
-        description: live["description"].as_str().filter(|d| !d.is_empty()).map(str::to_string),
+        network: live["networks"][0]["network"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string(),
+        description: live["description"]
+            .as_str()
+            .filter(|d| !d.is_empty())
+            .map(str::to_string),
         labels: user_labels(&live["labels"]),
     }
 }
 
 fn outputs_of(live: &Value, location: &str) -> Outputs {
-    let share = live["fileShares"][0]["name"].as_str().unwrap_or_default().to_string();
+    let share = live["fileShares"][0]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     Outputs {
-        ip_address: live["networks"][0]["ipAddresses"][0].as_str().unwrap_or_default().to_string(),
+        ip_address: live["networks"][0]["ipAddresses"][0]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
         share_path: format!("/{share}"),
         share_name: share,
         location: location.to_string(),
@@ -122,18 +152,30 @@ fn outputs_of(live: &Value, location: &str) -> Outputs {
 }
 
 fn location_of(id: &str) -> Result<String, ProviderError> {
-    let p = id_parts(id, &["projects", "locations", "instances"]).ok_or_else(|| super::bad_id(FilestoreInstance::KIND, id, ID_SHAPE))?;
+    let p = id_parts(id, &["projects", "locations", "instances"])
+        .ok_or_else(|| super::bad_id(FilestoreInstance::KIND, id, ID_SHAPE))?;
     Ok(p[1].to_string())
 }
 
 async fn get(ctx: &Ctx, id: &str) -> Result<Option<Value>, ProviderError> {
-    client(ctx)?.get_opt(ctx, &Request::get(GET, Api::File, format!("v1/{id}"))).await
+    client(ctx)?
+        .get_opt(ctx, &Request::get(GET, Api::File, format!("v1/{id}")))
+        .await
 }
 
 async fn wait_op(ctx: &Ctx, call: &'static str, op: &Value) -> Result<(), ProviderError> {
     let c = client(ctx)?;
     let path = format!("v1/{}", op["name"].as_str().unwrap_or_default());
-    operation::wait(ctx, &c, &operation::FILE, call, &path, op, c.config.timeout(FilestoreInstance::KIND)).await
+    operation::wait(
+        ctx,
+        &c,
+        &operation::FILE,
+        call,
+        &path,
+        op,
+        c.config.timeout(FilestoreInstance::KIND),
+    )
+    .await
 }
 
 #[async_trait]
@@ -184,17 +226,33 @@ impl Kind for FilestoreInstance {
         match u64::try_from(spec.share.capacity_gb) {
             Ok(gb) => {
                 if let Err(m) = catalog::check_filestore_capacity(&spec.tier, gb) {
-                    out.push(Invalid::at(if tier.is_some() { "share.capacity_gb" } else { "tier" }, m));
+                    out.push(Invalid::at(
+                        if tier.is_some() {
+                            "share.capacity_gb"
+                        } else {
+                            "tier"
+                        },
+                        m,
+                    ));
                 }
             }
             Err(_) => out.push(Invalid::at("share.capacity_gb", "must be positive")),
         }
-        if let Err(m) = catalog::check_labels(spec.labels.iter().map(|(k, v)| (k.as_str(), v.as_str()))) {
+        if let Err(m) =
+            catalog::check_labels(spec.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        {
             out.push(Invalid::at("labels", m));
         }
         let config = super::validation_config(config, &mut out);
-        let location = spec.location.clone().or_else(|| config.as_ref().and_then(|c| spec.location_in(c)));
-        let at = if spec.location.is_some() { "location" } else { "" };
+        let location = spec
+            .location
+            .clone()
+            .or_else(|| config.as_ref().and_then(|c| spec.location_in(c)));
+        let at = if spec.location.is_some() {
+            "location"
+        } else {
+            ""
+        };
         match (location, tier) {
             (None, Some(t)) => out.push(Invalid::at(
                 "",
@@ -214,12 +272,24 @@ impl Kind for FilestoreInstance {
 
     fn planned_id(spec: &Spec, config: &Value) -> Option<String> {
         let config = GcpConfig::from_ctx(config).ok()?;
-        Some(format!("projects/{}/locations/{}/instances/{}", config.project.as_deref()?, spec.location_in(&config)?, spec.name))
+        Some(format!(
+            "projects/{}/locations/{}/instances/{}",
+            config.project.as_deref()?,
+            spec.location_in(&config)?,
+            spec.name
+        ))
     }
 
-    async fn read(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<Option<Live<Self>>, ProviderError> {
+    async fn read(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Live<Self>>, ProviderError> {
         let location = location_of(id)?;
-        let Some(live) = get(ctx, id).await? else { return Ok(None) };
+        let Some(live) = get(ctx, id).await? else {
+            return Ok(None);
+        };
         if live["state"] == "DELETING" {
             return Ok(None);
         }
@@ -234,41 +304,84 @@ impl Kind for FilestoreInstance {
         let c = client(ctx)?;
         let config = &c.config;
         let project = config.project()?;
-        let location = spec
-            .location_in(config)
-            .ok_or_else(|| ProviderError::Config("filestore_instance: no location; set `location`, or `zone` in [providers.gcp]".into()))?;
-        let id = format!("projects/{project}/locations/{location}/instances/{}", spec.name);
-        let req = Request::new(CREATE, Api::File, Method::POST, format!("v1/projects/{project}/locations/{location}/instances"))
-            .query("instanceId", spec.name.clone())
-            .body(create_body(spec, &ctx.address));
+        let location = spec.location_in(config).ok_or_else(|| {
+            ProviderError::Config(
+                "filestore_instance: no location; set `location`, or `zone` in [providers.gcp]"
+                    .into(),
+            )
+        })?;
+        let id = format!(
+            "projects/{project}/locations/{location}/instances/{}",
+            spec.name
+        );
+        let req = Request::new(
+            CREATE,
+            Api::File,
+            Method::POST,
+            format!("v1/projects/{project}/locations/{location}/instances"),
+        )
+        .query("instanceId", spec.name.clone())
+        .body(create_body(spec, &ctx.address));
         match c.send(ctx, &req).await {
             Ok(op) => wait_op(ctx, CREATE, &op).await?,
             Err(e) if status_of(&e) == Some(409) => {
                 let live = get(ctx, &id).await?.ok_or(e)?;
                 if !is_ours(&live["labels"], &ctx.address) {
-                    return Err(not_ours(CREATE, "Filestore instance", &id, Self::KIND, &ctx.address));
+                    return Err(not_ours(
+                        CREATE,
+                        "Filestore instance",
+                        &id,
+                        Self::KIND,
+                        &ctx.address,
+                    ));
                 }
                 ctx.progress("adopting the instance an earlier attempt created");
-                operation::until_ready(ctx, &c, GET, &format!("instance {id}"), config.timeout(Self::KIND), || async {
-                    match get(ctx, &id).await? {
-                        None => Ok(None),
-                        Some(l) if l["state"] == "ERROR" => Err(ProviderError::api(GET, 200, "ERROR", l["statusMessage"].as_str().unwrap_or("instance failed").to_string())),
-                        Some(l) => {
-                            let s = l["state"].as_str().unwrap_or("CREATING").to_string();
-                            Ok(Some((s == "READY", s.to_lowercase())))
+                operation::until_ready(
+                    ctx,
+                    &c,
+                    GET,
+                    &format!("instance {id}"),
+                    config.timeout(Self::KIND),
+                    || async {
+                        match get(ctx, &id).await? {
+                            None => Ok(None),
+                            Some(l) if l["state"] == "ERROR" => Err(ProviderError::api(
+                                GET,
+                                200,
+                                "ERROR",
+                                l["statusMessage"]
+                                    .as_str()
+                                    .unwrap_or("instance failed")
+                                    .to_string(),
+                            )),
+                            Some(l) => {
+                                let s = l["state"].as_str().unwrap_or("CREATING").to_string();
+                                Ok(Some((s == "READY", s.to_lowercase())))
+                            }
                         }
-                    }
-                })
+                    },
+                )
                 .await?;
             }
             Err(e) => return Err(e),
         }
-        self.read(ctx, &id, Some(spec))
-            .await?
-            .ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("instance {id} vanished right after it was created")))
+        self.read(ctx, &id, Some(spec)).await?.ok_or_else(|| {
+            ProviderError::api(
+                GET,
+                404,
+                "NOT_FOUND",
+                format!("instance {id} vanished right after it was created"),
+            )
+        })
     }
 
-    async fn update(&self, ctx: &Ctx, id: &str, prior: &Spec, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Live<Self>, ProviderError> {
         let tier = catalog::filestore_tier(&spec.tier);
         if spec.share.capacity_gb < prior.share.capacity_gb && !tier.is_some_and(|t| t.shrinkable) {
             return Err(ProviderError::Unsupported(format!(
@@ -288,17 +401,32 @@ impl Kind for FilestoreInstance {
         }
         if !mask.is_empty() {
             let c = client(ctx)?;
-            let req = Request::new(PATCH, Api::File, Method::PATCH, format!("v1/{id}")).query("updateMask", mask.join(",")).body(body);
+            let req = Request::new(PATCH, Api::File, Method::PATCH, format!("v1/{id}"))
+                .query("updateMask", mask.join(","))
+                .body(body);
             let op = c.send(ctx, &req).await?;
             wait_op(ctx, PATCH, &op).await?;
         }
-        self.read(ctx, id, Some(spec)).await?.ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("instance {id} is gone")))
+        self.read(ctx, id, Some(spec)).await?.ok_or_else(|| {
+            ProviderError::api(GET, 404, "NOT_FOUND", format!("instance {id} is gone"))
+        })
     }
 
-    async fn delete(&self, ctx: &Ctx, id: &str, _prior: Option<&Spec>) -> Result<(), ProviderError> {
+    async fn delete(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        _prior: Option<&Spec>,
+    ) -> Result<(), ProviderError> {
         location_of(id)?;
         let c = client(ctx)?;
-        match c.send(ctx, &Request::new(DELETE, Api::File, Method::DELETE, format!("v1/{id}"))).await {
+        match c
+            .send(
+                ctx,
+                &Request::new(DELETE, Api::File, Method::DELETE, format!("v1/{id}")),
+            )
+            .await
+        {
             Ok(op) => wait_op(ctx, DELETE, &op).await,
             Err(e) if status_of(&e) == Some(404) => Ok(()),
             Err(e) => Err(e),
@@ -316,7 +444,10 @@ mod tests {
             name: "batch-aiml-filestore".into(),
             location: Some("us-central1-b".into()),
             tier: "BASIC_HDD".into(),
-            share: Share { name: "NFSVol".into(), capacity_gb: 1024 },
+            share: Share {
+                name: "NFSVol".into(),
+                capacity_gb: 1024,
+            },
             network: "default".into(),
             description: None,
             labels: BTreeMap::new(),
@@ -325,10 +456,20 @@ mod tests {
 
     #[test]
     fn schema_matches_spec_and_outputs() {
-        let full = Spec { description: Some("d".into()), labels: BTreeMap::from([("a".to_string(), "b".to_string())]), ..base() };
-        let outputs = outputs_of(&json!({"fileShares": [{"name": "NFSVol"}]}), "us-central1-b");
+        let full = Spec {
+            description: Some("d".into()),
+            labels: BTreeMap::from([("a".to_string(), "b".to_string())]),
+            ..base()
+        };
+        let outputs = outputs_of(
+            &json!({"fileShares": [{"name": "NFSVol"}]}),
+            "us-central1-b",
+        );
         assert_eq!(outputs.share_path, "/NFSVol");
-        assert_eq!(schema_mismatches::<FilestoreInstance>(&full, &outputs), Vec::<String>::new());
+        assert_eq!(
+            schema_mismatches::<FilestoreInstance>(&full, &outputs),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -338,7 +479,10 @@ mod tests {
         live["name"] = json!("projects/p/locations/us-central1-b/instances/batch-aiml-filestore");
         assert_eq!(live["fileShares"][0]["capacityGb"], "1024");
         assert_eq!(spec_of(&live, "us-central1-b", Some(&s)), s);
-        let unplaced = Spec { location: None, ..base() };
+        let unplaced = Spec {
+            location: None,
+            ..base()
+        };
         assert_eq!(spec_of(&live, "us-central1-b", Some(&unplaced)), unplaced);
     }
 
@@ -347,20 +491,73 @@ mod tests {
         let cfg = json!({"project": "p", "region": "us-central1"});
         let cases: Vec<(Spec, &str)> = vec![
             (base(), ""),
-            (Spec { share: Share { name: "NFSVol".into(), capacity_gb: 1000 }, ..base() }, "share.capacity_gb"),
-            (Spec { tier: "BASIC_SSD".into(), ..base() }, "share.capacity_gb"),
-            (Spec { share: Share { name: "nfs-vol".into(), capacity_gb: 1024 }, ..base() }, "share.name"),
-            (Spec { location: Some("us-central1".into()), ..base() }, "not a zone"),
-            (Spec { location: Some("europe-west4-a".into()), ..base() }, "not in the provider's region"),
-            (Spec { tier: "ENTERPRISE".into(), ..base() }, "not a region"),
-            (Spec { tier: "PLATINUM".into(), ..base() }, "tier"),
+            (
+                Spec {
+                    share: Share {
+                        name: "NFSVol".into(),
+                        capacity_gb: 1000,
+                    },
+                    ..base()
+                },
+                "share.capacity_gb",
+            ),
+            (
+                Spec {
+                    tier: "BASIC_SSD".into(),
+                    ..base()
+                },
+                "share.capacity_gb",
+            ),
+            (
+                Spec {
+                    share: Share {
+                        name: "nfs-vol".into(),
+                        capacity_gb: 1024,
+                    },
+                    ..base()
+                },
+                "share.name",
+            ),
+            (
+                Spec {
+                    location: Some("us-central1".into()),
+                    ..base()
+                },
+                "not a zone",
+            ),
+            (
+                Spec {
+                    location: Some("europe-west4-a".into()),
+                    ..base()
+                },
+                "not in the provider's region",
+            ),
+            (
+                Spec {
+                    tier: "ENTERPRISE".into(),
+                    ..base()
+                },
+                "not a region",
+            ),
+            (
+                Spec {
+                    tier: "PLATINUM".into(),
+                    ..base()
+                },
+                "tier",
+            ),
         ];
         for (s, want) in cases {
             let problems = FilestoreInstance::validate(&s, &cfg);
             if want.is_empty() {
                 assert!(problems.is_empty(), "{problems:?}");
             } else {
-                assert!(problems.iter().any(|p| p.message.contains(want) || p.path.join(".") == want), "want {want}, got {problems:?}");
+                assert!(
+                    problems
+                        .iter()
+                        .any(|p| p.message.contains(want) || p.path.join(".") == want),
+                    "want {want}, got {problems:?}"
+                );
             }
         }
     }

@@ -47,9 +47,18 @@ pub fn address_label(address: &str) -> String {
 
 /// The user's labels plus terrain's own.
 pub fn labels_with_ours(labels: &BTreeMap<String, String>, address: &str) -> Map<String, Value> {
-    let mut out: Map<String, Value> = labels.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect();
-    out.insert(MANAGED_BY.0.to_string(), Value::String(MANAGED_BY.1.to_string()));
-    out.insert(ADDRESS_LABEL.to_string(), Value::String(address_label(address)));
+    let mut out: Map<String, Value> = labels
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    out.insert(
+        MANAGED_BY.0.to_string(),
+        Value::String(MANAGED_BY.1.to_string()),
+    );
+    out.insert(
+        ADDRESS_LABEL.to_string(),
+        Value::String(address_label(address)),
+    );
     out
 }
 
@@ -68,11 +77,18 @@ pub fn user_labels(labels: &Value) -> BTreeMap<String, String> {
 
 /// Whether a live object's labels say this address created it.
 pub fn is_ours(labels: &Value, address: &str) -> bool {
-    labels[ADDRESS_LABEL].as_str() == Some(address_label(address).as_str()) && labels[MANAGED_BY.0].as_str() == Some(MANAGED_BY.1)
+    labels[ADDRESS_LABEL].as_str() == Some(address_label(address).as_str())
+        && labels[MANAGED_BY.0].as_str() == Some(MANAGED_BY.1)
 }
 
 /// The error for a create that found a same-named object terrain did not make.
-pub fn not_ours(call: &'static str, what: &str, id: &str, kind: &str, address: &str) -> ProviderError {
+pub fn not_ours(
+    call: &'static str,
+    what: &str,
+    id: &str,
+    kind: &str,
+    address: &str,
+) -> ProviderError {
     let name = address.split_once('.').map_or(address, |(_, n)| n);
     ProviderError::api(
         call,
@@ -111,15 +127,25 @@ pub fn validation_config(config: &Value, out: &mut Vec<crate::Invalid>) -> Optio
 }
 
 /// The problem with a zone outside the provider's region, if it is one.
-pub fn zone_outside_region(at: &str, location: &str, config: Option<&GcpConfig>) -> Option<crate::Invalid> {
+pub fn zone_outside_region(
+    at: &str,
+    location: &str,
+    config: Option<&GcpConfig>,
+) -> Option<crate::Invalid> {
     let region = config?.region.as_deref()?;
-    (catalog::is_zone(location) && catalog::region_of_zone(location) != Some(region))
-        .then(|| crate::Invalid::at(at, format!("zone {location:?} is not in the provider's region {region:?}")))
+    (catalog::is_zone(location) && catalog::region_of_zone(location) != Some(region)).then(|| {
+        crate::Invalid::at(
+            at,
+            format!("zone {location:?} is not in the provider's region {region:?}"),
+        )
+    })
 }
 
 /// The error for an id that does not have the expected shape (import of a typo).
 pub fn bad_id(kind: &str, id: &str, shape: &str) -> ProviderError {
-    ProviderError::Unsupported(format!("{kind}: {id:?} is not an id of this kind; expected {shape}"))
+    ProviderError::Unsupported(format!(
+        "{kind}: {id:?} is not an id of this kind; expected {shape}"
+    ))
 }
 
 #[cfg(test)]
@@ -129,18 +155,45 @@ mod tests {
 
     #[test]
     fn address_labels_are_valid_label_values() {
-        assert_eq!(address_label("gke_cluster.Batch.ml"), "gke_cluster-batch-ml");
-        let labels = Value::Object(labels_with_ours(&BTreeMap::from([("team".to_string(), "ml".to_string())]), "gke_cluster.gpu"));
+        assert_eq!(
+            address_label("gke_cluster.Batch.ml"),
+            "gke_cluster-batch-ml"
+        );
+        let labels = Value::Object(labels_with_ours(
+            &BTreeMap::from([("team".to_string(), "ml".to_string())]),
+            "gke_cluster.gpu",
+        ));
         assert!(is_ours(&labels, "gke_cluster.gpu"));
         assert!(!is_ours(&labels, "gke_cluster.cpu"));
-        assert_eq!(user_labels(&labels), BTreeMap::from([("team".to_string(), "ml".to_string())]));
+        assert_eq!(
+            user_labels(&labels),
+            BTreeMap::from([("team".to_string(), "ml".to_string())])
+        );
         assert!(!is_ours(&json!({}), "gke_cluster.gpu"));
     }
 
     #[test]
     fn ids_split_by_pattern() {
-        assert_eq!(id_parts("projects/p/locations/us-central1/clusters/c", &["projects", "locations", "clusters"]), Some(vec!["p", "us-central1", "c"]));
-        assert_eq!(id_parts("projects/p/locations/us-central1", &["projects", "locations", "clusters"]), None);
-        assert_eq!(id_parts("projects/p/zones/z/clusters/c", &["projects", "locations", "clusters"]), None);
+        assert_eq!(
+            id_parts(
+                "projects/p/locations/us-central1/clusters/c",
+                &["projects", "locations", "clusters"]
+            ),
+            Some(vec!["p", "us-central1", "c"])
+        );
+        assert_eq!(
+            id_parts(
+                "projects/p/locations/us-central1",
+                &["projects", "locations", "clusters"]
+            ),
+            None
+        );
+        assert_eq!(
+            id_parts(
+                "projects/p/zones/z/clusters/c",
+                &["projects", "locations", "clusters"]
+            ),
+            None
+        );
     }
 }

@@ -116,14 +116,24 @@ const UPDATE: &str = "container.projects.locations.clusters.nodePools.update";
 const SET_AUTOSCALING: &str = "container.projects.locations.clusters.nodePools.setAutoscaling";
 const SET_SIZE: &str = "container.projects.locations.clusters.nodePools.setSize";
 const ID_SHAPE: &str = "projects/PROJECT/locations/LOCATION/clusters/CLUSTER/nodePools/NAME";
-const DRIVERS: &[(&str, &str)] = &[("default", "DEFAULT"), ("latest", "LATEST"), ("disabled", "INSTALLATION_DISABLED")];
+const DRIVERS: &[(&str, &str)] = &[
+    ("default", "DEFAULT"),
+    ("latest", "LATEST"),
+    ("disabled", "INSTALLATION_DISABLED"),
+];
 
 fn driver_api(d: &str) -> &'static str {
-    DRIVERS.iter().find(|(n, _)| *n == d).map_or("DEFAULT", |(_, a)| a)
+    DRIVERS
+        .iter()
+        .find(|(n, _)| *n == d)
+        .map_or("DEFAULT", |(_, a)| a)
 }
 
 fn driver_of(api: &str) -> &'static str {
-    DRIVERS.iter().find(|(_, a)| *a == api).map_or("default", |(n, _)| n)
+    DRIVERS
+        .iter()
+        .find(|(_, a)| *a == api)
+        .map_or("default", |(n, _)| n)
 }
 
 /// The number of nodes a pool starts with.
@@ -161,7 +171,8 @@ fn taints_body(taints: &[String]) -> Result<Vec<Value>, ProviderError> {
 ///
 /// Fails on a taint or scope validation would have refused.
 pub fn create_body(spec: &Spec, address: &str) -> Result<Value, ProviderError> {
-    let scopes = catalog::expand_scopes(&spec.scopes).map_err(|m| ProviderError::Unsupported(format!("scopes: {m}")))?;
+    let scopes = catalog::expand_scopes(&spec.scopes)
+        .map_err(|m| ProviderError::Unsupported(format!("scopes: {m}")))?;
     let mut config = json!({
         "machineType": spec.machine_type,
         "oauthScopes": scopes,
@@ -198,7 +209,9 @@ pub fn create_body(spec: &Spec, address: &str) -> Result<Value, ProviderError> {
     }
     if let Some(tpu) = &spec.tpu {
         // Multi-host slices are placed together; GKE wants the topology on the policy.
-        if catalog::check_tpu_topology(&spec.machine_type, &tpu.topology).is_ok_and(|nodes| nodes > 1) {
+        if catalog::check_tpu_topology(&spec.machine_type, &tpu.topology)
+            .is_ok_and(|nodes| nodes > 1)
+        {
             pool["placementPolicy"] = json!({"type": "COMPACT", "tpuTopology": tpu.topology});
         } else {
             pool["placementPolicy"] = json!({"tpuTopology": tpu.topology});
@@ -210,39 +223,80 @@ pub fn create_body(spec: &Spec, address: &str) -> Result<Value, ProviderError> {
 /// The spec a live pool shows; what the API cannot report comes from `prior`.
 pub fn spec_of(live: &Value, cluster: &str, prior: Option<&Spec>) -> Spec {
     let config = &live["config"];
-    let machine_type = config["machineType"].as_str().unwrap_or_default().to_string();
-    let gpu = config["accelerators"].as_array().and_then(|a| a.first()).map(|a| Gpu {
-        kind: a["acceleratorType"].as_str().unwrap_or_default().to_string(),
-        count: a["acceleratorCount"].as_str().and_then(|c| c.parse().ok()).or_else(|| a["acceleratorCount"].as_i64()).unwrap_or(0),
-        driver: driver_of(a["gpuDriverInstallationConfig"]["gpuDriverVersion"].as_str().unwrap_or("DEFAULT")).to_string(),
-    });
+    let machine_type = config["machineType"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let gpu = config["accelerators"]
+        .as_array()
+        .and_then(|a| a.first())
+        .map(|a| Gpu {
+            kind: a["acceleratorType"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            count: a["acceleratorCount"]
+                .as_str()
+                .and_then(|c| c.parse().ok())
+                .or_else(|| a["acceleratorCount"].as_i64())
+                .unwrap_or(0),
+            driver: driver_of(
+                a["gpuDriverInstallationConfig"]["gpuDriverVersion"]
+                    .as_str()
+                    .unwrap_or("DEFAULT"),
+            )
+            .to_string(),
+        });
     // Machine types with built-in GPUs (g2, a2, a3) report them even when the stack
     // named none.
     let gpu = match prior {
         Some(p) if p.gpu.is_none() && catalog::built_in_gpus(&machine_type).is_some() => None,
         _ => gpu,
     };
-    let tpu = live["placementPolicy"]["tpuTopology"].as_str().filter(|t| !t.is_empty()).map(|t| Tpu { topology: t.to_string() });
-    let live_scopes: Vec<String> = config["oauthScopes"].as_array().map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect()).unwrap_or_default();
+    let tpu = live["placementPolicy"]["tpuTopology"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .map(|t| Tpu {
+            topology: t.to_string(),
+        });
+    let live_scopes: Vec<String> = config["oauthScopes"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
     let scopes = match prior {
         Some(p) if same_scopes(&p.scopes, &live_scopes) => p.scopes.clone(),
         _ => live_scopes,
     };
-    let autoscaling = (live["autoscaling"]["enabled"].as_bool() == Some(true)).then(|| Autoscaling {
-        min: live["autoscaling"]["minNodeCount"].as_i64().unwrap_or(0),
-        max: live["autoscaling"]["maxNodeCount"].as_i64().unwrap_or(0),
-    });
+    let autoscaling =
+        (live["autoscaling"]["enabled"].as_bool() == Some(true)).then(|| Autoscaling {
+            min: live["autoscaling"]["minNodeCount"].as_i64().unwrap_or(0),
+            max: live["autoscaling"]["maxNodeCount"].as_i64().unwrap_or(0),
+        });
     let taints = config["taints"]
         .as_array()
         .map(|a| {
             a.iter()
-                .map(|t| catalog::format_taint(t["key"].as_str().unwrap_or(""), t["value"].as_str().unwrap_or(""), t["effect"].as_str().unwrap_or("")))
+                .map(|t| {
+                    catalog::format_taint(
+                        t["key"].as_str().unwrap_or(""),
+                        t["value"].as_str().unwrap_or(""),
+                        t["effect"].as_str().unwrap_or(""),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();
     let labels = config["labels"]
         .as_object()
-        .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect())
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
         .unwrap_or_default();
     Spec {
         name: live["name"].as_str().unwrap_or_default().to_string(),
@@ -261,13 +315,23 @@ pub fn spec_of(live: &Value, cluster: &str, prior: Option<&Spec>) -> Spec {
         labels,
         scopes,
         // GKE fills in disk defaults; only compare them when the stack sets them.
-        disk_size_gb: if prior.is_some_and(|p| p.disk_size_gb.is_none()) { None } else { config["diskSizeGb"].as_i64() },
-        disk_type: if prior.is_some_and(|p| p.disk_type.is_none()) { None } else { config["diskType"].as_str().map(str::to_string) },
+        disk_size_gb: if prior.is_some_and(|p| p.disk_size_gb.is_none()) {
+            None
+        } else {
+            config["diskSizeGb"].as_i64()
+        },
+        disk_type: if prior.is_some_and(|p| p.disk_type.is_none()) {
+            None
+        } else {
+            config["diskType"].as_str().map(str::to_string)
+        },
     }
 }
 
 fn same_scopes(spec: &[String], live: &[String]) -> bool {
-    let Ok(mut want) = catalog::expand_scopes(spec) else { return false };
+    let Ok(mut want) = catalog::expand_scopes(spec) else {
+        return false;
+    };
     let mut live = live.to_vec();
     want.sort();
     want.dedup();
@@ -278,7 +342,10 @@ fn same_scopes(spec: &[String], live: &[String]) -> bool {
 
 /// The labels GKE puts on the pool's nodes that Pods can select on.
 pub fn node_selector(spec: &Spec) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::from([("cloud.google.com/gke-nodepool".to_string(), spec.name.clone())]);
+    let mut out = BTreeMap::from([(
+        "cloud.google.com/gke-nodepool".to_string(),
+        spec.name.clone(),
+    )]);
     if spec.spot {
         out.insert("cloud.google.com/gke-spot".into(), "true".into());
     }
@@ -291,8 +358,14 @@ pub fn node_selector(spec: &Spec) -> BTreeMap<String, String> {
         out.insert("cloud.google.com/gke-accelerator".into(), kind.to_string());
     }
     if let (Some(tpu), Some(info)) = (&spec.tpu, catalog::tpu(&spec.machine_type)) {
-        out.insert("cloud.google.com/gke-tpu-accelerator".into(), info.accelerator_label.to_string());
-        out.insert("cloud.google.com/gke-tpu-topology".into(), tpu.topology.clone());
+        out.insert(
+            "cloud.google.com/gke-tpu-accelerator".into(),
+            info.accelerator_label.to_string(),
+        );
+        out.insert(
+            "cloud.google.com/gke-tpu-topology".into(),
+            tpu.topology.clone(),
+        );
     }
     out
 }
@@ -311,7 +384,9 @@ pub fn placement(spec: &Spec) -> Value {
         (None, None) => Value::Null,
     };
     let tpu = match (&spec.tpu, catalog::tpu(&spec.machine_type)) {
-        (Some(tpu), Some(info)) => json!({"type": info.accelerator_label, "topology": tpu.topology, "chips": info.chips_per_vm}),
+        (Some(tpu), Some(info)) => {
+            json!({"type": info.accelerator_label, "topology": tpu.topology, "chips": info.chips_per_vm})
+        }
         _ => Value::Null,
     };
     json!({
@@ -334,38 +409,72 @@ fn outputs_of(live: &Value, spec: &Spec) -> Outputs {
 }
 
 fn parts(id: &str) -> Result<Vec<&str>, ProviderError> {
-    id_parts(id, &["projects", "locations", "clusters", "nodePools"]).ok_or_else(|| super::bad_id(GkeNodePool::KIND, id, ID_SHAPE))
+    id_parts(id, &["projects", "locations", "clusters", "nodePools"])
+        .ok_or_else(|| super::bad_id(GkeNodePool::KIND, id, ID_SHAPE))
 }
 
 fn op_path(id: &str, op: &Value) -> Result<String, ProviderError> {
     let p = parts(id)?;
-    Ok(format!("v1/projects/{}/locations/{}/operations/{}", p[0], p[1], op["name"].as_str().unwrap_or_default()))
+    Ok(format!(
+        "v1/projects/{}/locations/{}/operations/{}",
+        p[0],
+        p[1],
+        op["name"].as_str().unwrap_or_default()
+    ))
 }
 
 /// One lock per cluster: GKE runs one node pool operation per cluster at a time, so
 /// pools of the same cluster are changed one after another instead of colliding.
 fn cluster_lock(cluster: &str) -> Arc<tokio::sync::Mutex<()>> {
     static LOCKS: OnceLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = OnceLock::new();
-    let mut locks = LOCKS.get_or_init(|| Mutex::new(HashMap::new())).lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut locks = LOCKS
+        .get_or_init(|| Mutex::new(HashMap::new()))
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     locks.entry(cluster.to_string()).or_default().clone()
 }
 
 fn cluster_of(id: &str) -> String {
-    id.rsplit_once("/nodePools/").map_or(id, |(c, _)| c).to_string()
+    id.rsplit_once("/nodePools/")
+        .map_or(id, |(c, _)| c)
+        .to_string()
 }
 
 async fn get(ctx: &Ctx, id: &str) -> Result<Option<Value>, ProviderError> {
-    client(ctx)?.get_opt(ctx, &Request::get(GET, Api::Container, format!("v1/{id}"))).await
+    client(ctx)?
+        .get_opt(ctx, &Request::get(GET, Api::Container, format!("v1/{id}")))
+        .await
 }
 
 /// Sends a mutation on the pool and waits for its operation.
-async fn mutate(ctx: &Ctx, id: &str, call: &'static str, method: Method, path: String, body: Value) -> Result<(), ProviderError> {
+async fn mutate(
+    ctx: &Ctx,
+    id: &str,
+    call: &'static str,
+    method: Method,
+    path: String,
+    body: Value,
+) -> Result<(), ProviderError> {
     let c = client(ctx)?;
     let lock = cluster_lock(&cluster_of(id));
     let _turn = lock.lock().await;
-    let op = c.send(ctx, &Request::new(call, Api::Container, method, path).body(body)).await?;
+    let op = c
+        .send(
+            ctx,
+            &Request::new(call, Api::Container, method, path).body(body),
+        )
+        .await?;
     let timeout = c.config.timeout(GkeNodePool::KIND);
-    operation::wait(ctx, &c, &operation::CONTAINER, call, &op_path(id, &op)?, &op, timeout).await
+    operation::wait(
+        ctx,
+        &c,
+        &operation::CONTAINER,
+        call,
+        &op_path(id, &op)?,
+        &op,
+        timeout,
+    )
+    .await
 }
 
 #[async_trait]
@@ -433,7 +542,13 @@ impl Kind for GkeNodePool {
             out.push(Invalid::at("name", m));
         }
         if id_parts(&spec.cluster, &["projects", "locations", "clusters"]).is_none() {
-            out.push(Invalid::at("cluster", format!("{:?} is not a cluster id; reference one: \"${{gke_cluster.NAME.id}}\"", spec.cluster)));
+            out.push(Invalid::at(
+                "cluster",
+                format!(
+                    "{:?} is not a cluster id; reference one: \"${{gke_cluster.NAME.id}}\"",
+                    spec.cluster
+                ),
+            ));
         }
         if let Err(m) = catalog::check_machine_type(&spec.machine_type) {
             out.push(Invalid::at("machine_type", m));
@@ -473,21 +588,36 @@ impl Kind for GkeNodePool {
                 }
             }
             if !DRIVERS.iter().any(|(d, _)| *d == gpu.driver) {
-                out.push(Invalid::at("gpu.driver", format!("{:?} is not a driver choice; use default, latest or disabled", gpu.driver)));
+                out.push(Invalid::at(
+                    "gpu.driver",
+                    format!(
+                        "{:?} is not a driver choice; use default, latest or disabled",
+                        gpu.driver
+                    ),
+                ));
             }
         }
         if spec.spot && spec.preemptible {
-            out.push(Invalid::at("preemptible", "set spot or preemptible, not both; spot replaces preemptible VMs"));
+            out.push(Invalid::at(
+                "preemptible",
+                "set spot or preemptible, not both; spot replaces preemptible VMs",
+            ));
         }
         if let Some(a) = &spec.autoscaling {
             if a.min < 0 {
                 out.push(Invalid::at("autoscaling.min", "must be 0 or more"));
             }
             if a.max < 1 || a.max < a.min {
-                out.push(Invalid::at("autoscaling.max", format!("must be at least 1 and at least min ({})", a.min)));
+                out.push(Invalid::at(
+                    "autoscaling.max",
+                    format!("must be at least 1 and at least min ({})", a.min),
+                ));
             }
             if let Some(n) = spec.node_count.filter(|n| *n < a.min || *n > a.max) {
-                out.push(Invalid::at("node_count", format!("{n} is outside the autoscaling range {}–{}", a.min, a.max)));
+                out.push(Invalid::at(
+                    "node_count",
+                    format!("{n} is outside the autoscaling range {}–{}", a.min, a.max),
+                ));
             }
         } else if spec.node_count.is_some_and(|n| n < 0) {
             out.push(Invalid::at("node_count", "must be 0 or more"));
@@ -524,9 +654,16 @@ impl Kind for GkeNodePool {
         Some(format!("{}/nodePools/{}", spec.cluster, spec.name))
     }
 
-    async fn read(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<Option<Live<Self>>, ProviderError> {
+    async fn read(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Live<Self>>, ProviderError> {
         let p = parts(id)?;
-        let Some(live) = get(ctx, id).await? else { return Ok(None) };
+        let Some(live) = get(ctx, id).await? else {
+            return Ok(None);
+        };
         if live["status"] == "STOPPING" {
             return Ok(None);
         }
@@ -544,62 +681,148 @@ impl Kind for GkeNodePool {
         parts(&id)?;
         let c = client(ctx)?;
         let timeout = c.config.timeout(Self::KIND);
-        let req = Request::new(CREATE, Api::Container, Method::POST, format!("v1/{}/nodePools", spec.cluster)).body(create_body(spec, &ctx.address)?);
+        let req = Request::new(
+            CREATE,
+            Api::Container,
+            Method::POST,
+            format!("v1/{}/nodePools", spec.cluster),
+        )
+        .body(create_body(spec, &ctx.address)?);
         let lock = cluster_lock(&spec.cluster);
         let _turn = lock.lock().await;
         match c.send(ctx, &req).await {
-            Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, CREATE, &op_path(&id, &op)?, &op, timeout).await?,
+            Ok(op) => {
+                operation::wait(
+                    ctx,
+                    &c,
+                    &operation::CONTAINER,
+                    CREATE,
+                    &op_path(&id, &op)?,
+                    &op,
+                    timeout,
+                )
+                .await?
+            }
             Err(e) if status_of(&e) == Some(409) => {
                 let live = get(ctx, &id).await?.ok_or(e)?;
                 if !is_ours(&live["config"]["resourceLabels"], &ctx.address) {
                     return Err(not_ours(CREATE, "node pool", &id, Self::KIND, &ctx.address));
                 }
                 ctx.progress("adopting the node pool an earlier attempt created");
-                operation::until_ready(ctx, &c, GET, &format!("node pool {id}"), timeout, || async {
-                    Ok(get(ctx, &id).await?.map(|l| {
-                        let s = l["status"].as_str().unwrap_or("PROVISIONING").to_string();
-                        (s == "RUNNING", s.to_lowercase())
-                    }))
-                })
+                operation::until_ready(
+                    ctx,
+                    &c,
+                    GET,
+                    &format!("node pool {id}"),
+                    timeout,
+                    || async {
+                        Ok(get(ctx, &id).await?.map(|l| {
+                            let s = l["status"].as_str().unwrap_or("PROVISIONING").to_string();
+                            (s == "RUNNING", s.to_lowercase())
+                        }))
+                    },
+                )
                 .await?;
             }
             Err(e) => return Err(e),
         }
-        self.read(ctx, &id, Some(spec))
-            .await?
-            .ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("node pool {id} vanished right after it was created")))
+        self.read(ctx, &id, Some(spec)).await?.ok_or_else(|| {
+            ProviderError::api(
+                GET,
+                404,
+                "NOT_FOUND",
+                format!("node pool {id} vanished right after it was created"),
+            )
+        })
     }
 
-    async fn update(&self, ctx: &Ctx, id: &str, prior: &Spec, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Live<Self>, ProviderError> {
         if prior.autoscaling != spec.autoscaling {
             let body = json!({"autoscaling": autoscaling_body(spec.autoscaling.as_ref())});
-            mutate(ctx, id, SET_AUTOSCALING, Method::POST, format!("v1/{id}:setAutoscaling"), body).await?;
+            mutate(
+                ctx,
+                id,
+                SET_AUTOSCALING,
+                Method::POST,
+                format!("v1/{id}:setAutoscaling"),
+                body,
+            )
+            .await?;
         }
         if prior.node_count != spec.node_count && spec.autoscaling.is_none() {
             if let Some(n) = spec.node_count {
-                mutate(ctx, id, SET_SIZE, Method::POST, format!("v1/{id}:setSize"), json!({"nodeCount": n})).await?;
+                mutate(
+                    ctx,
+                    id,
+                    SET_SIZE,
+                    Method::POST,
+                    format!("v1/{id}:setSize"),
+                    json!({"nodeCount": n}),
+                )
+                .await?;
             }
         }
         if prior.taints != spec.taints || prior.labels != spec.labels {
             let mut body = Map::new();
             if prior.taints != spec.taints {
-                body.insert("taints".into(), json!({"taints": taints_body(&spec.taints)?}));
+                body.insert(
+                    "taints".into(),
+                    json!({"taints": taints_body(&spec.taints)?}),
+                );
             }
             if prior.labels != spec.labels {
                 body.insert("labels".into(), json!({"labels": spec.labels}));
             }
-            mutate(ctx, id, UPDATE, Method::PUT, format!("v1/{id}"), Value::Object(body)).await?;
+            mutate(
+                ctx,
+                id,
+                UPDATE,
+                Method::PUT,
+                format!("v1/{id}"),
+                Value::Object(body),
+            )
+            .await?;
         }
-        self.read(ctx, id, Some(spec)).await?.ok_or_else(|| ProviderError::api(GET, 404, "NOT_FOUND", format!("node pool {id} is gone")))
+        self.read(ctx, id, Some(spec)).await?.ok_or_else(|| {
+            ProviderError::api(GET, 404, "NOT_FOUND", format!("node pool {id} is gone"))
+        })
     }
 
-    async fn delete(&self, ctx: &Ctx, id: &str, _prior: Option<&Spec>) -> Result<(), ProviderError> {
+    async fn delete(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        _prior: Option<&Spec>,
+    ) -> Result<(), ProviderError> {
         parts(id)?;
         let c = client(ctx)?;
         let lock = cluster_lock(&cluster_of(id));
         let _turn = lock.lock().await;
-        match c.send(ctx, &Request::new(DELETE, Api::Container, Method::DELETE, format!("v1/{id}"))).await {
-            Ok(op) => operation::wait(ctx, &c, &operation::CONTAINER, DELETE, &op_path(id, &op)?, &op, c.config.timeout(Self::KIND)).await,
+        match c
+            .send(
+                ctx,
+                &Request::new(DELETE, Api::Container, Method::DELETE, format!("v1/{id}")),
+            )
+            .await
+        {
+            Ok(op) => {
+                operation::wait(
+                    ctx,
+                    &c,
+                    &operation::CONTAINER,
+                    DELETE,
+                    &op_path(id, &op)?,
+                    &op,
+                    c.config.timeout(Self::KIND),
+                )
+                .await
+            }
             Err(e) if status_of(&e) == Some(404) => Ok(()),
             Err(e) => Err(e),
         }
@@ -620,7 +843,11 @@ mod tests {
             machine_type: "n1-highmem-8".into(),
             node_count: None,
             autoscaling: Some(Autoscaling { min: 0, max: 4 }),
-            gpu: Some(Gpu { kind: "nvidia-tesla-t4".into(), count: 4, driver: "default".into() }),
+            gpu: Some(Gpu {
+                kind: "nvidia-tesla-t4".into(),
+                count: 4,
+                driver: "default".into(),
+            }),
             tpu: None,
             spot: false,
             preemptible: true,
@@ -636,14 +863,19 @@ mod tests {
     fn schema_matches_spec_and_outputs() {
         let full = Spec {
             node_count: Some(1),
-            tpu: Some(Tpu { topology: "2x2".into() }),
+            tpu: Some(Tpu {
+                topology: "2x2".into(),
+            }),
             labels: BTreeMap::from([("team".to_string(), "ml".to_string())]),
             disk_size_gb: Some(100),
             disk_type: Some("pd-ssd".into()),
             ..base()
         };
         let outputs = outputs_of(&json!({"version": "1.31", "status": "RUNNING"}), &full);
-        assert_eq!(schema_mismatches::<GkeNodePool>(&full, &outputs), Vec::<String>::new());
+        assert_eq!(
+            schema_mismatches::<GkeNodePool>(&full, &outputs),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -651,16 +883,38 @@ mod tests {
         let body = create_body(&base(), "gke_node_pool.preemptible").expect("body");
         let pool = &body["nodePool"];
         assert_eq!(pool["initialNodeCount"], 0);
-        assert_eq!(pool["autoscaling"], json!({"enabled": true, "minNodeCount": 0, "maxNodeCount": 4}));
-        assert_eq!(pool["config"]["taints"], json!([{"key": "preemptible", "value": "true", "effect": "NO_SCHEDULE"}]));
+        assert_eq!(
+            pool["autoscaling"],
+            json!({"enabled": true, "minNodeCount": 0, "maxNodeCount": 4})
+        );
+        assert_eq!(
+            pool["config"]["taints"],
+            json!([{"key": "preemptible", "value": "true", "effect": "NO_SCHEDULE"}])
+        );
         assert_eq!(pool["config"]["accelerators"][0]["acceleratorCount"], "4");
-        assert_eq!(pool["config"]["oauthScopes"], json!(["https://www.googleapis.com/auth/cloud-platform"]));
+        assert_eq!(
+            pool["config"]["oauthScopes"],
+            json!(["https://www.googleapis.com/auth/cloud-platform"])
+        );
         assert_eq!(pool["config"]["preemptible"], true);
     }
 
     #[test]
     fn live_pool_reads_back_as_its_spec() {
-        for s in [base(), Spec { gpu: None, tpu: Some(Tpu { topology: "4x4".into() }), machine_type: "ct5lp-hightpu-4t".into(), taints: vec![], autoscaling: None, preemptible: false, ..base() }] {
+        for s in [
+            base(),
+            Spec {
+                gpu: None,
+                tpu: Some(Tpu {
+                    topology: "4x4".into(),
+                }),
+                machine_type: "ct5lp-hightpu-4t".into(),
+                taints: vec![],
+                autoscaling: None,
+                preemptible: false,
+                ..base()
+            },
+        ] {
             let mut live = create_body(&s, "a.b").expect("body")["nodePool"].clone();
             live["status"] = json!("RUNNING");
             assert_eq!(spec_of(&live, CLUSTER, Some(&s)), s);
@@ -671,39 +925,134 @@ mod tests {
     fn validation_table() {
         let cases: Vec<(Spec, &str)> = vec![
             (base(), ""),
-            (Spec { gpu: Some(Gpu { kind: "nvidia-tesla-k80".into(), count: 1, driver: "default".into() }), ..base() }, "gpu.type"),
-            (Spec { gpu: Some(Gpu { kind: "nvidia-tesla-t4".into(), count: 3, driver: "default".into() }), ..base() }, "gpu"),
-            (Spec { spot: true, ..base() }, "not both"),
-            (Spec { autoscaling: Some(Autoscaling { min: 5, max: 4 }), ..base() }, "autoscaling.max"),
-            (Spec { taints: vec!["preemptible=true:Sometimes".into()], ..base() }, "taints.0"),
-            (Spec { machine_type: "ct5lp-hightpu-4t".into(), gpu: None, tpu: Some(Tpu { topology: "3x3".into() }), ..base() }, "tpu.topology"),
-            (Spec { tpu: Some(Tpu { topology: "2x2".into() }), ..base() }, "not a TPU machine type"),
-            (Spec { cluster: "gpu".into(), ..base() }, "not a cluster id"),
-            (Spec { scopes: vec!["everything".into()], ..base() }, "scopes"),
+            (
+                Spec {
+                    gpu: Some(Gpu {
+                        kind: "nvidia-tesla-k80".into(),
+                        count: 1,
+                        driver: "default".into(),
+                    }),
+                    ..base()
+                },
+                "gpu.type",
+            ),
+            (
+                Spec {
+                    gpu: Some(Gpu {
+                        kind: "nvidia-tesla-t4".into(),
+                        count: 3,
+                        driver: "default".into(),
+                    }),
+                    ..base()
+                },
+                "gpu",
+            ),
+            (
+                Spec {
+                    spot: true,
+                    ..base()
+                },
+                "not both",
+            ),
+            (
+                Spec {
+                    autoscaling: Some(Autoscaling { min: 5, max: 4 }),
+                    ..base()
+                },
+                "autoscaling.max",
+            ),
+            (
+                Spec {
+                    taints: vec!["preemptible=true:Sometimes".into()],
+                    ..base()
+                },
+                "taints.0",
+            ),
+            (
+                Spec {
+                    machine_type: "ct5lp-hightpu-4t".into(),
+                    gpu: None,
+                    tpu: Some(Tpu {
+                        topology: "3x3".into(),
+                    }),
+                    ..base()
+                },
+                "tpu.topology",
+            ),
+            (
+                Spec {
+                    tpu: Some(Tpu {
+                        topology: "2x2".into(),
+                    }),
+                    ..base()
+                },
+                "not a TPU machine type",
+            ),
+            (
+                Spec {
+                    cluster: "gpu".into(),
+                    ..base()
+                },
+                "not a cluster id",
+            ),
+            (
+                Spec {
+                    scopes: vec!["everything".into()],
+                    ..base()
+                },
+                "scopes",
+            ),
         ];
         for (s, want) in cases {
             let problems = GkeNodePool::validate(&s, &Value::Null);
             if want.is_empty() {
                 assert!(problems.is_empty(), "{problems:?}");
             } else {
-                assert!(problems.iter().any(|p| p.message.contains(want) || p.path.join(".") == want), "want {want}, got {problems:?}");
+                assert!(
+                    problems
+                        .iter()
+                        .any(|p| p.message.contains(want) || p.path.join(".") == want),
+                    "want {want}, got {problems:?}"
+                );
             }
         }
     }
 
     #[test]
     fn autopilot_cluster_peer_is_refused() {
-        let peers = [Peer { kind: "gke_cluster".into(), address: "gke_cluster.auto".into(), spec: json!({"mode": "autopilot"}) }];
+        let peers = [Peer {
+            kind: "gke_cluster".into(),
+            address: "gke_cluster.auto".into(),
+            spec: json!({"mode": "autopilot"}),
+        }];
         let problems = GkeNodePool::validate_peers(&Value::Null, &peers);
         assert_eq!(problems.len(), 1);
-        assert!(problems[0].message.contains("gke_cluster.auto is an Autopilot cluster"), "{problems:?}");
-        let standard = [Peer { kind: "gke_cluster".into(), address: "gke_cluster.gpu".into(), spec: json!({"mode": "standard"}) }];
+        assert!(
+            problems[0]
+                .message
+                .contains("gke_cluster.auto is an Autopilot cluster"),
+            "{problems:?}"
+        );
+        let standard = [Peer {
+            kind: "gke_cluster".into(),
+            address: "gke_cluster.gpu".into(),
+            spec: json!({"mode": "standard"}),
+        }];
         assert!(GkeNodePool::validate_peers(&Value::Null, &standard).is_empty());
     }
 
     #[test]
     fn node_selector_follows_placement() {
-        let sel = node_selector(&Spec { machine_type: "ct5lp-hightpu-4t".into(), gpu: None, tpu: Some(Tpu { topology: "2x4".into() }), spot: true, preemptible: false, ..base() });
+        let sel = node_selector(&Spec {
+            machine_type: "ct5lp-hightpu-4t".into(),
+            gpu: None,
+            tpu: Some(Tpu {
+                topology: "2x4".into(),
+            }),
+            spot: true,
+            preemptible: false,
+            ..base()
+        });
         assert_eq!(sel["cloud.google.com/gke-spot"], "true");
         assert_eq!(sel["cloud.google.com/gke-tpu-topology"], "2x4");
         assert!(sel.contains_key("cloud.google.com/gke-tpu-accelerator"));

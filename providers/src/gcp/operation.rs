@@ -39,7 +39,11 @@ pub fn rpc_code(code: i64) -> (&'static str, u16) {
 pub enum Poll {
     Running(String),
     Done,
-    Failed { code: String, status: u16, message: String },
+    Failed {
+        code: String,
+        status: u16,
+        message: String,
+    },
 }
 
 /// Reads a GKE operation.
@@ -47,24 +51,48 @@ pub fn container_poll(op: &Value) -> Poll {
     let status = op["status"].as_str().unwrap_or("PENDING");
     if status == "DONE" || status == "ABORTING" {
         let err = &op["error"];
-        if err.is_object() && (err["code"].as_i64().unwrap_or(0) != 0 || err["message"].is_string()) {
+        if err.is_object() && (err["code"].as_i64().unwrap_or(0) != 0 || err["message"].is_string())
+        {
             let (code, http) = rpc_code(err["code"].as_i64().unwrap_or(2));
-            let message = err["message"].as_str().or(op["statusMessage"].as_str()).unwrap_or("").to_string();
-            return Poll::Failed { code: code.to_string(), status: http, message };
+            let message = err["message"]
+                .as_str()
+                .or(op["statusMessage"].as_str())
+                .unwrap_or("")
+                .to_string();
+            return Poll::Failed {
+                code: code.to_string(),
+                status: http,
+                message,
+            };
         }
         if let Some(message) = op["statusMessage"].as_str().filter(|m| !m.is_empty()) {
             // Older operations carry failures only in statusMessage.
             if status == "ABORTING" || op["error"].is_object() {
-                return Poll::Failed { code: "ABORTED".to_string(), status: 409, message: message.to_string() };
+                return Poll::Failed {
+                    code: "ABORTED".to_string(),
+                    status: 409,
+                    message: message.to_string(),
+                };
             }
         }
         return Poll::Done;
     }
-    let mut text = format!("{} {}", op["operationType"].as_str().unwrap_or("operation"), status.to_lowercase());
-    if let Some(stages) = op["progress"]["stages"].as_array().filter(|s| !s.is_empty()) {
+    let mut text = format!(
+        "{} {}",
+        op["operationType"].as_str().unwrap_or("operation"),
+        status.to_lowercase()
+    );
+    if let Some(stages) = op["progress"]["stages"]
+        .as_array()
+        .filter(|s| !s.is_empty())
+    {
         let done = stages.iter().filter(|s| s["status"] == "DONE").count();
         if let Some(current) = stages.iter().find(|s| s["status"] == "RUNNING") {
-            let name = current["name"].as_str().unwrap_or("").to_lowercase().replace('_', " ");
+            let name = current["name"]
+                .as_str()
+                .unwrap_or("")
+                .to_lowercase()
+                .replace('_', " ");
             text = format!("{text}: {name} (stage {} of {})", done + 1, stages.len());
         }
     }
@@ -86,7 +114,9 @@ pub fn longrunning_poll(op: &Value) -> Poll {
         return Poll::Done;
     }
     let verb = op["metadata"]["verb"].as_str().unwrap_or("operation");
-    let detail = op["metadata"]["statusDetail"].as_str().filter(|d| !d.is_empty());
+    let detail = op["metadata"]["statusDetail"]
+        .as_str()
+        .filter(|d| !d.is_empty());
     Poll::Running(match detail {
         Some(d) => format!("{verb} running: {d}"),
         None => format!("{verb} running"),
@@ -118,7 +148,15 @@ pub const FILE: OperationApi = OperationApi {
 ///
 /// `path` is the operation's path after the API root. Fails when the operation ends in
 /// error (with its message), when polling fails, or after `timeout`.
-pub async fn wait(ctx: &Ctx, client: &Client, kind: &OperationApi, call: &'static str, path: &str, first: &Value, timeout: Duration) -> Result<(), ProviderError> {
+pub async fn wait(
+    ctx: &Ctx,
+    client: &Client,
+    kind: &OperationApi,
+    call: &'static str,
+    path: &str,
+    first: &Value,
+    timeout: Duration,
+) -> Result<(), ProviderError> {
     let started = Instant::now();
     let mut interval = client.config.poll_interval;
     let mut current = first.clone();
@@ -126,9 +164,18 @@ pub async fn wait(ctx: &Ctx, client: &Client, kind: &OperationApi, call: &'stati
     loop {
         match (kind.read)(&current) {
             Poll::Done => return Ok(()),
-            Poll::Failed { code, status, message } => {
+            Poll::Failed {
+                code,
+                status,
+                message,
+            } => {
                 let name = path.rsplit('/').next().unwrap_or(path);
-                return Err(ProviderError::api(format!("{call} (operation {name})"), status, code, message));
+                return Err(ProviderError::api(
+                    format!("{call} (operation {name})"),
+                    status,
+                    code,
+                    message,
+                ));
             }
             Poll::Running(progress) => {
                 if progress != last_report {
@@ -146,7 +193,9 @@ pub async fn wait(ctx: &Ctx, client: &Client, kind: &OperationApi, call: &'stati
         }
         tokio::time::sleep(interval).await;
         interval = interval.mul_f64(1.5).min(client.config.max_poll_interval);
-        current = client.send(ctx, &Request::get(kind.get_call, kind.api, path)).await?;
+        current = client
+            .send(ctx, &Request::get(kind.get_call, kind.api, path))
+            .await?;
     }
 }
 
@@ -154,7 +203,14 @@ pub async fn wait(ctx: &Ctx, client: &Client, kind: &OperationApi, call: &'stati
 /// no operation to follow (adopting an object another attempt created).
 ///
 /// Fails when `read` fails, the object disappears, or after `timeout`.
-pub async fn until_ready<F, Fut>(ctx: &Ctx, client: &Client, call: &'static str, what: &str, timeout: Duration, mut read: F) -> Result<(), ProviderError>
+pub async fn until_ready<F, Fut>(
+    ctx: &Ctx,
+    client: &Client,
+    call: &'static str,
+    what: &str,
+    timeout: Duration,
+    mut read: F,
+) -> Result<(), ProviderError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Option<(bool, String)>, ProviderError>>,
@@ -163,7 +219,14 @@ where
     let mut interval = client.config.poll_interval;
     loop {
         match read().await? {
-            None => return Err(ProviderError::api(call, 404, "NOT_FOUND", format!("{what} disappeared while waiting for it to become ready"))),
+            None => {
+                return Err(ProviderError::api(
+                    call,
+                    404,
+                    "NOT_FOUND",
+                    format!("{what} disappeared while waiting for it to become ready"),
+                ))
+            }
             Some((true, _)) => return Ok(()),
             Some((false, state)) => ctx.progress(&format!("waiting for {what}: {state}")),
         }
@@ -188,22 +251,37 @@ mod tests {
     fn gke_operation_states() {
         let running = json!({"status": "RUNNING", "operationType": "CREATE_CLUSTER", "progress": {"stages": [
             {"name": "CLUSTER_CONFIGURING", "status": "DONE"}, {"name": "CLUSTER_DEPLOYING", "status": "RUNNING"}, {"name": "CLUSTER_HEALTHCHECKING", "status": "PENDING"}]}});
-        assert_eq!(container_poll(&running), Poll::Running("CREATE_CLUSTER running: cluster deploying (stage 2 of 3)".into()));
+        assert_eq!(
+            container_poll(&running),
+            Poll::Running("CREATE_CLUSTER running: cluster deploying (stage 2 of 3)".into())
+        );
         assert_eq!(container_poll(&json!({"status": "DONE"})), Poll::Done);
         let failed = json!({"status": "DONE", "error": {"code": 9, "message": "quota exceeded"}, "statusMessage": "quota exceeded"});
         assert_eq!(
             container_poll(&failed),
-            Poll::Failed { code: "FAILED_PRECONDITION".into(), status: 400, message: "quota exceeded".into() }
+            Poll::Failed {
+                code: "FAILED_PRECONDITION".into(),
+                status: 400,
+                message: "quota exceeded".into()
+            }
         );
     }
 
     #[test]
     fn longrunning_operation_states() {
         assert_eq!(
-            longrunning_poll(&json!({"done": false, "metadata": {"verb": "create", "statusDetail": "allocating"}})),
+            longrunning_poll(
+                &json!({"done": false, "metadata": {"verb": "create", "statusDetail": "allocating"}})
+            ),
             Poll::Running("create running: allocating".into())
         );
-        assert_eq!(longrunning_poll(&json!({"done": true, "response": {}})), Poll::Done);
-        assert!(matches!(longrunning_poll(&json!({"done": true, "error": {"code": 13, "message": "boom"}})), Poll::Failed { status: 500, .. }));
+        assert_eq!(
+            longrunning_poll(&json!({"done": true, "response": {}})),
+            Poll::Done
+        );
+        assert!(matches!(
+            longrunning_poll(&json!({"done": true, "error": {"code": 13, "message": "boom"}})),
+            Poll::Failed { status: 500, .. }
+        ));
     }
 }

@@ -12,13 +12,17 @@ pub fn parse_duration(text: &str) -> Option<Duration> {
     let mut rest = text;
     let mut total = Duration::ZERO;
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         if digits == 0 {
             return None;
         }
         let amount: u64 = rest[..digits].parse().ok()?;
         rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let part = match &rest[..unit_len] {
             "ms" => Duration::from_millis(amount),
             "s" => Duration::from_secs(amount),
@@ -60,13 +64,18 @@ mod tests {
         assert_eq!(parse_duration("2s"), Some(Duration::from_secs(2)));
         assert_eq!(parse_duration("1m30s"), Some(Duration::from_secs(90)));
         assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("1h2m3s4ms"), Some(Duration::from_millis(3_723_004)));
+        assert_eq!(
+            parse_duration("1h2m3s4ms"),
+            Some(Duration::from_millis(3_723_004))
+        );
         assert_eq!(parse_duration("0s"), Some(Duration::ZERO));
     }
 
     #[test]
     fn rejects_what_is_not_a_duration() {
-        for text in ["", "2", "2x", "s", "1.5s", "-1s", " 1s", "1s ", "1 s", "1mss", "ms1"] {
+        for text in [
+            "", "2", "2x", "s", "1.5s", "-1s", " 1s", "1s ", "1 s", "1mss", "ms1",
+        ] {
             assert_eq!(parse_duration(text), None, "{text:?} should not parse");
         }
     }

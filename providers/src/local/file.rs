@@ -79,7 +79,8 @@ fn mode_problem(text: &str) -> String {
 /// The mode in `field`, for create and update, which validation has already vetted;
 /// this error only fires if that step was skipped.
 fn mode_of_field(field: &str, text: &str) -> Result<u32, ProviderError> {
-    parse_mode(text).ok_or_else(|| ProviderError::Unsupported(format!("{field}: {}", mode_problem(text))))
+    parse_mode(text)
+        .ok_or_else(|| ProviderError::Unsupported(format!("{field}: {}", mode_problem(text))))
 }
 
 impl Spec {
@@ -148,14 +149,19 @@ impl Kind for LocalFile {
             problems.push(Invalid::at("path", "must not be empty"));
         }
         match (&spec.content, &spec.sensitive_content) {
-            (None, None) => problems.push(Invalid::at("", "set one of content or sensitive_content")),
+            (None, None) => {
+                problems.push(Invalid::at("", "set one of content or sensitive_content"))
+            }
             (Some(_), Some(_)) => problems.push(Invalid::at(
                 "sensitive_content",
                 "content and sensitive_content are both set; set only one",
             )),
             _ => {}
         }
-        for (field, text) in [("mode", &spec.mode), ("directory_mode", &spec.directory_mode)] {
+        for (field, text) in [
+            ("mode", &spec.mode),
+            ("directory_mode", &spec.directory_mode),
+        ] {
             if parse_mode(text).is_none() {
                 problems.push(Invalid::at(field, mode_problem(text)));
             }
@@ -167,9 +173,16 @@ impl Kind for LocalFile {
         Some(spec.path.clone())
     }
 
-    async fn read(&self, _ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<Option<Live<Self>>, ProviderError> {
+    async fn read(
+        &self,
+        _ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Live<Self>>, ProviderError> {
         let path = id.to_string();
-        let Some(OnDisk { bytes, mode }) = blocking(id, move || read_file(Path::new(&path))).await? else {
+        let Some(OnDisk { bytes, mode }) =
+            blocking(id, move || read_file(Path::new(&path))).await?
+        else {
             return Ok(None);
         };
         // Not UTF-8 reads back lossy, which differs from any desired content and so
@@ -221,7 +234,13 @@ impl Kind for LocalFile {
         })
     }
 
-    async fn update(&self, _ctx: &Ctx, id: &str, _prior: &Spec, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+    async fn update(
+        &self,
+        _ctx: &Ctx,
+        id: &str,
+        _prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Live<Self>, ProviderError> {
         let content = spec.desired()?.as_bytes().to_vec();
         let mode = mode_of_field("mode", &spec.mode)?;
         let directory_mode = mode_of_field("directory_mode", &spec.directory_mode)?;
@@ -246,10 +265,17 @@ impl Kind for LocalFile {
         })
     }
 
-    async fn delete(&self, _ctx: &Ctx, id: &str, _prior: Option<&Spec>) -> Result<(), ProviderError> {
+    async fn delete(
+        &self,
+        _ctx: &Ctx,
+        id: &str,
+        _prior: Option<&Spec>,
+    ) -> Result<(), ProviderError> {
         let path = PathBuf::from(id);
         blocking(id, move || match fs::remove_file(&path) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(ProviderError::io("remove", display(&path), e)),
+            Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                Err(ProviderError::io("remove", display(&path), e))
+            }
             _ => Ok(()),
         })
         .await
@@ -318,9 +344,12 @@ fn create_parents(path: &Path, mode: u32) -> Result<(), ProviderError> {
 /// Replaces `path` with `content` and `mode` in one rename.
 fn write_atomic(path: &Path, content: &[u8], mode: u32) -> Result<(), ProviderError> {
     let err = |e| ProviderError::io("write", display(path), e);
-    let name = path
-        .file_name()
-        .ok_or_else(|| err(io::Error::new(io::ErrorKind::InvalidInput, "the path names no file")))?;
+    let name = path.file_name().ok_or_else(|| {
+        err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "the path names no file",
+        ))
+    })?;
     // The same directory as the target, so the rename cannot cross filesystems; a
     // random suffix, so concurrent writers never share a temporary file.
     let tmp = path.with_file_name(format!(
@@ -329,7 +358,10 @@ fn write_atomic(path: &Path, content: &[u8], mode: u32) -> Result<(), ProviderEr
         rand::random::<u64>()
     ));
     let written = (|| {
-        let mut file = fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
         file.write_all(content)?;
         set_handle_mode(&file, mode)?;
         file.sync_all()?;
@@ -399,7 +431,11 @@ mod tests {
     }
 
     fn mode_on_disk(path: &Path) -> u32 {
-        fs::metadata(path).expect("file exists").permissions().mode() & 0o7777
+        fs::metadata(path)
+            .expect("file exists")
+            .permissions()
+            .mode()
+            & 0o7777
     }
 
     fn inode(path: &Path) -> u64 {
@@ -424,9 +460,19 @@ mod tests {
     #[test]
     fn only_path_forces_replacement_and_sensitive_content_is_secret() {
         let schema = LocalFile::schema();
-        let forcing: Vec<_> = schema.fields.iter().filter(|f| f.force_new).map(|f| f.name).collect();
+        let forcing: Vec<_> = schema
+            .fields
+            .iter()
+            .filter(|f| f.force_new)
+            .map(|f| f.name)
+            .collect();
         assert_eq!(forcing, ["path"]);
-        let secret: Vec<_> = schema.fields.iter().filter(|f| f.sensitive).map(|f| f.name).collect();
+        let secret: Vec<_> = schema
+            .fields
+            .iter()
+            .filter(|f| f.sensitive)
+            .map(|f| f.name)
+            .collect();
         assert_eq!(secret, ["sensitive_content"]);
     }
 
@@ -435,7 +481,10 @@ mod tests {
         let mut s = spec(Path::new("a"), "x");
         assert!(LocalFile::validate(&s, &serde_json::Value::Null).is_empty());
         s.content = Some(String::new());
-        assert!(LocalFile::validate(&s, &serde_json::Value::Null).is_empty(), "empty content is still content");
+        assert!(
+            LocalFile::validate(&s, &serde_json::Value::Null).is_empty(),
+            "empty content is still content"
+        );
         s.sensitive_content = Some("y".into());
         assert_eq!(
             LocalFile::validate(&s, &serde_json::Value::Null),
@@ -458,7 +507,10 @@ mod tests {
         let mut s = spec(Path::new("a"), "x");
         for ok in ["644", "0644", "0600", "4755", "000"] {
             s.mode = ok.into();
-            assert!(LocalFile::validate(&s, &serde_json::Value::Null).is_empty(), "{ok}");
+            assert!(
+                LocalFile::validate(&s, &serde_json::Value::Null).is_empty(),
+                "{ok}"
+            );
         }
         for bad in ["", "64", "06444", "0x44", "888", "rw-", "-644"] {
             s.mode = bad.into();
@@ -473,16 +525,23 @@ mod tests {
         }
         s.mode = default_mode();
         s.directory_mode = "rwx".into();
-        assert_eq!(LocalFile::validate(&s, &serde_json::Value::Null)[0].path, ["directory_mode"]);
+        assert_eq!(
+            LocalFile::validate(&s, &serde_json::Value::Null)[0].path,
+            ["directory_mode"]
+        );
         s.directory_mode = default_directory_mode();
         s.path = String::new();
-        assert_eq!(LocalFile::validate(&s, &serde_json::Value::Null), vec![Invalid::at("path", "must not be empty")]);
+        assert_eq!(
+            LocalFile::validate(&s, &serde_json::Value::Null),
+            vec![Invalid::at("path", "must not be empty")]
+        );
     }
 
     #[test]
     fn planned_id_is_the_path() {
         assert_eq!(
-            LocalFile::planned_id(&spec(Path::new("out/a.txt"), "x"), &serde_json::Value::Null).as_deref(),
+            LocalFile::planned_id(&spec(Path::new("out/a.txt"), "x"), &serde_json::Value::Null)
+                .as_deref(),
             Some("out/a.txt")
         );
     }
@@ -545,13 +604,22 @@ mod tests {
         s.mode = "644".into();
         s.directory_mode = "0700".into();
         LocalFile.create(&ctx(), &s).await?;
-        let live = LocalFile.read(&ctx(), &id, Some(&s)).await?.expect("exists");
-        assert_eq!(live.spec, s, "same bits spelled \"644\" read back as written");
+        let live = LocalFile
+            .read(&ctx(), &id, Some(&s))
+            .await?
+            .expect("exists");
+        assert_eq!(
+            live.spec, s,
+            "same bits spelled \"644\" read back as written"
+        );
         assert_eq!(live.outputs, Outputs::of(b"one"));
 
         fs::write(&path, "two").expect("edit outside terrain");
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).expect("chmod");
-        let live = LocalFile.read(&ctx(), &id, Some(&s)).await?.expect("exists");
+        let live = LocalFile
+            .read(&ctx(), &id, Some(&s))
+            .await?
+            .expect("exists");
         assert_eq!(live.spec.content.as_deref(), Some("two"));
         assert_eq!(live.spec.mode, "0600");
         assert_eq!(live.spec.directory_mode, "0700");
@@ -594,7 +662,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("bin");
         fs::write(&path, [b'a', 0xff, b'b']).expect("write");
-        let live = LocalFile.read(&ctx(), &display(&path), None).await?.expect("exists");
+        let live = LocalFile
+            .read(&ctx(), &display(&path), None)
+            .await?
+            .expect("exists");
         assert_eq!(live.spec.content.as_deref(), Some("a\u{fffd}b"));
         assert_eq!(
             live.outputs,
@@ -605,7 +676,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn update_rewrites_only_when_content_differs_and_chmods_in_place() -> Result<(), ProviderError> {
+    async fn update_rewrites_only_when_content_differs_and_chmods_in_place(
+    ) -> Result<(), ProviderError> {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("f");
         let id = display(&path);
@@ -616,14 +688,22 @@ mod tests {
         let mut chmod = s.clone();
         chmod.mode = "0640".into();
         LocalFile.update(&ctx(), &id, &s, &chmod).await?;
-        assert_eq!(inode(&path), before, "a mode change does not rewrite the file");
+        assert_eq!(
+            inode(&path),
+            before,
+            "a mode change does not rewrite the file"
+        );
         assert_eq!(mode_on_disk(&path), 0o640);
 
         let mut moved = chmod.clone();
         moved.content = None;
         moved.sensitive_content = Some("one".into());
         LocalFile.update(&ctx(), &id, &chmod, &moved).await?;
-        assert_eq!(inode(&path), before, "same bytes in the other field is no rewrite");
+        assert_eq!(
+            inode(&path),
+            before,
+            "same bytes in the other field is no rewrite"
+        );
 
         let mut changed = chmod.clone();
         changed.content = Some("two".into());
@@ -679,7 +759,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = display(&dir.path().join("f"));
         let adapter = Adapter::new(LocalFile);
-        let observed = adapter.create(&ctx(), &json!({"path": path, "content": "x"})).await?;
+        let observed = adapter
+            .create(&ctx(), &json!({"path": path, "content": "x"}))
+            .await?;
         assert_eq!(
             observed.spec,
             json!({"path": path, "content": "x", "sensitive_content": null, "mode": "0644", "directory_mode": "0755"})

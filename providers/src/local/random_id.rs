@@ -60,9 +60,13 @@ impl Kind for RandomId {
     fn schema() -> Schema {
         Schema {
             fields: vec![
-                Field::new("byte_length", Type::Int, "How many random bytes to draw, 1 to 64.")
-                    .required()
-                    .force_new(),
+                Field::new(
+                    "byte_length",
+                    Type::Int,
+                    "How many random bytes to draw, 1 to 64.",
+                )
+                .required()
+                .force_new(),
                 Field::new(
                     "prefix",
                     Type::String,
@@ -77,7 +81,11 @@ impl Kind for RandomId {
                 .force_new(),
             ],
             outputs: vec![
-                Field::new("hex", Type::String, "The bytes in lowercase hex, after the prefix."),
+                Field::new(
+                    "hex",
+                    Type::String,
+                    "The bytes in lowercase hex, after the prefix.",
+                ),
                 Field::new(
                     "b64_url",
                     Type::String,
@@ -98,12 +106,20 @@ impl Kind for RandomId {
         } else {
             vec![Invalid::at(
                 "byte_length",
-                format!("must be between 1 and {MAX_BYTES}, got {}", spec.byte_length),
+                format!(
+                    "must be between 1 and {MAX_BYTES}, got {}",
+                    spec.byte_length
+                ),
             )]
         }
     }
 
-    async fn read(&self, _ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<Option<Live<Self>>, ProviderError> {
+    async fn read(
+        &self,
+        _ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Live<Self>>, ProviderError> {
         let bytes = match hex::decode(id) {
             Ok(bytes) if !bytes.is_empty() => bytes,
             _ => {
@@ -144,14 +160,26 @@ impl Kind for RandomId {
         Ok(Self::live(&bytes, spec.clone()))
     }
 
-    async fn update(&self, _ctx: &Ctx, id: &str, _prior: &Spec, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+    async fn update(
+        &self,
+        _ctx: &Ctx,
+        id: &str,
+        _prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Live<Self>, ProviderError> {
         // Every field forces replacement, so an update only ever restates the same id.
-        let bytes =
-            hex::decode(id).map_err(|e| ProviderError::Unsupported(format!("random_id: id {id:?} is not hex: {e}")))?;
+        let bytes = hex::decode(id).map_err(|e| {
+            ProviderError::Unsupported(format!("random_id: id {id:?} is not hex: {e}"))
+        })?;
         Ok(Self::live(&bytes, spec.clone()))
     }
 
-    async fn delete(&self, _ctx: &Ctx, _id: &str, _prior: Option<&Spec>) -> Result<(), ProviderError> {
+    async fn delete(
+        &self,
+        _ctx: &Ctx,
+        _id: &str,
+        _prior: Option<&Spec>,
+    ) -> Result<(), ProviderError> {
         Ok(())
     }
 }
@@ -222,7 +250,10 @@ mod tests {
             keepers: Some(BTreeMap::from([("image".to_string(), "v1".to_string())])),
         };
         let outputs = RandomId::live(&[1, 2], full.clone()).outputs;
-        assert_eq!(schema_mismatches::<RandomId>(&full, &outputs), Vec::<String>::new());
+        assert_eq!(
+            schema_mismatches::<RandomId>(&full, &outputs),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -233,7 +264,10 @@ mod tests {
     #[test]
     fn validate_bounds_byte_length() {
         for ok in [1, 8, 64] {
-            assert!(RandomId::validate(&spec(ok, None), &serde_json::Value::Null).is_empty(), "{ok}");
+            assert!(
+                RandomId::validate(&spec(ok, None), &serde_json::Value::Null).is_empty(),
+                "{ok}"
+            );
         }
         for bad in [-1, 0, 65] {
             let problems = RandomId::validate(&spec(bad, None), &serde_json::Value::Null);
@@ -327,7 +361,10 @@ mod tests {
 
     #[tokio::test]
     async fn import_takes_length_from_the_id_and_nothing_else() -> Result<(), ProviderError> {
-        let live = RandomId.read(&ctx(), "deadbeef", None).await?.expect("always exists");
+        let live = RandomId
+            .read(&ctx(), "deadbeef", None)
+            .await?
+            .expect("always exists");
         assert_eq!(live.spec, spec(4, None));
         assert_eq!(live.outputs.hex, "deadbeef");
         assert_eq!(live.outputs.dec, "3735928559");
@@ -344,7 +381,10 @@ mod tests {
 
     #[tokio::test]
     async fn planned_id_is_unknown_and_delete_is_a_no_op() -> Result<(), ProviderError> {
-        assert_eq!(RandomId::planned_id(&spec(8, None), &serde_json::Value::Null), None);
+        assert_eq!(
+            RandomId::planned_id(&spec(8, None), &serde_json::Value::Null),
+            None
+        );
         RandomId.delete(&ctx(), "00", None).await
     }
 }

@@ -106,7 +106,12 @@ impl Kind for TimeSleep {
             .collect()
     }
 
-    async fn read(&self, _ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<Option<Live<Self>>, ProviderError> {
+    async fn read(
+        &self,
+        _ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Live<Self>>, ProviderError> {
         let spec = prior.cloned().unwrap_or(Spec {
             create_duration: None,
             destroy_duration: None,
@@ -120,7 +125,13 @@ impl Kind for TimeSleep {
         Ok(live(rfc3339_utc(SystemTime::now()), spec.clone()))
     }
 
-    async fn update(&self, _ctx: &Ctx, id: &str, _prior: &Spec, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+    async fn update(
+        &self,
+        _ctx: &Ctx,
+        id: &str,
+        _prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Live<Self>, ProviderError> {
         // Only the durations can change in place; they matter at the next create or
         // destroy, not now, so there is nothing to wait for.
         for (field, text) in DURATION_FIELDS
@@ -132,7 +143,12 @@ impl Kind for TimeSleep {
         Ok(live(id.to_string(), spec.clone()))
     }
 
-    async fn delete(&self, ctx: &Ctx, _id: &str, prior: Option<&Spec>) -> Result<(), ProviderError> {
+    async fn delete(
+        &self,
+        ctx: &Ctx,
+        _id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<(), ProviderError> {
         let text = prior.and_then(|p| p.destroy_duration.as_deref());
         sleep(ctx, DURATION_FIELDS[1], text).await
     }
@@ -149,7 +165,10 @@ fn live(id: String, spec: Spec) -> Live<TimeSleep> {
 /// `t` as `YYYY-MM-DDTHH:MM:SSZ`, computed here to avoid a date crate for one format.
 fn rfc3339_utc(t: SystemTime) -> String {
     // A clock before 1970 is a broken clock; the epoch is as good an answer as any.
-    let secs = t.duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = t
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (year, month, day) = civil_from_days(days);
     format!(
@@ -204,7 +223,9 @@ mod tests {
     }
 
     fn messages(log: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
-        log.lock().expect("no test panics while holding the log").clone()
+        log.lock()
+            .expect("no test panics while holding the log")
+            .clone()
     }
 
     #[test]
@@ -217,21 +238,34 @@ mod tests {
         let outputs = Outputs {
             id: "2024-01-01T00:00:00Z".into(),
         };
-        assert_eq!(schema_mismatches::<TimeSleep>(&full, &outputs), Vec::<String>::new());
+        assert_eq!(
+            schema_mismatches::<TimeSleep>(&full, &outputs),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
     fn only_triggers_force_replacement() {
         let schema = TimeSleep::schema();
-        let forcing: Vec<_> = schema.fields.iter().filter(|f| f.force_new).map(|f| f.name).collect();
+        let forcing: Vec<_> = schema
+            .fields
+            .iter()
+            .filter(|f| f.force_new)
+            .map(|f| f.name)
+            .collect();
         assert_eq!(forcing, ["triggers"]);
     }
 
     #[test]
     fn validate_names_the_bad_duration_and_shows_good_ones() {
-        assert!(TimeSleep::validate(&spec(Some("1m30s"), Some("200ms")), &serde_json::Value::Null).is_empty());
+        assert!(TimeSleep::validate(
+            &spec(Some("1m30s"), Some("200ms")),
+            &serde_json::Value::Null
+        )
+        .is_empty());
         assert!(TimeSleep::validate(&spec(None, None), &serde_json::Value::Null).is_empty());
-        let problems = TimeSleep::validate(&spec(Some("2x"), Some("soon")), &serde_json::Value::Null);
+        let problems =
+            TimeSleep::validate(&spec(Some("2x"), Some("soon")), &serde_json::Value::Null);
         assert_eq!(
             problems,
             vec![
@@ -260,7 +294,9 @@ mod tests {
     async fn create_sleeps_and_reports_progress() -> Result<(), ProviderError> {
         let (ctx, log) = recording_ctx();
         let start = Instant::now();
-        let live = TimeSleep.create(&ctx, &spec(Some("2s"), Some("5s"))).await?;
+        let live = TimeSleep
+            .create(&ctx, &spec(Some("2s"), Some("5s")))
+            .await?;
         assert_eq!(start.elapsed(), Duration::from_secs(2));
         assert_eq!(messages(&log), ["sleeping 2s"]);
         assert_eq!(live.outputs.id, live.id);
@@ -321,12 +357,18 @@ mod tests {
     async fn read_returns_the_prior_or_an_empty_spec() -> Result<(), ProviderError> {
         let ctx = Ctx::new("time_sleep.wait", json!({}));
         let prior = spec(Some("1s"), None);
-        let live = TimeSleep.read(&ctx, "t", Some(&prior)).await?.expect("always exists");
+        let live = TimeSleep
+            .read(&ctx, "t", Some(&prior))
+            .await?
+            .expect("always exists");
         assert_eq!(
             (live.id.as_str(), live.outputs.id.as_str(), &live.spec),
             ("t", "t", &prior)
         );
-        let live = TimeSleep.read(&ctx, "t", None).await?.expect("always exists");
+        let live = TimeSleep
+            .read(&ctx, "t", None)
+            .await?
+            .expect("always exists");
         assert_eq!(live.spec, spec(None, None));
         Ok(())
     }
@@ -338,6 +380,9 @@ mod tests {
             .create(&ctx, &spec(Some("2x"), None))
             .await
             .expect_err("bad duration");
-        assert!(err.to_string().contains("\"2x\" is not a duration"), "{err}");
+        assert!(
+            err.to_string().contains("\"2x\" is not a duration"),
+            "{err}"
+        );
     }
 }

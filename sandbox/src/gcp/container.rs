@@ -1426,7 +1426,7 @@ fn string_list(v: &Value, key: &str) -> Vec<String> {
 }
 
 /// A fresh self-signed CA for a cluster: its PEM certificate and PEM private key.
-fn cluster_ca(cluster: &str) -> Result<(String, String), ApiError> {
+pub(crate) fn cluster_ca(cluster: &str) -> Result<(String, String), ApiError> {
     let fail =
         |e: rcgen::Error| ApiError::internal(format!("could not generate the cluster CA: {e}"));
     let key = rcgen::KeyPair::generate().map_err(fail)?;

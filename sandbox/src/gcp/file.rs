@@ -517,8 +517,7 @@ fn check_share(tier: &str, share: &Value) -> Result<(), ApiError> {
     let valid_name = !b.is_empty()
         && b.len() <= 16
         && b[0].is_ascii_alphabetic()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || *c == b'_');
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_');
     if !valid_name {
         return Err(ApiError::invalid(format!(
             "Invalid file share name \"{name}\": it must be 1-16 letters, digits or underscores and start with a letter."

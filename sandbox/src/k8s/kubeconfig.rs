@@ -1,6 +1,7 @@
 //! Kubeconfig files for the emulated clusters: one context per cluster, named the way
 //! the cloud's CLI names it, trusting the cluster CA and authenticating with a fixed
-//! bearer token (the sandbox accepts any non-empty one). Written owner-only, like
+//! bearer token (GKE clusters accept any non-empty one; EKS clusters a token shaped like
+//! `aws eks get-token`'s). Written owner-only, like
 //! credentials.
 
 use std::io::Write as _;
@@ -12,8 +13,13 @@ use serde_json::json;
 /// The token kubeconfigs carry.
 pub(crate) const TOKEN: &str = "sandbox";
 
-/// A kubeconfig with a single context.
-pub(crate) fn render(context: &str, server: &str, ca_pem: &str) -> Result<String, String> {
+/// A kubeconfig with a single context, authenticating with `token`.
+pub(crate) fn render(
+    context: &str,
+    server: &str,
+    ca_pem: &str,
+    token: &str,
+) -> Result<String, String> {
     let config = json!({
         "apiVersion": "v1",
         "kind": "Config",
@@ -26,7 +32,7 @@ pub(crate) fn render(context: &str, server: &str, ca_pem: &str) -> Result<String
         }],
         "contexts": [{"name": context, "context": {"cluster": context, "user": context}}],
         "current-context": context,
-        "users": [{"name": context, "user": {"token": TOKEN}}],
+        "users": [{"name": context, "user": {"token": token}}],
         "preferences": {},
     });
     serde_yaml_ng::to_string(&config).map_err(|e| format!("could not render the kubeconfig: {e}"))
@@ -60,7 +66,7 @@ mod tests {
 
     #[test]
     fn kubeconfig_names_one_context_and_trusts_the_ca() {
-        let text = render("gke_p_l_c", "https://127.0.0.1:1234", "PEM").expect("renders");
+        let text = render("gke_p_l_c", "https://127.0.0.1:1234", "PEM", TOKEN).expect("renders");
         let v: serde_json::Value = serde_yaml_ng::from_str(&text).expect("YAML");
         assert_eq!(v["current-context"], "gke_p_l_c");
         assert_eq!(

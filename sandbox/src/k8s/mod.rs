@@ -204,6 +204,13 @@ impl KubeState {
 /// The kubeconfig context name of a cluster, as its cloud's CLI names it
 /// (`gke_<project>_<location>_<name>` for GKE).
 pub(crate) fn context_name(key: &str, name: &str) -> String {
+    // `aws eks update-kubeconfig` names contexts by the cluster ARN.
+    if let Some(region) = key.strip_prefix("eks/").and_then(|k| k.split('/').next()) {
+        return format!(
+            "arn:aws:eks:{region}:{}:cluster/{name}",
+            crate::aws::ACCOUNT
+        );
+    }
     match key
         .strip_prefix("gke/")
         .map(|k| k.split('/').collect::<Vec<_>>())

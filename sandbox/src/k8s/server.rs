@@ -329,8 +329,20 @@ async fn handle(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
         let e = StatusError::injected(injected.status, injected.retry_after);
         return answer(&app, exchange, e.response());
     }
-    if !bearer_token_present(header_str(&parts.headers, header::AUTHORIZATION).as_deref()) {
+    let authorization = header_str(&parts.headers, header::AUTHORIZATION);
+    if !bearer_token_present(authorization.as_deref()) {
         return answer(&app, exchange, StatusError::unauthorized().response());
+    }
+    // EKS authenticates with a presigned STS request; GKE accepts any Google token.
+    if ctx.key.starts_with("eks/") {
+        let token = authorization
+            .as_deref()
+            .and_then(|h| h.split_once(' '))
+            .map(|(_, t)| t.trim())
+            .unwrap_or_default();
+        if crate::aws::eks_token_valid(token).is_err() {
+            return answer(&app, exchange, StatusError::unauthorized().response());
+        }
     }
     let wants_upgrade = parts.headers.contains_key(header::UPGRADE);
     let upgrade = if wants_upgrade {

@@ -72,7 +72,9 @@ mod entries {
         s.collect_seq(m.iter().map(|(k, v)| ObjKeyed(k, v)))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<ObjKey, Value>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<ObjKey, Value>, D::Error> {
         let list: Vec<StoredObject> = Vec::deserialize(d)?;
         Ok(list.into_iter().map(|o| (o.key, o.object)).collect())
     }
@@ -110,7 +112,14 @@ pub(crate) fn new_uid() -> String {
     let a: u128 = rand::random();
     let b = (a & !(0xf << 76) & !(0x3 << 62)) | (0x4 << 76) | (0x2 << 62);
     let h = format!("{b:032x}");
-    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 impl Store {
@@ -119,10 +128,19 @@ impl Store {
     }
 
     /// Objects of one resource, in key order; `namespace: None` means every namespace.
-    pub(crate) fn list(&self, group: &str, resource: &str, namespace: Option<&str>) -> Vec<(&ObjKey, &Value)> {
+    pub(crate) fn list(
+        &self,
+        group: &str,
+        resource: &str,
+        namespace: Option<&str>,
+    ) -> Vec<(&ObjKey, &Value)> {
         self.objects
             .iter()
-            .filter(|(k, _)| k.group == group && k.resource == resource && namespace.is_none_or(|ns| k.namespace == ns))
+            .filter(|(k, _)| {
+                k.group == group
+                    && k.resource == resource
+                    && namespace.is_none_or(|ns| k.namespace == ns)
+            })
             .collect()
     }
 
@@ -152,7 +170,12 @@ impl Store {
     /// `generation` and `metadata.uid` (kept when defaulting already assigned one, as a
     /// Job's selector must name it); returns the stored object. The caller has checked
     /// that the key is free.
-    pub(crate) fn insert_new(&mut self, key: ObjKey, mut object: Value, now: DateTime<Utc>) -> Value {
+    pub(crate) fn insert_new(
+        &mut self,
+        key: ObjKey,
+        mut object: Value,
+        now: DateTime<Utc>,
+    ) -> Value {
         let rv = self.bump();
         let meta = ensure_object(&mut object, "metadata");
         meta.insert("name".into(), json!(key.name));
@@ -201,7 +224,8 @@ impl Store {
             };
             body(old) != body(&object)
         };
-        let generation = old["metadata"]["generation"].as_i64().unwrap_or(1) + i64::from(spec_changed);
+        let generation =
+            old["metadata"]["generation"].as_i64().unwrap_or(1) + i64::from(spec_changed);
         let rv = self.bump();
         let meta = ensure_object(&mut object, "metadata");
         meta.insert("resourceVersion".into(), json!(rv.to_string()));
@@ -227,7 +251,9 @@ impl Store {
     /// without, it is removed at once. Returns the object as the DELETE response shows it.
     pub(crate) fn delete(&mut self, key: &ObjKey, now: DateTime<Utc>) -> Option<Value> {
         let object = self.objects.get(key)?.clone();
-        let has_finalizers = object["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+        let has_finalizers = object["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty());
         if !has_finalizers {
             return self.remove(key);
         }
@@ -248,7 +274,9 @@ impl Store {
             .iter()
             .filter(|(_, o)| {
                 o["metadata"].get("deletionTimestamp").is_some()
-                    && o["metadata"]["finalizers"].as_array().is_none_or(|f| f.is_empty())
+                    && o["metadata"]["finalizers"]
+                        .as_array()
+                        .is_none_or(|f| f.is_empty())
             })
             .map(|(k, _)| k.clone())
             .collect();
@@ -261,11 +289,19 @@ impl Store {
     /// older than the log reaches (a watch must then answer 410 Gone).
     pub(crate) fn changes_since(&self, resource_version: u64) -> Option<Vec<Change>> {
         if let Some(first) = self.log.front() {
-            if resource_version + 1 < first.resource_version && resource_version < self.resource_version {
+            if resource_version + 1 < first.resource_version
+                && resource_version < self.resource_version
+            {
                 return None;
             }
         }
-        Some(self.log.iter().filter(|c| c.resource_version > resource_version).cloned().collect())
+        Some(
+            self.log
+                .iter()
+                .filter(|c| c.resource_version > resource_version)
+                .cloned()
+                .collect(),
+        )
     }
 }
 
@@ -273,7 +309,9 @@ fn ensure_object<'a>(value: &'a mut Value, field: &str) -> &'a mut serde_json::M
     if !value.is_object() {
         *value = json!({});
     }
-    let Some(map) = value.as_object_mut() else { unreachable!("just made an object") };
+    let Some(map) = value.as_object_mut() else {
+        unreachable!("just made an object")
+    };
     let entry = map.entry(field.to_string()).or_insert_with(|| json!({}));
     if !entry.is_object() {
         *entry = json!({});
@@ -304,15 +342,24 @@ mod tests {
         b["status"] = json!({"active": 1});
         let b = s.update(&key("a"), b);
         assert_eq!(b["metadata"]["resourceVersion"], "2");
-        assert_eq!(b["metadata"]["generation"], 1, "a status change keeps the generation");
+        assert_eq!(
+            b["metadata"]["generation"], 1,
+            "a status change keeps the generation"
+        );
         let mut c = b.clone();
         c["spec"]["x"] = json!(2);
         let c = s.update(&key("a"), c);
         assert_eq!(c["metadata"]["generation"], 2);
         let same = s.update(&key("a"), c.clone());
-        assert_eq!(same["metadata"]["resourceVersion"], "3", "a no-op write keeps the version");
+        assert_eq!(
+            same["metadata"]["resourceVersion"], "3",
+            "a no-op write keeps the version"
+        );
         assert!(s.remove(&key("a")).is_some());
-        let kinds: Vec<_> = s.changes_since(0).map(|c| c.iter().map(|c| c.kind).collect()).unwrap_or_default();
+        let kinds: Vec<_> = s
+            .changes_since(0)
+            .map(|c| c.iter().map(|c| c.kind).collect())
+            .unwrap_or_default();
         assert_eq!(kinds, ["ADDED", "MODIFIED", "MODIFIED", "DELETED"]);
         assert_eq!(s.changes_since(3).map(|c| c.len()), Some(1));
     }

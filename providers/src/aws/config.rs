@@ -1,0 +1,248 @@
+//! `[providers.aws]`: region, profile, endpoint overrides, retries and timeouts, and the
+//! SDK clients built from them. Credentials come from the SDK's default chain
+//! (environment, shared profile, SSO, container and instance metadata); a stack never
+//! holds keys. Clients are built once per distinct configuration and shared, because
+//! loading the chain may read files or call the metadata service.
+//!
+//! ```toml
+//! [providers.aws]
+//! region = "us-west-2"
+//! profile = "ml"                        # optional
+//! endpoint = "http://127.0.0.1:5000"    # optional: one URL for every service (sandbox, moto)
+//! endpoints = { s3 = "http://…" }       # optional: per service (eks, s3, sagemaker, sts)
+//! retry_mode = "standard"               # or "adaptive" (client-side rate limiting)
+//! max_attempts = 5
+//! connect_timeout_secs = 10
+//! attempt_timeout_secs = 60
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::{Ctx, ProviderError};
+
+/// How the SDK retries throttling and transient errors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RetryMode {
+    /// Exponential backoff with jitter and a retry quota.
+    #[default]
+    Standard,
+    /// Standard plus a client-side rate limiter that slows down after throttling.
+    Adaptive,
+}
+
+fn five() -> u32 {
+    5
+}
+
+fn ten() -> u64 {
+    10
+}
+
+fn sixty() -> u64 {
+    60
+}
+
+/// The resolved `[providers.aws]` table.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AwsConfig {
+    /// Falls back to `AWS_REGION` / `AWS_DEFAULT_REGION`, then the profile's region.
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// One endpoint for every service (the sandbox, moto, LocalStack).
+    #[serde(default)]
+    pub endpoint: Option<String>,
+    /// Per-service endpoints (`eks`, `s3`, `sagemaker`, `sts`), overriding `endpoint`.
+    #[serde(default)]
+    pub endpoints: BTreeMap<String, String>,
+    #[serde(default)]
+    pub retry_mode: RetryMode,
+    /// Attempts per call, the first included.
+    #[serde(default = "five")]
+    pub max_attempts: u32,
+    #[serde(default = "ten")]
+    pub connect_timeout_secs: u64,
+    /// Per attempt: a hung connection is abandoned and retried rather than waited on.
+    #[serde(default = "sixty")]
+    pub attempt_timeout_secs: u64,
+}
+
+/// The services terrain calls.
+pub const SERVICES: &[&str] = &["eks", "s3", "sagemaker", "sts"];
+
+impl AwsConfig {
+    /// Reads the provider table (`Value::Null` or `{}` when the stack has none).
+    pub fn from_ctx(config: &Value) -> Result<AwsConfig, ProviderError> {
+        let table = if config.is_null() {
+            Value::Object(Default::default())
+        } else {
+            config.clone()
+        };
+        let cfg: AwsConfig = serde_json::from_value(table)
+            .map_err(|e| ProviderError::Config(format!("[providers.aws]: {e}")))?;
+        if let Some(unknown) = cfg
+            .endpoints
+            .keys()
+            .find(|k| !SERVICES.contains(&k.as_str()))
+        {
+            return Err(ProviderError::Config(format!(
+                "[providers.aws] endpoints: unknown service {unknown:?}; use {}",
+                SERVICES.join(", ")
+            )));
+        }
+        if cfg.max_attempts == 0 {
+            return Err(ProviderError::Config(
+                "[providers.aws] max_attempts must be at least 1".into(),
+            ));
+        }
+        Ok(cfg)
+    }
+
+    /// The endpoint override for `service`, if any.
+    pub fn endpoint_for(&self, service: &str) -> Option<&str> {
+        self.endpoints
+            .get(service)
+            .or(self.endpoint.as_ref())
+            .map(String::as_str)
+    }
+
+    /// The region the SDK will use: the table's, else the environment's.
+    pub fn region_or_env(&self) -> Option<String> {
+        self.region
+            .clone()
+            .or_else(|| std::env::var("AWS_REGION").ok())
+            .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
+            .filter(|r| !r.is_empty())
+    }
+}
+
+/// Loaded SDK configurations, by provider table.
+fn cache() -> &'static Mutex<BTreeMap<String, SdkConfig>> {
+    static CACHE: OnceLock<Mutex<BTreeMap<String, SdkConfig>>> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// The SDK configuration for a provider table: credentials chain, region, retries and
+/// timeouts (endpoints are set per client).
+pub async fn sdk_config(cfg: &AwsConfig) -> Result<SdkConfig, ProviderError> {
+    let key = format!("{cfg:?}");
+    if let Some(found) = cache()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .get(&key)
+    {
+        return Ok(found.clone());
+    }
+    let retry = match cfg.retry_mode {
+        RetryMode::Standard => RetryConfig::standard(),
+        RetryMode::Adaptive => RetryConfig::adaptive(),
+    }
+    .with_max_attempts(cfg.max_attempts)
+    .with_initial_backoff(Duration::from_millis(200));
+    let timeouts = TimeoutConfig::builder()
+        .connect_timeout(Duration::from_secs(cfg.connect_timeout_secs))
+        .operation_attempt_timeout(Duration::from_secs(cfg.attempt_timeout_secs))
+        .build();
+    let mut loader = aws_config::defaults(BehaviorVersion::latest())
+        .retry_config(retry)
+        .timeout_config(timeouts);
+    if let Some(region) = &cfg.region {
+        loader = loader.region(Region::new(region.clone()));
+    }
+    if let Some(profile) = &cfg.profile {
+        loader = loader.profile_name(profile);
+    }
+    let loaded = loader.load().await;
+    if loaded.region().is_none() {
+        return Err(ProviderError::Config(
+            "no AWS region: set region in [providers.aws], or AWS_REGION in the environment".into(),
+        ));
+    }
+    if loaded.credentials_provider().is_none() {
+        return Err(ProviderError::Config(
+            "no AWS credentials provider: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run `aws sso login`".into(),
+        ));
+    }
+    cache()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(key, loaded.clone());
+    Ok(loaded)
+}
+
+/// The provider table of `ctx`, resolved.
+pub fn of(ctx: &Ctx) -> Result<AwsConfig, ProviderError> {
+    AwsConfig::from_ctx(&ctx.config)
+}
+
+/// An EKS client for `ctx`'s provider table.
+pub async fn eks(ctx: &Ctx) -> Result<aws_sdk_eks::Client, ProviderError> {
+    let cfg = of(ctx)?;
+    let sdk = sdk_config(&cfg).await?;
+    let mut b = aws_sdk_eks::config::Builder::from(&sdk);
+    if let Some(url) = cfg.endpoint_for("eks") {
+        b = b.endpoint_url(url);
+    }
+    Ok(aws_sdk_eks::Client::from_conf(b.build()))
+}
+
+/// An S3 client for `ctx`'s provider table; path-style addressing whenever the endpoint
+/// is overridden (emulators on loopback have no per-bucket host names).
+pub async fn s3(ctx: &Ctx) -> Result<aws_sdk_s3::Client, ProviderError> {
+    let cfg = of(ctx)?;
+    let sdk = sdk_config(&cfg).await?;
+    let mut b = aws_sdk_s3::config::Builder::from(&sdk);
+    if let Some(url) = cfg.endpoint_for("s3") {
+        b = b.endpoint_url(url).force_path_style(true);
+    }
+    Ok(aws_sdk_s3::Client::from_conf(b.build()))
+}
+
+/// A SageMaker client for `ctx`'s provider table.
+pub async fn sagemaker(ctx: &Ctx) -> Result<aws_sdk_sagemaker::Client, ProviderError> {
+    let cfg = of(ctx)?;
+    let sdk = sdk_config(&cfg).await?;
+    let mut b = aws_sdk_sagemaker::config::Builder::from(&sdk);
+    if let Some(url) = cfg.endpoint_for("sagemaker") {
+        b = b.endpoint_url(url);
+    }
+    Ok(aws_sdk_sagemaker::Client::from_conf(b.build()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tables_resolve_with_defaults() {
+        let cfg = AwsConfig::from_ctx(&json!({"region": "us-west-2", "endpoint": "http://127.0.0.1:1", "endpoints": {"s3": "http://s3"}})).expect("valid");
+        assert_eq!(cfg.max_attempts, 5);
+        assert_eq!(cfg.retry_mode, RetryMode::Standard);
+        assert_eq!(cfg.endpoint_for("s3"), Some("http://s3"));
+        assert_eq!(cfg.endpoint_for("eks"), Some("http://127.0.0.1:1"));
+        assert!(AwsConfig::from_ctx(&Value::Null).is_ok());
+    }
+
+    #[test]
+    fn bad_tables_say_what_is_wrong() {
+        let e =
+            AwsConfig::from_ctx(&json!({"endpoints": {"ec2": "x"}})).expect_err("unknown service");
+        assert!(e.to_string().contains("unknown service \"ec2\""), "{e}");
+        let e = AwsConfig::from_ctx(&json!({"regoin": "x"})).expect_err("typo");
+        assert!(e.to_string().contains("regoin"), "{e}");
+        let e = AwsConfig::from_ctx(&json!({"retry_mode": "eager"})).expect_err("mode");
+        assert!(e.to_string().contains("eager"), "{e}");
+    }
+}
