@@ -2,7 +2,8 @@
 # Installs what the test suite drives besides cargo, when it is missing: redis-server
 # (the sandbox backs Redis pods with a real one), the official kubectl (checked against
 # the sandbox's Kubernetes API; optional, the machine image usually has it) and the
-# `kubernetes-validate` manifest validator from PyPI. Safe to run repeatedly.
+# `kubernetes-validate` manifest validator, moto (a third-party AWS emulator the AWS
+# contract tests run against) and the aws CLI from PyPI. Safe to run repeatedly.
 set -euo pipefail
 apt_install() {
   if [ "$(id -u)" = 0 ]; then
@@ -24,4 +25,16 @@ if ! command -v kubernetes-validate >/dev/null 2>&1; then
   echo "installing kubernetes-validate (pip)"
   python3 -m pip install --quiet --disable-pip-version-check kubernetes-validate 2>&1 | grep -v "Running pip as the 'root' user" || true
   command -v kubernetes-validate >/dev/null 2>&1 || { echo "kubernetes-validate did not install" >&2; exit 1; }
+fi
+if ! command -v moto_server >/dev/null 2>&1; then
+  echo "installing moto[server] (pip)"
+  python3 -m pip install --quiet --disable-pip-version-check 'moto[server]' 2>&1 | grep -v "Running pip as the 'root' user" || true
+  # pyenv installs console scripts behind shims that need a rehash to appear.
+  command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
+  command -v moto_server >/dev/null 2>&1 || { echo "moto_server did not install" >&2; exit 1; }
+fi
+if ! command -v aws >/dev/null 2>&1; then
+  echo "installing awscli (pip)"
+  python3 -m pip install --quiet --disable-pip-version-check awscli 2>&1 | grep -v "Running pip as the 'root' user" || true
+  command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
 fi

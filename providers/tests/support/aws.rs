@@ -1,0 +1,86 @@
+//! Shared by the AWS test files: test credentials in the environment, a moto server
+//! (the third-party AWS emulator, `pip install 'moto[server]'`, installed by
+//! `scripts/deps.sh`) on a free loopback port, and provider tables pointing at an
+//! endpoint.
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Once;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+/// Puts test credentials in the environment once per test binary, before any SDK
+/// client is built, and keeps the developer's own AWS files out of the way. Every test
+/// sets the same values, so concurrent calls see no difference.
+pub fn env() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDTERRAINTEST");
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", "terrain-test-secret");
+        std::env::remove_var("AWS_SESSION_TOKEN");
+        std::env::remove_var("AWS_PROFILE");
+        std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
+        std::env::set_var("AWS_CONFIG_FILE", "/nonexistent/terrain-test-aws-config");
+        std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/terrain-test-aws-credentials");
+    });
+}
+
+/// `[providers.aws]` for an emulator at `url`.
+pub fn config(url: &str) -> Value {
+    json!({"region": "us-east-1", "endpoint": url, "max_attempts": 3})
+}
+
+/// A moto server on a free loopback port, killed on drop.
+pub struct Moto {
+    child: Child,
+    pub url: String,
+}
+
+impl Moto {
+    /// Starts `moto_server` and waits until it answers. Panics (failing the test) when
+    /// moto is not installed: run `scripts/deps.sh`.
+    pub fn start() -> Moto {
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port");
+        let child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("moto_server runs; install it with scripts/deps.sh (pip install 'moto[server]')");
+        let url = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(started.elapsed() < Duration::from_secs(30), "moto_server did not start on port {port}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Moto { child, url }
+    }
+
+    /// Empties moto (every service, every region) between tests sharing one server.
+    pub fn reset(&self) {
+        let _ = reqwest::blocking_reset(&self.url);
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+mod reqwest {
+    /// POST /moto-api/reset without pulling a blocking HTTP client into the tests.
+    pub fn blocking_reset(url: &str) -> std::io::Result<()> {
+        use std::io::{Read, Write};
+        let addr = url.trim_start_matches("http://");
+        let mut s = std::net::TcpStream::connect(addr)?;
+        write!(s, "POST /moto-api/reset HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")?;
+        let mut out = String::new();
+        s.read_to_string(&mut out)?;
+        Ok(())
+    }
+}
