@@ -200,7 +200,7 @@ impl App {
         } = &mut stored.world;
         for (key, cluster) in kubernetes.clusters.iter_mut() {
             controllers::settle(cluster, &ctx);
-            run_ack(key, cluster, aws, &ctx);
+            run_ack(key, cluster, aws, &ctx, &self.faults);
         }
         self.persist(&mut stored)
     }
@@ -224,11 +224,11 @@ impl App {
         } = &mut stored.world;
         let result = kubernetes.clusters.get_mut(key).map(|cluster| {
             controllers::settle(cluster, &ctx);
-            run_ack(key, cluster, aws, &ctx);
+            run_ack(key, cluster, aws, &ctx, &self.faults);
             let result = f(cluster, &ctx);
             // What the request changed (a new Pipeline) is picked up at once, as the
             // controller's watch would.
-            run_ack(key, cluster, aws, &ctx);
+            run_ack(key, cluster, aws, &ctx, &self.faults);
             result
         });
         let saved = self.persist(&mut stored);
@@ -665,9 +665,15 @@ fn aws_to_http(response: AwsResponse) -> Response {
 }
 
 /// Runs the ACK SageMaker controller on an EKS cluster (ACK is installed on EKS only).
-fn run_ack(key: &str, cluster: &mut ClusterState, aws: &mut aws::AwsWorld, ctx: &SettleCtx) {
+fn run_ack(
+    key: &str,
+    cluster: &mut ClusterState,
+    aws: &mut aws::AwsWorld,
+    ctx: &SettleCtx,
+    faults: &Faults,
+) {
     if let Some(region) = key.strip_prefix("eks/").and_then(|k| k.split('/').next()) {
-        aws::ack::settle(cluster, &mut aws.sagemaker, region, ctx.now, ctx.scale);
+        aws::ack::settle(cluster, &mut aws.sagemaker, region, ctx.now, ctx.scale, faults);
     }
 }
 

@@ -1,16 +1,868 @@
-//! The ACK SageMaker controller, as it behaves inside an emulated EKS cluster.
+//! The ACK SageMaker controller (aws-controllers-k8s/sagemaker-controller v1.9.1) as it
+//! behaves inside an emulated EKS cluster: once the `Pipeline` and `PipelineExecution`
+//! CRDs are installed it reconciles those objects against the emulated SageMaker —
+//! creates, updates and deletes pipelines, starts and stops executions — and writes
+//! back the status the real controller writes (`ackResourceMetadata`, the ACK
+//! conditions, the SageMaker fields), holding each object with its finalizer until the
+//! SageMaker side is cleaned up.
+//!
+//! Like the real controller it compares the spec with what SageMaker reports rather than
+//! remembering what it sent, so an edited spec, a pipeline deleted behind its back or a
+//! sandbox restarted from its state file all converge on the next pass. One deliberate
+//! difference: a condition keeps its `lastTransitionTime` while its status stays the
+//! same (the real runtime restamps it on every reconcile), so a pass that finds nothing
+//! new writes nothing.
 
 use chrono::{DateTime, Utc};
+use serde_json::{json, Map, Value};
 
-use super::sagemaker::SageMaker;
+use super::sagemaker::{self, ExecutionSpec, ExecutionState, PipelineSpec, SageMaker};
+use crate::faults::Faults;
+use super::{AwsError, ACCOUNT};
+use crate::k8s::store::{timestamp, ObjKey, Store};
 use crate::k8s::ClusterState;
+
+const GROUP: &str = "sagemaker.services.k8s.aws";
+const API_VERSION: &str = "sagemaker.services.k8s.aws/v1alpha1";
+const PIPELINE_CRD: &str = "pipelines.sagemaker.services.k8s.aws";
+const EXECUTION_CRD: &str = "pipelineexecutions.sagemaker.services.k8s.aws";
+const PIPELINE_FINALIZER: &str = "finalizers.sagemaker.services.k8s.aws/Pipeline";
+const EXECUTION_FINALIZER: &str = "finalizers.sagemaker.services.k8s.aws/PipelineExecution";
+/// The tags ACK adds to every resource it creates.
+const CONTROLLER_VERSION: &str = "sagemaker-v1.9.1";
+const COMPONENT: &str = "ack-sagemaker-controller";
+
+const SYNCED: &str = "ACK.ResourceSynced";
+const TERMINAL: &str = "ACK.Terminal";
+const RECOVERABLE: &str = "ACK.Recoverable";
+/// The runtime's condition messages (`pkg/condition`).
+const SYNCED_MESSAGE: &str = "Resource synced successfully";
+const NOT_SYNCED_MESSAGE: &str = "Resource not synced";
+const UNKNOWN_SYNCED_MESSAGE: &str =
+    "Unable to determine if desired resource state matches latest observed state";
+const TERMINAL_REASON: &str = "resource is in terminal condition";
+
+/// One ACK condition as this pass computes it.
+#[derive(Debug, Clone, PartialEq)]
+struct Condition {
+    kind: &'static str,
+    status: &'static str,
+    message: Option<String>,
+    reason: Option<String>,
+}
+
+impl Condition {
+    fn new(kind: &'static str, status: &'static str, message: impl Into<String>) -> Condition {
+        Condition {
+            kind,
+            status,
+            message: Some(message.into()),
+            reason: None,
+        }
+    }
+
+    fn because(mut self, reason: impl Into<String>) -> Condition {
+        self.reason = Some(reason.into());
+        self
+    }
+}
+
+/// An error as the controller reports it in a condition: `Code: message`.
+fn describe(e: &AwsError) -> String {
+    format!("{}: {}", e.code, e.message)
+}
+
+/// The conditions after a failed SageMaker call: terminal for a request SageMaker will
+/// never accept as it stands, recoverable (retried on every pass) otherwise.
+fn failure_conditions(e: &AwsError) -> Vec<Condition> {
+    if e.code == "ValidationException" {
+        vec![
+            Condition::new(TERMINAL, "True", describe(e)),
+            Condition::new(SYNCED, "False", NOT_SYNCED_MESSAGE).because(TERMINAL_REASON),
+        ]
+    } else {
+        vec![
+            Condition::new(RECOVERABLE, "True", describe(e)),
+            Condition::new(SYNCED, "Unknown", UNKNOWN_SYNCED_MESSAGE).because(describe(e)),
+        ]
+    }
+}
+
+/// Replaces the object's conditions with `conditions`, keeping the transition time of
+/// each one whose status did not change.
+fn set_conditions(object: &mut Value, conditions: &[Condition], now: DateTime<Utc>) {
+    let old: Vec<Value> = object["status"]["conditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let list: Vec<Value> = conditions
+        .iter()
+        .map(|c| {
+            let since = old
+                .iter()
+                .find(|o| o["type"] == c.kind && o["status"] == c.status)
+                .and_then(|o| o["lastTransitionTime"].as_str().map(str::to_string))
+                .unwrap_or_else(|| timestamp(now));
+            let mut v = json!({"type": c.kind, "status": c.status, "lastTransitionTime": since});
+            if let Some(m) = &c.message {
+                v["message"] = json!(m);
+            }
+            if let Some(r) = &c.reason {
+                v["reason"] = json!(r);
+            }
+            v
+        })
+        .collect();
+    status_mut(object).insert("conditions".into(), Value::Array(list));
+}
+
+fn status_mut(object: &mut Value) -> &mut Map<String, Value> {
+    if !object.is_object() {
+        *object = json!({});
+    }
+    if !object["status"].is_object() {
+        object["status"] = json!({});
+    }
+    match object.get_mut("status").and_then(Value::as_object_mut) {
+        Some(m) => m,
+        None => unreachable!("status was just made an object"),
+    }
+}
+
+fn metadata(arn: Option<&str>, region: &str) -> Value {
+    let mut m = json!({"ownerAccountID": ACCOUNT, "region": region});
+    if let Some(arn) = arn {
+        m["arn"] = json!(arn);
+    }
+    m
+}
+
+fn deleting(object: &Value) -> bool {
+    !object["metadata"]["deletionTimestamp"].is_null()
+}
+
+fn has_finalizer(object: &Value, finalizer: &str) -> bool {
+    object["metadata"]["finalizers"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|x| x == finalizer))
+}
+
+fn add_finalizer(object: &mut Value, finalizer: &str) {
+    if has_finalizer(object, finalizer) {
+        return;
+    }
+    let list = &mut object["metadata"]["finalizers"];
+    match list.as_array_mut() {
+        Some(l) => l.push(json!(finalizer)),
+        None => *list = json!([finalizer]),
+    }
+}
+
+/// Removes a finalizer, and the list with it when it is left empty, as the API server
+/// shows no empty list.
+fn remove_finalizer(object: &mut Value, finalizer: &str) {
+    let Some(list) = object["metadata"]["finalizers"].as_array_mut() else {
+        return;
+    };
+    list.retain(|f| f != finalizer);
+    if list.is_empty() {
+        if let Some(m) = object["metadata"].as_object_mut() {
+            m.remove("finalizers");
+        }
+    }
+}
+
+fn text(spec: &Value, key: &str) -> Option<String> {
+    spec[key].as_str().map(str::to_string)
+}
+
+fn parallelism(spec: &Value) -> Option<i64> {
+    spec["parallelismConfiguration"]["maxParallelExecutionSteps"].as_i64()
+}
+
+/// The CreatePipeline request a Pipeline's spec asks for, with the tags ACK adds.
+fn pipeline_spec(object: &Value) -> PipelineSpec {
+    let spec = &object["spec"];
+    let mut tags: Vec<(String, String)> = spec["tags"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| {
+            Some((
+                t["key"].as_str()?.to_string(),
+                t["value"].as_str().unwrap_or_default().to_string(),
+            ))
+        })
+        .collect();
+    let namespace = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default");
+    for (k, v) in [
+        ("services.k8s.aws/controller-version", CONTROLLER_VERSION),
+        ("services.k8s.aws/namespace", namespace),
+    ] {
+        if !tags.iter().any(|(key, _)| key == k) {
+            tags.push((k.to_string(), v.to_string()));
+        }
+    }
+    PipelineSpec {
+        name: text(spec, "pipelineName").unwrap_or_default(),
+        display_name: text(spec, "pipelineDisplayName"),
+        description: text(spec, "pipelineDescription"),
+        role_arn: text(spec, "roleARN"),
+        definition: text(spec, "pipelineDefinition"),
+        parallelism: parallelism(spec),
+        tags,
+        client_request_token: None,
+    }
+}
+
+/// The UpdatePipeline request that brings `current` to `desired`: only the members the
+/// spec sets and SageMaker has otherwise; `None` when nothing differs.
+fn pipeline_delta(current: &sagemaker::Pipeline, desired: &PipelineSpec) -> Option<PipelineSpec> {
+    let differs = |want: &Option<String>, have: &str| want.as_deref().is_some_and(|w| w != have);
+    let delta = PipelineSpec {
+        name: desired.name.clone(),
+        display_name: desired
+            .display_name
+            .clone()
+            .filter(|_| differs(&desired.display_name, &current.display_name)),
+        description: desired.description.clone().filter(|_| {
+            differs(
+                &desired.description,
+                current.description.as_deref().unwrap_or_default(),
+            )
+        }),
+        role_arn: desired
+            .role_arn
+            .clone()
+            .filter(|_| differs(&desired.role_arn, &current.role_arn)),
+        definition: desired
+            .definition
+            .clone()
+            .filter(|_| differs(&desired.definition, &current.definition)),
+        parallelism: desired
+            .parallelism
+            .filter(|p| current.parallelism != Some(*p)),
+        tags: Vec::new(),
+        client_request_token: None,
+    };
+    let empty = PipelineSpec {
+        name: desired.name.clone(),
+        ..PipelineSpec::default()
+    };
+    (delta != empty).then_some(delta)
+}
+
+/// The StartPipelineExecution request a PipelineExecution's spec asks for.
+fn execution_spec(object: &Value) -> ExecutionSpec {
+    let spec = &object["spec"];
+    ExecutionSpec {
+        pipeline: text(spec, "pipelineName").unwrap_or_default(),
+        display_name: text(spec, "pipelineExecutionDisplayName"),
+        description: text(spec, "pipelineExecutionDescription"),
+        parallelism: parallelism(spec),
+        parameters: spec["pipelineParameters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| {
+                Some((
+                    p["name"].as_str()?.to_string(),
+                    p["value"].as_str().unwrap_or_default().to_string(),
+                ))
+            })
+            .collect(),
+        client_request_token: None,
+    }
+}
+
+/// Records a Warning Event about `object` once per distinct message (a failure seen on
+/// every pass is one Event, not one per pass).
+fn warn(
+    store: &mut Store,
+    object: &Value,
+    kind: &str,
+    reason: &str,
+    message: &str,
+    now: DateTime<Utc>,
+) {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let uid = object["metadata"]["uid"].as_str().unwrap_or_default();
+    let namespace = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default");
+    let hash = crate::gcp::fnv1a(format!("{uid}/{reason}/{message}").as_bytes());
+    let key = ObjKey::new("", "events", namespace, &format!("{name}.{hash:016x}"));
+    if store.get(&key).is_some() {
+        return;
+    }
+    let event = json!({
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"name": key.name, "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": API_VERSION,
+            "kind": kind,
+            "name": name,
+            "namespace": namespace,
+            "uid": uid,
+        },
+        "reason": reason,
+        "message": message,
+        "type": "Warning",
+        "count": 1,
+        "firstTimestamp": timestamp(now),
+        "lastTimestamp": timestamp(now),
+        "source": {"component": COMPONENT},
+        "reportingComponent": COMPONENT,
+        "reportingInstance": "",
+    });
+    store.insert_new(key, event, now);
+}
+
+fn crd_installed(store: &Store, name: &str) -> bool {
+    store
+        .get(&ObjKey::new(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "",
+            name,
+        ))
+        .is_some()
+}
 
 /// One controller pass over a cluster's `Pipeline` and `PipelineExecution` objects.
 pub(crate) fn settle(
-    _cluster: &mut ClusterState,
-    _sagemaker: &mut SageMaker,
-    _region: &str,
-    _now: DateTime<Utc>,
-    _scale: f64,
+    cluster: &mut ClusterState,
+    sagemaker: &mut SageMaker,
+    region: &str,
+    now: DateTime<Utc>,
+    scale: f64,
+    faults: &Faults,
 ) {
+    let store = &mut cluster.store;
+    if crd_installed(store, PIPELINE_CRD) {
+        let pipelines: Vec<(ObjKey, Value)> = store
+            .list(GROUP, "pipelines", None)
+            .into_iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (key, object) in pipelines {
+            reconcile_pipeline(store, &key, object, sagemaker, region, now);
+        }
+    }
+    if crd_installed(store, EXECUTION_CRD) {
+        let executions: Vec<(ObjKey, Value)> = store
+            .list(GROUP, "pipelineexecutions", None)
+            .into_iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        for (key, object) in executions {
+            reconcile_execution(store, &key, object, sagemaker, region, now, scale, faults);
+        }
+    }
+    // Objects whose last finalizer this pass removed go now, not on the next request.
+    store.finish_deletions();
+}
+
+fn reconcile_pipeline(
+    store: &mut Store,
+    key: &ObjKey,
+    old: Value,
+    sagemaker: &mut SageMaker,
+    region: &str,
+    now: DateTime<Utc>,
+) {
+    let mut object = old.clone();
+    let desired = pipeline_spec(&object);
+    if deleting(&object) {
+        if !has_finalizer(&object, PIPELINE_FINALIZER) {
+            return;
+        }
+        match sagemaker.delete_pipeline(region, &desired.name) {
+            Ok(_) => remove_finalizer(&mut object, PIPELINE_FINALIZER),
+            Err(e) if e.code == "ResourceNotFound" => {
+                remove_finalizer(&mut object, PIPELINE_FINALIZER);
+            }
+            Err(e) => set_conditions(&mut object, &failure_conditions(&e), now),
+        }
+        store.update(key, object);
+        return;
+    }
+    add_finalizer(&mut object, PIPELINE_FINALIZER);
+    let result = match sagemaker.pipeline(region, &desired.name) {
+        None => sagemaker.create_pipeline(region, &desired, now).map(|_| ()),
+        Some(current) => match pipeline_delta(current, &desired) {
+            Some(delta) => sagemaker.update_pipeline(region, &delta, now).map(|_| ()),
+            None => Ok(()),
+        },
+    };
+    match result.map(|()| sagemaker.pipeline(region, &desired.name)) {
+        Ok(Some(p)) => {
+            let status = status_mut(&mut object);
+            status.insert("ackResourceMetadata".into(), metadata(Some(&p.arn), region));
+            status.insert("pipelineStatus".into(), json!("Active"));
+            status.insert("creationTime".into(), json!(timestamp(p.created)));
+            status.insert("lastModifiedTime".into(), json!(timestamp(p.modified)));
+            set_conditions(
+                &mut object,
+                &[Condition::new(SYNCED, "True", SYNCED_MESSAGE)],
+                now,
+            );
+        }
+        Ok(None) => {}
+        Err(e) => {
+            let status = status_mut(&mut object);
+            if !status.contains_key("ackResourceMetadata") {
+                status.insert("ackResourceMetadata".into(), metadata(None, region));
+            }
+            set_conditions(&mut object, &failure_conditions(&e), now);
+            warn(store, &object, "Pipeline", "SyncFailed", &describe(&e), now);
+        }
+    }
+    if object != old {
+        store.update(key, object);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn reconcile_execution(
+    store: &mut Store,
+    key: &ObjKey,
+    old: Value,
+    sagemaker: &mut SageMaker,
+    region: &str,
+    now: DateTime<Utc>,
+    scale: f64,
+    faults: &Faults,
+) {
+    let mut object = old.clone();
+    let arn = old["status"]["ackResourceMetadata"]["arn"]
+        .as_str()
+        .map(str::to_string);
+    let current = arn.as_deref().and_then(|a| sagemaker.execution(a));
+    if deleting(&object) {
+        if !has_finalizer(&object, EXECUTION_FINALIZER) {
+            return;
+        }
+        // A running execution is stopped, and the object held until it has stopped.
+        let state = match (&arn, &current) {
+            (Some(arn), Some(s)) if s.status == sagemaker::EXECUTING => {
+                match sagemaker.stop_execution(arn, now, scale) {
+                    Ok(_) => sagemaker.execution(arn),
+                    Err(e) => {
+                        set_conditions(&mut object, &failure_conditions(&e), now);
+                        current.clone()
+                    }
+                }
+            }
+            _ => current.clone(),
+        };
+        match state {
+            Some(s) if s.status == sagemaker::EXECUTING || s.status == sagemaker::STOPPING => {
+                mirror_execution(&mut object, arn.as_deref(), &s, region, now);
+            }
+            _ => remove_finalizer(&mut object, EXECUTION_FINALIZER),
+        }
+        if object != old {
+            store.update(key, object);
+        }
+        return;
+    }
+    add_finalizer(&mut object, EXECUTION_FINALIZER);
+    let started = match (&arn, current) {
+        (Some(arn), Some(state)) => Ok((arn.clone(), state)),
+        // Never started, or gone from SageMaker (its pipeline was deleted): start one,
+        // as the real controller creates a resource its read no longer finds.
+        _ => sagemaker
+            .start_execution(
+                region,
+                &execution_spec(&object),
+                now,
+                scale,
+                // A planned SageMaker failure applies to runs the controller starts too.
+                faults.take_operation_failure("sagemaker").map(|(_, message)| message),
+            )
+            .and_then(|arn| {
+                sagemaker
+                    .execution(&arn)
+                    .map(|state| (arn.clone(), state))
+                    .ok_or_else(|| {
+                        AwsError::new(
+                            400,
+                            "ResourceNotFound",
+                            format!("Pipeline execution '{arn}' does not exist."),
+                        )
+                    })
+            }),
+    };
+    match started {
+        Ok((arn, state)) => {
+            mirror_execution(&mut object, Some(&arn), &state, region, now);
+            if state.status == sagemaker::FAILED {
+                let reason = state.failure_reason.clone().unwrap_or_default();
+                warn(
+                    store,
+                    &object,
+                    "PipelineExecution",
+                    "ExecutionFailed",
+                    &format!("pipeline execution {arn} failed: {reason}"),
+                    now,
+                );
+            }
+        }
+        Err(e) => {
+            let status = status_mut(&mut object);
+            if !status.contains_key("ackResourceMetadata") {
+                status.insert("ackResourceMetadata".into(), metadata(None, region));
+            }
+            set_conditions(&mut object, &failure_conditions(&e), now);
+            warn(
+                store,
+                &object,
+                "PipelineExecution",
+                "SyncFailed",
+                &describe(&e),
+                now,
+            );
+        }
+    }
+    if object != old {
+        store.update(key, object);
+    }
+}
+
+/// Writes SageMaker's view of an execution into the object's status, with
+/// `ACK.ResourceSynced` False while it runs and True once it has ended, worded as the
+/// controller's `SetSyncedCondition` words it.
+fn mirror_execution(
+    object: &mut Value,
+    arn: Option<&str>,
+    state: &ExecutionState,
+    region: &str,
+    now: DateTime<Utc>,
+) {
+    let meta = metadata(arn, region);
+    let status = status_mut(object);
+    status.insert("ackResourceMetadata".into(), meta);
+    status.insert("pipelineExecutionStatus".into(), json!(state.status));
+    match &state.failure_reason {
+        Some(r) => {
+            status.insert("failureReason".into(), json!(r));
+        }
+        None => {
+            status.remove("failureReason");
+        }
+    }
+    status.insert("creationTime".into(), json!(timestamp(state.created)));
+    status.insert("lastModifiedTime".into(), json!(timestamp(state.modified)));
+    let running = state.status == sagemaker::EXECUTING || state.status == sagemaker::STOPPING;
+    let message = format!("PipelineExecution is in {} status.", state.status);
+    set_conditions(
+        object,
+        &[Condition::new(
+            SYNCED,
+            if running { "False" } else { "True" },
+            message,
+        )],
+        now,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::k8s::Flavor;
+
+    const ROLE: &str = "arn:aws:iam::123456789012:role/SageMakerRole";
+
+    struct Harness {
+        cluster: ClusterState,
+        sm: SageMaker,
+        secs: i64,
+    }
+
+    impl Harness {
+        fn new(with_crds: bool) -> Harness {
+            let mut cluster = ClusterState::new(
+                "ml",
+                Flavor::Eks,
+                String::new(),
+                String::new(),
+                Vec::new(),
+                Utc::now(),
+            );
+            if with_crds {
+                for name in [PIPELINE_CRD, EXECUTION_CRD] {
+                    cluster.store.insert_new(
+                        ObjKey::new("apiextensions.k8s.io", "customresourcedefinitions", "", name),
+                        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition"}),
+                        Utc::now(),
+                    );
+                }
+            }
+            Harness {
+                cluster,
+                sm: SageMaker::default(),
+                secs: 0,
+            }
+        }
+
+        fn now(&self) -> DateTime<Utc> {
+            DateTime::<Utc>::from_timestamp(1_700_000_000 + self.secs, 0).expect("valid time")
+        }
+
+        fn pass(&mut self, secs: i64) {
+            self.secs = secs;
+            let now = self.now();
+            self.sm.settle(now);
+            settle(&mut self.cluster, &mut self.sm, "us-west-2", now, 1.0, &Faults::default());
+        }
+
+        fn put(&mut self, resource: &str, object: Value) {
+            let name = object["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let key = ObjKey::new(GROUP, resource, "default", &name);
+            match self.cluster.store.get(&key).cloned() {
+                Some(mut old) => {
+                    old["spec"] = object["spec"].clone();
+                    self.cluster.store.update(&key, old);
+                }
+                None => {
+                    self.cluster.store.insert_new(key, object, self.now());
+                }
+            }
+        }
+
+        fn get(&self, resource: &str, name: &str) -> Option<Value> {
+            self.cluster
+                .store
+                .get(&ObjKey::new(GROUP, resource, "default", name))
+                .cloned()
+        }
+
+        fn delete(&mut self, resource: &str, name: &str) {
+            let now = self.now();
+            self.cluster
+                .store
+                .delete(&ObjKey::new(GROUP, resource, "default", name), now);
+        }
+
+        fn condition(&self, resource: &str, name: &str, kind: &str) -> Value {
+            self.get(resource, name)
+                .and_then(|o| {
+                    o["status"]["conditions"]
+                        .as_array()
+                        .and_then(|c| c.iter().find(|c| c["type"] == kind).cloned())
+                })
+                .unwrap_or(Value::Null)
+        }
+    }
+
+    fn definition(steps: usize) -> String {
+        let steps: Vec<Value> = (0..steps)
+            .map(|i| json!({"Name": format!("Step{i}"), "Type": "Training", "Arguments": {}}))
+            .collect();
+        json!({"Version": "2020-12-01", "Steps": steps}).to_string()
+    }
+
+    fn pipeline(name: &str, definition: &str) -> Value {
+        json!({
+            "apiVersion": API_VERSION, "kind": "Pipeline",
+            "metadata": {"name": name},
+            "spec": {"pipelineName": name, "roleARN": ROLE, "pipelineDefinition": definition,
+                     "tags": [{"key": "team", "value": "ml"}]},
+        })
+    }
+
+    fn execution(name: &str, pipeline: &str) -> Value {
+        json!({
+            "apiVersion": API_VERSION, "kind": "PipelineExecution",
+            "metadata": {"name": name},
+            "spec": {"pipelineName": pipeline, "pipelineExecutionDisplayName": name},
+        })
+    }
+
+    #[test]
+    fn nothing_happens_without_the_crds() {
+        let mut h = Harness::new(false);
+        h.put("pipelines", pipeline("p", &definition(1)));
+        h.pass(0);
+        assert!(h.sm.pipeline("us-west-2", "p").is_none());
+        assert!(h
+            .get("pipelines", "p")
+            .is_some_and(|p| p["status"].is_null()));
+    }
+
+    #[test]
+    fn pipelines_are_created_synced_updated_and_deleted() {
+        let mut h = Harness::new(true);
+        h.put("pipelines", pipeline("train", &definition(1)));
+        h.pass(0);
+        let p = h.get("pipelines", "train").expect("stored");
+        assert_eq!(p["metadata"]["finalizers"], json!([PIPELINE_FINALIZER]));
+        let arn = "arn:aws:sagemaker:us-west-2:123456789012:pipeline/train";
+        assert_eq!(
+            p["status"]["ackResourceMetadata"],
+            json!({"ownerAccountID": ACCOUNT, "region": "us-west-2", "arn": arn})
+        );
+        assert_eq!(p["status"]["pipelineStatus"], "Active");
+        let synced = h.condition("pipelines", "train", SYNCED);
+        assert_eq!(
+            (synced["status"].clone(), synced["message"].clone()),
+            (json!("True"), json!(SYNCED_MESSAGE))
+        );
+        let made =
+            h.sm.pipeline("us-west-2", "train")
+                .expect("created in SageMaker");
+        assert!(made.tags.contains(&("team".into(), "ml".into())));
+        assert!(made
+            .tags
+            .contains(&("services.k8s.aws/namespace".into(), "default".into())));
+
+        let version = h.cluster.store.resource_version;
+        h.pass(5);
+        assert_eq!(
+            h.cluster.store.resource_version, version,
+            "nothing new, nothing written"
+        );
+
+        h.put("pipelines", pipeline("train", &definition(2)));
+        h.pass(6);
+        let updated = h.sm.pipeline("us-west-2", "train").expect("still there");
+        assert_eq!(updated.version_id, 2);
+        assert_eq!(updated.definition, definition(2));
+
+        h.delete("pipelines", "train");
+        h.pass(7);
+        assert!(
+            h.get("pipelines", "train").is_none(),
+            "finalizer removed, object gone"
+        );
+        assert!(h.sm.pipeline("us-west-2", "train").is_none());
+    }
+
+    #[test]
+    fn a_bad_definition_is_terminal_until_fixed() {
+        let mut h = Harness::new(true);
+        h.put(
+            "pipelines",
+            pipeline("bad", r#"{"Version": "2020-12-01", "Steps": []}"#),
+        );
+        h.pass(0);
+        let terminal = h.condition("pipelines", "bad", TERMINAL);
+        assert_eq!(terminal["status"], "True");
+        assert_eq!(
+            terminal["message"],
+            "ValidationException: Invalid pipeline definition: Steps must not be empty"
+        );
+        assert_eq!(h.condition("pipelines", "bad", SYNCED)["status"], "False");
+        let events = h.cluster.store.list("", "events", Some("default"));
+        assert_eq!(events.len(), 1);
+        let version = h.cluster.store.resource_version;
+        h.pass(1);
+        assert_eq!(
+            h.cluster.store.resource_version, version,
+            "the same failure writes nothing"
+        );
+        h.put("pipelines", pipeline("bad", &definition(1)));
+        h.pass(2);
+        assert_eq!(h.condition("pipelines", "bad", TERMINAL), Value::Null);
+        assert_eq!(h.condition("pipelines", "bad", SYNCED)["status"], "True");
+    }
+
+    #[test]
+    fn executions_wait_for_their_pipeline_then_mirror_sagemaker() {
+        let mut h = Harness::new(true);
+        h.put("pipelineexecutions", execution("run", "later"));
+        h.pass(0);
+        let recoverable = h.condition("pipelineexecutions", "run", RECOVERABLE);
+        assert_eq!(recoverable["status"], "True");
+        assert_eq!(
+            recoverable["message"],
+            "ResourceNotFound: Pipeline 'arn:aws:sagemaker:us-west-2:123456789012:pipeline/later' does not exist."
+        );
+        h.put("pipelines", pipeline("later", &definition(2)));
+        h.pass(1);
+        let run = h.get("pipelineexecutions", "run").expect("stored");
+        assert_eq!(run["status"]["pipelineExecutionStatus"], "Executing");
+        assert_eq!(
+            h.condition("pipelineexecutions", "run", RECOVERABLE),
+            Value::Null
+        );
+        let synced = h.condition("pipelineexecutions", "run", SYNCED);
+        assert_eq!(
+            (synced["status"].clone(), synced["message"].clone()),
+            (
+                json!("False"),
+                json!("PipelineExecution is in Executing status.")
+            )
+        );
+        let arn = run["status"]["ackResourceMetadata"]["arn"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(arn.contains(":pipeline/later/execution/"), "{arn}");
+        h.pass(5);
+        let run = h.get("pipelineexecutions", "run").expect("stored");
+        assert_eq!(run["status"]["pipelineExecutionStatus"], "Succeeded");
+        assert_eq!(
+            h.condition("pipelineexecutions", "run", SYNCED)["status"],
+            "True"
+        );
+        assert_eq!(
+            run["status"]["ackResourceMetadata"]["arn"], arn,
+            "one execution, not one per pass"
+        );
+    }
+
+    #[test]
+    fn deleting_a_running_execution_stops_it_first() {
+        let mut h = Harness::new(true);
+        h.put("pipelines", pipeline("p", &definition(5)));
+        h.put("pipelineexecutions", execution("run", "p"));
+        h.pass(0);
+        let arn = h.get("pipelineexecutions", "run").expect("stored")["status"]
+            ["ackResourceMetadata"]["arn"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        h.delete("pipelineexecutions", "run");
+        h.pass(1);
+        assert_eq!(
+            h.sm.execution(&arn).map(|e| e.status),
+            Some("Stopping".to_string())
+        );
+        assert!(
+            h.get("pipelineexecutions", "run").is_some(),
+            "held while stopping"
+        );
+        h.pass(3);
+        assert_eq!(
+            h.sm.execution(&arn).map(|e| e.status),
+            Some("Stopped".to_string())
+        );
+        assert!(h.get("pipelineexecutions", "run").is_none());
+    }
+
+    #[test]
+    fn conditions_keep_their_transition_time_while_unchanged() {
+        let mut object = json!({});
+        let now = Utc::now();
+        let later = now + chrono::Duration::seconds(30);
+        set_conditions(&mut object, &[Condition::new(SYNCED, "False", "a")], now);
+        set_conditions(&mut object, &[Condition::new(SYNCED, "False", "b")], later);
+        assert_eq!(
+            object["status"]["conditions"][0]["lastTransitionTime"],
+            timestamp(now)
+        );
+        set_conditions(&mut object, &[Condition::new(SYNCED, "True", "c")], later);
+        assert_eq!(
+            object["status"]["conditions"][0]["lastTransitionTime"],
+            timestamp(later)
+        );
+    }
 }

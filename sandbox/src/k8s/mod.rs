@@ -640,6 +640,9 @@ mod tests {
             ),
             "gke_p_us-central1_batch"
         );
-        assert_eq!(context_name("eks/x", "x"), "x");
+        assert_eq!(
+            context_name("eks/us-east-1/x", "x"),
+            "arn:aws:eks:us-east-1:123456789012:cluster/x"
+        );
     }
 }
