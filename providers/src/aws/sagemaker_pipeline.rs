@@ -1,1 +1,1519 @@
-//! Placeholder until this module lands.
+//! The `sagemaker_pipeline` kind: a SageMaker model-building pipeline, submitted as an
+//! ACK `Pipeline` (`sagemaker.services.k8s.aws/v1alpha1`) on an EKS cluster where the
+//! ACK SageMaker controller turns it into the SageMaker pipeline, then cross-checked
+//! with the SageMaker API (`sagemaker:DescribePipeline`).
+//!
+//! The definition comes from a JSON file (`definition_file`, relative to the working
+//! directory) or inline (`definition`). `prepare` reads and validates it at plan time, so
+//! a bad definition fails with its line and column before anything is sent, and records
+//! the SHA-256 of its canonical text (the text without layout) as `definition_hash`: an
+//! edited file is an in-place update, and the plan shows the definition's unified diff.
+//! Reading recomputes the hash from the live object, so an edit made behind terrain's
+//! back shows as drift.
+//!
+//! The ACK controller reports through conditions: `ACK.ResourceSynced` (done),
+//! `ACK.Recoverable` (an error it retries; reported as progress) and `ACK.Terminal` (an
+//! error it will not retry; a failure). A synced status can be the previous generation's
+//! (ACK keeps no observed generation), so an apply is done only once SageMaker itself
+//! shows the applied definition.
+//!
+//! This file also owns what the ACK kinds share: the CRD check with its install hint,
+//! condition reading, and the SageMaker name rules.
+//!
+//! Id: `sagemaker.services.k8s.aws/v1alpha1/Pipeline/<namespace>/<name>`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use super::definition;
+use super::{config, sdk_error, tags_with_ours, user_tags, MANAGED_BY};
+use crate::kubernetes::apply::{self, Progress};
+use crate::kubernetes::{
+    check_cluster, check_dns_label, check_dns_subdomain, cluster_field, connect, delete_owned,
+    id_of, mark_ours, needs_cluster, ownership, parse_id, refuse_strangers, with_managed_label,
+    yaml_diff, ObjectRef, Ownership,
+};
+use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
+
+/// The API group and version of the ACK SageMaker custom resources.
+pub const API_VERSION: &str = "sagemaker.services.k8s.aws/v1alpha1";
+/// How to install the controller (and with it the CRDs), for the error when it is absent.
+pub const ACK_INSTALL: &str = "helm install -n ack-system ack-sagemaker-controller oci://public.ecr.aws/aws-controllers-k8s/sagemaker-chart --version 1.9.1";
+
+const ID_SHAPE: &str = "sagemaker.services.k8s.aws/v1alpha1/Pipeline/NAMESPACE/NAME";
+const SYNC_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// How long after an update a Terminal condition may still be the previous spec's.
+const TERMINAL_GRACE: Duration = Duration::from_secs(5);
+/// How often to look again when SageMaker does not show the applied definition yet.
+const STALE_RETRY: Duration = Duration::from_millis(500);
+
+/// The kind `sagemaker_pipeline`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SageMakerPipeline;
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+/// What a stack writes for a `sagemaker_pipeline`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    pub cluster: Value,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// The `Pipeline` object's name.
+    pub name: String,
+    /// The SageMaker pipeline's name.
+    pub pipeline_name: String,
+    pub display_name: Option<String>,
+    pub description: Option<String>,
+    pub role_arn: String,
+    /// A JSON file holding the definition, relative to the working directory.
+    pub definition_file: Option<String>,
+    /// The definition as JSON text.
+    pub definition: Option<String>,
+    /// parallelismConfiguration.maxParallelExecutionSteps.
+    pub max_parallel_steps: Option<i64>,
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+    /// Computed by `prepare`: SHA-256 of the definition's canonical text.
+    pub definition_hash: Option<String>,
+}
+
+impl Spec {
+    fn target(&self) -> ObjectRef {
+        ObjectRef::new(API_VERSION, "Pipeline", Some(&self.namespace), &self.name)
+    }
+}
+
+/// What `sagemaker_pipeline` reports after apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outputs {
+    /// The pipeline's ARN, as the controller reports it.
+    pub arn: String,
+    pub pipeline_name: String,
+    /// The pipeline's status (`Active`).
+    pub status: String,
+}
+
+/// What the ACK controller says about an object, from its conditions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AckState {
+    /// `ACK.ResourceSynced` is True: the AWS resource matches the object.
+    Synced,
+    /// `ACK.Terminal` is True: an error the controller will not retry.
+    Terminal(String),
+    /// `ACK.Recoverable` is True: an error the controller retries.
+    Recoverable(String),
+    /// Nothing decisive yet, with what there is to say.
+    Pending(String),
+}
+
+fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+}
+
+fn condition_text(c: &Value) -> String {
+    let message = c["message"].as_str().unwrap_or_default();
+    let reason = c["reason"].as_str().unwrap_or_default();
+    match (reason.is_empty(), message.is_empty()) {
+        (_, false) => message.to_string(),
+        (false, true) => reason.to_string(),
+        (true, true) => "no message".to_string(),
+    }
+}
+
+/// The controller's verdict on `object`.
+pub fn ack_state(object: &Value) -> AckState {
+    let is_true = |c: &&Value| c["status"] == "True";
+    if let Some(c) = condition(object, "ACK.Terminal").filter(is_true) {
+        return AckState::Terminal(condition_text(c));
+    }
+    if let Some(c) = condition(object, "ACK.Recoverable").filter(is_true) {
+        return AckState::Recoverable(condition_text(c));
+    }
+    match condition(object, "ACK.ResourceSynced") {
+        Some(c) if c["status"] == "True" => AckState::Synced,
+        Some(c) => AckState::Pending(format!(
+            "ACK.ResourceSynced is {}: {}",
+            c["status"].as_str().unwrap_or("Unknown"),
+            condition_text(c)
+        )),
+        None => AckState::Pending(
+            "no ACK conditions yet (is the ACK SageMaker controller running?)".into(),
+        ),
+    }
+}
+
+/// The ARN the controller recorded, once the AWS resource exists.
+pub fn arn_of(object: &Value) -> Option<&str> {
+    object["status"]["ackResourceMetadata"]["arn"]
+        .as_str()
+        .filter(|a| !a.is_empty())
+}
+
+/// The error for a cluster that does not serve the ACK kind `kind`.
+fn not_installed(kind: &str) -> ProviderError {
+    let plural = format!("{}s", kind.to_lowercase());
+    ProviderError::api(
+        format!("kubernetes apply {plural}.sagemaker.services.k8s.aws"),
+        404,
+        "NotFound",
+        format!(
+            "the ACK SageMaker controller is not installed on this cluster (no CustomResourceDefinition serves {kind} in {API_VERSION}); install it with `{ACK_INSTALL}` (or apply its CRDs)"
+        ),
+    )
+}
+
+/// Fails with the install hint when the cluster does not serve the ACK kind `kind`.
+pub async fn require_crd(client: &kube::Client, kind: &str) -> Result<(), ProviderError> {
+    match apply::is_namespaced(client, API_VERSION, kind).await? {
+        Some(_) => Ok(()),
+        None => Err(not_installed(kind)),
+    }
+}
+
+/// Server-side applies an ACK object, taking back fields changed by hand. A 404 is
+/// looked into: discovery answers are cached per process by kind, not per cluster, so a
+/// cluster without the CRDs passes [`require_crd`] once another cluster had them.
+pub async fn apply_ack(client: &kube::Client, object: &Value) -> Result<Value, ProviderError> {
+    match apply::apply(client, object, true).await {
+        Err(e) if apply::status_of(&e) == Some(404) => {
+            let kind = object["kind"].as_str().unwrap_or_default();
+            let gvk =
+                kube::api::GroupVersionKind::gvk("sagemaker.services.k8s.aws", "v1alpha1", kind);
+            match kube::discovery::pinned_kind(client, &gvk).await {
+                Ok(_) => Err(e),
+                Err(_) => Err(not_installed(kind)),
+            }
+        }
+        other => other,
+    }
+}
+
+/// Checks a SageMaker resource name (`[a-zA-Z0-9](-*[a-zA-Z0-9])*`, at most `max`
+/// characters): pipelines, display names.
+pub fn check_sagemaker_name(name: &str, max: usize) -> Result<(), String> {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    let ok = !name.is_empty()
+        && name.len() <= max
+        && alnum(name.chars().next())
+        && alnum(name.chars().last())
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a SageMaker name: 1 to {max} letters, digits and '-', starting and ending with a letter or digit"
+        ))
+    }
+}
+
+/// Checks an IAM role ARN (`arn:aws…:iam::<12 digits>:role/<path and name>`).
+pub fn check_role_arn(arn: &str) -> Result<(), String> {
+    let bad = || {
+        format!("{arn:?} is not an IAM role ARN such as \"arn:aws:iam::123456789012:role/SageMakerExecution\"")
+    };
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let [prefix, partition, service, region, account, resource] = parts.as_slice() else {
+        return Err(bad());
+    };
+    let partition_ok = partition
+        .strip_prefix("aws")
+        .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_lowercase() || c == '-'));
+    let account_ok = account.len() == 12 && account.chars().all(|c| c.is_ascii_digit());
+    let role = resource
+        .strip_prefix("role")
+        .map(|r| r.trim_start_matches('/'));
+    let role_ok = role.is_some_and(|r| {
+        !r.is_empty()
+            && r.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "+=,.@-_/".contains(c))
+    });
+    if *prefix == "arn"
+        && partition_ok
+        && *service == "iam"
+        && region.is_empty()
+        && account_ok
+        && role_ok
+    {
+        Ok(())
+    } else {
+        Err(bad())
+    }
+}
+
+/// Checks SageMaker tags: keys of 1 to 128 characters not starting with `aws:`, values of
+/// at most 256.
+fn check_tags(tags: &BTreeMap<String, String>) -> Result<(), String> {
+    for (key, value) in tags {
+        if key.is_empty() || key.chars().count() > 128 {
+            return Err(format!("key {key:?}: must be 1 to 128 characters"));
+        }
+        if key.starts_with("aws:") {
+            return Err(format!("key {key:?}: the aws: prefix is reserved"));
+        }
+        if value.chars().count() > 256 {
+            return Err(format!("value of {key:?}: at most 256 characters"));
+        }
+    }
+    Ok(())
+}
+
+/// The definition's text and the name problems are reported under.
+fn definition_source(spec: &Spec) -> Result<(String, String), ProviderError> {
+    match (&spec.definition_file, &spec.definition) {
+        (Some(path), None) => std::fs::read_to_string(path)
+            .map(|text| (text, path.clone()))
+            .map_err(|e| ProviderError::io("read pipeline definition file", path.clone(), e)),
+        (None, Some(text)) => Ok((text.clone(), "definition".to_string())),
+        _ => Err(ProviderError::Unsupported(format!(
+            "{}: set either `definition_file` or `definition`",
+            SageMakerPipeline::KIND
+        ))),
+    }
+}
+
+/// The problems of an invalid definition as one error.
+fn invalid_definition(problems: &[definition::Problem], source: &str) -> ProviderError {
+    let lines: Vec<String> = problems.iter().map(|p| p.describe(source)).collect();
+    ProviderError::Unsupported(match lines.as_slice() {
+        [one] => format!("invalid pipeline definition: {one}"),
+        _ => format!(
+            "invalid pipeline definition ({} problems):\n  {}",
+            lines.len(),
+            lines.join("\n  ")
+        ),
+    })
+}
+
+/// The spec's definition, read, validated and compacted (see [`definition::compact`]).
+///
+/// Fails when the file cannot be read or the definition is invalid, naming the file
+/// and the line and column or JSON pointer of each problem.
+pub fn canonical_definition(spec: &Spec) -> Result<String, ProviderError> {
+    let (text, source) = definition_source(spec)?;
+    definition::validate(&text).map_err(|problems| invalid_definition(&problems, &source))?;
+    Ok(definition::compact(&text))
+}
+
+/// The SHA-256 (hex) of a canonical definition.
+pub fn definition_hash(canonical: &str) -> String {
+    hex::encode(Sha256::digest(canonical.as_bytes()))
+}
+
+/// `tags` as ACK writes them.
+fn tag_list(tags: &BTreeMap<String, String>) -> Value {
+    Value::Array(
+        tags.iter()
+            .map(|(k, v)| json!({"key": k, "value": v}))
+            .collect(),
+    )
+}
+
+/// The `Pipeline` object for `spec` with `definition` (canonical text) and `tags`.
+fn object_with(spec: &Spec, definition: &str, tags: &BTreeMap<String, String>) -> Value {
+    let mut body = json!({
+        "pipelineName": spec.pipeline_name,
+        "roleARN": spec.role_arn,
+        "pipelineDefinition": definition,
+    });
+    if let Some(display) = &spec.display_name {
+        body["pipelineDisplayName"] = json!(display);
+    }
+    if let Some(description) = &spec.description {
+        body["pipelineDescription"] = json!(description);
+    }
+    if let Some(steps) = spec.max_parallel_steps {
+        body["parallelismConfiguration"] = json!({"maxParallelExecutionSteps": steps});
+    }
+    if !tags.is_empty() {
+        body["tags"] = tag_list(tags);
+    }
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": "Pipeline",
+        "metadata": {
+            "name": spec.name,
+            "namespace": spec.namespace,
+            "labels": with_managed_label(&BTreeMap::new()),
+        },
+        "spec": body,
+    })
+}
+
+/// The `Pipeline` as rendered: the user's tags and terrain's `managed-by` tag (the
+/// address tag and annotation are added at apply time, as for Kubernetes kinds).
+pub fn objects(spec: &Spec) -> Result<Vec<Value>, ProviderError> {
+    let mut tags = spec.tags.clone();
+    tags.insert(MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string());
+    Ok(vec![object_with(spec, &canonical_definition(spec)?, &tags)])
+}
+
+/// The `Pipeline` as applied for `address`, with its canonical definition.
+fn applied_object(spec: &Spec, address: &str) -> Result<(Value, String), ProviderError> {
+    let canonical = canonical_definition(spec)?;
+    let mut object = object_with(spec, &canonical, &tags_with_ours(&spec.tags, address));
+    mark_ours(&mut object, address);
+    Ok((object, canonical))
+}
+
+fn live_tags(object: &Value) -> BTreeMap<String, String> {
+    let tags: BTreeMap<String, String> = object["spec"]["tags"]
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|t| {
+                    Some((
+                        t["key"].as_str()?.to_string(),
+                        t["value"].as_str().unwrap_or_default().to_string(),
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    user_tags(&tags)
+}
+
+/// The spec a live `Pipeline` shows. Where the definition comes from is the stack's
+/// (`prior`); its hash is the live definition's.
+fn spec_of(object: &Value, prior: &Spec) -> Spec {
+    let s = &object["spec"];
+    let string = |v: &Value| v.as_str().map(str::to_string);
+    let pipeline_name = s["pipelineName"].as_str().unwrap_or_default().to_string();
+    // A display name equal to the pipeline's name is what SageMaker fills in when none
+    // is given; a stack that gave none reads back none.
+    let display_name = string(&s["pipelineDisplayName"])
+        .filter(|d| prior.display_name.is_some() || *d != pipeline_name);
+    Spec {
+        cluster: prior.cluster.clone(),
+        namespace: object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string(),
+        name: object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        pipeline_name,
+        display_name,
+        description: string(&s["pipelineDescription"]),
+        role_arn: s["roleARN"].as_str().unwrap_or_default().to_string(),
+        definition_file: prior.definition_file.clone(),
+        definition: prior.definition.clone(),
+        max_parallel_steps: s["parallelismConfiguration"]["maxParallelExecutionSteps"].as_i64(),
+        tags: live_tags(object),
+        definition_hash: s["pipelineDefinition"]
+            .as_str()
+            .map(|d| definition_hash(&definition::compact(d))),
+    }
+}
+
+fn outputs_of(object: &Value) -> Outputs {
+    Outputs {
+        arn: arn_of(object).unwrap_or_default().to_string(),
+        pipeline_name: object["spec"]["pipelineName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        status: object["status"]["pipelineStatus"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    }
+}
+
+/// What SageMaker says about a pipeline the controller reports synced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PipelineCheck {
+    /// The ARN matches and SageMaker holds the expected definition.
+    Matches,
+    /// The ARN matches but SageMaker still holds another definition: the controller has
+    /// not pushed the applied one yet.
+    OtherDefinition,
+}
+
+/// Cross-checks a synced `Pipeline` with SageMaker: `sagemaker:DescribePipeline` of
+/// `pipeline_name` must answer with the ARN the object reports (`status_arn`) and, when
+/// `definition` is given, hold that definition (compared as JSON).
+///
+/// Fails when SageMaker cannot be asked, does not know the pipeline, or reports another
+/// ARN (the controller then works in another account or region than `[providers.aws]`).
+pub async fn cross_check_pipeline(
+    ctx: &Ctx,
+    pipeline_name: &str,
+    status_arn: &str,
+    definition: Option<&Value>,
+) -> Result<PipelineCheck, ProviderError> {
+    const CALL: &str = "sagemaker:DescribePipeline";
+    let client = config::sagemaker(ctx).await?;
+    let region = config::of(ctx)?.region_or_env().unwrap_or_default();
+    let described = client
+        .describe_pipeline()
+        .pipeline_name(pipeline_name)
+        .send()
+        .await
+        .map_err(|e| sdk_error(CALL, e))
+        .map_err(|e| match e {
+            e if super::is_not_found(&e) => ProviderError::Failed {
+                call: CALL.into(),
+                message: format!(
+                    "the ACK controller reports pipeline {pipeline_name} as {status_arn}, but SageMaker in region {region} does not know it ({e}); the controller works in another account or region than [providers.aws]"
+                ),
+            },
+            e => e,
+        })?;
+    let arn = described.pipeline_arn().unwrap_or_default();
+    if arn != status_arn {
+        return Err(ProviderError::Failed {
+            call: CALL.into(),
+            message: format!(
+                "SageMaker reports pipeline {pipeline_name} as {arn:?}, but its ACK Pipeline reports {status_arn:?}: the controller works in another account or region than [providers.aws] (region {region})"
+            ),
+        });
+    }
+    if let Some(wanted) = definition {
+        let shown: Option<Value> = described
+            .pipeline_definition()
+            .and_then(|d| serde_json::from_str(d).ok());
+        if shown.as_ref() != Some(wanted) {
+            return Ok(PipelineCheck::OtherDefinition);
+        }
+    }
+    Ok(PipelineCheck::Matches)
+}
+
+/// Polls `target` until the controller reports it synced and returns it; fails on
+/// `ACK.Terminal`, reports `ACK.Recoverable` and other waiting as progress.
+///
+/// A Terminal condition seen within `grace` of the call may be the previous
+/// generation's (ACK records no observed generation, and the controller needs a moment
+/// to see an updated spec), so it counts only once it outlasts `grace`.
+pub async fn wait_synced(
+    client: &kube::Client,
+    target: &ObjectRef,
+    ctx: &Ctx,
+    timeout: Duration,
+    grace: Duration,
+) -> Result<Value, ProviderError> {
+    let progress = Progress::new(ctx);
+    let what = format!("the ACK controller to sync {}", target.describe());
+    let started = tokio::time::Instant::now();
+    let waited = apply::wait_until(
+        client,
+        &target.api_version,
+        &target.kind,
+        target.namespace.as_deref(),
+        &target.name,
+        ctx,
+        timeout,
+        &what,
+        |object| match ack_state(object) {
+            AckState::Synced => Ok(true),
+            AckState::Terminal(message) if started.elapsed() < grace => {
+                progress.report(&format!(
+                    "ACK.Terminal ({message}); waiting for the controller to see the new spec"
+                ));
+                Ok(false)
+            }
+            AckState::Terminal(message) => Err(format!(
+                "the ACK SageMaker controller gave up on {} (ACK.Terminal): {message}",
+                target.describe()
+            )),
+            AckState::Recoverable(message) => {
+                progress.report(&format!(
+                    "ACK.Recoverable, the controller retries: {message}"
+                ));
+                Ok(false)
+            }
+            AckState::Pending(message) => {
+                progress.report(&message);
+                Ok(false)
+            }
+        },
+    );
+    waited.await
+}
+
+/// Applies the `Pipeline`, waits until SageMaker shows it, and returns it as live.
+async fn apply_and_sync(
+    ctx: &Ctx,
+    spec: &Spec,
+    create: bool,
+) -> Result<Live<SageMakerPipeline>, ProviderError> {
+    let (object, canonical) = applied_object(spec, &ctx.address)?;
+    let wanted: Value =
+        serde_json::from_str(&canonical).map_err(|source| ProviderError::Decode {
+            what: "pipeline definition",
+            source,
+        })?;
+    let client = connect::client(&spec.cluster).await?;
+    require_crd(&client, "Pipeline").await?;
+    if create {
+        refuse_strangers(
+            &client,
+            std::slice::from_ref(&object),
+            SageMakerPipeline::KIND,
+            &ctx.address,
+        )
+        .await?;
+    }
+    // Every field terrain sets is the stack's: one changed by hand is taken back.
+    apply_ack(&client, &object).await?;
+    let target = spec.target();
+    let started = tokio::time::Instant::now();
+    loop {
+        let remaining = SYNC_TIMEOUT.saturating_sub(started.elapsed());
+        let grace = if create {
+            Duration::ZERO
+        } else {
+            TERMINAL_GRACE
+        };
+        let live = wait_synced(&client, &target, ctx, remaining, grace).await?;
+        let Some(arn) = arn_of(&live) else {
+            return Err(ProviderError::Failed {
+                call: format!("kubernetes wait {}", target.describe()),
+                message: "the ACK controller reports the pipeline synced but recorded no ARN in status.ackResourceMetadata".into(),
+            });
+        };
+        match cross_check_pipeline(ctx, &spec.pipeline_name, arn, Some(&wanted)).await? {
+            PipelineCheck::Matches => {
+                return Ok(Live {
+                    id: id_of(&[target]),
+                    spec: Spec {
+                        definition_hash: Some(definition_hash(&canonical)),
+                        ..spec_of(&live, spec)
+                    },
+                    outputs: outputs_of(&live),
+                })
+            }
+            PipelineCheck::OtherDefinition if started.elapsed() < SYNC_TIMEOUT => {
+                ctx.progress(&format!(
+                    "SageMaker still shows the previous definition of {}; waiting for the controller",
+                    spec.pipeline_name
+                ));
+                tokio::time::sleep(STALE_RETRY).await;
+            }
+            PipelineCheck::OtherDefinition => {
+                return Err(ProviderError::Timeout {
+                    call: "sagemaker:DescribePipeline".into(),
+                    waiting_for: format!(
+                        "SageMaker to show the applied definition of {}",
+                        spec.pipeline_name
+                    ),
+                    after: SYNC_TIMEOUT,
+                })
+            }
+        }
+    }
+}
+
+/// The live object of `id`, unless it is gone or another resource's.
+async fn live_object(ctx: &Ctx, cluster: &Value, id: &str) -> Result<Option<Value>, ProviderError> {
+    let refs = parse_id(SageMakerPipeline::KIND, id, ID_SHAPE)?;
+    let client = connect::client(cluster).await?;
+    let Some(object) = apply::get_ref(&client, &refs[0]).await? else {
+        return Ok(None);
+    };
+    if matches!(ownership(&object, &ctx.address), Ownership::Other(_)) {
+        return Ok(None);
+    }
+    Ok(Some(object))
+}
+
+/// The plan detail for a definition change: the unified diff of the live and planned
+/// definitions, pretty-printed, then the diff of the rest of the object.
+fn preview_text(
+    live: Option<&Value>,
+    planned: &Value,
+    live_dry_run: Option<&Value>,
+) -> Option<String> {
+    let definition_of = |o: Option<&Value>| {
+        o.and_then(|o| o["spec"]["pipelineDefinition"].as_str())
+            .map(definition::pretty)
+            .unwrap_or_default()
+    };
+    let mut out = String::new();
+    if let Some(diff) = yaml_diff::unified_text(
+        &definition_of(live),
+        &definition_of(Some(planned)),
+        "live pipelineDefinition",
+        "planned pipelineDefinition",
+    ) {
+        out.push_str(&diff);
+    }
+    // The definition is one long string in the object; its own diff is above.
+    let summarized = |o: &Value| {
+        let mut o = o.clone();
+        if let Some(d) = o["spec"]["pipelineDefinition"].as_str() {
+            o["spec"]["pipelineDefinition"] = json!(format!(
+                "sha256:{}",
+                definition_hash(&definition::compact(d))
+            ));
+        }
+        o
+    };
+    let after = live_dry_run.unwrap_or(planned);
+    if let Some(diff) = apply::live_diff(
+        &live.map(summarized).unwrap_or(Value::Null),
+        &summarized(after),
+    ) {
+        out.push_str(&diff);
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+fn health_of(object: &Value) -> Health {
+    match ack_state(object) {
+        AckState::Synced => Health {
+            ready: true,
+            summary: format!(
+                "{} (synced)",
+                object["status"]["pipelineStatus"]
+                    .as_str()
+                    .unwrap_or("Active")
+            ),
+        },
+        AckState::Terminal(m) => Health {
+            ready: false,
+            summary: format!("Terminal: {m}"),
+        },
+        AckState::Recoverable(m) => Health {
+            ready: false,
+            summary: format!("Recoverable: {m}"),
+        },
+        AckState::Pending(_) => Health {
+            ready: false,
+            summary: "Syncing".into(),
+        },
+    }
+}
+
+#[async_trait]
+impl Kind for SageMakerPipeline {
+    type Spec = Spec;
+    type Outputs = Outputs;
+    const KIND: &'static str = "sagemaker_pipeline";
+    const PROVIDER: &'static str = "aws";
+    const RENDERS: bool = true;
+
+    fn schema() -> Schema {
+        Schema {
+            fields: vec![
+                cluster_field(),
+                Field::new("namespace", Type::String, "The namespace of the Pipeline object.").default(json!("default")).force_new(),
+                Field::new("name", Type::String, "The Pipeline object's name.").required().force_new(),
+                Field::new("pipeline_name", Type::String, "The SageMaker pipeline's name: letters, digits and '-'.").required().force_new(),
+                Field::new("display_name", Type::String, "The name SageMaker Studio shows."),
+                Field::new("description", Type::String, "A description of the pipeline."),
+                Field::new("role_arn", Type::String, "The IAM role the pipeline's steps run as.").required(),
+                Field::new("definition_file", Type::String, "A JSON file holding the pipeline definition, relative to the working directory."),
+                Field::new("definition", Type::String, "The pipeline definition as JSON text (instead of definition_file)."),
+                Field::new("max_parallel_steps", Type::Int, "How many steps may run at once (parallelismConfiguration)."),
+                Field::new("tags", Type::Map(Box::new(Type::String)), "Tags on the SageMaker pipeline.").default(json!({})),
+                Field::new("definition_hash", Type::String, "Computed when planning: SHA-256 of the definition without its layout; not to be set in stacks."),
+            ],
+            outputs: vec![
+                Field::new("arn", Type::String, "The pipeline's ARN."),
+                Field::new("pipeline_name", Type::String, "The SageMaker pipeline's name."),
+                Field::new("status", Type::String, "The pipeline's status (Active)."),
+            ],
+        }
+    }
+
+    fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
+        let mut out = Vec::new();
+        check_cluster(&spec.cluster, &mut out);
+        if let Err(m) = check_dns_label(&spec.namespace) {
+            out.push(Invalid::at("namespace", m));
+        }
+        if let Err(m) = check_dns_subdomain(&spec.name) {
+            out.push(Invalid::at("name", m));
+        }
+        if let Err(m) = check_sagemaker_name(&spec.pipeline_name, 256) {
+            out.push(Invalid::at("pipeline_name", m));
+        }
+        if let Some(Err(m)) = spec
+            .display_name
+            .as_deref()
+            .map(|d| check_sagemaker_name(d, 256))
+        {
+            out.push(Invalid::at("display_name", m));
+        }
+        if spec
+            .description
+            .as_ref()
+            .is_some_and(|d| d.chars().count() > 3072)
+        {
+            out.push(Invalid::at("description", "at most 3072 characters"));
+        }
+        if let Err(m) = check_role_arn(&spec.role_arn) {
+            out.push(Invalid::at("role_arn", m));
+        }
+        match (&spec.definition_file, &spec.definition) {
+            (Some(_), Some(_)) => out.push(Invalid::at(
+                "",
+                "set either `definition_file` or `definition`, not both",
+            )),
+            (None, None) => out.push(Invalid::at(
+                "",
+                "set `definition_file` (a JSON file) or `definition` (the JSON text)",
+            )),
+            (Some(file), None) if file.trim().is_empty() => {
+                out.push(Invalid::at("definition_file", "must name a file"))
+            }
+            (None, Some(text)) => {
+                if let Err(problems) = definition::validate(text) {
+                    // The field is named by the path already; say where inside it.
+                    for p in problems {
+                        let message = match (p.position, p.pointer.is_empty()) {
+                            (Some((line, column)), _) => {
+                                format!("line {line}, column {column}: {}", p.message)
+                            }
+                            (None, true) => p.message,
+                            (None, false) => format!("{}: {}", p.pointer, p.message),
+                        };
+                        out.push(Invalid::at("definition", message));
+                    }
+                }
+            }
+            _ => {}
+        }
+        if spec.max_parallel_steps.is_some_and(|n| n < 1) {
+            out.push(Invalid::at("max_parallel_steps", "must be 1 or more"));
+        }
+        if let Err(m) = check_tags(&spec.tags) {
+            out.push(Invalid::at("tags", m));
+        }
+        if spec.definition_hash.is_some() {
+            out.push(Invalid::at(
+                "definition_hash",
+                "is computed from the definition when planning; do not set it",
+            ));
+        }
+        out
+    }
+
+    fn planned_id(spec: &Spec, _config: &Value) -> Option<String> {
+        Some(id_of(&[spec.target()]))
+    }
+
+    fn prepare(mut spec: Spec) -> Result<Spec, ProviderError> {
+        spec.definition_hash = Some(definition_hash(&canonical_definition(&spec)?));
+        Ok(spec)
+    }
+
+    fn render(spec: &Spec, _config: &Value) -> Option<Result<Vec<Value>, ProviderError>> {
+        Some(objects(spec))
+    }
+
+    async fn read(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Live<Self>>, ProviderError> {
+        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
+        let Some(object) = live_object(ctx, &prior.cluster, id).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Live {
+            id: id.to_string(),
+            spec: spec_of(&object, prior),
+            outputs: outputs_of(&object),
+        }))
+    }
+
+    async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+        apply_and_sync(ctx, spec, true).await
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        _id: &str,
+        _prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Live<Self>, ProviderError> {
+        apply_and_sync(ctx, spec, false).await
+    }
+
+    async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<(), ProviderError> {
+        let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
+        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
+        // The controller deletes the SageMaker pipeline, then lifts its finalizer.
+        delete_owned(&prior.cluster, &refs, false, ctx, DELETE_TIMEOUT).await
+    }
+
+    async fn preview(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        _prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Option<String>, ProviderError> {
+        let live = live_object(ctx, &spec.cluster, id).await?;
+        let (planned, _) = applied_object(spec, &ctx.address)?;
+        // What the server would store, when it can say (same object, CRD installed).
+        let dry_run = match &live {
+            Some(_) => {
+                let client = connect::client(&spec.cluster).await?;
+                apply::dry_run(&client, &planned, true).await.ok()
+            }
+            None => None,
+        };
+        Ok(preview_text(live.as_ref(), &planned, dry_run.as_ref()))
+    }
+
+    async fn health(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Health>, ProviderError> {
+        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
+        Ok(Some(match live_object(ctx, &prior.cluster, id).await? {
+            Some(object) => health_of(&object),
+            None => Health {
+                ready: false,
+                summary: "missing".into(),
+            },
+        }))
+    }
+}
+
+/// Checks objects against a CRD's `openAPIV3Schema`: types, required fields, and fields
+/// the schema does not list (errors, as the API server's pruning would drop them).
+#[cfg(test)]
+pub(crate) mod crd_check {
+    use serde_json::Value;
+
+    /// The `openAPIV3Schema` of the reference CRD in `file` (under
+    /// `shared/reference/ack-sagemaker/`).
+    pub(crate) fn schema(file: &str) -> Value {
+        let path = format!(
+            "{}/../../shared/reference/ack-sagemaker/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).expect("the reference CRD is readable");
+        let crd: Value = serde_yaml_ng::from_str(&text).expect("the CRD is YAML");
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    }
+
+    /// Every place `value` breaks `schema`, as `path: problem`.
+    pub(crate) fn problems(schema: &Value, value: &Value) -> Vec<String> {
+        let mut out = Vec::new();
+        walk(schema, value, "", &mut out);
+        out
+    }
+
+    fn walk(schema: &Value, value: &Value, at: &str, out: &mut Vec<String>) {
+        let ty = schema["type"].as_str().unwrap_or("");
+        let fits = match ty {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            "boolean" => value.is_boolean(),
+            _ => true,
+        };
+        if !fits {
+            out.push(format!("{at}: expected {ty}, got {value}"));
+            return;
+        }
+        if let Some(required) = schema["required"].as_array() {
+            for r in required.iter().filter_map(Value::as_str) {
+                if value.get(r).is_none() {
+                    out.push(format!("{at}: missing required {r}"));
+                }
+            }
+        }
+        match value {
+            Value::Object(map) => {
+                let properties = schema["properties"].as_object();
+                let open = schema["x-kubernetes-preserve-unknown-fields"] == true
+                    || schema.get("additionalProperties").is_some();
+                for (key, child) in map {
+                    match properties.and_then(|p| p.get(key)) {
+                        Some(sub) => walk(sub, child, &format!("{at}.{key}"), out),
+                        None if open || properties.is_none() => {}
+                        None => out.push(format!("{at}.{key}: unknown field")),
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(&schema["items"], item, &format!("{at}[{i}]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubernetes::connect::tests::gke_reference;
+    use crate::testing::schema_mismatches;
+
+    const ROLE: &str = "arn:aws:iam::123456789012:role/SageMakerExecution";
+
+    fn definition_text() -> String {
+        serde_json::to_string_pretty(&json!({
+            "Version": "2020-12-01",
+            "Parameters": [{"Name": "InputData", "Type": "String", "DefaultValue": "s3://ml-data/train.csv"}],
+            "Steps": [{
+                "Name": "Train",
+                "Type": "Training",
+                "Arguments": {
+                    "AlgorithmSpecification": {"TrainingImage": "683313688378.dkr.ecr.us-east-1.amazonaws.com/sagemaker-xgboost:1.7-1", "TrainingInputMode": "File"},
+                    "OutputDataConfig": {"S3OutputPath": "s3://ml-artifacts/model"},
+                    "ResourceConfig": {"InstanceCount": 1, "InstanceType": "ml.m5.xlarge", "VolumeSizeInGB": 30},
+                    "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+                    "RoleArn": ROLE,
+                    "InputDataConfig": [{"ChannelName": "train", "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": {"Get": "Parameters.InputData"}}}}],
+                },
+            }],
+        }))
+        .expect("encodes")
+    }
+
+    fn base() -> Spec {
+        Spec {
+            cluster: gke_reference(),
+            namespace: "ml".into(),
+            name: "train".into(),
+            pipeline_name: "abalone-train".into(),
+            display_name: None,
+            description: None,
+            role_arn: ROLE.into(),
+            definition_file: None,
+            definition: Some(definition_text()),
+            max_parallel_steps: None,
+            tags: BTreeMap::new(),
+            definition_hash: None,
+        }
+    }
+
+    fn full() -> Spec {
+        Spec {
+            display_name: Some("Abalone-training".into()),
+            description: Some("trains the abalone model".into()),
+            definition_file: Some("pipeline.json".into()),
+            max_parallel_steps: Some(4),
+            tags: BTreeMap::from([("team".to_string(), "ml".to_string())]),
+            definition_hash: Some("ab".into()),
+            ..base()
+        }
+    }
+
+    #[test]
+    fn schema_matches_spec_and_outputs() {
+        let outputs = Outputs {
+            arn: "arn:aws:sagemaker:us-east-1:123456789012:pipeline/abalone-train".into(),
+            pipeline_name: "abalone-train".into(),
+            status: "Active".into(),
+        };
+        assert_eq!(
+            schema_mismatches::<SageMakerPipeline>(&full(), &outputs),
+            Vec::<String>::new()
+        );
+        let schema = SageMakerPipeline::schema();
+        for name in ["name", "namespace", "pipeline_name", "cluster"] {
+            assert!(schema.field(name).is_some_and(|f| f.force_new), "{name}");
+        }
+        for name in ["definition_hash", "role_arn", "description", "tags"] {
+            assert!(schema.field(name).is_some_and(|f| !f.force_new), "{name}");
+        }
+    }
+
+    #[test]
+    fn renders_a_pipeline_the_crd_accepts() {
+        let spec = Spec {
+            definition_file: None,
+            definition_hash: None,
+            definition: Some(definition_text()),
+            ..full()
+        };
+        let objects = objects(&spec).expect("renders");
+        assert_eq!(objects.len(), 1);
+        let pipeline = &objects[0];
+        assert_eq!(
+            pipeline,
+            &json!({
+                "apiVersion": "sagemaker.services.k8s.aws/v1alpha1",
+                "kind": "Pipeline",
+                "metadata": {"name": "train", "namespace": "ml", "labels": {"app.kubernetes.io/managed-by": "terrain"}},
+                "spec": {
+                    "pipelineName": "abalone-train",
+                    "roleARN": ROLE,
+                    "pipelineDefinition": definition::compact(&definition_text()),
+                    "pipelineDisplayName": "Abalone-training",
+                    "pipelineDescription": "trains the abalone model",
+                    "parallelismConfiguration": {"maxParallelExecutionSteps": 4},
+                    "tags": [{"key": "managed-by", "value": "terrain"}, {"key": "team", "value": "ml"}],
+                },
+            })
+        );
+        let definition = pipeline["spec"]["pipelineDefinition"]
+            .as_str()
+            .expect("a string");
+        assert!(
+            !definition.contains('\n') && !definition.contains(": "),
+            "{definition}"
+        );
+        let crd = crd_check::schema("sagemaker.services.k8s.aws_pipelines.yaml");
+        let (applied, _) = applied_object(&spec, "sagemaker_pipeline.train").expect("applies");
+        for object in [pipeline, &applied, &objects_of_base()] {
+            assert_eq!(
+                crd_check::problems(&crd, object),
+                Vec::<String>::new(),
+                "{object}"
+            );
+        }
+        // The checker does see what the CRD forbids.
+        let mut bad = pipeline.clone();
+        bad["spec"]["roleArn"] = json!(ROLE);
+        bad["spec"]["parallelismConfiguration"]["maxParallelExecutionSteps"] = json!("4");
+        if let Some(s) = bad["spec"].as_object_mut() {
+            s.remove("pipelineName");
+        }
+        let problems = crd_check::problems(&crd, &bad);
+        assert_eq!(problems.len(), 3, "{problems:?}");
+    }
+
+    fn objects_of_base() -> Value {
+        objects(&base()).expect("renders").remove(0)
+    }
+
+    #[test]
+    fn applied_objects_carry_terrains_marks() {
+        let (applied, canonical) =
+            applied_object(&base(), "sagemaker_pipeline.train").expect("applies");
+        assert_eq!(
+            ownership(&applied, "sagemaker_pipeline.train"),
+            Ownership::Ours
+        );
+        assert_eq!(
+            applied["spec"]["tags"],
+            json!([{"key": "managed-by", "value": "terrain"}, {"key": "terrain-address", "value": "sagemaker_pipeline.train"}])
+        );
+        assert_eq!(canonical, definition::compact(&definition_text()));
+    }
+
+    #[test]
+    fn live_pipeline_reads_back_as_the_prepared_spec() {
+        for spec in [
+            base(),
+            Spec {
+                definition_hash: None,
+                definition_file: None,
+                ..full()
+            },
+        ] {
+            let prepared = SageMakerPipeline::prepare(spec).expect("prepares");
+            let (mut live, _) =
+                applied_object(&prepared, "sagemaker_pipeline.train").expect("applies");
+            live["metadata"]["finalizers"] =
+                json!(["finalizers.sagemaker.services.k8s.aws/Pipeline"]);
+            live["status"] = json!({
+                "ackResourceMetadata": {"arn": "arn:aws:sagemaker:us-east-1:123456789012:pipeline/abalone-train", "ownerAccountID": "123456789012", "region": "us-east-1"},
+                "conditions": [{"type": "ACK.ResourceSynced", "status": "True"}],
+                "pipelineStatus": "Active",
+            });
+            assert_eq!(spec_of(&live, &prepared), prepared);
+            assert_eq!(
+                outputs_of(&live),
+                Outputs {
+                    arn: "arn:aws:sagemaker:us-east-1:123456789012:pipeline/abalone-train".into(),
+                    pipeline_name: "abalone-train".into(),
+                    status: "Active".into()
+                }
+            );
+            // An edit behind terrain's back is drift in the hash.
+            live["spec"]["pipelineDefinition"] = json!(definition_text().replace("3600", "7200"));
+            assert_ne!(
+                spec_of(&live, &prepared).definition_hash,
+                prepared.definition_hash
+            );
+            // The display name SageMaker fills in is not the stack's.
+            live["spec"]["pipelineDisplayName"] = json!("abalone-train");
+            let read = spec_of(
+                &live,
+                &Spec {
+                    display_name: None,
+                    ..prepared.clone()
+                },
+            );
+            assert_eq!(read.display_name, None);
+        }
+    }
+
+    #[test]
+    fn prepare_reads_validates_and_hashes_the_file() -> Result<(), ProviderError> {
+        let dir = tempfile::tempdir().map_err(|e| ProviderError::io("tempdir", "", e))?;
+        let path = dir.path().join("pipeline.json");
+        std::fs::write(&path, definition_text())
+            .map_err(|e| ProviderError::io("write", "pipeline.json", e))?;
+        let file = path.display().to_string();
+        let spec = Spec {
+            definition: None,
+            definition_file: Some(file.clone()),
+            ..base()
+        };
+        let first = SageMakerPipeline::prepare(spec.clone())?;
+        let inline = SageMakerPipeline::prepare(base())?;
+        assert_eq!(
+            first.definition_hash, inline.definition_hash,
+            "a file and the same text inline hash alike"
+        );
+        assert_eq!(
+            first.definition_hash,
+            Some(definition_hash(&definition::compact(&definition_text())))
+        );
+        // Layout is not a change; content is.
+        std::fs::write(&path, definition::compact(&definition_text()))
+            .map_err(|e| ProviderError::io("write", "pipeline.json", e))?;
+        assert_eq!(SageMakerPipeline::prepare(spec.clone())?, first);
+        std::fs::write(&path, definition_text().replace("3600", "7200"))
+            .map_err(|e| ProviderError::io("write", "pipeline.json", e))?;
+        assert_ne!(SageMakerPipeline::prepare(spec.clone())?, first);
+
+        // A syntax error fails at prepare with the file, line and column.
+        let broken = definition_text().replacen("\"File\"", "\"File", 1);
+        std::fs::write(&path, &broken)
+            .map_err(|e| ProviderError::io("write", "pipeline.json", e))?;
+        let e = SageMakerPipeline::prepare(spec.clone()).expect_err("broken JSON");
+        let line = broken
+            .lines()
+            .position(|l| l.contains("\"TrainingInputMode\": \"File"))
+            .map(|i| i + 1)
+            .expect("the broken line");
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("invalid pipeline definition: {file}:{line}:")),
+            "{text}"
+        );
+        assert!(text.contains("unterminated string"), "{text}");
+
+        // A definition that parses but breaks the rules names the place.
+        std::fs::write(
+            &path,
+            definition_text().replace("\"Training\"", "\"Train\""),
+        )
+        .map_err(|e| ProviderError::io("write", "pipeline.json", e))?;
+        let e = SageMakerPipeline::prepare(spec.clone()).expect_err("unknown type");
+        assert!(
+            e.to_string().contains(&format!(
+                "{file}: /Steps/0/Type: unknown step type \"Train\""
+            )),
+            "{e}"
+        );
+
+        let missing = Spec {
+            definition_file: Some(dir.path().join("nope.json").display().to_string()),
+            ..spec
+        };
+        let e = SageMakerPipeline::prepare(missing).expect_err("no file");
+        assert!(
+            e.to_string().starts_with("read pipeline definition file ")
+                && e.to_string().contains("nope.json"),
+            "{e}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn validation_table() {
+        let cases: Vec<(Spec, &str, &str)> = vec![
+            (base(), "", ""),
+            (
+                Spec {
+                    definition_hash: None,
+                    definition: None,
+                    ..full()
+                },
+                "",
+                "",
+            ),
+            (
+                Spec {
+                    name: "Train".into(),
+                    ..base()
+                },
+                "name",
+                "DNS-1123",
+            ),
+            (
+                Spec {
+                    namespace: "ML".into(),
+                    ..base()
+                },
+                "namespace",
+                "DNS-1123",
+            ),
+            (
+                Spec {
+                    pipeline_name: "abalone_train".into(),
+                    ..base()
+                },
+                "pipeline_name",
+                "not a SageMaker name",
+            ),
+            (
+                Spec {
+                    pipeline_name: "-a".into(),
+                    ..base()
+                },
+                "pipeline_name",
+                "not a SageMaker name",
+            ),
+            (
+                Spec {
+                    display_name: Some("a b".into()),
+                    ..base()
+                },
+                "display_name",
+                "not a SageMaker name",
+            ),
+            (
+                Spec {
+                    role_arn: "SageMakerExecution".into(),
+                    ..base()
+                },
+                "role_arn",
+                "not an IAM role ARN",
+            ),
+            (
+                Spec {
+                    role_arn: "arn:aws:iam::1234:role/x".into(),
+                    ..base()
+                },
+                "role_arn",
+                "not an IAM role ARN",
+            ),
+            (
+                Spec {
+                    definition_file: Some("p.json".into()),
+                    ..base()
+                },
+                "",
+                "not both",
+            ),
+            (
+                Spec {
+                    definition: None,
+                    ..base()
+                },
+                "",
+                "set `definition_file`",
+            ),
+            (
+                Spec {
+                    definition: None,
+                    definition_file: Some(" ".into()),
+                    ..base()
+                },
+                "definition_file",
+                "must name a file",
+            ),
+            (
+                Spec {
+                    definition: Some("{\"Version\": \"2020-12-01\"}".into()),
+                    ..base()
+                },
+                "definition",
+                "missing Steps",
+            ),
+            (
+                Spec {
+                    definition: Some("{\"Version\": \"2020".into()),
+                    ..base()
+                },
+                "definition",
+                "line 1, column 13: unterminated string",
+            ),
+            (
+                Spec {
+                    max_parallel_steps: Some(0),
+                    ..base()
+                },
+                "max_parallel_steps",
+                "1 or more",
+            ),
+            (
+                Spec {
+                    tags: BTreeMap::from([("aws:x".to_string(), "v".to_string())]),
+                    ..base()
+                },
+                "tags",
+                "reserved",
+            ),
+            (
+                Spec {
+                    definition_hash: Some("ab".into()),
+                    ..base()
+                },
+                "definition_hash",
+                "do not set it",
+            ),
+            (
+                Spec {
+                    cluster: json!(3),
+                    ..base()
+                },
+                "cluster",
+                "expected a cluster reference",
+            ),
+        ];
+        for (spec, path, message) in cases {
+            let problems = SageMakerPipeline::validate(&spec, &Value::Null);
+            if message.is_empty() {
+                assert!(problems.is_empty(), "{problems:?}");
+            } else {
+                assert!(
+                    problems
+                        .iter()
+                        .any(|p| p.path.join(".") == path && p.message.contains(message)),
+                    "want {path}: {message}, got {problems:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn conditions_decide_the_state() {
+        let with = |conditions: Value| json!({"status": {"conditions": conditions}});
+        let cases = [
+            (
+                json!({}),
+                AckState::Pending(
+                    "no ACK conditions yet (is the ACK SageMaker controller running?)".into(),
+                ),
+            ),
+            (
+                with(json!([{"type": "ACK.ResourceSynced", "status": "True"}])),
+                AckState::Synced,
+            ),
+            (
+                with(
+                    json!([{"type": "ACK.ResourceSynced", "status": "False", "message": "Resource not synced"}]),
+                ),
+                AckState::Pending("ACK.ResourceSynced is False: Resource not synced".into()),
+            ),
+            (
+                with(
+                    json!([{"type": "ACK.ResourceSynced", "status": "False"}, {"type": "ACK.Recoverable", "status": "True", "message": "ThrottlingException: slow down"}]),
+                ),
+                AckState::Recoverable("ThrottlingException: slow down".into()),
+            ),
+            (
+                with(
+                    json!([{"type": "ACK.ResourceSynced", "status": "True"}, {"type": "ACK.Terminal", "status": "True", "message": "ValidationException: bad definition"}]),
+                ),
+                AckState::Terminal("ValidationException: bad definition".into()),
+            ),
+            (
+                with(
+                    json!([{"type": "ACK.Terminal", "status": "False", "message": "old"}, {"type": "ACK.ResourceSynced", "status": "True"}]),
+                ),
+                AckState::Synced,
+            ),
+        ];
+        for (object, want) in cases {
+            assert_eq!(ack_state(&object), want, "{object}");
+        }
+        assert_eq!(
+            arn_of(&json!({"status": {"ackResourceMetadata": {"arn": ""}}})),
+            None
+        );
+        assert_eq!(
+            health_of(&with(
+                json!([{"type": "ACK.Terminal", "status": "True", "message": "m"}])
+            )),
+            Health {
+                ready: false,
+                summary: "Terminal: m".into()
+            }
+        );
+    }
+
+    #[test]
+    fn name_and_arn_rules() {
+        for ok in ["a", "abalone-train", "A--b", &"x".repeat(256)] {
+            assert_eq!(check_sagemaker_name(ok, 256), Ok(()), "{ok}");
+        }
+        for bad in ["", "a_b", "a-", "-a", "a.b", &"x".repeat(257)] {
+            assert!(check_sagemaker_name(bad, 256).is_err(), "{bad}");
+        }
+        for ok in [
+            ROLE,
+            "arn:aws-cn:iam::123456789012:role/service-role/AmazonSageMaker-ExecutionRole-2024",
+        ] {
+            assert_eq!(check_role_arn(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "arn:aws:iam::123456789012:user/x",
+            "arn:aws:iam:us-east-1:123456789012:role/x",
+            "arn:aws:s3::123456789012:role/x",
+            "arn:aws:iam::123456789012:role/",
+        ] {
+            assert!(check_role_arn(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn preview_shows_the_definition_diff_then_the_object_diff() {
+        let before = Spec {
+            definition_hash: None,
+            ..base()
+        };
+        let (mut live, _) = applied_object(&before, "sagemaker_pipeline.train").expect("applies");
+        live["metadata"]["resourceVersion"] = json!("7");
+        live["status"] = json!({"pipelineStatus": "Active"});
+        let after = Spec {
+            definition: Some(definition_text().replace("3600", "7200")),
+            description: Some("longer runs".into()),
+            ..before.clone()
+        };
+        let (planned, _) = applied_object(&after, "sagemaker_pipeline.train").expect("applies");
+        let text = preview_text(Some(&live), &planned, None).expect("a diff");
+        assert!(
+            text.starts_with("--- live pipelineDefinition\n+++ planned pipelineDefinition\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "-          \"MaxRuntimeInSeconds\": 3600\n+          \"MaxRuntimeInSeconds\": 7200\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("--- live\n+++ planned\n"), "{text}");
+        assert!(
+            text.contains("+  pipelineDescription: longer runs"),
+            "{text}"
+        );
+        assert!(
+            text.contains("pipelineDefinition: sha256:"),
+            "the object diff shows the hash: {text}"
+        );
+        assert!(!text.contains("resourceVersion"), "{text}");
+        let unchanged = preview_text(Some(&live), &live.clone(), None);
+        assert_eq!(unchanged, None);
+    }
+}

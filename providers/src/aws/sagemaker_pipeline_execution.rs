@@ -1,1 +1,930 @@
-//! Placeholder until this module lands.
+//! The `sagemaker_pipeline_execution` kind: one run of a SageMaker pipeline, submitted
+//! as an ACK `PipelineExecution` on the EKS cluster whose ACK SageMaker controller starts
+//! it, followed (by default) until it succeeds or fails, and cross-checked with the
+//! SageMaker API (`sagemaker:DescribePipelineExecution`,
+//! `sagemaker:ListPipelineExecutions`).
+//!
+//! An execution cannot change once started: every field that reaches the object forces
+//! a replacement (a new run). Only `wait` and `wait_timeout`, terrain's own behaviour,
+//! change in place. Deleting the object stops a running execution (the controller does
+//! that before lifting its finalizer).
+//!
+//! Id: `sagemaker.services.k8s.aws/v1alpha1/PipelineExecution/<namespace>/<name>`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_sagemaker::types::SortOrder;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::sagemaker_pipeline::{
+    ack_state, apply_ack, arn_of, check_sagemaker_name, require_crd, AckState, API_VERSION,
+};
+use super::{config, sdk_error};
+use crate::kubernetes::apply::{self, Progress};
+use crate::kubernetes::{
+    check_cluster, check_dns_label, check_dns_subdomain, cluster_field, connect, delete_owned,
+    id_of, mark_ours, needs_cluster, ownership, parse_id, refuse_strangers, with_managed_label,
+    ObjectRef, Ownership,
+};
+use crate::local::duration::parse_duration;
+use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
+
+const ID_SHAPE: &str = "sagemaker.services.k8s.aws/v1alpha1/PipelineExecution/NAMESPACE/NAME";
+const START_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+const WAITS: &[&str] = &["none", "started", "complete"];
+/// How many pages of `ListPipelineExecutions` (newest first) to search for a run.
+const LIST_PAGES: usize = 10;
+
+/// The kind `sagemaker_pipeline_execution`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SageMakerPipelineExecution;
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+fn complete() -> String {
+    "complete".into()
+}
+
+fn twelve_hours() -> String {
+    "12h".into()
+}
+
+/// What a stack writes for a `sagemaker_pipeline_execution`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    pub cluster: Value,
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// The `PipelineExecution` object's name.
+    pub name: String,
+    /// The pipeline to run: its name or ARN.
+    pub pipeline_name: String,
+    pub display_name: Option<String>,
+    pub description: Option<String>,
+    /// Values for the definition's parameters, by name.
+    #[serde(default)]
+    pub parameters: BTreeMap<String, String>,
+    /// parallelismConfiguration.maxParallelExecutionSteps for this run.
+    pub max_parallel_steps: Option<i64>,
+    /// `none` (return once submitted), `started` (once SageMaker started the run) or
+    /// `complete` (once it succeeded; a failed run is an error).
+    #[serde(default = "complete")]
+    pub wait: String,
+    /// How long `wait = "complete"` may take.
+    #[serde(default = "twelve_hours")]
+    pub wait_timeout: String,
+}
+
+impl Spec {
+    fn target(&self) -> ObjectRef {
+        ObjectRef::new(
+            API_VERSION,
+            "PipelineExecution",
+            Some(&self.namespace),
+            &self.name,
+        )
+    }
+
+    fn timeout(&self) -> Duration {
+        parse_duration(&self.wait_timeout).unwrap_or(Duration::from_secs(12 * 3600))
+    }
+}
+
+/// What `sagemaker_pipeline_execution` reports after apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outputs {
+    /// The execution's ARN (empty until SageMaker started it).
+    pub arn: String,
+    /// Executing, Stopping, Stopped, Failed, Succeeded or CompletedWithFailures.
+    pub status: String,
+    /// Why the run failed; empty otherwise.
+    pub failure_reason: String,
+}
+
+/// The `PipelineExecution` for `spec`, as rendered (without the address annotation).
+pub fn objects(spec: &Spec) -> Result<Vec<Value>, ProviderError> {
+    let mut body = json!({"pipelineName": spec.pipeline_name});
+    if let Some(display) = &spec.display_name {
+        body["pipelineExecutionDisplayName"] = json!(display);
+    }
+    if let Some(description) = &spec.description {
+        body["pipelineExecutionDescription"] = json!(description);
+    }
+    if !spec.parameters.is_empty() {
+        body["pipelineParameters"] = Value::Array(
+            spec.parameters
+                .iter()
+                .map(|(name, value)| json!({"name": name, "value": value}))
+                .collect(),
+        );
+    }
+    if let Some(steps) = spec.max_parallel_steps {
+        body["parallelismConfiguration"] = json!({"maxParallelExecutionSteps": steps});
+    }
+    Ok(vec![json!({
+        "apiVersion": API_VERSION,
+        "kind": "PipelineExecution",
+        "metadata": {
+            "name": spec.name,
+            "namespace": spec.namespace,
+            "labels": with_managed_label(&BTreeMap::new()),
+        },
+        "spec": body,
+    })])
+}
+
+/// The run's status as the controller last saw it (empty before it started).
+fn status_of(object: &Value) -> &str {
+    object["status"]["pipelineExecutionStatus"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+fn failure_reason_of(object: &Value) -> &str {
+    object["status"]["failureReason"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// Statuses a run does not leave.
+fn finished(status: &str) -> bool {
+    matches!(
+        status,
+        "Succeeded" | "Failed" | "Stopped" | "CompletedWithFailures"
+    )
+}
+
+/// The spec a live `PipelineExecution` shows; waiting is terrain's own (`prior`).
+fn spec_of(object: &Value, prior: &Spec) -> Spec {
+    let s = &object["spec"];
+    let string = |v: &Value| v.as_str().map(str::to_string);
+    Spec {
+        cluster: prior.cluster.clone(),
+        namespace: object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string(),
+        name: object["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        pipeline_name: s["pipelineName"].as_str().unwrap_or_default().to_string(),
+        display_name: string(&s["pipelineExecutionDisplayName"]),
+        description: string(&s["pipelineExecutionDescription"]),
+        parameters: s["pipelineParameters"]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|p| {
+                        Some((
+                            p["name"].as_str()?.to_string(),
+                            p["value"].as_str().unwrap_or_default().to_string(),
+                        ))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        max_parallel_steps: s["parallelismConfiguration"]["maxParallelExecutionSteps"].as_i64(),
+        wait: prior.wait.clone(),
+        wait_timeout: prior.wait_timeout.clone(),
+    }
+}
+
+fn outputs_of(object: &Value) -> Outputs {
+    Outputs {
+        arn: arn_of(object).unwrap_or_default().to_string(),
+        status: status_of(object).to_string(),
+        failure_reason: failure_reason_of(object).to_string(),
+    }
+}
+
+/// `45s`, `2m10s`, `1h02m`: how long a run has been going, for progress lines.
+fn elapsed(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The error for a run that ended without succeeding.
+fn run_failed(target: &ObjectRef, arn: &str, status: &str, reason: &str) -> ProviderError {
+    let reason = if reason.is_empty() || reason == "None" {
+        "no reason given".to_string()
+    } else {
+        reason.to_string()
+    };
+    let message = match status {
+        "Stopped" => format!("the run was stopped before it finished ({reason})"),
+        "CompletedWithFailures" => format!("the run completed with failed steps: {reason}"),
+        _ => format!("Failed: {reason}"),
+    };
+    ProviderError::Failed {
+        call: format!("sagemaker pipeline execution {arn} ({})", target.describe()),
+        message,
+    }
+}
+
+/// Cross-checks a started `PipelineExecution` with SageMaker:
+/// `sagemaker:DescribePipelineExecution` of `arn` must know it and, when the object
+/// reports a finished `status`, report the same one; `sagemaker:ListPipelineExecutions`
+/// of `pipeline_name` must list it. Returns SageMaker's status and failure reason.
+///
+/// Fails when SageMaker cannot be asked, does not know the run, disagrees on a finished
+/// status, or does not list the run under the pipeline.
+pub async fn cross_check_execution(
+    ctx: &Ctx,
+    pipeline_name: &str,
+    arn: &str,
+    status: &str,
+) -> Result<(String, String), ProviderError> {
+    const DESCRIBE: &str = "sagemaker:DescribePipelineExecution";
+    const LIST: &str = "sagemaker:ListPipelineExecutions";
+    let client = config::sagemaker(ctx).await?;
+    let region = config::of(ctx)?.region_or_env().unwrap_or_default();
+    let described = client
+        .describe_pipeline_execution()
+        .pipeline_execution_arn(arn)
+        .send()
+        .await
+        .map_err(|e| sdk_error(DESCRIBE, e))
+        .map_err(|e| match e {
+            e if super::is_not_found(&e) => ProviderError::Failed {
+                call: DESCRIBE.into(),
+                message: format!(
+                    "the ACK controller reports the run {arn}, but SageMaker in region {region} does not know it ({e}); the controller works in another account or region than [providers.aws]"
+                ),
+            },
+            e => e,
+        })?;
+    let api_status = described
+        .pipeline_execution_status()
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_default();
+    if finished(status) && api_status != status {
+        return Err(ProviderError::Failed {
+            call: DESCRIBE.into(),
+            message: format!(
+                "SageMaker reports the run {arn} as {api_status:?}, but its ACK PipelineExecution reports {status:?}"
+            ),
+        });
+    }
+    let reason = described.failure_reason().unwrap_or_default().to_string();
+
+    let mut token: Option<String> = None;
+    for _ in 0..LIST_PAGES {
+        let listed = client
+            .list_pipeline_executions()
+            .pipeline_name(pipeline_name)
+            .sort_order(SortOrder::Descending)
+            .set_next_token(token.take())
+            .send()
+            .await
+            .map_err(|e| sdk_error(LIST, e))?;
+        if listed
+            .pipeline_execution_summaries()
+            .iter()
+            .any(|s| s.pipeline_execution_arn() == Some(arn))
+        {
+            return Ok((api_status, reason));
+        }
+        match listed.next_token() {
+            Some(next) if !next.is_empty() => token = Some(next.to_string()),
+            _ => break,
+        }
+    }
+    Err(ProviderError::Failed {
+        call: LIST.into(),
+        message: format!(
+            "SageMaker does not list the run {arn} among the executions of pipeline {pipeline_name}: the PipelineExecution names another pipeline than the run belongs to"
+        ),
+    })
+}
+
+/// Waits as `spec.wait` asks on the applied object and returns it as it then is,
+/// cross-checked once SageMaker knows the run.
+async fn follow(
+    ctx: &Ctx,
+    client: &kube::Client,
+    spec: &Spec,
+    applied: Value,
+) -> Result<Value, ProviderError> {
+    let target = spec.target();
+    if spec.wait == "none" {
+        return Ok(applied);
+    }
+    let progress = Progress::new(ctx);
+    let to_start = format!("SageMaker to start {}", target.describe());
+    let started = apply::wait_until(
+        client,
+        &target.api_version,
+        &target.kind,
+        target.namespace.as_deref(),
+        &target.name,
+        ctx,
+        START_TIMEOUT,
+        &to_start,
+        |object| match ack_state(object) {
+            AckState::Terminal(m) => Err(format!(
+                "the ACK SageMaker controller could not start {} (ACK.Terminal): {m}",
+                target.describe()
+            )),
+            AckState::Recoverable(m) if arn_of(object).is_none() => {
+                progress.report(&format!("ACK.Recoverable, the controller retries: {m}"));
+                Ok(false)
+            }
+            _ => Ok(arn_of(object).is_some()),
+        },
+    );
+    let mut object = started.await?;
+    if spec.wait == "complete" {
+        let begun = tokio::time::Instant::now();
+        let to_finish = format!("{} to finish", target.describe());
+        let running = apply::wait_until(
+            client,
+            &target.api_version,
+            &target.kind,
+            target.namespace.as_deref(),
+            &target.name,
+            ctx,
+            spec.timeout(),
+            &to_finish,
+            |object| {
+                let status = status_of(object);
+                if finished(status) {
+                    return Ok(true);
+                }
+                if let AckState::Terminal(m) = ack_state(object) {
+                    return Err(format!(
+                        "the ACK SageMaker controller gave up on {} (ACK.Terminal): {m}",
+                        target.describe()
+                    ));
+                }
+                let shown = if status.is_empty() {
+                    "Starting"
+                } else {
+                    status
+                };
+                progress.report(&format!("{shown} ({})", elapsed(begun.elapsed())));
+                Ok(false)
+            },
+        );
+        object = running.await?;
+    }
+    let arn = arn_of(&object).unwrap_or_default().to_string();
+    let status = status_of(&object).to_string();
+    let (_, api_reason) = cross_check_execution(ctx, &spec.pipeline_name, &arn, &status).await?;
+    if spec.wait == "complete" && status != "Succeeded" {
+        let reason = match failure_reason_of(&object) {
+            "" | "None" => api_reason.as_str(),
+            reason => reason,
+        };
+        return Err(run_failed(&target, &arn, &status, reason));
+    }
+    Ok(object)
+}
+
+/// The live object of `id`, unless it is gone or another resource's.
+async fn live_object(
+    ctx: &Ctx,
+    cluster: &Value,
+    id: &str,
+) -> Result<Option<(kube::Client, Value)>, ProviderError> {
+    let refs = parse_id(SageMakerPipelineExecution::KIND, id, ID_SHAPE)?;
+    let client = connect::client(cluster).await?;
+    let Some(object) = apply::get_ref(&client, &refs[0]).await? else {
+        return Ok(None);
+    };
+    if matches!(ownership(&object, &ctx.address), Ownership::Other(_)) {
+        return Ok(None);
+    }
+    Ok(Some((client, object)))
+}
+
+fn health_of(object: &Value) -> Health {
+    let status = status_of(object);
+    match status {
+        "Succeeded" => Health {
+            ready: true,
+            summary: "Succeeded".into(),
+        },
+        "Failed" | "Stopped" | "CompletedWithFailures" => {
+            let reason = failure_reason_of(object);
+            Health {
+                ready: false,
+                summary: if reason.is_empty() || reason == "None" {
+                    status.to_string()
+                } else {
+                    format!("{status}: {reason}")
+                },
+            }
+        }
+        _ => Health {
+            ready: false,
+            summary: match ack_state(object) {
+                AckState::Terminal(m) => format!("Terminal: {m}"),
+                _ if status.is_empty() => "Starting".into(),
+                _ => status.to_string(),
+            },
+        },
+    }
+}
+
+#[async_trait]
+impl Kind for SageMakerPipelineExecution {
+    type Spec = Spec;
+    type Outputs = Outputs;
+    const KIND: &'static str = "sagemaker_pipeline_execution";
+    const PROVIDER: &'static str = "aws";
+    const RENDERS: bool = true;
+
+    fn schema() -> Schema {
+        Schema {
+            fields: vec![
+                cluster_field(),
+                Field::new("namespace", Type::String, "The namespace of the PipelineExecution object.").default(json!("default")).force_new(),
+                Field::new("name", Type::String, "The PipelineExecution object's name.").required().force_new(),
+                Field::new("pipeline_name", Type::String, "The pipeline to run, by name or ARN (\"${sagemaker_pipeline.train.pipeline_name}\").").required().force_new(),
+                Field::new("display_name", Type::String, "The run's display name.").force_new(),
+                Field::new("description", Type::String, "A description of the run.").force_new(),
+                Field::new("parameters", Type::Map(Box::new(Type::String)), "Values for the definition's parameters, by name.").default(json!({})).force_new(),
+                Field::new("max_parallel_steps", Type::Int, "How many steps of this run may run at once.").force_new(),
+                Field::new("wait", Type::String, "none (return once submitted), started, or complete (follow the run; a failed run is an error).").default(json!("complete")),
+                Field::new("wait_timeout", Type::String, "How long wait = \"complete\" may take (e.g. 2h).").default(json!("12h")),
+            ],
+            outputs: vec![
+                Field::new("arn", Type::String, "The run's ARN."),
+                Field::new("status", Type::String, "Executing, Stopping, Stopped, Failed, Succeeded or CompletedWithFailures."),
+                Field::new("failure_reason", Type::String, "Why the run failed; empty otherwise."),
+            ],
+        }
+    }
+
+    fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
+        let mut out = Vec::new();
+        check_cluster(&spec.cluster, &mut out);
+        if let Err(m) = check_dns_label(&spec.namespace) {
+            out.push(Invalid::at("namespace", m));
+        }
+        if let Err(m) = check_dns_subdomain(&spec.name) {
+            out.push(Invalid::at("name", m));
+        }
+        // A name, or an ARN ending in `pipeline/<name>`.
+        let name = spec
+            .pipeline_name
+            .strip_prefix("arn:")
+            .and_then(|arn| arn.split_once(":pipeline/").map(|(_, n)| n))
+            .unwrap_or(&spec.pipeline_name);
+        if let Err(m) = check_sagemaker_name(name, 256) {
+            out.push(Invalid::at("pipeline_name", m));
+        }
+        if let Some(Err(m)) = spec
+            .display_name
+            .as_deref()
+            .map(|d| check_sagemaker_name(d, 82))
+        {
+            out.push(Invalid::at("display_name", m));
+        }
+        if spec
+            .description
+            .as_ref()
+            .is_some_and(|d| d.chars().count() > 3072)
+        {
+            out.push(Invalid::at("description", "at most 3072 characters"));
+        }
+        for (name, value) in &spec.parameters {
+            if !super::definition::is_step_name(name) {
+                out.push(Invalid::at(
+                    "parameters",
+                    format!(
+                        "{name:?} is not a parameter name: 1 to 64 letters, digits, '-' or '_'"
+                    ),
+                ));
+            }
+            if value.chars().count() > 1024 {
+                out.push(Invalid::at(
+                    "parameters",
+                    format!("the value of {name:?} is longer than 1024 characters"),
+                ));
+            }
+        }
+        if spec.max_parallel_steps.is_some_and(|n| n < 1) {
+            out.push(Invalid::at("max_parallel_steps", "must be 1 or more"));
+        }
+        if !WAITS.contains(&spec.wait.as_str()) {
+            out.push(Invalid::at(
+                "wait",
+                format!(
+                    "{:?} is not a wait mode; use \"none\", \"started\" or \"complete\"",
+                    spec.wait
+                ),
+            ));
+        }
+        if parse_duration(&spec.wait_timeout).is_none() {
+            out.push(Invalid::at(
+                "wait_timeout",
+                format!(
+                    "{:?} is not a duration; write e.g. \"2h\" or \"90m\"",
+                    spec.wait_timeout
+                ),
+            ));
+        }
+        out
+    }
+
+    fn planned_id(spec: &Spec, _config: &Value) -> Option<String> {
+        Some(id_of(&[spec.target()]))
+    }
+
+    fn render(spec: &Spec, _config: &Value) -> Option<Result<Vec<Value>, ProviderError>> {
+        Some(objects(spec))
+    }
+
+    async fn read(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Live<Self>>, ProviderError> {
+        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
+        let Some((_, object)) = live_object(ctx, &prior.cluster, id).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Live {
+            id: id.to_string(),
+            spec: spec_of(&object, prior),
+            outputs: outputs_of(&object),
+        }))
+    }
+
+    async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+        let mut object = objects(spec)?.remove(0);
+        mark_ours(&mut object, &ctx.address);
+        let client = connect::client(&spec.cluster).await?;
+        require_crd(&client, "PipelineExecution").await?;
+        refuse_strangers(
+            &client,
+            std::slice::from_ref(&object),
+            Self::KIND,
+            &ctx.address,
+        )
+        .await?;
+        let applied = apply_ack(&client, &object).await?;
+        let object = follow(ctx, &client, spec, applied).await?;
+        Ok(Live {
+            id: id_of(&[spec.target()]),
+            spec: spec_of(&object, spec),
+            outputs: outputs_of(&object),
+        })
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        _prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Live<Self>, ProviderError> {
+        // Only how terrain waits can change in place; a run asked to be followed now
+        // is followed from where it is.
+        let Some((client, object)) = live_object(ctx, &spec.cluster, id).await? else {
+            return Err(ProviderError::api(
+                format!("kubernetes get {}", spec.target().describe()),
+                404,
+                "NotFound",
+                "the PipelineExecution is gone; plan again to start a new run",
+            ));
+        };
+        let object = follow(ctx, &client, spec, object).await?;
+        Ok(Live {
+            id: id.to_string(),
+            spec: spec_of(&object, spec),
+            outputs: outputs_of(&object),
+        })
+    }
+
+    async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<(), ProviderError> {
+        let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
+        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
+        // The controller stops a running execution, then lifts its finalizer.
+        delete_owned(&prior.cluster, &refs, false, ctx, DELETE_TIMEOUT).await
+    }
+
+    async fn health(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Health>, ProviderError> {
+        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
+        Ok(Some(match live_object(ctx, &prior.cluster, id).await? {
+            Some((_, object)) => health_of(&object),
+            None => Health {
+                ready: false,
+                summary: "missing".into(),
+            },
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aws::sagemaker_pipeline::crd_check;
+    use crate::kubernetes::connect::tests::gke_reference;
+    use crate::testing::schema_mismatches;
+
+    fn base() -> Spec {
+        Spec {
+            cluster: gke_reference(),
+            namespace: "default".into(),
+            name: "train-run-1".into(),
+            pipeline_name: "abalone-train".into(),
+            display_name: None,
+            description: None,
+            parameters: BTreeMap::new(),
+            max_parallel_steps: None,
+            wait: "complete".into(),
+            wait_timeout: "12h".into(),
+        }
+    }
+
+    fn full() -> Spec {
+        Spec {
+            display_name: Some("nightly-1".into()),
+            description: Some("the nightly run".into()),
+            parameters: BTreeMap::from([
+                (
+                    "InputData".to_string(),
+                    "s3://ml-data/2024-06-01.csv".to_string(),
+                ),
+                ("MaxDepth".to_string(), "6".to_string()),
+            ]),
+            max_parallel_steps: Some(2),
+            wait: "started".into(),
+            wait_timeout: "2h".into(),
+            ..base()
+        }
+    }
+
+    #[test]
+    fn schema_matches_spec_and_outputs() {
+        let outputs = Outputs {
+            arn: "arn:aws:sagemaker:us-east-1:123456789012:pipeline/abalone-train/execution/x1"
+                .into(),
+            status: "Succeeded".into(),
+            failure_reason: String::new(),
+        };
+        assert_eq!(
+            schema_mismatches::<SageMakerPipelineExecution>(&full(), &outputs),
+            Vec::<String>::new()
+        );
+        let schema = SageMakerPipelineExecution::schema();
+        // Everything that reaches the object replaces the run; waiting does not.
+        for field in &schema.fields {
+            let terrain_only = matches!(field.name, "wait" | "wait_timeout");
+            assert_eq!(field.force_new, !terrain_only, "{}", field.name);
+        }
+    }
+
+    #[test]
+    fn renders_an_execution_the_crd_accepts() {
+        let objects = objects(&full()).expect("renders");
+        assert_eq!(
+            objects,
+            vec![json!({
+                "apiVersion": "sagemaker.services.k8s.aws/v1alpha1",
+                "kind": "PipelineExecution",
+                "metadata": {"name": "train-run-1", "namespace": "default", "labels": {"app.kubernetes.io/managed-by": "terrain"}},
+                "spec": {
+                    "pipelineName": "abalone-train",
+                    "pipelineExecutionDisplayName": "nightly-1",
+                    "pipelineExecutionDescription": "the nightly run",
+                    "pipelineParameters": [
+                        {"name": "InputData", "value": "s3://ml-data/2024-06-01.csv"},
+                        {"name": "MaxDepth", "value": "6"},
+                    ],
+                    "parallelismConfiguration": {"maxParallelExecutionSteps": 2},
+                },
+            })]
+        );
+        let crd = crd_check::schema("sagemaker.services.k8s.aws_pipelineexecutions.yaml");
+        let mut marked = objects[0].clone();
+        mark_ours(&mut marked, "sagemaker_pipeline_execution.run");
+        for object in [
+            &objects[0],
+            &marked,
+            &super::objects(&base()).expect("renders")[0],
+        ] {
+            assert_eq!(
+                crd_check::problems(&crd, object),
+                Vec::<String>::new(),
+                "{object}"
+            );
+        }
+        let mut bad = objects[0].clone();
+        bad["spec"]["parameters"] = json!({"a": "b"});
+        bad["spec"]["pipelineParameters"][0]["value"] = json!(3);
+        let problems = crd_check::problems(&crd, &bad);
+        assert_eq!(problems.len(), 2, "{problems:?}");
+    }
+
+    #[test]
+    fn live_execution_reads_back_as_the_spec() {
+        for spec in [base(), full()] {
+            let mut live = objects(&spec).expect("renders").remove(0);
+            mark_ours(&mut live, "sagemaker_pipeline_execution.run");
+            live["status"] = json!({
+                "ackResourceMetadata": {"arn": "arn:aws:sagemaker:us-east-1:123456789012:pipeline/abalone-train/execution/x1", "ownerAccountID": "123456789012", "region": "us-east-1"},
+                "conditions": [{"type": "ACK.ResourceSynced", "status": "True"}],
+                "pipelineExecutionStatus": "Failed",
+                "failureReason": "AlgorithmError: boom",
+            });
+            assert_eq!(spec_of(&live, &spec), spec);
+            assert_eq!(
+                outputs_of(&live),
+                Outputs {
+                    arn: "arn:aws:sagemaker:us-east-1:123456789012:pipeline/abalone-train/execution/x1".into(),
+                    status: "Failed".into(),
+                    failure_reason: "AlgorithmError: boom".into(),
+                }
+            );
+            assert_eq!(
+                health_of(&live),
+                Health {
+                    ready: false,
+                    summary: "Failed: AlgorithmError: boom".into()
+                }
+            );
+        }
+    }
+
+    #[test]
+    fn health_and_progress_lines() {
+        let with = |status: Value| json!({"status": status});
+        let cases = [
+            (
+                with(json!({"pipelineExecutionStatus": "Executing"})),
+                false,
+                "Executing",
+            ),
+            (
+                with(json!({"pipelineExecutionStatus": "Succeeded", "failureReason": "None"})),
+                true,
+                "Succeeded",
+            ),
+            (
+                with(json!({"pipelineExecutionStatus": "Stopped", "failureReason": "None"})),
+                false,
+                "Stopped",
+            ),
+            (with(json!({})), false, "Starting"),
+            (
+                with(
+                    json!({"conditions": [{"type": "ACK.Terminal", "status": "True", "message": "ResourceNotFound: no pipeline abalone"}]}),
+                ),
+                false,
+                "Terminal: ResourceNotFound: no pipeline abalone",
+            ),
+        ];
+        for (object, ready, summary) in cases {
+            assert_eq!(
+                health_of(&object),
+                Health {
+                    ready,
+                    summary: summary.into()
+                },
+                "{object}"
+            );
+        }
+        assert_eq!(elapsed(Duration::from_secs(42)), "42s");
+        assert_eq!(elapsed(Duration::from_secs(130)), "2m10s");
+        assert_eq!(elapsed(Duration::from_secs(3720)), "1h02m");
+    }
+
+    #[test]
+    fn failures_say_why() {
+        let target = base().target();
+        let cases = [
+            (
+                "Failed",
+                "AlgorithmError: boom",
+                "Failed: AlgorithmError: boom",
+            ),
+            ("Failed", "None", "Failed: no reason given"),
+            (
+                "Stopped",
+                "",
+                "the run was stopped before it finished (no reason given)",
+            ),
+            (
+                "CompletedWithFailures",
+                "step Evaluate failed",
+                "the run completed with failed steps: step Evaluate failed",
+            ),
+        ];
+        for (status, reason, want) in cases {
+            let e = run_failed(&target, "arn:x", status, reason);
+            assert_eq!(
+                e.to_string(),
+                format!("sagemaker pipeline execution arn:x (PipelineExecution default/train-run-1) failed: {want}")
+            );
+        }
+    }
+
+    #[test]
+    fn validation_table() {
+        let cases: Vec<(Spec, &str, &str)> = vec![
+            (base(), "", ""),
+            (full(), "", ""),
+            (
+                Spec {
+                    pipeline_name:
+                        "arn:aws:sagemaker:us-east-1:123456789012:pipeline/abalone-train".into(),
+                    ..base()
+                },
+                "",
+                "",
+            ),
+            (
+                Spec {
+                    name: "Run_1".into(),
+                    ..base()
+                },
+                "name",
+                "DNS-1123",
+            ),
+            (
+                Spec {
+                    pipeline_name: "abalone_train".into(),
+                    ..base()
+                },
+                "pipeline_name",
+                "not a SageMaker name",
+            ),
+            (
+                Spec {
+                    display_name: Some("x".repeat(83)),
+                    ..base()
+                },
+                "display_name",
+                "1 to 82",
+            ),
+            (
+                Spec {
+                    parameters: BTreeMap::from([("Input Data".to_string(), "x".to_string())]),
+                    ..base()
+                },
+                "parameters",
+                "not a parameter name",
+            ),
+            (
+                Spec {
+                    max_parallel_steps: Some(0),
+                    ..base()
+                },
+                "max_parallel_steps",
+                "1 or more",
+            ),
+            (
+                Spec {
+                    wait: "finished".into(),
+                    ..base()
+                },
+                "wait",
+                "use \"none\", \"started\" or \"complete\"",
+            ),
+            (
+                Spec {
+                    wait_timeout: "soon".into(),
+                    ..base()
+                },
+                "wait_timeout",
+                "not a duration",
+            ),
+        ];
+        for (spec, path, message) in cases {
+            let problems = SageMakerPipelineExecution::validate(&spec, &Value::Null);
+            if message.is_empty() {
+                assert!(problems.is_empty(), "{problems:?}");
+            } else {
+                assert!(
+                    problems
+                        .iter()
+                        .any(|p| p.path.join(".") == path && p.message.contains(message)),
+                    "want {path}: {message}, got {problems:?}"
+                );
+            }
+        }
+    }
+}

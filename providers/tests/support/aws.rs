@@ -24,7 +24,10 @@ pub fn env() {
         std::env::remove_var("AWS_PROFILE");
         std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
         std::env::set_var("AWS_CONFIG_FILE", "/nonexistent/terrain-test-aws-config");
-        std::env::set_var("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/terrain-test-aws-credentials");
+        std::env::set_var(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "/nonexistent/terrain-test-aws-credentials",
+        );
     });
 }
 
@@ -43,17 +46,25 @@ impl Moto {
     /// Starts `moto_server` and waits until it answers. Panics (failing the test) when
     /// moto is not installed: run `scripts/deps.sh`.
     pub fn start() -> Moto {
-        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port");
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("free port");
         let child = Command::new("moto_server")
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("moto_server runs; install it with scripts/deps.sh (pip install 'moto[server]')");
+            .expect(
+                "moto_server runs; install it with scripts/deps.sh (pip install 'moto[server]')",
+            );
         let url = format!("http://127.0.0.1:{port}");
         let started = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < Duration::from_secs(30), "moto_server did not start on port {port}");
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "moto_server did not start on port {port}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         Moto { child, url }
