@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::{gcp, kubernetes, local, Adapter, Resource};
+use crate::{aws, gcp, kubernetes, local, Adapter, Resource};
 
 /// All resource kinds terrain knows, by kind name.
 #[derive(Clone, Default)]
@@ -58,5 +58,11 @@ pub fn builtin() -> Registry {
     r.register(Arc::new(Adapter::new(kubernetes::job::Job)));
     r.register(Arc::new(Adapter::new(kubernetes::queue_items::QueueItems)));
     r.register(Arc::new(Adapter::new(kubernetes::dataset::Dataset)));
+    r.register(Arc::new(Adapter::new(aws::eks_cluster::EksCluster)));
+    r.register(Arc::new(Adapter::new(aws::eks_node_group::EksNodeGroup)));
+    r.register(Arc::new(Adapter::new(aws::s3_bucket::S3Bucket)));
+    r.register(Arc::new(Adapter::new(aws::s3_object::S3Object)));
+    r.register(Arc::new(Adapter::new(aws::sagemaker_pipeline::SageMakerPipeline)));
+    r.register(Arc::new(Adapter::new(aws::sagemaker_pipeline_execution::SageMakerPipelineExecution)));
     r
 }

@@ -204,9 +204,21 @@ pub async fn s3(ctx: &Ctx) -> Result<aws_sdk_s3::Client, ProviderError> {
     let sdk = sdk_config(&cfg).await?;
     let mut b = aws_sdk_s3::config::Builder::from(&sdk);
     if let Some(url) = cfg.endpoint_for("s3") {
-        b = b.endpoint_url(url).force_path_style(true);
+        b = b.endpoint_url(url);
+    }
+    // The SDK also takes endpoints from AWS_ENDPOINT_URL(_S3) and the shared config.
+    if cfg.endpoint_for("s3").is_some() || sdk.endpoint_url().is_some() || env_endpoint("S3") {
+        b = b.force_path_style(true);
     }
     Ok(aws_sdk_s3::Client::from_conf(b.build()))
+}
+
+/// Whether the environment overrides `service`'s endpoint (`AWS_ENDPOINT_URL_S3`,
+/// `AWS_ENDPOINT_URL`), which the SDK honours by itself.
+fn env_endpoint(service: &str) -> bool {
+    [format!("AWS_ENDPOINT_URL_{service}"), "AWS_ENDPOINT_URL".to_string()]
+        .iter()
+        .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()))
 }
 
 /// A SageMaker client for `ctx`'s provider table.

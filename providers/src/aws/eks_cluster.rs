@@ -1,1 +1,1411 @@
-//! Placeholder until this module lands.
+//! The `eks_cluster` kind: an Amazon EKS control plane, with its endpoint access,
+//! control plane logging and tags, and the `kubernetes` output the kubernetes_* kinds
+//! connect through (host, CA, EKS token auth, flavor "eks").
+//!
+//! Endpoint access and logging change in place (UpdateClusterConfig, one kind of
+//! change per call, as EKS requires), tags through TagResource/UntagResource, and the
+//! Kubernetes version by UpdateClusterVersion, one minor version per apply; name, IAM
+//! role, subnets and security groups force a new cluster. Every update is followed to
+//! its end (DescribeUpdate) and until the cluster is ACTIVE again. This file also holds
+//! the EKS plumbing `eks_node_group` shares: describing, following updates, tag diffs.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_eks::types::{Cluster, LogSetup, LogType, Logging, Update, VpcConfigRequest};
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::{
+    catalog, config, is_not_found, is_ours, not_ours, sdk_error, tags_with_ours, user_tags,
+    wait_for,
+};
+use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
+
+/// The kind `eks_cluster`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EksCluster;
+
+// serde's defaults, the same as the schema's (checked by `schema_mismatches`).
+fn default_version() -> String {
+    catalog::DEFAULT_EKS_VERSION.to_string()
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn anywhere() -> Vec<String> {
+    vec!["0.0.0.0/0".to_string()]
+}
+
+/// What a stack writes for an `eks_cluster`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    pub name: String,
+    #[serde(default = "default_version")]
+    pub version: String,
+    pub role_arn: String,
+    pub subnet_ids: Vec<String>,
+    #[serde(default)]
+    pub security_group_ids: Vec<String>,
+    #[serde(default = "yes")]
+    pub endpoint_public_access: bool,
+    #[serde(default)]
+    pub endpoint_private_access: bool,
+    #[serde(default = "anywhere")]
+    pub public_access_cidrs: Vec<String>,
+    #[serde(default)]
+    pub logging: Vec<String>,
+    #[serde(default)]
+    pub tags: BTreeMap<String, String>,
+}
+
+/// What `eks_cluster` reports after apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outputs {
+    pub arn: String,
+    /// The API server URL (`https://….eks.amazonaws.com`).
+    pub endpoint: String,
+    /// The cluster CA certificate, PEM.
+    pub ca_certificate: String,
+    pub oidc_issuer: String,
+    pub platform_version: String,
+    pub status: String,
+    /// How to reach the cluster's Kubernetes API — address, CA, how to get a token and
+    /// what kind of cluster it is — for the `cluster` field of kubernetes_* kinds.
+    pub kubernetes: Value,
+}
+
+/// Control plane log types, in the API's order.
+pub const LOG_TYPES: &[&str] = &[
+    "api",
+    "audit",
+    "authenticator",
+    "controllerManager",
+    "scheduler",
+];
+
+pub(crate) const DESCRIBE: &str = "eks:DescribeCluster";
+const CREATE: &str = "eks:CreateCluster";
+const DELETE: &str = "eks:DeleteCluster";
+const UPDATE_CONFIG: &str = "eks:UpdateClusterConfig";
+const UPDATE_VERSION: &str = "eks:UpdateClusterVersion";
+pub(crate) const DESCRIBE_UPDATE: &str = "eks:DescribeUpdate";
+const LIST_NODEGROUPS: &str = "eks:ListNodegroups";
+pub(crate) const TAG: &str = "eks:TagResource";
+pub(crate) const UNTAG: &str = "eks:UntagResource";
+
+/// Creating a control plane takes 10–15 minutes; allow twice that.
+const CREATE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// A version upgrade takes up to ~25 minutes.
+const UPGRADE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
+const CONFIG_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+const DELETE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// EKS's own waiters poll every 30 s; half that notices the end sooner.
+const POLL: Duration = Duration::from_secs(15);
+
+// ---------------------------------------------------------------------------------
+// Requests, built apart from sending them
+// ---------------------------------------------------------------------------------
+
+/// The VPC configuration of CreateCluster: subnets, security groups and endpoint access.
+pub fn vpc_config(spec: &Spec) -> VpcConfigRequest {
+    VpcConfigRequest::builder()
+        .set_subnet_ids(Some(spec.subnet_ids.clone()))
+        .set_security_group_ids(Some(spec.security_group_ids.clone()))
+        .endpoint_public_access(spec.endpoint_public_access)
+        .endpoint_private_access(spec.endpoint_private_access)
+        .set_public_access_cidrs(Some(spec.public_access_cidrs.clone()))
+        .build()
+}
+
+/// The endpoint access part alone, for UpdateClusterConfig (subnets and security groups
+/// force a new cluster, so they are never sent there).
+pub fn access_config(spec: &Spec) -> VpcConfigRequest {
+    VpcConfigRequest::builder()
+        .endpoint_public_access(spec.endpoint_public_access)
+        .endpoint_private_access(spec.endpoint_private_access)
+        .set_public_access_cidrs(Some(spec.public_access_cidrs.clone()))
+        .build()
+}
+
+/// Control plane logging: the listed types enabled, every other type disabled
+/// explicitly, so turning a type off is a change EKS sees.
+pub fn logging_config(enabled: &[String]) -> Logging {
+    let on: Vec<LogType> = LOG_TYPES
+        .iter()
+        .filter(|t| enabled.iter().any(|e| e == *t))
+        .map(|t| LogType::from(*t))
+        .collect();
+    let off: Vec<LogType> = LOG_TYPES
+        .iter()
+        .filter(|t| !enabled.iter().any(|e| e == *t))
+        .map(|t| LogType::from(*t))
+        .collect();
+    let mut b = Logging::builder();
+    for (types, state) in [(on, true), (off, false)] {
+        if !types.is_empty() {
+            b = b.cluster_logging(
+                LogSetup::builder()
+                    .set_types(Some(types))
+                    .enabled(state)
+                    .build(),
+            );
+        }
+    }
+    b.build()
+}
+
+/// One UpdateClusterConfig call: EKS takes one kind of change per update.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigChange {
+    Access(VpcConfigRequest),
+    Logging(Logging),
+}
+
+/// The UpdateClusterConfig calls that take `prior` to `spec`.
+pub fn config_changes(prior: &Spec, spec: &Spec) -> Vec<ConfigChange> {
+    let mut out = Vec::new();
+    if prior.endpoint_public_access != spec.endpoint_public_access
+        || prior.endpoint_private_access != spec.endpoint_private_access
+        || !same_set(&prior.public_access_cidrs, &spec.public_access_cidrs)
+    {
+        out.push(ConfigChange::Access(access_config(spec)));
+    }
+    if !same_set(&prior.logging, &spec.logging) {
+        out.push(ConfigChange::Logging(logging_config(&spec.logging)));
+    }
+    out
+}
+
+/// Tags to add or change and tag keys to remove, going from `prior` to `spec` (user
+/// tags only: terrain's own are never touched).
+pub fn tag_changes(
+    prior: &BTreeMap<String, String>,
+    spec: &BTreeMap<String, String>,
+) -> (BTreeMap<String, String>, Vec<String>) {
+    let set = spec
+        .iter()
+        .filter(|(k, v)| prior.get(*k) != Some(*v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let remove = prior
+        .keys()
+        .filter(|k| !spec.contains_key(*k))
+        .cloned()
+        .collect();
+    (set, remove)
+}
+
+// ---------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------
+
+/// Whether two lists hold the same items, in any order.
+pub(crate) fn same_set(a: &[String], b: &[String]) -> bool {
+    a.iter().collect::<BTreeSet<_>>() == b.iter().collect::<BTreeSet<_>>()
+}
+
+/// A live list as the stack wrote it: in the prior's order when it holds the same
+/// items (EKS does not keep the order of subnets, CIDRs or log types).
+pub(crate) fn in_prior_order(live: Vec<String>, prior: Option<&Vec<String>>) -> Vec<String> {
+    match prior {
+        Some(p) if same_set(p, &live) => p.clone(),
+        _ => live,
+    }
+}
+
+pub(crate) fn tag_map(tags: Option<&HashMap<String, String>>) -> BTreeMap<String, String> {
+    tags.map(|t| t.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default()
+}
+
+pub(crate) fn hash_map(tags: BTreeMap<String, String>) -> HashMap<String, String> {
+    tags.into_iter().collect()
+}
+
+/// The log types a live cluster has enabled, in the API's order.
+pub fn enabled_logs(logging: Option<&Logging>) -> Vec<String> {
+    let on: BTreeSet<&str> = logging
+        .map(|l| l.cluster_logging())
+        .unwrap_or_default()
+        .iter()
+        .filter(|s| s.enabled() == Some(true))
+        .flat_map(|s| s.types().iter().map(LogType::as_str))
+        .collect();
+    LOG_TYPES
+        .iter()
+        .filter(|t| on.contains(*t))
+        .map(|t| (*t).to_string())
+        .collect()
+}
+
+/// The spec a live cluster shows; list orders follow `prior` where the items agree.
+pub fn spec_of(live: &Cluster, prior: Option<&Spec>) -> Spec {
+    let vpc = live.resources_vpc_config();
+    let strings = |items: &[String]| items.to_vec();
+    Spec {
+        name: live.name().unwrap_or_default().to_string(),
+        version: live.version().unwrap_or_default().to_string(),
+        role_arn: live.role_arn().unwrap_or_default().to_string(),
+        subnet_ids: in_prior_order(
+            vpc.map(|v| strings(v.subnet_ids())).unwrap_or_default(),
+            prior.map(|p| &p.subnet_ids),
+        ),
+        security_group_ids: in_prior_order(
+            vpc.map(|v| strings(v.security_group_ids()))
+                .unwrap_or_default(),
+            prior.map(|p| &p.security_group_ids),
+        ),
+        endpoint_public_access: vpc.is_some_and(|v| v.endpoint_public_access()),
+        endpoint_private_access: vpc.is_some_and(|v| v.endpoint_private_access()),
+        public_access_cidrs: in_prior_order(
+            vpc.map(|v| strings(v.public_access_cidrs()))
+                .unwrap_or_default(),
+            prior.map(|p| &p.public_access_cidrs),
+        ),
+        logging: in_prior_order(enabled_logs(live.logging()), prior.map(|p| &p.logging)),
+        tags: user_tags(&tag_map(live.tags())),
+    }
+}
+
+/// The CA certificate as PEM: EKS reports base64 of the PEM. Data that does not decode
+/// to a PEM (some emulators report random text) is passed on as reported, and the
+/// Kubernetes connection says what is wrong with it when it is used.
+pub fn pem_of(data: &str) -> String {
+    base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .filter(|pem| pem.trim_start().starts_with("-----BEGIN"))
+        .unwrap_or_else(|| data.to_string())
+}
+
+/// Where a cluster's token comes from: what the `kubernetes` output's `auth` holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenSource {
+    pub region: String,
+    /// The `[providers.aws]` profile, when set.
+    pub profile: Option<String>,
+    /// The STS endpoint override (`endpoints.sts` or `endpoint`), when set.
+    pub sts_endpoint: Option<String>,
+}
+
+impl TokenSource {
+    fn of(cfg: &config::AwsConfig, eks: &aws_sdk_eks::Client) -> TokenSource {
+        TokenSource {
+            region: eks
+                .config()
+                .region()
+                .map(|r| r.to_string())
+                .or_else(|| cfg.region_or_env())
+                .unwrap_or_default(),
+            profile: cfg.profile.clone(),
+            sts_endpoint: cfg.endpoint_for("sts").map(str::to_string),
+        }
+    }
+}
+
+/// The `kubernetes` output: never a token, only where to get one.
+pub fn kubernetes_output(live: &Cluster, source: &TokenSource) -> Value {
+    let name = live.name().unwrap_or_default();
+    let mut auth = json!({"type": "aws", "cluster_name": name, "region": source.region});
+    if let Some(p) = &source.profile {
+        auth["profile"] = json!(p);
+    }
+    if let Some(e) = &source.sts_endpoint {
+        auth["sts_endpoint"] = json!(e);
+    }
+    let endpoint = live.endpoint().unwrap_or_default();
+    json!({
+        "host": endpoint.trim_end_matches('/'),
+        "ca_certificate": pem_of(live.certificate_authority().and_then(|c| c.data()).unwrap_or_default()),
+        "auth": auth,
+        "flavor": "eks",
+        "name": name,
+    })
+}
+
+/// The outputs of a live cluster.
+pub fn outputs_of(live: &Cluster, source: &TokenSource) -> Outputs {
+    Outputs {
+        arn: live.arn().unwrap_or_default().to_string(),
+        endpoint: live
+            .endpoint()
+            .unwrap_or_default()
+            .trim_end_matches('/')
+            .to_string(),
+        ca_certificate: pem_of(
+            live.certificate_authority()
+                .and_then(|c| c.data())
+                .unwrap_or_default(),
+        ),
+        oidc_issuer: live
+            .identity()
+            .and_then(|i| i.oidc())
+            .and_then(|o| o.issuer())
+            .unwrap_or_default()
+            .to_string(),
+        platform_version: live.platform_version().unwrap_or_default().to_string(),
+        status: live
+            .status()
+            .map(|s| s.as_str())
+            .unwrap_or_default()
+            .to_string(),
+        kubernetes: kubernetes_output(live, source),
+    }
+}
+
+/// The API error's code, when it is one.
+pub(crate) fn code_of(e: &ProviderError) -> &str {
+    match e {
+        ProviderError::Api { code, .. } => code,
+        _ => "",
+    }
+}
+
+/// The cluster named `name`; `None` when there is none.
+pub(crate) async fn describe(
+    eks: &aws_sdk_eks::Client,
+    name: &str,
+) -> Result<Option<Cluster>, ProviderError> {
+    match eks.describe_cluster().name(name).send().await {
+        Ok(out) => Ok(out.cluster().cloned()),
+        Err(e) => {
+            let e = sdk_error(DESCRIBE, e);
+            if is_not_found(&e) {
+                Ok(None)
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+/// The health issues of a cluster, one line.
+fn cluster_issues(live: &Cluster) -> String {
+    let issues: Vec<String> = live
+        .health()
+        .map(|h| h.issues())
+        .unwrap_or_default()
+        .iter()
+        .map(|i| {
+            format!(
+                "{}: {}",
+                i.code().map(|c| c.as_str()).unwrap_or("Unknown"),
+                i.message().unwrap_or_default()
+            )
+        })
+        .collect();
+    if issues.is_empty() {
+        "EKS reports no health issue".to_string()
+    } else {
+        issues.join("; ")
+    }
+}
+
+/// Waits until cluster `name` is ACTIVE; fails when it is FAILED or being deleted.
+async fn wait_active(
+    ctx: &Ctx,
+    eks: &aws_sdk_eks::Client,
+    name: &str,
+    call: &str,
+    waiting_for: &str,
+    timeout: Duration,
+) -> Result<Cluster, ProviderError> {
+    wait_for(ctx, call, waiting_for, timeout, POLL, move || async move {
+        // Right after CreateCluster the cluster may not be visible yet: keep waiting.
+        let Some(live) = describe(eks, name).await? else {
+            return Ok(None);
+        };
+        match live.status().map(|s| s.as_str()) {
+            Some("ACTIVE") => Ok(Some(live)),
+            Some("FAILED") => Err(ProviderError::Failed {
+                call: call.to_string(),
+                message: format!("cluster {name} is FAILED: {}", cluster_issues(&live)),
+            }),
+            Some("DELETING") => Err(ProviderError::Failed {
+                call: call.to_string(),
+                message: format!("cluster {name} is being deleted"),
+            }),
+            _ => Ok(None),
+        }
+    })
+    .await
+}
+
+/// The errors of a failed update, one line.
+fn update_errors(update: &Update) -> String {
+    let errors: Vec<String> = update
+        .errors()
+        .iter()
+        .map(|e| {
+            let ids = e.resource_ids().join(", ");
+            format!(
+                "{}: {}{}",
+                e.error_code().map(|c| c.as_str()).unwrap_or("Unknown"),
+                e.error_message().unwrap_or_default(),
+                if ids.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({ids})")
+                }
+            )
+        })
+        .collect();
+    if errors.is_empty() {
+        "EKS gave no reason".to_string()
+    } else {
+        errors.join("; ")
+    }
+}
+
+/// Which update to follow and how: the cluster (and node group) it belongs to, the call
+/// that started it, the progress message and how long to wait.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UpdateWait<'a> {
+    pub cluster: &'a str,
+    pub nodegroup: Option<&'a str>,
+    pub call: &'a str,
+    pub waiting_for: &'a str,
+    pub timeout: Duration,
+}
+
+/// Follows an update EKS started (UpdateClusterConfig, UpdateClusterVersion,
+/// UpdateNodegroupConfig) to its end: `Ok` once Successful, `Failed` with EKS's errors
+/// when it failed or was cancelled. An answer without an update (some emulators answer
+/// with the cluster instead) has nothing to follow.
+pub(crate) async fn wait_update(
+    ctx: &Ctx,
+    eks: &aws_sdk_eks::Client,
+    update: Option<&Update>,
+    how: &UpdateWait<'_>,
+) -> Result<(), ProviderError> {
+    let UpdateWait {
+        cluster,
+        nodegroup,
+        call,
+        waiting_for,
+        timeout,
+    } = *how;
+    let Some(update) = update else {
+        return Ok(());
+    };
+    let check = |u: &Update| -> Result<Option<()>, ProviderError> {
+        match u.status().map(|s| s.as_str()) {
+            Some("Successful") => Ok(Some(())),
+            Some(s @ ("Failed" | "Cancelled")) => Err(ProviderError::Failed {
+                call: call.to_string(),
+                message: format!(
+                    "update {} {}: {}",
+                    u.id().unwrap_or_default(),
+                    s.to_lowercase(),
+                    update_errors(u)
+                ),
+            }),
+            _ => Ok(None),
+        }
+    };
+    if check(update)?.is_some() {
+        return Ok(());
+    }
+    let id = update.id().unwrap_or_default().to_string();
+    let id = id.as_str();
+    wait_for(ctx, call, waiting_for, timeout, POLL, move || async move {
+        let out = eks
+            .describe_update()
+            .name(cluster)
+            .update_id(id)
+            .set_nodegroup_name(nodegroup.map(str::to_string))
+            .send()
+            .await
+            .map_err(|e| sdk_error(DESCRIBE_UPDATE, e))?;
+        match out.update() {
+            Some(u) => check(u),
+            None => Ok(None),
+        }
+    })
+    .await
+}
+
+/// Applies tag changes to the resource `arn`.
+pub(crate) async fn retag(
+    eks: &aws_sdk_eks::Client,
+    arn: &str,
+    prior: &BTreeMap<String, String>,
+    spec: &BTreeMap<String, String>,
+) -> Result<(), ProviderError> {
+    let (set, remove) = tag_changes(prior, spec);
+    if !set.is_empty() {
+        eks.tag_resource()
+            .resource_arn(arn)
+            .set_tags(Some(hash_map(set)))
+            .send()
+            .await
+            .map_err(|e| sdk_error(TAG, e))?;
+    }
+    if !remove.is_empty() {
+        eks.untag_resource()
+            .resource_arn(arn)
+            .set_tag_keys(Some(remove))
+            .send()
+            .await
+            .map_err(|e| sdk_error(UNTAG, e))?;
+    }
+    Ok(())
+}
+
+/// A one-line description of a version change for plans; says why it will be refused.
+pub fn describe_version_change(from: &str, to: &str) -> Option<String> {
+    if from == to {
+        return None;
+    }
+    Some(match catalog::check_upgrade(from, to) {
+        Ok(()) => format!("control plane upgrade {from} → {to} in place (eks:UpdateClusterVersion, typically 10 to 25 minutes); node groups keep their Kubernetes version until they are upgraded"),
+        Err(m) => format!("version: {m}; apply stops before changing anything"),
+    })
+}
+
+fn gone(name: &str) -> ProviderError {
+    ProviderError::api(
+        DESCRIBE,
+        404,
+        "ResourceNotFoundException",
+        format!("cluster {name} is gone"),
+    )
+}
+
+#[async_trait]
+impl Kind for EksCluster {
+    type Spec = Spec;
+    type Outputs = Outputs;
+    const KIND: &'static str = "eks_cluster";
+    const PROVIDER: &'static str = "aws";
+
+    fn schema() -> Schema {
+        let strings = || Type::List(Box::new(Type::String));
+        Schema {
+            fields: vec![
+                Field::new("name", Type::String, "The cluster's name, unique in the region: letters, digits, '-' and '_', at most 100 characters.").required().force_new(),
+                Field::new("version", Type::String, "The Kubernetes minor version (\"1.31\"). Changing it UPGRADES the control plane in place (eks:UpdateClusterVersion, typically 10 to 25 minutes), one minor version per apply; downgrades are refused.").default(json!(catalog::DEFAULT_EKS_VERSION)),
+                Field::new("role_arn", Type::String, "The IAM role EKS uses to manage the cluster (arn:aws:iam::ACCOUNT:role/NAME).").required().force_new(),
+                Field::new("subnet_ids", strings(), "At least two subnets in different Availability Zones for the control plane's network interfaces.").required().force_new(),
+                Field::new("security_group_ids", strings(), "Extra security groups for the control plane's network interfaces (at most 5).").default(json!([])).force_new(),
+                Field::new("endpoint_public_access", Type::Bool, "Whether the API server is reachable from the internet.").default(json!(true)),
+                Field::new("endpoint_private_access", Type::Bool, "Whether the API server is reachable from inside the VPC.").default(json!(false)),
+                Field::new("public_access_cidrs", strings(), "IPv4 blocks allowed to reach the public endpoint.").default(json!(["0.0.0.0/0"])),
+                Field::new("logging", strings(), "Control plane logs sent to CloudWatch: api, audit, authenticator, controllerManager, scheduler.").default(json!([])),
+                Field::new("tags", Type::Map(Box::new(Type::String)), "AWS tags on the cluster.").default(json!({})),
+            ],
+            outputs: vec![
+                Field::new("arn", Type::String, "The cluster's ARN."),
+                Field::new("endpoint", Type::String, "The Kubernetes API server URL."),
+                Field::new("ca_certificate", Type::String, "The cluster CA certificate, PEM."),
+                Field::new("oidc_issuer", Type::String, "The OIDC issuer URL, for IAM roles for service accounts."),
+                Field::new("platform_version", Type::String, "The EKS platform version (eks.N)."),
+                Field::new("status", Type::String, "CREATING, ACTIVE, UPDATING, DELETING or FAILED."),
+                Field::new("kubernetes", Type::Any, "How to reach the Kubernetes API: the `cluster` of kubernetes_* resources."),
+            ],
+        }
+    }
+
+    fn validate(spec: &Spec, config: &Value) -> Vec<Invalid> {
+        let mut out = Vec::new();
+        if let Err(m) = catalog::check_eks_name(&spec.name, catalog::EKS_CLUSTER_NAME_MAX) {
+            out.push(Invalid::at("name", m));
+        }
+        if let Err(m) = catalog::check_eks_version(&spec.version) {
+            out.push(Invalid::at("version", m));
+        }
+        if let Err(m) = catalog::check_role_arn(&spec.role_arn) {
+            out.push(Invalid::at("role_arn", m));
+        }
+        if spec.subnet_ids.len() < 2 {
+            out.push(Invalid::at(
+                "subnet_ids",
+                format!(
+                    "EKS needs at least two subnets in different Availability Zones; {} given",
+                    spec.subnet_ids.len()
+                ),
+            ));
+        }
+        let mut seen = BTreeSet::new();
+        for (i, id) in spec.subnet_ids.iter().enumerate() {
+            if let Err(m) = catalog::check_subnet_id(id) {
+                out.push(Invalid::at(&format!("subnet_ids.{i}"), m));
+            } else if !seen.insert(id) {
+                out.push(Invalid::at(
+                    &format!("subnet_ids.{i}"),
+                    format!("{id} is listed twice"),
+                ));
+            }
+        }
+        if spec.security_group_ids.len() > 5 {
+            out.push(Invalid::at(
+                "security_group_ids",
+                format!(
+                    "at most 5 security groups; {} given",
+                    spec.security_group_ids.len()
+                ),
+            ));
+        }
+        for (i, id) in spec.security_group_ids.iter().enumerate() {
+            if let Err(m) = catalog::check_security_group_id(id) {
+                out.push(Invalid::at(&format!("security_group_ids.{i}"), m));
+            }
+        }
+        if !spec.endpoint_public_access && !spec.endpoint_private_access {
+            out.push(Invalid::at(
+                "endpoint_public_access",
+                "the API server needs an endpoint: set endpoint_public_access or endpoint_private_access to true",
+            ));
+        }
+        if spec.endpoint_public_access && spec.public_access_cidrs.is_empty() {
+            out.push(Invalid::at(
+                "public_access_cidrs",
+                "a public endpoint needs at least one allowed block (\"0.0.0.0/0\" for anywhere)",
+            ));
+        }
+        for (i, cidr) in spec.public_access_cidrs.iter().enumerate() {
+            if let Err(m) = catalog::check_ipv4_cidr(cidr) {
+                out.push(Invalid::at(&format!("public_access_cidrs.{i}"), m));
+            }
+        }
+        let mut seen = BTreeSet::new();
+        for (i, t) in spec.logging.iter().enumerate() {
+            if !LOG_TYPES.contains(&t.as_str()) {
+                out.push(Invalid::at(
+                    &format!("logging.{i}"),
+                    format!(
+                        "{t:?} is not a control plane log type; use {}",
+                        LOG_TYPES.join(", ")
+                    ),
+                ));
+            } else if !seen.insert(t) {
+                out.push(Invalid::at(
+                    &format!("logging.{i}"),
+                    format!("{t} is listed twice"),
+                ));
+            }
+        }
+        if let Err(m) = catalog::check_tags(&spec.tags) {
+            out.push(Invalid::at("tags", m));
+        }
+        if let Err(e) = config::AwsConfig::from_ctx(config) {
+            out.push(Invalid::at("", e.to_string()));
+        }
+        out
+    }
+
+    fn planned_id(spec: &Spec, _config: &Value) -> Option<String> {
+        // Cluster names are unique per account and region: the name is the id.
+        Some(spec.name.clone())
+    }
+
+    async fn read(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: Option<&Spec>,
+    ) -> Result<Option<Live<Self>>, ProviderError> {
+        let cfg = config::of(ctx)?;
+        let eks = config::eks(ctx).await?;
+        let Some(live) = describe(&eks, id).await? else {
+            return Ok(None);
+        };
+        // A cluster being torn down is as good as gone: planning must create a new one.
+        if live.status().map(|s| s.as_str()) == Some("DELETING") {
+            return Ok(None);
+        }
+        Ok(Some(Live {
+            id: id.to_string(),
+            spec: spec_of(&live, prior),
+            outputs: outputs_of(&live, &TokenSource::of(&cfg, &eks)),
+        }))
+    }
+
+    async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
+        let cfg = config::of(ctx)?;
+        let eks = config::eks(ctx).await?;
+        let name = spec.name.as_str();
+        // A second attempt only after waiting out a same-named cluster being deleted.
+        for attempt in 0..2 {
+            let sent = eks
+                .create_cluster()
+                .name(name)
+                .version(&spec.version)
+                .role_arn(&spec.role_arn)
+                .resources_vpc_config(vpc_config(spec))
+                .logging(logging_config(&spec.logging))
+                .set_tags(Some(hash_map(tags_with_ours(&spec.tags, &ctx.address))))
+                .send()
+                .await;
+            match sent.map_err(|e| sdk_error(CREATE, e)) {
+                Ok(_) => break,
+                Err(e) if code_of(&e) == "ResourceInUseException" => {
+                    // Our earlier attempt (lost response, interrupted run) or someone else's.
+                    let live = describe(&eks, name).await?.ok_or(e)?;
+                    let status = live.status().map(|s| s.as_str()).unwrap_or_default();
+                    if status == "DELETING" && attempt == 0 {
+                        ctx.progress(&format!(
+                            "waiting for the previous cluster {name} to finish deleting"
+                        ));
+                        wait_gone(ctx, &eks, name).await?;
+                        continue;
+                    }
+                    if !is_ours(&tag_map(live.tags()), &ctx.address) {
+                        return Err(not_ours(
+                            CREATE,
+                            "EKS cluster",
+                            name,
+                            Self::KIND,
+                            &ctx.address,
+                        ));
+                    }
+                    ctx.progress("adopting the cluster an earlier attempt created");
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        let live = wait_active(
+            ctx,
+            &eks,
+            name,
+            CREATE,
+            &format!("creating EKS cluster {name}"),
+            CREATE_TIMEOUT,
+        )
+        .await?;
+        Ok(Live {
+            id: name.to_string(),
+            spec: spec_of(&live, Some(spec)),
+            outputs: outputs_of(&live, &TokenSource::of(&cfg, &eks)),
+        })
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Live<Self>, ProviderError> {
+        let cfg = config::of(ctx)?;
+        let eks = config::eks(ctx).await?;
+        let current = describe(&eks, id).await?.ok_or_else(|| gone(id))?;
+        // The live version decides the step, whatever the last apply recorded; check it
+        // before changing anything, so a refused upgrade leaves the cluster untouched.
+        let from = current.version().unwrap_or(&prior.version).to_string();
+        if from != spec.version {
+            catalog::check_upgrade(&from, &spec.version).map_err(|m| {
+                ProviderError::Unsupported(format!("{UPDATE_VERSION}: version: {m}"))
+            })?;
+        }
+        for change in config_changes(prior, spec) {
+            let (what, request) = match change {
+                ConfigChange::Access(vpc) => (
+                    "endpoint access",
+                    eks.update_cluster_config()
+                        .name(id)
+                        .resources_vpc_config(vpc),
+                ),
+                ConfigChange::Logging(logging) => (
+                    "logging",
+                    eks.update_cluster_config().name(id).logging(logging),
+                ),
+            };
+            let out = request
+                .send()
+                .await
+                .map_err(|e| sdk_error(UPDATE_CONFIG, e))?;
+            let waiting_for = format!("updating the {what} of EKS cluster {id}");
+            let how = UpdateWait {
+                cluster: id,
+                nodegroup: None,
+                call: UPDATE_CONFIG,
+                waiting_for: &waiting_for,
+                timeout: CONFIG_TIMEOUT,
+            };
+            wait_update(ctx, &eks, out.update(), &how).await?;
+            wait_active(ctx, &eks, id, UPDATE_CONFIG, &waiting_for, CONFIG_TIMEOUT).await?;
+        }
+        if prior.tags != spec.tags {
+            let arn = current.arn().unwrap_or_default();
+            retag(&eks, arn, &user_tags(&tag_map(current.tags())), &spec.tags).await?;
+        }
+        if from != spec.version {
+            let waiting_for = format!("upgrading {from} → {}", spec.version);
+            ctx.progress(&waiting_for);
+            let out = eks
+                .update_cluster_version()
+                .name(id)
+                .version(&spec.version)
+                .send()
+                .await
+                .map_err(|e| sdk_error(UPDATE_VERSION, e))?;
+            let how = UpdateWait {
+                cluster: id,
+                nodegroup: None,
+                call: UPDATE_VERSION,
+                waiting_for: &waiting_for,
+                timeout: UPGRADE_TIMEOUT,
+            };
+            wait_update(ctx, &eks, out.update(), &how).await?;
+            wait_active(ctx, &eks, id, UPDATE_VERSION, &waiting_for, UPGRADE_TIMEOUT).await?;
+        }
+        let live = describe(&eks, id).await?.ok_or_else(|| gone(id))?;
+        Ok(Live {
+            id: id.to_string(),
+            spec: spec_of(&live, Some(spec)),
+            outputs: outputs_of(&live, &TokenSource::of(&cfg, &eks)),
+        })
+    }
+
+    async fn delete(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        _prior: Option<&Spec>,
+    ) -> Result<(), ProviderError> {
+        let eks = config::eks(ctx).await?;
+        match eks
+            .delete_cluster()
+            .name(id)
+            .send()
+            .await
+            .map_err(|e| sdk_error(DELETE, e))
+        {
+            Ok(_) => {}
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) if code_of(&e) == "ResourceInUseException" => {
+                let groups = eks
+                    .list_nodegroups()
+                    .cluster_name(id)
+                    .send()
+                    .await
+                    .map_err(|e| sdk_error(LIST_NODEGROUPS, e))?
+                    .nodegroups()
+                    .to_vec();
+                if !groups.is_empty() {
+                    return Err(still_has_node_groups(id, &groups, e));
+                }
+                // Already being deleted (an earlier attempt): wait for the end below.
+                let deleting = describe(&eks, id)
+                    .await?
+                    .is_some_and(|c| c.status().map(|s| s.as_str()) == Some("DELETING"));
+                if !deleting {
+                    return Err(e);
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        wait_gone(ctx, &eks, id).await
+    }
+
+    async fn preview(
+        &self,
+        _ctx: &Ctx,
+        _id: &str,
+        prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Option<String>, ProviderError> {
+        Ok(describe_version_change(&prior.version, &spec.version))
+    }
+
+    async fn health(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        _prior: Option<&Spec>,
+    ) -> Result<Option<Health>, ProviderError> {
+        let eks = config::eks(ctx).await?;
+        Ok(Some(match describe(&eks, id).await? {
+            None => Health {
+                ready: false,
+                summary: "missing".into(),
+            },
+            Some(live) => {
+                let status = live.status().map(|s| s.as_str()).unwrap_or("UNKNOWN");
+                let version = live.version().unwrap_or_default();
+                match status {
+                    "ACTIVE" => Health {
+                        ready: true,
+                        summary: format!("ACTIVE (Kubernetes {version})"),
+                    },
+                    "FAILED" => Health {
+                        ready: false,
+                        summary: format!("FAILED: {}", cluster_issues(&live)),
+                    },
+                    other => Health {
+                        ready: false,
+                        summary: other.to_string(),
+                    },
+                }
+            }
+        }))
+    }
+}
+
+/// The refusal of a cluster delete while node groups remain, naming them.
+fn still_has_node_groups(cluster: &str, groups: &[String], cause: ProviderError) -> ProviderError {
+    let (status, code) = match &cause {
+        ProviderError::Api { status, code, .. } => (*status, code.clone()),
+        _ => (409, "ResourceInUseException".to_string()),
+    };
+    let first = groups.first().map(String::as_str).unwrap_or_default();
+    ProviderError::api(
+        DELETE,
+        status,
+        code,
+        format!(
+            "cluster {cluster} still has node groups {}: EKS deletes a cluster only without them; terrain deletes its own eks_node_group resources first, so these were made outside this stack: delete them (`aws eks delete-nodegroup --cluster-name {cluster} --nodegroup-name {first}`) or import them, then apply again",
+            groups.join(", ")
+        ),
+    )
+}
+
+/// Waits until cluster `name` no longer exists.
+async fn wait_gone(ctx: &Ctx, eks: &aws_sdk_eks::Client, name: &str) -> Result<(), ProviderError> {
+    wait_for(
+        ctx,
+        DELETE,
+        &format!("deleting EKS cluster {name}"),
+        DELETE_TIMEOUT,
+        POLL,
+        move || async move {
+            Ok(match describe(eks, name).await? {
+                None => Some(()),
+                Some(_) => None,
+            })
+        },
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::schema_mismatches;
+    use aws_sdk_eks::types::{Certificate, ClusterStatus, Identity, Oidc, VpcConfigResponse};
+
+    fn spec() -> Spec {
+        Spec {
+            name: "ml".into(),
+            version: "1.31".into(),
+            role_arn: "arn:aws:iam::123456789012:role/eks-cluster".into(),
+            subnet_ids: vec![
+                "subnet-0aaaaaaaaaaaaaaaa".into(),
+                "subnet-0bbbbbbbbbbbbbbbb".into(),
+            ],
+            security_group_ids: vec![],
+            endpoint_public_access: true,
+            endpoint_private_access: false,
+            public_access_cidrs: vec!["0.0.0.0/0".into()],
+            logging: vec![],
+            tags: BTreeMap::new(),
+        }
+    }
+
+    const CA_PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+
+    /// A cluster as DescribeCluster reports one made from `s`.
+    fn live_of(s: &Spec, address: &str) -> Cluster {
+        let vpc = VpcConfigResponse::builder()
+            .set_subnet_ids(Some(s.subnet_ids.iter().rev().cloned().collect()))
+            .set_security_group_ids(Some(s.security_group_ids.clone()))
+            .cluster_security_group_id("sg-0cccccccccccccccc")
+            .endpoint_public_access(s.endpoint_public_access)
+            .endpoint_private_access(s.endpoint_private_access)
+            .set_public_access_cidrs(Some(s.public_access_cidrs.clone()))
+            .build();
+        Cluster::builder()
+            .name(&s.name)
+            .arn(format!(
+                "arn:aws:eks:us-west-2:123456789012:cluster/{}",
+                s.name
+            ))
+            .version(&s.version)
+            .endpoint("https://ABCDEF.gr7.us-west-2.eks.amazonaws.com")
+            .role_arn(&s.role_arn)
+            .resources_vpc_config(vpc)
+            .logging(logging_config(&s.logging))
+            .identity(
+                Identity::builder()
+                    .oidc(
+                        Oidc::builder()
+                            .issuer("https://oidc.eks.us-west-2.amazonaws.com/id/ABC")
+                            .build(),
+                    )
+                    .build(),
+            )
+            .status(ClusterStatus::Active)
+            .certificate_authority(
+                Certificate::builder()
+                    .data(base64::engine::general_purpose::STANDARD.encode(CA_PEM))
+                    .build(),
+            )
+            .platform_version("eks.4")
+            .set_tags(Some(hash_map(tags_with_ours(&s.tags, address))))
+            .build()
+    }
+
+    fn source() -> TokenSource {
+        TokenSource {
+            region: "us-west-2".into(),
+            profile: None,
+            sts_endpoint: None,
+        }
+    }
+
+    #[test]
+    fn schema_matches_spec_and_outputs() {
+        let full = Spec {
+            security_group_ids: vec!["sg-0aaaaaaaaaaaaaaaa".into()],
+            logging: vec!["api".into()],
+            tags: BTreeMap::from([("team".to_string(), "ml".to_string())]),
+            ..spec()
+        };
+        let outputs = outputs_of(&live_of(&full, "eks_cluster.ml"), &source());
+        assert_eq!(
+            schema_mismatches::<EksCluster>(&full, &outputs),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn live_cluster_reads_back_as_the_spec_that_made_it() {
+        let full = Spec {
+            security_group_ids: vec!["sg-0aaaaaaaaaaaaaaaa".into()],
+            logging: vec!["scheduler".into(), "api".into()],
+            endpoint_private_access: true,
+            public_access_cidrs: vec!["203.0.113.0/24".into(), "198.51.100.0/24".into()],
+            tags: BTreeMap::from([("team".to_string(), "ml".to_string())]),
+            ..spec()
+        };
+        for s in [spec(), full] {
+            let live = live_of(&s, "eks_cluster.ml");
+            assert_eq!(spec_of(&live, Some(&s)), s);
+        }
+        // On import (no prior) lists come in EKS's order and terrain's tags are hidden.
+        let s = Spec {
+            logging: vec!["scheduler".into(), "api".into()],
+            ..spec()
+        };
+        let imported = spec_of(&live_of(&s, "eks_cluster.ml"), None);
+        assert_eq!(imported.logging, vec!["api", "scheduler"]);
+        assert!(imported.tags.is_empty());
+    }
+
+    #[test]
+    fn outputs_carry_the_kubernetes_connection_and_no_secret() {
+        let live = live_of(&spec(), "eks_cluster.ml");
+        let out = outputs_of(&live, &source());
+        assert_eq!(out.ca_certificate, CA_PEM);
+        assert_eq!(
+            out.endpoint,
+            "https://ABCDEF.gr7.us-west-2.eks.amazonaws.com"
+        );
+        assert_eq!(
+            out.oidc_issuer,
+            "https://oidc.eks.us-west-2.amazonaws.com/id/ABC"
+        );
+        assert_eq!(out.status, "ACTIVE");
+        assert_eq!(
+            out.kubernetes,
+            json!({
+                "host": "https://ABCDEF.gr7.us-west-2.eks.amazonaws.com",
+                "ca_certificate": CA_PEM,
+                "auth": {"type": "aws", "cluster_name": "ml", "region": "us-west-2"},
+                "flavor": "eks",
+                "name": "ml",
+            })
+        );
+        assert!(crate::kubernetes::connect::check(&out.kubernetes).is_ok());
+        let with_overrides = outputs_of(
+            &live,
+            &TokenSource {
+                region: "us-east-1".into(),
+                profile: Some("ml".into()),
+                sts_endpoint: Some("http://127.0.0.1:5000".into()),
+            },
+        );
+        assert_eq!(
+            with_overrides.kubernetes["auth"],
+            json!({"type": "aws", "cluster_name": "ml", "region": "us-east-1", "profile": "ml", "sts_endpoint": "http://127.0.0.1:5000"})
+        );
+    }
+
+    #[test]
+    fn ca_data_that_is_no_pem_is_passed_on() {
+        assert_eq!(pem_of("bm90IGEgY2VydA=="), "bm90IGEgY2VydA==");
+        assert_eq!(pem_of("%%%"), "%%%");
+    }
+
+    #[test]
+    fn create_request_parts() {
+        let s = Spec {
+            security_group_ids: vec!["sg-0aaaaaaaaaaaaaaaa".into()],
+            logging: vec!["audit".into(), "api".into()],
+            ..spec()
+        };
+        let vpc = vpc_config(&s);
+        assert_eq!(vpc.subnet_ids(), s.subnet_ids.as_slice());
+        assert_eq!(vpc.security_group_ids(), s.security_group_ids.as_slice());
+        assert_eq!(vpc.endpoint_public_access(), Some(true));
+        assert_eq!(vpc.endpoint_private_access(), Some(false));
+        let logging = logging_config(&s.logging);
+        let setups: Vec<(Vec<&str>, Option<bool>)> = logging
+            .cluster_logging()
+            .iter()
+            .map(|l| (l.types().iter().map(LogType::as_str).collect(), l.enabled()))
+            .collect();
+        assert_eq!(
+            setups,
+            vec![
+                (vec!["api", "audit"], Some(true)),
+                (
+                    vec!["authenticator", "controllerManager", "scheduler"],
+                    Some(false)
+                ),
+            ]
+        );
+        let none = logging_config(&[]);
+        assert_eq!(none.cluster_logging().len(), 1);
+        assert_eq!(none.cluster_logging()[0].enabled(), Some(false));
+    }
+
+    #[test]
+    fn updates_split_into_one_change_per_call() {
+        let prior = spec();
+        assert!(config_changes(&prior, &prior).is_empty());
+        let reordered = Spec {
+            public_access_cidrs: vec!["0.0.0.0/0".into()],
+            ..prior.clone()
+        };
+        assert!(config_changes(&prior, &reordered).is_empty());
+        let both = Spec {
+            endpoint_private_access: true,
+            logging: vec!["audit".into()],
+            ..prior.clone()
+        };
+        let changes = config_changes(&prior, &both);
+        assert_eq!(changes.len(), 2);
+        match &changes[0] {
+            ConfigChange::Access(vpc) => {
+                assert_eq!(vpc.endpoint_private_access(), Some(true));
+                assert!(
+                    vpc.subnet_ids().is_empty(),
+                    "subnets are never sent in an update"
+                );
+            }
+            other => panic!("expected access first, got {other:?}"),
+        }
+        assert!(
+            matches!(&changes[1], ConfigChange::Logging(l) if l.cluster_logging()[0].types() == [LogType::Audit])
+        );
+    }
+
+    #[test]
+    fn tag_diffs() {
+        let prior = BTreeMap::from([
+            ("a".to_string(), "1".to_string()),
+            ("b".to_string(), "2".to_string()),
+        ]);
+        let spec = BTreeMap::from([
+            ("a".to_string(), "9".to_string()),
+            ("c".to_string(), "3".to_string()),
+        ]);
+        let (set, remove) = tag_changes(&prior, &spec);
+        assert_eq!(
+            set,
+            BTreeMap::from([
+                ("a".to_string(), "9".to_string()),
+                ("c".to_string(), "3".to_string())
+            ])
+        );
+        assert_eq!(remove, vec!["b".to_string()]);
+        assert_eq!(tag_changes(&prior, &prior), (BTreeMap::new(), vec![]));
+    }
+
+    #[test]
+    fn version_changes_are_described_for_plans() {
+        assert_eq!(describe_version_change("1.31", "1.31"), None);
+        assert!(describe_version_change("1.30", "1.31")
+            .is_some_and(|d| d.contains("upgrade 1.30 → 1.31")));
+        assert!(describe_version_change("1.29", "1.31")
+            .is_some_and(|d| d.contains("set version = \"1.30\"")));
+        assert!(
+            describe_version_change("1.31", "1.30").is_some_and(|d| d.contains("cannot downgrade"))
+        );
+    }
+
+    #[test]
+    fn validation_table() {
+        let cases: Vec<(Spec, &str, &str)> = vec![
+            (spec(), "", ""),
+            (
+                Spec {
+                    name: "ml.prod".into(),
+                    ..spec()
+                },
+                "name",
+                "only letters, digits",
+            ),
+            (
+                Spec {
+                    version: "1.31.4".into(),
+                    ..spec()
+                },
+                "version",
+                "without a patch number",
+            ),
+            (
+                Spec {
+                    version: "1.20".into(),
+                    ..spec()
+                },
+                "version",
+                "end of EKS extended support",
+            ),
+            (
+                Spec {
+                    role_arn: "eks-cluster".into(),
+                    ..spec()
+                },
+                "role_arn",
+                "not an ARN",
+            ),
+            (
+                Spec {
+                    role_arn: "arn:aws:iam::123456789012:user/alice".into(),
+                    ..spec()
+                },
+                "role_arn",
+                "not a role",
+            ),
+            (
+                Spec {
+                    subnet_ids: vec!["subnet-0aaaaaaaaaaaaaaaa".into()],
+                    ..spec()
+                },
+                "subnet_ids",
+                "at least two subnets in different Availability Zones",
+            ),
+            (
+                Spec {
+                    subnet_ids: vec!["subnet-0aaaaaaaaaaaaaaaa".into(), "subnet-x".into()],
+                    ..spec()
+                },
+                "subnet_ids.1",
+                "not a subnet id",
+            ),
+            (
+                Spec {
+                    subnet_ids: vec![
+                        "subnet-0aaaaaaaaaaaaaaaa".into(),
+                        "subnet-0aaaaaaaaaaaaaaaa".into(),
+                    ],
+                    ..spec()
+                },
+                "subnet_ids.1",
+                "listed twice",
+            ),
+            (
+                Spec {
+                    security_group_ids: vec!["default".into()],
+                    ..spec()
+                },
+                "security_group_ids.0",
+                "not a security group id",
+            ),
+            (
+                Spec {
+                    endpoint_public_access: false,
+                    ..spec()
+                },
+                "endpoint_public_access",
+                "needs an endpoint",
+            ),
+            (
+                Spec {
+                    public_access_cidrs: vec![],
+                    ..spec()
+                },
+                "public_access_cidrs",
+                "at least one allowed block",
+            ),
+            (
+                Spec {
+                    public_access_cidrs: vec!["10.0.0.1/8".into()],
+                    ..spec()
+                },
+                "public_access_cidrs.0",
+                "host bits",
+            ),
+            (
+                Spec {
+                    logging: vec!["controller".into()],
+                    ..spec()
+                },
+                "logging.0",
+                "not a control plane log type",
+            ),
+            (
+                Spec {
+                    tags: BTreeMap::from([("aws:x".to_string(), "1".to_string())]),
+                    ..spec()
+                },
+                "tags",
+                "reserved",
+            ),
+        ];
+        for (s, path, want) in cases {
+            let problems = EksCluster::validate(&s, &json!({"region": "us-west-2"}));
+            if path.is_empty() {
+                assert!(problems.is_empty(), "{s:?}: {problems:?}");
+                continue;
+            }
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.path.join(".") == path && p.message.contains(want)),
+                "want {path}: {want}, got {problems:?}"
+            );
+        }
+        let bad_config = EksCluster::validate(&spec(), &json!({"regoin": "x"}));
+        assert!(
+            bad_config
+                .iter()
+                .any(|p| p.path.is_empty() && p.message.contains("regoin")),
+            "{bad_config:?}"
+        );
+    }
+
+    #[test]
+    fn planned_id_is_the_name() {
+        assert_eq!(
+            EksCluster::planned_id(&spec(), &Value::Null).as_deref(),
+            Some("ml")
+        );
+    }
+
+    #[test]
+    fn delete_refusal_names_the_node_groups() {
+        let cause = ProviderError::api(
+            DELETE,
+            409,
+            "ResourceInUseException",
+            "Cluster has nodegroups attached",
+        );
+        let e = still_has_node_groups("ml", &["gpu".to_string(), "manual".to_string()], cause);
+        let m = e.to_string();
+        assert!(m.starts_with("eks:DeleteCluster failed: 409 ResourceInUseException: cluster ml still has node groups gpu, manual"), "{m}");
+        assert!(m.contains("--nodegroup-name gpu"), "{m}");
+    }
+}

@@ -4,8 +4,8 @@
 //! `ca_certificate` as base64 of the PEM, and `auth`) or an existing kubeconfig
 //! (`kubeconfig`, optional `context`); both may say which `flavor` of cluster it is,
 //! which decides how workloads are placed. Clients are cached per cluster for the whole
-//! process and rebuilt once their bearer token is half-way through its life, so long
-//! applies keep working. Tokens never appear in messages.
+//! process and rebuilt before their bearer token expires (each auth type has its own
+//! token lifetime), so long applies keep working. Tokens never appear in messages.
 
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -68,6 +68,25 @@ enum Auth {
         access_token_file: Option<String>,
         credentials: Option<String>,
     },
+    /// An EKS token (`aws eks get-token`): a presigned STS request signed with the AWS
+    /// credentials of the default chain, for the given profile when set.
+    Aws {
+        cluster_name: String,
+        region: String,
+        profile: Option<String>,
+        sts_endpoint: Option<String>,
+    },
+}
+
+impl Auth {
+    /// How long a client built with this auth may be reused: about two thirds of the
+    /// token's life, so no request goes out with a token about to expire.
+    fn max_client_age(&self) -> Duration {
+        match self {
+            Auth::Google { .. } => GOOGLE_CLIENT_AGE,
+            Auth::Aws { .. } => AWS_CLIENT_AGE,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,18 +193,32 @@ fn parse(cluster: &Value) -> Result<Reference, Problem> {
             access_token_file: optional_string(auth, "access_token_file", "cluster.auth")?,
             credentials: optional_string(auth, "credentials", "cluster.auth")?,
         },
+        Some("aws") => {
+            let required = |key: &str| {
+                optional_string(auth, key, "cluster.auth")?.ok_or_else(|| {
+                    problem(
+                        &format!("cluster.auth.{key}"),
+                        "missing: EKS auth needs { type = \"aws\", cluster_name, region }, as an eks_cluster's `kubernetes` output has",
+                    )
+                })
+            };
+            Auth::Aws {
+                cluster_name: required("cluster_name")?,
+                region: required("region")?,
+                profile: optional_string(auth, "profile", "cluster.auth")?,
+                sts_endpoint: optional_string(auth, "sts_endpoint", "cluster.auth")?,
+            }
+        }
         Some(other) => {
             return Err(problem(
                 "cluster.auth.type",
-                format!("{other:?} is not a supported auth type; expected \"google\""),
+                format!("{other:?} is not a supported auth type; expected \"google\" or \"aws\""),
             ))
         }
-        None => {
-            return Err(problem(
-                "cluster.auth",
-                "missing: expected { type = \"google\" }",
-            ))
-        }
+        None => return Err(problem(
+            "cluster.auth",
+            "missing: expected { type = \"google\" } or { type = \"aws\", cluster_name, region }",
+        )),
     };
     Ok(Reference::Endpoint { host, ca_der, auth })
 }
@@ -224,7 +257,12 @@ fn expand_home(path: &str) -> String {
 }
 
 /// GKE tokens live an hour: rebuilding at half-life leaves every request a valid one.
-const MAX_CLIENT_AGE: Duration = Duration::from_secs(30 * 60);
+const GOOGLE_CLIENT_AGE: Duration = Duration::from_secs(30 * 60);
+/// EKS accepts a token for 15 minutes after it was signed: rebuild after 10.
+const AWS_CLIENT_AGE: Duration = Duration::from_secs(10 * 60);
+/// Kubeconfig users get fresh credentials from their own plugins; the client is
+/// rebuilt at the same pace as GKE's.
+const KUBECONFIG_CLIENT_AGE: Duration = GOOGLE_CLIENT_AGE;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Generous, because waits poll and log streams idle; a stalled server still fails.
 const READ_TIMEOUT: Duration = Duration::from_secs(120);
@@ -249,6 +287,14 @@ impl Reference {
         }
     }
 
+    /// How long a client for this reference may be reused.
+    fn max_client_age(&self) -> Duration {
+        match self {
+            Reference::Endpoint { auth, .. } => auth.max_client_age(),
+            Reference::Kubeconfig { .. } => KUBECONFIG_CLIENT_AGE,
+        }
+    }
+
     async fn config(&self) -> Result<kube::Config, ProviderError> {
         let mut config = match self {
             Reference::Endpoint { host, ca_der, auth } => {
@@ -267,6 +313,20 @@ impl Reference {
                             &|name| std::env::var(name).ok(),
                         );
                         Tokens::new(source).token().await?
+                    }
+                    Auth::Aws {
+                        cluster_name,
+                        region,
+                        profile,
+                        sts_endpoint,
+                    } => {
+                        crate::aws::token::eks_token(
+                            cluster_name,
+                            region,
+                            profile.as_deref(),
+                            sts_endpoint.as_deref(),
+                        )
+                        .await?
                     }
                 };
                 config.auth_info.token = Some(token.into());
@@ -295,8 +355,8 @@ impl Reference {
     }
 }
 
-/// A client for the cluster `cluster` refers to, cached per cluster and rebuilt when
-/// its token is 30 minutes old.
+/// A client for the cluster `cluster` refers to, cached per cluster and rebuilt before
+/// its token expires (after 30 minutes for GKE, 10 for EKS).
 ///
 /// Fails with `Config` when the reference is malformed, the kubeconfig cannot be read
 /// or no credentials are found; with `Api` (`kubernetes connect`) when the client
@@ -305,12 +365,10 @@ pub async fn client(cluster: &Value) -> Result<kube::Client, ProviderError> {
     let reference = parse(cluster)
         .map_err(|(path, message)| ProviderError::Config(format!("{path}: {message}")))?;
     let key = reference.key();
+    let max_age = reference.max_client_age();
     {
         let cache = clients().lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(c) = cache
-            .get(&key)
-            .filter(|c| c.built.elapsed() < MAX_CLIENT_AGE)
-        {
+        if let Some(c) = cache.get(&key).filter(|c| c.built.elapsed() < max_age) {
             return Ok(c.client.clone());
         }
     }
@@ -421,6 +479,35 @@ j91E+rt0L6rpsimQwo2kBbIMrnjSou/TqIMfE1QCIBLzpfn/4Tw6iht+LynHoZOP
     }
 
     #[test]
+    fn eks_references_parse_and_refresh_sooner() {
+        let eks = json!({
+            "host": "https://ABC.gr7.us-west-2.eks.amazonaws.com",
+            "ca_certificate": CA_PEM,
+            "auth": {"type": "aws", "cluster_name": "ml", "region": "us-west-2", "sts_endpoint": "http://127.0.0.1:5000"},
+            "flavor": "eks",
+            "name": "ml",
+        });
+        let parsed = parse(&eks).expect("valid");
+        let Reference::Endpoint { auth, .. } = &parsed else {
+            panic!("expected an endpoint, got {parsed:?}");
+        };
+        assert_eq!(
+            auth,
+            &Auth::Aws {
+                cluster_name: "ml".into(),
+                region: "us-west-2".into(),
+                profile: None,
+                sts_endpoint: Some("http://127.0.0.1:5000".into()),
+            }
+        );
+        assert_eq!(flavor(&eks), Flavor::Eks);
+        // EKS tokens live 15 minutes, GKE tokens an hour.
+        assert_eq!(parsed.max_client_age(), Duration::from_secs(600));
+        let gke = parse(&gke_reference()).expect("valid");
+        assert_eq!(gke.max_client_age(), Duration::from_secs(1800));
+    }
+
+    #[test]
     fn malformed_references_say_what_to_write() {
         let with = |key: &str, value: Value| {
             let mut r = gke_reference();
@@ -437,8 +524,11 @@ j91E+rt0L6rpsimQwo2kBbIMrnjSou/TqIMfE1QCIBLzpfn/4Tw6iht+LynHoZOP
             (with("ca_certificate", json!("%%%")), "cluster.ca_certificate", "not base64"),
             (with("ca_certificate", json!("aGVsbG8=")), "cluster.ca_certificate", "holds no PEM certificate"),
             (with("ca_certificate", Value::Null), "cluster.ca_certificate", "missing"),
-            (with("auth", Value::Null), "cluster.auth", "expected { type = \"google\" }"),
-            (with("auth", json!({"type": "aws"})), "cluster.auth.type", "not a supported auth type"),
+            (with("auth", Value::Null), "cluster.auth", "expected { type = \"google\" } or { type = \"aws\", cluster_name, region }"),
+            (with("auth", json!({"type": "azure"})), "cluster.auth.type", "not a supported auth type; expected \"google\" or \"aws\""),
+            (with("auth", json!({"type": "aws"})), "cluster.auth.cluster_name", "missing: EKS auth needs"),
+            (with("auth", json!({"type": "aws", "cluster_name": "ml"})), "cluster.auth.region", "missing"),
+            (with("auth", json!({"type": "aws", "cluster_name": "ml", "region": "us-east-1", "profile": 3})), "cluster.auth.profile", "expected a string"),
             (with("host", json!("ftp://x")), "cluster.host", "not an https URL"),
         ];
         for (reference, path, message) in cases {
