@@ -20,8 +20,8 @@ fn crd(work: &Sandbox, name: &str) -> String {
     let path = common::manifest_dir().join(format!(
         "../shared/reference/ack-sagemaker/sagemaker.services.k8s.aws_{name}.yaml"
     ));
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let rel = format!("ack/{name}.yaml");
     work.write(&rel, &text);
     rel
@@ -78,8 +78,15 @@ impl Env {
     /// Runs the official aws CLI against the sandbox; `None` when it is not installed.
     fn aws(&self, args: &[&str]) -> Option<serde_json::Value> {
         let mut cmd = Command::new("aws");
-        cmd.args(["--endpoint-url", &self.cloud.url(), "--region", "us-east-1", "--output", "json"])
-            .args(args);
+        cmd.args([
+            "--endpoint-url",
+            &self.cloud.url(),
+            "--region",
+            "us-east-1",
+            "--output",
+            "json",
+        ])
+        .args(args);
         for (k, v) in &self.vars {
             cmd.env(k, v);
         }
@@ -150,48 +157,86 @@ async fn eks_sagemaker_applies_runs_the_pipeline_and_destroys() {
         "sagemaker_pipeline_execution.run",
     ] {
         assert!(
-            apply.stdout.contains(&format!("{address}: creation complete after")),
+            apply
+                .stdout
+                .contains(&format!("{address}: creation complete after")),
             "{address} completes:\n{}",
             apply.stdout
         );
     }
     assert!(
-        apply.stdout.contains("Apply complete! Resources: 8 added, 0 changed, 0 replaced, 0 destroyed."),
+        apply
+            .stdout
+            .contains("Apply complete! Resources: 8 added, 0 changed, 0 replaced, 0 destroyed."),
         "{}",
         apply.stdout
     );
-    env.run(&work, &["plan", "--detailed-exitcode"]).expect_code(0);
+    env.run(&work, &["plan", "--detailed-exitcode"])
+        .expect_code(0);
 
     let outputs = env.run(&work, &["output", "--json"]);
     outputs.success();
     let outputs: serde_json::Value =
         serde_json::from_str(&outputs.stdout).expect("outputs are JSON");
-    assert_eq!(outputs["execution_status"]["value"], "Succeeded", "{outputs}");
-    let arn = outputs["pipeline_arn"]["value"].as_str().unwrap_or_default().to_string();
+    assert_eq!(
+        outputs["execution_status"]["value"], "Succeeded",
+        "{outputs}"
+    );
+    let arn = outputs["pipeline_arn"]["value"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert_eq!(
         arn,
         "arn:aws:sagemaker:us-east-1:123456789012:pipeline/xgboost-training"
     );
 
     // The official CLI sees the same pipeline, bucket settings and definition object.
-    if let Some(pipeline) = env.aws(&["sagemaker", "describe-pipeline", "--pipeline-name", "xgboost-training"]) {
+    if let Some(pipeline) = env.aws(&[
+        "sagemaker",
+        "describe-pipeline",
+        "--pipeline-name",
+        "xgboost-training",
+    ]) {
         assert_eq!(pipeline["PipelineArn"], arn.as_str());
-        assert_eq!(pipeline["ParallelismConfiguration"]["MaxParallelExecutionSteps"], 2);
+        assert_eq!(
+            pipeline["ParallelismConfiguration"]["MaxParallelExecutionSteps"],
+            2
+        );
         let executions = env
-            .aws(&["sagemaker", "list-pipeline-executions", "--pipeline-name", "xgboost-training"])
+            .aws(&[
+                "sagemaker",
+                "list-pipeline-executions",
+                "--pipeline-name",
+                "xgboost-training",
+            ])
             .unwrap_or_default();
-        let summaries = executions["PipelineExecutionSummaries"].as_array().cloned().unwrap_or_default();
+        let summaries = executions["PipelineExecutionSummaries"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         assert_eq!(summaries.len(), 1, "{executions}");
         assert_eq!(summaries[0]["PipelineExecutionStatus"], "Succeeded");
         let versioning = env
-            .aws(&["s3api", "get-bucket-versioning", "--bucket", "ml-pipelines-123456789012"])
+            .aws(&[
+                "s3api",
+                "get-bucket-versioning",
+                "--bucket",
+                "ml-pipelines-123456789012",
+            ])
             .unwrap_or_default();
         assert_eq!(versioning["Status"], "Enabled");
         let encryption = env
-            .aws(&["s3api", "get-bucket-encryption", "--bucket", "ml-pipelines-123456789012"])
+            .aws(&[
+                "s3api",
+                "get-bucket-encryption",
+                "--bucket",
+                "ml-pipelines-123456789012",
+            ])
             .unwrap_or_default();
         assert_eq!(
-            encryption["ServerSideEncryptionConfiguration"]["Rules"][0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"],
+            encryption["ServerSideEncryptionConfiguration"]["Rules"][0]
+                ["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"],
             "aws:kms"
         );
         let head = env
@@ -206,7 +251,14 @@ async fn eks_sagemaker_applies_runs_the_pipeline_and_destroys() {
             .unwrap_or_default();
         assert_eq!(head["ContentType"], "application/json");
         let nodegroup = env
-            .aws(&["eks", "describe-nodegroup", "--cluster-name", "ml-pipelines", "--nodegroup-name", "gpu-spot"])
+            .aws(&[
+                "eks",
+                "describe-nodegroup",
+                "--cluster-name",
+                "ml-pipelines",
+                "--nodegroup-name",
+                "gpu-spot",
+            ])
             .unwrap_or_default();
         assert_eq!(nodegroup["nodegroup"]["capacityType"], "SPOT");
         assert_eq!(nodegroup["nodegroup"]["amiType"], "AL2023_x86_64_NVIDIA");
@@ -214,7 +266,10 @@ async fn eks_sagemaker_applies_runs_the_pipeline_and_destroys() {
 
     // kubectl sees the ACK objects on the cluster, through the kubeconfig the sandbox
     // writes (with an EKS-shaped token).
-    let kubeconfigs = env.cloud.kubeconfig(&work.join("kube")).expect("kubeconfig written");
+    let kubeconfigs = env
+        .cloud
+        .kubeconfig(&work.join("kube"))
+        .expect("kubeconfig written");
     let (_, kubeconfig) = kubeconfigs
         .iter()
         .find(|(name, _)| name == "ml-pipelines")
@@ -222,30 +277,54 @@ async fn eks_sagemaker_applies_runs_the_pipeline_and_destroys() {
     match Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(["get", "pipelineexecutions.sagemaker.services.k8s.aws", "xgboost-run-1", "-o", "jsonpath={.status.pipelineExecutionStatus}"])
+        .args([
+            "get",
+            "pipelineexecutions.sagemaker.services.k8s.aws",
+            "xgboost-run-1",
+            "-o",
+            "jsonpath={.status.pipelineExecutionStatus}",
+        ])
         .output()
     {
         Ok(out) => {
-            assert!(out.status.success(), "kubectl: {}", String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "kubectl: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Succeeded");
         }
         Err(e) => eprintln!("kubectl not runnable ({e}); skipping the kubectl check"),
     }
 
     // Scaling the node group is an in-place update.
-    work.edit("stack.toml", "scaling = { min = 0, max = 4, desired = 1 }", "scaling = { min = 0, max = 6, desired = 1 }");
+    work.edit(
+        "stack.toml",
+        "scaling = { min = 0, max = 4, desired = 1 }",
+        "scaling = { min = 0, max = 6, desired = 1 }",
+    );
     let scale = env.run(&work, &["plan", "--no-color", "--detailed-exitcode"]);
     scale.expect_code(2);
     expect_file("aws/plan-scaling.txt", &stable(&scale.stdout));
 
     // A definition edit re-uploads the object and updates the pipeline, with its diff.
-    work.edit("pipeline.json", "\"num_round\": \"50\"", "\"num_round\": \"80\"");
+    work.edit(
+        "pipeline.json",
+        "\"num_round\": \"50\"",
+        "\"num_round\": \"80\"",
+    );
     let edit = env.run(&work, &["plan", "--no-color", "--detailed-exitcode"]);
     edit.expect_code(2);
     expect_file("aws/plan-definition.txt", &stable(&edit.stdout));
     env.run(&work, &["apply", "--auto-approve"]).success();
-    env.run(&work, &["plan", "--detailed-exitcode"]).expect_code(0);
-    if let Some(pipeline) = env.aws(&["sagemaker", "describe-pipeline", "--pipeline-name", "xgboost-training"]) {
+    env.run(&work, &["plan", "--detailed-exitcode"])
+        .expect_code(0);
+    if let Some(pipeline) = env.aws(&[
+        "sagemaker",
+        "describe-pipeline",
+        "--pipeline-name",
+        "xgboost-training",
+    ]) {
         let definition = pipeline["PipelineDefinition"].as_str().unwrap_or_default();
         assert!(definition.contains("\"80\""), "{definition}");
     }
@@ -259,7 +338,9 @@ async fn eks_sagemaker_applies_runs_the_pipeline_and_destroys() {
         .await
         .expect("json");
     assert!(
-        state["kubernetes"]["clusters"].as_object().is_none_or(|c| c.is_empty()),
+        state["kubernetes"]["clusters"]
+            .as_object()
+            .is_none_or(|c| c.is_empty()),
         "no emulated cluster is left: {}",
         state["kubernetes"]
     );

@@ -62,7 +62,11 @@ pub fn builtin() -> Registry {
     r.register(Arc::new(Adapter::new(aws::eks_node_group::EksNodeGroup)));
     r.register(Arc::new(Adapter::new(aws::s3_bucket::S3Bucket)));
     r.register(Arc::new(Adapter::new(aws::s3_object::S3Object)));
-    r.register(Arc::new(Adapter::new(aws::sagemaker_pipeline::SageMakerPipeline)));
-    r.register(Arc::new(Adapter::new(aws::sagemaker_pipeline_execution::SageMakerPipelineExecution)));
+    r.register(Arc::new(Adapter::new(
+        aws::sagemaker_pipeline::SageMakerPipeline,
+    )));
+    r.register(Arc::new(Adapter::new(
+        aws::sagemaker_pipeline_execution::SageMakerPipelineExecution,
+    )));
     r
 }

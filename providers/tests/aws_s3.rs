@@ -17,10 +17,10 @@
 //! [`MotoProxy`], which corrects that and records request lines for the refresh count.
 //! Conditional writes (`If-None-Match: *`, `If-Match`) behave as in S3 in both.
 
-#[path = "support/aws.rs"]
-mod support;
 #[path = "support/moto_proxy.rs"]
 mod moto_proxy;
+#[path = "support/aws.rs"]
+mod support;
 
 use std::collections::BTreeMap;
 
@@ -490,7 +490,6 @@ async fn moto_noop_refresh_costs_five_requests() -> Result<(), ProviderError> {
     assert_eq!(requests(&proxy), expected_refresh(true));
     Ok(())
 }
-
 
 // The sandbox
 

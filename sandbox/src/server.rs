@@ -673,7 +673,14 @@ fn run_ack(
     faults: &Faults,
 ) {
     if let Some(region) = key.strip_prefix("eks/").and_then(|k| k.split('/').next()) {
-        aws::ack::settle(cluster, &mut aws.sagemaker, region, ctx.now, ctx.scale, faults);
+        aws::ack::settle(
+            cluster,
+            &mut aws.sagemaker,
+            region,
+            ctx.now,
+            ctx.scale,
+            faults,
+        );
     }
 }
 

@@ -66,13 +66,17 @@ struct Moto {
 
 impl Moto {
     fn start(command: &str) -> Result<Moto> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
         let child = Command::new(command)
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .with_context(|| format!("could not start {command}; install it with scripts/deps.sh"))?;
+            .with_context(|| {
+                format!("could not start {command}; install it with scripts/deps.sh")
+            })?;
         let started = Instant::now();
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             if started.elapsed() > Duration::from_secs(30) {
@@ -100,7 +104,9 @@ impl Drop for Moto {
 
 /// Runs `cmd`, failing with its output when it exits other than `ok_codes`.
 fn run(cmd: &mut Command, ok_codes: &[i32]) -> Result<()> {
-    let out = cmd.output().with_context(|| format!("could not run {cmd:?}"))?;
+    let out = cmd
+        .output()
+        .with_context(|| format!("could not run {cmd:?}"))?;
     let code = out.status.code().unwrap_or(-1);
     if !ok_codes.contains(&code) {
         bail!(
@@ -120,8 +126,15 @@ fn phase(moto: &Moto, cmd: &mut Command, ok_codes: &[i32]) -> Result<Phase> {
     let wall = started.elapsed();
     let lines = moto.requests();
     let new = &lines[before.min(lines.len())..];
-    let s3_reads = new.iter().filter(|l| l.starts_with("GET ") || l.starts_with("HEAD ")).count();
-    Ok(Phase { wall, requests: new.len(), s3_reads })
+    let s3_reads = new
+        .iter()
+        .filter(|l| l.starts_with("GET ") || l.starts_with("HEAD "))
+        .count();
+    Ok(Phase {
+        wall,
+        requests: new.len(),
+        s3_reads,
+    })
 }
 
 /// A scratch directory removed when dropped.
@@ -191,7 +204,10 @@ fn terrain_stack(dir: &Path, url: &str, n: usize) -> Result<()> {
         "[stack]\nname = \"bench\"\n\n[providers.aws]\nregion = \"us-east-1\"\nendpoint = \"{url}\"\n"
     );
     for i in 0..n {
-        write!(stack, "\n[s3_bucket.b{i}]\nname = \"terrain-bench-{i}\"\nversioning = true\n")?;
+        write!(
+            stack,
+            "\n[s3_bucket.b{i}]\nname = \"terrain-bench-{i}\"\nversioning = true\n"
+        )?;
     }
     fs::write(dir.join("stack.toml"), stack)?;
     Ok(())
@@ -203,7 +219,10 @@ fn bench(args: &Args) -> Result<String> {
         None => std::env::current_exe()?.with_file_name("terrain"),
     };
     if !terrain.exists() {
-        bail!("{} not found; build it with `cargo build --release --bin terrain`", terrain.display());
+        bail!(
+            "{} not found; build it with `cargo build --release --bin terrain`",
+            terrain.display()
+        );
     }
     let moto = Moto::start(&args.moto)?;
     let work = WorkDir::new()?;
@@ -243,17 +262,32 @@ fn bench(args: &Args) -> Result<String> {
     };
 
     run(&mut tf_cmd(&["init", "-input=false", "-no-color"]), &[0])?;
-    let tf_apply = phase(&moto, &mut tf_cmd(&["apply", "-auto-approve", "-input=false", "-no-color"]), &[0])?;
-    let tf_plan = phase(&moto, &mut tf_cmd(&["plan", "-detailed-exitcode", "-input=false", "-no-color"]), &[0])?;
+    let tf_apply = phase(
+        &moto,
+        &mut tf_cmd(&["apply", "-auto-approve", "-input=false", "-no-color"]),
+        &[0],
+    )?;
+    let tf_plan = phase(
+        &moto,
+        &mut tf_cmd(&["plan", "-detailed-exitcode", "-input=false", "-no-color"]),
+        &[0],
+    )?;
     let tr_apply = phase(&moto, &mut tr_cmd(&["apply", "--auto-approve"]), &[0])?;
     let tr_plan = phase(&moto, &mut tr_cmd(&["plan", "--detailed-exitcode"]), &[0])?;
-    run(&mut tf_cmd(&["destroy", "-auto-approve", "-input=false", "-no-color"]), &[0])?;
+    run(
+        &mut tf_cmd(&["destroy", "-auto-approve", "-input=false", "-no-color"]),
+        &[0],
+    )?;
     run(&mut tr_cmd(&["destroy", "--auto-approve"]), &[0])?;
 
     let n = args.buckets;
     let mut out = String::new();
     writeln!(out, "{n} S3 buckets (versioning on) against one moto server; requests as a proxy in front of moto counted them")?;
-    writeln!(out, "{:<28} {:>10} {:>10} {:>14} {:>12}", "", "wall", "requests", "per bucket", "reads")?;
+    writeln!(
+        out,
+        "{:<28} {:>10} {:>10} {:>14} {:>12}",
+        "", "wall", "requests", "per bucket", "reads"
+    )?;
     for (name, p) in [
         ("terraform 1.11 apply", &tf_apply),
         ("terrain apply", &tr_apply),

@@ -216,9 +216,12 @@ pub async fn s3(ctx: &Ctx) -> Result<aws_sdk_s3::Client, ProviderError> {
 /// Whether the environment overrides `service`'s endpoint (`AWS_ENDPOINT_URL_S3`,
 /// `AWS_ENDPOINT_URL`), which the SDK honours by itself.
 fn env_endpoint(service: &str) -> bool {
-    [format!("AWS_ENDPOINT_URL_{service}"), "AWS_ENDPOINT_URL".to_string()]
-        .iter()
-        .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()))
+    [
+        format!("AWS_ENDPOINT_URL_{service}"),
+        "AWS_ENDPOINT_URL".to_string(),
+    ]
+    .iter()
+    .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()))
 }
 
 /// A SageMaker client for `ctx`'s provider table.

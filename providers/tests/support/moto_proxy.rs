@@ -52,7 +52,10 @@ impl MotoProxy {
 
     /// The request lines so far (`GET /bucket?versioning HTTP/1.1`), in arrival order.
     pub fn lines(&self) -> Vec<String> {
-        self.lines.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.lines
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 

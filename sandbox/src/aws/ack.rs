@@ -17,8 +17,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
 use super::sagemaker::{self, ExecutionSpec, ExecutionState, PipelineSpec, SageMaker};
-use crate::faults::Faults;
 use super::{AwsError, ACCOUNT};
+use crate::faults::Faults;
 use crate::k8s::store::{timestamp, ObjKey, Store};
 use crate::k8s::ClusterState;
 
@@ -482,7 +482,9 @@ fn reconcile_execution(
                 now,
                 scale,
                 // A planned SageMaker failure applies to runs the controller starts too.
-                faults.take_operation_failure("sagemaker").map(|(_, message)| message),
+                faults
+                    .take_operation_failure("sagemaker")
+                    .map(|(_, message)| message),
             )
             .and_then(|arn| {
                 sagemaker
@@ -617,7 +619,14 @@ mod tests {
             self.secs = secs;
             let now = self.now();
             self.sm.settle(now);
-            settle(&mut self.cluster, &mut self.sm, "us-west-2", now, 1.0, &Faults::default());
+            settle(
+                &mut self.cluster,
+                &mut self.sm,
+                "us-west-2",
+                now,
+                1.0,
+                &Faults::default(),
+            );
         }
 
         fn put(&mut self, resource: &str, object: Value) {
