@@ -6,22 +6,23 @@
 //! change per call, as EKS requires), tags through TagResource/UntagResource, and the
 //! Kubernetes version by UpdateClusterVersion, one minor version per apply; name, IAM
 //! role, subnets and security groups force a new cluster. Every update is followed to
-//! its end (DescribeUpdate) and until the cluster is ACTIVE again. This file also holds
-//! the EKS plumbing `eks_node_group` shares: describing, following updates, tag diffs.
+//! its end (DescribeUpdate) and until the cluster is ACTIVE again; that plumbing, shared
+//! with `eks_node_group`, is in `eks`.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_eks::types::{Cluster, LogSetup, LogType, Logging, Update, VpcConfigRequest};
+use aws_sdk_eks::types::{Cluster, LogSetup, LogType, Logging, VpcConfigRequest};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::{
-    catalog, config, is_not_found, is_ours, not_ours, sdk_error, tags_with_ours, user_tags,
-    wait_for,
+use super::eks::{
+    self, code_of, found, hash_map, in_prior_order, problems_line, retag, same_set, tag_map,
+    wait_update, Creating, UpdateWait, IN_USE,
 };
+use super::{catalog, config, is_not_found, sdk_error, tags_with_ours, user_tags};
 use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
 
 /// The kind `eks_cluster`.
@@ -90,15 +91,12 @@ pub const LOG_TYPES: &[&str] = &[
     "scheduler",
 ];
 
-pub(crate) const DESCRIBE: &str = "eks:DescribeCluster";
+const DESCRIBE: &str = "eks:DescribeCluster";
 const CREATE: &str = "eks:CreateCluster";
 const DELETE: &str = "eks:DeleteCluster";
 const UPDATE_CONFIG: &str = "eks:UpdateClusterConfig";
 const UPDATE_VERSION: &str = "eks:UpdateClusterVersion";
-pub(crate) const DESCRIBE_UPDATE: &str = "eks:DescribeUpdate";
 const LIST_NODEGROUPS: &str = "eks:ListNodegroups";
-pub(crate) const TAG: &str = "eks:TagResource";
-pub(crate) const UNTAG: &str = "eks:UntagResource";
 
 /// Creating a control plane takes 10–15 minutes; allow twice that.
 const CREATE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -106,8 +104,6 @@ const CREATE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 const UPGRADE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 const CONFIG_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 const DELETE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
-/// EKS's own waiters poll every 30 s; half that notices the end sooner.
-const POLL: Duration = Duration::from_secs(15);
 
 // ---------------------------------------------------------------------------------
 // Requests, built apart from sending them
@@ -183,51 +179,9 @@ pub fn config_changes(prior: &Spec, spec: &Spec) -> Vec<ConfigChange> {
     out
 }
 
-/// Tags to add or change and tag keys to remove, going from `prior` to `spec` (user
-/// tags only: terrain's own are never touched).
-pub fn tag_changes(
-    prior: &BTreeMap<String, String>,
-    spec: &BTreeMap<String, String>,
-) -> (BTreeMap<String, String>, Vec<String>) {
-    let set = spec
-        .iter()
-        .filter(|(k, v)| prior.get(*k) != Some(*v))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let remove = prior
-        .keys()
-        .filter(|k| !spec.contains_key(*k))
-        .cloned()
-        .collect();
-    (set, remove)
-}
-
 // ---------------------------------------------------------------------------------
 // Reading
 // ---------------------------------------------------------------------------------
-
-/// Whether two lists hold the same items, in any order.
-pub(crate) fn same_set(a: &[String], b: &[String]) -> bool {
-    a.iter().collect::<BTreeSet<_>>() == b.iter().collect::<BTreeSet<_>>()
-}
-
-/// A live list as the stack wrote it: in the prior's order when it holds the same
-/// items (EKS does not keep the order of subnets, CIDRs or log types).
-pub(crate) fn in_prior_order(live: Vec<String>, prior: Option<&Vec<String>>) -> Vec<String> {
-    match prior {
-        Some(p) if same_set(p, &live) => p.clone(),
-        _ => live,
-    }
-}
-
-pub(crate) fn tag_map(tags: Option<&HashMap<String, String>>) -> BTreeMap<String, String> {
-    tags.map(|t| t.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-        .unwrap_or_default()
-}
-
-pub(crate) fn hash_map(tags: BTreeMap<String, String>) -> HashMap<String, String> {
-    tags.into_iter().collect()
-}
 
 /// The log types a live cluster has enabled, in the API's order.
 pub fn enabled_logs(logging: Option<&Logging>) -> Vec<String> {
@@ -361,52 +315,22 @@ pub fn outputs_of(live: &Cluster, source: &TokenSource) -> Outputs {
     }
 }
 
-/// The API error's code, when it is one.
-pub(crate) fn code_of(e: &ProviderError) -> &str {
-    match e {
-        ProviderError::Api { code, .. } => code,
-        _ => "",
-    }
-}
-
 /// The cluster named `name`; `None` when there is none.
-pub(crate) async fn describe(
-    eks: &aws_sdk_eks::Client,
-    name: &str,
-) -> Result<Option<Cluster>, ProviderError> {
-    match eks.describe_cluster().name(name).send().await {
-        Ok(out) => Ok(out.cluster().cloned()),
-        Err(e) => {
-            let e = sdk_error(DESCRIBE, e);
-            if is_not_found(&e) {
-                Ok(None)
-            } else {
-                Err(e)
-            }
-        }
-    }
+async fn describe(eks: &aws_sdk_eks::Client, name: &str) -> Result<Option<Cluster>, ProviderError> {
+    let answer = eks.describe_cluster().name(name).send().await;
+    Ok(found(DESCRIBE, answer)?.and_then(|out| out.cluster().cloned()))
 }
 
-/// The health issues of a cluster, one line.
+/// The health issues of a cluster, one line (EKS's resource ids left out).
 fn cluster_issues(live: &Cluster) -> String {
-    let issues: Vec<String> = live
-        .health()
-        .map(|h| h.issues())
-        .unwrap_or_default()
-        .iter()
-        .map(|i| {
-            format!(
-                "{}: {}",
-                i.code().map(|c| c.as_str()).unwrap_or("Unknown"),
-                i.message().unwrap_or_default()
-            )
-        })
-        .collect();
-    if issues.is_empty() {
-        "EKS reports no health issue".to_string()
-    } else {
-        issues.join("; ")
-    }
+    problems_line(
+        live.health()
+            .map(|h| h.issues())
+            .unwrap_or_default()
+            .iter()
+            .map(|i| (i.code().map(|c| c.as_str()), i.message(), &[][..])),
+        "EKS reports no health issue",
+    )
 }
 
 /// Waits until cluster `name` is ACTIVE; fails when it is FAILED or being deleted.
@@ -418,146 +342,23 @@ async fn wait_active(
     waiting_for: &str,
     timeout: Duration,
 ) -> Result<Cluster, ProviderError> {
-    wait_for(ctx, call, waiting_for, timeout, POLL, move || async move {
-        // Right after CreateCluster the cluster may not be visible yet: keep waiting.
-        let Some(live) = describe(eks, name).await? else {
-            return Ok(None);
-        };
-        match live.status().map(|s| s.as_str()) {
-            Some("ACTIVE") => Ok(Some(live)),
-            Some("FAILED") => Err(ProviderError::Failed {
-                call: call.to_string(),
-                message: format!("cluster {name} is FAILED: {}", cluster_issues(&live)),
-            }),
-            Some("DELETING") => Err(ProviderError::Failed {
-                call: call.to_string(),
-                message: format!("cluster {name} is being deleted"),
-            }),
-            _ => Ok(None),
-        }
-    })
-    .await
-}
-
-/// The errors of a failed update, one line.
-fn update_errors(update: &Update) -> String {
-    let errors: Vec<String> = update
-        .errors()
-        .iter()
-        .map(|e| {
-            let ids = e.resource_ids().join(", ");
-            format!(
-                "{}: {}{}",
-                e.error_code().map(|c| c.as_str()).unwrap_or("Unknown"),
-                e.error_message().unwrap_or_default(),
-                if ids.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({ids})")
-                }
-            )
-        })
-        .collect();
-    if errors.is_empty() {
-        "EKS gave no reason".to_string()
-    } else {
-        errors.join("; ")
-    }
-}
-
-/// Which update to follow and how: the cluster (and node group) it belongs to, the call
-/// that started it, the progress message and how long to wait.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct UpdateWait<'a> {
-    pub cluster: &'a str,
-    pub nodegroup: Option<&'a str>,
-    pub call: &'a str,
-    pub waiting_for: &'a str,
-    pub timeout: Duration,
-}
-
-/// Follows an update EKS started (UpdateClusterConfig, UpdateClusterVersion,
-/// UpdateNodegroupConfig) to its end: `Ok` once Successful, `Failed` with EKS's errors
-/// when it failed or was cancelled. An answer without an update (some emulators answer
-/// with the cluster instead) has nothing to follow.
-pub(crate) async fn wait_update(
-    ctx: &Ctx,
-    eks: &aws_sdk_eks::Client,
-    update: Option<&Update>,
-    how: &UpdateWait<'_>,
-) -> Result<(), ProviderError> {
-    let UpdateWait {
-        cluster,
-        nodegroup,
+    eks::wait_active(
+        ctx,
         call,
         waiting_for,
         timeout,
-    } = *how;
-    let Some(update) = update else {
-        return Ok(());
-    };
-    let check = |u: &Update| -> Result<Option<()>, ProviderError> {
-        match u.status().map(|s| s.as_str()) {
-            Some("Successful") => Ok(Some(())),
-            Some(s @ ("Failed" | "Cancelled")) => Err(ProviderError::Failed {
-                call: call.to_string(),
-                message: format!(
-                    "update {} {}: {}",
-                    u.id().unwrap_or_default(),
-                    s.to_lowercase(),
-                    update_errors(u)
-                ),
-            }),
-            _ => Ok(None),
-        }
-    };
-    if check(update)?.is_some() {
-        return Ok(());
-    }
-    let id = update.id().unwrap_or_default().to_string();
-    let id = id.as_str();
-    wait_for(ctx, call, waiting_for, timeout, POLL, move || async move {
-        let out = eks
-            .describe_update()
-            .name(cluster)
-            .update_id(id)
-            .set_nodegroup_name(nodegroup.map(str::to_string))
-            .send()
-            .await
-            .map_err(|e| sdk_error(DESCRIBE_UPDATE, e))?;
-        match out.update() {
-            Some(u) => check(u),
-            None => Ok(None),
-        }
-    })
+        // Right after CreateCluster the cluster may not be visible yet: keep waiting.
+        || describe(eks, name),
+        |live, status| match status {
+            "FAILED" => Some(format!(
+                "cluster {name} is FAILED: {}",
+                cluster_issues(live)
+            )),
+            "DELETING" => Some(format!("cluster {name} is being deleted")),
+            _ => None,
+        },
+    )
     .await
-}
-
-/// Applies tag changes to the resource `arn`.
-pub(crate) async fn retag(
-    eks: &aws_sdk_eks::Client,
-    arn: &str,
-    prior: &BTreeMap<String, String>,
-    spec: &BTreeMap<String, String>,
-) -> Result<(), ProviderError> {
-    let (set, remove) = tag_changes(prior, spec);
-    if !set.is_empty() {
-        eks.tag_resource()
-            .resource_arn(arn)
-            .set_tags(Some(hash_map(set)))
-            .send()
-            .await
-            .map_err(|e| sdk_error(TAG, e))?;
-    }
-    if !remove.is_empty() {
-        eks.untag_resource()
-            .resource_arn(arn)
-            .set_tag_keys(Some(remove))
-            .send()
-            .await
-            .map_err(|e| sdk_error(UNTAG, e))?;
-    }
-    Ok(())
 }
 
 /// A one-line description of a version change for plans; says why it will be refused.
@@ -572,12 +373,7 @@ pub fn describe_version_change(from: &str, to: &str) -> Option<String> {
 }
 
 fn gone(name: &str) -> ProviderError {
-    ProviderError::api(
-        DESCRIBE,
-        404,
-        "ResourceNotFoundException",
-        format!("cluster {name} is gone"),
-    )
+    eks::gone(DESCRIBE, &format!("cluster {name}"))
 }
 
 #[async_trait]
@@ -634,17 +430,7 @@ impl Kind for EksCluster {
                 ),
             ));
         }
-        let mut seen = BTreeSet::new();
-        for (i, id) in spec.subnet_ids.iter().enumerate() {
-            if let Err(m) = catalog::check_subnet_id(id) {
-                out.push(Invalid::at(&format!("subnet_ids.{i}"), m));
-            } else if !seen.insert(id) {
-                out.push(Invalid::at(
-                    &format!("subnet_ids.{i}"),
-                    format!("{id} is listed twice"),
-                ));
-            }
-        }
+        eks::check_subnet_ids(&spec.subnet_ids, &mut out);
         if spec.security_group_ids.len() > 5 {
             out.push(Invalid::at(
                 "security_group_ids",
@@ -693,12 +479,7 @@ impl Kind for EksCluster {
                 ));
             }
         }
-        if let Err(m) = catalog::check_tags(&spec.tags) {
-            out.push(Invalid::at("tags", m));
-        }
-        if let Err(e) = config::AwsConfig::from_ctx(config) {
-            out.push(Invalid::at("", e.to_string()));
-        }
+        eks::check_tags_and_config(&spec.tags, config, &mut out);
         out
     }
 
@@ -719,7 +500,7 @@ impl Kind for EksCluster {
             return Ok(None);
         };
         // A cluster being torn down is as good as gone: planning must create a new one.
-        if live.status().map(|s| s.as_str()) == Some("DELETING") {
+        if eks::is_deleting(&live) {
             return Ok(None);
         }
         Ok(Some(Live {
@@ -733,46 +514,32 @@ impl Kind for EksCluster {
         let cfg = config::of(ctx)?;
         let eks = config::eks(ctx).await?;
         let name = spec.name.as_str();
-        // A second attempt only after waiting out a same-named cluster being deleted.
-        for attempt in 0..2 {
-            let sent = eks
-                .create_cluster()
+        let tags = hash_map(tags_with_ours(&spec.tags, &ctx.address));
+        let send = || {
+            eks.create_cluster()
                 .name(name)
                 .version(&spec.version)
                 .role_arn(&spec.role_arn)
                 .resources_vpc_config(vpc_config(spec))
                 .logging(logging_config(&spec.logging))
-                .set_tags(Some(hash_map(tags_with_ours(&spec.tags, &ctx.address))))
+                .set_tags(Some(tags.clone()))
                 .send()
-                .await;
-            match sent.map_err(|e| sdk_error(CREATE, e)) {
-                Ok(_) => break,
-                Err(e) if code_of(&e) == "ResourceInUseException" => {
-                    // Our earlier attempt (lost response, interrupted run) or someone else's.
-                    let live = describe(&eks, name).await?.ok_or(e)?;
-                    let status = live.status().map(|s| s.as_str()).unwrap_or_default();
-                    if status == "DELETING" && attempt == 0 {
-                        ctx.progress(&format!(
-                            "waiting for the previous cluster {name} to finish deleting"
-                        ));
-                        wait_gone(ctx, &eks, name).await?;
-                        continue;
-                    }
-                    if !is_ours(&tag_map(live.tags()), &ctx.address) {
-                        return Err(not_ours(
-                            CREATE,
-                            "EKS cluster",
-                            name,
-                            Self::KIND,
-                            &ctx.address,
-                        ));
-                    }
-                    ctx.progress("adopting the cluster an earlier attempt created");
-                    break;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        };
+        let what = Creating {
+            call: CREATE,
+            noun: "cluster",
+            name,
+            id: name,
+            kind: Self::KIND,
+        };
+        eks::create_or_adopt(
+            ctx,
+            &what,
+            send,
+            || describe(&eks, name),
+            || wait_gone(ctx, &eks, name),
+        )
+        .await?;
         let live = wait_active(
             ctx,
             &eks,
@@ -837,7 +604,7 @@ impl Kind for EksCluster {
         }
         if prior.tags != spec.tags {
             let arn = current.arn().unwrap_or_default();
-            retag(&eks, arn, &user_tags(&tag_map(current.tags())), &spec.tags).await?;
+            retag(&eks, arn, &current, &spec.tags).await?;
         }
         if from != spec.version {
             let waiting_for = format!("upgrading {from} → {}", spec.version);
@@ -883,7 +650,7 @@ impl Kind for EksCluster {
         {
             Ok(_) => {}
             Err(e) if is_not_found(&e) => return Ok(()),
-            Err(e) if code_of(&e) == "ResourceInUseException" => {
+            Err(e) if code_of(&e) == IN_USE => {
                 let groups = eks
                     .list_nodegroups()
                     .cluster_name(id)
@@ -896,12 +663,7 @@ impl Kind for EksCluster {
                     return Err(still_has_node_groups(id, &groups, e));
                 }
                 // Already being deleted (an earlier attempt): wait for the end below.
-                let deleting = describe(&eks, id)
-                    .await?
-                    .is_some_and(|c| c.status().map(|s| s.as_str()) == Some("DELETING"));
-                if !deleting {
-                    return Err(e);
-                }
+                eks::already_deleting(e, || describe(&eks, id)).await?;
             }
             Err(e) => return Err(e),
         }
@@ -925,30 +687,13 @@ impl Kind for EksCluster {
         _prior: Option<&Spec>,
     ) -> Result<Option<Health>, ProviderError> {
         let eks = config::eks(ctx).await?;
-        Ok(Some(match describe(&eks, id).await? {
-            None => Health {
-                ready: false,
-                summary: "missing".into(),
-            },
-            Some(live) => {
-                let status = live.status().map(|s| s.as_str()).unwrap_or("UNKNOWN");
-                let version = live.version().unwrap_or_default();
-                match status {
-                    "ACTIVE" => Health {
-                        ready: true,
-                        summary: format!("ACTIVE (Kubernetes {version})"),
-                    },
-                    "FAILED" => Health {
-                        ready: false,
-                        summary: format!("FAILED: {}", cluster_issues(&live)),
-                    },
-                    other => Health {
-                        ready: false,
-                        summary: other.to_string(),
-                    },
-                }
-            }
-        }))
+        let live = describe(&eks, id).await?;
+        Ok(Some(eks::health_of(
+            live.as_ref(),
+            &["FAILED"],
+            cluster_issues,
+            |live| format!("Kubernetes {}", live.version().unwrap_or_default()),
+        )))
     }
 }
 
@@ -972,18 +717,14 @@ fn still_has_node_groups(cluster: &str, groups: &[String], cause: ProviderError)
 
 /// Waits until cluster `name` no longer exists.
 async fn wait_gone(ctx: &Ctx, eks: &aws_sdk_eks::Client, name: &str) -> Result<(), ProviderError> {
-    wait_for(
+    eks::wait_gone(
         ctx,
         DELETE,
         &format!("deleting EKS cluster {name}"),
         DELETE_TIMEOUT,
-        POLL,
-        move || async move {
-            Ok(match describe(eks, name).await? {
-                None => Some(()),
-                Some(_) => None,
-            })
-        },
+        || describe(eks, name),
+        // A cluster's deletion has no failed state to report: it ends or times out.
+        |_: &Cluster, _| None,
     )
     .await
 }
@@ -991,6 +732,7 @@ async fn wait_gone(ctx: &Ctx, eks: &aws_sdk_eks::Client, name: &str) -> Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aws::eks::testing::assert_validation;
     use crate::testing::schema_mismatches;
     use aws_sdk_eks::types::{Certificate, ClusterStatus, Identity, Oidc, VpcConfigResponse};
 
@@ -1212,28 +954,6 @@ mod tests {
     }
 
     #[test]
-    fn tag_diffs() {
-        let prior = BTreeMap::from([
-            ("a".to_string(), "1".to_string()),
-            ("b".to_string(), "2".to_string()),
-        ]);
-        let spec = BTreeMap::from([
-            ("a".to_string(), "9".to_string()),
-            ("c".to_string(), "3".to_string()),
-        ]);
-        let (set, remove) = tag_changes(&prior, &spec);
-        assert_eq!(
-            set,
-            BTreeMap::from([
-                ("a".to_string(), "9".to_string()),
-                ("c".to_string(), "3".to_string())
-            ])
-        );
-        assert_eq!(remove, vec!["b".to_string()]);
-        assert_eq!(tag_changes(&prior, &prior), (BTreeMap::new(), vec![]));
-    }
-
-    #[test]
     fn version_changes_are_described_for_plans() {
         assert_eq!(describe_version_change("1.31", "1.31"), None);
         assert!(describe_version_change("1.30", "1.31")
@@ -1365,19 +1085,7 @@ mod tests {
                 "reserved",
             ),
         ];
-        for (s, path, want) in cases {
-            let problems = EksCluster::validate(&s, &json!({"region": "us-west-2"}));
-            if path.is_empty() {
-                assert!(problems.is_empty(), "{s:?}: {problems:?}");
-                continue;
-            }
-            assert!(
-                problems
-                    .iter()
-                    .any(|p| p.path.join(".") == path && p.message.contains(want)),
-                "want {path}: {want}, got {problems:?}"
-            );
-        }
+        assert_validation::<EksCluster>(cases, &json!({"region": "us-west-2"}));
         let bad_config = EksCluster::validate(&spec(), &json!({"regoin": "x"}));
         assert!(
             bad_config

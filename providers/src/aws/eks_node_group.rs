@@ -20,12 +20,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::catalog::{self, Accel, Arch};
-use super::eks_cluster::{
-    code_of, hash_map, in_prior_order, retag, tag_map, wait_update, UpdateWait,
+use super::eks::{
+    self, code_of, found, hash_map, in_prior_order, problems_line, retag, tag_changes, tag_map,
+    wait_update, Creating, UpdateWait, IN_USE,
 };
-use super::{
-    config, is_not_found, is_ours, not_ours, sdk_error, tags_with_ours, user_tags, wait_for,
-};
+use super::{config, is_not_found, sdk_error, tags_with_ours, user_tags};
 use crate::kubernetes::{check_labels, check_qualified_name};
 use crate::protocol::UNKNOWN;
 use crate::{Ctx, Field, Health, Invalid, Kind, Live, Peer, ProviderError, Schema, Type};
@@ -128,7 +127,6 @@ const CREATE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// Scaling and taint changes may roll every node.
 const UPDATE_TIMEOUT: Duration = Duration::from_secs(60 * 60);
 const DELETE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
-const POLL: Duration = Duration::from_secs(15);
 
 // ---------------------------------------------------------------------------------
 // Offline knowledge applied to a spec
@@ -241,16 +239,7 @@ pub fn label_changes(
     prior: &BTreeMap<String, String>,
     spec: &BTreeMap<String, String>,
 ) -> Option<UpdateLabelsPayload> {
-    let set: BTreeMap<String, String> = spec
-        .iter()
-        .filter(|(k, v)| prior.get(*k) != Some(*v))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let remove: Vec<String> = prior
-        .keys()
-        .filter(|k| !spec.contains_key(*k))
-        .cloned()
-        .collect();
+    let (set, remove) = tag_changes(prior, spec);
     if set.is_empty() && remove.is_empty() {
         return None;
     }
@@ -390,55 +379,33 @@ async fn describe(
     cluster: &str,
     name: &str,
 ) -> Result<Option<Nodegroup>, ProviderError> {
-    match eks
+    let answer = eks
         .describe_nodegroup()
         .cluster_name(cluster)
         .nodegroup_name(name)
         .send()
-        .await
-    {
-        Ok(out) => Ok(out.nodegroup().cloned()),
-        Err(e) => {
-            let e = sdk_error(DESCRIBE, e);
-            if is_not_found(&e) {
-                Ok(None)
-            } else {
-                Err(e)
-            }
-        }
-    }
+        .await;
+    Ok(found(DESCRIBE, answer)?.and_then(|out| out.nodegroup().cloned()))
 }
 
 /// The health issues of a node group, one line.
 pub fn health_issues(live: &Nodegroup) -> String {
-    let issues: Vec<String> = live
-        .health()
-        .map(|h| h.issues())
-        .unwrap_or_default()
-        .iter()
-        .map(|i| {
-            let ids = i.resource_ids().join(", ");
-            format!(
-                "{}: {}{}",
-                i.code().map(|c| c.as_str()).unwrap_or("Unknown"),
-                i.message().unwrap_or_default(),
-                if ids.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({ids})")
-                }
-            )
-        })
-        .collect();
-    if issues.is_empty() {
-        "EKS reports no health issue".to_string()
-    } else {
-        issues.join("; ")
-    }
+    problems_line(
+        live.health()
+            .map(|h| h.issues())
+            .unwrap_or_default()
+            .iter()
+            .map(|i| (i.code().map(|c| c.as_str()), i.message(), i.resource_ids())),
+        "EKS reports no health issue",
+    )
 }
 
+/// Statuses a node group does not leave by itself.
+const BROKEN: &[&str] = &["CREATE_FAILED", "DEGRADED", "DELETE_FAILED"];
+
 /// Waits until the node group is ACTIVE; fails with its health issues when it reaches
-/// a state it does not leave by itself (CREATE_FAILED, DEGRADED, DELETE_FAILED).
+/// a state it does not leave by itself (CREATE_FAILED, DEGRADED, DELETE_FAILED) or is
+/// being deleted.
 async fn wait_active(
     ctx: &Ctx,
     eks: &aws_sdk_eks::Client,
@@ -447,24 +414,21 @@ async fn wait_active(
     waiting_for: &str,
     timeout: Duration,
 ) -> Result<Nodegroup, ProviderError> {
-    wait_for(ctx, call, waiting_for, timeout, POLL, move || async move {
-        let Some(live) = describe(eks, cluster, name).await? else {
-            return Ok(None);
-        };
-        match live.status().map(|s| s.as_str()) {
-            Some("ACTIVE") => Ok(Some(live)),
-            Some(status @ ("CREATE_FAILED" | "DEGRADED" | "DELETE_FAILED" | "DELETING")) => {
-                Err(ProviderError::Failed {
-                    call: call.to_string(),
-                    message: format!(
-                        "node group {name} of cluster {cluster} is {status}: {}",
-                        health_issues(&live)
-                    ),
-                })
-            }
-            _ => Ok(None),
-        }
-    })
+    eks::wait_active(
+        ctx,
+        call,
+        waiting_for,
+        timeout,
+        || describe(eks, cluster, name),
+        |live, status| {
+            (BROKEN.contains(&status) || status == "DELETING").then(|| {
+                format!(
+                    "node group {name} of cluster {cluster} is {status}: {}",
+                    health_issues(live)
+                )
+            })
+        },
+    )
     .await
 }
 
@@ -474,38 +438,26 @@ async fn wait_gone(
     eks: &aws_sdk_eks::Client,
     (cluster, name): (&str, &str),
 ) -> Result<(), ProviderError> {
-    wait_for(
+    eks::wait_gone(
         ctx,
         DELETE,
         &format!("deleting node group {name} of EKS cluster {cluster}"),
         DELETE_TIMEOUT,
-        POLL,
-        move || async move {
-            match describe(eks, cluster, name).await? {
-                None => Ok(Some(())),
-                Some(live) if live.status().map(|s| s.as_str()) == Some("DELETE_FAILED") => {
-                    Err(ProviderError::Failed {
-                        call: DELETE.to_string(),
-                        message: format!(
-                            "node group {name} of cluster {cluster} could not be deleted: {}",
-                            health_issues(&live)
-                        ),
-                    })
-                }
-                Some(_) => Ok(None),
-            }
+        || describe(eks, cluster, name),
+        |live, status| {
+            (status == "DELETE_FAILED").then(|| {
+                format!(
+                    "node group {name} of cluster {cluster} could not be deleted: {}",
+                    health_issues(live)
+                )
+            })
         },
     )
     .await
 }
 
 fn gone(id: &str) -> ProviderError {
-    ProviderError::api(
-        DESCRIBE,
-        404,
-        "ResourceNotFoundException",
-        format!("node group {id} is gone"),
-    )
+    eks::gone(DESCRIBE, &format!("node group {id}"))
 }
 
 /// Problems with the taints, at their paths.
@@ -663,17 +615,7 @@ impl Kind for EksNodeGroup {
         if spec.subnet_ids.is_empty() {
             out.push(Invalid::at("subnet_ids", "at least one subnet is needed"));
         }
-        let mut seen = BTreeSet::new();
-        for (i, id) in spec.subnet_ids.iter().enumerate() {
-            if let Err(m) = catalog::check_subnet_id(id) {
-                out.push(Invalid::at(&format!("subnet_ids.{i}"), m));
-            } else if !seen.insert(id) {
-                out.push(Invalid::at(
-                    &format!("subnet_ids.{i}"),
-                    format!("{id} is listed twice"),
-                ));
-            }
-        }
+        eks::check_subnet_ids(&spec.subnet_ids, &mut out);
         check_machines(spec, &mut out);
         if !CAPACITY_TYPES.contains(&spec.capacity_type.as_str()) {
             let m = if spec.capacity_type == "CAPACITY_BLOCK" {
@@ -733,12 +675,7 @@ impl Kind for EksNodeGroup {
             ));
         }
         check_taints(&spec.taints, &mut out);
-        if let Err(m) = catalog::check_tags(&spec.tags) {
-            out.push(Invalid::at("tags", m));
-        }
-        if let Err(e) = config::AwsConfig::from_ctx(config) {
-            out.push(Invalid::at("", e.to_string()));
-        }
+        eks::check_tags_and_config(&spec.tags, config, &mut out);
         out
     }
 
@@ -777,7 +714,7 @@ impl Kind for EksNodeGroup {
             return Ok(None);
         };
         // A group being deleted is as good as gone: planning must create a new one.
-        if live.status().map(|s| s.as_str()) == Some("DELETING") {
+        if eks::is_deleting(&live) {
             return Ok(None);
         }
         let spec = spec_of(&live, prior);
@@ -792,10 +729,9 @@ impl Kind for EksNodeGroup {
         let eks = config::eks(ctx).await?;
         let (cluster, name) = (spec.cluster_name.as_str(), spec.name.as_str());
         let id = format!("{cluster}/{name}");
-        // A second attempt only after waiting out a same-named group being deleted.
-        for attempt in 0..2 {
-            let sent = eks
-                .create_nodegroup()
+        let tags = hash_map(tags_with_ours(&spec.tags, &ctx.address));
+        let send = || {
+            eks.create_nodegroup()
                 .cluster_name(cluster)
                 .nodegroup_name(name)
                 .node_role(&spec.node_role_arn)
@@ -807,37 +743,24 @@ impl Kind for EksNodeGroup {
                 .disk_size(to_i32(spec.disk_size))
                 .set_labels(Some(hash_map(spec.labels.clone())))
                 .set_taints(Some(taints_api(&spec.taints)))
-                .set_tags(Some(hash_map(tags_with_ours(&spec.tags, &ctx.address))))
+                .set_tags(Some(tags.clone()))
                 .send()
-                .await;
-            match sent.map_err(|e| sdk_error(CREATE, e)) {
-                Ok(_) => break,
-                Err(e) if code_of(&e) == "ResourceInUseException" => {
-                    // Our earlier attempt (lost response, interrupted run) or someone else's.
-                    let live = describe(&eks, cluster, name).await?.ok_or(e)?;
-                    let status = live.status().map(|s| s.as_str()).unwrap_or_default();
-                    if status == "DELETING" && attempt == 0 {
-                        ctx.progress(&format!(
-                            "waiting for the previous node group {name} to finish deleting"
-                        ));
-                        wait_gone(ctx, &eks, (cluster, name)).await?;
-                        continue;
-                    }
-                    if !is_ours(&tag_map(live.tags()), &ctx.address) {
-                        return Err(not_ours(
-                            CREATE,
-                            "EKS node group",
-                            &id,
-                            Self::KIND,
-                            &ctx.address,
-                        ));
-                    }
-                    ctx.progress("adopting the node group an earlier attempt created");
-                    break;
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        };
+        let what = Creating {
+            call: CREATE,
+            noun: "node group",
+            name,
+            id: &id,
+            kind: Self::KIND,
+        };
+        eks::create_or_adopt(
+            ctx,
+            &what,
+            send,
+            || describe(&eks, cluster, name),
+            || wait_gone(ctx, &eks, (cluster, name)),
+        )
+        .await?;
         let live = wait_active(
             ctx,
             &eks,
@@ -914,7 +837,7 @@ impl Kind for EksNodeGroup {
         }
         if prior.tags != spec.tags {
             let arn = current.nodegroup_arn().unwrap_or_default();
-            retag(&eks, arn, &user_tags(&tag_map(current.tags())), &spec.tags).await?;
+            retag(&eks, arn, &current, &spec.tags).await?;
         }
         let live = describe(&eks, cluster, name)
             .await?
@@ -947,13 +870,8 @@ impl Kind for EksNodeGroup {
             // The group, or its whole cluster, is already gone.
             Err(e) if is_not_found(&e) => return Ok(()),
             // Already being deleted (an earlier attempt): wait for the end below.
-            Err(e) if code_of(&e) == "ResourceInUseException" => {
-                let deleting = describe(&eks, cluster, name)
-                    .await?
-                    .is_some_and(|g| g.status().map(|s| s.as_str()) == Some("DELETING"));
-                if !deleting {
-                    return Err(e);
-                }
+            Err(e) if code_of(&e) == IN_USE => {
+                eks::already_deleting(e, || describe(&eks, cluster, name)).await?;
             }
             Err(e) => return Err(e),
         }
@@ -968,39 +886,26 @@ impl Kind for EksNodeGroup {
     ) -> Result<Option<Health>, ProviderError> {
         let (cluster, name) = parts(id)?;
         let eks = config::eks(ctx).await?;
-        Ok(Some(match describe(&eks, cluster, name).await? {
-            None => Health {
-                ready: false,
-                summary: "missing".into(),
-            },
-            Some(live) => {
-                let status = live.status().map(|s| s.as_str()).unwrap_or("UNKNOWN");
+        let live = describe(&eks, cluster, name).await?;
+        Ok(Some(eks::health_of(
+            live.as_ref(),
+            BROKEN,
+            health_issues,
+            |live| {
                 let desired = live
                     .scaling_config()
                     .and_then(|s| s.desired_size())
                     .unwrap_or_default();
-                match status {
-                    "ACTIVE" => Health {
-                        ready: true,
-                        summary: format!("ACTIVE ({desired} nodes desired)"),
-                    },
-                    "CREATE_FAILED" | "DEGRADED" | "DELETE_FAILED" => Health {
-                        ready: false,
-                        summary: format!("{status}: {}", health_issues(&live)),
-                    },
-                    other => Health {
-                        ready: false,
-                        summary: other.to_string(),
-                    },
-                }
-            }
-        }))
+                format!("{desired} nodes desired")
+            },
+        )))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aws::eks::testing::assert_validation;
     use crate::kubernetes::connect::Flavor;
     use crate::kubernetes::placement::{self as place, Intent};
     use crate::testing::schema_mismatches;
@@ -1420,19 +1325,7 @@ mod tests {
             (Spec { name: "gpu pool".into(), ..base() }, "name", "only letters"),
             (Spec { cluster_name: "-ml".into(), ..base() }, "cluster_name", "start with a letter or digit"),
         ];
-        for (s, path, want) in cases {
-            let problems = EksNodeGroup::validate(&s, &Value::Null);
-            if path.is_empty() {
-                assert!(problems.is_empty(), "{s:?}: {problems:?}");
-                continue;
-            }
-            assert!(
-                problems
-                    .iter()
-                    .any(|p| p.path.join(".") == path && p.message.contains(want)),
-                "want {path}: {want}, got {problems:?}"
-            );
-        }
+        assert_validation::<EksNodeGroup>(cases, &Value::Null);
     }
 
     #[test]

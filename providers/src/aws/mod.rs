@@ -12,9 +12,11 @@
 //! `terrain-address=<kind>.<name>`: when a create's response is lost and the retry finds
 //! the object already there, those tags prove it is ours to adopt.
 
+pub mod ack;
 pub mod catalog;
 pub mod config;
 pub mod definition;
+pub mod eks;
 pub mod eks_cluster;
 pub mod eks_node_group;
 pub mod s3_bucket;

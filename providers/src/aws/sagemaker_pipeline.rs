@@ -11,14 +11,9 @@
 //! Reading recomputes the hash from the live object, so an edit made behind terrain's
 //! back shows as drift.
 //!
-//! The ACK controller reports through conditions: `ACK.ResourceSynced` (done),
-//! `ACK.Recoverable` (an error it retries; reported as progress) and `ACK.Terminal` (an
-//! error it will not retry; a failure). A synced status can be the previous generation's
-//! (ACK keeps no observed generation), so an apply is done only once SageMaker itself
-//! shows the applied definition.
-//!
-//! This file also owns what the ACK kinds share: the CRD check with its install hint,
-//! condition reading, and the SageMaker name rules.
+//! The ACK controller reports through conditions (read in [`super::ack`]). A synced
+//! status can be the previous generation's (ACK keeps no observed generation), so an
+//! apply is done only once SageMaker itself shows the applied definition.
 //!
 //! Id: `sagemaker.services.k8s.aws/v1alpha1/Pipeline/<namespace>/<name>`.
 
@@ -30,24 +25,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use super::ack::{self, ack_state, arn_of, AckKind, AckState};
 use super::definition;
-use super::{config, sdk_error, tags_with_ours, user_tags, MANAGED_BY};
+use super::{sdk_error, tags_with_ours, user_tags, MANAGED_BY};
 use crate::kubernetes::apply::{self, Progress};
-use crate::kubernetes::{
-    check_cluster, check_dns_label, check_dns_subdomain, cluster_field, connect, delete_owned,
-    id_of, mark_ours, needs_cluster, ownership, parse_id, refuse_strangers, with_managed_label,
-    yaml_diff, ObjectRef, Ownership,
-};
+use crate::kubernetes::{cluster_field, connect, id_of, mark_ours, yaml_diff, ObjectRef};
 use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
 
-/// The API group and version of the ACK SageMaker custom resources.
-pub const API_VERSION: &str = "sagemaker.services.k8s.aws/v1alpha1";
-/// How to install the controller (and with it the CRDs), for the error when it is absent.
-pub const ACK_INSTALL: &str = "helm install -n ack-system ack-sagemaker-controller oci://public.ecr.aws/aws-controllers-k8s/sagemaker-chart --version 1.9.1";
-
-const ID_SHAPE: &str = "sagemaker.services.k8s.aws/v1alpha1/Pipeline/NAMESPACE/NAME";
 const SYNC_TIMEOUT: Duration = Duration::from_secs(15 * 60);
-const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// How long after an update a Terminal condition may still be the previous spec's.
 const TERMINAL_GRACE: Duration = Duration::from_secs(5);
 /// How often to look again when SageMaker does not show the applied definition yet.
@@ -57,16 +42,12 @@ const STALE_RETRY: Duration = Duration::from_millis(500);
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SageMakerPipeline;
 
-fn default_namespace() -> String {
-    "default".into()
-}
-
 /// What a stack writes for a `sagemaker_pipeline`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
     pub cluster: Value,
-    #[serde(default = "default_namespace")]
+    #[serde(default = "ack::default_namespace")]
     pub namespace: String,
     /// The `Pipeline` object's name.
     pub name: String,
@@ -89,7 +70,7 @@ pub struct Spec {
 
 impl Spec {
     fn target(&self) -> ObjectRef {
-        ObjectRef::new(API_VERSION, "Pipeline", Some(&self.namespace), &self.name)
+        ack::target::<SageMakerPipeline>(&self.namespace, &self.name)
     }
 }
 
@@ -102,122 +83,6 @@ pub struct Outputs {
     pub pipeline_name: String,
     /// The pipeline's status (`Active`).
     pub status: String,
-}
-
-/// What the ACK controller says about an object, from its conditions.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AckState {
-    /// `ACK.ResourceSynced` is True: the AWS resource matches the object.
-    Synced,
-    /// `ACK.Terminal` is True: an error the controller will not retry.
-    Terminal(String),
-    /// `ACK.Recoverable` is True: an error the controller retries.
-    Recoverable(String),
-    /// Nothing decisive yet, with what there is to say.
-    Pending(String),
-}
-
-fn condition<'a>(object: &'a Value, kind: &str) -> Option<&'a Value> {
-    object["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == kind)
-}
-
-fn condition_text(c: &Value) -> String {
-    let message = c["message"].as_str().unwrap_or_default();
-    let reason = c["reason"].as_str().unwrap_or_default();
-    match (reason.is_empty(), message.is_empty()) {
-        (_, false) => message.to_string(),
-        (false, true) => reason.to_string(),
-        (true, true) => "no message".to_string(),
-    }
-}
-
-/// The controller's verdict on `object`.
-pub fn ack_state(object: &Value) -> AckState {
-    let is_true = |c: &&Value| c["status"] == "True";
-    if let Some(c) = condition(object, "ACK.Terminal").filter(is_true) {
-        return AckState::Terminal(condition_text(c));
-    }
-    if let Some(c) = condition(object, "ACK.Recoverable").filter(is_true) {
-        return AckState::Recoverable(condition_text(c));
-    }
-    match condition(object, "ACK.ResourceSynced") {
-        Some(c) if c["status"] == "True" => AckState::Synced,
-        Some(c) => AckState::Pending(format!(
-            "ACK.ResourceSynced is {}: {}",
-            c["status"].as_str().unwrap_or("Unknown"),
-            condition_text(c)
-        )),
-        None => AckState::Pending(
-            "no ACK conditions yet (is the ACK SageMaker controller running?)".into(),
-        ),
-    }
-}
-
-/// The ARN the controller recorded, once the AWS resource exists.
-pub fn arn_of(object: &Value) -> Option<&str> {
-    object["status"]["ackResourceMetadata"]["arn"]
-        .as_str()
-        .filter(|a| !a.is_empty())
-}
-
-/// The error for a cluster that does not serve the ACK kind `kind`.
-fn not_installed(kind: &str) -> ProviderError {
-    let plural = format!("{}s", kind.to_lowercase());
-    ProviderError::api(
-        format!("kubernetes apply {plural}.sagemaker.services.k8s.aws"),
-        404,
-        "NotFound",
-        format!(
-            "the ACK SageMaker controller is not installed on this cluster (no CustomResourceDefinition serves {kind} in {API_VERSION}); install it with `{ACK_INSTALL}` (or apply its CRDs)"
-        ),
-    )
-}
-
-/// Fails with the install hint when the cluster does not serve the ACK kind `kind`.
-pub async fn require_crd(client: &kube::Client, kind: &str) -> Result<(), ProviderError> {
-    match apply::is_namespaced(client, API_VERSION, kind).await? {
-        Some(_) => Ok(()),
-        None => Err(not_installed(kind)),
-    }
-}
-
-/// Server-side applies an ACK object, taking back fields changed by hand. A 404 is
-/// looked into: discovery answers are cached per process by kind, not per cluster, so a
-/// cluster without the CRDs passes [`require_crd`] once another cluster had them.
-pub async fn apply_ack(client: &kube::Client, object: &Value) -> Result<Value, ProviderError> {
-    match apply::apply(client, object, true).await {
-        Err(e) if apply::status_of(&e) == Some(404) => {
-            let kind = object["kind"].as_str().unwrap_or_default();
-            let gvk =
-                kube::api::GroupVersionKind::gvk("sagemaker.services.k8s.aws", "v1alpha1", kind);
-            match kube::discovery::pinned_kind(client, &gvk).await {
-                Ok(_) => Err(e),
-                Err(_) => Err(not_installed(kind)),
-            }
-        }
-        other => other,
-    }
-}
-
-/// Checks a SageMaker resource name (`[a-zA-Z0-9](-*[a-zA-Z0-9])*`, at most `max`
-/// characters): pipelines, display names.
-pub fn check_sagemaker_name(name: &str, max: usize) -> Result<(), String> {
-    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
-    let ok = !name.is_empty()
-        && name.len() <= max
-        && alnum(name.chars().next())
-        && alnum(name.chars().last())
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "{name:?} is not a SageMaker name: 1 to {max} letters, digits and '-', starting and ending with a letter or digit"
-        ))
-    }
 }
 
 /// Checks an IAM role ARN (`arn:aws…:iam::<12 digits>:role/<path and name>`).
@@ -315,11 +180,7 @@ pub fn definition_hash(canonical: &str) -> String {
 
 /// `tags` as ACK writes them.
 fn tag_list(tags: &BTreeMap<String, String>) -> Value {
-    Value::Array(
-        tags.iter()
-            .map(|(k, v)| json!({"key": k, "value": v}))
-            .collect(),
-    )
+    ack::pair_list(tags, "key", "value")
 }
 
 /// The `Pipeline` object for `spec` with `definition` (canonical text) and `tags`.
@@ -341,16 +202,7 @@ fn object_with(spec: &Spec, definition: &str, tags: &BTreeMap<String, String>) -
     if !tags.is_empty() {
         body["tags"] = tag_list(tags);
     }
-    json!({
-        "apiVersion": API_VERSION,
-        "kind": "Pipeline",
-        "metadata": {
-            "name": spec.name,
-            "namespace": spec.namespace,
-            "labels": with_managed_label(&BTreeMap::new()),
-        },
-        "spec": body,
-    })
+    ack::object::<SageMakerPipeline>(&spec.namespace, &spec.name, body)
 }
 
 /// The `Pipeline` as rendered: the user's tags and terrain's `managed-by` tag (the
@@ -370,21 +222,7 @@ fn applied_object(spec: &Spec, address: &str) -> Result<(Value, String), Provide
 }
 
 fn live_tags(object: &Value) -> BTreeMap<String, String> {
-    let tags: BTreeMap<String, String> = object["spec"]["tags"]
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter_map(|t| {
-                    Some((
-                        t["key"].as_str()?.to_string(),
-                        t["value"].as_str().unwrap_or_default().to_string(),
-                    ))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    user_tags(&tags)
+    user_tags(&ack::pairs_of(&object["spec"]["tags"], "key", "value"))
 }
 
 /// The spec a live `Pipeline` shows. Where the definition comes from is the stack's
@@ -397,16 +235,11 @@ fn spec_of(object: &Value, prior: &Spec) -> Spec {
     // is given; a stack that gave none reads back none.
     let display_name = string(&s["pipelineDisplayName"])
         .filter(|d| prior.display_name.is_some() || *d != pipeline_name);
+    let (namespace, name) = ack::placement_of(object);
     Spec {
         cluster: prior.cluster.clone(),
-        namespace: object["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("default")
-            .to_string(),
-        name: object["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
+        namespace,
+        name,
         pipeline_name,
         display_name,
         description: string(&s["pipelineDescription"]),
@@ -458,22 +291,15 @@ pub async fn cross_check_pipeline(
     definition: Option<&Value>,
 ) -> Result<PipelineCheck, ProviderError> {
     const CALL: &str = "sagemaker:DescribePipeline";
-    let client = config::sagemaker(ctx).await?;
-    let region = config::of(ctx)?.region_or_env().unwrap_or_default();
+    let (client, region) = ack::sagemaker(ctx).await?;
     let described = client
         .describe_pipeline()
         .pipeline_name(pipeline_name)
         .send()
         .await
-        .map_err(|e| sdk_error(CALL, e))
-        .map_err(|e| match e {
-            e if super::is_not_found(&e) => ProviderError::Failed {
-                call: CALL.into(),
-                message: format!(
-                    "the ACK controller reports pipeline {pipeline_name} as {status_arn}, but SageMaker in region {region} does not know it ({e}); the controller works in another account or region than [providers.aws]"
-                ),
-            },
-            e => e,
+        .map_err(|e| {
+            let reported = format!("pipeline {pipeline_name} as {status_arn}");
+            ack::unknown_to_sagemaker(CALL, &reported, &region, sdk_error(CALL, e))
         })?;
     let arn = described.pipeline_arn().unwrap_or_default();
     if arn != status_arn {
@@ -511,12 +337,9 @@ pub async fn wait_synced(
     let progress = Progress::new(ctx);
     let what = format!("the ACK controller to sync {}", target.describe());
     let started = tokio::time::Instant::now();
-    let waited = apply::wait_until(
+    ack::wait_for(
         client,
-        &target.api_version,
-        &target.kind,
-        target.namespace.as_deref(),
-        &target.name,
+        target,
         ctx,
         timeout,
         &what,
@@ -528,14 +351,9 @@ pub async fn wait_synced(
                 ));
                 Ok(false)
             }
-            AckState::Terminal(message) => Err(format!(
-                "the ACK SageMaker controller gave up on {} (ACK.Terminal): {message}",
-                target.describe()
-            )),
+            AckState::Terminal(message) => Err(ack::gave_up(target, &message)),
             AckState::Recoverable(message) => {
-                progress.report(&format!(
-                    "ACK.Recoverable, the controller retries: {message}"
-                ));
+                progress.report(&ack::retrying(&message));
                 Ok(false)
             }
             AckState::Pending(message) => {
@@ -543,8 +361,8 @@ pub async fn wait_synced(
                 Ok(false)
             }
         },
-    );
-    waited.await
+    )
+    .await
 }
 
 /// Applies the `Pipeline`, waits until SageMaker shows it, and returns it as live.
@@ -559,19 +377,8 @@ async fn apply_and_sync(
             what: "pipeline definition",
             source,
         })?;
-    let client = connect::client(&spec.cluster).await?;
-    require_crd(&client, "Pipeline").await?;
-    if create {
-        refuse_strangers(
-            &client,
-            std::slice::from_ref(&object),
-            SageMakerPipeline::KIND,
-            &ctx.address,
-        )
-        .await?;
-    }
     // Every field terrain sets is the stack's: one changed by hand is taken back.
-    apply_ack(&client, &object).await?;
+    let (client, _) = ack::submit::<SageMakerPipeline>(ctx, &spec.cluster, &object, create).await?;
     let target = spec.target();
     let started = tokio::time::Instant::now();
     loop {
@@ -622,15 +429,9 @@ async fn apply_and_sync(
 
 /// The live object of `id`, unless it is gone or another resource's.
 async fn live_object(ctx: &Ctx, cluster: &Value, id: &str) -> Result<Option<Value>, ProviderError> {
-    let refs = parse_id(SageMakerPipeline::KIND, id, ID_SHAPE)?;
-    let client = connect::client(cluster).await?;
-    let Some(object) = apply::get_ref(&client, &refs[0]).await? else {
-        return Ok(None);
-    };
-    if matches!(ownership(&object, &ctx.address), Ownership::Other(_)) {
-        return Ok(None);
-    }
-    Ok(Some(object))
+    Ok(ack::live_object::<SageMakerPipeline>(ctx, cluster, id)
+        .await?
+        .map(|(_, object)| object))
 }
 
 /// The plan detail for a definition change: the unified diff of the live and planned
@@ -735,30 +536,14 @@ impl Kind for SageMakerPipeline {
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();
-        check_cluster(&spec.cluster, &mut out);
-        if let Err(m) = check_dns_label(&spec.namespace) {
-            out.push(Invalid::at("namespace", m));
-        }
-        if let Err(m) = check_dns_subdomain(&spec.name) {
-            out.push(Invalid::at("name", m));
-        }
-        if let Err(m) = check_sagemaker_name(&spec.pipeline_name, 256) {
-            out.push(Invalid::at("pipeline_name", m));
-        }
-        if let Some(Err(m)) = spec
-            .display_name
-            .as_deref()
-            .map(|d| check_sagemaker_name(d, 256))
-        {
-            out.push(Invalid::at("display_name", m));
-        }
-        if spec
-            .description
-            .as_ref()
-            .is_some_and(|d| d.chars().count() > 3072)
-        {
-            out.push(Invalid::at("description", "at most 3072 characters"));
-        }
+        ack::check_placement(&spec.cluster, &spec.namespace, &spec.name, &mut out);
+        ack::check_names(
+            &spec.pipeline_name,
+            spec.display_name.as_deref(),
+            256,
+            spec.description.as_deref(),
+            &mut out,
+        );
         if let Err(m) = check_role_arn(&spec.role_arn) {
             out.push(Invalid::at("role_arn", m));
         }
@@ -791,9 +576,7 @@ impl Kind for SageMakerPipeline {
             }
             _ => {}
         }
-        if spec.max_parallel_steps.is_some_and(|n| n < 1) {
-            out.push(Invalid::at("max_parallel_steps", "must be 1 or more"));
-        }
+        ack::check_max_parallel_steps(spec.max_parallel_steps, &mut out);
         if let Err(m) = check_tags(&spec.tags) {
             out.push(Invalid::at("tags", m));
         }
@@ -825,15 +608,7 @@ impl Kind for SageMakerPipeline {
         id: &str,
         prior: Option<&Spec>,
     ) -> Result<Option<Live<Self>>, ProviderError> {
-        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let Some(object) = live_object(ctx, &prior.cluster, id).await? else {
-            return Ok(None);
-        };
-        Ok(Some(Live {
-            id: id.to_string(),
-            spec: spec_of(&object, prior),
-            outputs: outputs_of(&object),
-        }))
+        ack::read::<Self>(ctx, id, prior).await
     }
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
@@ -851,10 +626,8 @@ impl Kind for SageMakerPipeline {
     }
 
     async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<(), ProviderError> {
-        let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
-        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
         // The controller deletes the SageMaker pipeline, then lifts its finalizer.
-        delete_owned(&prior.cluster, &refs, false, ctx, DELETE_TIMEOUT).await
+        ack::delete::<Self>(ctx, id, prior).await
     }
 
     async fn preview(
@@ -883,91 +656,37 @@ impl Kind for SageMakerPipeline {
         id: &str,
         prior: Option<&Spec>,
     ) -> Result<Option<Health>, ProviderError> {
-        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        Ok(Some(match live_object(ctx, &prior.cluster, id).await? {
-            Some(object) => health_of(&object),
-            None => Health {
-                ready: false,
-                summary: "missing".into(),
-            },
-        }))
+        ack::health::<Self>(ctx, id, prior).await
     }
 }
 
-/// Checks objects against a CRD's `openAPIV3Schema`: types, required fields, and fields
-/// the schema does not list (errors, as the API server's pruning would drop them).
-#[cfg(test)]
-pub(crate) mod crd_check {
-    use serde_json::Value;
+impl AckKind for SageMakerPipeline {
+    const ACK_KIND: &'static str = "Pipeline";
 
-    /// The `openAPIV3Schema` of the reference CRD in `file` (under
-    /// `shared/reference/ack-sagemaker/`).
-    pub(crate) fn schema(file: &str) -> Value {
-        let path = format!(
-            "{}/../../shared/reference/ack-sagemaker/{file}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let text = std::fs::read_to_string(&path).expect("the reference CRD is readable");
-        let crd: Value = serde_yaml_ng::from_str(&text).expect("the CRD is YAML");
-        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+    fn cluster(spec: &Spec) -> &Value {
+        &spec.cluster
     }
 
-    /// Every place `value` breaks `schema`, as `path: problem`.
-    pub(crate) fn problems(schema: &Value, value: &Value) -> Vec<String> {
-        let mut out = Vec::new();
-        walk(schema, value, "", &mut out);
-        out
+    fn live(id: &str, object: &Value, prior: &Spec) -> Live<Self> {
+        Live {
+            id: id.to_string(),
+            spec: spec_of(object, prior),
+            outputs: outputs_of(object),
+        }
     }
 
-    fn walk(schema: &Value, value: &Value, at: &str, out: &mut Vec<String>) {
-        let ty = schema["type"].as_str().unwrap_or("");
-        let fits = match ty {
-            "object" => value.is_object(),
-            "array" => value.is_array(),
-            "string" => value.is_string(),
-            "integer" => value.is_i64() || value.is_u64(),
-            "number" => value.is_number(),
-            "boolean" => value.is_boolean(),
-            _ => true,
-        };
-        if !fits {
-            out.push(format!("{at}: expected {ty}, got {value}"));
-            return;
-        }
-        if let Some(required) = schema["required"].as_array() {
-            for r in required.iter().filter_map(Value::as_str) {
-                if value.get(r).is_none() {
-                    out.push(format!("{at}: missing required {r}"));
-                }
-            }
-        }
-        match value {
-            Value::Object(map) => {
-                let properties = schema["properties"].as_object();
-                let open = schema["x-kubernetes-preserve-unknown-fields"] == true
-                    || schema.get("additionalProperties").is_some();
-                for (key, child) in map {
-                    match properties.and_then(|p| p.get(key)) {
-                        Some(sub) => walk(sub, child, &format!("{at}.{key}"), out),
-                        None if open || properties.is_none() => {}
-                        None => out.push(format!("{at}.{key}: unknown field")),
-                    }
-                }
-            }
-            Value::Array(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    walk(&schema["items"], item, &format!("{at}[{i}]"), out);
-                }
-            }
-            _ => {}
-        }
+    fn health_of(object: &Value) -> Health {
+        health_of(object)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::aws::ack::crd_check;
+    use crate::aws::ack::testing::assert_validation;
     use crate::kubernetes::connect::tests::gke_reference;
+    use crate::kubernetes::{ownership, Ownership};
     use crate::testing::schema_mismatches;
 
     const ROLE: &str = "arn:aws:iam::123456789012:role/SageMakerExecution";
@@ -1380,86 +1099,55 @@ mod tests {
                 "expected a cluster reference",
             ),
         ];
-        for (spec, path, message) in cases {
-            let problems = SageMakerPipeline::validate(&spec, &Value::Null);
-            if message.is_empty() {
-                assert!(problems.is_empty(), "{problems:?}");
-            } else {
-                assert!(
-                    problems
-                        .iter()
-                        .any(|p| p.path.join(".") == path && p.message.contains(message)),
-                    "want {path}: {message}, got {problems:?}"
-                );
-            }
-        }
+        assert_validation::<SageMakerPipeline>(cases);
     }
 
     #[test]
-    fn conditions_decide_the_state() {
-        let with = |conditions: Value| json!({"status": {"conditions": conditions}});
+    fn health_follows_the_conditions() {
+        let with = |status: Value| json!({"status": status});
         let cases = [
             (
-                json!({}),
-                AckState::Pending(
-                    "no ACK conditions yet (is the ACK SageMaker controller running?)".into(),
+                with(
+                    json!({"conditions": [{"type": "ACK.ResourceSynced", "status": "True"}], "pipelineStatus": "Active"}),
                 ),
+                true,
+                "Active (synced)",
             ),
             (
-                with(json!([{"type": "ACK.ResourceSynced", "status": "True"}])),
-                AckState::Synced,
+                with(json!({"conditions": [{"type": "ACK.ResourceSynced", "status": "True"}]})),
+                true,
+                "Active (synced)",
             ),
             (
                 with(
-                    json!([{"type": "ACK.ResourceSynced", "status": "False", "message": "Resource not synced"}]),
+                    json!({"conditions": [{"type": "ACK.Terminal", "status": "True", "message": "m"}]}),
                 ),
-                AckState::Pending("ACK.ResourceSynced is False: Resource not synced".into()),
+                false,
+                "Terminal: m",
             ),
             (
                 with(
-                    json!([{"type": "ACK.ResourceSynced", "status": "False"}, {"type": "ACK.Recoverable", "status": "True", "message": "ThrottlingException: slow down"}]),
+                    json!({"conditions": [{"type": "ACK.Recoverable", "status": "True", "message": "slow down"}]}),
                 ),
-                AckState::Recoverable("ThrottlingException: slow down".into()),
+                false,
+                "Recoverable: slow down",
             ),
-            (
-                with(
-                    json!([{"type": "ACK.ResourceSynced", "status": "True"}, {"type": "ACK.Terminal", "status": "True", "message": "ValidationException: bad definition"}]),
-                ),
-                AckState::Terminal("ValidationException: bad definition".into()),
-            ),
-            (
-                with(
-                    json!([{"type": "ACK.Terminal", "status": "False", "message": "old"}, {"type": "ACK.ResourceSynced", "status": "True"}]),
-                ),
-                AckState::Synced,
-            ),
+            (with(json!({})), false, "Syncing"),
         ];
-        for (object, want) in cases {
-            assert_eq!(ack_state(&object), want, "{object}");
+        for (object, ready, summary) in cases {
+            assert_eq!(
+                health_of(&object),
+                Health {
+                    ready,
+                    summary: summary.into()
+                },
+                "{object}"
+            );
         }
-        assert_eq!(
-            arn_of(&json!({"status": {"ackResourceMetadata": {"arn": ""}}})),
-            None
-        );
-        assert_eq!(
-            health_of(&with(
-                json!([{"type": "ACK.Terminal", "status": "True", "message": "m"}])
-            )),
-            Health {
-                ready: false,
-                summary: "Terminal: m".into()
-            }
-        );
     }
 
     #[test]
-    fn name_and_arn_rules() {
-        for ok in ["a", "abalone-train", "A--b", &"x".repeat(256)] {
-            assert_eq!(check_sagemaker_name(ok, 256), Ok(()), "{ok}");
-        }
-        for bad in ["", "a_b", "a-", "-a", "a.b", &"x".repeat(257)] {
-            assert!(check_sagemaker_name(bad, 256).is_err(), "{bad}");
-        }
+    fn role_arn_rules() {
         for ok in [
             ROLE,
             "arn:aws-cn:iam::123456789012:role/service-role/AmazonSageMaker-ExecutionRole-2024",

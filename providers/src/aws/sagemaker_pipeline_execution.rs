@@ -19,22 +19,14 @@ use aws_sdk_sagemaker::types::SortOrder;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::sagemaker_pipeline::{
-    ack_state, apply_ack, arn_of, check_sagemaker_name, require_crd, AckState, API_VERSION,
-};
-use super::{config, sdk_error};
-use crate::kubernetes::apply::{self, Progress};
-use crate::kubernetes::{
-    check_cluster, check_dns_label, check_dns_subdomain, cluster_field, connect, delete_owned,
-    id_of, mark_ours, needs_cluster, ownership, parse_id, refuse_strangers, with_managed_label,
-    ObjectRef, Ownership,
-};
+use super::ack::{self, ack_state, arn_of, AckKind, AckState};
+use super::sdk_error;
+use crate::kubernetes::apply::Progress;
+use crate::kubernetes::{cluster_field, id_of, mark_ours, ObjectRef};
 use crate::local::duration::parse_duration;
 use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
 
-const ID_SHAPE: &str = "sagemaker.services.k8s.aws/v1alpha1/PipelineExecution/NAMESPACE/NAME";
 const START_TIMEOUT: Duration = Duration::from_secs(15 * 60);
-const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 const WAITS: &[&str] = &["none", "started", "complete"];
 /// How many pages of `ListPipelineExecutions` (newest first) to search for a run.
 const LIST_PAGES: usize = 10;
@@ -42,10 +34,6 @@ const LIST_PAGES: usize = 10;
 /// The kind `sagemaker_pipeline_execution`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SageMakerPipelineExecution;
-
-fn default_namespace() -> String {
-    "default".into()
-}
 
 fn complete() -> String {
     "complete".into()
@@ -60,7 +48,7 @@ fn twelve_hours() -> String {
 #[serde(deny_unknown_fields)]
 pub struct Spec {
     pub cluster: Value,
-    #[serde(default = "default_namespace")]
+    #[serde(default = "ack::default_namespace")]
     pub namespace: String,
     /// The `PipelineExecution` object's name.
     pub name: String,
@@ -84,12 +72,7 @@ pub struct Spec {
 
 impl Spec {
     fn target(&self) -> ObjectRef {
-        ObjectRef::new(
-            API_VERSION,
-            "PipelineExecution",
-            Some(&self.namespace),
-            &self.name,
-        )
+        ack::target::<SageMakerPipelineExecution>(&self.namespace, &self.name)
     }
 
     fn timeout(&self) -> Duration {
@@ -119,26 +102,16 @@ pub fn objects(spec: &Spec) -> Result<Vec<Value>, ProviderError> {
         body["pipelineExecutionDescription"] = json!(description);
     }
     if !spec.parameters.is_empty() {
-        body["pipelineParameters"] = Value::Array(
-            spec.parameters
-                .iter()
-                .map(|(name, value)| json!({"name": name, "value": value}))
-                .collect(),
-        );
+        body["pipelineParameters"] = ack::pair_list(&spec.parameters, "name", "value");
     }
     if let Some(steps) = spec.max_parallel_steps {
         body["parallelismConfiguration"] = json!({"maxParallelExecutionSteps": steps});
     }
-    Ok(vec![json!({
-        "apiVersion": API_VERSION,
-        "kind": "PipelineExecution",
-        "metadata": {
-            "name": spec.name,
-            "namespace": spec.namespace,
-            "labels": with_managed_label(&BTreeMap::new()),
-        },
-        "spec": body,
-    })])
+    Ok(vec![ack::object::<SageMakerPipelineExecution>(
+        &spec.namespace,
+        &spec.name,
+        body,
+    )])
 }
 
 /// The run's status as the controller last saw it (empty before it started).
@@ -166,33 +139,15 @@ fn finished(status: &str) -> bool {
 fn spec_of(object: &Value, prior: &Spec) -> Spec {
     let s = &object["spec"];
     let string = |v: &Value| v.as_str().map(str::to_string);
+    let (namespace, name) = ack::placement_of(object);
     Spec {
         cluster: prior.cluster.clone(),
-        namespace: object["metadata"]["namespace"]
-            .as_str()
-            .unwrap_or("default")
-            .to_string(),
-        name: object["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
+        namespace,
+        name,
         pipeline_name: s["pipelineName"].as_str().unwrap_or_default().to_string(),
         display_name: string(&s["pipelineExecutionDisplayName"]),
         description: string(&s["pipelineExecutionDescription"]),
-        parameters: s["pipelineParameters"]
-            .as_array()
-            .map(|items| {
-                items
-                    .iter()
-                    .filter_map(|p| {
-                        Some((
-                            p["name"].as_str()?.to_string(),
-                            p["value"].as_str().unwrap_or_default().to_string(),
-                        ))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
+        parameters: ack::pairs_of(&s["pipelineParameters"], "name", "value"),
         max_parallel_steps: s["parallelismConfiguration"]["maxParallelExecutionSteps"].as_i64(),
         wait: prior.wait.clone(),
         wait_timeout: prior.wait_timeout.clone(),
@@ -250,22 +205,15 @@ pub async fn cross_check_execution(
 ) -> Result<(String, String), ProviderError> {
     const DESCRIBE: &str = "sagemaker:DescribePipelineExecution";
     const LIST: &str = "sagemaker:ListPipelineExecutions";
-    let client = config::sagemaker(ctx).await?;
-    let region = config::of(ctx)?.region_or_env().unwrap_or_default();
+    let (client, region) = ack::sagemaker(ctx).await?;
     let described = client
         .describe_pipeline_execution()
         .pipeline_execution_arn(arn)
         .send()
         .await
-        .map_err(|e| sdk_error(DESCRIBE, e))
-        .map_err(|e| match e {
-            e if super::is_not_found(&e) => ProviderError::Failed {
-                call: DESCRIBE.into(),
-                message: format!(
-                    "the ACK controller reports the run {arn}, but SageMaker in region {region} does not know it ({e}); the controller works in another account or region than [providers.aws]"
-                ),
-            },
-            e => e,
+        .map_err(|e| {
+            let reported = format!("the run {arn}");
+            ack::unknown_to_sagemaker(DESCRIBE, &reported, &region, sdk_error(DESCRIBE, e))
         })?;
     let api_status = described
         .pipeline_execution_status()
@@ -325,60 +273,45 @@ async fn follow(
     }
     let progress = Progress::new(ctx);
     let to_start = format!("SageMaker to start {}", target.describe());
-    let started = apply::wait_until(
-        client,
-        &target.api_version,
-        &target.kind,
-        target.namespace.as_deref(),
-        &target.name,
-        ctx,
-        START_TIMEOUT,
-        &to_start,
-        |object| match ack_state(object) {
-            AckState::Terminal(m) => Err(format!(
-                "the ACK SageMaker controller could not start {} (ACK.Terminal): {m}",
-                target.describe()
-            )),
-            AckState::Recoverable(m) if arn_of(object).is_none() => {
-                progress.report(&format!("ACK.Recoverable, the controller retries: {m}"));
-                Ok(false)
-            }
-            _ => Ok(arn_of(object).is_some()),
-        },
-    );
+    let started =
+        ack::wait_for(
+            client,
+            &target,
+            ctx,
+            START_TIMEOUT,
+            &to_start,
+            |object| match ack_state(object) {
+                AckState::Terminal(m) => Err(format!(
+                    "the ACK SageMaker controller could not start {} (ACK.Terminal): {m}",
+                    target.describe()
+                )),
+                AckState::Recoverable(m) if arn_of(object).is_none() => {
+                    progress.report(&ack::retrying(&m));
+                    Ok(false)
+                }
+                _ => Ok(arn_of(object).is_some()),
+            },
+        );
     let mut object = started.await?;
     if spec.wait == "complete" {
         let begun = tokio::time::Instant::now();
         let to_finish = format!("{} to finish", target.describe());
-        let running = apply::wait_until(
-            client,
-            &target.api_version,
-            &target.kind,
-            target.namespace.as_deref(),
-            &target.name,
-            ctx,
-            spec.timeout(),
-            &to_finish,
-            |object| {
-                let status = status_of(object);
-                if finished(status) {
-                    return Ok(true);
-                }
-                if let AckState::Terminal(m) = ack_state(object) {
-                    return Err(format!(
-                        "the ACK SageMaker controller gave up on {} (ACK.Terminal): {m}",
-                        target.describe()
-                    ));
-                }
-                let shown = if status.is_empty() {
-                    "Starting"
-                } else {
-                    status
-                };
-                progress.report(&format!("{shown} ({})", elapsed(begun.elapsed())));
-                Ok(false)
-            },
-        );
+        let running = ack::wait_for(client, &target, ctx, spec.timeout(), &to_finish, |object| {
+            let status = status_of(object);
+            if finished(status) {
+                return Ok(true);
+            }
+            if let AckState::Terminal(m) = ack_state(object) {
+                return Err(ack::gave_up(&target, &m));
+            }
+            let shown = if status.is_empty() {
+                "Starting"
+            } else {
+                status
+            };
+            progress.report(&format!("{shown} ({})", elapsed(begun.elapsed())));
+            Ok(false)
+        });
         object = running.await?;
     }
     let arn = arn_of(&object).unwrap_or_default().to_string();
@@ -392,23 +325,6 @@ async fn follow(
         return Err(run_failed(&target, &arn, &status, reason));
     }
     Ok(object)
-}
-
-/// The live object of `id`, unless it is gone or another resource's.
-async fn live_object(
-    ctx: &Ctx,
-    cluster: &Value,
-    id: &str,
-) -> Result<Option<(kube::Client, Value)>, ProviderError> {
-    let refs = parse_id(SageMakerPipelineExecution::KIND, id, ID_SHAPE)?;
-    let client = connect::client(cluster).await?;
-    let Some(object) = apply::get_ref(&client, &refs[0]).await? else {
-        return Ok(None);
-    };
-    if matches!(ownership(&object, &ctx.address), Ownership::Other(_)) {
-        return Ok(None);
-    }
-    Ok(Some((client, object)))
 }
 
 fn health_of(object: &Value) -> Health {
@@ -472,36 +388,20 @@ impl Kind for SageMakerPipelineExecution {
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();
-        check_cluster(&spec.cluster, &mut out);
-        if let Err(m) = check_dns_label(&spec.namespace) {
-            out.push(Invalid::at("namespace", m));
-        }
-        if let Err(m) = check_dns_subdomain(&spec.name) {
-            out.push(Invalid::at("name", m));
-        }
+        ack::check_placement(&spec.cluster, &spec.namespace, &spec.name, &mut out);
         // A name, or an ARN ending in `pipeline/<name>`.
         let name = spec
             .pipeline_name
             .strip_prefix("arn:")
             .and_then(|arn| arn.split_once(":pipeline/").map(|(_, n)| n))
             .unwrap_or(&spec.pipeline_name);
-        if let Err(m) = check_sagemaker_name(name, 256) {
-            out.push(Invalid::at("pipeline_name", m));
-        }
-        if let Some(Err(m)) = spec
-            .display_name
-            .as_deref()
-            .map(|d| check_sagemaker_name(d, 82))
-        {
-            out.push(Invalid::at("display_name", m));
-        }
-        if spec
-            .description
-            .as_ref()
-            .is_some_and(|d| d.chars().count() > 3072)
-        {
-            out.push(Invalid::at("description", "at most 3072 characters"));
-        }
+        ack::check_names(
+            name,
+            spec.display_name.as_deref(),
+            82,
+            spec.description.as_deref(),
+            &mut out,
+        );
         for (name, value) in &spec.parameters {
             if !super::definition::is_step_name(name) {
                 out.push(Invalid::at(
@@ -518,9 +418,7 @@ impl Kind for SageMakerPipelineExecution {
                 ));
             }
         }
-        if spec.max_parallel_steps.is_some_and(|n| n < 1) {
-            out.push(Invalid::at("max_parallel_steps", "must be 1 or more"));
-        }
+        ack::check_max_parallel_steps(spec.max_parallel_steps, &mut out);
         if !WAITS.contains(&spec.wait.as_str()) {
             out.push(Invalid::at(
                 "wait",
@@ -556,36 +454,15 @@ impl Kind for SageMakerPipelineExecution {
         id: &str,
         prior: Option<&Spec>,
     ) -> Result<Option<Live<Self>>, ProviderError> {
-        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let Some((_, object)) = live_object(ctx, &prior.cluster, id).await? else {
-            return Ok(None);
-        };
-        Ok(Some(Live {
-            id: id.to_string(),
-            spec: spec_of(&object, prior),
-            outputs: outputs_of(&object),
-        }))
+        ack::read::<Self>(ctx, id, prior).await
     }
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
         let mut object = objects(spec)?.remove(0);
         mark_ours(&mut object, &ctx.address);
-        let client = connect::client(&spec.cluster).await?;
-        require_crd(&client, "PipelineExecution").await?;
-        refuse_strangers(
-            &client,
-            std::slice::from_ref(&object),
-            Self::KIND,
-            &ctx.address,
-        )
-        .await?;
-        let applied = apply_ack(&client, &object).await?;
+        let (client, applied) = ack::submit::<Self>(ctx, &spec.cluster, &object, true).await?;
         let object = follow(ctx, &client, spec, applied).await?;
-        Ok(Live {
-            id: id_of(&[spec.target()]),
-            spec: spec_of(&object, spec),
-            outputs: outputs_of(&object),
-        })
+        Ok(Self::live(&id_of(&[spec.target()]), &object, spec))
     }
 
     async fn update(
@@ -597,7 +474,7 @@ impl Kind for SageMakerPipelineExecution {
     ) -> Result<Live<Self>, ProviderError> {
         // Only how terrain waits can change in place; a run asked to be followed now
         // is followed from where it is.
-        let Some((client, object)) = live_object(ctx, &spec.cluster, id).await? else {
+        let Some((client, object)) = ack::live_object::<Self>(ctx, &spec.cluster, id).await? else {
             return Err(ProviderError::api(
                 format!("kubernetes get {}", spec.target().describe()),
                 404,
@@ -606,18 +483,12 @@ impl Kind for SageMakerPipelineExecution {
             ));
         };
         let object = follow(ctx, &client, spec, object).await?;
-        Ok(Live {
-            id: id.to_string(),
-            spec: spec_of(&object, spec),
-            outputs: outputs_of(&object),
-        })
+        Ok(Self::live(id, &object, spec))
     }
 
     async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<(), ProviderError> {
-        let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
-        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
         // The controller stops a running execution, then lifts its finalizer.
-        delete_owned(&prior.cluster, &refs, false, ctx, DELETE_TIMEOUT).await
+        ack::delete::<Self>(ctx, id, prior).await
     }
 
     async fn health(
@@ -626,21 +497,35 @@ impl Kind for SageMakerPipelineExecution {
         id: &str,
         prior: Option<&Spec>,
     ) -> Result<Option<Health>, ProviderError> {
-        let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        Ok(Some(match live_object(ctx, &prior.cluster, id).await? {
-            Some((_, object)) => health_of(&object),
-            None => Health {
-                ready: false,
-                summary: "missing".into(),
-            },
-        }))
+        ack::health::<Self>(ctx, id, prior).await
+    }
+}
+
+impl AckKind for SageMakerPipelineExecution {
+    const ACK_KIND: &'static str = "PipelineExecution";
+
+    fn cluster(spec: &Spec) -> &Value {
+        &spec.cluster
+    }
+
+    fn live(id: &str, object: &Value, prior: &Spec) -> Live<Self> {
+        Live {
+            id: id.to_string(),
+            spec: spec_of(object, prior),
+            outputs: outputs_of(object),
+        }
+    }
+
+    fn health_of(object: &Value) -> Health {
+        health_of(object)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::aws::sagemaker_pipeline::crd_check;
+    use crate::aws::ack::crd_check;
+    use crate::aws::ack::testing::assert_validation;
     use crate::kubernetes::connect::tests::gke_reference;
     use crate::testing::schema_mismatches;
 
@@ -913,18 +798,6 @@ mod tests {
                 "not a duration",
             ),
         ];
-        for (spec, path, message) in cases {
-            let problems = SageMakerPipelineExecution::validate(&spec, &Value::Null);
-            if message.is_empty() {
-                assert!(problems.is_empty(), "{problems:?}");
-            } else {
-                assert!(
-                    problems
-                        .iter()
-                        .any(|p| p.path.join(".") == path && p.message.contains(message)),
-                    "want {path}: {message}, got {problems:?}"
-                );
-            }
-        }
+        assert_validation::<SageMakerPipelineExecution>(cases);
     }
 }
