@@ -11,7 +11,8 @@
 //!
 //! Where moto 5.2.1 differs from real S3 the tests say so: its new buckets have no
 //! public access block and no default encryption (S3 gives every new bucket both since
-//! 2023); it does not verify the SHA-256 checksum of an upload; and it names the root
+//! 2023; terrain sets the block explicitly at create and reads a missing encryption as
+//! S3's default); it does not verify the SHA-256 checksum of an upload; and it names the root
 //! element of GetBucketVersioning answers `GetBucketVersioningResponse` instead of
 //! `VersioningConfiguration`, which the Rust SDK refuses, so moto is reached through
 //! [`MotoProxy`], which corrects that and records request lines for the refresh count.
@@ -32,13 +33,6 @@ use terrain_providers::aws::s3_bucket::{
 use terrain_providers::aws::s3_object::{S3Object, Spec as ObjectSpec};
 use terrain_providers::{Ctx, Kind, ProviderError};
 use terrain_sandbox::{Options, Sandbox, Timing};
-
-/// Which emulator answers, for the places where they differ from real S3.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Emulator {
-    Moto,
-    Sandbox,
-}
 
 fn ctx(address: &str, url: &str) -> Ctx {
     Ctx::new(address, support::config(url))
@@ -100,7 +94,7 @@ fn object_spec(bucket: &str, key: &str, source: &std::path::Path) -> ObjectSpec 
 }
 
 /// The whole life of a bucket and an object in it, against the emulator at `url`.
-async fn bucket_and_object_lifecycle(url: &str, emulator: Emulator) -> Result<(), ProviderError> {
+async fn bucket_and_object_lifecycle(url: &str) -> Result<(), ProviderError> {
     let name = "terrain-s3-lifecycle";
     let bctx = ctx("s3_bucket.data", url);
     let spec = bucket_spec(name);
@@ -122,22 +116,9 @@ async fn bucket_and_object_lifecycle(url: &str, emulator: Emulator) -> Result<()
         .await?
         .expect("the bucket exists");
     assert_eq!(read.outputs, created.outputs);
-    let expected = match emulator {
-        // moto gives new buckets no public access block, so the defaults terrain relies
-        // on (all four on, as real S3 sets them) read back as all off: a drift the
-        // update below corrects.
-        Emulator::Moto => BucketSpec {
-            public_access_block: PublicAccessBlock {
-                block_public_acls: false,
-                ignore_public_acls: false,
-                block_public_policy: false,
-                restrict_public_buckets: false,
-            },
-            ..spec.clone()
-        },
-        Emulator::Sandbox => spec.clone(),
-    };
-    assert_eq!(read.spec, expected, "read equals spec");
+    // moto gives new buckets no public access block (real S3 turns all four on); create
+    // sets it explicitly, so both read back as the spec.
+    assert_eq!(read.spec, spec, "read equals spec");
 
     // Two versions of one object while versioning is on, for force_destroy to find.
     for body in ["v1", "v2"] {
@@ -451,7 +432,7 @@ fn moto() -> (support::Moto, MotoProxy) {
 #[tokio::test]
 async fn moto_bucket_and_object_lifecycle() -> Result<(), ProviderError> {
     let (_moto, proxy) = moto();
-    bucket_and_object_lifecycle(&proxy.url, Emulator::Moto).await
+    bucket_and_object_lifecycle(&proxy.url).await
 }
 
 #[tokio::test]
@@ -506,7 +487,7 @@ async fn sandbox() -> Sandbox {
 async fn sandbox_bucket_and_object_lifecycle() -> Result<(), ProviderError> {
     support::env();
     let sandbox = sandbox().await;
-    bucket_and_object_lifecycle(&sandbox.url(), Emulator::Sandbox).await
+    bucket_and_object_lifecycle(&sandbox.url()).await
 }
 
 #[tokio::test]

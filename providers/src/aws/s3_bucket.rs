@@ -360,18 +360,20 @@ pub enum Setting {
 }
 
 /// What create sends after CreateBucket: the tags always (they mark the bucket as
-/// terrain's, first, so a retry can tell it is ours), then only what differs from the
-/// settings S3 gives every new bucket.
+/// terrain's, first, so a retry can tell it is ours), the public access block always (a
+/// security setting must not rest on a service default that S3-compatible endpoints and
+/// older accounts do not share), then only what differs from the settings S3 gives
+/// every new bucket.
 pub fn create_settings(spec: &Spec, address: &str) -> Vec<Setting> {
-    let mut out = vec![Setting::Tags(tags_with_ours(&spec.tags, address))];
+    let mut out = vec![
+        Setting::Tags(tags_with_ours(&spec.tags, address)),
+        Setting::PublicAccessBlock(spec.public_access_block),
+    ];
     if spec.versioning {
         out.push(Setting::Versioning(true));
     }
     if !spec.encryption.is_new_bucket_default() {
         out.push(Setting::Encryption(spec.encryption.clone()));
-    }
-    if spec.public_access_block != PublicAccessBlock::default() {
-        out.push(Setting::PublicAccessBlock(spec.public_access_block));
     }
     if !spec.lifecycle.is_empty() {
         out.push(Setting::Lifecycle(spec.lifecycle.clone()));
@@ -1480,14 +1482,17 @@ mod tests {
     }
 
     #[test]
-    fn create_sends_only_what_differs_from_new_bucket_defaults() {
+    fn create_sends_tags_public_access_and_what_differs_from_new_bucket_defaults() {
         let plain = create_settings(&minimal("b-b"), "s3_bucket.data");
         assert_eq!(
             plain,
-            vec![Setting::Tags(BTreeMap::from([
-                ("managed-by".to_string(), "terrain".to_string()),
-                ("terrain-address".to_string(), "s3_bucket.data".to_string()),
-            ]))]
+            vec![
+                Setting::Tags(BTreeMap::from([
+                    ("managed-by".to_string(), "terrain".to_string()),
+                    ("terrain-address".to_string(), "s3_bucket.data".to_string()),
+                ])),
+                Setting::PublicAccessBlock(PublicAccessBlock::default()),
+            ]
         );
         let full = create_settings(&base(), "s3_bucket.data");
         let kinds: Vec<&str> = full
@@ -1504,9 +1509,9 @@ mod tests {
             kinds,
             [
                 "tags",
+                "public_access_block",
                 "versioning",
                 "encryption",
-                "public_access_block",
                 "lifecycle"
             ]
         );
@@ -1518,7 +1523,7 @@ mod tests {
             },
             ..minimal("b-b")
         };
-        assert_eq!(create_settings(&keyed, "a.b").len(), 2);
+        assert_eq!(create_settings(&keyed, "a.b").len(), 3);
     }
 
     #[test]
