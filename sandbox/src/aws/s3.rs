@@ -2834,7 +2834,7 @@ fn not_emulated(what: &str) -> AwsError {
 // ------------------------------------------------------------ digests
 
 /// The digests S3 checks request bodies with (`Content-MD5`, flexible checksums) and its
-/// ETags, small enough to carry here rather than as dependencies.
+/// ETags: the hashes from the RustCrypto crates, the CRCs (a table each) here.
 mod digest {
     /// The digest of `data` with the `x-amz-checksum-<algorithm>` algorithm, when the
     /// sandbox can compute it.
@@ -2881,169 +2881,22 @@ mod digest {
         })
     }
 
-    /// The message padded to whole 64-byte blocks, with its bit length in the last eight
-    /// bytes (little-endian for MD5, big-endian for the SHA family).
-    fn padded(data: &[u8], little_endian: bool) -> Vec<u8> {
-        let bits = (data.len() as u64).wrapping_mul(8);
-        let mut out = data.to_vec();
-        out.push(0x80);
-        while out.len() % 64 != 56 {
-            out.push(0);
-        }
-        out.extend_from_slice(&if little_endian {
-            bits.to_le_bytes()
-        } else {
-            bits.to_be_bytes()
-        });
-        out
-    }
-
+    /// MD5, for `Content-MD5` and ETags.
     pub(super) fn md5(data: &[u8]) -> [u8; 16] {
-        const SHIFTS: [u32; 16] = [7, 12, 17, 22, 5, 9, 14, 20, 4, 11, 16, 23, 6, 10, 15, 21];
-        const K: [u32; 64] = [
-            0xd76aa478, 0xe8c7b756, 0x242070db, 0xc1bdceee, 0xf57c0faf, 0x4787c62a, 0xa8304613,
-            0xfd469501, 0x698098d8, 0x8b44f7af, 0xffff5bb1, 0x895cd7be, 0x6b901122, 0xfd987193,
-            0xa679438e, 0x49b40821, 0xf61e2562, 0xc040b340, 0x265e5a51, 0xe9b6c7aa, 0xd62f105d,
-            0x02441453, 0xd8a1e681, 0xe7d3fbc8, 0x21e1cde6, 0xc33707d6, 0xf4d50d87, 0x455a14ed,
-            0xa9e3e905, 0xfcefa3f8, 0x676f02d9, 0x8d2a4c8a, 0xfffa3942, 0x8771f681, 0x6d9d6122,
-            0xfde5380c, 0xa4beea44, 0x4bdecfa9, 0xf6bb4b60, 0xbebfbc70, 0x289b7ec6, 0xeaa127fa,
-            0xd4ef3085, 0x04881d05, 0xd9d4d039, 0xe6db99e5, 0x1fa27cf8, 0xc4ac5665, 0xf4292244,
-            0x432aff97, 0xab9423a7, 0xfc93a039, 0x655b59c3, 0x8f0ccc92, 0xffeff47d, 0x85845dd1,
-            0x6fa87e4f, 0xfe2ce6e0, 0xa3014314, 0x4e0811a1, 0xf7537e82, 0xbd3af235, 0x2ad7d2bb,
-            0xeb86d391,
-        ];
-        let mut state: [u32; 4] = [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476];
-        for block in padded(data, true).chunks_exact(64) {
-            let mut m = [0u32; 16];
-            for (word, bytes) in m.iter_mut().zip(block.chunks_exact(4)) {
-                *word = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-            }
-            let [mut a, mut b, mut c, mut d] = state;
-            for i in 0..64 {
-                let (f, g) = match i / 16 {
-                    0 => ((b & c) | (!b & d), i),
-                    1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
-                    2 => (b ^ c ^ d, (3 * i + 5) % 16),
-                    _ => (c ^ (b | !d), (7 * i) % 16),
-                };
-                let f = f.wrapping_add(a).wrapping_add(K[i]).wrapping_add(m[g]);
-                a = d;
-                d = c;
-                c = b;
-                b = b.wrapping_add(f.rotate_left(SHIFTS[(i / 16) * 4 + i % 4]));
-            }
-            for (s, v) in state.iter_mut().zip([a, b, c, d]) {
-                *s = s.wrapping_add(v);
-            }
-        }
-        let mut out = [0u8; 16];
-        for (chunk, word) in out.chunks_exact_mut(4).zip(state) {
-            chunk.copy_from_slice(&word.to_le_bytes());
-        }
-        out
+        use md5::Digest as _;
+        md5::Md5::digest(data).into()
     }
 
+    /// SHA-1, for `x-amz-checksum-sha1`.
     pub(super) fn sha1(data: &[u8]) -> [u8; 20] {
-        let mut state: [u32; 5] = [0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0];
-        for block in padded(data, false).chunks_exact(64) {
-            let mut w = [0u32; 80];
-            for (word, bytes) in w.iter_mut().zip(block.chunks_exact(4)) {
-                *word = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-            }
-            for i in 16..80 {
-                w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
-            }
-            let [mut a, mut b, mut c, mut d, mut e] = state;
-            for (i, word) in w.iter().enumerate() {
-                let (f, k) = match i / 20 {
-                    0 => ((b & c) | (!b & d), 0x5A827999),
-                    1 => (b ^ c ^ d, 0x6ED9EBA1),
-                    2 => ((b & c) | (b & d) | (c & d), 0x8F1BBCDC),
-                    _ => (b ^ c ^ d, 0xCA62C1D6),
-                };
-                let t = a
-                    .rotate_left(5)
-                    .wrapping_add(f)
-                    .wrapping_add(e)
-                    .wrapping_add(k)
-                    .wrapping_add(*word);
-                e = d;
-                d = c;
-                c = b.rotate_left(30);
-                b = a;
-                a = t;
-            }
-            for (s, v) in state.iter_mut().zip([a, b, c, d, e]) {
-                *s = s.wrapping_add(v);
-            }
-        }
-        let mut out = [0u8; 20];
-        for (chunk, word) in out.chunks_exact_mut(4).zip(state) {
-            chunk.copy_from_slice(&word.to_be_bytes());
-        }
-        out
+        use sha1::Digest as _;
+        sha1::Sha1::digest(data).into()
     }
 
+    /// SHA-256, for `x-amz-checksum-sha256`.
     pub(super) fn sha256(data: &[u8]) -> [u8; 32] {
-        const K: [u32; 64] = [
-            0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
-            0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
-            0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
-            0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
-            0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
-            0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
-            0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
-            0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-            0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
-            0xc67178f2,
-        ];
-        let mut state: [u32; 8] = [
-            0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
-            0x5be0cd19,
-        ];
-        for block in padded(data, false).chunks_exact(64) {
-            let mut w = [0u32; 64];
-            for (word, bytes) in w.iter_mut().zip(block.chunks_exact(4)) {
-                *word = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-            }
-            for i in 16..64 {
-                let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
-                let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
-                w[i] = w[i - 16]
-                    .wrapping_add(s0)
-                    .wrapping_add(w[i - 7])
-                    .wrapping_add(s1);
-            }
-            let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut h] = state;
-            for i in 0..64 {
-                let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
-                let ch = (e & f) ^ (!e & g);
-                let t1 = h
-                    .wrapping_add(s1)
-                    .wrapping_add(ch)
-                    .wrapping_add(K[i])
-                    .wrapping_add(w[i]);
-                let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
-                let maj = (a & b) ^ (a & c) ^ (b & c);
-                let t2 = s0.wrapping_add(maj);
-                h = g;
-                g = f;
-                f = e;
-                e = d.wrapping_add(t1);
-                d = c;
-                c = b;
-                b = a;
-                a = t1.wrapping_add(t2);
-            }
-            for (s, v) in state.iter_mut().zip([a, b, c, d, e, f, g, h]) {
-                *s = s.wrapping_add(v);
-            }
-        }
-        let mut out = [0u8; 32];
-        for (chunk, word) in out.chunks_exact_mut(4).zip(state) {
-            chunk.copy_from_slice(&word.to_be_bytes());
-        }
-        out
+        use sha2::Digest as _;
+        sha2::Sha256::digest(data).into()
     }
 }
 
