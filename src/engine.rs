@@ -118,6 +118,9 @@ type Refreshed = (String, Option<ResourceState>, Option<Drift>, Option<String>);
 pub struct Settings {
     pub parallelism: usize,
     pub env: EnvFn,
+    /// Provider settings laid over the stack's `[providers.<name>]` tables, key by key
+    /// (`--sandbox` points every provider at the local emulator this way).
+    pub provider_overrides: BTreeMap<String, serde_json::Map<String, Value>>,
 }
 
 impl Default for Settings {
@@ -125,6 +128,7 @@ impl Default for Settings {
         Self {
             parallelism: 10,
             env: Arc::new(|k| std::env::var(k).ok()),
+            provider_overrides: BTreeMap::new(),
         }
     }
 }
@@ -171,12 +175,21 @@ impl Engine {
     /// The `[providers.<name>]` table, evaluated (empty object when absent).
     pub(crate) fn provider_config(&self, provider: &str) -> Result<Value, EngineError> {
         let env = self.env();
-        self.stack
+        let mut config = self
+            .stack
             .provider_config(provider, &env)
             .map_err(|e| EngineError::ProviderConfig {
                 provider: provider.to_string(),
                 message: e.message,
-            })
+            })?;
+        if let (Some(extra), Value::Object(table)) =
+            (self.settings.provider_overrides.get(provider), &mut config)
+        {
+            for (key, value) in extra {
+                table.insert(key.clone(), value.clone());
+            }
+        }
+        Ok(config)
     }
 
     pub(crate) fn ctx(&self, address: &Address, provider: &str) -> Result<Ctx, EngineError> {

@@ -4,7 +4,7 @@
 use clap::Args;
 
 use super::{common, Exit, RunArgs, StackArgs};
-use crate::engine::{ApplyReport, Engine};
+use crate::engine::ApplyReport;
 use crate::output::{self, progress::Progress, Style};
 use crate::plan::Plan;
 
@@ -43,18 +43,24 @@ pub async fn run_destroy(args: DestroyArgs) -> anyhow::Result<Exit> {
     converge(&args.stack, &args.run, args.auto_approve, true).await
 }
 
-fn build(stack_args: &StackArgs, run: &RunArgs) -> anyhow::Result<(Engine, Style)> {
+async fn build(
+    stack_args: &StackArgs,
+    run: &RunArgs,
+    operation: &str,
+) -> anyhow::Result<(common::Session, Style)> {
     let registry = common::registry();
     let stack = common::load_stack(stack_args, &registry)?;
     let backend = common::backend(&stack, stack_args);
     let style = Style::detect(stack_args.no_color);
     let engine = common::engine(
+        stack_args,
+        operation,
         stack,
         registry,
         backend,
         run.parallelism,
         Progress::new(style),
-    )?;
+    ).await?;
     common::handle_interrupts(engine.cancel.clone());
     Ok((engine, style))
 }
@@ -65,10 +71,10 @@ async fn converge(
     auto_approve: bool,
     destroy: bool,
 ) -> anyhow::Result<Exit> {
-    let (engine, style) = build(stack_args, run)?;
-    let backend = engine.backend.clone();
     let op = if destroy { "destroy" } else { "apply" };
-    common::with_lock(&*backend, op, run.lock_timeout, async {
+    let (engine, style) = build(stack_args, run, &format!("terrain {op}")).await?;
+    let backend = engine.backend.clone();
+    let result = common::with_lock(&*backend, op, run.lock_timeout, async {
         let stack_path = stack_args.stack.display().to_string();
         let (plan, state) = engine
             .plan(destroy, &run.targets, &stack_path, &stack_args.vars)
@@ -99,7 +105,9 @@ async fn converge(
         finish(&report, destroy);
         Ok(Exit::Ok)
     })
-    .await
+    .await;
+    engine.close().await;
+    result
 }
 
 async fn apply_saved(file: &std::path::Path, args: &ApplyArgs) -> anyhow::Result<Exit> {
@@ -108,16 +116,18 @@ async fn apply_saved(file: &std::path::Path, args: &ApplyArgs) -> anyhow::Result
     let mut stack_args = args.stack.clone();
     stack_args.stack = plan.stack_path.clone().into();
     stack_args.vars = plan.variables.clone();
-    let (engine, _) = build(&stack_args, &args.run)?;
+    let (engine, _) = build(&stack_args, &args.run, "terrain apply").await?;
     let backend = engine.backend.clone();
-    common::with_lock(&*backend, "apply", args.run.lock_timeout, async {
+    let result = common::with_lock(&*backend, "apply", args.run.lock_timeout, async {
         let stored = engine.backend.load().await?;
         engine.check_fresh(&plan, stored.as_ref())?;
         let report = engine.apply(&plan, stored.unwrap_or_default()).await?;
         finish(&report, plan.destroy);
         Ok(Exit::Ok)
     })
-    .await
+    .await;
+    engine.close().await;
+    result
 }
 
 fn finish(report: &ApplyReport, destroy: bool) {

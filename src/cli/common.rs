@@ -45,11 +45,51 @@ pub fn load_stack(args: &StackArgs, registry: &Registry) -> anyhow::Result<Stack
     }
 }
 
-/// Where the state lives: `--state`, else what the stack says.
+/// Where the state lives: `--state`, else what the stack says; on `--sandbox` runs, the
+/// `sandbox/` directory beside it, so sandbox and real state never mix.
 pub fn state_path(stack: &Stack, args: &StackArgs) -> PathBuf {
-    match (&args.state, &stack.backend) {
+    let path = match (&args.state, &stack.backend) {
         (Some(p), _) => p.clone(),
         (None, BackendConfig::Local { path }) => path.clone(),
+    };
+    let path = if args.sandbox {
+        super::sandbox::state_path(&path)
+    } else {
+        path
+    };
+    // Absolute, because a run works in the stack's directory (see `engine`).
+    absolute(&path)
+}
+
+/// `path` resolved against the directory terrain was started in.
+pub fn absolute(path: &std::path::Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    std::env::current_dir()
+        .map(|cwd| cwd.join(path))
+        .unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The engine of one command, and the sandbox it talks to on `--sandbox` runs.
+pub struct Session {
+    pub engine: Engine,
+    sandbox: Option<super::sandbox::Attached>,
+}
+
+impl Session {
+    /// Stops an in-process sandbox (what it holds is saved as it changes).
+    pub async fn close(self) {
+        if let Some(s) = self.sandbox {
+            s.close().await;
+        }
+    }
+}
+
+impl std::ops::Deref for Session {
+    type Target = Engine;
+    fn deref(&self) -> &Engine {
+        &self.engine
     }
 }
 
@@ -58,14 +98,17 @@ pub fn backend(stack: &Stack, args: &StackArgs) -> Arc<dyn Backend> {
     Arc::new(LocalBackend::new(state_path(stack, args)))
 }
 
-/// An engine for `stack`. With `TERRAIN_LOG_PATH` set, events also go to that file.
-pub fn engine(
+/// An engine for `stack`, attached to the sandbox on `--sandbox` runs. With
+/// `TERRAIN_LOG_PATH` set, events also go to that file.
+pub async fn engine(
+    args: &StackArgs,
+    operation: &str,
     stack: Stack,
     registry: Registry,
     backend: Arc<dyn Backend>,
     parallelism: u16,
     observer: Arc<dyn Observer>,
-) -> anyhow::Result<Engine> {
+) -> anyhow::Result<Session> {
     let observer: Arc<dyn Observer> = match std::env::var_os("TERRAIN_LOG_PATH") {
         Some(path) if !path.is_empty() => {
             let path = PathBuf::from(path);
@@ -76,16 +119,42 @@ pub fn engine(
         }
         _ => observer,
     };
-    Ok(Engine {
-        stack,
-        registry,
-        backend,
-        settings: Settings {
-            parallelism: usize::from(parallelism),
-            ..Settings::default()
+    let sandbox = if args.sandbox {
+        let dir = super::sandbox::dir_for(&state_path(&stack, &StackArgs {
+            sandbox: false,
+            ..args.clone()
+        }));
+        Some(super::sandbox::attach(&dir, operation).await?)
+    } else {
+        None
+    };
+    // Relative paths inside a stack (dataset sources, manifest and definition files,
+    // local files) are relative to the stack's directory, wherever terrain is started
+    // from, as a root module's are for `terraform -chdir`. Every path of terrain's own
+    // (state, log, sandbox) is absolute by now.
+    if !stack.dir.as_os_str().is_empty() {
+        std::env::set_current_dir(&stack.dir).with_context(|| {
+            format!("work in the stack's directory {}", stack.dir.display())
+        })?;
+    }
+    let provider_overrides = sandbox
+        .as_ref()
+        .map(super::sandbox::Attached::provider_overrides)
+        .unwrap_or_default();
+    Ok(Session {
+        engine: Engine {
+            stack,
+            registry,
+            backend,
+            settings: Settings {
+                parallelism: usize::from(parallelism),
+                provider_overrides,
+                ..Settings::default()
+            },
+            observer,
+            cancel: Cancel::new(),
         },
-        observer,
-        cancel: Cancel::new(),
+        sandbox,
     })
 }
 

@@ -25,7 +25,10 @@ pub async fn run(args: LogsArgs) -> anyhow::Result<Exit> {
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
     let backend = common::backend(&stack, &args.stack);
-    let engine = common::engine(stack, registry, backend.clone(), 1, Arc::new(Quiet))?;
+    let engine = common::engine(
+        &args.stack,
+        "terrain logs",
+        stack, registry, backend.clone(), 1, Arc::new(Quiet)).await?;
     let state = backend.load().await?.unwrap_or_default();
     let sink: terrain_providers::LineSink =
         Arc::new(|line: &str| output::print(&format!("{line}\n")));

@@ -11,6 +11,7 @@ mod logs;
 mod outputs;
 mod plan;
 mod render;
+mod sandbox;
 mod state;
 mod status;
 mod validate;
@@ -52,6 +53,11 @@ pub struct StackArgs {
     /// Never colour the output (also NO_COLOR).
     #[arg(long = "no-color", global = true)]
     pub no_color: bool,
+    /// Runs against the local sandbox instead of the real clouds: no account or
+    /// credentials needed. State goes to `state/sandbox/`, and the emulated cloud
+    /// persists between runs (also TERRAIN_SANDBOX=1).
+    #[arg(long, env = "TERRAIN_SANDBOX", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0, default_missing_value = "true", default_value = "false")]
+    pub sandbox: bool,
 }
 
 /// Options of commands that change state.
@@ -95,6 +101,9 @@ enum Command {
     Status(status::StatusArgs),
     /// Prints a resource's logs (a Job's pods); -f follows until it finishes.
     Logs(logs::LogsArgs),
+    /// Runs the local sandbox for exploring with gcloud, kubectl and the aws CLI.
+    #[command(subcommand)]
+    Sandbox(sandbox::SandboxCommand),
 }
 
 fn parse_var(s: &str) -> Result<(String, String), String> {
@@ -174,5 +183,6 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Render(a) => render::run(a).await,
         Command::Status(a) => status::run(a).await,
         Command::Logs(a) => logs::run(a).await,
+        Command::Sandbox(c) => sandbox::run(c).await,
     }
 }

@@ -34,16 +34,20 @@ pub struct PlanArgs {
 }
 
 pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
+    // Where the user meant, before the run moves into the stack's directory.
+    let out_file = args.out.as_deref().map(common::absolute);
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
     let backend = common::backend(&stack, &args.stack);
     let engine = common::engine(
+        &args.stack,
+        "terrain plan",
         stack,
         registry,
         backend,
         args.run.parallelism,
         std::sync::Arc::new(Quiet),
-    )?;
+    ).await?;
     let stack_path = args.stack.stack.display().to_string();
     let (plan, _) = engine
         .plan(
@@ -63,8 +67,8 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
             Style::detect(args.stack.no_color),
         ));
     }
-    if let Some(path) = &args.out {
-        save(path, &plan)?;
+    if let (Some(path), Some(file)) = (&args.out, &out_file) {
+        save(file, &plan)?;
         if !args.json {
             output::print(&format!(
                 "\nSaved the plan to {}. To apply exactly this plan: terrain apply {}\n",

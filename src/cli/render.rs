@@ -67,12 +67,14 @@ pub async fn run(args: RenderArgs) -> anyhow::Result<Exit> {
     let stack = common::load_stack(&args.stack, &registry)?;
     let backend = common::backend(&stack, &args.stack);
     let engine = common::engine(
+        &args.stack,
+        "terrain render",
         stack,
         registry,
         backend.clone(),
         1,
         std::sync::Arc::new(Quiet),
-    )?;
+    ).await?;
     let state = backend.load().await?.unwrap_or_default();
     let objects: Vec<Value> = engine
         .render(&args.address, &state)?

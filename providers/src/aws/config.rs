@@ -14,6 +14,7 @@
 //! max_attempts = 5
 //! connect_timeout_secs = 10
 //! attempt_timeout_secs = 60
+//! sandbox = true                        # set by `--sandbox`: the sandbox's fixed credentials
 //! ```
 
 use std::collections::BTreeMap;
@@ -76,7 +77,15 @@ pub struct AwsConfig {
     /// Per attempt: a hung connection is abandoned and retried rather than waited on.
     #[serde(default = "sixty")]
     pub attempt_timeout_secs: u64,
+    /// Signs with the fixed, non-secret credentials the local sandbox accepts instead of
+    /// the default chain (`terrain … --sandbox` sets this with `endpoint`).
+    #[serde(default)]
+    pub sandbox: bool,
 }
+
+/// The access key the sandbox's requests are signed with (it checks the signature's
+/// shape and scope, not the key, so this is no secret).
+pub const SANDBOX_ACCESS_KEY: &str = "TERRAINSANDBOX";
 
 /// The services terrain calls.
 pub const SERVICES: &[&str] = &["eks", "s3", "sagemaker", "sts"];
@@ -162,6 +171,15 @@ pub async fn sdk_config(cfg: &AwsConfig) -> Result<SdkConfig, ProviderError> {
     }
     if let Some(profile) = &cfg.profile {
         loader = loader.profile_name(profile);
+    }
+    if cfg.sandbox {
+        loader = loader.credentials_provider(aws_credential_types::Credentials::new(
+            SANDBOX_ACCESS_KEY,
+            "terrain-sandbox-secret",
+            None,
+            None,
+            "terrain-sandbox",
+        ));
     }
     let loaded = loader.load().await;
     if loaded.region().is_none() {

@@ -248,6 +248,8 @@ pub struct TokenSource {
     pub profile: Option<String>,
     /// The STS endpoint override (`endpoints.sts` or `endpoint`), when set.
     pub sts_endpoint: Option<String>,
+    /// Signed with the sandbox's fixed credentials.
+    pub sandbox: bool,
 }
 
 impl TokenSource {
@@ -261,6 +263,7 @@ impl TokenSource {
                 .unwrap_or_default(),
             profile: cfg.profile.clone(),
             sts_endpoint: cfg.endpoint_for("sts").map(str::to_string),
+            sandbox: cfg.sandbox,
         }
     }
 }
@@ -274,6 +277,9 @@ pub fn kubernetes_output(live: &Cluster, source: &TokenSource) -> Value {
     }
     if let Some(e) = &source.sts_endpoint {
         auth["sts_endpoint"] = json!(e);
+    }
+    if source.sandbox {
+        auth["sandbox"] = json!(true);
     }
     let endpoint = live.endpoint().unwrap_or_default();
     json!({
@@ -802,6 +808,7 @@ mod tests {
             region: "us-west-2".into(),
             profile: None,
             sts_endpoint: None,
+            sandbox: false,
         }
     }
 
@@ -875,6 +882,7 @@ mod tests {
                 region: "us-east-1".into(),
                 profile: Some("ml".into()),
                 sts_endpoint: Some("http://127.0.0.1:5000".into()),
+                sandbox: false,
             },
         );
         assert_eq!(

@@ -127,7 +127,8 @@ pub async fn credentials(
 
 /// The token `aws eks get-token --cluster-name <cluster_name>` prints, signed with the
 /// credentials of the SDK's default chain (environment, `profile`, SSO, container and
-/// instance roles) for `region`; the presigned URL points at `sts_endpoint` when given.
+/// instance roles) for `region` (the sandbox's fixed credentials when `sandbox`); the
+/// presigned URL points at `sts_endpoint` when given.
 ///
 /// Fails with `Config` when no credentials are found or the endpoint is not a URL.
 pub async fn eks_token(
@@ -135,9 +136,12 @@ pub async fn eks_token(
     region: &str,
     profile: Option<&str>,
     sts_endpoint: Option<&str>,
+    sandbox: bool,
 ) -> Result<String, ProviderError> {
     // The provider table's loader, so credentials are cached with the clients'.
-    let cfg = AwsConfig::from_ctx(&json!({"region": region, "profile": profile}))?;
+    let cfg = AwsConfig::from_ctx(
+        &json!({"region": region, "profile": profile, "sandbox": sandbox}),
+    )?;
     let sdk = sdk_config(&cfg).await?;
     let provider = sdk.credentials_provider().ok_or_else(|| {
         ProviderError::Config(format!(

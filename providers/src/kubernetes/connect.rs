@@ -75,6 +75,8 @@ enum Auth {
         region: String,
         profile: Option<String>,
         sts_endpoint: Option<String>,
+        /// Signed with the sandbox's fixed credentials (`--sandbox` runs).
+        sandbox: bool,
     },
 }
 
@@ -207,6 +209,7 @@ fn parse(cluster: &Value) -> Result<Reference, Problem> {
                 region: required("region")?,
                 profile: optional_string(auth, "profile", "cluster.auth")?,
                 sts_endpoint: optional_string(auth, "sts_endpoint", "cluster.auth")?,
+                sandbox: auth.get("sandbox").and_then(Value::as_bool).unwrap_or(false),
             }
         }
         Some(other) => {
@@ -319,12 +322,14 @@ impl Reference {
                         region,
                         profile,
                         sts_endpoint,
+                        sandbox,
                     } => {
                         crate::aws::token::eks_token(
                             cluster_name,
                             region,
                             profile.as_deref(),
                             sts_endpoint.as_deref(),
+                            *sandbox,
                         )
                         .await?
                     }
@@ -498,6 +503,7 @@ j91E+rt0L6rpsimQwo2kBbIMrnjSou/TqIMfE1QCIBLzpfn/4Tw6iht+LynHoZOP
                 region: "us-west-2".into(),
                 profile: None,
                 sts_endpoint: Some("http://127.0.0.1:5000".into()),
+                sandbox: false,
             }
         );
         assert_eq!(flavor(&eks), Flavor::Eks);
