@@ -175,13 +175,12 @@ impl Engine {
     /// The `[providers.<name>]` table, evaluated (empty object when absent).
     pub(crate) fn provider_config(&self, provider: &str) -> Result<Value, EngineError> {
         let env = self.env();
-        let mut config = self
-            .stack
-            .provider_config(provider, &env)
-            .map_err(|e| EngineError::ProviderConfig {
+        let mut config = self.stack.provider_config(provider, &env).map_err(|e| {
+            EngineError::ProviderConfig {
                 provider: provider.to_string(),
                 message: e.message,
-            })?;
+            }
+        })?;
         if let (Some(extra), Value::Object(table)) =
             (self.settings.provider_overrides.get(provider), &mut config)
         {

@@ -43,6 +43,12 @@ pub struct Options {
     /// process data live in `<state_file>.data/` (without a state file, in a temporary
     /// directory removed when the sandbox stops).
     pub state_file: Option<PathBuf>,
+    /// The port to listen on when it is free (a sandbox reopened from a state file keeps
+    /// its address, so URLs recorded by clients stay valid); otherwise any free port.
+    pub port: Option<u16>,
+    /// Emulated EKS clusters come with the ACK SageMaker controller installed (its CRDs
+    /// served, the controller reconciling), as a cluster set up by its Helm chart would.
+    pub ack_controller: bool,
 }
 
 /// Durations of long-running operations: every base duration (cluster create ~6 s, node
@@ -172,12 +178,29 @@ impl Sandbox {
             None => (persist::World::new(), String::new()),
         };
         let data_dir = server::DataDir::create(opts.state_file.as_deref())?;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(SandboxError::Bind)?;
+        let preferred = match opts.port {
+            Some(port) if port != 0 => tokio::net::TcpListener::bind(("127.0.0.1", port))
+                .await
+                .ok(),
+            _ => None,
+        };
+        let listener = match preferred {
+            Some(listener) => listener,
+            None => tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(SandboxError::Bind)?,
+        };
         let addr = listener.local_addr().map_err(SandboxError::Bind)?;
-        let app = server::App::new(world, saved, opts.timing, opts.state_file, data_dir);
-        // Persisted clusters get their API servers back (on their old ports if free).
+        let app = server::App::new(
+            world,
+            saved,
+            opts.timing,
+            opts.state_file,
+            data_dir,
+            opts.ack_controller,
+        );
+        // Persisted clusters get their API servers back (on their old ports if free), and
+        // with `ack_controller` the chart's CRDs where they lack them.
         app.settle_everything().map_err(SandboxError::SaveState)?;
         let router = server::router(app.clone());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -199,9 +222,31 @@ impl Sandbox {
         })
     }
 
+    /// The path, under [`Sandbox::url`], where a GET returns [`Sandbox::inventory`] as a
+    /// JSON array of strings.
+    pub const INVENTORY_PATH: &'static str = server::INVENTORY_PATH;
+
     /// The base URL, `http://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The port the sandbox listens on.
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// Everything the sandbox holds, one line each, sorted: `gke cluster p/l/name`,
+    /// `gke node pool p/l/cluster/pool`, `filestore instance p/l/id`, `gcs bucket b`,
+    /// `gcs object b/name`, `eks cluster region/name`, `eks node group
+    /// region/cluster/name`, `s3 bucket b`, `s3 object b/key`, `sagemaker pipeline
+    /// region/name`, `sagemaker execution region/pipeline/id` and `kubernetes api server
+    /// <cluster key>` for every running API server. Operations that have finished by the
+    /// sandbox clock are settled first, so a resource is listed until its delete
+    /// completes (one still deleting counts as held). Noncurrent object versions are not
+    /// listed; they belong to their bucket.
+    pub fn inventory(&self) -> Vec<String> {
+        self.app.inventory()
     }
 
     /// Root URLs of the Google APIs.

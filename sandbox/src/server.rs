@@ -5,7 +5,7 @@
 //! the emulated clusters' Kubernetes API servers in step with the clouds: one listener
 //! per cluster (see `k8s/server.rs`), started and stopped as clusters come and go.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -48,6 +48,11 @@ pub(crate) struct App {
     pub processes: Processes,
     /// The running Kubernetes API servers, by cluster key; runtime only, never persisted.
     listeners: Mutex<BTreeMap<String, k8s::server::Listener>>,
+    /// EKS clusters come with the ACK SageMaker controller's chart applied.
+    ack_controller: bool,
+    /// The EKS clusters this process has applied the chart to (when they were created,
+    /// or first seen after a restart), so a CRD a client deletes stays deleted.
+    ack_applied: Mutex<BTreeSet<String>>,
 }
 
 /// The sandbox's data directory: `<state file>.data/`, or a fresh temporary directory
@@ -105,6 +110,7 @@ impl App {
         timing: Timing,
         state_file: Option<PathBuf>,
         data_dir: DataDir,
+        ack_controller: bool,
     ) -> Arc<App> {
         Arc::new_cyclic(|me| App {
             me: me.clone(),
@@ -117,6 +123,8 @@ impl App {
             processes: Processes::new(data_dir.path.clone()),
             data_dir,
             listeners: Mutex::new(BTreeMap::new()),
+            ack_controller,
+            ack_applied: Mutex::new(BTreeSet::new()),
         })
     }
 
@@ -131,7 +139,9 @@ impl App {
 
     /// Makes the Kubernetes side match the clouds: every GKE cluster gets its API server
     /// state and a running listener, its endpoint points there, and clusters that are
-    /// gone are torn down. Listeners start only inside a tokio runtime.
+    /// gone are torn down. With `ack_controller`, an EKS cluster this process has not
+    /// seen yet gets the ACK SageMaker chart's CRDs it lacks. Listeners start only
+    /// inside a tokio runtime.
     fn reconcile(&self, world: &mut World) {
         let now = self.now();
         let clusters = k8s::gke_clusters(world.gcp.container.kube_clusters());
@@ -142,6 +152,15 @@ impl App {
                 .reconcile("eks/", world.aws.eks.kube_clusters(), now),
         );
         let ctx = self.settle_ctx(now);
+        if self.ack_controller {
+            let mut applied = lock(&self.ack_applied);
+            applied.retain(|key| world.kubernetes.clusters.contains_key(key));
+            for (key, cluster) in world.kubernetes.clusters.iter_mut() {
+                if key.starts_with("eks/") && applied.insert(key.clone()) {
+                    aws::ack::install_crds(cluster, &ctx);
+                }
+            }
+        }
         let mut listeners = lock(&self.listeners);
         for (key, cluster) in removed {
             listeners.remove(&key);
@@ -263,6 +282,23 @@ impl App {
             .filter(|(k, _)| listeners.contains_key(*k))
             .map(|(k, c)| (k.clone(), c.name.clone(), c.port, c.ca_cert_pem.clone()))
             .collect()
+    }
+
+    /// Everything the sandbox holds once finished operations are settled, one line each
+    /// (see `Sandbox::inventory`), sorted.
+    pub(crate) fn inventory(&self) -> Vec<String> {
+        // A state file that cannot be written is reported by the next API request; the
+        // inventory describes what the sandbox holds either way.
+        let _ = self.settle_everything();
+        let stored = lock(&self.world);
+        let mut out = Vec::new();
+        stored.world.gcp.inventory(&mut out);
+        stored.world.aws.inventory(&mut out);
+        for key in lock(&self.listeners).keys() {
+            out.push(format!("kubernetes api server {key}"));
+        }
+        out.sort();
+        out
     }
 
     /// Adds an exchange to the traffic log.
@@ -552,7 +588,18 @@ fn injected_response(api: Api, injected: Injected) -> ApiResponse {
 }
 
 pub(crate) fn router(app: Arc<App>) -> Router {
-    Router::new().fallback(handle).with_state(app)
+    Router::new()
+        .route(INVENTORY_PATH, axum::routing::get(inventory))
+        .fallback(handle)
+        .with_state(app)
+}
+
+/// Where the sandbox lists what it holds (a JSON array of strings), for
+/// `terrain sandbox list` against a served sandbox. No cloud API has this path.
+pub(crate) const INVENTORY_PATH: &str = "/_sandbox/inventory";
+
+async fn inventory(State(app): State<Arc<App>>) -> Response {
+    axum::Json(app.inventory()).into_response()
 }
 
 async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
@@ -715,6 +762,7 @@ mod tests {
             Timing::instant(),
             None,
             DataDir::create(None).expect("data dir"),
+            false,
         )
     }
 

@@ -1136,3 +1136,237 @@ async fn the_ack_controller_runs_pipelines_from_kubernetes() {
     .await;
     sandbox.shutdown().await;
 }
+
+const ACK_CRDS: [&str; 2] = [
+    "pipelineexecutions.sagemaker.services.k8s.aws",
+    "pipelines.sagemaker.services.k8s.aws",
+];
+
+/// The CRDs of the cluster, by name, as `kubectl get crd` lists them.
+async fn crds(kubectl: &Kubectl) -> Vec<Value> {
+    kubectl.json(&["get", "crd"]).await["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn names(objects: &[Value]) -> Vec<String> {
+    objects
+        .iter()
+        .filter_map(|o| o["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+async fn create_cluster(aws: &Aws, name: &str) {
+    aws.json(&[
+        "eks",
+        "create-cluster",
+        "--name",
+        name,
+        "--role-arn",
+        ROLE,
+        "--resources-vpc-config",
+        "subnetIds=subnet-a",
+    ])
+    .await;
+    cluster_until(aws, name, "ACTIVE").await;
+}
+
+#[tokio::test]
+async fn eks_clusters_come_with_the_ack_controller_installed() {
+    if !Kubectl::installed() {
+        return;
+    }
+    let sandbox = Sandbox::start(Options {
+        timing: Timing::scaled(0.05),
+        ack_controller: true,
+        ..Options::default()
+    })
+    .await
+    .expect("sandbox starts");
+    let Some(aws) = Aws::new(&sandbox).await else {
+        return;
+    };
+    create_cluster(&aws, "preinstalled").await;
+    let kubectl = Kubectl::for_cluster(&sandbox, "preinstalled");
+
+    let installed = crds(&kubectl).await;
+    assert_eq!(names(&installed), ACK_CRDS);
+    for crd in &installed {
+        assert_eq!(
+            condition(crd, "Established").map(|c| c["status"].clone()),
+            Some(json!("True")),
+            "{crd:#}"
+        );
+        assert_eq!(
+            crd["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "Helm"
+        );
+        assert_eq!(
+            crd["metadata"]["annotations"]["meta.helm.sh/release-name"],
+            "ack-sagemaker-controller"
+        );
+    }
+    let empty = kubectl.ok(&["get", "pipelines"]).await;
+    assert!(
+        empty.stderr.contains("No resources found"),
+        "{}",
+        empty.stderr
+    );
+
+    // Objects apply at once, and the controller reconciles them.
+    kubectl
+        .apply(&[
+            ack_pipeline("train", &pipeline_definition(1)),
+            ack_execution("run", "train"),
+        ])
+        .await;
+    let pipeline = object_until(&kubectl, "pipeline", "train", |o| {
+        condition(o, "ACK.ResourceSynced").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    assert_eq!(pipeline["status"]["pipelineStatus"], "Active");
+    let listed = kubectl.ok(&["get", "pipelines"]).await.stdout;
+    let header: Vec<&str> = listed
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "STATUS", "AGE"], "{listed}");
+    assert!(
+        listed
+            .lines()
+            .any(|l| l.starts_with("train") && l.contains("Active")),
+        "{listed}"
+    );
+    let run = object_until(&kubectl, "pipelineexecution", "run", |o| {
+        o["status"]["pipelineExecutionStatus"] == "Succeeded"
+    })
+    .await;
+    let run_id = run["status"]["ackResourceMetadata"]["arn"]
+        .as_str()
+        .and_then(|arn| arn.rsplit('/').next())
+        .expect("an execution ARN")
+        .to_string();
+
+    let held = sandbox.inventory();
+    for line in [
+        "eks cluster us-east-1/preinstalled".to_string(),
+        "kubernetes api server eks/us-east-1/preinstalled".to_string(),
+        "sagemaker pipeline us-east-1/train".to_string(),
+        format!("sagemaker execution us-east-1/train/{run_id}"),
+    ] {
+        assert!(held.contains(&line), "{line} in {held:#?}");
+    }
+
+    // Taking the stack down leaves the sandbox holding nothing.
+    kubectl
+        .ok(&["delete", "pipelineexecution", "run", "--timeout=60s"])
+        .await;
+    kubectl
+        .ok(&["delete", "pipeline", "train", "--timeout=60s"])
+        .await;
+    assert!(
+        !sandbox
+            .inventory()
+            .iter()
+            .any(|l| l.starts_with("sagemaker ")),
+        "the pipeline's executions go with it"
+    );
+    aws.json(&["eks", "delete-cluster", "--name", "preinstalled"])
+        .await;
+    let mut held = sandbox.inventory();
+    for _ in 0..100 {
+        if held.is_empty() {
+            break;
+        }
+        pause().await;
+        held = sandbox.inventory();
+    }
+    assert_eq!(held, Vec::<String>::new());
+    sandbox.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_ack_controller_option_is_off_by_default_and_applies_after_a_restart() {
+    if !Kubectl::installed() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let state = dir.path().join("state.json");
+    let options = |ack_controller: bool| Options {
+        timing: Timing::instant(),
+        state_file: Some(state.clone()),
+        ack_controller,
+        ..Options::default()
+    };
+
+    // Without the option a cluster has no CRDs until a client installs them; this one
+    // installs the Pipeline CRD only.
+    let sandbox = Sandbox::start(options(false))
+        .await
+        .expect("sandbox starts");
+    let Some(aws) = Aws::new(&sandbox).await else {
+        return;
+    };
+    create_cluster(&aws, "later").await;
+    let kubectl = Kubectl::for_cluster(&sandbox, "later");
+    assert_eq!(crds(&kubectl).await, Vec::<Value>::new());
+    kubectl
+        .ok(&[
+            "apply",
+            "-f",
+            &reference("ack-sagemaker/sagemaker.services.k8s.aws_pipelines.yaml").to_string_lossy(),
+        ])
+        .await;
+    let own = crds(&kubectl).await;
+    assert_eq!(names(&own), [ACK_CRDS[1]]);
+    let port = sandbox.port();
+    sandbox.shutdown().await;
+
+    // Reopened with the option, the persisted cluster gets the CRD it lacks and keeps
+    // the one its client installed.
+    let sandbox = Sandbox::start(Options {
+        port: Some(port),
+        ..options(true)
+    })
+    .await
+    .expect("sandbox reopens");
+    let kubectl = Kubectl::for_cluster(&sandbox, "later");
+    let installed = crds(&kubectl).await;
+    assert_eq!(names(&installed), ACK_CRDS);
+    let (execution_crd, pipeline_crd) = (&installed[0], &installed[1]);
+    assert_eq!(
+        pipeline_crd["metadata"]["uid"], own[0]["metadata"]["uid"],
+        "the client's CRD is not replaced"
+    );
+    assert!(
+        pipeline_crd["metadata"]["labels"]["app.kubernetes.io/managed-by"].is_null(),
+        "{pipeline_crd:#}"
+    );
+    assert_eq!(
+        execution_crd["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "Helm"
+    );
+    sandbox.shutdown().await;
+
+    // Another restart installs nothing twice.
+    let sandbox = Sandbox::start(options(true))
+        .await
+        .expect("sandbox reopens");
+    let kubectl = Kubectl::for_cluster(&sandbox, "later");
+    let again = crds(&kubectl).await;
+    assert_eq!(names(&again), ACK_CRDS);
+    assert_eq!(
+        again
+            .iter()
+            .map(|c| c["metadata"]["uid"].clone())
+            .collect::<Vec<_>>(),
+        installed
+            .iter()
+            .map(|c| c["metadata"]["uid"].clone())
+            .collect::<Vec<_>>()
+    );
+    sandbox.shutdown().await;
+}

@@ -871,6 +871,7 @@ async fn state_file_survives_a_restart() {
     let opts = || Options {
         timing: Timing::default(),
         state_file: Some(state_file.clone()),
+        ..Options::default()
     };
     let c = Client::with(opts()).await;
     let clusters = c.container("locations/us-central1/clusters");
@@ -910,4 +911,85 @@ async fn state_file_survives_a_restart() {
         .await
         .expect_err("corrupt state is refused");
     assert!(err.to_string().contains("not valid JSON state"), "{err}");
+}
+
+#[tokio::test]
+async fn the_inventory_lists_what_is_held_until_its_delete_completes() {
+    let c = Client::start(Timing::default()).await;
+    assert_eq!(c.sandbox.inventory(), Vec::<String>::new());
+    assert_eq!(
+        c.sandbox.url(),
+        format!("http://127.0.0.1:{}", c.sandbox.port())
+    );
+    let clusters = c.container("locations/us-central1/clusters");
+    c.ok(Method::POST, &clusters, Some(gpu_cluster("inv")))
+        .await;
+    let instances = c.file("locations/us-central1-b/instances");
+    c.ok(
+        Method::POST,
+        &format!("{instances}?instanceId=inv-nfs"),
+        Some(json!({"tier": "BASIC_HDD",
+            "fileShares": [{"name": "share1", "capacityGb": "1024"}],
+            "networks": [{"network": "default", "modes": ["MODE_IPV4"]}]})),
+    )
+    .await;
+    c.ok(
+        Method::POST,
+        &c.storage("storage/v1/b?project=proj"),
+        Some(json!({"name": "inv-bucket"})),
+    )
+    .await;
+    let upload = c.storage("upload/storage/v1/b/inv-bucket/o?uploadType=media&name=runs%2F1.json");
+    let resp = c
+        .http
+        .post(&upload)
+        .bearer_auth("t")
+        .body("{}")
+        .send()
+        .await
+        .expect("upload");
+    assert_eq!(resp.status(), StatusCode::OK);
+
+    // Still being created counts as held.
+    let everything = [
+        "filestore instance proj/us-central1-b/inv-nfs",
+        "gcs bucket inv-bucket",
+        "gcs object inv-bucket/runs/1.json",
+        "gke cluster proj/us-central1/inv",
+        "gke node pool proj/us-central1/inv/system",
+        "kubernetes api server gke/projects/proj/locations/us-central1/clusters/inv",
+    ];
+    assert_eq!(c.sandbox.inventory(), everything);
+    c.sandbox.advance_clock(Duration::from_secs(60));
+    assert_eq!(c.sandbox.inventory(), everything);
+
+    c.ok(Method::DELETE, &format!("{clusters}/inv"), None).await;
+    c.ok(Method::DELETE, &format!("{instances}/inv-nfs"), None)
+        .await;
+    let object = c.storage("storage/v1/b/inv-bucket/o/runs%2F1.json");
+    assert_eq!(
+        c.call(Method::DELETE, &object, None).await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        c.call(Method::DELETE, &c.storage("storage/v1/b/inv-bucket"), None)
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    // Deletes that take time hold their resources until they complete.
+    let deleting = c.sandbox.inventory();
+    for line in [
+        "filestore instance proj/us-central1-b/inv-nfs",
+        "gke cluster proj/us-central1/inv",
+    ] {
+        assert!(deleting.iter().any(|l| l == line), "{line} in {deleting:?}");
+    }
+    assert!(
+        !deleting.iter().any(|l| l.starts_with("gcs ")),
+        "{deleting:?}"
+    );
+    c.sandbox.advance_clock(Duration::from_secs(60));
+    assert_eq!(c.sandbox.inventory(), Vec::<String>::new());
+    c.sandbox.shutdown().await;
 }

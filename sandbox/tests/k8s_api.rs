@@ -900,6 +900,7 @@ async fn clusters_survive_a_restart_and_go_away_with_their_cloud_cluster() {
     let options = || Options {
         timing: Timing::instant(),
         state_file: Some(state.clone()),
+        ..Options::default()
     };
     let c = Cluster::create(Sandbox::start(options()).await.expect("sandbox"), "keep").await;
     assert!(

@@ -60,7 +60,8 @@ async fn build(
         backend,
         run.parallelism,
         Progress::new(style),
-    ).await?;
+    )
+    .await?;
     common::handle_interrupts(engine.cancel.clone());
     Ok((engine, style))
 }

@@ -120,10 +120,13 @@ pub async fn engine(
         _ => observer,
     };
     let sandbox = if args.sandbox {
-        let dir = super::sandbox::dir_for(&state_path(&stack, &StackArgs {
-            sandbox: false,
-            ..args.clone()
-        }));
+        let dir = super::sandbox::dir_for(&state_path(
+            &stack,
+            &StackArgs {
+                sandbox: false,
+                ..args.clone()
+            },
+        ));
         Some(super::sandbox::attach(&dir, operation).await?)
     } else {
         None
@@ -133,9 +136,8 @@ pub async fn engine(
     // from, as a root module's are for `terraform -chdir`. Every path of terrain's own
     // (state, log, sandbox) is absolute by now.
     if !stack.dir.as_os_str().is_empty() {
-        std::env::set_current_dir(&stack.dir).with_context(|| {
-            format!("work in the stack's directory {}", stack.dir.display())
-        })?;
+        std::env::set_current_dir(&stack.dir)
+            .with_context(|| format!("work in the stack's directory {}", stack.dir.display()))?;
     }
     let provider_overrides = sandbox
         .as_ref()

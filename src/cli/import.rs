@@ -32,7 +32,8 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Exit> {
         backend.clone(),
         args.run.parallelism,
         std::sync::Arc::new(Quiet),
-    ).await?;
+    )
+    .await?;
     common::with_lock(&*backend, "import", args.run.lock_timeout, async {
         let mut state = engine.load_state().await?;
         let key = args.address.to_string();

@@ -28,7 +28,13 @@ pub async fn run(args: LogsArgs) -> anyhow::Result<Exit> {
     let engine = common::engine(
         &args.stack,
         "terrain logs",
-        stack, registry, backend.clone(), 1, Arc::new(Quiet)).await?;
+        stack,
+        registry,
+        backend.clone(),
+        1,
+        Arc::new(Quiet),
+    )
+    .await?;
     let state = backend.load().await?.unwrap_or_default();
     let sink: terrain_providers::LineSink =
         Arc::new(|line: &str| output::print(&format!("{line}\n")));

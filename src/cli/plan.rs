@@ -47,7 +47,8 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         backend,
         args.run.parallelism,
         std::sync::Arc::new(Quiet),
-    ).await?;
+    )
+    .await?;
     let stack_path = args.stack.stack.display().to_string();
     let (plan, _) = engine
         .plan(

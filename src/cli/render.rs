@@ -74,7 +74,8 @@ pub async fn run(args: RenderArgs) -> anyhow::Result<Exit> {
         backend.clone(),
         1,
         std::sync::Arc::new(Quiet),
-    ).await?;
+    )
+    .await?;
     let state = backend.load().await?.unwrap_or_default();
     let objects: Vec<Value> = engine
         .render(&args.address, &state)?

@@ -160,8 +160,9 @@ fn write_token(dir: &Path) -> anyhow::Result<()> {
 
 fn time_scale_from_env() -> anyhow::Result<f64> {
     match std::env::var(TIME_SCALE_VAR) {
-        Ok(text) if !text.trim().is_empty() => parse_scale(&text)
-            .map_err(|e| anyhow::anyhow!("{TIME_SCALE_VAR}: {e}")),
+        Ok(text) if !text.trim().is_empty() => {
+            parse_scale(&text).map_err(|e| anyhow::anyhow!("{TIME_SCALE_VAR}: {e}"))
+        }
         _ => Ok(1.0),
     }
 }
@@ -425,8 +426,15 @@ async fn list(args: DirArgs) -> anyhow::Result<super::Exit> {
 
 /// The inventory of a served sandbox, from its own endpoint.
 async fn remote_inventory(url: &str) -> anyhow::Result<Vec<String>> {
-    let _ = url;
-    anyhow::bail!("listing a served sandbox: stop `terrain sandbox serve` first, or run `terrain sandbox list` in its terminal")
+    let address = format!("{url}{}", Sandbox::INVENTORY_PATH);
+    let response = reqwest::get(&address)
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .with_context(|| format!("ask the served sandbox what it holds: GET {address}"))?;
+    response
+        .json::<Vec<String>>()
+        .await
+        .with_context(|| format!("read the served sandbox's answer to GET {address}"))
 }
 
 fn reset(args: DirArgs) -> anyhow::Result<super::Exit> {
@@ -499,8 +507,7 @@ mod tests {
     fn a_lock_left_by_a_dead_process_is_taken_over() {
         let dir = tempfile::tempdir().expect("temp dir");
         // pid 0 is never a process we can see in /proc as alive.
-        std::fs::write(dir.path().join("cloud.lock"), "999999999 terrain apply\n")
-            .expect("write");
+        std::fs::write(dir.path().join("cloud.lock"), "999999999 terrain apply\n").expect("write");
         let lock = DirLock::acquire(dir.path(), "terrain plan").expect("taken over");
         let err = DirLock::acquire(dir.path(), "terrain apply")
             .err()

@@ -53,7 +53,8 @@ pub async fn run(args: StatusArgs) -> anyhow::Result<Exit> {
         backend.clone(),
         args.parallelism,
         std::sync::Arc::new(Quiet),
-    ).await?;
+    )
+    .await?;
     let state = backend.load().await?.unwrap_or_default();
     let statuses = engine.status(&state).await;
     output::print(&render(&statuses, Style::detect(args.stack.no_color)));

@@ -1,6 +1,8 @@
 //! The ACK SageMaker controller (aws-controllers-k8s/sagemaker-controller v1.9.1) as it
 //! behaves inside an emulated EKS cluster: once the `Pipeline` and `PipelineExecution`
-//! CRDs are installed it reconciles those objects against the emulated SageMaker —
+//! CRDs are installed (by a client, or by [`install_crds`] when the sandbox starts its
+//! EKS clusters with the controller's Helm chart already applied) it reconciles those
+//! objects against the emulated SageMaker —
 //! creates, updates and deletes pipelines, starts and stops executions — and writes
 //! back the status the real controller writes (`ackResourceMetadata`, the ACK
 //! conditions, the SageMaker fields), holding each object with its finalizer until the
@@ -19,8 +21,9 @@ use serde_json::{json, Map, Value};
 use super::sagemaker::{self, ExecutionSpec, ExecutionState, PipelineSpec, SageMaker};
 use super::{AwsError, ACCOUNT};
 use crate::faults::Faults;
+use crate::k8s::api::{self, KubeRequest, Outcome};
 use crate::k8s::store::{timestamp, ObjKey, Store};
-use crate::k8s::ClusterState;
+use crate::k8s::{ClusterState, SettleCtx};
 
 const GROUP: &str = "sagemaker.services.k8s.aws";
 const API_VERSION: &str = "sagemaker.services.k8s.aws/v1alpha1";
@@ -31,6 +34,11 @@ const EXECUTION_FINALIZER: &str = "finalizers.sagemaker.services.k8s.aws/Pipelin
 /// The tags ACK adds to every resource it creates.
 const CONTROLLER_VERSION: &str = "sagemaker-v1.9.1";
 const COMPONENT: &str = "ack-sagemaker-controller";
+
+/// What `helm install ack-sagemaker-controller` leaves on the objects it creates.
+const HELM_RELEASE: &str = "ack-sagemaker-controller";
+const HELM_NAMESPACE: &str = "ack-system";
+const HELM_USER_AGENT: &str = "Helm/3.16.2";
 
 const SYNCED: &str = "ACK.ResourceSynced";
 const TERMINAL: &str = "ACK.Terminal";
@@ -319,6 +327,220 @@ fn warn(
         "reportingInstance": "",
     });
     store.insert_new(key, event, now);
+}
+
+/// The `ackResourceMetadata` and `conditions` members every ACK resource's status has.
+fn ack_status_schema(properties: Value) -> Value {
+    let mut members = json!({
+        "ackResourceMetadata": {
+            "description": "The metadata ACK keeps about the AWS resource (ARN, owner account, region).",
+            "type": "object",
+            "properties": {
+                "arn": {"type": "string"},
+                "ownerAccountID": {"type": "string"},
+                "region": {"type": "string"},
+            },
+            "required": ["ownerAccountID", "region"],
+        },
+        "conditions": {
+            "description": "The ACK conditions (ACK.ResourceSynced, ACK.Terminal, ACK.Recoverable…).",
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "lastTransitionTime": {"type": "string", "format": "date-time"},
+                    "message": {"type": "string"},
+                    "reason": {"type": "string"},
+                    "status": {"type": "string"},
+                    "type": {"type": "string"},
+                },
+                "required": ["status", "type"],
+            },
+        },
+    });
+    if let (Some(m), Some(extra)) = (members.as_object_mut(), properties.as_object()) {
+        m.extend(extra.clone());
+    }
+    json!({
+        "type": "object",
+        "properties": members,
+        // The controller writes what SageMaker reports; nothing of it is pruned.
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+/// A CustomResourceDefinition of the controller's chart: `kind` in the SageMaker group,
+/// namespaced, one served and stored version `v1alpha1` with a status subresource.
+fn crd(kind: &str, plural: &str, columns: Value, spec: Value, status: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": format!("{plural}.{GROUP}"),
+            "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {
+                "meta.helm.sh/release-name": HELM_RELEASE,
+                "meta.helm.sh/release-namespace": HELM_NAMESPACE,
+            },
+        },
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": kind,
+                "listKind": format!("{kind}List"),
+                "plural": plural,
+                "singular": kind.to_lowercase(),
+            },
+            "scope": "Namespaced",
+            "versions": [{
+                "name": "v1alpha1",
+                "served": true,
+                "storage": true,
+                "additionalPrinterColumns": columns,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {
+                    "description": format!("{kind} is the Schema for the {kind}s API"),
+                    "type": "object",
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "spec": spec,
+                        "status": status,
+                    },
+                }},
+            }],
+        },
+    })
+}
+
+fn parallelism_schema() -> Value {
+    json!({
+        "description": "The parallelism configuration applied to the pipeline.",
+        "type": "object",
+        "properties": {
+            "maxParallelExecutionSteps": {"type": "integer", "format": "int64"},
+        },
+    })
+}
+
+/// The two CRDs the controller's Helm chart installs: `Pipeline`, then
+/// `PipelineExecution`.
+pub(crate) fn crds() -> [Value; 2] {
+    let age = json!({"jsonPath": ".metadata.creationTimestamp", "name": "AGE", "type": "date"});
+    let pipeline = crd(
+        "Pipeline",
+        "pipelines",
+        json!([
+            {"jsonPath": ".status.pipelineStatus", "name": "STATUS", "type": "string"},
+            age,
+        ]),
+        json!({
+            "description": "The CreatePipeline request: what the pipeline should be.",
+            "type": "object",
+            "properties": {
+                "parallelismConfiguration": parallelism_schema(),
+                "pipelineDefinition": {
+                    "description": "The JSON pipeline definition.",
+                    "type": "string",
+                },
+                "pipelineDescription": {"type": "string"},
+                "pipelineDisplayName": {"type": "string"},
+                "pipelineName": {"type": "string"},
+                "roleARN": {
+                    "description": "The IAM role SageMaker assumes to run the pipeline.",
+                    "type": "string",
+                },
+                "tags": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "key": {"type": "string"},
+                            "value": {"type": "string"},
+                        },
+                    },
+                },
+            },
+            "required": ["pipelineName", "roleARN"],
+        }),
+        ack_status_schema(json!({
+            "creationTime": {"type": "string", "format": "date-time"},
+            "lastModifiedTime": {"type": "string", "format": "date-time"},
+            "pipelineStatus": {"type": "string"},
+        })),
+    );
+    let execution = crd(
+        "PipelineExecution",
+        "pipelineexecutions",
+        json!([
+            {"jsonPath": ".status.failureReason", "name": "FAILURE-REASON", "priority": 1, "type": "string"},
+            {"jsonPath": ".status.pipelineExecutionStatus", "name": "STATUS", "type": "string"},
+            age,
+        ]),
+        json!({
+            "description": "The StartPipelineExecution request: which pipeline to run, and how.",
+            "type": "object",
+            "properties": {
+                "parallelismConfiguration": parallelism_schema(),
+                "pipelineExecutionDescription": {"type": "string"},
+                "pipelineExecutionDisplayName": {"type": "string"},
+                "pipelineName": {"type": "string"},
+                "pipelineParameters": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "name": {"type": "string"},
+                            "value": {"type": "string"},
+                        },
+                    },
+                },
+            },
+            "required": ["pipelineName"],
+        }),
+        ack_status_schema(json!({
+            "creationTime": {"type": "string", "format": "date-time"},
+            "failureReason": {"type": "string"},
+            "lastModifiedTime": {"type": "string", "format": "date-time"},
+            "pipelineExecutionStatus": {"type": "string"},
+        })),
+    );
+    [pipeline, execution]
+}
+
+/// Creates whichever of the controller's CRDs the cluster lacks, through the cluster's
+/// API as `helm install` would (so they are validated, Established and owned by `Helm`
+/// like any client's); a CRD already there, whoever installed it, is left as it is.
+/// Returns the names of the CRDs created.
+pub(crate) fn install_crds(cluster: &mut ClusterState, ctx: &SettleCtx) -> Vec<String> {
+    let mut created = Vec::new();
+    for crd in crds() {
+        let name = crd["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if crd_installed(&cluster.store, &name) {
+            continue;
+        }
+        let request = KubeRequest {
+            method: axum::http::Method::POST,
+            path: "/apis/apiextensions.k8s.io/v1/customresourcedefinitions".into(),
+            query: Vec::new(),
+            content_type: Some("application/json".into()),
+            accept: Some("application/json".into()),
+            user_agent: Some(HELM_USER_AGENT.into()),
+            body: crd.to_string().into_bytes(),
+        };
+        // The definitions are the sandbox's own and always valid; a refusal would leave
+        // the cluster as one without the chart, which is what clients then see.
+        if let Outcome::Done(response) = api::handle(cluster, &request, ctx) {
+            if response.status == 201 {
+                created.push(name);
+            }
+        }
+    }
+    created
 }
 
 fn crd_installed(store: &Store, name: &str) -> bool {
@@ -855,6 +1077,152 @@ mod tests {
             Some("Stopped".to_string())
         );
         assert!(h.get("pipelineexecutions", "run").is_none());
+    }
+
+    #[test]
+    fn the_chart_installs_established_crds_once_and_never_over_a_clients() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let processes = crate::k8s::processes::Processes::new(dir.path().to_path_buf());
+        let ctx = SettleCtx {
+            now: Utc::now(),
+            scale: 0.0,
+            processes: &processes,
+            data_dir: dir.path(),
+        };
+        let mut h = Harness::new(false);
+        assert_eq!(
+            install_crds(&mut h.cluster, &ctx),
+            [PIPELINE_CRD, EXECUTION_CRD]
+        );
+        for name in [PIPELINE_CRD, EXECUTION_CRD] {
+            let crd = h
+                .cluster
+                .store
+                .get(&ObjKey::new(
+                    "apiextensions.k8s.io",
+                    "customresourcedefinitions",
+                    "",
+                    name,
+                ))
+                .cloned()
+                .expect("installed");
+            let established = crd["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Established" && c["status"] == "True");
+            assert!(established, "{crd:#}");
+            assert_eq!(
+                crd["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+                "Helm"
+            );
+            assert_eq!(
+                crd["metadata"]["annotations"]["meta.helm.sh/release-name"],
+                HELM_RELEASE
+            );
+            assert_eq!(crd["metadata"]["managedFields"][0]["manager"], "Helm");
+            assert_eq!(crd["status"]["storedVersions"], json!(["v1alpha1"]));
+        }
+        let version = h.cluster.store.resource_version;
+        assert!(install_crds(&mut h.cluster, &ctx).is_empty());
+        assert_eq!(
+            h.cluster.store.resource_version, version,
+            "nothing rewritten"
+        );
+
+        // The controller reconciles what the installed CRDs serve.
+        h.put("pipelines", pipeline("p", &definition(1)));
+        h.pass(0);
+        assert_eq!(h.condition("pipelines", "p", SYNCED)["status"], "True");
+
+        // A cluster whose client installed the CRDs keeps its own.
+        let mut h = Harness::new(true);
+        assert_eq!(install_crds(&mut h.cluster, &ctx), Vec::<String>::new());
+        let kept = h
+            .cluster
+            .store
+            .get(&ObjKey::new(
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                "",
+                PIPELINE_CRD,
+            ))
+            .expect("still there");
+        assert!(kept["metadata"]["labels"].is_null(), "{kept:#}");
+    }
+
+    #[test]
+    fn the_chart_crds_describe_the_objects_the_controller_reads() {
+        let [pipeline, execution] = crds();
+        let version = |crd: &Value| crd["spec"]["versions"][0].clone();
+        assert_eq!(pipeline["metadata"]["name"], PIPELINE_CRD);
+        assert_eq!(execution["metadata"]["name"], EXECUTION_CRD);
+        for (crd, kind, plural) in [
+            (&pipeline, "Pipeline", "pipelines"),
+            (&execution, "PipelineExecution", "pipelineexecutions"),
+        ] {
+            assert_eq!(
+                format!(
+                    "{}/{}",
+                    crd["spec"]["group"].as_str().unwrap_or_default(),
+                    version(crd)["name"].as_str().unwrap_or_default()
+                ),
+                API_VERSION
+            );
+            assert_eq!(crd["spec"]["names"]["kind"], kind);
+            assert_eq!(crd["spec"]["names"]["plural"], plural);
+            assert_eq!(crd["spec"]["names"]["listKind"], format!("{kind}List"));
+            assert_eq!(crd["spec"]["scope"], "Namespaced");
+            assert_eq!(version(crd)["subresources"], json!({"status": {}}));
+            let status = &version(crd)["schema"]["openAPIV3Schema"]["properties"]["status"];
+            assert_eq!(status["x-kubernetes-preserve-unknown-fields"], true);
+        }
+        let spec = |crd: &Value| {
+            version(crd)["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"].clone()
+        };
+        let p = spec(&pipeline);
+        for member in [
+            "pipelineName",
+            "pipelineDisplayName",
+            "pipelineDescription",
+            "pipelineDefinition",
+            "roleARN",
+        ] {
+            assert_eq!(p[member]["type"], "string", "{member}");
+        }
+        assert_eq!(
+            p["parallelismConfiguration"]["properties"]["maxParallelExecutionSteps"]["type"],
+            "integer"
+        );
+        assert_eq!(p["tags"]["items"]["properties"]["key"]["type"], "string");
+        let e = spec(&execution);
+        for member in [
+            "pipelineName",
+            "pipelineExecutionDescription",
+            "pipelineExecutionDisplayName",
+        ] {
+            assert_eq!(e[member]["type"], "string", "{member}");
+        }
+        assert_eq!(
+            e["pipelineParameters"]["items"]["properties"]["value"]["type"],
+            "string"
+        );
+        let columns = |crd: &Value| -> Vec<(String, String)> {
+            version(crd)["additionalPrinterColumns"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    (
+                        c["name"].as_str().unwrap_or_default().to_string(),
+                        c["jsonPath"].as_str().unwrap_or_default().to_string(),
+                    )
+                })
+                .collect()
+        };
+        assert!(columns(&pipeline).contains(&("STATUS".into(), ".status.pipelineStatus".into())));
+        assert!(columns(&execution)
+            .contains(&("STATUS".into(), ".status.pipelineExecutionStatus".into())));
     }
 
     #[test]

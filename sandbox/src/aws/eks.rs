@@ -977,6 +977,18 @@ fn ok(value: Value) -> AwsResponse {
 }
 
 impl Eks {
+    /// One line per cluster and node group, for `Sandbox::inventory`; a cluster or node
+    /// group being deleted is still held until the delete completes, and a failed one
+    /// until it is deleted, as EKS keeps it.
+    pub(crate) fn inventory(&self, out: &mut Vec<String>) {
+        for c in &self.clusters {
+            out.push(format!("eks cluster {}/{}", c.region, c.name));
+            for n in &c.nodegroups {
+                out.push(format!("eks node group {}/{}/{}", c.region, c.name, n.name));
+            }
+        }
+    }
+
     /// Moves every running create, update and delete to where the clock says it is.
     pub(crate) fn settle(&mut self, now: DateTime<Utc>) {
         for c in &mut self.clusters {

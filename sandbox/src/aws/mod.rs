@@ -238,6 +238,13 @@ impl AwsWorld {
         self.sagemaker.settle(now);
     }
 
+    /// One line per resource the AWS emulators hold (see `Sandbox::inventory`).
+    pub(crate) fn inventory(&self, out: &mut Vec<String>) {
+        self.eks.inventory(out);
+        self.s3.inventory(out);
+        self.sagemaker.inventory(out);
+    }
+
     /// Serves one request of `service`.
     pub(crate) fn handle(
         &mut self,

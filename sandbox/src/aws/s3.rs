@@ -420,6 +420,17 @@ fn target(path: &str) -> Target {
 }
 
 impl S3 {
+    /// One line per bucket and current object, for `Sandbox::inventory` (noncurrent
+    /// versions and delete markers are part of their bucket, not objects of their own).
+    pub(crate) fn inventory(&self, out: &mut Vec<String>) {
+        for (name, bucket) in &self.buckets {
+            out.push(format!("s3 bucket {name}"));
+            for (key, _) in current_objects(bucket) {
+                out.push(format!("s3 object {name}/{key}"));
+            }
+        }
+    }
+
     pub(crate) fn handle(
         &mut self,
         req: &AwsRequest,
@@ -3514,6 +3525,27 @@ mod tests {
             h.configure(Method::PUT, "/cee?versioning", bad).code(),
             Some("MalformedXML")
         );
+    }
+
+    #[test]
+    fn the_inventory_lists_buckets_and_current_keys_only() {
+        let mut h = Harness::new();
+        h.put("/bkt", b"");
+        let enable = "<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>";
+        assert_eq!(
+            h.configure(Method::PUT, "/bkt?versioning", enable).status,
+            200
+        );
+        h.put("/bkt/kept", b"1");
+        h.put("/bkt/kept", b"2");
+        h.put("/bkt/dir/gone", b"x");
+        assert_eq!(
+            h.call(Method::DELETE, "/bkt/dir/gone", &[], b"").status,
+            204
+        );
+        let mut out = Vec::new();
+        h.s3.inventory(&mut out);
+        assert_eq!(out, ["s3 bucket bkt", "s3 object bkt/kept"]);
     }
 
     #[test]

@@ -687,6 +687,23 @@ fn sort_order(body: &Map<String, Value>) -> Result<bool, AwsError> {
 }
 
 impl SageMaker {
+    /// One line per pipeline and execution, for `Sandbox::inventory`. Executions are
+    /// listed whatever their status: they are records of their pipeline, and go only
+    /// with it (DeletePipeline).
+    pub(crate) fn inventory(&self, out: &mut Vec<String>) {
+        for p in &self.pipelines {
+            out.push(format!("sagemaker pipeline {}/{}", p.region, p.name));
+        }
+        for e in &self.executions {
+            out.push(format!(
+                "sagemaker execution {}/{}/{}",
+                e.region,
+                e.pipeline_name(),
+                e.id()
+            ));
+        }
+    }
+
     /// Ends the runs and stops whose time has come.
     pub(crate) fn settle(&mut self, now: DateTime<Utc>) {
         for e in &mut self.executions {

@@ -172,6 +172,18 @@ fn kube_key(project: &str, location: &str, name: &str) -> String {
 }
 
 impl State {
+    /// One line per cluster and node pool the emulator holds, for `Sandbox::inventory`;
+    /// a cluster or pool being deleted is still held until its operation completes.
+    pub(crate) fn inventory(&self, out: &mut Vec<String>) {
+        for c in &self.clusters {
+            let path = format!("{}/{}/{}", c.project, c.location, c.name);
+            out.push(format!("gke cluster {path}"));
+            for p in &c.pools {
+                out.push(format!("gke node pool {path}/{}", p.name));
+            }
+        }
+    }
+
     /// Every cluster, with what its Kubernetes API server is built from.
     pub(crate) fn kube_clusters(&self) -> Vec<KubeCluster> {
         self.clusters

@@ -90,6 +90,17 @@ fn regional(tier: &str) -> bool {
 }
 
 impl State {
+    /// One line per instance the emulator holds, for `Sandbox::inventory`; an instance
+    /// being deleted is still held until its operation completes.
+    pub(crate) fn inventory(&self, out: &mut Vec<String>) {
+        for i in &self.instances {
+            out.push(format!(
+                "filestore instance {}/{}/{}",
+                i.project, i.location, i.id
+            ));
+        }
+    }
+
     pub(crate) fn handle(
         &mut self,
         req: &ApiRequest,

@@ -62,6 +62,13 @@ impl GcpState {
         self.file.settle(now);
     }
 
+    /// One line per resource the Google emulators hold (see `Sandbox::inventory`).
+    pub(crate) fn inventory(&self, out: &mut Vec<String>) {
+        self.container.inventory(out);
+        self.file.inventory(out);
+        self.storage.inventory(out);
+    }
+
     /// Serves one request of `api`; errors are rendered in that API's format.
     pub(crate) fn handle(&mut self, api: Api, req: &ApiRequest, ctx: &OpCtx) -> ApiResponse {
         let result = match api {

@@ -366,6 +366,18 @@ impl State {
         Ok(ApiResponse::no_content())
     }
 
+    /// One line per bucket and live object, for `Sandbox::inventory` (noncurrent
+    /// versions are part of their bucket, not objects of their own).
+    pub(crate) fn inventory(&self, out: &mut Vec<String>) {
+        for b in &self.buckets {
+            let name = str_of(&b.bucket, "name");
+            out.push(format!("gcs bucket {name}"));
+            for o in b.objects.iter().filter(|o| o.live) {
+                out.push(format!("gcs object {name}/{}", o.name));
+            }
+        }
+    }
+
     // ------------------------------------------------------------ lookups
 
     fn bucket_index(&self, name: &str) -> Result<usize, ApiError> {
