@@ -139,9 +139,8 @@ pub async fn eks_token(
     sandbox: bool,
 ) -> Result<String, ProviderError> {
     // The provider table's loader, so credentials are cached with the clients'.
-    let cfg = AwsConfig::from_ctx(
-        &json!({"region": region, "profile": profile, "sandbox": sandbox}),
-    )?;
+    let cfg =
+        AwsConfig::from_ctx(&json!({"region": region, "profile": profile, "sandbox": sandbox}))?;
     let sdk = sdk_config(&cfg).await?;
     let provider = sdk.credentials_provider().ok_or_else(|| {
         ProviderError::Config(format!(

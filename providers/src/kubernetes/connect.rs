@@ -209,7 +209,10 @@ fn parse(cluster: &Value) -> Result<Reference, Problem> {
                 region: required("region")?,
                 profile: optional_string(auth, "profile", "cluster.auth")?,
                 sts_endpoint: optional_string(auth, "sts_endpoint", "cluster.auth")?,
-                sandbox: auth.get("sandbox").and_then(Value::as_bool).unwrap_or(false),
+                sandbox: auth
+                    .get("sandbox")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
             }
         }
         Some(other) => {
