@@ -194,6 +194,8 @@ struct PlanScope<'a> {
     desired: BTreeMap<Address, (Value, Vec<String>)>,
     /// Actions decided so far.
     actions: BTreeMap<Address, Action>,
+    /// The spec paths each planned in-place update changes.
+    changed: BTreeMap<Address, Vec<String>>,
 }
 
 impl Scope for PlanScope<'_> {
@@ -237,16 +239,33 @@ impl Scope for PlanScope<'_> {
                 None => Resolved::Known(Value::Null, secret),
             };
         }
-        let secret = schema.output(&path[0]).is_some_and(|f| f.sensitive);
-        // Outputs are only known for objects that stay as they are.
-        match (action, existing) {
-            (Action::NoOp, Some(r)) => match lookup(&r.outputs, path) {
+        let output = schema.output(&path[0]);
+        let secret = output.is_some_and(|f| f.sensitive);
+        // Outputs are known for objects that stay as they are, and through an in-place
+        // update for outputs that follow none of the fields it changes.
+        let kept = match action {
+            Action::NoOp => true,
+            Action::Update => output.and_then(|f| f.derived_from).is_some_and(|follows| {
+                let changed = self.changed.get(addr).map(Vec::as_slice).unwrap_or(&[]);
+                !changed
+                    .iter()
+                    .any(|c| follows.iter().any(|f| overlaps(c, f)))
+            }),
+            _ => false,
+        };
+        match (kept, existing) {
+            (true, Some(r)) => match lookup(&r.outputs, path) {
                 Some(v) => Resolved::Known(v.clone(), secret),
                 None => Resolved::Unknown(secret),
             },
             _ => Resolved::Unknown(secret),
         }
     }
+}
+
+/// Whether two dotted spec paths name overlapping parts (one is the other or inside it).
+fn overlaps(a: &str, b: &str) -> bool {
+    a == b || a.starts_with(&format!("{b}.")) || b.starts_with(&format!("{a}."))
 }
 
 /// The dependencies of every stack resource.
@@ -311,6 +330,7 @@ pub fn compute(
         env: inputs.env,
         desired: BTreeMap::new(),
         actions: BTreeMap::new(),
+        changed: BTreeMap::new(),
     };
     let mut changes = Vec::new();
     if !inputs.destroy {
@@ -400,6 +420,7 @@ pub fn compute(
                         .cloned()
                         .collect();
                     change.before = Some(live.spec.clone());
+                    scope.changed.insert(addr.clone(), changed.clone());
                     change.action = if !forcing.is_empty() {
                         change.replace_because = forcing;
                         Action::Replace

@@ -72,6 +72,10 @@ pub struct Field {
     pub default: Option<Value>,
     /// One sentence shown in `terrain validate` errors and docs.
     pub doc: &'static str,
+    /// For outputs: the spec fields the value follows. An in-place update that changes
+    /// none of them keeps the value, so plans show dependents unchanged instead of
+    /// "known after apply" (and replaced). `None`: any update may change it.
+    pub derived_from: Option<&'static [&'static str]>,
 }
 
 impl Field {
@@ -85,7 +89,15 @@ impl Field {
             sensitive: false,
             default: None,
             doc,
+            derived_from: None,
         }
+    }
+
+    /// Declares which spec fields an output follows (see [`Field::derived_from`]); an
+    /// empty list means no in-place update changes it.
+    pub fn derived_from(mut self, fields: &'static [&'static str]) -> Self {
+        self.derived_from = Some(fields);
+        self
     }
 
     /// Marks the field required.

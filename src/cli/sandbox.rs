@@ -119,6 +119,8 @@ fn overrides(url: &str, token_file: &Path) -> BTreeMap<String, Map<String, Value
 /// emulator started in this process on the same files.
 pub async fn attach(dir: &Path, operation: &str) -> anyhow::Result<Attached> {
     let dir = absolute(dir)?;
+    // Written by whoever runs the sandbox, and again here should it have gone missing.
+    write_token(&dir)?;
     if let Some(served) = Served::running(&dir) {
         return Ok(Attached {
             url: served.url,
@@ -128,7 +130,6 @@ pub async fn attach(dir: &Path, operation: &str) -> anyhow::Result<Attached> {
         });
     }
     let lock = DirLock::acquire(&dir, operation)?;
-    write_token(&dir)?;
     let sandbox = start(&dir, time_scale_from_env()?).await?;
     Ok(Attached {
         url: sandbox.url(),

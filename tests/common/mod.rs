@@ -557,3 +557,39 @@ mod tests {
         );
     }
 }
+
+/// Replaces what differs between runs but not between correct outputs: uids and the
+/// sandbox's ports.
+pub fn stable(text: &str) -> String {
+    let mut out = String::new();
+    for word in text.split_inclusive(|c: char| !(c.is_ascii_alphanumeric() || c == '-')) {
+        let core = word.trim_end_matches(|c: char| !(c.is_ascii_alphanumeric() || c == '-'));
+        let is_uid = core.len() == 36
+            && core.chars().enumerate().all(|(i, c)| {
+                if [8, 13, 18, 23].contains(&i) {
+                    c == '-'
+                } else {
+                    c.is_ascii_hexdigit()
+                }
+            });
+        if is_uid {
+            out.push_str("<uid>");
+            out.push_str(&word[core.len()..]);
+        } else {
+            out.push_str(word);
+        }
+    }
+    let mut result = String::new();
+    let mut rest = out.as_str();
+    while let Some(i) = rest.find("127.0.0.1:") {
+        result.push_str(&rest[..i + 10]);
+        rest = &rest[i + 10..];
+        let digits = rest.chars().take_while(char::is_ascii_digit).count();
+        if digits > 0 {
+            result.push_str("PORT");
+        }
+        rest = &rest[digits..];
+    }
+    result.push_str(rest);
+    result
+}

@@ -411,7 +411,7 @@ impl Kind for EksCluster {
                 Field::new("oidc_issuer", Type::String, "The OIDC issuer URL, for IAM roles for service accounts."),
                 Field::new("platform_version", Type::String, "The EKS platform version (eks.N)."),
                 Field::new("status", Type::String, "CREATING, ACTIVE, UPDATING, DELETING or FAILED."),
-                Field::new("kubernetes", Type::Any, "How to reach the Kubernetes API: the `cluster` of kubernetes_* resources."),
+                Field::new("kubernetes", Type::Any, "How to reach the Kubernetes API: the `cluster` of kubernetes_* resources.").derived_from(&[]),
             ],
         }
     }

@@ -596,7 +596,7 @@ impl Kind for EksNodeGroup {
             outputs: vec![
                 Field::new("arn", Type::String, "The node group's ARN."),
                 Field::new("status", Type::String, "CREATING, ACTIVE, UPDATING, DEGRADED, DELETING…"),
-                Field::new("placement", Type::Any, "How workloads land on these nodes: the `node_pool` of kubernetes_* resources."),
+                Field::new("placement", Type::Any, "How workloads land on these nodes: the `node_pool` of kubernetes_* resources.").derived_from(&["name", "instance_types", "capacity_type", "taints"]),
             ],
         }
     }

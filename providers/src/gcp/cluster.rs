@@ -294,7 +294,7 @@ impl Kind for GkeCluster {
                 Field::new("self_link", Type::String, "The cluster's API URL."),
                 Field::new("kubernetes_version", Type::String, "The control plane's Kubernetes version."),
                 Field::new("project", Type::String, "The project holding the cluster."),
-                Field::new("kubernetes", Type::Any, "How to reach the Kubernetes API: the `cluster` of kubernetes_* resources."),
+                Field::new("kubernetes", Type::Any, "How to reach the Kubernetes API: the `cluster` of kubernetes_* resources.").derived_from(&[]),
             ],
         }
     }

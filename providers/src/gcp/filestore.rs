@@ -205,9 +205,9 @@ impl Kind for FilestoreInstance {
                 Field::new("labels", Type::Map(Box::new(Type::String)), "GCP labels.").default(json!({})),
             ],
             outputs: vec![
-                Field::new("ip_address", Type::String, "The NFS server's IP address."),
-                Field::new("share_name", Type::String, "The file share's name."),
-                Field::new("share_path", Type::String, "The NFS export path, /SHARE."),
+                Field::new("ip_address", Type::String, "The NFS server's IP address.").derived_from(&[]),
+                Field::new("share_name", Type::String, "The file share's name.").derived_from(&["share.name"]),
+                Field::new("share_path", Type::String, "The NFS export path, /SHARE.").derived_from(&["share.name"]),
                 Field::new("location", Type::String, "Where the instance runs."),
                 Field::new("state", Type::String, "READY once serving."),
             ],

@@ -529,7 +529,7 @@ impl Kind for GkeNodePool {
             ],
             outputs: vec![
                 Field::new("node_selector", Type::Map(Box::new(Type::String)), "Node labels that select this pool's nodes."),
-                Field::new("placement", Type::Any, "Selector, taints, accelerators and spot-ness, for a kubernetes_job's node_pool."),
+                Field::new("placement", Type::Any, "Selector, taints, accelerators and spot-ness, for a kubernetes_job's node_pool.").derived_from(&["name", "machine_type", "gpu", "tpu", "spot", "preemptible", "taints"]),
                 Field::new("version", Type::String, "The nodes' Kubernetes version."),
                 Field::new("status", Type::String, "The pool's status."),
             ],

@@ -1,0 +1,256 @@
+//! The example stacks in `stacks/`, each taken through its whole life on the sandbox
+//! with the real binary, as a user would from a clone of the repository:
+//! `plan` (exit 2) → `apply` → `plan --detailed-exitcode` (exit 0) → a small edit that
+//! plans exactly one in-place update → `destroy` → the sandbox holds nothing.
+//!
+//! The stacks are copied into a scratch directory first (the edit must not touch the
+//! repository) and run from its root with `-s stacks/<name> --sandbox`, so relative paths
+//! inside them are resolved against the stack's directory as they are for users. The
+//! batch-ML run serves the sandbox from this process, so it can also read the Redis
+//! queue back from the real redis-server behind the `redis-leader` pod; the others let
+//! each `--sandbox` run start the sandbox itself on the files in `state/sandbox/`.
+
+mod common;
+
+use std::process::Command;
+
+use common::{expect_file, stable, Run, Sandbox as Work};
+use terrain_sandbox::{Options, Sandbox, Timing};
+
+/// Emulated durations × this: the runs stay realistic (operations take several polls)
+/// but quick.
+const TIME_SCALE: &str = "0.2";
+
+/// A scratch directory holding a copy of `stacks/<name>`.
+fn work_with(name: &str) -> Work {
+    let work = Work::new();
+    let from = common::manifest_dir().join("stacks").join(name);
+    copy(&from, &work.join(&format!("stacks/{name}")));
+    work
+}
+
+fn copy(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("create the copy's directory");
+    for entry in std::fs::read_dir(from).expect("list the stack") {
+        let entry = entry.expect("list the stack");
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy a stack file");
+        }
+    }
+}
+
+/// `terrain ARGS -s stacks/<name> --sandbox`.
+fn run(work: &Work, name: &str, args: &[&str]) -> Run {
+    let stack = format!("stacks/{name}");
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["-s", &stack, "--sandbox"]);
+    work.run_env(&all, &[("TERRAIN_SANDBOX_TIME_SCALE", TIME_SCALE)])
+}
+
+/// Plan, apply, clean re-plan; returns the apply run.
+fn create(work: &Work, name: &str) -> Run {
+    let plan = run(work, name, &["plan", "--detailed-exitcode"]);
+    plan.expect_code(2);
+    expect_file(&format!("stacks/{name}/plan.txt"), &stable(&plan.stdout));
+    let apply = run(work, name, &["apply", "--auto-approve"]);
+    apply.success();
+    assert!(
+        apply.stdout.contains("Apply complete!"),
+        "apply finished:\n{}",
+        apply.stdout
+    );
+    run(work, name, &["plan", "--detailed-exitcode"]).expect_code(0);
+    apply
+}
+
+/// Edits the stack, expects exactly one in-place update of `address`, applies it, and
+/// expects a clean re-plan.
+fn edit_one(work: &Work, name: &str, from: &str, to: &str, address: &str) {
+    work.edit(&format!("stacks/{name}/stack.toml"), from, to);
+    let plan = run(work, name, &["plan", "--detailed-exitcode"]);
+    plan.expect_code(2);
+    assert!(
+        plan.stdout
+            .contains(&format!("~ {address} will be updated in place")),
+        "{}",
+        plan.stdout
+    );
+    assert!(
+        plan.stdout
+            .contains("Plan: 0 to add, 1 to change, 0 to replace, 0 to destroy."),
+        "exactly one in-place update:\n{}",
+        plan.stdout
+    );
+    expect_file(
+        &format!("stacks/{name}/plan-edit.txt"),
+        &stable(&plan.stdout),
+    );
+    run(work, name, &["apply", "--auto-approve"]).success();
+    run(work, name, &["plan", "--detailed-exitcode"]).expect_code(0);
+}
+
+/// Destroys the stack and checks that its state is empty.
+fn destroy(work: &Work, name: &str) {
+    let destroy = run(work, name, &["destroy", "--auto-approve"]);
+    destroy.success();
+    assert!(
+        destroy.stdout.contains("Destroy complete!"),
+        "{}",
+        destroy.stdout
+    );
+    let state = work.state_addresses(&format!("state/sandbox/{name}.json"));
+    assert!(state.is_empty(), "state still holds {state:?}");
+}
+
+/// What `terrain sandbox list` prints.
+fn inventory(work: &Work) -> String {
+    let list = work.run(&["sandbox", "list"]);
+    list.success();
+    list.stdout
+}
+
+#[test]
+fn gke_gpu_pipelines_plans_applies_scales_and_destroys() {
+    let name = "gke-gpu-pipelines";
+    let work = work_with(name);
+    let apply = create(&work, name);
+    assert!(
+        apply.stdout.contains("training_status  = \"Complete\""),
+        "{}",
+        apply.stdout
+    );
+    let held = inventory(&work);
+    assert!(
+        held.contains("/kubeflow-pipelines/preemptible-gpu-pool")
+            && held.contains("gcs bucket kubeflow-"),
+        "{held}"
+    );
+    edit_one(
+        &work,
+        name,
+        "max = 4",
+        "max = 6",
+        "gke_node_pool.preemptible_gpu",
+    );
+    destroy(&work, name);
+    assert_eq!(inventory(&work), "The sandbox holds nothing.\n");
+}
+
+#[test]
+fn gke_accelerators_plans_applies_scales_and_destroys() {
+    let name = "gke-accelerators";
+    let work = work_with(name);
+    let apply = create(&work, name);
+    assert!(
+        apply.stdout.contains("gpu_job_status   = \"Complete\"")
+            && apply.stdout.contains("tpu_job_status   = \"Complete\""),
+        "{}",
+        apply.stdout
+    );
+    edit_one(&work, name, "max = 5", "max = 6", "gke_node_pool.gpu");
+    destroy(&work, name);
+    assert_eq!(inventory(&work), "The sandbox holds nothing.\n");
+}
+
+#[test]
+fn eks_sagemaker_plans_applies_scales_and_destroys() {
+    let name = "eks-sagemaker";
+    let work = work_with(name);
+    let apply = create(&work, name);
+    assert!(
+        apply.stdout.contains("execution_status = \"Succeeded\""),
+        "{}",
+        apply.stdout
+    );
+    let held = inventory(&work);
+    assert!(
+        held.contains("sagemaker pipeline us-east-1/my-kubernetes-pipeline")
+            && held.contains("s3 object ml-pipelines-123456789012/"),
+        "{held}"
+    );
+    edit_one(&work, name, "max = 4", "max = 6", "eks_node_group.gpu");
+    destroy(&work, name);
+    assert_eq!(inventory(&work), "The sandbox holds nothing.\n");
+}
+
+/// The `serve.json` a `terrain sandbox serve` writes, pointing `--sandbox` runs at a
+/// sandbox this test process serves.
+fn serve_from_here(work: &Work, sandbox: &Sandbox) {
+    let served = serde_json::json!({"url": sandbox.url(), "pid": std::process::id()});
+    work.write("state/sandbox/serve.json", &served.to_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gke_batch_ml_queues_runs_grows_the_share_and_destroys() {
+    let name = "gke-batch-ml";
+    let work = work_with(name);
+    std::fs::create_dir_all(work.join("state/sandbox")).expect("create state/sandbox");
+    let sandbox = Sandbox::start(Options {
+        timing: Timing::scaled(0.2),
+        state_file: Some(work.join("state/sandbox/cloud.json")),
+        ack_controller: true,
+        ..Options::default()
+    })
+    .await
+    .expect("start the sandbox");
+    // The runs below block this test's thread; the other workers keep the sandbox serving.
+    serve_from_here(&work, &sandbox);
+    create(&work, name);
+
+    // The queue holds the training paths, in order, in the real Redis.
+    let redis = sandbox
+        .redis_address("batch-aiml", "default", "redis-leader")
+        .expect("the redis-leader pod is backed by a redis-server");
+    let out = Command::new("redis-cli")
+        .args([
+            "-h",
+            &redis.ip().to_string(),
+            "-p",
+            &redis.port().to_string(),
+        ])
+        .args(["lrange", "datasets", "0", "-1"])
+        .output()
+        .expect("run redis-cli (installed with redis-server by scripts/deps.sh)");
+    assert!(out.status.success(), "redis-cli failed");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .collect::<Vec<_>>(),
+        [
+            "datasets/training/2018-04-01.pkl",
+            "datasets/training/2018-04-02.pkl",
+            "datasets/training/2018-04-03.pkl",
+            "datasets/training/2018-04-04.pkl",
+        ]
+    );
+
+    // The Job ran to completion on spot capacity.
+    let status = run(&work, name, &["status"]);
+    status.success();
+    let job = status
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("kubernetes_job.workload"))
+        .expect("status lists the job");
+    assert!(
+        job.contains("Complete (1/1 succeeded)"),
+        "{}",
+        status.stdout
+    );
+
+    // Filestore shares grow in place.
+    edit_one(
+        &work,
+        name,
+        "default = 1024",
+        "default = 2048",
+        "filestore_instance.nfs",
+    );
+    destroy(&work, name);
+    assert_eq!(inventory(&work), "The sandbox holds nothing.\n");
+    assert_eq!(sandbox.inventory(), Vec::<String>::new());
+    sandbox.shutdown().await;
+}
