@@ -4,6 +4,7 @@
 # the sandbox's Kubernetes API; optional, the machine image usually has it) and the
 # `kubernetes-validate` manifest validator, moto (a third-party AWS emulator the AWS
 # contract tests run against) and the aws CLI from PyPI. Safe to run repeatedly.
+# `deps.sh redis` installs only redis-server (and python3), for the main job.
 set -euo pipefail
 apt_install() {
   if [ "$(id -u)" = 0 ]; then
@@ -21,6 +22,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   # The Debian package starts a system-wide server; the tests start their own.
   if command -v systemctl >/dev/null 2>&1; then systemctl stop redis-server >/dev/null 2>&1 || true; fi
 fi
+# `deps.sh redis`: only what the main job needs (the sandbox's Redis pods).
+[ "${1:-}" = redis ] && exit 0
 if ! command -v kubernetes-validate >/dev/null 2>&1; then
   echo "installing kubernetes-validate (pip)"
   python3 -m pip install --quiet --disable-pip-version-check kubernetes-validate 2>&1 | grep -v "Running pip as the 'root' user" || true

@@ -1,8 +1,15 @@
 //! The README's examples are produced by the binary: the quickstart plan shown there
-//! must be exactly what `terrain plan` prints, so the README cannot go stale.
+//! must be exactly what `terrain plan` prints, and every command of the first-ten-minutes
+//! walk (scenario 1 on the sandbox) is run and its output compared with what the README
+//! shows, so the README cannot go stale.
 
+mod common;
+
+use std::io::BufRead as _;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The fenced block that follows the line containing `marker`.
 fn block_after(readme: &str, marker: &str) -> String {
@@ -91,4 +98,247 @@ fn readme_error_example_is_what_terrain_prints() {
         String::from_utf8_lossy(&out.stderr),
         block_after(&readme, "`terrain validate -s stack.toml` prints:")
     );
+}
+
+/// One `console` block of the walk: the command after `$ ` and the output shown.
+struct Shown {
+    command: String,
+    output: Vec<String>,
+}
+
+/// The `console` blocks of the README section headed `heading`.
+fn console_blocks(readme: &str, heading: &str) -> Vec<Shown> {
+    let start = readme
+        .find(heading)
+        .unwrap_or_else(|| panic!("README has `{heading}`"));
+    let section = &readme[start + heading.len()..];
+    let section = &section[..section.find("\n## ").unwrap_or(section.len())];
+    let mut blocks = Vec::new();
+    let mut rest = section;
+    while let Some(open) = rest.find("```console\n") {
+        let body = &rest[open + "```console\n".len()..];
+        let close = body.find("```").expect("the block closes");
+        let mut lines = body[..close].lines();
+        let command = lines
+            .next()
+            .and_then(|l| l.strip_prefix("$ "))
+            .expect("a console block starts with `$ command`")
+            .to_string();
+        blocks.push(Shown {
+            command,
+            output: lines.map(str::to_string).collect(),
+        });
+        rest = &body[close + 3..];
+    }
+    blocks
+}
+
+/// What may differ between the README and a correct run: ports, ids, times, durations,
+/// ages, the random suffix of a Job's pod.
+fn comparable(line: &str) -> String {
+    let line = common::normalise(&common::stable(line));
+    line.split_inclusive(' ')
+        .map(|word| {
+            let core = word.trim_end();
+            let tail = &word[core.len()..];
+            let (lead, inner) = match core.find(|c: char| c.is_ascii_digit()) {
+                Some(i) if core[..i].chars().all(|c| "([".contains(c)) => core.split_at(i),
+                _ => ("", core),
+            };
+            let inner_trim = inner.trim_end_matches([')', ']', ',']);
+            let closing = &inner[inner_trim.len()..];
+            if is_duration(inner_trim) {
+                format!("{lead}<T>{closing}{tail}")
+            } else if let Some((name, suffix)) = core.rsplit_once('-') {
+                let random = suffix.len() == 5
+                    && suffix
+                        .chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+                    && suffix.chars().any(|c| c.is_ascii_digit());
+                if random {
+                    format!("{name}-<RND>{tail}")
+                } else {
+                    word.to_string()
+                }
+            } else {
+                word.to_string()
+            }
+        })
+        .collect::<String>()
+        .trim_end()
+        .to_string()
+}
+
+/// `12s`, `0.8s`, `3m4s`, `2h`.
+fn is_duration(word: &str) -> bool {
+    let mut rest = word;
+    let mut parts = 0;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if digits == 0 || digits == rest.len() {
+            return false;
+        }
+        if !"smhd".contains(&rest[digits..=digits]) {
+            return false;
+        }
+        rest = &rest[digits + 1..];
+        parts += 1;
+    }
+    parts > 0
+}
+
+/// Whether `actual` is what the README shows: the shown lines, split at `…` lines into
+/// runs that must appear whole and in order (anchored at either end unless a `…` is
+/// there), after [`comparable`].
+fn check_shown(shown: &Shown, actual: &str) {
+    let actual: Vec<String> = actual.lines().map(comparable).collect();
+    let lines: Vec<String> = shown.output.iter().map(|l| comparable(l)).collect();
+    let runs: Vec<&[String]> = lines.split(|l| l == "…").collect();
+    let fail = |why: &str| -> ! {
+        panic!(
+            "README block `$ {}` is not what the command printed ({why})\n--- shown ---\n{}\n--- printed ---\n{}",
+            shown.command,
+            shown.output.join("\n"),
+            actual.join("\n")
+        )
+    };
+    let mut at = 0;
+    for (i, run) in runs.iter().enumerate() {
+        if run.is_empty() {
+            continue;
+        }
+        let anchored = i == 0;
+        let found = (at..=actual.len().saturating_sub(run.len()))
+            .find(|&j| actual.len() >= j + run.len() && &actual[j..j + run.len()] == *run);
+        match found {
+            Some(j) if !anchored || j == 0 => at = j + run.len(),
+            _ => fail(&format!("these lines, in order: {run:#?}")),
+        }
+    }
+    if runs.last().is_some_and(|r| !r.is_empty()) && at != actual.len() {
+        fail("the output goes on after the last line shown");
+    }
+}
+
+/// The README's walk through scenario 1, every command run as the README shows it.
+#[test]
+fn readme_walkthrough_is_what_terrain_and_kubectl_print() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("read README");
+    let blocks = console_blocks(&readme, "## Your first ten minutes");
+    assert!(blocks.len() >= 8, "the walk has its commands");
+    let work = common::Sandbox::new();
+    common::copy_dir(
+        &root.join("stacks/gke-batch-ml"),
+        &work.join("stacks/gke-batch-ml"),
+    );
+    let kubectl_runs = Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .output()
+        .is_ok_and(|o| o.status.success());
+
+    // The first block is the sandbox kept running in a second terminal.
+    let serve = &blocks[0];
+    assert_eq!(serve.command, "terrain sandbox serve");
+    let mut child = work
+        .command(&["sandbox", "serve"], &[])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start terrain sandbox serve");
+    let printed = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stdout = child.stdout.take().expect("piped stdout");
+    let sink = printed.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            sink.lock().expect("lock").push(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while printed.lock().expect("lock").len() < serve.output.len() {
+        assert!(Instant::now() < deadline, "serve printed its banner");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let banner = printed.lock().expect("lock")[..serve.output.len()].join("\n");
+    check_shown(serve, &banner);
+
+    for shown in &blocks[1..] {
+        let words: Vec<&str> = shown.command.split_whitespace().collect();
+        let output = match words[0] {
+            "terrain" => {
+                let run = work.run(&words[1..]);
+                run.success();
+                run.stdout
+            }
+            "kubectl" if !kubectl_runs => {
+                eprintln!("kubectl not runnable; skipping `{}`", shown.command);
+                continue;
+            }
+            "kubectl" => {
+                let out = Command::new("kubectl")
+                    .args(&words[1..])
+                    .current_dir(work.path())
+                    .output()
+                    .expect("run kubectl");
+                assert!(
+                    out.status.success(),
+                    "{}: {}",
+                    shown.command,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            }
+            other => panic!("the walk runs terrain and kubectl, not {other}"),
+        };
+        check_shown(shown, &output);
+    }
+
+    // Ctrl-C stops the sandbox; what it held is kept.
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().expect("wait for serve").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("terrain sandbox serve did not stop on SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!work.exists("state/sandbox/serve.json"), "serve cleans up");
+}
+
+#[test]
+fn readme_comparisons_catch_what_they_should() {
+    assert_eq!(
+        comparable("redis-leader     1/1     Running     0          21s"),
+        comparable("redis-leader     1/1     Running     0          5s")
+    );
+    assert_eq!(
+        comparable("workload-sjgn7   0/1     Completed   0          2s"),
+        comparable("workload-ab3cd   0/1     Completed   0          10s")
+    );
+    assert_eq!(
+        comparable("Progress: 25% (0.8s)"),
+        comparable("Progress: 25% (0.0s)")
+    );
+    assert_ne!(
+        comparable("kubernetes_job.workload           ready      Complete (1/1 succeeded)"),
+        comparable("kubernetes_job.workload           ready      Failed (0/1 succeeded)")
+    );
+    let shown = Shown {
+        command: "x".into(),
+        output: vec!["a".into(), "…".into(), "c".into()],
+    };
+    check_shown(&shown, "a\nb\nc");
+    let missing = std::panic::catch_unwind(|| check_shown(&shown, "a\nb\nd"));
+    assert!(missing.is_err(), "a line not printed fails");
+    let unordered = std::panic::catch_unwind(|| check_shown(&shown, "c\na"));
+    assert!(unordered.is_err(), "order matters");
 }

@@ -25,21 +25,8 @@ const TIME_SCALE: &str = "0.2";
 fn work_with(name: &str) -> Work {
     let work = Work::new();
     let from = common::manifest_dir().join("stacks").join(name);
-    copy(&from, &work.join(&format!("stacks/{name}")));
+    common::copy_dir(&from, &work.join(&format!("stacks/{name}")));
     work
-}
-
-fn copy(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("create the copy's directory");
-    for entry in std::fs::read_dir(from).expect("list the stack") {
-        let entry = entry.expect("list the stack");
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).expect("copy a stack file");
-        }
-    }
 }
 
 /// `terrain ARGS -s stacks/<name> --sandbox`.

@@ -57,8 +57,23 @@ pub fn state_path(stack: &Stack, args: &StackArgs) -> PathBuf {
     } else {
         path
     };
-    // Absolute, because a run works in the stack's directory (see `engine`).
-    absolute(&path)
+    // Absolute when the run will move into the stack's directory (see `engine`).
+    if moves_into(&stack.dir) {
+        absolute(&path)
+    } else {
+        path
+    }
+}
+
+/// Whether a run of the stack in `dir` changes directory (it is not the current one).
+fn moves_into(dir: &std::path::Path) -> bool {
+    if dir.as_os_str().is_empty() {
+        return false;
+    }
+    match (dir.canonicalize(), std::env::current_dir()) {
+        (Ok(a), Ok(b)) => a != b,
+        _ => true,
+    }
 }
 
 /// `path` resolved against the directory terrain was started in.
@@ -135,7 +150,7 @@ pub async fn engine(
     // local files) are relative to the stack's directory, wherever terrain is started
     // from, as a root module's are for `terraform -chdir`. Every path of terrain's own
     // (state, log, sandbox) is absolute by now.
-    if !stack.dir.as_os_str().is_empty() {
+    if moves_into(&stack.dir) {
         std::env::set_current_dir(&stack.dir)
             .with_context(|| format!("work in the stack's directory {}", stack.dir.display()))?;
     }

@@ -372,7 +372,7 @@ fn refresh_kubeconfigs(sandbox: &Sandbox, dir: &Path, known: &mut BTreeMap<Strin
         if !known.contains_key(name) {
             output::print(&format!(
                 "cluster {name} is up: kubectl --kubeconfig {} get pods\n",
-                path.display()
+                shown(path)
             ));
         }
     }
@@ -385,8 +385,19 @@ fn refresh_kubeconfigs(sandbox: &Sandbox, dir: &Path, known: &mut BTreeMap<Strin
     *known = now;
 }
 
+/// `path` relative to the current directory when it lies under it (shorter to read and
+/// to paste), else as it is.
+fn shown(path: &Path) -> String {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
 fn serve_banner(url: &str, dir: &Path, scale: f64) -> String {
-    let token = token_file(dir);
+    let token = shown(&token_file(dir));
     format!(
         "Sandbox serving at {url} (emulated cloud: {cloud}; time scale {scale}).\n\
          `terrain … --sandbox` runs use it while it runs. Stop it with Ctrl-C.\n\
@@ -403,10 +414,9 @@ fn serve_banner(url: &str, dir: &Path, scale: f64) -> String {
          \n\
          kubectl: a kubeconfig per cluster in {kube}/, written as clusters come up:\n  \
            kubectl --kubeconfig {kube}/<cluster>.kubeconfig get jobs\n\n",
-        cloud = dir.join("cloud.json").display(),
-        token = token.display(),
+        cloud = shown(&dir.join("cloud.json")),
         key = terrain_providers::aws::config::SANDBOX_ACCESS_KEY,
-        kube = dir.join("kube").display(),
+        kube = shown(&dir.join("kube")),
     )
 }
 

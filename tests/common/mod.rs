@@ -330,7 +330,8 @@ impl Sandbox {
     }
 }
 
-fn copy_dir(src: &Path, dst: &Path) {
+/// Copies the directory `src` to `dst`, recursively.
+pub fn copy_dir(src: &Path, dst: &Path) {
     fs::create_dir_all(dst).unwrap_or_else(|e| panic!("create {}: {e}", dst.display()));
     let entries = fs::read_dir(src).unwrap_or_else(|e| panic!("list {}: {e}", src.display()));
     for entry in entries {
