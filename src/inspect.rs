@@ -27,10 +27,16 @@ pub enum InspectError {
     Provider {
         address: Address,
         #[source]
-        source: ProviderError,
+        source: Box<ProviderError>,
     },
     #[error(transparent)]
-    Engine(#[from] EngineError),
+    Engine(Box<EngineError>),
+}
+
+impl From<EngineError> for InspectError {
+    fn from(e: EngineError) -> Self {
+        Self::Engine(Box::new(e))
+    }
 }
 
 /// One resource's live readiness, for `terrain status`.
@@ -84,7 +90,7 @@ impl Engine {
             }),
             Some(r) => r.map_err(|source| InspectError::Provider {
                 address: address.clone(),
-                source,
+                source: Box::new(source),
             }),
         }
     }
@@ -180,7 +186,7 @@ impl Engine {
         .await
         .map_err(|source| InspectError::Provider {
             address: address.clone(),
-            source,
+            source: Box::new(source),
         })
     }
 }

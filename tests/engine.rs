@@ -14,6 +14,7 @@ use terrain::plan::{Action, Plan};
 use terrain::stack::{self, LoadOptions};
 use terrain::state::{Backend, LockInfo, Pending, PendingOp, ResourceState, State, StateError};
 use terrain::walk::Cancel;
+use terrain_providers::protocol::is_unknown;
 use terrain_providers::testing::{Call, Op, TestCloud};
 
 /// A state backend in memory that keeps every saved version.
@@ -719,4 +720,173 @@ async fn stack_file_unused_helper_paths_exist() {
     let f = Fixture::new();
     let _ = f.engine("[test_thing.a]\nname = \"a\"\n");
     assert!(Path::new(&f.dir.path().join("stack.toml")).exists());
+}
+
+/// A node pool and what runs on it: `job` is placed on the pool through its force-new
+/// `zone`, and `watch` reads the outputs that follow other parts of the pool.
+const POOL: &str = r#"
+[test_pool.gpu]
+name = "gpu"
+machine = "a100"
+machine_labels = { team = "ml" }
+autoscaling = { min = 0, max = 2 }
+
+[test_thing.job]
+name = "job"
+zone = "${test_pool.gpu.placement}"
+value = "${test_pool.gpu.cluster}"
+
+[test_thing.watch]
+name = "watch"
+value = "max ${test_pool.gpu.max_nodes}"
+size = "${test_pool.gpu.generation}"
+"#;
+
+/// The planned spec of `address`.
+fn planned<'p>(p: &'p Plan, address: &str) -> &'p serde_json::Value {
+    p.changes
+        .iter()
+        .find(|c| c.address.to_string() == address)
+        .and_then(|c| c.after.as_ref())
+        .unwrap_or_else(|| panic!("{address} has a planned spec"))
+}
+
+#[tokio::test]
+async fn pool_autoscaling_edit_does_not_replace_jobs_placed_on_it() {
+    // Regression: editing a node pool's autoscaling made every job placed on it plan
+    // as a replace, because the pool's outputs all became "known after apply".
+    let f = Fixture::new();
+    converge(&f.engine(POOL)).await;
+    assert_eq!(f.cloud.objects()["job"]["zone"], json!("gpu/a100"));
+    f.cloud.clear_calls();
+
+    let e = f.engine(&POOL.replace("max = 2", "max = 4"));
+    let (p, s) = plan(&e).await;
+    let acts = actions(&p);
+    assert_eq!(acts["test_pool.gpu"], Action::Update);
+    assert_eq!(
+        acts["test_thing.job"],
+        Action::NoOp,
+        "placement is unchanged"
+    );
+    assert_eq!(planned(&p, "test_thing.job")["zone"], json!("gpu/a100"));
+    // max_nodes follows autoscaling.max and generation follows everything.
+    assert_eq!(acts["test_thing.watch"], Action::Update);
+    assert!(is_unknown(&planned(&p, "test_thing.watch")["value"]));
+    assert!(is_unknown(&planned(&p, "test_thing.watch")["size"]));
+    assert_eq!(
+        p.changes.iter().filter(|c| c.is_change()).count(),
+        2,
+        "{acts:?}"
+    );
+    e.apply(&p, s).await.expect("apply");
+    assert_eq!(calls_of(&f.cloud, Op::Update), vec!["gpu", "watch"]);
+    assert!(calls_of(&f.cloud, Op::Create).is_empty());
+    assert!(calls_of(&f.cloud, Op::Delete).is_empty());
+    assert_eq!(f.cloud.objects()["watch"]["value"], json!("max 4"));
+    assert_eq!(f.cloud.objects()["watch"]["size"], json!(2));
+    let (p, _) = plan(&e).await;
+    assert!(!p.has_changes(), "converged: {:?}", actions(&p));
+}
+
+#[tokio::test]
+async fn edits_to_fields_an_output_does_not_follow_keep_it_known() {
+    let f = Fixture::new();
+    converge(&f.engine(POOL)).await;
+    f.cloud.clear_calls();
+
+    // A sibling of the followed `autoscaling.max` is not taken for it: max_nodes stays
+    // known (only watch's size, from generation, waits for the update).
+    let e = f.engine(&POOL.replace("min = 0", "min = 1"));
+    let (p, s) = plan(&e).await;
+    let acts = actions(&p);
+    assert_eq!(acts["test_pool.gpu"], Action::Update);
+    assert_eq!(acts["test_thing.job"], Action::NoOp);
+    assert_eq!(planned(&p, "test_thing.watch")["value"], json!("max 2"));
+    assert!(is_unknown(&planned(&p, "test_thing.watch")["size"]));
+    e.apply(&p, s).await.expect("apply");
+
+    // Nor is a field whose name merely starts with the followed `machine`.
+    let e = f.engine(
+        &POOL
+            .replace("min = 0", "min = 1")
+            .replace("team = \"ml\"", "team = \"ops\""),
+    );
+    let (p, s) = plan(&e).await;
+    assert_eq!(actions(&p)["test_pool.gpu"], Action::Update);
+    assert_eq!(actions(&p)["test_thing.job"], Action::NoOp);
+    e.apply(&p, s).await.expect("apply");
+
+    assert_eq!(
+        calls_of(&f.cloud, Op::Update),
+        vec!["gpu", "watch", "gpu", "watch"]
+    );
+    assert_eq!(f.cloud.creates_of("job"), 1);
+    assert_eq!(
+        f.cloud.objects()["gpu"]["machine_labels"],
+        json!({"team": "ops"})
+    );
+}
+
+#[tokio::test]
+async fn edits_to_a_followed_field_make_the_output_unknown() {
+    let f = Fixture::new();
+    converge(&f.engine(POOL)).await;
+    f.cloud.clear_calls();
+
+    // placement follows machine: the job placed on the pool must move, and its zone
+    // forces a replace.
+    let e = f.engine(&POOL.replace("a100", "h100"));
+    let (p, s) = plan(&e).await;
+    let acts = actions(&p);
+    assert_eq!(acts["test_pool.gpu"], Action::Update);
+    let job = p
+        .changes
+        .iter()
+        .find(|c| c.address.to_string() == "test_thing.job")
+        .expect("job planned");
+    assert_eq!(job.action, Action::Replace);
+    assert_eq!(job.replace_because, vec!["zone"]);
+    assert!(is_unknown(&planned(&p, "test_thing.job")["zone"]));
+    // cluster follows nothing, so it stays known even through this update.
+    assert_eq!(
+        planned(&p, "test_thing.job")["value"],
+        json!("test-cluster")
+    );
+    // max_nodes follows only autoscaling.max, which did not change.
+    assert_eq!(planned(&p, "test_thing.watch")["value"], json!("max 2"));
+    e.apply(&p, s).await.expect("apply");
+    assert_eq!(f.cloud.objects()["job"]["zone"], json!("gpu/h100"));
+    assert_eq!(f.cloud.creates_of("job"), 2, "replaced once");
+    assert_eq!(f.cloud.creates_of("gpu"), 1, "the pool updated in place");
+
+    // Adding autoscaling where there was none changes the table as a whole, which
+    // covers the followed autoscaling.max inside it.
+    let bare = POOL.replace("autoscaling = { min = 0, max = 2 }\n", "");
+    converge(&f.engine(&bare.replace("a100", "h100"))).await;
+    assert_eq!(f.cloud.objects()["watch"]["value"], json!("max 1"));
+    let e = f.engine(&POOL.replace("a100", "h100"));
+    let (p, _) = plan(&e).await;
+    assert_eq!(actions(&p)["test_pool.gpu"], Action::Update);
+    assert_eq!(actions(&p)["test_thing.job"], Action::NoOp);
+    assert!(is_unknown(&planned(&p, "test_thing.watch")["value"]));
+}
+
+#[tokio::test]
+async fn outputs_without_a_declaration_are_unknown_after_any_update() {
+    let f = Fixture::new();
+    // test_thing's outputs declare nothing: b's value waits for a's update.
+    converge(&f.engine(CHAIN)).await;
+    let e = f.engine(&CHAIN.replace("value = \"first\"", "value = \"second\""));
+    let (p, s) = plan(&e).await;
+    let acts = actions(&p);
+    assert_eq!(acts["test_thing.a"], Action::Update);
+    assert_eq!(acts["test_thing.b"], Action::Update);
+    assert!(is_unknown(&planned(&p, "test_thing.b")["value"]));
+    assert_eq!(acts["test_thing.d"], Action::NoOp);
+    e.apply(&p, s).await.expect("apply");
+    // The value came back the same, so the next plan is clean.
+    assert_eq!(f.cloud.objects()["b"]["value"], json!("test:thing/a"));
+    let (p, _) = plan(&e).await;
+    assert!(!p.has_changes(), "{:?}", actions(&p));
 }

@@ -60,30 +60,7 @@ impl Env {
             .cloud
             .redis_address("batch-aiml", "default", "redis-leader")
             .expect("the redis-leader pod is backed by a redis-server");
-        let out = Command::new("redis-cli")
-            .args([
-                "-h",
-                &addr.ip().to_string(),
-                "-p",
-                &addr.port().to_string(),
-                "--raw",
-                "LRANGE",
-                list,
-                "0",
-                "-1",
-            ])
-            .output()
-            .expect("run redis-cli (installed with redis-server by scripts/deps.sh)");
-        assert!(
-            out.status.success(),
-            "redis-cli failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .filter(|l| !l.is_empty())
-            .map(str::to_string)
-            .collect()
+        common::redis_list(addr, list)
     }
 }
 

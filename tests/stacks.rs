@@ -12,8 +12,6 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::{expect_file, stable, Run, Sandbox as Work};
 use terrain_sandbox::{Options, Sandbox, Timing};
 
@@ -191,21 +189,8 @@ async fn gke_batch_ml_queues_runs_grows_the_share_and_destroys() {
     let redis = sandbox
         .redis_address("batch-aiml", "default", "redis-leader")
         .expect("the redis-leader pod is backed by a redis-server");
-    let out = Command::new("redis-cli")
-        .args([
-            "-h",
-            &redis.ip().to_string(),
-            "-p",
-            &redis.port().to_string(),
-        ])
-        .args(["lrange", "datasets", "0", "-1"])
-        .output()
-        .expect("run redis-cli (installed with redis-server by scripts/deps.sh)");
-    assert!(out.status.success(), "redis-cli failed");
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .collect::<Vec<_>>(),
+        common::redis_list(redis, "datasets"),
         [
             "datasets/training/2018-04-01.pkl",
             "datasets/training/2018-04-02.pkl",

@@ -1,6 +1,6 @@
 //! Test support shipped with the crate (not `cfg(test)`, because the engine's tests and
 //! benchmark use it): [`TestCloud`], an in-memory cloud that records every call and can
-//! inject latency, failures and drift, with its kind `test_thing`; and
+//! inject latency, failures and drift, with its kinds `test_thing` and `test_pool`; and
 //! [`schema_mismatches`], the check each kind uses to prove its schema agrees with serde.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -164,10 +165,14 @@ impl TestCloud {
         self.lock().objects.remove(name);
     }
 
-    /// The builtin kinds plus the test kinds, bound to this cloud.
+    /// The builtin kinds plus the test kinds, bound to this cloud. Objects of both
+    /// kinds share one namespace of ids, as names would in one project.
     pub fn registry(&self) -> Registry {
         let mut registry = crate::registry::builtin();
         registry.register(Arc::new(Adapter::new(TestThing {
+            cloud: self.clone(),
+        })));
+        registry.register(Arc::new(Adapter::new(TestPool {
             cloud: self.clone(),
         })));
         registry
@@ -197,7 +202,7 @@ impl TestCloud {
             if *left > 0 {
                 *left -= 1;
                 return Err(ProviderError::api(
-                    call_name(op),
+                    call_name(kind, op),
                     500,
                     "INTERNAL",
                     "injected failure",
@@ -206,10 +211,71 @@ impl TestCloud {
         }
         Ok(())
     }
+
+    /// The live spec and version of `id`, decoded with `schema`'s defaults filled in
+    /// (set_live may store a partial spec), or `None` when it does not exist.
+    fn fetch<S: DeserializeOwned>(
+        &self,
+        schema: &Schema,
+        id: &str,
+    ) -> Result<Option<(S, i64)>, ProviderError> {
+        let Some(stored) = self.lock().objects.get(id).cloned() else {
+            return Ok(None);
+        };
+        let spec =
+            serde_json::from_value(schema.with_defaults(&stored.spec)).map_err(|source| {
+                ProviderError::Decode {
+                    what: "live spec",
+                    source,
+                }
+            })?;
+        Ok(Some((spec, stored.version)))
+    }
+
+    /// Stores a new object at version 1 and counts the create; a conflict when `name`
+    /// is taken.
+    fn insert_new(&self, kind: &str, name: &str, spec: Value) -> Result<(), ProviderError> {
+        let mut inner = self.lock();
+        if inner.objects.contains_key(name) {
+            return Err(ProviderError::api(
+                call_name(kind, Op::Create),
+                409,
+                "ALREADY_EXISTS",
+                format!("{} {name:?} already exists", noun(kind)),
+            ));
+        }
+        inner
+            .objects
+            .insert(name.to_string(), Stored { spec, version: 1 });
+        *inner.creates.entry(name.to_string()).or_insert(0) += 1;
+        Ok(())
+    }
+
+    /// Replaces the spec of `id` and returns its new version; not found when absent.
+    fn overwrite(&self, kind: &str, id: &str, spec: Value) -> Result<i64, ProviderError> {
+        let mut inner = self.lock();
+        let Some(stored) = inner.objects.get_mut(id) else {
+            return Err(ProviderError::api(
+                call_name(kind, Op::Update),
+                404,
+                "NOT_FOUND",
+                format!("{} {id:?} does not exist", noun(kind)),
+            ));
+        };
+        stored.spec = spec;
+        stored.version += 1;
+        Ok(stored.version)
+    }
 }
 
-fn call_name(op: Op) -> String {
-    format!("test.things.{}", op.verb())
+/// What a kind's objects are called in messages: `thing`, `pool`.
+fn noun(kind: &str) -> &str {
+    kind.strip_prefix("test_").unwrap_or(kind)
+}
+
+/// The API method a call stands for: `test.things.create`, `test.pools.update`.
+fn call_name(kind: &str, op: Op) -> String {
+    format!("test.{}s.{}", noun(kind), op.verb())
 }
 
 /// The spec of `test_thing`: one field of each shape the engine must handle.
@@ -257,13 +323,13 @@ impl TestThing {
             },
         }
     }
+}
 
-    fn encode(spec: &ThingSpec) -> Result<Value, ProviderError> {
-        serde_json::to_value(spec).map_err(|source| ProviderError::Decode {
-            what: "spec",
-            source,
-        })
-    }
+fn encode<S: Serialize>(spec: &S) -> Result<Value, ProviderError> {
+    serde_json::to_value(spec).map_err(|source| ProviderError::Decode {
+        what: "spec",
+        source,
+    })
 }
 
 fn valid_name(name: &str) -> bool {
@@ -361,41 +427,16 @@ impl Kind for TestThing {
         _prior: Option<&ThingSpec>,
     ) -> Result<Option<Live<Self>>, ProviderError> {
         self.cloud.enter(Op::Read, Self::KIND, id, ctx).await?;
-        let Some(stored) = self.cloud.lock().objects.get(id).cloned() else {
-            return Ok(None);
-        };
-        // set_live may store a partial spec; fill defaults as the engine would.
-        let spec = serde_json::from_value(Self::schema().with_defaults(&stored.spec)).map_err(
-            |source| ProviderError::Decode {
-                what: "live spec",
-                source,
-            },
-        )?;
-        Ok(Some(Self::live(id, spec, stored.version)))
+        let found = self.cloud.fetch::<ThingSpec>(&Self::schema(), id)?;
+        Ok(found.map(|(spec, version)| Self::live(id, spec, version)))
     }
 
     async fn create(&self, ctx: &Ctx, spec: &ThingSpec) -> Result<Live<Self>, ProviderError> {
         self.cloud
             .enter(Op::Create, Self::KIND, &spec.name, ctx)
             .await?;
-        let value = Self::encode(spec)?;
-        let mut inner = self.cloud.lock();
-        if inner.objects.contains_key(&spec.name) {
-            return Err(ProviderError::api(
-                call_name(Op::Create),
-                409,
-                "ALREADY_EXISTS",
-                format!("thing {:?} already exists", spec.name),
-            ));
-        }
-        inner.objects.insert(
-            spec.name.clone(),
-            Stored {
-                spec: value,
-                version: 1,
-            },
-        );
-        *inner.creates.entry(spec.name.clone()).or_insert(0) += 1;
+        self.cloud
+            .insert_new(Self::KIND, &spec.name, encode(spec)?)?;
         Ok(Self::live(&spec.name, spec.clone(), 1))
     }
 
@@ -407,19 +448,8 @@ impl Kind for TestThing {
         spec: &ThingSpec,
     ) -> Result<Live<Self>, ProviderError> {
         self.cloud.enter(Op::Update, Self::KIND, id, ctx).await?;
-        let value = Self::encode(spec)?;
-        let mut inner = self.cloud.lock();
-        let Some(stored) = inner.objects.get_mut(id) else {
-            return Err(ProviderError::api(
-                call_name(Op::Update),
-                404,
-                "NOT_FOUND",
-                format!("thing {id:?} does not exist"),
-            ));
-        };
-        stored.spec = value;
-        stored.version += 1;
-        Ok(Self::live(id, spec.clone(), stored.version))
+        let version = self.cloud.overwrite(Self::KIND, id, encode(spec)?)?;
+        Ok(Self::live(id, spec.clone(), version))
     }
 
     async fn delete(
@@ -427,6 +457,196 @@ impl Kind for TestThing {
         ctx: &Ctx,
         id: &str,
         _prior: Option<&ThingSpec>,
+    ) -> Result<(), ProviderError> {
+        self.cloud.enter(Op::Delete, Self::KIND, id, ctx).await?;
+        self.cloud.lock().objects.remove(id);
+        Ok(())
+    }
+}
+
+/// The spec of `test_pool`: a node pool in miniature, whose outputs each follow a
+/// different part of the spec (see [`PoolOutputs`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolSpec {
+    pub name: String,
+    #[serde(default = "default_machine")]
+    pub machine: String,
+    pub machine_labels: Option<BTreeMap<String, String>>,
+    pub autoscaling: Option<Autoscaling>,
+}
+
+/// `test_pool`'s node-count bounds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Autoscaling {
+    pub min: i64,
+    pub max: i64,
+}
+
+fn default_machine() -> String {
+    "small".to_string()
+}
+
+/// What `test_pool` reports after apply. `placement` follows `name` and `machine`,
+/// `max_nodes` follows `autoscaling.max`, `cluster` follows nothing, and `generation`
+/// declares nothing, so any update makes it unknown.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolOutputs {
+    pub placement: String,
+    pub max_nodes: i64,
+    pub cluster: String,
+    pub generation: i64,
+}
+
+/// The kind `test_pool` (provider `test`), whose objects live in a [`TestCloud`]; every
+/// field but `name` updates in place, as a GKE node pool's autoscaling does.
+#[derive(Clone, Debug)]
+pub struct TestPool {
+    pub cloud: TestCloud,
+}
+
+impl TestPool {
+    fn live(name: &str, spec: PoolSpec, version: i64) -> Live<Self> {
+        let outputs = PoolOutputs {
+            placement: format!("{name}/{}", spec.machine),
+            max_nodes: spec.autoscaling.as_ref().map_or(1, |a| a.max),
+            cluster: "test-cluster".to_string(),
+            generation: version,
+        };
+        Live {
+            id: name.to_string(),
+            spec,
+            outputs,
+        }
+    }
+}
+
+#[async_trait]
+impl Kind for TestPool {
+    type Spec = PoolSpec;
+    type Outputs = PoolOutputs;
+    const KIND: &'static str = "test_pool";
+    const PROVIDER: &'static str = "test";
+
+    fn schema() -> Schema {
+        Schema {
+            fields: vec![
+                Field::new(
+                    "name",
+                    Type::String,
+                    "The pool's name, which is also its id.",
+                )
+                .required()
+                .force_new(),
+                Field::new(
+                    "machine",
+                    Type::String,
+                    "The machine type of the pool's nodes, updatable in place.",
+                )
+                .default(json!("small")),
+                Field::new(
+                    "machine_labels",
+                    Type::Map(Box::new(Type::String)),
+                    "Labels on the pool's machines.",
+                ),
+                Field::new(
+                    "autoscaling",
+                    Type::Object(vec![
+                        Field::new("min", Type::Int, "The fewest nodes.").required(),
+                        Field::new("max", Type::Int, "The most nodes.").required(),
+                    ]),
+                    "Bounds on the node count, updatable in place.",
+                ),
+            ],
+            outputs: vec![
+                Field::new(
+                    "placement",
+                    Type::String,
+                    "<name>/<machine>, where workloads placed on the pool land.",
+                )
+                .derived_from(&["name", "machine"]),
+                Field::new(
+                    "max_nodes",
+                    Type::Int,
+                    "autoscaling.max, or 1 without autoscaling.",
+                )
+                .derived_from(&["autoscaling.max"]),
+                Field::new("cluster", Type::String, "The cluster the pool belongs to.")
+                    .derived_from(&[]),
+                Field::new(
+                    "generation",
+                    Type::Int,
+                    "1 on create, one more on each update.",
+                ),
+            ],
+        }
+    }
+
+    fn validate(spec: &PoolSpec, _config: &serde_json::Value) -> Vec<Invalid> {
+        let mut problems = Vec::new();
+        if !valid_name(&spec.name) {
+            problems.push(Invalid::at(
+                "name",
+                format!(
+                    "{:?} is not a valid name: use lowercase letters, digits and '-', starting with a letter",
+                    spec.name
+                ),
+            ));
+        }
+        if let Some(a) = &spec.autoscaling {
+            if a.min < 0 || a.min > a.max {
+                problems.push(Invalid::at(
+                    "autoscaling",
+                    format!("needs 0 <= min <= max, got min {} and max {}", a.min, a.max),
+                ));
+            }
+        }
+        problems
+    }
+
+    fn planned_id(spec: &PoolSpec, _config: &serde_json::Value) -> Option<String> {
+        Some(spec.name.clone())
+    }
+
+    async fn read(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        _prior: Option<&PoolSpec>,
+    ) -> Result<Option<Live<Self>>, ProviderError> {
+        self.cloud.enter(Op::Read, Self::KIND, id, ctx).await?;
+        let found = self.cloud.fetch::<PoolSpec>(&Self::schema(), id)?;
+        Ok(found.map(|(spec, version)| Self::live(id, spec, version)))
+    }
+
+    async fn create(&self, ctx: &Ctx, spec: &PoolSpec) -> Result<Live<Self>, ProviderError> {
+        self.cloud
+            .enter(Op::Create, Self::KIND, &spec.name, ctx)
+            .await?;
+        self.cloud
+            .insert_new(Self::KIND, &spec.name, encode(spec)?)?;
+        Ok(Self::live(&spec.name, spec.clone(), 1))
+    }
+
+    async fn update(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        _prior: &PoolSpec,
+        spec: &PoolSpec,
+    ) -> Result<Live<Self>, ProviderError> {
+        self.cloud.enter(Op::Update, Self::KIND, id, ctx).await?;
+        let version = self.cloud.overwrite(Self::KIND, id, encode(spec)?)?;
+        Ok(Self::live(id, spec.clone(), version))
+    }
+
+    async fn delete(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        _prior: Option<&PoolSpec>,
     ) -> Result<(), ProviderError> {
         self.cloud.enter(Op::Delete, Self::KIND, id, ctx).await?;
         self.cloud.lock().objects.remove(id);
@@ -627,6 +847,133 @@ mod tests {
             schema_mismatches::<TestThing>(&full_spec(), &outputs),
             Vec::<String>::new()
         );
+    }
+
+    fn full_pool() -> PoolSpec {
+        PoolSpec {
+            name: "gpu".into(),
+            machine: "a100".into(),
+            machine_labels: Some(BTreeMap::from([("team".to_string(), "ml".to_string())])),
+            autoscaling: Some(Autoscaling { min: 0, max: 4 }),
+        }
+    }
+
+    #[test]
+    fn pool_schema_agrees_with_serde() {
+        let outputs = PoolOutputs {
+            placement: "gpu/a100".into(),
+            max_nodes: 4,
+            cluster: "test-cluster".into(),
+            generation: 1,
+        };
+        assert_eq!(
+            schema_mismatches::<TestPool>(&full_pool(), &outputs),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn pool_outputs_declare_what_they_follow() {
+        let schema = TestPool::schema();
+        let follows = |name: &str| schema.output(name).and_then(|f| f.derived_from);
+        assert_eq!(follows("placement"), Some(&["name", "machine"][..]));
+        assert_eq!(follows("max_nodes"), Some(&["autoscaling.max"][..]));
+        assert_eq!(follows("cluster"), Some(&[][..]));
+        assert_eq!(follows("generation"), None);
+        // The test thing declares nothing: any update makes its outputs unknown.
+        assert!(TestThing::schema()
+            .outputs
+            .iter()
+            .all(|f| f.derived_from.is_none()));
+    }
+
+    #[test]
+    fn pool_validate_checks_name_and_bounds() {
+        let config = serde_json::Value::Null;
+        assert!(TestPool::validate(&full_pool(), &config).is_empty());
+        let mut bad = full_pool();
+        bad.name = "GPU".into();
+        bad.autoscaling = Some(Autoscaling { min: 3, max: 2 });
+        let paths: Vec<_> = TestPool::validate(&bad, &config)
+            .into_iter()
+            .map(|p| p.path.join("."))
+            .collect();
+        assert_eq!(paths, ["name", "autoscaling"]);
+        bad.name = "gpu".into();
+        bad.autoscaling = Some(Autoscaling { min: -1, max: 2 });
+        assert_eq!(
+            TestPool::validate(&bad, &config),
+            vec![Invalid::at(
+                "autoscaling",
+                "needs 0 <= min <= max, got min -1 and max 2"
+            )]
+        );
+    }
+
+    #[tokio::test]
+    async fn pool_outputs_follow_the_spec_and_generation_counts_updates(
+    ) -> Result<(), ProviderError> {
+        let cloud = TestCloud::new();
+        let pool = TestPool {
+            cloud: cloud.clone(),
+        };
+        let created = pool.create(&ctx("test_pool.gpu"), &full_pool()).await?;
+        assert_eq!(
+            created.outputs,
+            PoolOutputs {
+                placement: "gpu/a100".into(),
+                max_nodes: 4,
+                cluster: "test-cluster".into(),
+                generation: 1,
+            }
+        );
+        let mut bare = full_pool();
+        bare.autoscaling = None;
+        bare.machine = "h100".into();
+        let updated = pool
+            .update(&ctx("test_pool.gpu"), "gpu", &full_pool(), &bare)
+            .await?;
+        assert_eq!(updated.outputs.placement, "gpu/h100");
+        assert_eq!(updated.outputs.max_nodes, 1, "no autoscaling: one node");
+        assert_eq!(updated.outputs.generation, 2);
+        let read = pool
+            .read(&ctx("test_pool.gpu"), "gpu", None)
+            .await?
+            .expect("exists");
+        assert_eq!(read.outputs, updated.outputs);
+
+        // Its errors name its own API, and ids are shared with test_thing.
+        let err = thing(&cloud)
+            .create(&ctx("test_thing.gpu"), &minimal("gpu"))
+            .await
+            .expect_err("the name is taken");
+        assert_eq!(
+            err.to_string(),
+            "test.things.create failed: 409 ALREADY_EXISTS: thing \"gpu\" already exists"
+        );
+        pool.delete(&ctx("test_pool.gpu"), "gpu", None).await?;
+        let err = pool
+            .update(&ctx("test_pool.gpu"), "gpu", &bare, &bare)
+            .await
+            .expect_err("gone");
+        assert_eq!(
+            err.to_string(),
+            "test.pools.update failed: 404 NOT_FOUND: pool \"gpu\" does not exist"
+        );
+        let calls: Vec<(Op, String)> = cloud.calls().into_iter().map(|c| (c.op, c.kind)).collect();
+        let pool = |op| (op, "test_pool".to_string());
+        assert_eq!(
+            calls,
+            [
+                pool(Op::Create),
+                pool(Op::Update),
+                pool(Op::Read),
+                (Op::Create, "test_thing".to_string()),
+                pool(Op::Delete),
+                pool(Op::Update),
+            ]
+        );
+        Ok(())
     }
 
     #[test]
@@ -992,6 +1339,7 @@ mod tests {
         );
         let resource = registry.get("test_thing").expect("test kind is registered");
         assert_eq!(resource.provider(), "test");
+        assert!(registry.get("test_pool").is_some(), "so is the pool");
         let observed = resource
             .create(&ctx("test_thing.a"), &json!({"name": "a"}))
             .await?;

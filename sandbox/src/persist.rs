@@ -4,6 +4,7 @@
 //! lives the data directory (volumes, process data).
 
 use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -86,7 +87,13 @@ pub(crate) fn load(path: &Path) -> Result<World, SandboxError> {
 pub(crate) fn save(path: &Path, text: &str) -> std::io::Result<()> {
     let tmp = temp_path(path);
     let result = (|| {
-        let mut file = std::fs::File::create(&tmp)?;
+        // Owner-only: emulated clusters' Secrets live in it.
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)?;
         file.write_all(text.as_bytes())?;
         file.sync_all()?;
         std::fs::rename(&tmp, path)

@@ -530,35 +530,6 @@ fn uuid_len(b: &[u8]) -> Option<usize> {
     b.get(n).is_none_or(|c| !is_word(*c)).then_some(n)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::normalise;
-
-    #[test]
-    fn normalises_what_varies() {
-        assert_eq!(normalise("id=2026-11-21T00:03:19Z x"), "id=<TIME> x");
-        assert_eq!(normalise("at 2026-11-21T00:03:19.123+02:00."), "at <TIME>.");
-        assert_eq!(
-            normalise("lock 6e26ba75-a61c-41a6-914b-42b00f6aa26a;"),
-            "lock <UUID>;"
-        );
-        assert_eq!(
-            normalise("[id=63ae07aec399] run-76f27205.txt"),
-            "[id=<HEX>] run-<HEX>.txt"
-        );
-        assert_eq!(
-            normalise("complete after 0s [id=x], after 12s"),
-            "complete after Ns [id=x], after Ns"
-        );
-        let sha = "853ff93762a06ddbf722c4ebe9ddd66d8f63ddaea97f521c3ecc20da7c976020";
-        assert_eq!(normalise(sha), sha);
-        assert_eq!(
-            normalise("local_file.greeting deadline 1234567"),
-            "local_file.greeting deadline 1234567"
-        );
-    }
-}
-
 /// Replaces what differs between runs but not between correct outputs: uids and the
 /// sandbox's ports.
 pub fn stable(text: &str) -> String {
@@ -593,4 +564,52 @@ pub fn stable(text: &str) -> String {
     }
     result.push_str(rest);
     result
+}
+
+/// The Redis list `list` as the redis-server at `addr` holds it (read with redis-cli).
+pub fn redis_list(addr: std::net::SocketAddr, list: &str) -> Vec<String> {
+    let out = Command::new("redis-cli")
+        .args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()])
+        .args(["--raw", "LRANGE", list, "0", "-1"])
+        .output()
+        .expect("run redis-cli (installed with redis-server by scripts/deps.sh)");
+    assert!(
+        out.status.success(),
+        "redis-cli failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalise;
+
+    #[test]
+    fn normalises_what_varies() {
+        assert_eq!(normalise("id=2026-11-21T00:03:19Z x"), "id=<TIME> x");
+        assert_eq!(normalise("at 2026-11-21T00:03:19.123+02:00."), "at <TIME>.");
+        assert_eq!(
+            normalise("lock 6e26ba75-a61c-41a6-914b-42b00f6aa26a;"),
+            "lock <UUID>;"
+        );
+        assert_eq!(
+            normalise("[id=63ae07aec399] run-76f27205.txt"),
+            "[id=<HEX>] run-<HEX>.txt"
+        );
+        assert_eq!(
+            normalise("complete after 0s [id=x], after 12s"),
+            "complete after Ns [id=x], after Ns"
+        );
+        let sha = "853ff93762a06ddbf722c4ebe9ddd66d8f63ddaea97f521c3ecc20da7c976020";
+        assert_eq!(normalise(sha), sha);
+        assert_eq!(
+            normalise("local_file.greeting deadline 1234567"),
+            "local_file.greeting deadline 1234567"
+        );
+    }
 }

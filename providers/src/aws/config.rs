@@ -189,7 +189,7 @@ pub async fn sdk_config(cfg: &AwsConfig) -> Result<SdkConfig, ProviderError> {
     }
     if loaded.credentials_provider().is_none() {
         return Err(ProviderError::Config(
-            "no AWS credentials provider: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run `aws sso login`".into(),
+            "no AWS credentials provider: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run `aws sso login`; or run with --sandbox to try the stack without an account".into(),
         ));
     }
     cache()

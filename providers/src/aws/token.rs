@@ -119,7 +119,7 @@ pub async fn credentials(
 ) -> Result<Credentials, ProviderError> {
     provider.provide_credentials().await.map_err(|e| {
         ProviderError::Config(format!(
-            "no AWS credentials to sign the token for EKS cluster {cluster_name}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (plus AWS_SESSION_TOKEN for temporary keys), or AWS_PROFILE naming a profile in ~/.aws/credentials or ~/.aws/config (run `aws sso login` for SSO profiles), or run where a role is attached (ECS, EC2 instance profile, EKS pod identity): {}",
+            "no AWS credentials to sign the token for EKS cluster {cluster_name}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (plus AWS_SESSION_TOKEN for temporary keys), or AWS_PROFILE naming a profile in ~/.aws/credentials or ~/.aws/config (run `aws sso login` for SSO profiles), or run where a role is attached (ECS, EC2 instance profile, EKS pod identity): {}; or run with --sandbox to try the stack without an account",
             aws_smithy_types::error::display::DisplayErrorContext(&e)
         ))
     })
@@ -144,7 +144,7 @@ pub async fn eks_token(
     let sdk = sdk_config(&cfg).await?;
     let provider = sdk.credentials_provider().ok_or_else(|| {
         ProviderError::Config(format!(
-            "no AWS credentials provider to sign the token for EKS cluster {cluster_name}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
+            "no AWS credentials provider to sign the token for EKS cluster {cluster_name}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE; or run with --sandbox to try the stack without an account"
         ))
     })?;
     let creds = credentials(&provider, cluster_name).await?;
@@ -307,6 +307,7 @@ mod tests {
             "AWS_SECRET_ACCESS_KEY",
             "AWS_PROFILE",
             "~/.aws/credentials",
+            "; or run with --sandbox to try the stack without an account",
         ] {
             assert!(m.contains(want), "{want} missing from: {m}");
         }

@@ -33,7 +33,9 @@ impl std::fmt::Debug for Tokens {
     }
 }
 
-const HOW_TO: &str = "set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, run `gcloud auth application-default login`, or set `credentials` in [providers.gcp]";
+/// What to do about missing credentials, ending every credentials error: the ways to
+/// give terrain an account, and `--sandbox` for trying a stack without one.
+const HOW_TO: &str = "set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, run `gcloud auth application-default login`, set `credentials` in [providers.gcp], or run with --sandbox to try the stack without an account";
 
 impl Tokens {
     pub fn new(source: CredentialSource) -> Self {
@@ -127,4 +129,23 @@ async fn build(key_file: Option<&str>) -> Result<AccessTokenCredentials, Provide
         }
     };
     built.map_err(|e| ProviderError::Config(format!("no usable Google credentials: {e}; {HOW_TO}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn how_to_names_the_ways_to_an_account_and_the_sandbox() {
+        for want in [
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "gcloud auth application-default login",
+            "[providers.gcp]",
+            "or run with --sandbox to try the stack without an account",
+        ] {
+            assert!(HOW_TO.contains(want), "{want} missing from: {HOW_TO}");
+        }
+        // It ends sentences that start elsewhere, so it is one clause list, no period.
+        assert!(!HOW_TO.contains(". ") && !HOW_TO.ends_with('.'), "{HOW_TO}");
+    }
 }

@@ -1,0 +1,299 @@
+//! `--sandbox` runs and the `terrain sandbox` subcommands through the real binary: a tiny
+//! GCP stack taken through plan, apply, re-plan and destroy on the emulator each run
+//! starts in-process, with its state kept apart from real state; the sandbox lock
+//! (`cloud.lock`) refusing a second owner and taking over a dead one's; `reset`; the
+//! help and the time-scale variable; relative paths resolved against the stack's
+//! directory; and what a real run without Google credentials says to do.
+
+mod common;
+
+use std::process::{Child, Command};
+
+use common::{Run, Sandbox as Work};
+
+/// One bucket on GCP: the smallest stack that needs a cloud account.
+const TINY: &str = r#"[stack]
+name = "tiny"
+
+[providers.gcp]
+project = "p"
+region = "us-central1"
+
+[gcs_bucket.data]
+name = "tiny-data"
+location = "us-central1"
+"#;
+
+/// A work directory holding `stack.toml` = [`TINY`].
+fn tiny() -> Work {
+    let work = Work::new();
+    work.write("stack.toml", TINY);
+    work
+}
+
+/// Whether `rel` is an empty directory.
+fn is_empty_dir(work: &Work, rel: &str) -> bool {
+    std::fs::read_dir(work.join(rel))
+        .unwrap_or_else(|e| panic!("list {rel}: {e}"))
+        .next()
+        .is_none()
+}
+
+#[test]
+fn sandbox_run_plans_applies_and_destroys_with_state_kept_apart() {
+    let work = tiny();
+    work.run(&["plan", "--sandbox", "--detailed-exitcode"])
+        .expect_code(2);
+    let apply = work.run(&["apply", "--sandbox", "--auto-approve"]);
+    apply.success();
+    assert!(
+        apply.stdout.contains("gcs_bucket.data: creation complete")
+            && apply.stdout.contains("Apply complete!"),
+        "{}",
+        apply.stdout
+    );
+    work.run(&["plan", "--sandbox", "--detailed-exitcode"])
+        .expect_code(0);
+
+    assert_eq!(
+        work.state_addresses("state/sandbox/tiny.json"),
+        ["gcs_bucket.data"]
+    );
+    assert!(
+        !work.exists("state/tiny.json"),
+        "sandbox state never lands where real state goes: {:?}",
+        work.files()
+    );
+    assert!(work.exists("state/sandbox/cloud.json"));
+    assert_eq!(work.mode("state/sandbox/tiny.json"), 0o600);
+    assert!(
+        !work.exists("state/sandbox/cloud.lock"),
+        "the run let go of the sandbox"
+    );
+
+    let list = work.run(&["sandbox", "list"]);
+    list.success();
+    assert!(
+        list.stdout.lines().any(|l| l == "gcs bucket tiny-data"),
+        "{}",
+        list.stdout
+    );
+
+    let destroy = work.run(&["destroy", "--sandbox", "--auto-approve"]);
+    destroy.success();
+    assert!(
+        destroy
+            .stdout
+            .contains("Destroy complete! Resources: 1 destroyed."),
+        "{}",
+        destroy.stdout
+    );
+    assert!(work.state_addresses("state/sandbox/tiny.json").is_empty());
+    assert!(!work.exists("state/tiny.json"));
+    let list = work.run(&["sandbox", "list"]);
+    list.success();
+    assert_eq!(list.stdout, "The sandbox holds nothing.\n");
+}
+
+/// A process that stays alive until dropped, to hold a lock in its name.
+struct Sleeper(Child);
+
+impl Sleeper {
+    fn start() -> Self {
+        Self(
+            Command::new("sleep")
+                .arg("30")
+                .spawn()
+                .expect("start `sleep 30`"),
+        )
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn sandbox_lock_of_a_live_process_refuses_the_run() {
+    let work = tiny();
+    let holder = Sleeper::start();
+    let lock = format!("{} terrain apply\n", holder.pid());
+    work.write("state/sandbox/cloud.lock", &lock);
+
+    let run = work.run(&["plan", "--sandbox"]);
+    run.failure();
+    let want = format!("in use by `terrain apply` (pid {})", holder.pid());
+    assert!(
+        run.stderr.contains(&want),
+        "{want} missing:\n{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("terrain sandbox serve"),
+        "says how runs can share a sandbox:\n{}",
+        run.stderr
+    );
+    assert_eq!(
+        work.read("state/sandbox/cloud.lock"),
+        lock,
+        "another process's lock is left alone"
+    );
+    assert!(!work.exists("state/sandbox/tiny.json"));
+    drop(holder);
+}
+
+#[test]
+fn sandbox_lock_of_a_dead_process_is_taken_over() {
+    let work = tiny();
+    work.write("state/sandbox/cloud.lock", "999999999 terrain apply\n");
+    work.run(&["apply", "--sandbox", "--auto-approve"])
+        .success();
+    assert_eq!(
+        work.state_addresses("state/sandbox/tiny.json"),
+        ["gcs_bucket.data"]
+    );
+    assert!(
+        !work.exists("state/sandbox/cloud.lock"),
+        "taken over, then released"
+    );
+}
+
+#[test]
+fn sandbox_reset_forgets_the_cloud_and_the_stacks_sandbox_state() {
+    let work = tiny();
+    work.run(&["apply", "--sandbox", "--auto-approve"])
+        .success();
+    assert!(work.exists("state/sandbox/cloud.json"));
+    assert!(work.exists("state/sandbox/tiny.json"));
+
+    let reset = work.run(&["sandbox", "reset"]);
+    reset.success();
+    assert!(
+        reset.stdout.starts_with("Reset the sandbox"),
+        "{}",
+        reset.stdout
+    );
+    assert!(
+        is_empty_dir(&work, "state/sandbox"),
+        "left behind: {:?}",
+        work.files()
+    );
+    let list = work.run(&["sandbox", "list"]);
+    list.success();
+    assert_eq!(list.stdout, "The sandbox holds nothing.\n");
+    // With its state gone too, the stack plans its bucket afresh.
+    work.run(&["plan", "--sandbox", "--detailed-exitcode"])
+        .expect_code(2);
+}
+
+#[test]
+fn relative_paths_in_a_stack_start_at_its_directory() {
+    let work = Work::new();
+    work.write(
+        "sub/stack.toml",
+        "[stack]\nname = \"rel\"\n\n[local_file.x]\npath = \"out/x.txt\"\ncontent = \"hello\\n\"\n",
+    );
+    work.run(&["apply", "-s", "sub", "--auto-approve"])
+        .success();
+    assert_eq!(work.read("sub/out/x.txt"), "hello\n");
+    assert!(!work.exists("out/x.txt"), "{:?}", work.files());
+    // terrain's own paths start where it was started.
+    assert_eq!(work.state_addresses("state/rel.json"), ["local_file.x"]);
+    assert_eq!(work.mode("state/rel.json"), 0o600);
+    assert!(!work.exists("sub/state"), "{:?}", work.files());
+
+    work.run(&["destroy", "-s", "sub", "--auto-approve"])
+        .success();
+    assert!(!work.exists("sub/out/x.txt"));
+}
+
+#[test]
+fn sandbox_help_shows_the_subcommands_and_the_time_scale() {
+    let help = help_of(&["sandbox", "--help"]);
+    for want in ["serve", "list", "reset"] {
+        assert!(help.stdout.contains(want), "{want}:\n{}", help.stdout);
+    }
+    let help = help_of(&["sandbox", "serve", "--help"]);
+    for want in ["--time-scale", "TERRAIN_SANDBOX_TIME_SCALE", "--dir"] {
+        assert!(help.stdout.contains(want), "{want}:\n{}", help.stdout);
+    }
+}
+
+fn help_of(args: &[&str]) -> Run {
+    let run = Work::new().run(args);
+    run.success();
+    run
+}
+
+#[test]
+fn a_bad_time_scale_is_refused_naming_the_variable() {
+    let work = tiny();
+    let run = work.run_env(
+        &["plan", "--sandbox"],
+        &[("TERRAIN_SANDBOX_TIME_SCALE", "fast")],
+    );
+    run.failure();
+    assert!(
+        run.stderr.contains("TERRAIN_SANDBOX_TIME_SCALE") && run.stderr.contains("`fast`"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !work.exists("state/sandbox/cloud.lock"),
+        "the failed run let go of the sandbox"
+    );
+    // serve reads the same variable through its flag.
+    let serve = work.run_env(
+        &["sandbox", "serve"],
+        &[("TERRAIN_SANDBOX_TIME_SCALE", "fast")],
+    );
+    serve.expect_code(2);
+    assert!(serve.stderr.contains("--time-scale"), "{}", serve.stderr);
+}
+
+#[test]
+fn a_real_run_without_google_credentials_says_what_to_set() {
+    let work = tiny();
+    let home = tempfile::tempdir().expect("an empty home");
+    let mut cmd = work.command(&["apply", "--auto-approve"], &[]);
+    // No credentials anywhere: no variables, no gcloud files (an empty home), and a
+    // metadata server address that refuses at once instead of a lookup that may hang.
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        if k.starts_with("GOOGLE_") || k.starts_with("CLOUDSDK_") || k.starts_with("GCE_") {
+            cmd.env_remove(&key);
+        }
+    }
+    cmd.env("HOME", home.path())
+        .env("GCE_METADATA_HOST", "127.0.0.1:1");
+    let out = cmd.output().expect("run terrain apply");
+    let run = Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        args: vec!["apply".into(), "--auto-approve".into()],
+    };
+    run.failure();
+    for want in [
+        "no Google credentials found",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "or run with --sandbox to try the stack without an account",
+    ] {
+        assert!(run.stderr.contains(want), "{want} missing:\n{}", run.stderr);
+    }
+    assert!(
+        work.state_addresses("state/tiny.json").is_empty(),
+        "nothing was created"
+    );
+    assert!(
+        !work.exists("state/sandbox"),
+        "a real run does not touch the sandbox"
+    );
+}
