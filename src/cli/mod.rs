@@ -26,7 +26,14 @@ use crate::output;
 
 /// terrain: provision ML batch infrastructure from TOML stacks.
 #[derive(Parser, Debug)]
-#[command(name = "terrain", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "terrain",
+    version,
+    about,
+    long_about = None,
+    propagate_version = true,
+    after_help = "Try a stack with no cloud account (the sandbox emulates the clouds):\n  terrain plan -s stacks/gke-batch-ml --sandbox\n  terrain apply -s stacks/gke-batch-ml --sandbox\n  terrain destroy -s stacks/gke-batch-ml --sandbox\n\n`terrain <command> --help` describes each command."
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -55,7 +62,7 @@ pub struct StackArgs {
     pub no_color: bool,
     /// Runs against the local sandbox instead of the real clouds: no account or
     /// credentials needed. State goes to `state/sandbox/`, and the emulated cloud
-    /// persists between runs (also TERRAIN_SANDBOX=1).
+    /// persists between runs.
     #[arg(long, env = "TERRAIN_SANDBOX", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0, default_missing_value = "true", default_value = "false")]
     pub sandbox: bool,
 }

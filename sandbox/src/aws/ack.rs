@@ -414,6 +414,17 @@ fn crd(kind: &str, plural: &str, columns: Value, spec: Value, status: Value) -> 
     })
 }
 
+/// A list of `{<name_key>, value}` string pairs (tags, pipeline parameters).
+fn pairs_schema(name_key: &str) -> Value {
+    json!({
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {name_key: {"type": "string"}, "value": {"type": "string"}},
+        },
+    })
+}
+
 fn parallelism_schema() -> Value {
     json!({
         "description": "The parallelism configuration applied to the pipeline.",
@@ -451,16 +462,7 @@ pub(crate) fn crds() -> [Value; 2] {
                     "description": "The IAM role SageMaker assumes to run the pipeline.",
                     "type": "string",
                 },
-                "tags": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "key": {"type": "string"},
-                            "value": {"type": "string"},
-                        },
-                    },
-                },
+                "tags": pairs_schema("key"),
             },
             "required": ["pipelineName", "roleARN"],
         }),
@@ -486,16 +488,7 @@ pub(crate) fn crds() -> [Value; 2] {
                 "pipelineExecutionDescription": {"type": "string"},
                 "pipelineExecutionDisplayName": {"type": "string"},
                 "pipelineName": {"type": "string"},
-                "pipelineParameters": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "name": {"type": "string"},
-                            "value": {"type": "string"},
-                        },
-                    },
-                },
+                "pipelineParameters": pairs_schema("name"),
             },
             "required": ["pipelineName"],
         }),
