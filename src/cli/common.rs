@@ -134,17 +134,10 @@ pub async fn engine(
         }
         _ => observer,
     };
-    let sandbox = if args.sandbox {
-        let dir = super::sandbox::dir_for(&state_path(
-            &stack,
-            &StackArgs {
-                sandbox: false,
-                ..args.clone()
-            },
-        ));
-        Some(super::sandbox::attach(&dir, operation).await?)
-    } else {
-        None
+    let sandbox = match state_path(&stack, args).parent() {
+        // The sandbox lives beside the stack's sandbox state (`state/sandbox/`).
+        Some(dir) if args.sandbox => Some(super::sandbox::attach(dir, operation).await?),
+        _ => None,
     };
     // Relative paths inside a stack (dataset sources, manifest and definition files,
     // local files) are relative to the stack's directory, wherever terrain is started

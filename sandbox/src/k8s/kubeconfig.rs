@@ -39,24 +39,47 @@ pub(crate) fn render(
 }
 
 /// Writes `text` to `path`, readable by its owner only.
+/// Whether the file at `path` is readable by its owner only.
+fn owner_only(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::metadata(path).is_ok_and(|m| m.permissions().mode() & 0o077 == 0)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        true
+    }
+}
+
 pub(crate) fn write(path: &Path, text: &str) -> std::io::Result<()> {
+    // Rewritten whenever clusters come and go (`terrain sandbox serve` refreshes them
+    // while kubectl may be reading): unchanged files are left alone, and changed ones
+    // replaced whole, so a reader never sees a half-written file.
+    if std::fs::read_to_string(path).is_ok_and(|old| old == text) && owner_only(path) {
+        return Ok(());
+    }
+    let mut tmp_name = path.file_name().unwrap_or_default().to_os_string();
+    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        use std::os::unix::fs::OpenOptionsExt as _;
         options.mode(0o600);
-        let mut file = options.open(path)?;
-        // An existing file keeps its mode on open; tighten it as well.
-        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()
     }
-    #[cfg(not(unix))]
-    {
-        let mut file = options.open(path)?;
+    let written = options.open(&tmp).and_then(|mut file| {
         file.write_all(text.as_bytes())?;
         file.sync_all()
+    });
+    match written.and_then(|()| std::fs::rename(&tmp, path)) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
     }
 }
 
@@ -95,5 +118,23 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         assert_eq!(std::fs::read_to_string(&path).expect("read"), "new");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn rewriting_a_kubeconfig_replaces_it_whole_and_leaves_an_unchanged_one_alone() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("c.kubeconfig");
+        write(&path, "one").expect("write");
+        let first = std::fs::metadata(&path).expect("metadata").ino();
+        write(&path, "one").expect("write");
+        assert_eq!(std::fs::metadata(&path).expect("metadata").ino(), first);
+        write(&path, "two").expect("write");
+        // A new file renamed into place: a reader holding the old one reads it whole.
+        assert_ne!(std::fs::metadata(&path).expect("metadata").ino(), first);
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "two");
+        let leftovers = std::fs::read_dir(dir.path()).expect("list").count();
+        assert_eq!(leftovers, 1, "no temporary file left behind");
     }
 }
