@@ -174,6 +174,10 @@ pub enum PlanError {
     Eval { address: Address, message: String },
     #[error("{address}: invalid spec: {message}")]
     Invalid { address: Address, message: String },
+    /// An in-place update the provider's API would refuse (an EKS upgrade skipping a
+    /// minor version): the plan fails rather than the apply.
+    #[error("{address}: cannot be updated in place: {message}")]
+    ChangeRefused { address: Address, message: String },
     #[error("--target {0}: no such resource in the stack or the state")]
     UnknownTarget(Address),
 }
@@ -433,6 +437,27 @@ pub fn compute(
             }
             if !in_scope(addr) {
                 change.action = Action::NoOp;
+            }
+            if change.action == Action::Update {
+                if let Some(before) = &change.before {
+                    let refused = rc.resource.validate_change(before, &after);
+                    if !refused.is_empty() {
+                        let message: Vec<String> = refused
+                            .iter()
+                            .map(|bad| {
+                                if bad.path.is_empty() {
+                                    bad.message.clone()
+                                } else {
+                                    format!("{}: {}", bad.path.join("."), bad.message)
+                                }
+                            })
+                            .collect();
+                        return Err(PlanError::ChangeRefused {
+                            address: addr.clone(),
+                            message: message.join("; "),
+                        });
+                    }
+                }
             }
             if change.action == Action::Replace && rc.lifecycle.prevent_destroy {
                 return Err(PlanError::PreventDestroy {

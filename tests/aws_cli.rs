@@ -3,8 +3,9 @@
 //! with its ACK SageMaker controller. EKS cluster + GPU spot node group + versioned
 //! KMS-encrypted bucket + definition object + ACK CRDs + Pipeline + PipelineExecution
 //! (waiting for completion) → a clean re-plan → the same objects seen by the official
-//! `aws` CLI → a definition edit planned as an update with its diff → destroy, leaving
-//! the sandbox empty.
+//! `aws` CLI → a definition edit planned as an update with its diff → a Kubernetes
+//! upgrade that skips a minor version refused by the plan, one that does not applied in
+//! place → destroy, leaving the sandbox empty.
 
 mod common;
 
@@ -327,6 +328,36 @@ async fn eks_sagemaker_applies_runs_the_pipeline_and_destroys() {
     ]) {
         let definition = pipeline["PipelineDefinition"].as_str().unwrap_or_default();
         assert!(definition.contains("\"80\""), "{definition}");
+    }
+
+    // An upgrade that skips a minor version is refused by the plan, naming the steps;
+    // one minor version is an in-place upgrade, which the sandbox carries out.
+    work.edit("stack.toml", "version = \"1.31\"", "version = \"1.33\"");
+    let skip = env.run(&work, &["plan", "--no-color"]);
+    skip.expect_code(1);
+    assert!(
+        skip.stderr.contains(
+            "eks_cluster.ml: cannot be updated in place: version: EKS upgrades one minor version at a time: 1.31 → 1.33 skips 1.32; set version = \"1.32\", apply, and repeat for \"1.33\""
+        ),
+        "{}",
+        skip.stderr
+    );
+    work.edit("stack.toml", "version = \"1.33\"", "version = \"1.32\"");
+    let step = env.run(&work, &["plan", "--no-color", "--detailed-exitcode"]);
+    step.expect_code(2);
+    for line in [
+        "~ eks_cluster.ml will be updated in place",
+        "~ version = \"1.31\" -> \"1.32\"",
+        "control plane upgrade 1.31 → 1.32 in place",
+        "Plan: 0 to add, 1 to change, 0 to replace, 0 to destroy.",
+    ] {
+        assert!(step.stdout.contains(line), "{line}:\n{}", step.stdout);
+    }
+    env.run(&work, &["apply", "--auto-approve"]).success();
+    env.run(&work, &["plan", "--detailed-exitcode"])
+        .expect_code(0);
+    if let Some(cluster) = env.aws(&["eks", "describe-cluster", "--name", "ml-pipelines"]) {
+        assert_eq!(cluster["cluster"]["version"], "1.32");
     }
 
     let destroy = env.run(&work, &["destroy", "--auto-approve"]);

@@ -122,6 +122,13 @@ pub trait Resource: Send + Sync {
     fn validate_peers(&self, _spec: &Value, _peers: &[Peer]) -> Vec<Invalid> {
         Vec::new()
     }
+    /// Checks that the object can go from `prior` (its refreshed spec) to `spec` by an
+    /// in-place update, before anything is applied: the changes an API refuses (an EKS
+    /// upgrade that skips a minor version, a downgrade) fail the plan rather than the
+    /// apply. `spec` may hold unknown values; skip checks on those.
+    fn validate_change(&self, _prior: &Value, _spec: &Value) -> Vec<Invalid> {
+        Vec::new()
+    }
     /// The id the object will have, when it can be known before create (ids often
     /// include provider settings such as the project, hence `config`).
     fn planned_id(&self, spec: &Value, config: &Value) -> Option<String>;
@@ -245,6 +252,24 @@ fn unknown_paths(value: &Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>
     }
 }
 
+/// `problems` without those on a value of `spec` not known until apply, or on a field
+/// holding one (`gpu` when `gpu.type` is unknown), or quoting one: the engine checks
+/// again at apply time with every value known. A problem of the whole resource (empty
+/// path) stays.
+fn without_unknowns(spec: &Value, problems: Vec<Invalid>) -> Vec<Invalid> {
+    let mut unknown = Vec::new();
+    unknown_paths(spec, &mut Vec::new(), &mut unknown);
+    problems
+        .into_iter()
+        .filter(|p| {
+            let touches = |u: &Vec<String>| {
+                p.path.starts_with(u) || (!p.path.is_empty() && u.starts_with(&p.path))
+            };
+            !p.message.contains(UNKNOWN) && !unknown.iter().any(touches)
+        })
+        .collect()
+}
+
 /// A typed object as it exists.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Live<K: Kind> {
@@ -271,6 +296,11 @@ pub trait Kind: Send + Sync + 'static {
     }
     /// Offline checks against referenced resources; `spec` may hold unknown values.
     fn validate_peers(_spec: &Value, _peers: &[Peer]) -> Vec<Invalid> {
+        Vec::new()
+    }
+    /// Checks that an in-place update can take the object from `prior` to `spec` (see
+    /// [`Resource::validate_change`]); `spec` may hold the unknown marker in strings.
+    fn validate_change(_prior: &Self::Spec, _spec: &Self::Spec) -> Vec<Invalid> {
         Vec::new()
     }
     /// The id the object will have, when known before create.
@@ -441,23 +471,23 @@ impl<K: Kind> Resource for Adapter<K> {
         let Ok(typed) = self.decode(spec) else {
             return Vec::new();
         };
-        let mut unknown = Vec::new();
-        unknown_paths(spec, &mut Vec::new(), &mut unknown);
-        K::validate(&typed, config)
-            .into_iter()
-            .filter(|p| {
-                // On an unknown value, or on a field holding one (`gpu` when `gpu.type`
-                // is unknown); a problem of the whole resource (empty path) stays.
-                let touches = |u: &Vec<String>| {
-                    p.path.starts_with(u) || (!p.path.is_empty() && u.starts_with(&p.path))
-                };
-                !p.message.contains(UNKNOWN) && !unknown.iter().any(touches)
-            })
-            .collect()
+        without_unknowns(spec, K::validate(&typed, config))
     }
 
     fn validate_peers(&self, spec: &Value, peers: &[Peer]) -> Vec<Invalid> {
         K::validate_peers(spec, peers)
+    }
+
+    fn validate_change(&self, prior: &Value, spec: &Value) -> Vec<Invalid> {
+        // A prior that no longer decodes (state from an older schema) has nothing to
+        // compare against; the update itself will say what it cannot do.
+        let Ok(before) = self.decode(prior) else {
+            return Vec::new();
+        };
+        let Ok(after) = self.decode(spec) else {
+            return Vec::new();
+        };
+        without_unknowns(spec, K::validate_change(&before, &after))
     }
 
     fn planned_id(&self, spec: &Value, config: &Value) -> Option<String> {

@@ -606,6 +606,17 @@ impl Kind for TestPool {
         problems
     }
 
+    fn validate_change(prior: &PoolSpec, spec: &PoolSpec) -> Vec<Invalid> {
+        // As some node pool APIs do: autoscaling, once on, is bounded rather than removed.
+        if prior.autoscaling.is_some() && spec.autoscaling.is_none() {
+            return vec![Invalid::at(
+                "autoscaling",
+                "cannot be turned off in place; set min = max instead",
+            )];
+        }
+        Vec::new()
+    }
+
     fn planned_id(spec: &PoolSpec, _config: &serde_json::Value) -> Option<String> {
         Some(spec.name.clone())
     }
