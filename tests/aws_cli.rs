@@ -165,6 +165,21 @@ async fn eks_sagemaker_applies_runs_the_pipeline_and_destroys() {
             apply.stdout
         );
     }
+    // Waits poll often; a poll with nothing new to say prints nothing (the apply used to
+    // print "creating EKS cluster ml-pipelines (0s elapsed)" once per poll).
+    let mut seen = std::collections::BTreeSet::new();
+    let progress = apply
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Plan: "))
+        .filter(|l| !l.starts_with(' ') && l.contains(": "));
+    for line in progress {
+        assert!(
+            seen.insert(line),
+            "{line:?} is printed twice:\n{}",
+            apply.stdout
+        );
+    }
     assert!(
         apply
             .stdout

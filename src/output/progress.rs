@@ -36,6 +36,9 @@ struct InFlight {
     started: Instant,
     bar: Option<ProgressBar>,
     last_tick: u64,
+    /// The progress line printed last (plain output), so a poll that has nothing new
+    /// to say prints nothing.
+    last_message: String,
 }
 
 /// Prints engine events as they come.
@@ -128,11 +131,22 @@ impl Observer for Progress {
                         started: Instant::now(),
                         bar,
                         last_tick: 0,
+                        last_message: String::new(),
                     },
                 );
             }
             Event::Progress { address, message } => {
-                let bar = self.inflight().get(&address).and_then(|f| f.bar.clone());
+                let bar = {
+                    let mut inflight = self.inflight();
+                    match inflight.get_mut(&address) {
+                        Some(f) if f.bar.is_none() && f.last_message == message => return,
+                        Some(f) => {
+                            f.last_message.clone_from(&message);
+                            f.bar.clone()
+                        }
+                        None => None,
+                    }
+                };
                 match bar {
                     Some(b) => b.set_message(message),
                     None => self.line(&format!("{address}: {message}")),

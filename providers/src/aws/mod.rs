@@ -144,6 +144,9 @@ where
 {
     let started = Instant::now();
     let mut delay = every.min(Duration::from_millis(100));
+    // Said once: the engine reports the elapsed time of a long wait on its own, and a
+    // line per poll would repeat the same words.
+    let mut said = false;
     loop {
         if let Some(done) = check().await? {
             return Ok(done);
@@ -155,10 +158,10 @@ where
                 after: timeout,
             });
         }
-        ctx.progress(&format!(
-            "{waiting_for} ({}s elapsed)",
-            started.elapsed().as_secs()
-        ));
+        if !said {
+            ctx.progress(waiting_for);
+            said = true;
+        }
         tokio::time::sleep(delay).await;
         // Start fast (emulators finish in milliseconds), settle at the real cadence.
         delay = (delay * 2).min(every);
