@@ -414,7 +414,10 @@ impl Engine {
         .await;
         for (i, preview) in wanted.into_iter().zip(previews) {
             match preview {
-                Some(Ok(diff)) => changes[i].live_diff = diff,
+                Some(Ok(diff)) => {
+                    let secrets = secret_values(&changes[i]);
+                    changes[i].live_diff = diff.map(|d| hide_secrets(d, &secrets));
+                }
                 Some(Err(warning)) => warnings.push(warning),
                 None => {}
             }
@@ -652,6 +655,7 @@ impl Engine {
                                     sensitive_paths: sensitive.clone(),
                                     pending: None,
                                     deposed: Vec::new(),
+                                    tainted: false,
                                 });
                         // create_before_destroy: the old object is kept as deposed until
                         // its delete completes, so it is never lost track of.
@@ -678,6 +682,7 @@ impl Engine {
                                     e.id = Some(obs.id);
                                     e.spec = obs.spec;
                                     e.outputs = obs.outputs;
+                                    e.tainted = false;
                                     e.pending = None;
                                     e.dependencies = dependencies.clone();
                                     e.sensitive_paths = sensitive.clone();
@@ -689,6 +694,27 @@ impl Engine {
                                 persister.persist().await?;
                             }
                             Ok(Some(id))
+                        }
+                        Err(ProviderError::Tainted { id, error }) => {
+                            // Made, but failed (a run that did not succeed): keep it,
+                            // tainted, so the next plan replaces it instead of adopting
+                            // it as it is or leaving it behind.
+                            persister.update(|s| {
+                                if let Some(e) = s.resources.get_mut(&key) {
+                                    e.id = Some(id);
+                                    e.spec = spec.clone();
+                                    e.outputs = Value::Object(Default::default());
+                                    e.pending = None;
+                                    e.tainted = true;
+                                    e.dependencies = dependencies.clone();
+                                    e.sensitive_paths = sensitive.clone();
+                                }
+                            });
+                            persister.persist().await?;
+                            Err(EngineError::Apply(vec![(
+                                address.clone(),
+                                format!("{error}\n(the object is kept as tainted; the next apply replaces it)"),
+                            )]))
                         }
                         Err(e) => {
                             // The API refused: nothing was made. Forget the intent.
@@ -876,8 +902,54 @@ impl Engine {
             sensitive_paths: sensitive,
             pending: None,
             deposed: Vec::new(),
+            tainted: false,
         })
     }
+}
+
+/// The values at a change's sensitive paths, before and after, as they could appear in
+/// a provider's text (a live diff prints the object the provider sends).
+fn secret_values(c: &Change) -> Vec<String> {
+    fn leaves(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) if !s.is_empty() => out.push(s.clone()),
+            Value::Number(n) => out.push(n.to_string()),
+            Value::Array(items) => items.iter().for_each(|i| leaves(i, out)),
+            Value::Object(map) => map.values().for_each(|i| leaves(i, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for path in &c.sensitive_paths {
+        for side in [c.before.as_ref(), c.after.as_ref()].into_iter().flatten() {
+            let found = path.split('.').try_fold(side, |v, part| {
+                v.get(part)
+                    .or_else(|| part.parse::<usize>().ok().and_then(|i| v.get(i)))
+            });
+            if let Some(v) = found {
+                leaves(v, &mut out);
+            }
+        }
+    }
+    // Longest first, so a secret that contains another is hidden whole.
+    out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    out.dedup();
+    out
+}
+
+/// `text` with every secret in it (and its base64 form, as a Kubernetes Secret's
+/// `data` holds it) replaced by a marker.
+fn hide_secrets(mut text: String, secrets: &[String]) -> String {
+    use base64::Engine as _;
+    for secret in secrets {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(secret);
+        for form in [secret.as_str(), encoded.as_str()] {
+            if text.contains(form) {
+                text = text.replace(form, "(sensitive value)");
+            }
+        }
+    }
+    text
 }
 
 /// References resolved against the state being applied: everything a step depends on

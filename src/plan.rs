@@ -83,6 +83,9 @@ pub struct Change {
     /// Old objects of an interrupted create_before_destroy, to delete.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deposed: Vec<Deposed>,
+    /// The object's create failed after it was made: it is replaced whatever changed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tainted: bool,
     /// Things worth telling about this resource (an adopted interrupted create…).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
@@ -405,6 +408,7 @@ pub fn compute(
                 drift: drift.get(&key).cloned(),
                 computed: schema.outputs.iter().map(|f| f.name.to_string()).collect(),
                 deposed: existing.map(|r| r.deposed.clone()).unwrap_or_default(),
+                tainted: false,
                 notes: Vec::new(),
                 live_diff: None,
             };
@@ -425,7 +429,8 @@ pub fn compute(
                         .collect();
                     change.before = Some(live.spec.clone());
                     scope.changed.insert(addr.clone(), changed.clone());
-                    change.action = if !forcing.is_empty() {
+                    change.tainted = live.tainted;
+                    change.action = if live.tainted || !forcing.is_empty() {
                         change.replace_because = forcing;
                         Action::Replace
                     } else if !changed.is_empty() {
@@ -525,6 +530,7 @@ pub fn compute(
             drift: drift.get(&key).cloned(),
             computed: Vec::new(),
             deposed: r.deposed.clone(),
+            tainted: r.tainted,
             notes: Vec::new(),
             live_diff: None,
         });

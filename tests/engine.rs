@@ -299,6 +299,7 @@ fn pending_create(name: &str, spec: serde_json::Value) -> ResourceState {
             spec,
         }),
         deposed: vec![],
+        tainted: false,
     }
 }
 
@@ -915,4 +916,58 @@ async fn outputs_without_a_declaration_are_unknown_after_any_update() {
     assert_eq!(f.cloud.objects()["b"]["value"], json!("test:thing/a"));
     let (p, _) = plan(&e).await;
     assert!(!p.has_changes(), "{:?}", actions(&p));
+}
+
+#[tokio::test]
+async fn a_create_that_fails_after_making_its_object_is_kept_tainted_and_replaced() {
+    // A run that fails (a Job out of retries, a pipeline execution that failed) exists
+    // once its create returns: forgetting it left an orphan, and the next apply adopted
+    // the failed run instead of starting a new one.
+    let f = Fixture::new();
+    f.cloud.fail_after_create("run", 1);
+    let stack = "[test_thing.run]\nname = \"run\"\n\n[test_thing.after]\nname = \"after\"\nvalue = \"${test_thing.run.id}\"\n";
+    let e = f.engine(stack);
+    let (p, s) = plan(&e).await;
+    let err = e.apply(&p, s).await.expect_err("the create fails");
+    let message = err.to_string();
+    assert!(
+        message.contains(
+            "test_thing.run: test.things.create failed: injected: the object came out broken"
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains("kept as tainted; the next apply replaces it"),
+        "{message}"
+    );
+    let state = e.load_state().await.expect("state");
+    let run = &state.resources["test_thing.run"];
+    assert!(run.tainted);
+    assert_eq!(run.id.as_deref(), Some("run"));
+    assert!(run.pending.is_none());
+    assert!(!state.resources.contains_key("test_thing.after"));
+
+    let (p, s) = plan(&e).await;
+    let acts = actions(&p);
+    assert_eq!(acts["test_thing.run"], Action::Replace);
+    assert_eq!(acts["test_thing.after"], Action::Create);
+    let text = terrain::output::plan::render(
+        &p,
+        terrain::output::Style {
+            tty: false,
+            color: false,
+        },
+    );
+    assert!(
+        text.contains("-/+ test_thing.run is tainted, so must be replaced\n"),
+        "{text}"
+    );
+    f.cloud.clear_calls();
+    e.apply(&p, s).await.expect("the replace succeeds");
+    assert_eq!(calls_of(&f.cloud, Op::Delete), vec!["run"]);
+    assert_eq!(f.cloud.creates_of("run"), 2);
+    let state = e.load_state().await.expect("state");
+    assert!(!state.resources["test_thing.run"].tainted);
+    let (p, _) = plan(&e).await;
+    assert!(!p.has_changes(), "converged: {:?}", actions(&p));
 }

@@ -15,7 +15,7 @@ pub enum ProviderError {
         source: serde_json::Error,
     },
     /// An API answered with an error.
-    #[error("{call} failed: {status}{code}{message}", code = fmt_code(code), message = fmt_message(message))]
+    #[error("{call} failed: {}", fmt_answer(*status, code, message))]
     Api {
         call: String,
         status: u16,
@@ -47,10 +47,35 @@ pub enum ProviderError {
     /// retries); the message says why, with what the workload last printed.
     #[error("{call} failed: {message}")]
     Failed { call: String, message: String },
+    /// The object was made, but did not come out right (a Job that exhausted its
+    /// retries, a pipeline run that failed): the engine records it as tainted, and the
+    /// next plan replaces it rather than adopting it as it is. `error` says what went
+    /// wrong.
+    #[error("{error}")]
+    Tainted {
+        id: String,
+        error: Box<ProviderError>,
+    },
     /// Another writer owns fields this apply sets (a server-side apply conflict); the
     /// message names the other managers, the fields and the remedy.
     #[error("{call} failed: 409 Conflict: {message}")]
     Conflict { call: String, message: String },
+}
+
+/// `403 AccessDenied: message`; an error with no HTTP status (0: the SDK reports one
+/// that came without a response, or inside a 200 such as DeleteObjects' per-key errors)
+/// starts at its code.
+fn fmt_answer(status: u16, code: &str, message: &str) -> String {
+    let answer = format!("{status}{}{}", fmt_code(code), fmt_message(message));
+    if status == 0 {
+        answer
+            .trim_start_matches('0')
+            .trim_start_matches(' ')
+            .trim_start_matches(": ")
+            .to_string()
+    } else {
+        answer
+    }
 }
 
 fn fmt_code(code: &str) -> String {
@@ -70,6 +95,17 @@ fn fmt_message(message: &str) -> String {
 }
 
 impl ProviderError {
+    /// `error`, after the object `id` was made: see [`ProviderError::Tainted`].
+    pub fn tainted(id: impl Into<String>, error: ProviderError) -> Self {
+        match error {
+            ProviderError::Tainted { .. } => error,
+            error => ProviderError::Tainted {
+                id: id.into(),
+                error: Box::new(error),
+            },
+        }
+    }
+
     /// An API error with its HTTP status, the API's own code and message.
     pub fn api(
         call: impl Into<String>,
@@ -110,6 +146,38 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "file.instances.create failed: 409 ALREADY_EXISTS: instance exists"
+        );
+    }
+
+    #[test]
+    fn an_error_without_a_status_starts_at_its_code() {
+        let e = ProviderError::api("s3:DeleteObjects", 0, "AccessDenied", "key a/b");
+        assert_eq!(
+            e.to_string(),
+            "s3:DeleteObjects failed: AccessDenied: key a/b"
+        );
+        let bare = ProviderError::api("s3:DeleteObjects", 0, "", "connection reset");
+        assert_eq!(
+            bare.to_string(),
+            "s3:DeleteObjects failed: connection reset"
+        );
+    }
+
+    #[test]
+    fn a_tainted_error_reads_as_what_went_wrong() {
+        let inner = ProviderError::Failed {
+            call: "kubernetes wait jobs.batch/x".into(),
+            message: "BackoffLimitExceeded".into(),
+        };
+        let e = ProviderError::tainted("batch/v1/Job/default/x", inner);
+        assert_eq!(
+            e.to_string(),
+            "kubernetes wait jobs.batch/x failed: BackoffLimitExceeded"
+        );
+        // Tainting twice keeps the first id.
+        let again = ProviderError::tainted("other", e);
+        assert!(
+            matches!(again, ProviderError::Tainted { ref id, .. } if id == "batch/v1/Job/default/x")
         );
     }
 }

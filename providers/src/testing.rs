@@ -57,6 +57,8 @@ struct Inner {
     latency: Duration,
     delays: HashMap<String, Duration>,
     failures: HashMap<(Op, String), usize>,
+    /// Creates that make their object and then fail (see [`TestCloud::fail_after_create`]).
+    broken: HashMap<String, usize>,
     recording: bool,
     calls: Vec<Call>,
     objects: BTreeMap<String, Stored>,
@@ -84,6 +86,7 @@ impl TestCloud {
                 latency: Duration::ZERO,
                 delays: HashMap::new(),
                 failures: HashMap::new(),
+                broken: HashMap::new(),
                 recording: true,
                 calls: Vec::new(),
                 objects: BTreeMap::new(),
@@ -107,6 +110,12 @@ impl TestCloud {
     /// Adds `d` of latency to calls on the object named `name`.
     pub fn delay(&self, name: &str, d: Duration) {
         self.lock().delays.insert(name.to_string(), d);
+    }
+
+    /// Makes the next `times` creates of `name` store the object and then fail, as a
+    /// run that does not succeed does: the error is [`ProviderError::Tainted`].
+    pub fn fail_after_create(&self, name: &str, times: usize) {
+        self.lock().broken.insert(name.to_string(), times);
     }
 
     /// Makes the next `times` calls of `op` on object `name` fail with a 500.
@@ -210,6 +219,18 @@ impl TestCloud {
             }
         }
         Ok(())
+    }
+
+    /// Whether this create of `name` is one [`TestCloud::fail_after_create`] asked for.
+    fn comes_out_broken(&self, name: &str) -> bool {
+        let mut inner = self.lock();
+        match inner.broken.get_mut(name) {
+            Some(left) if *left > 0 => {
+                *left -= 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     /// The live spec and version of `id`, decoded with `schema`'s defaults filled in
@@ -437,6 +458,15 @@ impl Kind for TestThing {
             .await?;
         self.cloud
             .insert_new(Self::KIND, &spec.name, encode(spec)?)?;
+        if self.cloud.comes_out_broken(&spec.name) {
+            return Err(ProviderError::tainted(
+                &spec.name,
+                ProviderError::Failed {
+                    call: call_name(Self::KIND, Op::Create),
+                    message: "injected: the object came out broken".into(),
+                },
+            ));
+        }
         Ok(Self::live(&spec.name, spec.clone(), 1))
     }
 

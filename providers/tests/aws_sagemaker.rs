@@ -396,8 +396,15 @@ async fn pipelines_and_runs_through_ack_on_the_sandbox() -> Result<(), ProviderE
         .expect_err("the run fails");
     let text = failed.to_string();
     assert!(text.contains("Failed: AlgorithmError: boom"), "{text}");
-    assert!(matches!(failed, ProviderError::Failed { .. }), "{failed:?}");
     let bad_id = "sagemaker.services.k8s.aws/v1alpha1/PipelineExecution/default/abalone-failing-1";
+    // The failed run exists: the engine keeps it, tainted, for the next apply to replace.
+    match &failed {
+        ProviderError::Tainted { id, error } => {
+            assert_eq!(id, bad_id);
+            assert!(matches!(**error, ProviderError::Failed { .. }), "{error:?}");
+        }
+        other => panic!("a failed run is tainted, not {other:?}"),
+    }
     let health = runs.health(&bad_ctx, bad_id, &bad_run).await?;
     assert_eq!(
         (health.ready, health.summary.as_str()),
@@ -472,7 +479,7 @@ async fn a_cluster_without_the_crds_gets_the_install_command() -> Result<(), Pro
         "{text}"
     );
     assert!(
-        text.contains("helm install -n ack-system ack-sagemaker-controller oci://public.ecr.aws/aws-controllers-k8s/sagemaker-chart --version 1.9.1"),
+        text.contains("helm install -n ack-system --create-namespace ack-sagemaker-controller oci://public.ecr.aws/aws-controllers-k8s/sagemaker-chart --version 1.9.1 --set aws.region="),
         "{text}"
     );
     let runs = executions();

@@ -356,7 +356,14 @@ async fn a_job_that_exhausts_its_retries_fails_with_its_logs() {
         panic!("a job that always fails must fail")
     };
     let text = e.to_string();
-    assert!(matches!(e, ProviderError::Failed { .. }), "{e:?}");
+    // The Job exists: the engine keeps it, tainted, for the next apply to replace.
+    match &e {
+        ProviderError::Tainted { id, error } => {
+            assert_eq!(id, "batch/v1/Job/default/broken");
+            assert!(matches!(**error, ProviderError::Failed { .. }), "{error:?}");
+        }
+        other => panic!("a failed Job is tainted, not {other:?}"),
+    }
     assert!(text.starts_with("kubernetes wait jobs.batch/broken failed: BackoffLimitExceeded: Job has reached the specified backoff limit\nlast log lines of pod broken-"), "{text}");
     assert!(
         text.contains("exited with code 3"),

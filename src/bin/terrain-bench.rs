@@ -741,6 +741,7 @@ fn synthetic_resources(n: usize, chain: usize) -> Result<BTreeMap<String, Resour
                 sensitive_paths: vec!["spec.secret".to_string()],
                 pending: None,
                 deposed: Vec::new(),
+                tainted: false,
             },
         );
     }

@@ -84,15 +84,22 @@ fn change_block(c: &Change, style: Style) -> String {
     let what = match c.action {
         Action::Create => "will be created".to_string(),
         Action::Update => "will be updated in place".to_string(),
-        Action::Replace => format!(
-            "must be replaced{} ({} forces replacement)",
-            if c.create_before_destroy {
+        Action::Replace => {
+            let first = if c.create_before_destroy {
                 ", the new one created first"
             } else {
                 ""
-            },
-            c.replace_because.join(", ")
-        ),
+            };
+            let tainted = if c.tainted { "is tainted, so " } else { "" };
+            if c.replace_because.is_empty() {
+                format!("{tainted}must be replaced{first}")
+            } else {
+                format!(
+                    "{tainted}must be replaced{first} ({} forces replacement)",
+                    c.replace_because.join(", ")
+                )
+            }
+        }
         Action::Delete => "will be destroyed".to_string(),
         Action::NoOp => format!("has {} old object(s) to destroy", c.deposed.len()),
     };
@@ -277,6 +284,7 @@ pub fn to_json(plan: &Plan) -> Value {
                     "live": d.live.as_ref().map(|l| redact(l, &c.sensitive_paths, "")),
                 })),
                 "deposed": c.deposed.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+                "tainted": c.tainted,
                 "live_diff": c.live_diff,
             })
         })

@@ -41,6 +41,7 @@ fn sample_state() -> State {
             sensitive_paths: vec![],
             pending: None,
             deposed: vec![],
+            tainted: false,
         },
     );
     state.resources.insert(
@@ -63,6 +64,8 @@ fn sample_state() -> State {
                 id: "db-1".to_string(),
                 spec: json!({ "tier": "small" }),
             }],
+            // A failed create's object, kept for the next plan to replace.
+            tainted: true,
         },
     );
     state.resources.insert(
@@ -82,6 +85,7 @@ fn sample_state() -> State {
                 spec: json!({ "machine": "a2-highgpu-1g" }),
             }),
             deposed: vec![],
+            tainted: false,
         },
     );
     state.outputs = BTreeMap::from([

@@ -99,6 +99,14 @@ pub struct ResourceState {
     /// Objects replaced with create_before_destroy whose delete has not completed yet.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deposed: Vec<Deposed>,
+    /// The object was made but its create failed (a run that did not succeed): the next
+    /// plan replaces it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tainted: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The operation in flight for a resource.

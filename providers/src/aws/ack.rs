@@ -23,8 +23,12 @@ use crate::{Ctx, Health, Invalid, Kind, Live, ProviderError};
 
 /// The API group and version of the ACK SageMaker custom resources.
 pub const API_VERSION: &str = "sagemaker.services.k8s.aws/v1alpha1";
-/// How to install the controller (and with it the CRDs), for the error when it is absent.
-pub const ACK_INSTALL: &str = "helm install -n ack-system ack-sagemaker-controller oci://public.ecr.aws/aws-controllers-k8s/sagemaker-chart --version 1.9.1";
+/// How to install the controller (and with it the CRDs) for `region`, for the error
+/// when it is absent. The controller calls SageMaker in the region it is given, so the
+/// region is part of the command.
+pub fn install_command(region: &str) -> String {
+    format!("helm install -n ack-system --create-namespace ack-sagemaker-controller oci://public.ecr.aws/aws-controllers-k8s/sagemaker-chart --version 1.9.1 --set aws.region={region}")
+}
 /// How long deleting an object may take: the controller deletes (or stops) the SageMaker
 /// resource before it lifts its finalizer.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
@@ -219,30 +223,39 @@ where
 }
 
 /// The error for a cluster that does not serve the ACK kind `kind`.
-fn not_installed(kind: &str) -> ProviderError {
+fn not_installed(kind: &str, region: &str) -> ProviderError {
     let plural = format!("{}s", kind.to_lowercase());
     ProviderError::api(
         format!("kubernetes apply {plural}.sagemaker.services.k8s.aws"),
         404,
         "NotFound",
         format!(
-            "the ACK SageMaker controller is not installed on this cluster (no CustomResourceDefinition serves {kind} in {API_VERSION}); install it with `{ACK_INSTALL}` (or apply its CRDs)"
+            "the ACK SageMaker controller is not installed on this cluster (no CustomResourceDefinition serves {kind} in {API_VERSION}); install it with `{}`, its service account bound to an IAM role allowed to call SageMaker (IRSA)",
+            install_command(region)
         ),
     )
 }
 
 /// Fails with the install hint when the cluster does not serve the ACK kind `kind`.
-pub async fn require_crd(client: &kube::Client, kind: &str) -> Result<(), ProviderError> {
+pub async fn require_crd(
+    client: &kube::Client,
+    kind: &str,
+    region: &str,
+) -> Result<(), ProviderError> {
     match apply::is_namespaced(client, API_VERSION, kind).await? {
         Some(_) => Ok(()),
-        None => Err(not_installed(kind)),
+        None => Err(not_installed(kind, region)),
     }
 }
 
 /// Server-side applies an ACK object, taking back fields changed by hand. A 404 is
 /// looked into: discovery answers are cached per process by kind, not per cluster, so a
 /// cluster without the CRDs passes [`require_crd`] once another cluster had them.
-pub async fn apply_ack(client: &kube::Client, object: &Value) -> Result<Value, ProviderError> {
+pub async fn apply_ack(
+    client: &kube::Client,
+    object: &Value,
+    region: &str,
+) -> Result<Value, ProviderError> {
     match apply::apply(client, object, true).await {
         Err(e) if apply::status_of(&e) == Some(404) => {
             let kind = object["kind"].as_str().unwrap_or_default();
@@ -250,7 +263,7 @@ pub async fn apply_ack(client: &kube::Client, object: &Value) -> Result<Value, P
                 kube::api::GroupVersionKind::gvk("sagemaker.services.k8s.aws", "v1alpha1", kind);
             match kube::discovery::pinned_kind(client, &gvk).await {
                 Ok(_) => Err(e),
-                Err(_) => Err(not_installed(kind)),
+                Err(_) => Err(not_installed(kind, region)),
             }
         }
         other => other,
@@ -270,11 +283,14 @@ pub async fn submit<K: AckKind>(
     refuse: bool,
 ) -> Result<(kube::Client, Value), ProviderError> {
     let client = connect::client(cluster).await?;
-    require_crd(&client, K::ACK_KIND).await?;
+    let region = config::of(ctx)?
+        .region_or_env()
+        .unwrap_or_else(|| "<region>".to_string());
+    require_crd(&client, K::ACK_KIND, &region).await?;
     if refuse {
         refuse_strangers(&client, std::slice::from_ref(object), K::KIND, &ctx.address).await?;
     }
-    let applied = apply_ack(&client, object).await?;
+    let applied = apply_ack(&client, object, &region).await?;
     Ok((client, applied))
 }
 
@@ -659,12 +675,16 @@ mod tests {
 
     #[test]
     fn a_missing_crd_says_how_to_install_the_controller() {
-        let e = not_installed("PipelineExecution").to_string();
+        let e = not_installed("PipelineExecution", "eu-west-1").to_string();
         assert!(
             e.starts_with("kubernetes apply pipelineexecutions.sagemaker.services.k8s.aws"),
             "{e}"
         );
-        assert!(e.contains(ACK_INSTALL), "{e}");
+        assert!(e.contains(&install_command("eu-west-1")), "{e}");
+        assert!(
+            e.contains("--create-namespace") && e.contains("--set aws.region=eu-west-1"),
+            "{e}"
+        );
         assert!(e.contains("no CustomResourceDefinition serves PipelineExecution in sagemaker.services.k8s.aws/v1alpha1"), "{e}");
     }
 

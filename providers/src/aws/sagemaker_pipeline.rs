@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::ack::{self, ack_state, arn_of, AckKind, AckState};
-use super::definition;
+use super::{catalog, definition};
 use super::{sdk_error, tags_with_ours, user_tags, MANAGED_BY};
 use crate::kubernetes::apply::{self, Progress};
 use crate::kubernetes::{cluster_field, connect, id_of, mark_ours, yaml_diff, ObjectRef};
@@ -83,40 +83,6 @@ pub struct Outputs {
     pub pipeline_name: String,
     /// The pipeline's status (`Active`).
     pub status: String,
-}
-
-/// Checks an IAM role ARN (`arn:aws…:iam::<12 digits>:role/<path and name>`).
-pub fn check_role_arn(arn: &str) -> Result<(), String> {
-    let bad = || {
-        format!("{arn:?} is not an IAM role ARN such as \"arn:aws:iam::123456789012:role/SageMakerExecution\"")
-    };
-    let parts: Vec<&str> = arn.splitn(6, ':').collect();
-    let [prefix, partition, service, region, account, resource] = parts.as_slice() else {
-        return Err(bad());
-    };
-    let partition_ok = partition
-        .strip_prefix("aws")
-        .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_lowercase() || c == '-'));
-    let account_ok = account.len() == 12 && account.chars().all(|c| c.is_ascii_digit());
-    let role = resource
-        .strip_prefix("role")
-        .map(|r| r.trim_start_matches('/'));
-    let role_ok = role.is_some_and(|r| {
-        !r.is_empty()
-            && r.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "+=,.@-_/".contains(c))
-    });
-    if *prefix == "arn"
-        && partition_ok
-        && *service == "iam"
-        && region.is_empty()
-        && account_ok
-        && role_ok
-    {
-        Ok(())
-    } else {
-        Err(bad())
-    }
 }
 
 /// Checks SageMaker tags: keys of 1 to 128 characters not starting with `aws:`, values of
@@ -544,7 +510,7 @@ impl Kind for SageMakerPipeline {
             spec.description.as_deref(),
             &mut out,
         );
-        if let Err(m) = check_role_arn(&spec.role_arn) {
+        if let Err(m) = catalog::check_role_arn(&spec.role_arn) {
             out.push(Invalid::at("role_arn", m));
         }
         match (&spec.definition_file, &spec.definition) {
@@ -1152,7 +1118,7 @@ mod tests {
             ROLE,
             "arn:aws-cn:iam::123456789012:role/service-role/AmazonSageMaker-ExecutionRole-2024",
         ] {
-            assert_eq!(check_role_arn(ok), Ok(()), "{ok}");
+            assert_eq!(catalog::check_role_arn(ok), Ok(()), "{ok}");
         }
         for bad in [
             "",
@@ -1160,8 +1126,10 @@ mod tests {
             "arn:aws:iam:us-east-1:123456789012:role/x",
             "arn:aws:s3::123456789012:role/x",
             "arn:aws:iam::123456789012:role/",
+            "arn:aws:iam::123456789012:rolex",
+            "arn:aws:iam::123456789012:roles/x",
         ] {
-            assert!(check_role_arn(bad).is_err(), "{bad}");
+            assert!(catalog::check_role_arn(bad).is_err(), "{bad}");
         }
     }
 

@@ -451,8 +451,19 @@ impl Kind for SageMakerPipelineExecution {
         let mut object = objects(spec)?.remove(0);
         mark_ours(&mut object, &ctx.address);
         let (client, applied) = ack::submit::<Self>(ctx, &spec.cluster, &object, true).await?;
-        let object = follow(ctx, &client, spec, applied).await?;
-        Ok(Self::live(&id_of(&[spec.target()]), &object, spec))
+        let id = id_of(&[spec.target()]);
+        let object = match follow(ctx, &client, spec, applied).await {
+            Ok(object) => object,
+            // A run that failed, stopped or that the controller gave up on stays for
+            // inspection, tainted: the next apply replaces it, which starts a new run.
+            // A wait cut short (a timeout) is not tainted: the next apply follows the
+            // same run again.
+            Err(failed @ ProviderError::Failed { .. }) => {
+                return Err(ProviderError::tainted(id, failed))
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Self::live(&id, &object, spec))
     }
 
     async fn update(

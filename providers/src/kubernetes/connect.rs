@@ -4,11 +4,12 @@
 //! `ca_certificate` as base64 of the PEM, and `auth`) or an existing kubeconfig
 //! (`kubeconfig`, optional `context`); both may say which `flavor` of cluster it is,
 //! which decides how workloads are placed. Clients are cached per cluster for the whole
-//! process and rebuilt before their bearer token expires (each auth type has its own
-//! token lifetime), so long applies keep working. Tokens never appear in messages.
+//! process; a client reached by endpoint renews its bearer token in the background well
+//! before it expires (each auth type has its own token lifetime), so a client held
+//! through a wait of hours keeps working. Tokens never appear in messages.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -303,41 +304,13 @@ impl Reference {
 
     async fn config(&self) -> Result<kube::Config, ProviderError> {
         let mut config = match self {
-            Reference::Endpoint { host, ca_der, auth } => {
+            Reference::Endpoint { host, ca_der, .. } => {
                 let mut config = kube_url(host).ok_or_else(|| {
                     ProviderError::Config(format!("cluster.host: {host:?} is not a URL"))
                 })?;
                 config.root_cert = Some(ca_der.clone());
-                let token = match auth {
-                    Auth::Google {
-                        access_token_file,
-                        credentials,
-                    } => {
-                        let source = credential_source(
-                            access_token_file.clone(),
-                            credentials.clone(),
-                            &|name| std::env::var(name).ok(),
-                        );
-                        Tokens::new(source).token().await?
-                    }
-                    Auth::Aws {
-                        cluster_name,
-                        region,
-                        profile,
-                        sts_endpoint,
-                        sandbox,
-                    } => {
-                        crate::aws::token::eks_token(
-                            cluster_name,
-                            region,
-                            profile.as_deref(),
-                            sts_endpoint.as_deref(),
-                            *sandbox,
-                        )
-                        .await?
-                    }
-                };
-                config.auth_info.token = Some(token.into());
+                // The bearer token is added per request by [`Bearer`], which keeps it
+                // fresh: a client held through a long wait outlives a token.
                 config
             }
             Reference::Kubeconfig { path, context } => {
@@ -384,8 +357,16 @@ pub async fn client(cluster: &Value) -> Result<kube::Client, ProviderError> {
     // Both ring and aws-lc-rs are compiled in, so rustls cannot pick a provider by
     // itself; installing fails harmlessly when one is already installed.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
-    let client = kube::Client::try_from(config)
+    let builder = kube::client::ClientBuilder::try_from(config)
         .map_err(|e| ProviderError::api("kubernetes connect", 0, "", e.to_string()))?;
+    let client = match &reference {
+        Reference::Endpoint { auth, .. } => {
+            let token = Arc::new(RwLock::new(fetch_token(auth).await?));
+            keep_fresh(Arc::downgrade(&token), auth.clone());
+            builder.with_layer(&BearerLayer { token }).build()
+        }
+        Reference::Kubeconfig { .. } => builder.build(),
+    };
     clients()
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
@@ -399,9 +380,176 @@ pub async fn client(cluster: &Value) -> Result<kube::Client, ProviderError> {
     Ok(client)
 }
 
+/// A fresh bearer token for `auth` (never shown in messages).
+async fn fetch_token(auth: &Auth) -> Result<String, ProviderError> {
+    Ok(match auth {
+        Auth::Google {
+            access_token_file,
+            credentials,
+        } => {
+            let source =
+                credential_source(access_token_file.clone(), credentials.clone(), &|name| {
+                    std::env::var(name).ok()
+                });
+            Tokens::new(source).token().await?
+        }
+        Auth::Aws {
+            cluster_name,
+            region,
+            profile,
+            sts_endpoint,
+            sandbox,
+        } => {
+            crate::aws::token::eks_token(
+                cluster_name,
+                region,
+                profile.as_deref(),
+                sts_endpoint.as_deref(),
+                *sandbox,
+            )
+            .await?
+        }
+    })
+}
+
+/// How often a client's token is renewed: well within its lifetime (an EKS token lasts
+/// 15 minutes, a Google access token an hour), so a request never carries an expired one.
+fn refresh_every(auth: &Auth) -> Duration {
+    match auth {
+        Auth::Google { .. } => Duration::from_secs(20 * 60),
+        Auth::Aws { .. } => Duration::from_secs(5 * 60),
+    }
+}
+
+/// Renews the token in `slot` until the client holding it is gone. A failed renewal
+/// keeps the current token and tries again a minute later.
+fn keep_fresh(slot: Weak<RwLock<String>>, auth: Auth) {
+    let every = refresh_every(&auth);
+    tokio::spawn(async move {
+        let mut wait = every;
+        loop {
+            tokio::time::sleep(wait).await;
+            if slot.strong_count() == 0 {
+                return;
+            }
+            wait = match fetch_token(&auth).await {
+                Ok(token) => {
+                    let Some(slot) = slot.upgrade() else { return };
+                    *slot.write().unwrap_or_else(PoisonError::into_inner) = token;
+                    every
+                }
+                Err(_) => Duration::from_secs(60).min(every),
+            };
+        }
+    });
+}
+
+/// Adds `Authorization: Bearer <token>` to every request, from a slot kept fresh by
+/// [`keep_fresh`]: a client built once serves a wait of hours.
+#[derive(Clone)]
+struct BearerLayer {
+    token: Arc<RwLock<String>>,
+}
+
+impl<S> tower::Layer<S> for BearerLayer {
+    type Service = Bearer<S>;
+
+    fn layer(&self, inner: S) -> Bearer<S> {
+        Bearer {
+            inner,
+            token: self.token.clone(),
+        }
+    }
+}
+
+/// The service [`BearerLayer`] makes.
+struct Bearer<S> {
+    inner: S,
+    token: Arc<RwLock<String>>,
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Bearer<S>
+where
+    S: tower::Service<http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        let header = {
+            let token = self.token.read().unwrap_or_else(PoisonError::into_inner);
+            http::HeaderValue::from_str(&format!("Bearer {}", token.as_str()))
+        };
+        if let Ok(mut value) = header {
+            // Kept out of debug output and HTTP/2 header compression tables.
+            value.set_sensitive(true);
+            request
+                .headers_mut()
+                .insert(http::header::AUTHORIZATION, value);
+        }
+        self.inner.call(request)
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// Answers every request with the Authorization header it carried.
+    struct Echo;
+
+    impl tower::Service<http::Request<()>> for Echo {
+        type Response = Option<http::HeaderValue>;
+        type Error = std::convert::Infallible;
+        type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: http::Request<()>) -> Self::Future {
+            std::future::ready(Ok(request
+                .headers()
+                .get(http::header::AUTHORIZATION)
+                .cloned()))
+        }
+    }
+
+    #[tokio::test]
+    async fn every_request_carries_the_token_renewed_last() {
+        use tower::{Layer, Service};
+        let token = Arc::new(RwLock::new("k8s-aws-v1.first".to_string()));
+        let mut service = BearerLayer {
+            token: token.clone(),
+        }
+        .layer(Echo);
+        let sent = service
+            .call(http::Request::new(()))
+            .await
+            .expect("echo")
+            .expect("an Authorization header");
+        assert_eq!(sent, "Bearer k8s-aws-v1.first");
+        assert!(sent.is_sensitive(), "kept out of debug output");
+        // A renewal in the background reaches the next request of the same client.
+        *token.write().expect("slot") = "k8s-aws-v1.second".to_string();
+        let sent = service
+            .call(http::Request::new(()))
+            .await
+            .expect("echo")
+            .expect("an Authorization header");
+        assert_eq!(sent, "Bearer k8s-aws-v1.second");
+    }
     use serde_json::json;
 
     /// A self-signed CA certificate (GKE reports its PEM base64-encoded).

@@ -1717,7 +1717,7 @@ mod tests {
         let e = with_cleanup_error(first, "removing helper pod default/h", cleanup);
         assert_eq!(
             e.to_string(),
-            "kubernetes exec tar failed: 0 NonZeroExitCode: tar: short read; removing helper pod default/h failed too: kubernetes delete: timed out after 120s waiting for Pod default/h to be deleted"
+            "kubernetes exec tar failed: NonZeroExitCode: tar: short read; removing helper pod default/h failed too: kubernetes delete: timed out after 120s waiting for Pod default/h to be deleted"
         );
         assert!(matches!(e, ProviderError::Api { .. }));
     }

@@ -651,9 +651,16 @@ async fn apply_and_wait(ctx: &Ctx, spec: &Spec, create: bool) -> Result<Live<Job
             Ok(j) => j,
             Err(ProviderError::Failed { call, message }) => {
                 let logs = failure_logs(&client, &spec.namespace, &spec.name).await;
-                return Err(ProviderError::Failed {
+                let failed = ProviderError::Failed {
                     call,
                     message: format!("{message}{logs}"),
+                };
+                // A new Job that failed stays for inspection, tainted: applying the same
+                // spec again would not run it again, so the next apply replaces it.
+                return Err(if create {
+                    ProviderError::tainted(id_of(&spec.refs()), failed)
+                } else {
+                    failed
                 });
             }
             Err(e) => return Err(e),
