@@ -1085,3 +1085,48 @@ impl Persister {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn change(before: Value, after: Value, sensitive: &[&str]) -> Change {
+        Change {
+            address: Address::new("kubernetes_job", "train"),
+            kind: "kubernetes_job".into(),
+            action: Action::Update,
+            id: Some("batch/v1/Job/default/train".into()),
+            before: Some(before),
+            after: Some(after),
+            replace_because: Vec::new(),
+            sensitive_paths: sensitive.iter().map(ToString::to_string).collect(),
+            create_before_destroy: false,
+            dependencies: Vec::new(),
+            drift: None,
+            computed: Vec::new(),
+            deposed: Vec::new(),
+            tainted: false,
+            notes: Vec::new(),
+            live_diff: None,
+        }
+    }
+
+    #[test]
+    fn live_diffs_hide_sensitive_values_plain_and_base64() {
+        let c = change(
+            json!({"secret_env": {"TOKEN": "old-token-1"}, "parallelism": 1}),
+            json!({"secret_env": {"TOKEN": "new-token-2"}, "parallelism": 2}),
+            &["secret_env"],
+        );
+        let secrets = secret_values(&c);
+        assert_eq!(secrets.len(), 2, "{secrets:?}");
+        let diff = "-  TOKEN: b2xkLXRva2VuLTE=\n+  TOKEN: bmV3LXRva2VuLTI=\n+  value: new-token-2\n-  parallelism: 1\n+  parallelism: 2\n";
+        let shown = hide_secrets(diff.to_string(), &secrets);
+        for secret in ["old-token-1", "new-token-2", "b2xkLXRva2VuLTE=", "bmV3LXRva2VuLTI="] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("+  parallelism: 2"), "{shown}");
+        assert!(shown.contains("(sensitive value)"), "{shown}");
+    }
+}
