@@ -852,7 +852,7 @@ fn check_ref(
             } else if property.is_empty() {
                 out.push(Problem::at(
                     pointer,
-                    format!("{target:?} names a step but no property (Steps.{step}.Properties.…)"),
+                    format!("{target:?} names a step but no property (Steps.{step}.<property>, as in Steps.{step}.ModelArtifacts.S3ModelArtifacts)"),
                 ));
                 None
             } else {
