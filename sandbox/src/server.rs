@@ -10,9 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
-use axum::body::Bytes;
+use axum::body::Body as HttpBody;
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use chrono::{DateTime, Utc};
@@ -31,6 +31,9 @@ use crate::{Exchange, SandboxError, Timing};
 
 /// Uploads beyond this are refused; the sandbox keeps objects in memory.
 const MAX_BODY: usize = 64 * 1024 * 1024;
+/// S3 requests may carry more: objects over 8 MB arrive as multipart upload parts of
+/// any size up to S3's 5 GiB, and this is far more than any test sends in one.
+const MAX_S3_BODY: usize = 512 * 1024 * 1024;
 
 /// The shared state of one running sandbox.
 pub(crate) struct App {
@@ -604,16 +607,6 @@ async fn inventory(State(app): State<Arc<App>>) -> Response {
 
 async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
-    let bytes: Bytes = match axum::body::to_bytes(body, MAX_BODY).await {
-        Ok(b) => b,
-        Err(e) => {
-            return (
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("could not read the request body: {e}"),
-            )
-                .into_response()
-        }
-    };
     let header_str = |name: header::HeaderName| {
         parts
             .headers
@@ -623,8 +616,23 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     };
     // AWS clients sign with SigV4; the signature's scope names the service.
     let raw_query = parts.uri.query().unwrap_or("");
-    if let Some(signature) = aws::signature(header_str(header::AUTHORIZATION).as_deref(), raw_query)
-    {
+    let signature = aws::signature(header_str(header::AUTHORIZATION).as_deref(), raw_query);
+    let s3 = signature.as_ref().is_some_and(|s| s.service == "s3");
+    let limit = if s3 { MAX_S3_BODY } else { MAX_BODY };
+    let bytes = match read_body(&parts.headers, body, limit).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge(declared)) if s3 => {
+            return entity_too_large(&parts.method, raw_query, declared, limit)
+        }
+        Err(e) => {
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("could not read the request body: {e}"),
+            )
+                .into_response()
+        }
+    };
+    if let Some(signature) = signature {
         let Some(service) = aws::Service::from_signing_name(&signature.service) else {
             return (
                 StatusCode::NOT_FOUND,
@@ -648,7 +656,7 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
                         .map(|v| (k.as_str().to_string(), v.to_string()))
                 })
                 .collect(),
-            body: bytes.to_vec(),
+            body: bytes,
             region: signature.region,
         };
         return aws_to_http(app.serve_aws(service, &req));
@@ -671,13 +679,85 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         path: rest.to_string(),
         query: parse_query(parts.uri.query().unwrap_or("")),
         content_type: header_str(header::CONTENT_TYPE),
-        body: bytes.to_vec(),
+        body: bytes,
     };
     let authorization = header_str(header::AUTHORIZATION);
     // Synchronous on purpose: the state lock is a std mutex that is never held across an
     // await, and the state file is small enough to write inline.
     let response = app.serve(api, &req, authorization.as_deref());
     to_http(response)
+}
+
+/// Why a request body was not read.
+#[derive(Debug)]
+enum BodyError {
+    /// Longer than the limit; the length when the request declared it.
+    TooLarge(Option<u64>),
+    Read(axum::Error),
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::TooLarge(_) => write!(f, "length limit exceeded"),
+            BodyError::Read(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Reads a request body of at most `limit` bytes. A declared `Content-Length` over the
+/// limit is refused before anything is read, as S3 refuses it.
+async fn read_body(
+    headers: &HeaderMap,
+    body: HttpBody,
+    limit: usize,
+) -> Result<Vec<u8>, BodyError> {
+    use futures::StreamExt as _;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let too_large = |n: u64| usize::try_from(n).map_or(true, |n| n > limit);
+    if declared.is_some_and(too_large) {
+        return Err(BodyError::TooLarge(declared));
+    }
+    let mut out = Vec::new();
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(BodyError::Read)?;
+        if out.len() + chunk.len() > limit {
+            return Err(BodyError::TooLarge(None));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// S3's answer to a body over the limit: `EntityTooLarge` in its XML error format.
+fn entity_too_large(
+    method: &Method,
+    raw_query: &str,
+    declared: Option<u64>,
+    limit: usize,
+) -> Response {
+    let req = aws::AwsRequest {
+        method: method.clone(),
+        path: String::new(),
+        query: parse_query(raw_query),
+        headers: Vec::new(),
+        body: Vec::new(),
+        region: String::new(),
+    };
+    let mut error = aws::AwsError::new(
+        400,
+        "EntityTooLarge",
+        "Your proposed upload exceeds the maximum allowed size",
+    );
+    if let Some(size) = declared {
+        error = error.with("ProposedSize", size.to_string());
+    }
+    let error = error.with("MaxSizeAllowed", limit.to_string());
+    aws_to_http(error.response(aws::Service::S3, &req))
 }
 
 fn json_response(status: StatusCode, value: Option<Value>) -> Response {

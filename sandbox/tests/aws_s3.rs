@@ -1221,3 +1221,704 @@ async fn answers_match_the_botocore_model() {
     assert_eq!(head.status(), 404);
     assert!(head.bytes().await.expect("body").is_empty());
 }
+
+// ------------------------------------------------------------ multipart uploads and tags
+
+const MIB: usize = 1024 * 1024;
+
+fn md5(data: &[u8]) -> [u8; 16] {
+    use md5::Digest as _;
+    md5::Md5::digest(data).into()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// One answer of the sandbox, read whole.
+struct Answer {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    fn xml(&self) -> Node {
+        parse_xml(&self.text())
+    }
+
+    /// The `Code` of an S3 error document.
+    fn code(&self) -> Option<String> {
+        let doc = self.xml();
+        (doc.name == "Error").then(|| text_of(&doc, "Code").unwrap_or("").to_string())
+    }
+}
+
+fn child<'a>(node: &'a Node, name: &str) -> Option<&'a Node> {
+    node.children.iter().find(|c| c.name == name)
+}
+
+fn text_of<'a>(node: &'a Node, name: &str) -> Option<&'a str> {
+    child(node, name).map(|c| c.text.as_str())
+}
+
+fn texts<'a>(node: &'a Node, name: &str, field: &str) -> Vec<&'a str> {
+    node.children
+        .iter()
+        .filter(|c| c.name == name)
+        .filter_map(|c| text_of(c, field))
+        .collect()
+}
+
+/// Signed S3 requests with the headers an SDK sends, answers read whole.
+struct S3Http {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl S3Http {
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Answer {
+        let mut req = signed(&self.http, method, &format!("{}{path}", self.base)).body(body);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let response = req.send().await.expect("the sandbox answers");
+        Answer {
+            status: response.status().as_u16(),
+            headers: response.headers().clone(),
+            body: response.bytes().await.expect("a body").to_vec(),
+        }
+    }
+
+    /// CreateMultipartUpload; the answer, whose `UploadId` is the upload's ID.
+    async fn initiate(&self, path: &str, headers: &[(&str, &str)]) -> (Answer, String) {
+        let answer = self
+            .send(
+                reqwest::Method::POST,
+                &format!("{path}?uploads"),
+                headers,
+                vec![],
+            )
+            .await;
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        let id = text_of(&answer.xml(), "UploadId")
+            .expect("an upload id")
+            .to_string();
+        (answer, id)
+    }
+
+    /// UploadPart with a CRC32 header, as SDKs send parts over plain HTTP; the ETag.
+    async fn part(&self, path: &str, id: &str, number: u32, data: &[u8]) -> String {
+        let crc = b64(&crc32(data).to_be_bytes());
+        let answer = self
+            .send(
+                reqwest::Method::PUT,
+                &format!("{path}?partNumber={number}&uploadId={id}"),
+                &[
+                    ("x-amz-checksum-crc32", &crc),
+                    ("x-amz-sdk-checksum-algorithm", "CRC32"),
+                ],
+                data.to_vec(),
+            )
+            .await;
+        assert_eq!(answer.status, 200, "part {number}: {}", answer.text());
+        assert_eq!(answer.header("x-amz-checksum-crc32"), Some(crc.as_str()));
+        answer.header("etag").expect("an etag").to_string()
+    }
+
+    async fn complete(
+        &self,
+        path: &str,
+        id: &str,
+        parts: &[(u32, &str)],
+        headers: &[(&str, &str)],
+    ) -> Answer {
+        let list: String = parts
+            .iter()
+            .map(|(n, etag)| {
+                format!("<Part><ETag>{etag}</ETag><PartNumber>{n}</PartNumber></Part>")
+            })
+            .collect();
+        let body = format!(
+            "<CompleteMultipartUpload xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">{list}</CompleteMultipartUpload>"
+        );
+        self.send(
+            reqwest::Method::POST,
+            &format!("{path}?uploadId={id}"),
+            headers,
+            body.into_bytes(),
+        )
+        .await
+    }
+}
+
+/// The `aws-chunked` body the SDKs send over TLS: unsigned chunks and a CRC32 trailer.
+fn chunked_with_crc32(data: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    for chunk in data.chunks(64 * 1024) {
+        body.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        body.extend_from_slice(chunk);
+        body.extend_from_slice(b"\r\n");
+    }
+    let crc = b64(&crc32(data).to_be_bytes());
+    body.extend_from_slice(format!("0\r\nx-amz-checksum-crc32:{crc}\r\n\r\n").as_bytes());
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_uploads_and_object_tags() {
+    let model = load_model();
+    let sandbox = start().await;
+    let s3 = S3Http {
+        http: reqwest::Client::new(),
+        base: sandbox.url(),
+    };
+    // Every XML answer is checked against the botocore model at the end.
+    let mut answers: Vec<(&str, &str, String)> = Vec::new();
+    let made = s3
+        .send(reqwest::Method::PUT, "/terrain-parts", &[], vec![])
+        .await;
+    assert_eq!(made.status, 200);
+
+    // Create → three parts (5 MiB, 5 MiB, 1 KiB) → list → complete.
+    let (created, id) = s3
+        .initiate(
+            "/terrain-parts/big.bin",
+            &[
+                ("content-type", "application/octet-stream"),
+                ("x-amz-meta-origin", "multipart"),
+                ("x-amz-tagging", "team=ml&stage=raw"),
+            ],
+        )
+        .await;
+    let doc = created.xml();
+    assert_eq!(doc.name, "InitiateMultipartUploadResult");
+    assert_eq!(text_of(&doc, "Bucket"), Some("terrain-parts"));
+    assert_eq!(text_of(&doc, "Key"), Some("big.bin"));
+    assert_eq!(
+        created.header("x-amz-server-side-encryption"),
+        Some("AES256")
+    );
+    answers.push((
+        "CreateMultipartUpload",
+        "InitiateMultipartUploadResult",
+        created.text(),
+    ));
+    let parts = [content(5 * MIB, 1), content(5 * MIB, 2), content(1024, 3)];
+    let e1 = s3.part("/terrain-parts/big.bin", &id, 1, &parts[0]).await;
+    // The second part as SDKs send it over TLS.
+    let chunked = s3
+        .send(
+            reqwest::Method::PUT,
+            &format!("/terrain-parts/big.bin?partNumber=2&uploadId={id}"),
+            &[
+                ("content-encoding", "aws-chunked"),
+                ("x-amz-content-sha256", "STREAMING-UNSIGNED-PAYLOAD-TRAILER"),
+                ("x-amz-decoded-content-length", &parts[1].len().to_string()),
+                ("x-amz-trailer", "x-amz-checksum-crc32"),
+                ("x-amz-sdk-checksum-algorithm", "CRC32"),
+            ],
+            chunked_with_crc32(&parts[1]),
+        )
+        .await;
+    assert_eq!(chunked.status, 200, "{}", chunked.text());
+    let e2 = chunked.header("etag").expect("an etag").to_string();
+    let e3 = s3.part("/terrain-parts/big.bin", &id, 3, &parts[2]).await;
+    for (etag, data) in [(&e1, &parts[0]), (&e2, &parts[1]), (&e3, &parts[2])] {
+        assert_eq!(*etag, format!("\"{}\"", hex(&md5(data))));
+    }
+    let listed = s3
+        .send(
+            reqwest::Method::GET,
+            &format!("/terrain-parts/big.bin?uploadId={id}"),
+            &[],
+            vec![],
+        )
+        .await;
+    let doc = listed.xml();
+    assert_eq!(doc.name, "ListPartsResult");
+    assert_eq!(texts(&doc, "Part", "PartNumber"), ["1", "2", "3"]);
+    assert_eq!(texts(&doc, "Part", "ETag"), [&e1, &e2, &e3]);
+    assert_eq!(texts(&doc, "Part", "Size"), ["5242880", "5242880", "1024"]);
+    answers.push(("ListParts", "ListPartsResult", listed.text()));
+    let uploads = s3
+        .send(reqwest::Method::GET, "/terrain-parts?uploads", &[], vec![])
+        .await;
+    assert_eq!(texts(&uploads.xml(), "Upload", "UploadId"), [id.as_str()]);
+    answers.push((
+        "ListMultipartUploads",
+        "ListMultipartUploadsResult",
+        uploads.text(),
+    ));
+    let completed = s3
+        .complete(
+            "/terrain-parts/big.bin",
+            &id,
+            &[(1, &e1), (2, &e2), (3, &e3)],
+            &[("if-none-match", "*")],
+        )
+        .await;
+    assert_eq!(completed.status, 200, "{}", completed.text());
+    let md5s: Vec<u8> = parts.iter().flat_map(|p| md5(p)).collect();
+    let etag = format!("\"{}-3\"", hex(&md5(&md5s)));
+    let doc = completed.xml();
+    assert_eq!(text_of(&doc, "ETag"), Some(etag.as_str()));
+    assert_eq!(text_of(&doc, "Bucket"), Some("terrain-parts"));
+    assert!(
+        text_of(&doc, "Location").is_some_and(|l| l.ends_with("/terrain-parts/big.bin")),
+        "{}",
+        completed.text()
+    );
+    answers.push((
+        "CompleteMultipartUpload",
+        "CompleteMultipartUploadResult",
+        completed.text(),
+    ));
+    let got = s3
+        .send(reqwest::Method::GET, "/terrain-parts/big.bin", &[], vec![])
+        .await;
+    assert_eq!(got.status, 200);
+    assert!(
+        got.body == parts.concat(),
+        "the object is the parts in order"
+    );
+    assert_eq!(got.header("etag"), Some(etag.as_str()));
+    assert_eq!(got.header("x-amz-meta-origin"), Some("multipart"));
+    assert_eq!(got.header("x-amz-tagging-count"), Some("2"));
+    let uploads = s3
+        .send(reqwest::Method::GET, "/terrain-parts?uploads", &[], vec![])
+        .await;
+    assert!(
+        child(&uploads.xml(), "Upload").is_none(),
+        "{}",
+        uploads.text()
+    );
+
+    // What completion refuses.
+    let (_, id) = s3.initiate("/terrain-parts/bad.bin", &[]).await;
+    let small = content(1024, 4);
+    let f1 = s3.part("/terrain-parts/bad.bin", &id, 1, &parts[0]).await;
+    let f2 = s3.part("/terrain-parts/bad.bin", &id, 2, &small).await;
+    let f3 = s3.part("/terrain-parts/bad.bin", &id, 3, &small).await;
+    let too_small = s3
+        .complete(
+            "/terrain-parts/bad.bin",
+            &id,
+            &[(1, &f1), (2, &f2), (3, &f3)],
+            &[],
+        )
+        .await;
+    assert_eq!(
+        (too_small.status, too_small.code().as_deref()),
+        (400, Some("EntityTooSmall"))
+    );
+    let wrong = s3
+        .complete("/terrain-parts/bad.bin", &id, &[(1, &f2), (2, &f2)], &[])
+        .await;
+    assert_eq!(
+        (wrong.status, wrong.code().as_deref()),
+        (400, Some("InvalidPart"))
+    );
+    let order = s3
+        .complete("/terrain-parts/bad.bin", &id, &[(2, &f2), (1, &f1)], &[])
+        .await;
+    assert_eq!(order.code().as_deref(), Some("InvalidPartOrder"));
+    let aborted = s3
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/terrain-parts/bad.bin?uploadId={id}"),
+            &[],
+            vec![],
+        )
+        .await;
+    assert_eq!(aborted.status, 204);
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let gone = s3
+            .send(
+                method.clone(),
+                &format!("/terrain-parts/bad.bin?uploadId={id}"),
+                &[],
+                vec![],
+            )
+            .await;
+        assert_eq!(
+            (gone.status, gone.code().as_deref()),
+            (404, Some("NoSuchUpload")),
+            "{method}"
+        );
+        assert_eq!(text_of(&gone.xml(), "UploadId"), Some(id.as_str()));
+    }
+    // A create-only completion over an existing key.
+    let (_, id) = s3.initiate("/terrain-parts/big.bin", &[]).await;
+    let g1 = s3.part("/terrain-parts/big.bin", &id, 1, &small).await;
+    let exists = s3
+        .complete(
+            "/terrain-parts/big.bin",
+            &id,
+            &[(1, &g1)],
+            &[("if-none-match", "*")],
+        )
+        .await;
+    assert_eq!(
+        (exists.status, exists.code().as_deref()),
+        (412, Some("PreconditionFailed"))
+    );
+
+    // UploadPartCopy: two ranges of the object, then completed into a new one.
+    let (_, id) = s3.initiate("/terrain-parts/copy.bin", &[]).await;
+    let mut copied = Vec::new();
+    for (number, range) in [(1, (0, 5 * MIB - 1)), (2, (5 * MIB, 5 * MIB + 999))] {
+        let answer = s3
+            .send(
+                reqwest::Method::PUT,
+                &format!("/terrain-parts/copy.bin?partNumber={number}&uploadId={id}"),
+                &[
+                    ("x-amz-copy-source", "terrain-parts/big.bin"),
+                    (
+                        "x-amz-copy-source-range",
+                        &format!("bytes={}-{}", range.0, range.1),
+                    ),
+                ],
+                vec![],
+            )
+            .await;
+        assert_eq!(answer.status, 200, "{}", answer.text());
+        let doc = answer.xml();
+        assert_eq!(doc.name, "CopyPartResult");
+        let whole = parts.concat();
+        let expected = format!("\"{}\"", hex(&md5(&whole[range.0..=range.1])));
+        assert_eq!(text_of(&doc, "ETag"), Some(expected.as_str()));
+        answers.push(("UploadPartCopy", "", answer.text()));
+        copied.push(expected);
+    }
+    let beyond = s3
+        .send(
+            reqwest::Method::PUT,
+            &format!("/terrain-parts/copy.bin?partNumber=3&uploadId={id}"),
+            &[
+                ("x-amz-copy-source", "terrain-parts/big.bin"),
+                ("x-amz-copy-source-range", "bytes=0-99999999"),
+            ],
+            vec![],
+        )
+        .await;
+    assert_eq!(beyond.code().as_deref(), Some("InvalidArgument"));
+    let done = s3
+        .complete(
+            "/terrain-parts/copy.bin",
+            &id,
+            &[(1, &copied[0]), (2, &copied[1])],
+            &[],
+        )
+        .await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    let got = s3
+        .send(reqwest::Method::GET, "/terrain-parts/copy.bin", &[], vec![])
+        .await;
+    assert!(
+        got.body == parts.concat()[..5 * MIB + 1000],
+        "the copy is the two ranges"
+    );
+
+    // Object tags: set at creation, replaced, read, removed.
+    let tags = s3
+        .send(
+            reqwest::Method::GET,
+            "/terrain-parts/big.bin?tagging",
+            &[],
+            vec![],
+        )
+        .await;
+    let tag_set = child(&tags.xml(), "TagSet").map(|s| texts(s, "Tag", "Key").join(","));
+    assert_eq!(tag_set.as_deref(), Some("team,stage"));
+    let tagging =
+        b"<Tagging><TagSet><Tag><Key>owner</Key><Value>data team</Value></Tag></TagSet></Tagging>"
+            .to_vec();
+    let md5_header = b64(&md5(&tagging));
+    let put = s3
+        .send(
+            reqwest::Method::PUT,
+            "/terrain-parts/big.bin?tagging",
+            &[("content-md5", &md5_header)],
+            tagging,
+        )
+        .await;
+    assert_eq!(put.status, 200, "{}", put.text());
+    let tags = s3
+        .send(
+            reqwest::Method::GET,
+            "/terrain-parts/big.bin?tagging",
+            &[],
+            vec![],
+        )
+        .await;
+    let doc = tags.xml();
+    let set = child(&doc, "TagSet").expect("TagSet");
+    assert_eq!(texts(set, "Tag", "Value"), ["data team"]);
+    answers.push(("GetObjectTagging", "Tagging", tags.text()));
+    let deleted = s3
+        .send(
+            reqwest::Method::DELETE,
+            "/terrain-parts/big.bin?tagging",
+            &[],
+            vec![],
+        )
+        .await;
+    assert_eq!(deleted.status, 204);
+    let tags = s3
+        .send(
+            reqwest::Method::GET,
+            "/terrain-parts/big.bin?tagging",
+            &[],
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        child(&tags.xml(), "TagSet").map(|s| s.children.len()),
+        Some(0)
+    );
+
+    let mut seen = Vec::new();
+    for (operation, documented_root, text) in &answers {
+        let root = parse_xml(text);
+        let (shape, root_name) = output_root(&model, operation, documented_root);
+        assert_eq!(root.name, root_name, "{operation}: root element\n{text}");
+        assert_eq!(
+            root.attrs, "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"",
+            "{operation}: namespace"
+        );
+        check_shape(&model, &root, &shape, &root.name, &mut seen);
+    }
+    for member in [
+        "CreateMultipartUploadOutput.UploadId",
+        "ListPartsOutput.Parts",
+        "ListPartsOutput.Initiator",
+        "ListPartsOutput.IsTruncated",
+        "Part.ETag",
+        "Part.Size",
+        "Part.ChecksumCRC32",
+        "ListMultipartUploadsOutput.Uploads",
+        "MultipartUpload.Initiated",
+        "CompleteMultipartUploadOutput.ETag",
+        "CompleteMultipartUploadOutput.Location",
+        "CopyPartResult.ETag",
+        "CopyPartResult.LastModified",
+        "GetObjectTaggingOutput.TagSet",
+        "Tag.Value",
+    ] {
+        assert!(
+            seen.iter().any(|s| s == member),
+            "no answer carried {member}"
+        );
+    }
+}
+
+/// Sends request headers declaring a `content-length` body and none of it, and reads
+/// the answer: the sandbox refuses an oversized body before reading it.
+async fn declare_body(sandbox: &Sandbox, head: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", sandbox.port()))
+        .await
+        .expect("connect");
+    stream.write_all(head.as_bytes()).await.expect("send");
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), stream.read_to_end(&mut answer))
+        .await
+        .expect("answered within 30 s")
+        .expect("read");
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_bodies_are_refused_in_each_apis_terms() {
+    let sandbox = start().await;
+    let s3 = declare_body(
+        &sandbox,
+        "PUT /terrain-huge/k HTTP/1.1\r\nHost: sandbox\r\nAuthorization: AWS4-HMAC-SHA256 Credential=AKIDSANDBOX/20261121/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=0\r\nContent-Length: 600000000\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(s3.starts_with("HTTP/1.1 400"), "{s3}");
+    assert!(s3.contains("<Code>EntityTooLarge</Code>"), "{s3}");
+    assert!(
+        s3.contains("<ProposedSize>600000000</ProposedSize>"),
+        "{s3}"
+    );
+    assert!(
+        s3.contains("<MaxSizeAllowed>536870912</MaxSizeAllowed>"),
+        "{s3}"
+    );
+    // Other APIs keep the smaller limit and a plain answer.
+    let gcs = declare_body(
+        &sandbox,
+        "POST /storage/v1/b?project=p HTTP/1.1\r\nHost: sandbox\r\nAuthorization: Bearer t\r\nContent-Length: 100000000\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert!(gcs.starts_with("HTTP/1.1 413"), "{gcs}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aws_s3_cp_moves_big_files_in_parts() {
+    if !aws_on_path() {
+        println!("skipped: aws is not on PATH");
+        return;
+    }
+    let sandbox = start().await;
+    let aws = Aws { sandbox: &sandbox };
+    let dir = tempfile::tempdir().expect("temporary directory");
+    aws.ok(&["s3", "mb", "s3://terrain-big"]).await;
+    // 20 MiB: three parts at the CLI's 8 MiB chunk size.
+    let data = content(20 * MIB, 7);
+    let local = dir.path().join("big.bin");
+    std::fs::write(&local, &data).expect("write big file");
+    aws.ok(&["s3", "cp", path_str(&local), "s3://terrain-big/big.bin"])
+        .await;
+    let head = aws
+        .json(&[
+            "s3api",
+            "head-object",
+            "--bucket",
+            "terrain-big",
+            "--key",
+            "big.bin",
+        ])
+        .await;
+    assert_eq!(head["ContentLength"], json!(data.len()), "{head}");
+    assert!(
+        md5_etag(&head).ends_with("-3\""),
+        "a multipart ETag: {head}"
+    );
+    // The CLI uploads parts with CRC32 checksums; the object's is made of theirs.
+    let checksum = aws
+        .json(&[
+            "s3api",
+            "head-object",
+            "--bucket",
+            "terrain-big",
+            "--key",
+            "big.bin",
+            "--checksum-mode",
+            "ENABLED",
+        ])
+        .await;
+    assert_eq!(checksum["ChecksumType"], json!("COMPOSITE"), "{checksum}");
+    assert!(
+        checksum["ChecksumCRC32"]
+            .as_str()
+            .is_some_and(|c| c.ends_with("-3")),
+        "{checksum}"
+    );
+    aws.ok(&[
+        "s3api",
+        "put-object-tagging",
+        "--bucket",
+        "terrain-big",
+        "--key",
+        "big.bin",
+        "--tagging",
+        "TagSet=[{Key=team,Value=ml}]",
+    ])
+    .await;
+
+    let tags = aws
+        .json(&[
+            "s3api",
+            "get-object-tagging",
+            "--bucket",
+            "terrain-big",
+            "--key",
+            "big.bin",
+        ])
+        .await;
+    assert_eq!(tags["TagSet"], json!([{"Key": "team", "Value": "ml"}]));
+
+    // S3 to S3 over 8 MB: UploadPartCopy.
+    aws.ok(&[
+        "s3",
+        "cp",
+        "s3://terrain-big/big.bin",
+        "s3://terrain-big/big2.bin",
+    ])
+    .await;
+    let copied_parts = sandbox
+        .traffic()
+        .iter()
+        .filter(|e| e.method == "PUT" && e.path == "terrain-big/big2.bin")
+        .filter(|e| e.query.contains("partNumber=") && e.status == 200)
+        .count();
+    assert_eq!(copied_parts, 3, "the copy went in parts");
+
+    let back = dir.path().join("back.bin");
+    aws.ok(&["s3", "cp", "s3://terrain-big/big2.bin", path_str(&back)])
+        .await;
+    assert!(
+        std::fs::read(&back).expect("downloaded") == data,
+        "the bytes came back"
+    );
+
+    // The s3api view of an upload left in progress, and its abort.
+    let created = aws
+        .json(&[
+            "s3api",
+            "create-multipart-upload",
+            "--bucket",
+            "terrain-big",
+            "--key",
+            "pending.bin",
+        ])
+        .await;
+    let id = created["UploadId"].as_str().unwrap_or("").to_string();
+    let uploads = aws
+        .json(&["s3api", "list-multipart-uploads", "--bucket", "terrain-big"])
+        .await;
+    assert_eq!(
+        uploads["Uploads"][0]["Key"],
+        json!("pending.bin"),
+        "{uploads}"
+    );
+    assert_eq!(uploads["Uploads"][0]["UploadId"], json!(id));
+    aws.ok(&[
+        "s3api",
+        "abort-multipart-upload",
+        "--bucket",
+        "terrain-big",
+        "--key",
+        "pending.bin",
+        "--upload-id",
+        &id,
+    ])
+    .await;
+    aws.fails(
+        &[
+            "s3api",
+            "list-parts",
+            "--bucket",
+            "terrain-big",
+            "--key",
+            "pending.bin",
+            "--upload-id",
+            &id,
+        ],
+        "NoSuchUpload",
+    )
+    .await;
+    aws.ok(&["s3", "rb", "--force", "s3://terrain-big"]).await;
+}

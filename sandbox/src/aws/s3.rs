@@ -1,8 +1,10 @@
 //! Amazon S3 (REST-XML, path-style addressing: `/{bucket}` and `/{bucket}/{key…}`):
 //! buckets with their region, versioning, default encryption, public access block,
-//! lifecycle rules and tags; objects with versions and delete markers, conditional
-//! writes and reads, ranges, checksums and `aws-chunked` bodies; copies; and the list
-//! operations with delimiters and pagination. Element names, status codes, headers and
+//! lifecycle rules and tags; objects with versions and delete markers, tags, conditional
+//! writes and reads, ranges, checksums and `aws-chunked` bodies; copies; multipart
+//! uploads (parts uploaded or copied from a range of another object, then completed
+//! into one object with S3's `-N` ETag and composite or full-object checksum); and the
+//! list operations with delimiters and pagination. Element names, status codes, headers and
 //! error codes follow the botocore model (`s3/2006-03-01/service-2.json`).
 //!
 //! Where S3 changed over time, today's behaviour is emulated: new buckets are encrypted
@@ -13,7 +15,8 @@
 //! Lifecycle rules are validated and stored but never run; checksums of the algorithms
 //! the sandbox can compute (MD5, CRC32, CRC32C, CRC64NVME, SHA-1, SHA-256) are verified,
 //! the others stored as sent. Objects persist with the sandbox state, their bytes base64
-//! in the state file like Cloud Storage objects.
+//! in the state file like Cloud Storage objects, and so do the parts of multipart uploads
+//! in progress (an upload is part of its bucket and goes with it).
 
 use std::collections::BTreeMap;
 
@@ -26,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use super::xml::Element;
 use super::{AwsCtx, AwsError, AwsRequest, AwsResponse, Service, ACCOUNT};
 use crate::gcp::{random_hex, time_millis};
-use crate::http::percent_decode;
+use crate::http::{parse_query, percent_decode, percent_encode};
 
 /// The namespace of every S3 result document.
 const NS: &str = "http://s3.amazonaws.com/doc/2006-03-01/";
@@ -36,6 +39,13 @@ const MAX_KEY_BYTES: usize = 1024;
 const MAX_METADATA_BYTES: usize = 2048;
 const MAX_DELETE_OBJECTS: usize = 1000;
 const MAX_BUCKET_TAGS: usize = 50;
+const MAX_OBJECT_TAGS: usize = 10;
+/// Every part of a multipart upload but the last must be at least 5 MiB.
+const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
+const MAX_PART_NUMBER: u32 = 10_000;
+/// The most parts ListParts and uploads ListMultipartUploads answer at once.
+const MAX_LISTED_PARTS: usize = 1000;
+const MAX_LISTED_UPLOADS: usize = 1000;
 const MAX_LIFECYCLE_RULES: usize = 1000;
 const MALFORMED_XML: &str =
     "The XML you provided was not well-formed or did not validate against our published schema";
@@ -129,7 +139,6 @@ const BUCKET_SUBRESOURCES_NOT_EMULATED: &[&str] = &[
     "replication",
     "requestPayment",
     "session",
-    "uploads",
     "website",
 ];
 
@@ -141,10 +150,7 @@ const OBJECT_SUBRESOURCES_NOT_EMULATED: &[&str] = &[
     "restore",
     "retention",
     "select",
-    "tagging",
     "torrent",
-    "uploadId",
-    "uploads",
 ];
 
 /// The bucket subresources the sandbox serves.
@@ -155,6 +161,7 @@ const BUCKET_SUBRESOURCES: &[&str] = &[
     "location",
     "publicAccessBlock",
     "tagging",
+    "uploads",
     "versioning",
     "versions",
 ];
@@ -219,6 +226,9 @@ struct Bucket {
     /// Every version of every key, oldest first; the last one is current.
     #[serde(default)]
     objects: BTreeMap<String, Vec<Version>>,
+    /// Multipart uploads in progress, by upload ID.
+    #[serde(default)]
+    uploads: BTreeMap<String, Upload>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -314,6 +324,26 @@ struct Sse {
 struct Checksum {
     algorithm: String,
     value: String,
+    /// A multipart object's checksum of its part checksums (`…-N`, type `COMPOSITE`)
+    /// rather than of its content (`FULL_OBJECT`).
+    #[serde(default)]
+    composite: bool,
+}
+
+impl Checksum {
+    /// The `x-amz-checksum-type` / `ChecksumType` of the checksum.
+    fn kind(&self) -> &'static str {
+        if self.composite {
+            "COMPOSITE"
+        } else {
+            "FULL_OBJECT"
+        }
+    }
+
+    /// The element naming it in XML answers (`ChecksumCRC32`).
+    fn element(&self) -> String {
+        checksum_element(&self.algorithm)
+    }
 }
 
 /// One version of a key: an object, or a delete marker (which has no content).
@@ -344,6 +374,9 @@ struct Version {
     sse: Option<Sse>,
     #[serde(default)]
     checksum: Option<Checksum>,
+    /// Object tags, in the order they were set.
+    #[serde(default)]
+    tags: Vec<(String, String)>,
     /// The content, base64-encoded so the state file stays JSON.
     #[serde(default)]
     data: String,
@@ -363,23 +396,64 @@ impl Version {
             metadata: Vec::new(),
             sse: None,
             checksum: None,
+            tags: Vec::new(),
             data: String::new(),
         }
     }
 
     fn bytes(&self) -> Result<Vec<u8>, AwsError> {
-        B64.decode(&self.data).map_err(|e| {
-            AwsError::new(
-                500,
-                "InternalError",
-                format!("the stored object data is corrupt: {e}"),
-            )
-        })
+        stored_bytes(&self.data)
     }
 
     fn storage_class(&self) -> &str {
         self.storage_class.as_deref().unwrap_or("STANDARD")
     }
+}
+
+/// A multipart upload in progress: the object it becomes, and the parts so far.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Upload {
+    key: String,
+    initiated: DateTime<Utc>,
+    /// The object without its content: type, headers, metadata, storage class,
+    /// encryption and tags as CreateMultipartUpload set them.
+    object: Version,
+    /// `x-amz-checksum-algorithm` (lowercase): every part gets a checksum with it, and
+    /// the object one from them.
+    #[serde(default)]
+    checksum_algorithm: Option<String>,
+    /// Whether the object's checksum is of the part checksums (`COMPOSITE`) rather than
+    /// of the whole content (`FULL_OBJECT`).
+    #[serde(default)]
+    composite: bool,
+    #[serde(default)]
+    parts: BTreeMap<u32, Part>,
+}
+
+/// One uploaded part; uploading the same number again replaces it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Part {
+    last_modified: DateTime<Utc>,
+    /// The MD5 of the part in hex, without quotes.
+    etag: String,
+    size: u64,
+    #[serde(default)]
+    checksum: Option<Checksum>,
+    /// The content, base64-encoded as object content is.
+    data: String,
+}
+
+/// Decodes stored (base64) object or part content.
+fn stored_bytes(data: &str) -> Result<Vec<u8>, AwsError> {
+    B64.decode(data).map_err(|e| {
+        AwsError::new(
+            500,
+            "InternalError",
+            format!("the stored object data is corrupt: {e}"),
+        )
+    })
 }
 
 /// An error answer, with the headers S3 sends along with some errors (the region of a
@@ -532,6 +606,7 @@ impl S3 {
                 Ok(AwsResponse::empty(204))
             }
             ("POST", Some("delete")) => delete_objects(bucket, req, now),
+            ("GET", Some("uploads")) => list_multipart_uploads(name, bucket, req),
             _ => Err(method_not_allowed(&req.method, "BUCKET").into()),
         }
     }
@@ -558,6 +633,26 @@ impl S3 {
                     .with("MaxSizeAllowed", MAX_KEY_BYTES.to_string())
                     .into(),
             );
+        }
+        if req.has_param("uploads") {
+            return match req.method {
+                Method::POST => {
+                    create_multipart_upload(bucket, self.bucket_mut(bucket)?, key, req, now)
+                }
+                _ => Err(method_not_allowed(&req.method, "OBJECT").into()),
+            };
+        }
+        if let Some(upload_id) = req.param("uploadId") {
+            return self.multipart_request(bucket, key, upload_id, req, now);
+        }
+        if req.has_param("tagging") {
+            let bucket = self.bucket_mut(bucket)?;
+            return match req.method {
+                Method::GET => get_object_tagging(bucket, key, req),
+                Method::PUT => put_object_tagging(bucket, key, req),
+                Method::DELETE => delete_object_tagging(bucket, key, req),
+                _ => Err(method_not_allowed(&req.method, "OBJECT").into()),
+            };
         }
         match req.method {
             Method::PUT if req.header("x-amz-copy-source").is_some() => {
@@ -744,7 +839,7 @@ impl S3 {
             .into());
         }
         let tags = match config.as_ref().and_then(|c| c.find("Tags")) {
-            Some(tags) => parse_tags(tags)?,
+            Some(tags) => parse_tags(tags, Tagged::Bucket)?,
             None => Vec::new(),
         };
         self.buckets.insert(
@@ -761,6 +856,7 @@ impl S3 {
                 transition_minimum_size: None,
                 tags,
                 objects: BTreeMap::new(),
+                uploads: BTreeMap::new(),
             },
         );
         Ok(AwsResponse::empty(200).with_header("location", format!("/{name}")))
@@ -802,8 +898,6 @@ impl S3 {
         req: &AwsRequest,
         now: DateTime<Utc>,
     ) -> Outcome {
-        let source = req.header("x-amz-copy-source").unwrap_or("");
-        let (src_bucket, src_key, src_version) = parse_copy_source(source)?;
         let directive = req.header("x-amz-metadata-directive").unwrap_or("COPY");
         if !matches!(directive, "COPY" | "REPLACE") {
             return Err(invalid_argument(
@@ -813,37 +907,20 @@ impl S3 {
             )
             .into());
         }
-        check_object_extras(req)?;
-        let source_bucket = self.bucket(&src_bucket)?;
-        let addresses_marker = src_version.as_deref().is_some_and(|id| {
-            source_bucket
-                .objects
-                .get(&src_key)
-                .and_then(|vs| vs.iter().find(|v| v.version_id == id))
-                .is_some_and(|v| v.delete_marker)
-        });
-        if addresses_marker {
-            return Err(AwsError::new(
-                400,
-                "InvalidRequest",
-                "The source of a copy request may not specifically refer to a delete marker by version id.",
+        let tagging = req.header("x-amz-tagging-directive").unwrap_or("COPY");
+        if !matches!(tagging, "COPY" | "REPLACE") {
+            return Err(invalid_argument(
+                "Unknown tagging directive.",
+                "x-amz-tagging-directive",
+                tagging,
             )
             .into());
         }
-        let original = select_version(source_bucket, &src_key, src_version.as_deref(), "PUT")?;
-        let source_version_id =
-            (source_bucket.versioning.is_some()).then(|| original.version_id.clone());
-        if let Some(m) = req.header("x-amz-copy-source-if-match") {
-            if !etag_matches(m, &original.etag) {
-                return Err(precondition_failed("x-amz-copy-source-If-Match").into());
-            }
-        }
-        if let Some(m) = req.header("x-amz-copy-source-if-none-match") {
-            if etag_matches(m, &original.etag) {
-                return Err(precondition_failed("x-amz-copy-source-If-None-Match").into());
-            }
-        }
-        let mut copy = original.clone();
+        check_object_extras(req)?;
+        let source = self.copy_source(req)?;
+        let (src_bucket, src_key) = (source.bucket.clone(), source.key.clone());
+        let source_version_id = source.version_id.clone();
+        let mut copy = source.version.clone();
         let destination = self.bucket_mut(bucket)?;
         check_write_conditions(
             req,
@@ -873,6 +950,11 @@ impl S3 {
             copy.headers = stored_headers(req);
             copy.metadata = user_metadata(req)?;
         }
+        // The source's tags come along unless the request replaces them (with none when
+        // it sends no `x-amz-tagging`).
+        if tagging == "REPLACE" {
+            copy.tags = header_tags(req)?;
+        }
         copy.storage_class = storage_class(req)?.or(copy.storage_class);
         copy.sse = Some(object_sse(req, destination)?);
         copy.last_modified = now;
@@ -893,6 +975,131 @@ impl S3 {
         response.headers.extend(sse.iter().flat_map(sse_headers));
         Ok(response)
     }
+
+    /// The object version `x-amz-copy-source` names, once the `x-amz-copy-source-if-*`
+    /// conditions hold; for CopyObject and UploadPartCopy.
+    fn copy_source(&self, req: &AwsRequest) -> Result<CopySource<'_>, Fail> {
+        let source = req.header("x-amz-copy-source").unwrap_or("");
+        let (bucket, key, version_id) = parse_copy_source(source)?;
+        let source_bucket = self.bucket(&bucket)?;
+        let addresses_marker = version_id.as_deref().is_some_and(|id| {
+            source_bucket
+                .objects
+                .get(&key)
+                .and_then(|vs| vs.iter().find(|v| v.version_id == id))
+                .is_some_and(|v| v.delete_marker)
+        });
+        if addresses_marker {
+            return Err(AwsError::new(
+                400,
+                "InvalidRequest",
+                "The source of a copy request may not specifically refer to a delete marker by version id.",
+            )
+            .into());
+        }
+        let version = select_version(source_bucket, &key, version_id.as_deref(), "PUT")?;
+        if let Some(m) = req.header("x-amz-copy-source-if-match") {
+            if !etag_matches(m, &version.etag) {
+                return Err(precondition_failed("x-amz-copy-source-If-Match").into());
+            }
+        }
+        if let Some(m) = req.header("x-amz-copy-source-if-none-match") {
+            if etag_matches(m, &version.etag) {
+                return Err(precondition_failed("x-amz-copy-source-If-None-Match").into());
+            }
+        }
+        Ok(CopySource {
+            version_id: source_bucket
+                .versioning
+                .is_some()
+                .then(|| version.version_id.clone()),
+            bucket,
+            key,
+            version,
+        })
+    }
+
+    // ------------------------------------------------------------ multipart uploads
+
+    /// The requests on one upload (`?uploadId=`): UploadPart, UploadPartCopy,
+    /// CompleteMultipartUpload, AbortMultipartUpload and ListParts.
+    fn multipart_request(
+        &mut self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        req: &AwsRequest,
+        now: DateTime<Utc>,
+    ) -> Outcome {
+        match req.method {
+            Method::PUT if req.header("x-amz-copy-source").is_some() => {
+                self.upload_part_copy(bucket, key, upload_id, req, now)
+            }
+            Method::PUT => upload_part(self.bucket_mut(bucket)?, key, upload_id, req, now),
+            Method::POST => complete_multipart_upload(
+                bucket,
+                self.bucket_mut(bucket)?,
+                key,
+                upload_id,
+                req,
+                now,
+            ),
+            Method::DELETE => {
+                let destination = self.bucket_mut(bucket)?;
+                upload_of(destination, key, upload_id)?;
+                destination.uploads.remove(upload_id);
+                Ok(AwsResponse::empty(204))
+            }
+            Method::GET => list_parts(bucket, self.bucket(bucket)?, key, upload_id, req),
+            _ => Err(method_not_allowed(&req.method, "OBJECT").into()),
+        }
+    }
+
+    fn upload_part_copy(
+        &mut self,
+        bucket: &str,
+        key: &str,
+        upload_id: &str,
+        req: &AwsRequest,
+        now: DateTime<Utc>,
+    ) -> Outcome {
+        let number = part_number(req)?;
+        upload_of(self.bucket(bucket)?, key, upload_id)?;
+        let source = self.copy_source(req)?;
+        let source_version_id = source.version_id.clone();
+        let whole = source.version.bytes()?;
+        let data = match req.header("x-amz-copy-source-range") {
+            Some(range) => copy_range(range, &whole)?.to_vec(),
+            None => whole,
+        };
+        let upload = upload_of_mut(self.bucket_mut(bucket)?, key, upload_id)?;
+        let checksum = part_checksum(upload, None, &data)?;
+        let etag = add_part(upload, number, &data, checksum.clone(), now);
+        let mut result = Element::new("CopyPartResult")
+            .attr("xmlns", NS)
+            .with(Element::leaf("ETag", quoted(&etag)))
+            .with(Element::leaf("LastModified", time_millis(now)));
+        if let Some(c) = &checksum {
+            result.push_leaf(&c.element(), c.value.as_str());
+        }
+        let mut response = xml(200, &result);
+        if let Some(id) = source_version_id {
+            response = response.with_header("x-amz-copy-source-version-id", id);
+        }
+        response
+            .headers
+            .extend(upload.object.sse.iter().flat_map(sse_headers));
+        Ok(response)
+    }
+}
+
+/// What a copy reads: the source bucket and key, the version, and that version's ID
+/// when the source bucket is versioned (answered as `x-amz-copy-source-version-id`).
+struct CopySource<'a> {
+    bucket: String,
+    key: String,
+    version: &'a Version,
+    version_id: Option<String>,
 }
 
 // ------------------------------------------------------------ bucket configuration
@@ -1359,42 +1566,73 @@ fn get_tagging(name: &str, bucket: &Bucket) -> Outcome {
                 .into(),
         );
     }
-    let mut set = Element::new("TagSet");
-    for (k, v) in &bucket.tags {
-        set.push(
-            Element::new("Tag")
-                .with(Element::leaf("Key", k.as_str()))
-                .with(Element::leaf("Value", v.as_str())),
-        );
-    }
-    Ok(xml(
-        200,
-        &Element::new("Tagging").attr("xmlns", NS).with(set),
-    ))
+    Ok(xml(200, &tagging(&bucket.tags)))
 }
 
 fn put_tagging(bucket: &mut Bucket, req: &AwsRequest) -> Outcome {
-    let doc = configuration(req, "Tagging")?;
-    expect_children(&doc, &[("TagSet", 1)])?;
-    let set = doc.find("TagSet").ok_or_else(malformed)?;
-    bucket.tags = parse_tags(set)?;
+    bucket.tags = tagging_document(req, Tagged::Bucket)?;
     Ok(AwsResponse::empty(204))
 }
 
-/// A `TagSet` (or CreateBucket's `Tags`): `<Tag><Key/><Value/></Tag>…`, checked as S3
-/// checks bucket tags.
-fn parse_tags(set: &Element) -> Result<Vec<(String, String)>, AwsError> {
-    let invalid = |message: &str| AwsError::new(400, "InvalidTag", message);
+/// A tagging request's `<Tagging><TagSet>…</TagSet></Tagging>`, checked.
+fn tagging_document(req: &AwsRequest, tagged: Tagged) -> Result<Vec<(String, String)>, AwsError> {
+    let doc = configuration(req, "Tagging")?;
+    expect_children(&doc, &[("TagSet", 1)])?;
+    let set = doc.find("TagSet").ok_or_else(malformed)?;
+    parse_tags(set, tagged)
+}
+
+/// What tags are put on: buckets and objects have different limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tagged {
+    Bucket,
+    Object,
+}
+
+/// A `TagSet` (or CreateBucket's `Tags`): `<Tag><Key/><Value/></Tag>…`.
+fn parse_tags(set: &Element, tagged: Tagged) -> Result<Vec<(String, String)>, AwsError> {
     expect_children(set, &[("Tag", usize::MAX)])?;
-    if set.children.len() > MAX_BUCKET_TAGS {
-        return Err(invalid("Bucket tag count cannot be greater than 50"));
-    }
-    let allowed = |c: char| c.is_alphanumeric() || c.is_whitespace() || "_.:/=+-@".contains(c);
-    let mut tags: Vec<(String, String)> = Vec::new();
+    let mut pairs = Vec::new();
     for tag in &set.children {
         expect_children(tag, &[("Key", 1), ("Value", 1)])?;
         let key = tag.text_of("Key").ok_or_else(malformed)?;
         let value = tag.text_of("Value").ok_or_else(malformed)?;
+        pairs.push((key.to_string(), value.to_string()));
+    }
+    check_tags(pairs, tagged)
+}
+
+/// `x-amz-tagging`: object tags as a URL query string (`k1=v1&k2=v2`).
+fn header_tags(req: &AwsRequest) -> Result<Vec<(String, String)>, AwsError> {
+    match req.header("x-amz-tagging") {
+        Some(raw) => check_tags(parse_query(raw), Tagged::Object),
+        None => Ok(Vec::new()),
+    }
+}
+
+/// Checks tags as S3 does: at most 50 on a bucket and 10 on an object, keys up to 128
+/// and values up to 256 characters of a limited set, no `aws:` keys, no key twice.
+fn check_tags(
+    pairs: Vec<(String, String)>,
+    tagged: Tagged,
+) -> Result<Vec<(String, String)>, AwsError> {
+    let invalid = |message: &str| AwsError::new(400, "InvalidTag", message);
+    match tagged {
+        Tagged::Bucket if pairs.len() > MAX_BUCKET_TAGS => {
+            return Err(invalid("Bucket tag count cannot be greater than 50"));
+        }
+        Tagged::Object if pairs.len() > MAX_OBJECT_TAGS => {
+            return Err(AwsError::new(
+                400,
+                "BadRequest",
+                "Object tags cannot be greater than 10",
+            ));
+        }
+        _ => {}
+    }
+    let allowed = |c: char| c.is_alphanumeric() || c.is_whitespace() || "_.:/=+-@".contains(c);
+    let mut tags: Vec<(String, String)> = Vec::new();
+    for (key, value) in pairs {
         if key.chars().count() > 128 {
             return Err(invalid("The TagKey you have provided is too long, max 128"));
         }
@@ -1412,10 +1650,10 @@ fn parse_tags(set: &Element) -> Result<Vec<(String, String)>, AwsError> {
         if key.starts_with("aws:") {
             return Err(invalid("System tags cannot be added/updated by requester"));
         }
-        if tags.iter().any(|(k, _)| k == key) {
+        if tags.iter().any(|(k, _)| *k == key) {
             return Err(invalid("Cannot provide multiple Tags with the same key"));
         }
-        tags.push((key.to_string(), value.to_string()));
+        tags.push((key, value));
     }
     Ok(tags)
 }
@@ -1543,7 +1781,7 @@ impl ListParams<'_> {
             .with(Element::leaf("ETag", quoted(&v.etag)));
         if let Some(c) = &v.checksum {
             e.push_leaf("ChecksumAlgorithm", c.algorithm.to_uppercase());
-            e.push_leaf("ChecksumType", "FULL_OBJECT");
+            e.push_leaf("ChecksumType", c.kind());
         }
         e.push_leaf("Size", v.size.to_string());
         e.push_leaf("StorageClass", v.storage_class());
@@ -1749,7 +1987,7 @@ fn list_object_versions(name: &str, bucket: &Bucket, req: &AwsRequest) -> Outcom
                 e.push_leaf("ETag", quoted(&version.etag));
                 if let Some(c) = &version.checksum {
                     e.push_leaf("ChecksumAlgorithm", c.algorithm.to_uppercase());
-                    e.push_leaf("ChecksumType", "FULL_OBJECT");
+                    e.push_leaf("ChecksumType", c.kind());
                 }
                 e.push_leaf("Size", version.size.to_string());
                 e.push_leaf("StorageClass", version.storage_class());
@@ -1773,14 +2011,37 @@ fn put_object(bucket: &mut Bucket, key: &str, req: &AwsRequest, now: DateTime<Ut
     let body = payload(req)?;
     let checksum = integrity(req, &body, false)?;
     check_write_conditions(req, key, bucket.objects.get(key).and_then(|v| v.last()))?;
-    let sse = object_sse(req, bucket)?;
+    let mut version = new_object(req, bucket, now)?;
+    let sse = version.sse.clone();
     let etag = hex(&digest::md5(&body.data));
-    let version = Version {
+    version.etag = etag.clone();
+    version.size = body.data.len() as u64;
+    version.checksum = checksum.clone();
+    version.data = B64.encode(&body.data);
+    let version_id = add_version(bucket, key, version);
+    let mut response = AwsResponse::empty(200).with_header("etag", quoted(&etag));
+    if bucket.versioning == Some(Versioning::Enabled) {
+        response = response.with_header("x-amz-version-id", version_id);
+    }
+    response.headers.extend(sse.iter().flat_map(sse_headers));
+    if let Some(c) = checksum {
+        response = response
+            .with_header(&format!("x-amz-checksum-{}", c.algorithm), c.value.as_str())
+            .with_header("x-amz-checksum-type", c.kind());
+    }
+    Ok(response)
+}
+
+/// A new object without content, as a PutObject or CreateMultipartUpload request
+/// describes it: content type, stored headers, metadata, storage class, encryption and
+/// tags.
+fn new_object(req: &AwsRequest, bucket: &Bucket, now: DateTime<Utc>) -> Result<Version, AwsError> {
+    Ok(Version {
         version_id: String::new(),
         delete_marker: false,
         last_modified: now,
-        etag: etag.clone(),
-        size: body.data.len() as u64,
+        etag: String::new(),
+        size: 0,
         content_type: req
             .header("content-type")
             .unwrap_or("binary/octet-stream")
@@ -1788,22 +2049,11 @@ fn put_object(bucket: &mut Bucket, key: &str, req: &AwsRequest, now: DateTime<Ut
         storage_class: storage_class(req)?,
         headers: stored_headers(req),
         metadata: user_metadata(req)?,
-        sse: Some(sse.clone()),
-        checksum: checksum.clone(),
-        data: B64.encode(&body.data),
-    };
-    let version_id = add_version(bucket, key, version);
-    let mut response = AwsResponse::empty(200).with_header("etag", quoted(&etag));
-    if bucket.versioning == Some(Versioning::Enabled) {
-        response = response.with_header("x-amz-version-id", version_id);
-    }
-    response.headers.extend(sse_headers(&sse));
-    if let Some(c) = checksum {
-        response = response
-            .with_header(&format!("x-amz-checksum-{}", c.algorithm), c.value)
-            .with_header("x-amz-checksum-type", "FULL_OBJECT");
-    }
-    Ok(response)
+        sse: Some(object_sse(req, bucket)?),
+        checksum: None,
+        tags: header_tags(req)?,
+        data: String::new(),
+    })
 }
 
 /// Adds a version of `key` as the bucket's versioning state says: a new version ID when
@@ -1892,7 +2142,7 @@ fn get_object(bucket: &Bucket, key: &str, req: &AwsRequest) -> Outcome {
         .is_some_and(|m| m.eq_ignore_ascii_case("enabled"));
     if let (true, 200, Some(c)) = (checksum_mode, status, &version.checksum) {
         headers.push((format!("x-amz-checksum-{}", c.algorithm), c.value.clone()));
-        headers.push(("x-amz-checksum-type".into(), "FULL_OBJECT".into()));
+        headers.push(("x-amz-checksum-type".into(), c.kind().into()));
     }
     // `response-content-type` and friends override what is stored, for this answer.
     for (param, header) in [
@@ -2052,6 +2302,9 @@ fn object_headers(bucket: &Bucket, v: &Version) -> Vec<(String, String)> {
     }
     if v.storage_class() != "STANDARD" {
         headers.push(("x-amz-storage-class".into(), v.storage_class().to_string()));
+    }
+    if !v.tags.is_empty() {
+        headers.push(("x-amz-tagging-count".into(), v.tags.len().to_string()));
     }
     headers.extend(v.headers.iter().cloned());
     headers.extend(
@@ -2258,12 +2511,9 @@ fn parse_copy_source(source: &str) -> Result<(String, String, Option<String>), A
     Ok((bucket.to_string(), key.to_string(), version))
 }
 
-/// Refuses what the sandbox would otherwise drop: object tags, and object ACLs, which
-/// every emulated bucket refuses as S3 does under bucket-owner-enforced ownership.
+/// Refuses object ACLs, which every emulated bucket refuses as S3 does under
+/// bucket-owner-enforced ownership.
 fn check_object_extras(req: &AwsRequest) -> Result<(), AwsError> {
-    if req.header("x-amz-tagging").is_some() {
-        return Err(not_emulated("object tags (x-amz-tagging)"));
-    }
     let acl = req
         .header("x-amz-acl")
         .is_some_and(|acl| !matches!(acl, "private" | "bucket-owner-full-control"));
@@ -2422,6 +2672,707 @@ fn user_metadata(req: &AwsRequest) -> Result<Vec<(String, String)>, AwsError> {
         .with("MaxSizeAllowed", MAX_METADATA_BYTES.to_string()));
     }
     Ok(metadata)
+}
+
+// ------------------------------------------------------------ object tags
+
+/// `<Tagging><TagSet>…</TagSet></Tagging>`, as GetBucketTagging and GetObjectTagging
+/// answer.
+fn tagging(tags: &[(String, String)]) -> Element {
+    let mut set = Element::new("TagSet");
+    for (k, v) in tags {
+        set.push(
+            Element::new("Tag")
+                .with(Element::leaf("Key", k.as_str()))
+                .with(Element::leaf("Value", v.as_str())),
+        );
+    }
+    Element::new("Tagging").attr("xmlns", NS).with(set)
+}
+
+/// The version the object tagging operations address (`?versionId=`, else the current
+/// one), as GetObject would; they answer its ID the way GetObject does.
+fn tagged_version<'a>(
+    bucket: &'a mut Bucket,
+    key: &str,
+    req: &AwsRequest,
+) -> Result<&'a mut Version, Fail> {
+    let id = select_version(bucket, key, req.param("versionId"), req.method.as_str())?
+        .version_id
+        .clone();
+    bucket
+        .objects
+        .get_mut(key)
+        .and_then(|vs| vs.iter_mut().find(|v| v.version_id == id))
+        .ok_or_else(|| no_such_key(key).into())
+}
+
+fn with_version_id(response: AwsResponse, bucket_versioned: bool, v: &Version) -> AwsResponse {
+    if bucket_versioned || v.version_id != "null" {
+        response.with_header("x-amz-version-id", v.version_id.clone())
+    } else {
+        response
+    }
+}
+
+fn get_object_tagging(bucket: &mut Bucket, key: &str, req: &AwsRequest) -> Outcome {
+    let versioned = bucket.versioning.is_some();
+    let v = tagged_version(bucket, key, req)?;
+    Ok(with_version_id(xml(200, &tagging(&v.tags)), versioned, v))
+}
+
+fn put_object_tagging(bucket: &mut Bucket, key: &str, req: &AwsRequest) -> Outcome {
+    let tags = tagging_document(req, Tagged::Object)?;
+    let versioned = bucket.versioning.is_some();
+    let v = tagged_version(bucket, key, req)?;
+    v.tags = tags;
+    Ok(with_version_id(AwsResponse::empty(200), versioned, v))
+}
+
+fn delete_object_tagging(bucket: &mut Bucket, key: &str, req: &AwsRequest) -> Outcome {
+    let versioned = bucket.versioning.is_some();
+    let v = tagged_version(bucket, key, req)?;
+    v.tags.clear();
+    Ok(with_version_id(AwsResponse::empty(204), versioned, v))
+}
+
+// ------------------------------------------------------------ multipart uploads
+
+fn create_multipart_upload(
+    name: &str,
+    bucket: &mut Bucket,
+    key: &str,
+    req: &AwsRequest,
+    now: DateTime<Utc>,
+) -> Outcome {
+    check_object_extras(req)?;
+    let (checksum_algorithm, composite) = upload_checksum(req)?;
+    let object = new_object(req, bucket, now)?;
+    let upload_id = random_id(64);
+    let mut response = xml(
+        200,
+        &Element::new("InitiateMultipartUploadResult")
+            .attr("xmlns", NS)
+            .with(Element::leaf("Bucket", name))
+            .with(Element::leaf("Key", key))
+            .with(Element::leaf("UploadId", upload_id.as_str())),
+    );
+    response
+        .headers
+        .extend(object.sse.iter().flat_map(sse_headers));
+    if let Some(algorithm) = &checksum_algorithm {
+        response = response
+            .with_header("x-amz-checksum-algorithm", algorithm.to_uppercase())
+            .with_header(
+                "x-amz-checksum-type",
+                if composite {
+                    "COMPOSITE"
+                } else {
+                    "FULL_OBJECT"
+                },
+            );
+    }
+    bucket.uploads.insert(
+        upload_id,
+        Upload {
+            key: key.to_string(),
+            initiated: now,
+            object,
+            checksum_algorithm,
+            composite,
+            parts: BTreeMap::new(),
+        },
+    );
+    Ok(response)
+}
+
+/// `x-amz-checksum-algorithm` and `x-amz-checksum-type` of CreateMultipartUpload: the
+/// algorithm (lowercase) and whether the object's checksum will be composite. CRC-64/NVME
+/// only has full-object checksums and the others default to composite; full-object ones
+/// exist only for the CRCs.
+fn upload_checksum(req: &AwsRequest) -> Result<(Option<String>, bool), AwsError> {
+    let invalid = |message: String| AwsError::new(400, "InvalidRequest", message);
+    let algorithm = match req.header("x-amz-checksum-algorithm") {
+        None => None,
+        Some(sent) => {
+            let lower = sent.trim().to_ascii_lowercase();
+            if !CHECKSUM_ALGORITHMS.iter().any(|(a, _)| *a == lower) {
+                return Err(invalid(format!(
+                    "Checksum algorithm provided is unsupported. Please try again with any of the valid types: [{}]",
+                    CHECKSUM_ALGORITHMS
+                        .iter()
+                        .map(|(a, _)| a.to_uppercase())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            Some(lower)
+        }
+    };
+    let kind = req
+        .header("x-amz-checksum-type")
+        .map(|t| t.trim().to_ascii_uppercase());
+    match (algorithm, kind.as_deref()) {
+        (None, None) => Ok((None, false)),
+        (None, Some(_)) => Err(invalid(
+            "The x-amz-checksum-type header can only be used with the x-amz-checksum-algorithm header.".into(),
+        )),
+        (Some(a), None) => {
+            let composite = a != "crc64nvme";
+            Ok((Some(a), composite))
+        }
+        (Some(a), Some("COMPOSITE")) if a != "crc64nvme" => Ok((Some(a), true)),
+        (Some(a), Some("FULL_OBJECT")) if matches!(a.as_str(), "crc32" | "crc32c" | "crc64nvme") => {
+            Ok((Some(a), false))
+        }
+        (Some(a), Some(kind @ ("COMPOSITE" | "FULL_OBJECT"))) => Err(invalid(format!(
+            "The {kind} checksum type cannot be used with the {a} checksum algorithm."
+        ))),
+        (Some(_), Some(other)) => Err(invalid_argument(
+            "Value for x-amz-checksum-type header is invalid.",
+            "x-amz-checksum-type",
+            other,
+        )),
+    }
+}
+
+/// The upload `upload_id` of `key`; a known ID of another key is no upload of this one.
+fn upload_of<'a>(bucket: &'a Bucket, key: &str, upload_id: &str) -> Result<&'a Upload, AwsError> {
+    bucket
+        .uploads
+        .get(upload_id)
+        .filter(|u| u.key == key)
+        .ok_or_else(|| no_such_upload(upload_id))
+}
+
+fn upload_of_mut<'a>(
+    bucket: &'a mut Bucket,
+    key: &str,
+    upload_id: &str,
+) -> Result<&'a mut Upload, AwsError> {
+    bucket
+        .uploads
+        .get_mut(upload_id)
+        .filter(|u| u.key == key)
+        .ok_or_else(|| no_such_upload(upload_id))
+}
+
+fn part_number(req: &AwsRequest) -> Result<u32, AwsError> {
+    let raw = req.param("partNumber").unwrap_or("");
+    raw.parse::<u32>()
+        .ok()
+        .filter(|n| (1..=MAX_PART_NUMBER).contains(n))
+        .ok_or_else(|| {
+            invalid_argument(
+                "Part number must be an integer between 1 and 10000, inclusive",
+                "partNumber",
+                raw,
+            )
+        })
+}
+
+/// The checksum a part is stored with. An upload created with an algorithm takes parts
+/// with a checksum of that algorithm only, and computes it for parts sent without one,
+/// so the object's checksum can be made from them.
+fn part_checksum(
+    upload: &Upload,
+    sent: Option<Checksum>,
+    data: &[u8],
+) -> Result<Option<Checksum>, AwsError> {
+    let Some(expected) = &upload.checksum_algorithm else {
+        return Ok(sent);
+    };
+    match sent {
+        Some(c) if c.algorithm == *expected => Ok(Some(c)),
+        Some(c) => Err(AwsError::new(
+            400,
+            "InvalidRequest",
+            format!(
+                "Checksum Type mismatch occurred, expected checksum Type: {expected}, actual checksum Type: {}",
+                c.algorithm
+            ),
+        )),
+        None => Ok(digest::compute(expected, data).map(|d| Checksum {
+            algorithm: expected.clone(),
+            value: B64.encode(d),
+            composite: false,
+        })),
+    }
+}
+
+/// Stores part `number` (replacing an earlier upload of it) and returns its ETag.
+fn add_part(
+    upload: &mut Upload,
+    number: u32,
+    data: &[u8],
+    checksum: Option<Checksum>,
+    now: DateTime<Utc>,
+) -> String {
+    let etag = hex(&digest::md5(data));
+    upload.parts.insert(
+        number,
+        Part {
+            last_modified: now,
+            etag: etag.clone(),
+            size: data.len() as u64,
+            checksum,
+            data: B64.encode(data),
+        },
+    );
+    etag
+}
+
+fn upload_part(
+    bucket: &mut Bucket,
+    key: &str,
+    upload_id: &str,
+    req: &AwsRequest,
+    now: DateTime<Utc>,
+) -> Outcome {
+    let number = part_number(req)?;
+    let upload = upload_of_mut(bucket, key, upload_id)?;
+    let body = payload(req)?;
+    let sent = integrity(req, &body, false)?;
+    let checksum = part_checksum(upload, sent, &body.data)?;
+    let etag = add_part(upload, number, &body.data, checksum.clone(), now);
+    let mut response = AwsResponse::empty(200).with_header("etag", quoted(&etag));
+    response
+        .headers
+        .extend(upload.object.sse.iter().flat_map(sse_headers));
+    if let Some(c) = checksum {
+        response = response.with_header(&format!("x-amz-checksum-{}", c.algorithm), c.value);
+    }
+    Ok(response)
+}
+
+/// `x-amz-copy-source-range: bytes=first-last`: both offsets, inside the source.
+fn copy_range<'a>(header: &str, data: &'a [u8]) -> Result<&'a [u8], AwsError> {
+    let malformed_range = || {
+        invalid_argument(
+            "The x-amz-copy-source-range value must be of the form bytes=first-last where first and last are the zero-based offsets of the first and last bytes to copy",
+            "x-amz-copy-source-range",
+            header,
+        )
+    };
+    let (first, last) = header
+        .trim()
+        .strip_prefix("bytes=")
+        .and_then(|r| r.split_once('-'))
+        .ok_or_else(malformed_range)?;
+    let first: usize = first.trim().parse().map_err(|_| malformed_range())?;
+    let last: usize = last.trim().parse().map_err(|_| malformed_range())?;
+    if first > last || last >= data.len() {
+        return Err(AwsError::new(
+            400,
+            "InvalidArgument",
+            format!(
+                "Range specified is not valid for source object of size: {}",
+                data.len()
+            ),
+        )
+        .with("ArgumentName", "x-amz-copy-source-range")
+        .with("ArgumentValue", header));
+    }
+    Ok(&data[first..=last])
+}
+
+/// The `Part` children a CompleteMultipartUpload part list may have.
+const COMPLETED_PART_FIELDS: &[(&str, usize)] = &[
+    ("PartNumber", 1),
+    ("ETag", 1),
+    ("ChecksumCRC32", 1),
+    ("ChecksumCRC32C", 1),
+    ("ChecksumCRC64NVME", 1),
+    ("ChecksumSHA1", 1),
+    ("ChecksumSHA256", 1),
+    ("ChecksumSHA512", 1),
+    ("ChecksumMD5", 1),
+    ("ChecksumXXHASH64", 1),
+    ("ChecksumXXHASH3", 1),
+    ("ChecksumXXHASH128", 1),
+];
+
+fn complete_multipart_upload(
+    name: &str,
+    bucket: &mut Bucket,
+    key: &str,
+    upload_id: &str,
+    req: &AwsRequest,
+    now: DateTime<Utc>,
+) -> Outcome {
+    let upload = upload_of(bucket, key, upload_id)?;
+    // The body is the part list; an `x-amz-checksum-*` header here is the object's
+    // checksum, not the body's, so only the framing is undone.
+    let body = payload(req)?;
+    let doc = Element::parse(&body.data).map_err(|_| malformed())?;
+    if doc.name != "CompleteMultipartUpload" {
+        return Err(malformed().into());
+    }
+    expect_children(&doc, &[("Part", MAX_PART_NUMBER as usize)])?;
+    let mut listed: Vec<(u32, &str, &Element)> = Vec::new();
+    for part in doc.all("Part") {
+        expect_children(part, COMPLETED_PART_FIELDS)?;
+        let number = part
+            .text_of("PartNumber")
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .ok_or_else(malformed)?;
+        let etag = part.text_of("ETag").ok_or_else(malformed)?;
+        listed.push((number, etag, part));
+    }
+    if listed.is_empty() {
+        return Err(malformed().into());
+    }
+    if listed.windows(2).any(|w| w[0].0 >= w[1].0) {
+        return Err(AwsError::new(
+            400,
+            "InvalidPartOrder",
+            "The list of parts was not in ascending order. Parts must be ordered by part number.",
+        )
+        .with("UploadId", upload_id)
+        .into());
+    }
+    let mut parts: Vec<(u32, &Part)> = Vec::new();
+    for (number, etag, element) in &listed {
+        let invalid_part = || {
+            AwsError::new(
+                400,
+                "InvalidPart",
+                "One or more of the specified parts could not be found.  The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.",
+            )
+            .with("UploadId", upload_id)
+            .with("PartNumber", number.to_string())
+            .with("ETag", *etag)
+        };
+        let part = upload
+            .parts
+            .get(number)
+            .filter(|p| p.etag == etag.trim().trim_matches('"'))
+            .ok_or_else(invalid_part)?;
+        // Parts of an upload with a checksum algorithm are listed with their checksums.
+        if let (Some(algorithm), Some(stored)) = (&upload.checksum_algorithm, &part.checksum) {
+            match element.text_of(&stored.element()) {
+                None => {
+                    return Err(AwsError::new(
+                        400,
+                        "InvalidRequest",
+                        format!("The upload was created using a {algorithm} checksum. The complete request must include the checksum for each part. It was missing for part {number} in the request."),
+                    )
+                    .into())
+                }
+                Some(sent) if sent.trim() != stored.value => return Err(invalid_part().into()),
+                Some(_) => {}
+            }
+        }
+        parts.push((*number, part));
+    }
+    if let Some((number, part)) = parts[..parts.len() - 1]
+        .iter()
+        .find(|(_, p)| p.size < MIN_PART_SIZE)
+    {
+        return Err(AwsError::new(
+            400,
+            "EntityTooSmall",
+            "Your proposed upload is smaller than the minimum allowed size",
+        )
+        .with("ProposedSize", part.size.to_string())
+        .with("MinSizeAllowed", MIN_PART_SIZE.to_string())
+        .with("PartNumber", number.to_string())
+        .with("ETag", quoted(&part.etag))
+        .into());
+    }
+    check_write_conditions(req, key, bucket.objects.get(key).and_then(|v| v.last()))?;
+
+    let mut data = Vec::with_capacity(parts.iter().map(|(_, p)| p.size as usize).sum());
+    let mut md5s = Vec::with_capacity(parts.len() * 16);
+    for (_, part) in &parts {
+        data.extend(stored_bytes(&part.data)?);
+        md5s.extend(
+            unhex(&part.etag).ok_or_else(|| {
+                AwsError::new(500, "InternalError", "a stored part ETag is corrupt")
+            })?,
+        );
+    }
+    if let Some(sent) = req.header("x-amz-mp-object-size") {
+        if sent.trim().parse::<usize>().ok() != Some(data.len()) {
+            return Err(AwsError::new(
+                400,
+                "InvalidRequest",
+                format!("The provided 'x-amz-mp-object-size' header value {sent} does not match what was computed: {}", data.len()),
+            )
+            .into());
+        }
+    }
+    let count = parts.len();
+    // S3's multipart ETag: the MD5 of the parts' binary MD5s, and how many there are.
+    let etag = format!("{}-{count}", hex(&digest::md5(&md5s)));
+    let checksum = match &upload.checksum_algorithm {
+        None => None,
+        Some(algorithm) if upload.composite => {
+            let digests: Option<Vec<Vec<u8>>> = parts
+                .iter()
+                .map(|(_, p)| p.checksum.as_ref().and_then(|c| B64.decode(&c.value).ok()))
+                .collect();
+            digests
+                .and_then(|d| digest::compute(algorithm, &d.concat()))
+                .map(|d| Checksum {
+                    algorithm: algorithm.clone(),
+                    value: format!("{}-{count}", B64.encode(d)),
+                    composite: true,
+                })
+        }
+        Some(algorithm) => digest::compute(algorithm, &data).map(|d| Checksum {
+            algorithm: algorithm.clone(),
+            value: B64.encode(d),
+            composite: false,
+        }),
+    };
+    if let Some(c) = checksum.as_ref().filter(|c| !c.composite) {
+        if let Some(sent) = req.header(&format!("x-amz-checksum-{}", c.algorithm)) {
+            if sent.trim() != c.value {
+                return Err(AwsError::new(
+                    400,
+                    "BadDigest",
+                    format!(
+                        "The {} you specified did not match the calculated checksum.",
+                        c.algorithm.to_uppercase()
+                    ),
+                )
+                .into());
+            }
+        }
+    }
+
+    let Some(upload) = bucket.uploads.remove(upload_id) else {
+        return Err(no_such_upload(upload_id).into());
+    };
+    let mut object = upload.object;
+    object.last_modified = now;
+    object.etag = etag.clone();
+    object.size = data.len() as u64;
+    object.checksum = checksum.clone();
+    object.data = B64.encode(&data);
+    let sse = object.sse.clone();
+    let version_id = add_version(bucket, key, object);
+    let mut result = Element::new("CompleteMultipartUploadResult")
+        .attr("xmlns", NS)
+        .with(Element::leaf("Location", location(req, name, key)))
+        .with(Element::leaf("Bucket", name))
+        .with(Element::leaf("Key", key))
+        .with(Element::leaf("ETag", quoted(&etag)));
+    if let Some(c) = &checksum {
+        result.push_leaf(&c.element(), c.value.as_str());
+        result.push_leaf("ChecksumType", c.kind());
+    }
+    let mut response = xml(200, &result);
+    if bucket.versioning == Some(Versioning::Enabled) {
+        response = response.with_header("x-amz-version-id", version_id);
+    }
+    response.headers.extend(sse.iter().flat_map(sse_headers));
+    Ok(response)
+}
+
+/// The URL of an object as CompleteMultipartUpload reports it: path-style, on the host
+/// the request was sent to.
+fn location(req: &AwsRequest, bucket: &str, key: &str) -> String {
+    let key = key
+        .split('/')
+        .map(percent_encode)
+        .collect::<Vec<_>>()
+        .join("/");
+    match req.header("host") {
+        Some(host) => format!("http://{host}/{bucket}/{key}"),
+        None => format!("/{bucket}/{key}"),
+    }
+}
+
+/// A non-negative integer list parameter (`max-parts`, `max-uploads`), at most `max`.
+fn list_limit(req: &AwsRequest, param: &str, max: usize) -> Result<usize, AwsError> {
+    match req.param(param) {
+        None => Ok(max),
+        Some(v) => v
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .map(|n| usize::try_from(n).unwrap_or(max).min(max))
+            .ok_or_else(|| {
+                invalid_argument(
+                    &format!("Provided {param} not an integer or within integer range"),
+                    param,
+                    v,
+                )
+            }),
+    }
+}
+
+/// Who started an upload: the account, as `Owner` names it.
+fn initiator() -> Element {
+    let mut e = owner();
+    e.name = "Initiator".into();
+    e
+}
+
+fn list_parts(
+    name: &str,
+    bucket: &Bucket,
+    key: &str,
+    upload_id: &str,
+    req: &AwsRequest,
+) -> Outcome {
+    let upload = upload_of(bucket, key, upload_id)?;
+    let max = list_limit(req, "max-parts", MAX_LISTED_PARTS)?;
+    let marker = match req.param("part-number-marker") {
+        None => 0,
+        Some(v) => v.parse::<u32>().map_err(|_| {
+            invalid_argument(
+                "Provided part-number-marker not an integer or within integer range",
+                "part-number-marker",
+                v,
+            )
+        })?,
+    };
+    let rest: Vec<(&u32, &Part)> = upload.parts.range(marker.saturating_add(1)..).collect();
+    let page = &rest[..rest.len().min(max)];
+    let truncated = page.len() < rest.len();
+    let mut doc = Element::new("ListPartsResult")
+        .attr("xmlns", NS)
+        .with(Element::leaf("Bucket", name))
+        .with(Element::leaf("Key", key))
+        .with(Element::leaf("UploadId", upload_id))
+        .with(initiator())
+        .with(owner())
+        .with(Element::leaf("StorageClass", upload.object.storage_class()))
+        .with(Element::leaf("PartNumberMarker", marker.to_string()));
+    if let Some((last, _)) = page.last() {
+        doc.push_leaf("NextPartNumberMarker", last.to_string());
+    }
+    doc.push_leaf("MaxParts", max.to_string());
+    doc.push_leaf("IsTruncated", truncated.to_string());
+    for (number, part) in page {
+        let mut e = Element::new("Part")
+            .with(Element::leaf("PartNumber", number.to_string()))
+            .with(Element::leaf(
+                "LastModified",
+                time_millis(part.last_modified),
+            ))
+            .with(Element::leaf("ETag", quoted(&part.etag)))
+            .with(Element::leaf("Size", part.size.to_string()));
+        if let Some(c) = &part.checksum {
+            e.push_leaf(&c.element(), c.value.as_str());
+        }
+        doc.push(e);
+    }
+    if let Some(algorithm) = &upload.checksum_algorithm {
+        doc.push_leaf("ChecksumAlgorithm", algorithm.to_uppercase());
+        doc.push_leaf(
+            "ChecksumType",
+            if upload.composite {
+                "COMPOSITE"
+            } else {
+                "FULL_OBJECT"
+            },
+        );
+    }
+    Ok(xml(200, &doc))
+}
+
+/// One row of ListMultipartUploads.
+enum UploadRow<'a> {
+    Upload(&'a str, &'a Upload),
+    Prefix(&'a str),
+}
+
+fn list_multipart_uploads(name: &str, bucket: &Bucket, req: &AwsRequest) -> Outcome {
+    let params = list_params(req)?;
+    let max = list_limit(req, "max-uploads", MAX_LISTED_UPLOADS)?;
+    let key_marker = req.param("key-marker").unwrap_or("");
+    let id_marker = req.param("upload-id-marker").unwrap_or("");
+    // By key, then oldest first, as S3 lists them.
+    let mut uploads: Vec<(&str, &Upload)> = bucket
+        .uploads
+        .iter()
+        .map(|(id, u)| (id.as_str(), u))
+        .collect();
+    uploads.sort_by(|a, b| (&a.1.key, a.1.initiated, a.0).cmp(&(&b.1.key, b.1.initiated, b.0)));
+    let mut keys: Vec<&str> = uploads.iter().map(|(_, u)| u.key.as_str()).collect();
+    keys.dedup();
+    let mut rows: Vec<UploadRow> = Vec::new();
+    for entry in roll_up(keys.into_iter(), params.prefix, params.delimiter) {
+        match entry {
+            Listed::Prefix(p) => {
+                if key_marker.is_empty() || p > key_marker {
+                    rows.push(UploadRow::Prefix(p));
+                }
+            }
+            Listed::Key(key) => {
+                let of_key = uploads.iter().filter(|(_, u)| u.key == key);
+                if key > key_marker {
+                    rows.extend(of_key.map(|(id, u)| UploadRow::Upload(id, u)));
+                } else if key == key_marker && !id_marker.is_empty() {
+                    // On the marker's key, the uploads after the marked one.
+                    rows.extend(
+                        of_key
+                            .skip_while(|(id, _)| *id != id_marker)
+                            .skip(1)
+                            .map(|(id, u)| UploadRow::Upload(id, u)),
+                    );
+                }
+            }
+        }
+    }
+    let page_len = rows.len().min(max);
+    let truncated = page_len < rows.len();
+    let mut doc = Element::new("ListMultipartUploadsResult")
+        .attr("xmlns", NS)
+        .with(Element::leaf("Bucket", name))
+        .with(Element::leaf("KeyMarker", params.out(key_marker)))
+        .with(Element::leaf("UploadIdMarker", id_marker));
+    if truncated && page_len > 0 {
+        match &rows[page_len - 1] {
+            UploadRow::Upload(id, u) => {
+                doc.push_leaf("NextKeyMarker", params.out(&u.key));
+                doc.push_leaf("NextUploadIdMarker", *id);
+            }
+            UploadRow::Prefix(p) => doc.push_leaf("NextKeyMarker", params.out(p)),
+        }
+    }
+    if !params.delimiter.is_empty() {
+        doc.push_leaf("Delimiter", params.out(params.delimiter));
+    }
+    doc.push_leaf("Prefix", params.out(params.prefix));
+    doc.push_leaf("MaxUploads", max.to_string());
+    doc.push_leaf("IsTruncated", truncated.to_string());
+    for row in &rows[..page_len] {
+        if let UploadRow::Upload(id, u) = row {
+            let mut e = Element::new("Upload")
+                .with(Element::leaf("Key", params.out(&u.key)))
+                .with(Element::leaf("UploadId", *id))
+                .with(initiator())
+                .with(owner())
+                .with(Element::leaf("StorageClass", u.object.storage_class()))
+                .with(Element::leaf("Initiated", time_millis(u.initiated)));
+            if let Some(algorithm) = &u.checksum_algorithm {
+                e.push_leaf("ChecksumAlgorithm", algorithm.to_uppercase());
+                e.push_leaf(
+                    "ChecksumType",
+                    if u.composite {
+                        "COMPOSITE"
+                    } else {
+                        "FULL_OBJECT"
+                    },
+                );
+            }
+            doc.push(e);
+        }
+    }
+    for row in &rows[..page_len] {
+        if let UploadRow::Prefix(p) = row {
+            doc.push(params.common_prefix(p));
+        }
+    }
+    if params.url_encoded {
+        doc.push_leaf("EncodingType", "url");
+    }
+    Ok(xml(200, &doc))
 }
 
 // ------------------------------------------------------------ request bodies
@@ -2639,6 +3590,7 @@ fn integrity(
     Ok(Some(Checksum {
         algorithm: algorithm.to_string(),
         value: value.to_string(),
+        composite: false,
     }))
 }
 
@@ -2719,8 +3671,13 @@ fn check_bucket_name(name: &str) -> Result<(), AwsError> {
 
 /// A version ID as S3 makes them: 32 URL-safe characters.
 fn new_version_id() -> String {
+    random_id(32)
+}
+
+/// `len` random URL-safe characters, as S3's version and upload IDs are made of.
+fn random_id(len: usize) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._";
-    (0..32)
+    (0..len)
         .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
         .collect()
 }
@@ -2777,6 +3734,24 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|pair| u8::from_str_radix(pair, 16).ok())
+        })
+        .collect()
+}
+
+/// The XML element of an `x-amz-checksum-<algorithm>` value (`ChecksumCRC32`).
+fn checksum_element(algorithm: &str) -> String {
+    format!("Checksum{}", algorithm.to_uppercase())
+}
+
 /// The owner of everything: the sandbox account's canonical user ID (64 hex digits, as
 /// S3's are), derived from the account number so it is stable.
 fn owner() -> Element {
@@ -2799,6 +3774,15 @@ fn no_such_bucket(name: &str) -> AwsError {
 
 fn no_such_key(key: &str) -> AwsError {
     AwsError::new(404, "NoSuchKey", "The specified key does not exist.").with("Key", key)
+}
+
+fn no_such_upload(upload_id: &str) -> AwsError {
+    AwsError::new(
+        404,
+        "NoSuchUpload",
+        "The specified upload does not exist. The upload ID may be invalid, or the upload may have been aborted or completed.",
+    )
+    .with("UploadId", upload_id)
 }
 
 fn malformed() -> AwsError {
@@ -4024,8 +5008,6 @@ mod tests {
         assert_eq!(missing.code(), Some("NoSuchKey"));
         let public = h.call(Method::PUT, "/dst/e", &[("x-amz-acl", "public-read")], b"x");
         assert_eq!(public.code(), Some("AccessControlListNotSupported"));
-        let tagged = h.call(Method::PUT, "/dst/e", &[("x-amz-tagging", "a=b")], b"x");
-        assert_eq!(tagged.status, 501);
         let no_key = h.call(Method::PUT, "/dst/d", &[("x-amz-copy-source", "src")], b"");
         assert_eq!(no_key.code(), Some("InvalidArgument"));
     }
@@ -4047,8 +5029,14 @@ mod tests {
         h.put("/bkt", b"");
         assert_eq!(h.call(Method::GET, "/bkt?acl", &[], b"").status, 501);
         assert_eq!(h.call(Method::PUT, "/bkt?policy", &[], b"{}").status, 501);
-        assert_eq!(h.call(Method::PUT, "/bkt/k?tagging", &[], b"").status, 501);
-        assert_eq!(h.call(Method::POST, "/bkt/k?uploads", &[], b"").status, 501);
+        assert_eq!(
+            h.call(Method::GET, "/bkt/k?retention", &[], b"").status,
+            501
+        );
+        assert_eq!(
+            h.call(Method::GET, "/bkt/k?uploads", &[], b"").code(),
+            Some("MethodNotAllowed")
+        );
         assert_eq!(
             h.call(Method::DELETE, "/bkt?versioning", &[], b"").code(),
             Some("MethodNotAllowed")
@@ -4088,6 +5076,564 @@ mod tests {
         assert_eq!(
             restored.s3.buckets["bkt"].objects["k"][0].bytes().ok(),
             Some(vec![0, 1, 2, 255])
+        );
+    }
+
+    /// `len` bytes of text that differ between parts (`seed`), so a part out of place
+    /// shows.
+    fn text_part(len: usize, seed: u8) -> Vec<u8> {
+        (0..len)
+            .map(|i| b'a' + ((i + usize::from(seed)) % 26) as u8)
+            .collect()
+    }
+
+    impl Harness {
+        /// CreateMultipartUpload; the upload ID.
+        fn initiate(&mut self, path: &str, headers: &[(&str, &str)]) -> String {
+            let r = self.call(Method::POST, &format!("{path}?uploads"), headers, b"");
+            assert_eq!(r.status, 200, "{}", r.body);
+            assert_eq!(r.doc().name, "InitiateMultipartUploadResult");
+            r.doc()
+                .text_of("UploadId")
+                .expect("an upload id")
+                .to_string()
+        }
+
+        /// UploadPart; the reply (its `etag` header is the part's ETag).
+        fn part(&mut self, path: &str, id: &str, number: u32, data: &[u8]) -> Reply {
+            let path = format!("{path}?partNumber={number}&uploadId={id}");
+            self.call(Method::PUT, &path, &[], data)
+        }
+
+        fn complete(&mut self, path: &str, id: &str, parts: &[(u32, &str)]) -> Reply {
+            self.complete_with(path, id, parts, &[])
+        }
+
+        fn complete_with(
+            &mut self,
+            path: &str,
+            id: &str,
+            parts: &[(u32, &str)],
+            headers: &[(&str, &str)],
+        ) -> Reply {
+            let list: String = parts
+                .iter()
+                .map(|(n, etag)| {
+                    format!("<Part><PartNumber>{n}</PartNumber><ETag>{etag}</ETag></Part>")
+                })
+                .collect();
+            let body = format!("<CompleteMultipartUpload>{list}</CompleteMultipartUpload>");
+            self.call(
+                Method::POST,
+                &format!("{path}?uploadId={id}"),
+                headers,
+                body.as_bytes(),
+            )
+        }
+    }
+
+    #[test]
+    fn multipart_uploads_complete_into_one_object() {
+        let mut h = Harness::new();
+        h.put("/bkt", b"");
+        let id = h.initiate(
+            "/bkt/big",
+            &[
+                ("content-type", "application/x-tar"),
+                ("x-amz-meta-origin", "unit"),
+                ("x-amz-tagging", "team=ml&stage=raw%20data"),
+            ],
+        );
+        let parts = [
+            text_part(MIN_PART_SIZE as usize, 0),
+            text_part(MIN_PART_SIZE as usize, 1),
+            text_part(1024, 2),
+        ];
+        let mut etags = Vec::new();
+        for (i, data) in parts.iter().enumerate() {
+            let r = h.part("/bkt/big", &id, i as u32 + 1, data);
+            assert_eq!(r.status, 200, "{}", r.body);
+            let etag = r.header("etag").expect("an etag").to_string();
+            assert_eq!(etag, quoted(&hex(&digest::md5(data))));
+            assert_eq!(r.header("x-amz-server-side-encryption"), Some("AES256"));
+            etags.push(etag);
+        }
+        // Part numbers are 1 to 10000.
+        for bad in [0, 10_001] {
+            let r = h.part("/bkt/big", &id, bad, b"x");
+            assert_eq!((r.status, r.code()), (400, Some("InvalidArgument")));
+        }
+        let listed = h.call(Method::GET, &format!("/bkt/big?uploadId={id}"), &[], b"");
+        assert_eq!(listed.doc().name, "ListPartsResult");
+        assert_eq!(texts(listed.doc(), "Part", "PartNumber"), ["1", "2", "3"]);
+        assert_eq!(
+            texts(listed.doc(), "Part", "Size"),
+            ["5242880", "5242880", "1024"]
+        );
+        let paged = h.call(
+            Method::GET,
+            &format!("/bkt/big?uploadId={id}&max-parts=2&part-number-marker=1"),
+            &[],
+            b"",
+        );
+        assert_eq!(texts(paged.doc(), "Part", "PartNumber"), ["2", "3"]);
+        assert_eq!(paged.doc().text_of("IsTruncated"), Some("false"));
+        let uploads = h.call(Method::GET, "/bkt?uploads", &[], b"");
+        assert_eq!(texts(uploads.doc(), "Upload", "UploadId"), [id.as_str()]);
+        // Nothing is visible until the upload completes.
+        assert_eq!(h.call(Method::GET, "/bkt/big", &[], b"").status, 404);
+
+        let r = h.complete(
+            "/bkt/big",
+            &id,
+            &[(1, &etags[0]), (2, &etags[1]), (3, &etags[2])],
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let md5s: Vec<u8> = parts.iter().flat_map(|p| digest::md5(p)).collect();
+        let expected = format!("\"{}-3\"", hex(&digest::md5(&md5s)));
+        assert_eq!(r.doc().text_of("ETag"), Some(expected.as_str()));
+        assert_eq!(r.doc().text_of("Key"), Some("big"));
+        let got = h.call(Method::GET, "/bkt/big", &[], b"");
+        assert_eq!(got.body.as_bytes(), parts.concat().as_slice());
+        assert_eq!(got.header("etag"), Some(expected.as_str()));
+        assert_eq!(got.header("content-type"), Some("application/x-tar"));
+        assert_eq!(got.header("x-amz-meta-origin"), Some("unit"));
+        assert_eq!(got.header("x-amz-tagging-count"), Some("2"));
+        // The upload is gone with its parts.
+        let again = h.complete("/bkt/big", &id, &[(1, &etags[0])]);
+        assert_eq!((again.status, again.code()), (404, Some("NoSuchUpload")));
+        let uploads = h.call(Method::GET, "/bkt?uploads", &[], b"");
+        assert!(uploads.doc().find("Upload").is_none());
+        let tags = h.call(Method::GET, "/bkt/big?tagging", &[], b"");
+        let set = tags.doc().find("TagSet").expect("TagSet");
+        assert_eq!(texts(set, "Tag", "Value"), ["ml", "raw data"]);
+    }
+
+    #[test]
+    fn completing_checks_the_part_list() {
+        let mut h = Harness::new();
+        h.put("/bkt", b"");
+        let small = text_part(1024, 0);
+        let big = text_part(MIN_PART_SIZE as usize, 1);
+        let id = h.initiate("/bkt/k", &[]);
+        let e1 = h
+            .part("/bkt/k", &id, 1, &big)
+            .header("etag")
+            .map(str::to_string);
+        let e2 = h
+            .part("/bkt/k", &id, 2, &small)
+            .header("etag")
+            .map(str::to_string);
+        let e3 = h
+            .part("/bkt/k", &id, 3, &small)
+            .header("etag")
+            .map(str::to_string);
+        let (e1, e2, e3) = (
+            e1.expect("etag 1"),
+            e2.expect("etag 2"),
+            e3.expect("etag 3"),
+        );
+        let too_small = h.complete("/bkt/k", &id, &[(1, &e1), (2, &e2), (3, &e3)]);
+        assert_eq!(
+            (too_small.status, too_small.code()),
+            (400, Some("EntityTooSmall"))
+        );
+        assert_eq!(too_small.doc().text_of("PartNumber"), Some("2"));
+        let wrong = h.complete("/bkt/k", &id, &[(1, &e2), (2, &e2)]);
+        assert_eq!((wrong.status, wrong.code()), (400, Some("InvalidPart")));
+        let missing = h.complete("/bkt/k", &id, &[(1, &e1), (4, &e2)]);
+        assert_eq!(missing.code(), Some("InvalidPart"));
+        let order = h.complete("/bkt/k", &id, &[(2, &e2), (1, &e1)]);
+        assert_eq!(order.code(), Some("InvalidPartOrder"));
+        let twice = h.complete("/bkt/k", &id, &[(1, &e1), (1, &e1)]);
+        assert_eq!(twice.code(), Some("InvalidPartOrder"));
+        let empty = h.complete("/bkt/k", &id, &[]);
+        assert_eq!(empty.code(), Some("MalformedXML"));
+        let unknown = h.complete("/bkt/k", "nope", &[(1, &e1)]);
+        assert_eq!(
+            (unknown.status, unknown.code()),
+            (404, Some("NoSuchUpload"))
+        );
+        assert_eq!(unknown.doc().text_of("UploadId"), Some("nope"));
+        // Another key's upload ID is no upload of this key.
+        let other = h.complete("/bkt/other", &id, &[(1, &e1)]);
+        assert_eq!(other.code(), Some("NoSuchUpload"));
+
+        // Conditional writes, as PutObject's.
+        h.put("/bkt/k", b"already here");
+        let star = [("if-none-match", "*")];
+        let exists = h.complete_with("/bkt/k", &id, &[(1, &e1), (2, &e2)], &star);
+        assert_eq!(
+            (exists.status, exists.code()),
+            (412, Some("PreconditionFailed"))
+        );
+        let stale = [("if-match", "\"0123\"")];
+        let r = h.complete_with("/bkt/k", &id, &[(1, &e1), (2, &e2)], &stale);
+        assert_eq!(r.status, 412);
+        // Parts left out of the list are dropped; the last part may be small.
+        let current = quoted(&hex(&digest::md5(b"already here")));
+        let r = h.complete_with(
+            "/bkt/k",
+            &id,
+            &[(1, &e1), (3, &e3)],
+            &[("if-match", &current)],
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let got = h.call(Method::GET, "/bkt/k", &[], b"");
+        assert_eq!(got.body.len(), big.len() + small.len());
+        assert!(got.header("etag").is_some_and(|e| e.ends_with("-2\"")));
+
+        // Aborting discards the upload.
+        let id = h.initiate("/bkt/k", &[]);
+        h.part("/bkt/k", &id, 1, b"x");
+        let path = format!("/bkt/k?uploadId={id}");
+        assert_eq!(h.call(Method::DELETE, &path, &[], b"").status, 204);
+        let r = h.call(Method::DELETE, &path, &[], b"");
+        assert_eq!((r.status, r.code()), (404, Some("NoSuchUpload")));
+        assert_eq!(h.part("/bkt/k", &id, 1, b"x").code(), Some("NoSuchUpload"));
+        assert_eq!(
+            h.call(Method::GET, &path, &[], b"").code(),
+            Some("NoSuchUpload")
+        );
+
+        // A bucket with uploads in progress but no objects can be deleted; they go.
+        h.put("/spare", b"");
+        h.initiate("/spare/k", &[]);
+        assert_eq!(h.call(Method::DELETE, "/spare", &[], b"").status, 204);
+    }
+
+    #[test]
+    fn multipart_checksums_are_composite_or_full_object() {
+        let mut h = Harness::new();
+        h.put("/bkt", b"");
+        let big = text_part(MIN_PART_SIZE as usize, 3);
+        let small = b"tail".to_vec();
+        let crc = |d: &[u8]| digest::crc32(d, 0xEDB8_8320).to_be_bytes();
+        let id = h.initiate("/bkt/c", &[("x-amz-checksum-algorithm", "CRC32")]);
+        // A part with the checksum sent, and one the sandbox computes.
+        let sent = B64.encode(crc(&big));
+        let path = format!("/bkt/c?partNumber=1&uploadId={id}");
+        let r = h.call(Method::PUT, &path, &[("x-amz-checksum-crc32", &sent)], &big);
+        assert_eq!(r.header("x-amz-checksum-crc32"), Some(sent.as_str()));
+        let r = h.part("/bkt/c", &id, 2, &small);
+        let computed = B64.encode(crc(&small));
+        assert_eq!(r.header("x-amz-checksum-crc32"), Some(computed.as_str()));
+        let mismatched = h.call(
+            Method::PUT,
+            &path,
+            &[("x-amz-checksum-sha256", &B64.encode(digest::sha256(&big)))],
+            &big,
+        );
+        assert_eq!(mismatched.code(), Some("InvalidRequest"));
+        let e1 = quoted(&hex(&digest::md5(&big)));
+        let e2 = quoted(&hex(&digest::md5(&small)));
+        // The part checksums must be in the list.
+        let without = h.complete("/bkt/c", &id, &[(1, &e1), (2, &e2)]);
+        assert_eq!(without.code(), Some("InvalidRequest"));
+        let body = format!(
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>{e1}</ETag><ChecksumCRC32>{sent}</ChecksumCRC32></Part><Part><PartNumber>2</PartNumber><ETag>{e2}</ETag><ChecksumCRC32>{computed}</ChecksumCRC32></Part></CompleteMultipartUpload>"
+        );
+        let r = h.call(
+            Method::POST,
+            &format!("/bkt/c?uploadId={id}"),
+            &[],
+            body.as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let composite = format!("{}-2", B64.encode(crc(&[crc(&big), crc(&small)].concat())));
+        assert_eq!(r.doc().text_of("ChecksumCRC32"), Some(composite.as_str()));
+        assert_eq!(r.doc().text_of("ChecksumType"), Some("COMPOSITE"));
+        let got = h.call(
+            Method::HEAD,
+            "/bkt/c",
+            &[("x-amz-checksum-mode", "ENABLED")],
+            b"",
+        );
+        assert_eq!(got.header("x-amz-checksum-crc32"), Some(composite.as_str()));
+        assert_eq!(got.header("x-amz-checksum-type"), Some("COMPOSITE"));
+
+        // CRC-64/NVME checksums are of the whole object.
+        let id = h.initiate("/bkt/f", &[("x-amz-checksum-algorithm", "CRC64NVME")]);
+        let e1 = h.part("/bkt/f", &id, 1, &big);
+        let e2 = h.part("/bkt/f", &id, 2, &small);
+        let part_sums: Vec<String> = [&e1, &e2]
+            .iter()
+            .map(|r| {
+                r.header("x-amz-checksum-crc64nvme")
+                    .unwrap_or("")
+                    .to_string()
+            })
+            .collect();
+        let list: String = [(1, &e1, &part_sums[0]), (2, &e2, &part_sums[1])]
+            .iter()
+            .map(|(n, r, sum)| {
+                format!(
+                    "<Part><PartNumber>{n}</PartNumber><ETag>{}</ETag><ChecksumCRC64NVME>{sum}</ChecksumCRC64NVME></Part>",
+                    r.header("etag").unwrap_or("")
+                )
+            })
+            .collect();
+        let body = format!("<CompleteMultipartUpload>{list}</CompleteMultipartUpload>");
+        let whole = B64.encode(
+            digest::crc64(
+                &[big.as_slice(), small.as_slice()].concat(),
+                0x9A6C_9329_AC4B_C9B5,
+            )
+            .to_be_bytes(),
+        );
+        let r = h.call(
+            Method::POST,
+            &format!("/bkt/f?uploadId={id}"),
+            &[("x-amz-checksum-crc64nvme", "AAAAAAAAAAA=")],
+            body.as_bytes(),
+        );
+        assert_eq!(r.code(), Some("BadDigest"));
+        let r = h.call(
+            Method::POST,
+            &format!("/bkt/f?uploadId={id}"),
+            &[("x-amz-checksum-crc64nvme", &whole)],
+            body.as_bytes(),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(r.doc().text_of("ChecksumCRC64NVME"), Some(whole.as_str()));
+        assert_eq!(r.doc().text_of("ChecksumType"), Some("FULL_OBJECT"));
+
+        for (headers, code) in [
+            (
+                &[("x-amz-checksum-algorithm", "ROT13")][..],
+                "InvalidRequest",
+            ),
+            (
+                &[("x-amz-checksum-type", "COMPOSITE")][..],
+                "InvalidRequest",
+            ),
+            (
+                &[
+                    ("x-amz-checksum-algorithm", "CRC64NVME"),
+                    ("x-amz-checksum-type", "COMPOSITE"),
+                ][..],
+                "InvalidRequest",
+            ),
+            (
+                &[
+                    ("x-amz-checksum-algorithm", "SHA256"),
+                    ("x-amz-checksum-type", "FULL_OBJECT"),
+                ][..],
+                "InvalidRequest",
+            ),
+        ] {
+            let r = h.call(Method::POST, "/bkt/x?uploads", headers, b"");
+            assert_eq!(r.code(), Some(code), "{headers:?}");
+        }
+    }
+
+    #[test]
+    fn parts_can_be_copied_from_ranges_of_objects() {
+        let mut h = Harness::new();
+        h.put("/bkt", b"");
+        let source = text_part(MIN_PART_SIZE as usize + 100, 5);
+        h.put("/bkt/src", &source);
+        let id = h.initiate("/bkt/dst", &[]);
+        let copy = |h: &mut Harness, number: u32, range: Option<&str>| {
+            let mut headers = vec![("x-amz-copy-source", "/bkt/src")];
+            if let Some(r) = range {
+                headers.push(("x-amz-copy-source-range", r));
+            }
+            h.call(
+                Method::PUT,
+                &format!("/bkt/dst?partNumber={number}&uploadId={id}"),
+                &headers,
+                b"",
+            )
+        };
+        let first = copy(&mut h, 1, Some(&format!("bytes=0-{}", MIN_PART_SIZE - 1)));
+        assert_eq!(first.status, 200, "{}", first.body);
+        assert_eq!(first.doc().name, "CopyPartResult");
+        let e1 = first.doc().text_of("ETag").unwrap_or("").to_string();
+        assert_eq!(
+            e1,
+            quoted(&hex(&digest::md5(&source[..MIN_PART_SIZE as usize])))
+        );
+        let rest = format!("bytes={}-{}", MIN_PART_SIZE, source.len() - 1);
+        let second = copy(&mut h, 2, Some(&rest));
+        let e2 = second.doc().text_of("ETag").unwrap_or("").to_string();
+        for bad in ["0-10", "bytes=10", "bytes=a-b", "bytes=-5"] {
+            let r = copy(&mut h, 3, Some(bad));
+            assert_eq!(r.code(), Some("InvalidArgument"), "{bad}");
+        }
+        let beyond = copy(&mut h, 3, Some(&format!("bytes=0-{}", source.len())));
+        assert!(
+            beyond.body.contains("Range specified is not valid"),
+            "{}",
+            beyond.body
+        );
+        let r = h.complete("/bkt/dst", &id, &[(1, &e1), (2, &e2)]);
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(
+            h.call(Method::GET, "/bkt/dst", &[], b"").body.as_bytes(),
+            source
+        );
+        let gone = h.call(
+            Method::PUT,
+            &format!("/bkt/dst?partNumber=1&uploadId={id}"),
+            &[("x-amz-copy-source", "/bkt/src")],
+            b"",
+        );
+        assert_eq!(gone.code(), Some("NoSuchUpload"));
+    }
+
+    #[test]
+    fn uploads_list_by_key_with_prefixes_and_pages() {
+        let mut h = Harness::new();
+        h.put("/bkt", b"");
+        let mut ids = Vec::new();
+        for key in ["a/1", "a/2", "b", "b", "c"] {
+            ids.push(h.initiate(&format!("/bkt/{key}"), &[]));
+            h.now += chrono::Duration::seconds(1);
+        }
+        let r = h.call(Method::GET, "/bkt?uploads&delimiter=/", &[], b"");
+        assert_eq!(texts(r.doc(), "Upload", "Key"), ["b", "b", "c"]);
+        assert_eq!(texts(r.doc(), "CommonPrefixes", "Prefix"), ["a/"]);
+        // Two at a time: every upload once, in order.
+        let mut seen = Vec::new();
+        let mut markers: Option<(String, String)> = None;
+        for _ in 0..10 {
+            let mut path = "/bkt?uploads&max-uploads=2".to_string();
+            if let Some((k, id)) = &markers {
+                path.push_str(&format!("&key-marker={k}&upload-id-marker={id}"));
+            }
+            let r = h.call(Method::GET, &path, &[], b"");
+            let doc = r.doc();
+            seen.extend(
+                texts(doc, "Upload", "UploadId")
+                    .into_iter()
+                    .map(str::to_string),
+            );
+            if doc.text_of("IsTruncated") != Some("true") {
+                break;
+            }
+            markers = Some((
+                doc.text_of("NextKeyMarker").unwrap_or("").to_string(),
+                doc.text_of("NextUploadIdMarker").unwrap_or("").to_string(),
+            ));
+        }
+        assert_eq!(seen, ids);
+        let r = h.call(
+            Method::GET,
+            "/bkt?uploads&prefix=a/&key-marker=a/1",
+            &[],
+            b"",
+        );
+        assert_eq!(texts(r.doc(), "Upload", "UploadId"), [ids[1].as_str()]);
+    }
+
+    #[test]
+    fn objects_carry_tags() {
+        let mut h = Harness::new();
+        h.put("/bkt", b"");
+        h.call(Method::PUT, "/bkt/k", &[("x-amz-tagging", "a=1&b=2")], b"x");
+        let got = h.call(Method::GET, "/bkt/k?tagging", &[], b"");
+        assert_eq!(got.doc().name, "Tagging");
+        let set = got.doc().find("TagSet").expect("TagSet");
+        assert_eq!(texts(set, "Tag", "Key"), ["a", "b"]);
+        let body = "<Tagging><TagSet><Tag><Key>c</Key><Value>3</Value></Tag></TagSet></Tagging>";
+        assert_eq!(h.configure(Method::PUT, "/bkt/k?tagging", body).status, 200);
+        let got = h.call(Method::GET, "/bkt/k?tagging", &[], b"");
+        let set = got.doc().find("TagSet").expect("TagSet");
+        assert_eq!(texts(set, "Tag", "Key"), ["c"]);
+        // Integrity is required as for bucket configurations.
+        let r = h.call(Method::PUT, "/bkt/k?tagging", &[], body.as_bytes());
+        assert_eq!(r.code(), Some("InvalidRequest"));
+        // Copies keep tags unless told to replace them.
+        h.call(
+            Method::PUT,
+            "/bkt/kept",
+            &[("x-amz-copy-source", "/bkt/k")],
+            b"",
+        );
+        let replaced = [
+            ("x-amz-copy-source", "/bkt/k"),
+            ("x-amz-tagging-directive", "REPLACE"),
+            ("x-amz-tagging", "d=4"),
+        ];
+        h.call(Method::PUT, "/bkt/replaced", &replaced, b"");
+        for (key, expected) in [("kept", "c"), ("replaced", "d")] {
+            let got = h.call(Method::GET, &format!("/bkt/{key}?tagging"), &[], b"");
+            let set = got.doc().find("TagSet").expect("TagSet");
+            assert_eq!(texts(set, "Tag", "Key"), [expected], "{key}");
+        }
+        let bad_directive = [
+            ("x-amz-copy-source", "/bkt/k"),
+            ("x-amz-tagging-directive", "MERGE"),
+        ];
+        assert_eq!(
+            h.call(Method::PUT, "/bkt/x", &bad_directive, b"").code(),
+            Some("InvalidArgument")
+        );
+        assert_eq!(
+            h.call(Method::DELETE, "/bkt/k?tagging", &[], b"").status,
+            204
+        );
+        let got = h.call(Method::GET, "/bkt/k?tagging", &[], b"");
+        assert_eq!(got.status, 200);
+        assert_eq!(got.doc().find("TagSet").map(|s| s.children.len()), Some(0));
+        assert_eq!(got.header("x-amz-version-id"), None);
+        let eleven: Vec<String> = (0..11).map(|i| format!("k{i}=v")).collect();
+        let r = h.call(
+            Method::PUT,
+            "/bkt/many",
+            &[("x-amz-tagging", &eleven.join("&"))],
+            b"x",
+        );
+        assert_eq!(r.code(), Some("BadRequest"));
+        let r = h.call(
+            Method::PUT,
+            "/bkt/sys",
+            &[("x-amz-tagging", "aws:x=1")],
+            b"x",
+        );
+        assert_eq!(r.code(), Some("InvalidTag"));
+        let missing = h.call(Method::GET, "/bkt/none?tagging", &[], b"");
+        assert_eq!(missing.code(), Some("NoSuchKey"));
+
+        // On a versioned bucket, each version has its own tags.
+        let enable = "<VersioningConfiguration><Status>Enabled</Status></VersioningConfiguration>";
+        h.configure(Method::PUT, "/bkt?versioning", enable);
+        let v1 = h
+            .call(Method::PUT, "/bkt/v", &[("x-amz-tagging", "n=1")], b"1")
+            .header("x-amz-version-id")
+            .unwrap_or("")
+            .to_string();
+        h.call(Method::PUT, "/bkt/v", &[("x-amz-tagging", "n=2")], b"2");
+        let old = h.call(
+            Method::GET,
+            &format!("/bkt/v?tagging&versionId={v1}"),
+            &[],
+            b"",
+        );
+        assert_eq!(old.header("x-amz-version-id"), Some(v1.as_str()));
+        let set = old.doc().find("TagSet").expect("TagSet");
+        assert_eq!(texts(set, "Tag", "Value"), ["1"]);
+    }
+
+    #[test]
+    fn uploads_in_progress_survive_serialization() {
+        let mut h = Harness::new();
+        h.put("/bkt", b"");
+        let id = h.initiate("/bkt/k", &[("x-amz-meta-a", "1")]);
+        let etag = h
+            .part("/bkt/k", &id, 1, b"only part")
+            .header("etag")
+            .map(str::to_string);
+        let saved = serde_json::to_string(&h.s3).expect("serializes");
+        let mut restored = Harness::new();
+        restored.s3 = serde_json::from_str(&saved).expect("deserializes");
+        let r = restored.complete("/bkt/k", &id, &[(1, &etag.expect("an etag"))]);
+        assert_eq!(r.status, 200, "{}", r.body);
+        let got = restored.call(Method::GET, "/bkt/k", &[], b"");
+        assert_eq!(
+            (got.body.as_str(), got.header("x-amz-meta-a")),
+            ("only part", Some("1"))
         );
     }
 }
