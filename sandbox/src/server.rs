@@ -622,7 +622,7 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let bytes = match read_body(&parts.headers, body, limit).await {
         Ok(b) => b,
         Err(BodyError::TooLarge(declared)) if s3 => {
-            return entity_too_large(&parts.method, raw_query, declared, limit)
+            return entity_too_large(&parts.method, declared, limit)
         }
         Err(e) => {
             return (
@@ -734,16 +734,12 @@ async fn read_body(
 }
 
 /// S3's answer to a body over the limit: `EntityTooLarge` in its XML error format.
-fn entity_too_large(
-    method: &Method,
-    raw_query: &str,
-    declared: Option<u64>,
-    limit: usize,
-) -> Response {
+fn entity_too_large(method: &Method, declared: Option<u64>, limit: usize) -> Response {
+    // Only the method shapes an error answer (HEAD has no body).
     let req = aws::AwsRequest {
         method: method.clone(),
         path: String::new(),
-        query: parse_query(raw_query),
+        query: Vec::new(),
         headers: Vec::new(),
         body: Vec::new(),
         region: String::new(),

@@ -4,8 +4,8 @@
 //! writes and reads, ranges, checksums and `aws-chunked` bodies; copies; multipart
 //! uploads (parts uploaded or copied from a range of another object, then completed
 //! into one object with S3's `-N` ETag and composite or full-object checksum); and the
-//! list operations with delimiters and pagination. Element names, status codes, headers and
-//! error codes follow the botocore model (`s3/2006-03-01/service-2.json`).
+//! list operations with delimiters and pagination. Element names, status codes, headers
+//! and error codes follow the botocore model (`s3/2006-03-01/service-2.json`).
 //!
 //! Where S3 changed over time, today's behaviour is emulated: new buckets are encrypted
 //! with SSE-S3 and block all public access (since 2023); creating a bucket you already
