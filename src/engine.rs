@@ -1123,7 +1123,12 @@ mod tests {
         assert_eq!(secrets.len(), 2, "{secrets:?}");
         let diff = "-  TOKEN: b2xkLXRva2VuLTE=\n+  TOKEN: bmV3LXRva2VuLTI=\n+  value: new-token-2\n-  parallelism: 1\n+  parallelism: 2\n";
         let shown = hide_secrets(diff.to_string(), &secrets);
-        for secret in ["old-token-1", "new-token-2", "b2xkLXRva2VuLTE=", "bmV3LXRva2VuLTI="] {
+        for secret in [
+            "old-token-1",
+            "new-token-2",
+            "b2xkLXRva2VuLTE=",
+            "bmV3LXRva2VuLTI=",
+        ] {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }
         assert!(shown.contains("+  parallelism: 2"), "{shown}");

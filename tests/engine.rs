@@ -793,25 +793,26 @@ async fn pool_autoscaling_edit_does_not_replace_jobs_placed_on_it() {
 #[tokio::test]
 async fn an_update_the_kind_refuses_fails_the_plan_and_changes_nothing() {
     let f = Fixture::new();
-    converge(&f.engine(POOL)).await;
+    let large = POOL.replace("machine = \"a100\"", "machine = \"large\"");
+    converge(&f.engine(&large)).await;
     f.cloud.clear_calls();
 
-    let off = POOL.replace("autoscaling = { min = 0, max = 2 }\n", "");
-    let e = f.engine(&off);
+    let small = large.replace("machine = \"large\"", "machine = \"small\"");
+    let e = f.engine(&small);
     let err = e
         .plan(false, &[], "s", &[])
         .await
         .expect_err("the kind refuses the change");
     assert_eq!(
         err.to_string(),
-        "test_pool.gpu: cannot be updated in place: autoscaling: cannot be turned off in place; set min = max instead"
+        "test_pool.gpu: cannot be updated in place: machine: large machines cannot shrink to small in place; rename the pool to replace it"
     );
     assert!(calls_of(&f.cloud, Op::Update).is_empty());
     assert!(calls_of(&f.cloud, Op::Create).is_empty());
     assert!(calls_of(&f.cloud, Op::Delete).is_empty());
 
     // A replace starts afresh, so the same edit with a new name is planned.
-    let e = f.engine(&off.replace("name = \"gpu\"", "name = \"gpu2\""));
+    let e = f.engine(&small.replace("name = \"gpu\"", "name = \"gpu2\""));
     let (p, _) = plan(&e).await;
     assert_eq!(actions(&p)["test_pool.gpu"], Action::Replace);
 }

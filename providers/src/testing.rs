@@ -637,14 +637,19 @@ impl Kind for TestPool {
     }
 
     fn validate_change(prior: &PoolSpec, spec: &PoolSpec) -> Vec<Invalid> {
-        // As some node pool APIs do: autoscaling, once on, is bounded rather than removed.
-        if prior.autoscaling.is_some() && spec.autoscaling.is_none() {
-            return vec![Invalid::at(
-                "autoscaling",
-                "cannot be turned off in place; set min = max instead",
-            )];
+        // As some node pool APIs do: machines grow in place but never shrink.
+        const SIZES: [&str; 3] = ["small", "medium", "large"];
+        let rank = |m: &str| SIZES.iter().position(|s| *s == m);
+        match (rank(&prior.machine), rank(&spec.machine)) {
+            (Some(from), Some(to)) if to < from => vec![Invalid::at(
+                "machine",
+                format!(
+                    "{} machines cannot shrink to {} in place; rename the pool to replace it",
+                    prior.machine, spec.machine
+                ),
+            )],
+            _ => Vec::new(),
         }
-        Vec::new()
     }
 
     fn planned_id(spec: &PoolSpec, _config: &serde_json::Value) -> Option<String> {

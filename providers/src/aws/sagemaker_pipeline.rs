@@ -981,7 +981,7 @@ mod tests {
                     ..base()
                 },
                 "role_arn",
-                "not an IAM role ARN",
+                "is not an ARN; expected an IAM role ARN",
             ),
             (
                 Spec {
@@ -989,7 +989,7 @@ mod tests {
                     ..base()
                 },
                 "role_arn",
-                "not an IAM role ARN",
+                "the account must be 12 digits",
             ),
             (
                 Spec {
