@@ -1019,7 +1019,7 @@ mod tests {
         let refused =
             crate::protocol::Resource::validate_change(&resource, &json("1.29"), &json("1.31"));
         assert_eq!(refused.len(), 1);
-        let unknown = format!("{}", crate::protocol::UNKNOWN);
+        let unknown = crate::protocol::UNKNOWN.to_string();
         assert!(crate::protocol::Resource::validate_change(
             &resource,
             &json("1.29"),
