@@ -371,14 +371,9 @@ pub fn compute(
                     message: format!("providers.{}: {}", rc.resource.provider(), e.message),
                 })?;
             if let Some(bad) = rc.resource.validate(&after, &config).into_iter().next() {
-                let at = if bad.path.is_empty() {
-                    String::new()
-                } else {
-                    format!("{}: ", bad.path.join("."))
-                };
                 return Err(PlanError::Invalid {
                     address: addr.clone(),
-                    message: format!("{at}{}", bad.message),
+                    message: bad.to_string(),
                 });
             }
             // Local inputs (a dataset's files) complete the spec, so a changed file
@@ -447,16 +442,8 @@ pub fn compute(
                 if let Some(before) = &change.before {
                     let refused = rc.resource.validate_change(before, &after);
                     if !refused.is_empty() {
-                        let message: Vec<String> = refused
-                            .iter()
-                            .map(|bad| {
-                                if bad.path.is_empty() {
-                                    bad.message.clone()
-                                } else {
-                                    format!("{}: {}", bad.path.join("."), bad.message)
-                                }
-                            })
-                            .collect();
+                        let message: Vec<String> =
+                            refused.iter().map(ToString::to_string).collect();
                         return Err(PlanError::ChangeRefused {
                             address: addr.clone(),
                             message: message.join("; "),

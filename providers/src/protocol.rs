@@ -86,6 +86,17 @@ impl Invalid {
     }
 }
 
+/// `path: message`, or the message alone for a problem of the whole resource.
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.path.join("."), self.message)
+        }
+    }
+}
+
 /// A resource another one references, as far as its spec is known offline: lets a kind
 /// check combinations across resources (a node pool on an Autopilot cluster).
 #[derive(Debug, Clone, PartialEq)]
