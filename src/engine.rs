@@ -15,9 +15,9 @@ use terrain_providers::{Ctx, ProviderError, Registry, Resource};
 
 use crate::addr::Address;
 use crate::diff::changed_paths;
-use crate::eval::{self, lookup, Resolved, Scope};
+use crate::desired::{self, StackScope};
+use crate::eval::{self, lookup};
 use crate::plan::{self, Action, Change, Drift, Plan, PlanError, PlanInputs, Step};
-use crate::stack::check::OfflineScope;
 use crate::stack::Stack;
 use crate::state::{
     Backend, Deposed, OutputState, Pending, PendingOp, ResourceState, State, StateError,
@@ -262,7 +262,10 @@ impl Engine {
         let ctx = self.ctx(&address, kind.provider())?;
         let mut warning = None;
         // An interrupted create: look for the object under the id it was to get.
+        let resuming = desired::resumes_create(&r);
         let (id, prior) = match (&r.id, &r.pending) {
+            // A create being resumed: its spec is the intent's.
+            (Some(id), Some(p)) if resuming => (id.clone(), p.spec.clone()),
             (Some(id), _) => (id.clone(), r.spec.clone()),
             (None, Some(p)) => match &p.planned_id {
                 Some(pid) => (pid.clone(), p.spec.clone()),
@@ -296,7 +299,7 @@ impl Engine {
             }
         }
         r.deposed = deposed;
-        let adopted = r.id.is_none();
+        let adopted = r.id.is_none() || resuming;
         match live {
             None if adopted => Ok((key, None, None, None)),
             None => {
@@ -321,10 +324,15 @@ impl Engine {
                     recorded: r.spec.clone(),
                     live: Some(obs.spec.clone()),
                 });
-                if adopted {
-                    warning = Some(format!("{address}: adopted {id}, created by an earlier run that was interrupted before recording it"));
-                }
                 r.id = Some(obs.id);
+                if adopted {
+                    // The interrupted create made its object, which may still be
+                    // coming up (a cluster takes minutes): keep the intent, so the plan
+                    // shows the create resuming with its outputs unknown, and apply's
+                    // create adopts the object and waits for it to be ready.
+                    warning = Some(format!("{address}: found {id}, created by an earlier run that was interrupted before recording it; apply adopts it and waits for it to be ready"));
+                    return Ok((key, Some(r), None, warning));
+                }
                 r.spec = obs.spec;
                 r.outputs = obs.outputs;
                 r.pending = None;
@@ -502,6 +510,8 @@ impl Engine {
                             EngineError::Apply(list) if list.len() == 1 => list[0].1.clone(),
                             other => other.to_string(),
                         };
+                        // An API's error may quote what it was sent.
+                        let message = hide_secrets(message, &secret_values(change));
                         self.observer.event(Event::Failed {
                             address: change.address.clone(),
                             step,
@@ -584,47 +594,60 @@ impl Engine {
                 let rc = self.stack.resources.get(address).ok_or_else(|| {
                     EngineError::Apply(vec![(address.clone(), "not in the stack".into())])
                 })?;
-                // Every dependency is applied by now: evaluate with real values.
-                let evaluated = {
-                    let env = self.env();
-                    let entry = |k: &str| persister.snapshot_entry(k);
-                    let scope = ApplyScope {
-                        stack: &self.stack,
-                        entry: &entry,
-                        env: &env,
-                    };
-                    eval::eval(&rc.body, &scope)
-                }
-                .map_err(|e| EngineError::Apply(vec![(address.clone(), e.message)]))?;
-                let schema = kind.schema();
-                let mut spec = schema.with_defaults(&evaluated.value);
-                if step == Step::Update {
-                    if let Some(prior) = persister.snapshot_entry(&key).filter(|r| r.id.is_some()) {
-                        spec =
-                            crate::diff::overlay(&spec, &prior.spec, &rc.lifecycle.ignore_changes);
-                    }
-                }
+                // Every dependency is applied by now: the same pipeline as plan, with
+                // real values.
                 let config = self
                     .provider_config(kind.provider())
                     .map_err(|e| EngineError::Apply(vec![(address.clone(), e.to_string())]))?;
-                if let Some(bad) = kind.validate(&spec, &config).into_iter().next() {
-                    return Err(EngineError::Apply(vec![(
-                        address.clone(),
-                        format!("invalid spec: {} {}", bad.path.join("."), bad.message),
-                    )]));
+                let entry = |k: &str| persister.snapshot_entry(k);
+                let prior = persister
+                    .snapshot_entry(&key)
+                    .filter(|r| r.id.is_some() && !desired::resumes_create(r));
+                let peers: Vec<terrain_providers::Peer> = rc
+                    .dependencies()
+                    .iter()
+                    .filter_map(|a| {
+                        let r = persister.snapshot_entry(&a.to_string())?;
+                        Some(terrain_providers::Peer {
+                            kind: r.kind,
+                            address: a.to_string(),
+                            spec: r.spec,
+                        })
+                    })
+                    .collect();
+                let computed = {
+                    let env = self.env();
+                    let applied = desired::Applied {
+                        resources: &self.stack.resources,
+                        entry: &entry,
+                    };
+                    let scope = StackScope {
+                        variables: &self.stack.variables,
+                        env: &env,
+                        attributes: &applied,
+                    };
+                    desired::compute(
+                        rc,
+                        &scope,
+                        &desired::Inputs {
+                            config: &config,
+                            peers: &peers,
+                            prior: if step == Step::Update {
+                                prior.as_ref().map(|r| &r.spec)
+                            } else {
+                                None
+                            },
+                        },
+                    )
                 }
-                let spec = kind.prepare(spec).map_err(fail)?;
+                .map_err(|e| EngineError::Apply(vec![(address.clone(), format!("invalid spec: {e}"))]))?;
                 let mut sensitive: Vec<String> = change
                     .sensitive_paths
                     .iter()
+                    .chain(&computed.sensitive)
                     .map(|p| format!("spec.{p}"))
                     .collect();
-                sensitive.extend(
-                    evaluated
-                        .sensitive_paths
-                        .iter()
-                        .map(|p| format!("spec.{p}")),
-                );
+                let schema = kind.schema();
                 sensitive.extend(
                     schema
                         .outputs
@@ -634,6 +657,55 @@ impl Engine {
                 );
                 sensitive.sort();
                 sensitive.dedup();
+                let spec = computed.spec;
+                // The plan is a promise: what it showed as known is what is applied.
+                if let Some(planned) = &change.after {
+                    let broken =
+                        desired::broken_promises(planned, &spec, &rc.lifecycle.ignore_changes);
+                    if !broken.is_empty() {
+                        return Err(EngineError::Apply(vec![(
+                            address.clone(),
+                            format!(
+                                "the spec now differs from the plan at {}; nothing was changed for this resource; run `terrain plan` again",
+                                broken.join(", ")
+                            ),
+                        )]));
+                    }
+                }
+                let inconsistent = |obs: &terrain_providers::Observed| {
+                    let broken =
+                        desired::broken_promises(&spec, &obs.spec, &rc.lifecycle.ignore_changes);
+                    (!broken.is_empty()).then(|| {
+                        let secrets = desired::secret_values(&spec, &computed.sensitive);
+                        let shown: Vec<String> = broken
+                            .iter()
+                            .map(|p| {
+                                let path: Vec<String> = p.split('.').map(str::to_string).collect();
+                                let show = |v: Option<&Value>| {
+                                    desired::hide(
+                                        &v.map_or("null".to_string(), ToString::to_string),
+                                        &secrets,
+                                        computed.sensitive.iter().any(|s| desired::overlaps(s, p)),
+                                    )
+                                };
+                                let secret = computed.sensitive.iter().any(|s| desired::overlaps(s, p));
+                                if secret {
+                                    format!("{p} (sensitive value)")
+                                } else {
+                                    format!("{p}: planned {}, got {}", show(lookup(&spec, &path)), show(lookup(&obs.spec, &path)))
+                                }
+                            })
+                            .collect();
+                        EngineError::Apply(vec![(
+                            address.clone(),
+                            format!(
+                                "the provider produced an inconsistent result: {}; the object is recorded as the provider reported it, and the next plan shows the difference (this is a bug in the {} provider)",
+                                shown.join("; "),
+                                kind.provider()
+                            ),
+                        )])
+                    })
+                };
                 let dependencies: Vec<String> = change
                     .dependencies
                     .iter()
@@ -658,12 +730,15 @@ impl Engine {
                                     tainted: false,
                                 });
                         // create_before_destroy: the old object is kept as deposed until
-                        // its delete completes, so it is never lost track of.
+                        // its delete completes, so it is never lost track of. An
+                        // interrupted create being resumed has no old object: the id
+                        // is the one this create adopts.
+                        let resuming = desired::resumes_create(entry);
                         let old = entry.id.take().map(|id| Deposed {
                             id,
                             spec: entry.spec.clone(),
                         });
-                        if let Some(d) = old {
+                        if let Some(d) = old.filter(|_| !resuming) {
                             entry.deposed.push(d);
                         }
                         entry.pending = Some(Pending {
@@ -677,6 +752,7 @@ impl Engine {
                     match kind.create(&ctx, &spec).await {
                         Ok(obs) => {
                             let id = obs.id.clone();
+                            let broken = inconsistent(&obs);
                             persister.update(|s| {
                                 if let Some(e) = s.resources.get_mut(&key) {
                                     e.id = Some(obs.id);
@@ -688,12 +764,15 @@ impl Engine {
                                     e.sensitive_paths = sensitive.clone();
                                 }
                             });
-                            if planned_id.is_none() {
+                            if planned_id.is_none() || broken.is_some() {
                                 // Nothing could find this object again after a crash, so
                                 // its record must be on disk before anyone hears of it.
                                 persister.persist().await?;
                             }
-                            Ok(Some(id))
+                            match broken {
+                                Some(e) => Err(e),
+                                None => Ok(Some(id)),
+                            }
                         }
                         Err(ProviderError::Tainted { id, error }) => {
                             // Made, but failed (a run that did not succeed): keep it,
@@ -752,6 +831,7 @@ impl Engine {
                     });
                     persister.persist().await?;
                     let result = kind.update(&ctx, &id, &prior, &spec).await;
+                    let broken = result.as_ref().ok().and_then(&inconsistent);
                     persister.update(|s| {
                         if let Some(e) = s.resources.get_mut(&key) {
                             e.pending = None;
@@ -764,6 +844,10 @@ impl Engine {
                             }
                         }
                     });
+                    if let Some(e) = broken {
+                        persister.persist().await?;
+                        return Err(e);
+                    }
                     result.map(|o| Some(o.id)).map_err(fail)
                 }
             }
@@ -825,10 +909,14 @@ impl Engine {
     pub fn outputs(&self, state: &State) -> Result<BTreeMap<String, OutputState>, EngineError> {
         let env = self.env();
         let entry = |k: &str| state.resources.get(k).cloned();
-        let scope = ApplyScope {
-            stack: &self.stack,
+        let applied = desired::Applied {
+            resources: &self.stack.resources,
             entry: &entry,
+        };
+        let scope = StackScope {
+            variables: &self.stack.variables,
             env: &env,
+            attributes: &applied,
         };
         let mut out = BTreeMap::new();
         for (name, o) in &self.stack.outputs {
@@ -866,10 +954,7 @@ impl Engine {
         // object is described (e.g. which field holds a secret); nothing else is used.
         let hint = {
             let env = self.env();
-            let scope = OfflineScope {
-                vars: &self.stack.variables,
-                env: &env,
-            };
+            let scope = desired::variables_only(&self.stack.variables, &env);
             eval::eval(&rc.body, &scope)
                 .ok()
                 .map(|e| kind.schema().with_defaults(&e.value))
@@ -950,52 +1035,6 @@ fn hide_secrets(mut text: String, secrets: &[String]) -> String {
         }
     }
     text
-}
-
-/// References resolved against the state being applied: everything a step depends on
-/// has been applied, so its values are real.
-pub(crate) struct ApplyScope<'a> {
-    pub(crate) stack: &'a Stack,
-    /// Looks one resource up by address: a step only needs the few it references, not
-    /// a copy of the whole state.
-    pub(crate) entry: &'a dyn Fn(&str) -> Option<ResourceState>,
-    pub(crate) env: &'a dyn Fn(&str) -> Option<String>,
-}
-
-impl Scope for ApplyScope<'_> {
-    fn var(&self, name: &str) -> Option<(Value, bool)> {
-        self.stack
-            .variables
-            .get(name)
-            .map(|v| (v.value.clone(), v.sensitive))
-    }
-    fn env(&self, name: &str) -> Option<String> {
-        (self.env)(name)
-    }
-    fn resource(&self, addr: &Address, path: &[String]) -> Resolved {
-        let Some(r) = (self.entry)(&addr.to_string()) else {
-            return Resolved::Unknown(false);
-        };
-        let secret = r
-            .sensitive_paths
-            .iter()
-            .any(|p| p == &format!("spec.{}", path[0]) || p == &format!("outputs.{}", path[0]));
-        if path[0] == "id" {
-            return r.id.clone().map_or(Resolved::Unknown(false), |id| {
-                Resolved::Known(Value::String(id), false)
-            });
-        }
-        let in_spec = self
-            .stack
-            .resources
-            .get(addr)
-            .is_some_and(|rc| rc.resource.schema().field(&path[0]).is_some());
-        let source = if in_spec { &r.spec } else { &r.outputs };
-        match lookup(source, path) {
-            Some(v) => Resolved::Known(v.clone(), secret),
-            None => Resolved::Known(Value::Null, secret),
-        }
-    }
 }
 
 /// The state during an apply, with group commit: each `persist` writes one snapshot

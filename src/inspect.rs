@@ -8,8 +8,8 @@ use serde_json::Value;
 use terrain_providers::{Health, LineSink, ProviderError};
 
 use crate::addr::Address;
-use crate::engine::{ApplyScope, Engine, EngineError};
-use crate::eval;
+use crate::desired::{self, StackScope};
+use crate::engine::{Engine, EngineError};
 use crate::state::State;
 
 /// Why a look at one resource failed.
@@ -61,18 +61,43 @@ impl Engine {
             })?;
         let env = self.env();
         let entry = |k: &str| state.resources.get(k).filter(|r| r.id.is_some()).cloned();
-        let scope = ApplyScope {
-            stack: &self.stack,
+        let applied = desired::Applied {
+            resources: &self.stack.resources,
             entry: &entry,
-            env: &env,
         };
-        let evaluated = eval::eval(&rc.body, &scope).map_err(|e| InspectError::Evaluate {
+        let scope = StackScope {
+            variables: &self.stack.variables,
+            env: &env,
+            attributes: &applied,
+        };
+        let config = self.provider_config(rc.resource.provider())?;
+        let peers: Vec<terrain_providers::Peer> = rc
+            .dependencies()
+            .iter()
+            .filter_map(|a| {
+                let r = entry(&a.to_string())?;
+                Some(terrain_providers::Peer {
+                    kind: r.kind,
+                    address: a.to_string(),
+                    spec: r.spec,
+                })
+            })
+            .collect();
+        // The same pipeline as plan and apply: what is shown is what would be applied.
+        desired::compute(
+            rc,
+            &scope,
+            &desired::Inputs {
+                config: &config,
+                peers: &peers,
+                prior: None,
+            },
+        )
+        .map(|d| d.spec)
+        .map_err(|e| InspectError::Evaluate {
             address: address.clone(),
-            message: e.message,
-        })?;
-        let spec = rc.resource.schema().with_defaults(&evaluated.value);
-        // Local inputs complete the spec where they can (a dataset's hash).
-        Ok(rc.resource.prepare(spec.clone()).unwrap_or(spec))
+            message: e.to_string(),
+        })
     }
 
     /// The plain objects `address` is made of, as they would be applied now.

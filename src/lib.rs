@@ -6,6 +6,7 @@
 
 pub mod addr;
 pub mod cli;
+pub mod desired;
 pub mod diff;
 pub mod engine;
 pub mod eval;

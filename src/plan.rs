@@ -6,11 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use terrain_providers::protocol::is_unknown;
 
 use crate::addr::Address;
-use crate::diff::{changed_paths, overlay};
-use crate::eval::{self, lookup, Resolved, Scope};
+use crate::diff::changed_paths;
+use crate::desired::{self, DesiredError, Planned, StackScope};
 use crate::graph::{self, Deps};
 use crate::stack::Stack;
 use crate::state::{Deposed, ResourceState, State};
@@ -173,10 +172,20 @@ pub enum PlanError {
         verb: &'static str,
         why: String,
     },
-    #[error("{address}: {message}")]
-    Eval { address: Address, message: String },
-    #[error("{address}: invalid spec: {message}")]
-    Invalid { address: Address, message: String },
+    #[error("{at}: {address}: {message}")]
+    Eval {
+        address: Address,
+        /// `file:line:col` of the reference.
+        at: String,
+        message: String,
+    },
+    /// The spec breaks its kind's rules with the values known at plan time; each
+    /// problem is located at its value in the stack (`file:line:col: field: rule`).
+    #[error("{address}: invalid spec:\n  {}", .problems.join("\n  "))]
+    Invalid {
+        address: Address,
+        problems: Vec<String>,
+    },
     /// An in-place update the provider's API would refuse (an EKS upgrade skipping a
     /// minor version): the plan fails rather than the apply.
     #[error("{address}: cannot be updated in place: {message}")]
@@ -190,89 +199,6 @@ pub struct PlanInputs<'a> {
     pub destroy: bool,
     pub targets: &'a [Address],
     pub env: &'a dyn Fn(&str) -> Option<String>,
-}
-
-/// The desired spec of every stack resource as far as it is known at plan time.
-struct PlanScope<'a> {
-    stack: &'a Stack,
-    state: &'a State,
-    env: &'a dyn Fn(&str) -> Option<String>,
-    /// Desired specs computed so far (dependencies come first) and their secret paths.
-    desired: BTreeMap<Address, (Value, Vec<String>)>,
-    /// Actions decided so far.
-    actions: BTreeMap<Address, Action>,
-    /// The spec paths each planned in-place update changes.
-    changed: BTreeMap<Address, Vec<String>>,
-}
-
-impl Scope for PlanScope<'_> {
-    fn var(&self, name: &str) -> Option<(Value, bool)> {
-        self.stack
-            .variables
-            .get(name)
-            .map(|v| (v.value.clone(), v.sensitive))
-    }
-
-    fn env(&self, name: &str) -> Option<String> {
-        (self.env)(name)
-    }
-
-    fn resource(&self, addr: &Address, path: &[String]) -> Resolved {
-        let Some(rc) = self.stack.resources.get(addr) else {
-            return Resolved::Unknown(false);
-        };
-        let schema = rc.resource.schema();
-        let action = self.actions.get(addr).copied().unwrap_or(Action::Create);
-        let existing = self.state.resources.get(&addr.to_string());
-        let keeps_object = matches!(action, Action::NoOp | Action::Update);
-        if path[0] == "id" {
-            return match (keeps_object, existing.and_then(|r| r.id.clone())) {
-                (true, Some(id)) => Resolved::Known(Value::String(id), false),
-                _ => Resolved::Unknown(false),
-            };
-        }
-        if let Some(field) = schema.field(&path[0]) {
-            let secret = field.sensitive || rc.sensitive.iter().any(|p| p == &path[0]);
-            let Some((spec, secret_paths)) = self.desired.get(addr) else {
-                return Resolved::Unknown(secret);
-            };
-            let secret = secret
-                || secret_paths
-                    .iter()
-                    .any(|p| p == &path[0] || path.join(".").starts_with(&format!("{p}.")));
-            return match lookup(spec, path) {
-                Some(v) if is_unknown(v) => Resolved::Unknown(secret),
-                Some(v) => Resolved::Known(v.clone(), secret),
-                None => Resolved::Known(Value::Null, secret),
-            };
-        }
-        let output = schema.output(&path[0]);
-        let secret = output.is_some_and(|f| f.sensitive);
-        // Outputs are known for objects that stay as they are, and through an in-place
-        // update for outputs that follow none of the fields it changes.
-        let kept = match action {
-            Action::NoOp => true,
-            Action::Update => output.and_then(|f| f.derived_from).is_some_and(|follows| {
-                let changed = self.changed.get(addr).map(Vec::as_slice).unwrap_or(&[]);
-                !changed
-                    .iter()
-                    .any(|c| follows.iter().any(|f| overlaps(c, f)))
-            }),
-            _ => false,
-        };
-        match (kept, existing) {
-            (true, Some(r)) => match lookup(&r.outputs, path) {
-                Some(v) => Resolved::Known(v.clone(), secret),
-                None => Resolved::Unknown(secret),
-            },
-            _ => Resolved::Unknown(secret),
-        }
-    }
-}
-
-/// Whether two dotted spec paths name overlapping parts (one is the other or inside it).
-fn overlaps(a: &str, b: &str) -> bool {
-    a == b || a.starts_with(&format!("{b}.")) || b.starts_with(&format!("{a}."))
 }
 
 /// The dependencies of every stack resource.
@@ -331,10 +257,9 @@ pub fn compute(
     };
     let in_scope = |a: &Address| selected.as_ref().is_none_or(|s| s.contains(a));
 
-    let mut scope = PlanScope {
-        stack,
+    let mut planned = Planned {
+        resources: &stack.resources,
         state,
-        env: inputs.env,
         desired: BTreeMap::new(),
         actions: BTreeMap::new(),
         changed: BTreeMap::new(),
@@ -347,48 +272,35 @@ pub fn compute(
             };
             let key = addr.to_string();
             let existing = state.resources.get(&key);
-            let evaluated = eval::eval(&rc.body, &scope).map_err(|e| PlanError::Eval {
-                address: addr.clone(),
-                message: e.message,
-            })?;
-            let schema = rc.resource.schema();
-            let mut after = schema.with_defaults(&evaluated.value);
-            let mut sensitive: BTreeSet<String> = evaluated.sensitive_paths.into_iter().collect();
-            sensitive.extend(
-                schema
-                    .fields
-                    .iter()
-                    .filter(|f| f.sensitive)
-                    .map(|f| f.name.to_string()),
-            );
-            sensitive.extend(rc.sensitive.iter().cloned());
-            let sensitive: Vec<String> = sensitive.into_iter().collect();
-            // Checks that needed values only known now (other resources' attributes).
+            // An interrupted create whose object was found: the create resumes.
+            let resuming = existing.is_some_and(desired::resumes_create);
+            let live = existing.filter(|r| r.id.is_some() && !resuming);
             let config = stack
                 .provider_config(rc.resource.provider(), inputs.env)
-                .map_err(|e| PlanError::Invalid {
+                .map_err(|e| PlanError::Eval {
                     address: addr.clone(),
+                    at: stack.sources.locate(e.span),
                     message: format!("providers.{}: {}", rc.resource.provider(), e.message),
                 })?;
-            if let Some(bad) = rc.resource.validate(&after, &config).into_iter().next() {
-                return Err(PlanError::Invalid {
-                    address: addr.clone(),
-                    message: bad.to_string(),
-                });
-            }
-            // Local inputs (a dataset's files) complete the spec, so a changed file
-            // shows as a change. A spec still waiting on other resources is completed
-            // where it can be; apply completes it again with every value known.
-            if is_unknown(&after) {
-                if let Ok(prepared) = rc.resource.prepare(after.clone()) {
-                    after = prepared;
-                }
-            } else {
-                after = rc.resource.prepare(after).map_err(|e| PlanError::Invalid {
-                    address: addr.clone(),
-                    message: e.to_string(),
-                })?;
-            }
+            let peers = desired::peers(rc, &stack.resources, &planned.desired);
+            let scope = StackScope {
+                variables: &stack.variables,
+                env: inputs.env,
+                attributes: &planned,
+            };
+            let computed = desired::compute(
+                rc,
+                &scope,
+                &desired::Inputs {
+                    config: &config,
+                    peers: &peers,
+                    prior: live.map(|r| &r.spec),
+                },
+            )
+            .map_err(|e| located(stack, rc, e))?;
+            let after = computed.spec.clone();
+            let sensitive = computed.sensitive.clone();
+            let schema = rc.resource.schema();
             let mut change = Change {
                 address: addr.clone(),
                 kind: addr.kind.clone(),
@@ -407,12 +319,17 @@ pub fn compute(
                 notes: Vec::new(),
                 live_diff: None,
             };
-            match existing.filter(|r| r.id.is_some()) {
+            if resuming {
+                change.notes.push(format!(
+                    "adopting the interrupted create of {}: apply waits for it to be ready",
+                    existing.and_then(|r| r.id.as_deref()).unwrap_or("?")
+                ));
+            }
+            match live {
                 None => {
                     change.action = Action::Create;
                 }
                 Some(live) => {
-                    after = overlay(&after, &live.spec, &rc.lifecycle.ignore_changes);
                     let changed = changed_paths(&live.spec, &after, &rc.lifecycle.ignore_changes);
                     let forcing: Vec<String> = changed
                         .iter()
@@ -423,7 +340,7 @@ pub fn compute(
                         .cloned()
                         .collect();
                     change.before = Some(live.spec.clone());
-                    scope.changed.insert(addr.clone(), changed.clone());
+                    planned.changed.insert(addr.clone(), changed.clone());
                     change.tainted = live.tainted;
                     change.action = if live.tainted || !forcing.is_empty() {
                         change.replace_because = forcing;
@@ -462,8 +379,14 @@ pub fn compute(
                 });
             }
             change.after = Some(after.clone());
-            scope.actions.insert(addr.clone(), change.action);
-            scope.desired.insert(addr.clone(), (after, sensitive));
+            planned.actions.insert(addr.clone(), change.action);
+            planned.desired.insert(
+                addr.clone(),
+                desired::Desired {
+                    spec: after,
+                    sensitive,
+                },
+            );
             changes.push(change);
         }
     }
@@ -523,6 +446,27 @@ pub fn compute(
         });
     }
     Ok(changes)
+}
+
+/// A desired-spec failure of `rc` as a plan error, each problem at its value.
+fn located(stack: &Stack, rc: &crate::stack::ResourceConfig, e: DesiredError) -> PlanError {
+    match e {
+        DesiredError::Evaluate(e) => PlanError::Eval {
+            address: rc.addr.clone(),
+            at: stack.sources.locate(e.span),
+            message: e.message,
+        },
+        DesiredError::Check { problems } => PlanError::Invalid {
+            address: rc.addr.clone(),
+            problems: problems
+                .iter()
+                .map(|p| {
+                    let span = rc.body.at(&p.path).map_or(rc.span, |n| n.span);
+                    format!("{}: {p}", stack.sources.locate(span))
+                })
+                .collect(),
+        },
+    }
 }
 
 /// One step of applying a plan.

@@ -237,6 +237,133 @@ fn template_string_given_to_an_integer_field() {
     bad("template_to_int");
 }
 
+/// Regression: a variable, an output or a `[providers.x]` table defined in two files of
+/// one stack let one of them silently win.
+#[test]
+fn duplicate_variable_output_and_provider_across_files_are_refused() {
+    let sb = Sandbox::new();
+    sb.add_fixture_at("bad/duplicate_sections", "dup");
+    assert_rejected(&sb, "dup", &[], &[], "duplicate_sections");
+}
+
+/// Regression: a resource using its own attribute wrote an internal placeholder and
+/// never converged; depending on itself was let through.
+#[test]
+fn self_reference_is_a_dependency_cycle() {
+    bad("self_reference");
+}
+
+/// Regression: an output with a misspelt attribute became null, and one naming a
+/// missing resource disappeared; outputs now get a resource field's reference checks.
+#[test]
+fn output_references_are_checked_like_resource_fields() {
+    bad("output_refs");
+}
+
+/// Regression: a kind's check on one list element (`instance_types.1`,
+/// `taints.1.effect`) was reported at the resource's header.
+#[test]
+fn problem_with_a_list_element_points_at_the_element() {
+    bad("list_elements");
+}
+
+/// Regression: a default of the wrong type was reported at the variable's name.
+#[test]
+fn variable_default_of_the_wrong_type_points_at_the_default() {
+    bad("variable_default_type");
+}
+
+/// Regression: a stack file that is not UTF-8 was reported with no line.
+#[test]
+fn invalid_utf8_points_at_the_first_bad_byte() {
+    let sb = Sandbox::new();
+    std::fs::write(
+        sb.join("latin1.toml"),
+        b"[stack]\nname = \"bad\"\n\n[local_file.menu]\npath = \"out/menu.txt\"\ncontent = \"caf\xe9 cr\xe8me\"\n",
+    )
+    .expect("write the Latin-1 stack");
+    assert_rejected(&sb, "latin1.toml", &[], &[], "invalid_utf8");
+}
+
+/// Regression: a wrong value given for a sensitive variable was echoed in the error.
+#[test]
+fn wrong_value_of_a_sensitive_variable_is_never_shown() {
+    let sb = Sandbox::with_fixture("bad/sensitive_var_value.toml");
+    assert_rejected(
+        &sb,
+        "sensitive_var_value.toml",
+        &["--var", "port=s3cr3t-port", "--var", "retries=many"],
+        &[],
+        "sensitive_var_value",
+    );
+    let run = sb.run_env(
+        &["validate", "-s", "sensitive_var_value.toml"],
+        &[("TERRAIN_VAR_port", "s3cr3t-port")],
+    );
+    run.failure();
+    assert!(
+        run.stderr.contains("TERRAIN_VAR_port: (sensitive value)")
+            && !run.stderr.contains("s3cr3t"),
+        "the secret must not be shown:\n{}",
+        run.stderr
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// The command line itself.
+// ---------------------------------------------------------------------------------------
+
+/// Regression: clap exited 2 on a command-line mistake, which a script using
+/// `plan --detailed-exitcode` reads as "the plan has changes".
+#[test]
+fn command_line_mistakes_exit_1_not_2() {
+    let sb = Sandbox::with_fixture("bad/variable_without_value.toml");
+    let stack = "variable_without_value.toml";
+    let run = sb.run(&[
+        "plan",
+        "--detailed-exitcode",
+        "-s",
+        stack,
+        "--var",
+        "novalue",
+    ]);
+    run.failure();
+    assert!(
+        run.stderr.contains("`novalue` is not NAME=VALUE"),
+        "clap's message, as clap prints it:\n{}",
+        run.stderr
+    );
+    let run = sb.run(&["plan", "--detailed-exitcode", "-s", stack, "--no-such-flag"]);
+    run.failure();
+    assert!(run.stderr.contains("--no-such-flag"), "{}", run.stderr);
+    sb.run(&["no-such-command"]).failure();
+    sb.run(&[]).failure();
+}
+
+#[test]
+fn help_and_version_exit_0_on_stdout() {
+    let sb = Sandbox::new();
+    for args in [&["--help"][..], &["plan", "--help"], &["-h"]] {
+        let run = sb.run(args);
+        run.success();
+        assert!(
+            run.stdout.contains("Usage: terrain"),
+            "{args:?}:\n{}",
+            run.stdout
+        );
+        assert_eq!(run.stderr, "", "{args:?}");
+    }
+    for args in [&["--version"][..], &["-V"], &["plan", "--version"]] {
+        let run = sb.run(args);
+        run.success();
+        assert!(
+            run.stdout.starts_with("terrain") && run.stdout.contains(env!("CARGO_PKG_VERSION")),
+            "{args:?}:\n{}",
+            run.stdout
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // The happy path.
 // ---------------------------------------------------------------------------------------

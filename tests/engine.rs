@@ -316,26 +316,76 @@ async fn interrupted_create_found_live_is_adopted_not_created_again() {
         pending_create("a", json!({"name": "a", "value": "first", "size": 1})),
     );
     f.backend.set(s);
-    f.cloud
-        .set_live("a", json!({"name": "a", "value": "first", "size": 1}));
+    f.cloud.set_made_by(
+        "a",
+        json!({"name": "a", "value": "first", "size": 1}),
+        "test_thing.a",
+    );
     let (p, s) = plan(&e).await;
-    assert_eq!(
-        actions(&p)["test_thing.a"],
-        Action::NoOp,
-        "found and adopted"
+    // The create resumes: the object may still be coming up, so its outputs are
+    // unknown until apply has waited for it.
+    let a = p
+        .changes
+        .iter()
+        .find(|c| c.address.to_string() == "test_thing.a")
+        .expect("a planned");
+    assert_eq!(a.action, Action::Create, "the interrupted create resumes");
+    assert!(
+        a.notes.iter().any(|n| n.contains("adopting the interrupted create of a")),
+        "{:?}",
+        a.notes
     );
     assert!(
-        p.warnings.iter().any(|w| w.contains("adopted a")),
+        p.warnings.iter().any(|w| w.contains("found a")),
         "{:?}",
         p.warnings
     );
     e.apply(&p, s).await.expect("apply");
-    assert!(
-        calls_of(&f.cloud, Op::Create).iter().all(|id| id != "a"),
-        "a is never created again"
-    );
+    assert_eq!(f.cloud.creates_of("a"), 0, "a is adopted, never created again");
     let state = f.backend.load().await.expect("load").expect("state");
-    assert_eq!(state.resources["test_thing.a"].id.as_deref(), Some("a"));
+    let a = &state.resources["test_thing.a"];
+    assert_eq!(a.id.as_deref(), Some("a"));
+    assert!(a.pending.is_none(), "the intent is settled");
+    assert!(a.deposed.is_empty(), "the adopted object is not deposed");
+    assert_eq!(a.outputs["arn"], json!("test:thing/a"));
+}
+
+/// Bug: a kill during a cluster create left the stack unable to plan until the cloud
+/// finished: the interrupted create's outputs resolved to null instead of "known after
+/// apply", and dependents' plans failed on them.
+#[tokio::test]
+async fn kill_during_create_then_plan_and_apply_adopt_and_wait() {
+    let f = Fixture::new();
+    let e = f.engine(CHAIN);
+    let mut s = State::new();
+    s.serial = 1;
+    s.resources.insert(
+        "test_thing.a".into(),
+        pending_create("a", json!({"name": "a", "value": "first", "size": 1})),
+    );
+    f.backend.set(s);
+    // The object exists (still being made); its outputs are not there yet.
+    f.cloud.set_made_by(
+        "a",
+        json!({"name": "a", "value": "first", "size": 1}),
+        "test_thing.a",
+    );
+    let (p, s) = plan(&e).await;
+    let b = p
+        .changes
+        .iter()
+        .find(|c| c.address.to_string() == "test_thing.b")
+        .expect("b planned");
+    let after = b.after.as_ref().expect("b has a desired spec");
+    assert!(
+        terrain_providers::protocol::is_unknown(after),
+        "b's reference to a is known after apply, not null: {after}"
+    );
+    e.apply(&p, s).await.expect("apply");
+    let (again, _) = plan(&e).await;
+    assert!(!again.has_changes(), "converged: {:?}", actions(&again));
+    assert_eq!(f.cloud.creates_of("a"), 0);
+    assert_eq!(f.cloud.creates_of("b"), 1);
 }
 
 #[tokio::test]
@@ -971,4 +1021,29 @@ async fn a_create_that_fails_after_making_its_object_is_kept_tainted_and_replace
     assert!(!state.resources["test_thing.run"].tainted);
     let (p, _) = plan(&e).await;
     assert!(!p.has_changes(), "converged: {:?}", actions(&p));
+}
+
+/// A provider that answers a create with something other than what the plan promised
+/// fails the apply, naming the field (the object is still recorded as reported).
+#[tokio::test]
+async fn provider_result_inconsistent_with_the_plan_fails_naming_the_field() {
+    let f = Fixture::new();
+    let e = f.engine(CHAIN);
+    f.cloud.misreport("d", json!({"size": 7}));
+    let (p, s) = plan(&e).await;
+    let err = e.apply(&p, s).await.expect_err("the provider broke its promise");
+    let text = err.to_string();
+    assert!(text.contains("test_thing.d"), "{text}");
+    assert!(
+        text.contains("inconsistent result") && text.contains("size: planned 1, got 7"),
+        "{text}"
+    );
+    let state = f.backend.load().await.expect("load").expect("state");
+    assert_eq!(
+        state.resources["test_thing.d"].id.as_deref(),
+        Some("d"),
+        "what the provider made is not lost"
+    );
+    // The others are unaffected.
+    assert_eq!(state.resources["test_thing.c"].id.as_deref(), Some("c"));
 }

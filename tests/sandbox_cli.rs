@@ -16,7 +16,7 @@ const TINY: &str = r#"[stack]
 name = "tiny"
 
 [providers.gcp]
-project = "p"
+project = "tiny-project"
 region = "us-central1"
 
 [gcs_bucket.data]

@@ -37,6 +37,11 @@ pub enum ProviderError {
         waiting_for: String,
         after: Duration,
     },
+    /// A local input the spec names (a definition file, a manifest, a dataset
+    /// directory) is unusable: found offline by `prepare`, at the spec field `field`
+    /// (dotted), so the problem is reported at that value in the stack.
+    #[error("{field}: {message}")]
+    Invalid { field: String, message: String },
     /// The provider's `[providers.<name>]` configuration is unusable.
     #[error("provider configuration: {0}")]
     Config(String),
@@ -95,6 +100,14 @@ fn fmt_message(message: &str) -> String {
 }
 
 impl ProviderError {
+    /// A problem with the local input named by the spec field `field` (dotted).
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        Self::Invalid {
+            field: field.to_string(),
+            message: message.into(),
+        }
+    }
+
     /// `error`, after the object `id` was made: see [`ProviderError::Tainted`].
     pub fn tainted(id: impl Into<String>, error: ProviderError) -> Self {
         match error {

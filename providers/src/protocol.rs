@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::Value;
 
-use crate::{ProviderError, Schema};
+use crate::{Field, ProviderError, Schema, Type};
 
 /// Receives progress messages from long operations (`creating: 40%`).
 pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
@@ -266,8 +266,14 @@ fn unknown_paths(value: &Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>
 /// `problems` without those on a value of `spec` not known until apply, or on a field
 /// holding one (`gpu` when `gpu.type` is unknown), or quoting one: the engine checks
 /// again at apply time with every value known. A problem of the whole resource (empty
-/// path) stays.
-fn without_unknowns(spec: &Value, problems: Vec<Invalid>) -> Vec<Invalid> {
+/// path) stays. `stand_ins` are the unknown values given a placeholder to decode (see
+/// [`with_stand_ins`]): a check comparing one with its neighbours (`min` ≤ `max`)
+/// read the placeholder, so problems on its siblings are dropped too.
+fn without_unknowns(
+    spec: &Value,
+    stand_ins: &[Vec<String>],
+    problems: Vec<Invalid>,
+) -> Vec<Invalid> {
     let mut unknown = Vec::new();
     unknown_paths(spec, &mut Vec::new(), &mut unknown);
     problems
@@ -276,9 +282,124 @@ fn without_unknowns(spec: &Value, problems: Vec<Invalid>) -> Vec<Invalid> {
             let touches = |u: &Vec<String>| {
                 p.path.starts_with(u) || (!p.path.is_empty() && u.starts_with(&p.path))
             };
-            !p.message.contains(UNKNOWN) && !unknown.iter().any(touches)
+            let sibling = |u: &Vec<String>| {
+                !p.path.is_empty()
+                    && p.path.len() == u.len()
+                    && p.path[..p.path.len() - 1] == u[..u.len() - 1]
+            };
+            !p.message.contains(UNKNOWN)
+                && !unknown.iter().any(touches)
+                && !stand_ins.iter().any(sibling)
         })
         .collect()
+}
+
+/// `spec` with each unknown value whose field is not a string given a stand-in of its
+/// type (0, false, an empty list or table), so the typed spec decodes and a kind's
+/// checks run on everything that is known (an unknown string holds the marker and
+/// decodes as it is). Returns the paths given a stand-in.
+fn with_stand_ins(fields: &[Field], spec: &Value) -> (Value, Vec<Vec<String>>) {
+    let mut out = Vec::new();
+    let value = stand_in_fields(fields, spec, &mut Vec::new(), &mut out);
+    (value, out)
+}
+
+fn stand_in_fields(
+    fields: &[Field],
+    value: &Value,
+    at: &mut Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) -> Value {
+    let Value::Object(map) = value else {
+        return value.clone();
+    };
+    Value::Object(
+        map.iter()
+            .map(|(k, v)| {
+                at.push(k.clone());
+                let filled = match fields.iter().find(|f| f.name == k) {
+                    Some(f) => stand_in_value(&f.ty, v, at, out),
+                    None => v.clone(),
+                };
+                at.pop();
+                (k.clone(), filled)
+            })
+            .collect(),
+    )
+}
+
+fn stand_in_value(ty: &Type, value: &Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>) -> Value {
+    match (ty, value) {
+        (Type::String | Type::Any, _) => value.clone(),
+        (_, Value::String(s)) if s.contains(UNKNOWN) => {
+            out.push(at.clone());
+            stand_in(ty)
+        }
+        (Type::Object(fields), Value::Object(_)) => stand_in_fields(fields, value, at, out),
+        (Type::Map(inner), Value::Object(map)) => Value::Object(
+            map.iter()
+                .map(|(k, v)| {
+                    at.push(k.clone());
+                    let filled = stand_in_value(inner, v, at, out);
+                    at.pop();
+                    (k.clone(), filled)
+                })
+                .collect(),
+        ),
+        (Type::List(inner), Value::Array(items)) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, v)| {
+                    at.push(i.to_string());
+                    let filled = stand_in_value(inner, v, at, out);
+                    at.pop();
+                    filled
+                })
+                .collect(),
+        ),
+        _ => value.clone(),
+    }
+}
+
+/// A value of type `ty` that decodes: required fields of tables filled in turn.
+fn stand_in(ty: &Type) -> Value {
+    match ty {
+        Type::String | Type::Any => Value::String(UNKNOWN.to_string()),
+        Type::Int => Value::from(0),
+        Type::Float => Value::from(0.0),
+        Type::Bool => Value::Bool(false),
+        Type::List(_) => Value::Array(Vec::new()),
+        Type::Map(_) => Value::Object(Default::default()),
+        Type::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .filter(|f| f.required)
+                .map(|f| (f.name.to_string(), stand_in(&f.ty)))
+                .collect(),
+        ),
+    }
+}
+
+/// Puts the unknown marker back at `paths` of `value` (after a stand-in served).
+fn restore_unknowns(value: &mut Value, paths: &[Vec<String>]) {
+    for path in paths {
+        if let Some(slot) = slot_at(value, path) {
+            *slot = Value::String(UNKNOWN.to_string());
+        }
+    }
+}
+
+fn slot_at<'a>(value: &'a mut Value, path: &[String]) -> Option<&'a mut Value> {
+    let Some((first, rest)) = path.split_first() else {
+        return Some(value);
+    };
+    let next = match value {
+        Value::Object(map) => map.get_mut(first)?,
+        Value::Array(items) => items.get_mut(first.parse::<usize>().ok()?)?,
+        _ => return None,
+    };
+    slot_at(next, rest)
 }
 
 /// A typed object as it exists.
@@ -475,14 +596,17 @@ impl<K: Kind> Resource for Adapter<K> {
             };
         }
         // Values known only after apply (another resource's id) must not hide mistakes
-        // in the rest of the spec. Unknown strings still decode (they hold the marker),
-        // so the kind's checks run; problems on an unknown field, or quoting one, are
-        // dropped, and the engine validates again at apply time with every value known.
-        // An unknown number or boolean cannot decode: those specs wait for apply.
-        let Ok(typed) = self.decode(spec) else {
+        // in the rest of the spec: unknown strings decode as they are (they hold the
+        // marker), other unknowns get a stand-in, so the kind's checks run; problems
+        // on an unknown field, or quoting one, are dropped, and the engine validates
+        // again at apply time with every value known.
+        let (decodable, stand_ins) = with_stand_ins(&self.schema.fields, spec);
+        // A typed field that cannot hold the marker (an enum) still fails to decode:
+        // that spec waits for apply, where it is validated whole.
+        let Ok(typed) = self.decode(&decodable) else {
             return Vec::new();
         };
-        without_unknowns(spec, K::validate(&typed, config))
+        without_unknowns(spec, &stand_ins, K::validate(&typed, config))
     }
 
     fn validate_peers(&self, spec: &Value, peers: &[Peer]) -> Vec<Invalid> {
@@ -498,7 +622,7 @@ impl<K: Kind> Resource for Adapter<K> {
         let Ok(after) = self.decode(spec) else {
             return Vec::new();
         };
-        without_unknowns(spec, K::validate_change(&before, &after))
+        without_unknowns(spec, &[], K::validate_change(&before, &after))
     }
 
     fn planned_id(&self, spec: &Value, config: &Value) -> Option<String> {
@@ -546,17 +670,22 @@ impl<K: Kind> Resource for Adapter<K> {
     }
 
     fn prepare(&self, spec: Value) -> Result<Value, ProviderError> {
-        let typed = self.decode(&spec)?;
+        // A spec still waiting on other resources is prepared as far as it can be
+        // (kinds skip inputs that are unknown); stand-ins go back to unknown after.
+        let (decodable, stand_ins) = with_stand_ins(&self.schema.fields, &spec);
+        let typed = self.decode(&decodable)?;
         let prepared = K::prepare(typed.clone())?;
         // Unchanged specs keep their exact shape: a round trip through the typed spec
         // would add nulls for absent optional fields, which plans show differently.
         if prepared == typed {
             return Ok(spec);
         }
-        serde_json::to_value(prepared).map_err(|source| ProviderError::Decode {
+        let mut value = serde_json::to_value(prepared).map_err(|source| ProviderError::Decode {
             what: "prepared spec",
             source,
-        })
+        })?;
+        restore_unknowns(&mut value, &stand_ins);
+        Ok(value)
     }
 
     fn render(&self, spec: &Value, config: &Value) -> Option<Result<Vec<Value>, ProviderError>> {

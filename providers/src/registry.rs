@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::{aws, gcp, kubernetes, local, Adapter, Resource};
+use serde_json::Value;
+
+use crate::{aws, gcp, kubernetes, local, Adapter, Invalid, Resource};
 
 /// All resource kinds terrain knows, by kind name.
 #[derive(Clone, Default)]
@@ -31,6 +33,17 @@ impl Registry {
     /// Every kind name, sorted (for did-you-mean suggestions).
     pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
         self.kinds.keys().copied()
+    }
+
+    /// Offline problems with the table of `provider` (`[providers.gcp]`,
+    /// `[providers.aws]`), each at the setting's key; providers whose settings have no
+    /// offline checks report none.
+    pub fn validate_config(&self, provider: &str, config: &Value) -> Vec<Invalid> {
+        match provider {
+            "gcp" => gcp::config::validate(config),
+            "aws" => aws::config::validate(config),
+            _ => Vec::new(),
+        }
     }
 
     /// Every provider name that has at least one kind.
@@ -69,4 +82,28 @@ pub fn builtin() -> Registry {
         aws::sagemaker_pipeline_execution::SageMakerPipelineExecution,
     )));
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn provider_tables_are_validated_by_their_provider() {
+        let r = builtin();
+        let bad = json!({"region": "us-west9"});
+        let gcp = r.validate_config("gcp", &bad);
+        assert!(
+            matches!(gcp.as_slice(), [p] if p.path == ["region"] && p.message.contains("not a Google Cloud region")),
+            "{gcp:?}"
+        );
+        let aws = r.validate_config("aws", &json!({"region": "us-east"}));
+        assert!(
+            matches!(aws.as_slice(), [p] if p.path == ["region"] && p.message.contains("not an AWS region")),
+            "{aws:?}"
+        );
+        assert!(r.validate_config("kubernetes", &bad).is_empty());
+        assert!(r.validate_config("local", &bad).is_empty());
+    }
 }

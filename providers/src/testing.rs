@@ -50,6 +50,9 @@ pub struct Call {
 struct Stored {
     spec: Value,
     version: i64,
+    /// The address whose create made it, as real clouds keep it in a label: a create
+    /// for the same address adopts the object (an earlier create's answer was lost).
+    address: Option<String>,
 }
 
 #[derive(Debug)]
@@ -60,6 +63,9 @@ struct Inner {
     /// Creates that make their object and then fail (see [`TestCloud::fail_after_create`]).
     broken: HashMap<String, usize>,
     recording: bool,
+    /// Specs the next create or update of a name answers with instead of what it
+    /// stored (see [`TestCloud::misreport`]).
+    misreports: HashMap<String, Value>,
     calls: Vec<Call>,
     objects: BTreeMap<String, Stored>,
     creates: HashMap<String, usize>,
@@ -88,6 +94,7 @@ impl TestCloud {
                 failures: HashMap::new(),
                 broken: HashMap::new(),
                 recording: true,
+                misreports: HashMap::new(),
                 calls: Vec::new(),
                 objects: BTreeMap::new(),
                 creates: HashMap::new(),
@@ -164,9 +171,43 @@ impl TestCloud {
             None => {
                 inner
                     .objects
-                    .insert(name.to_string(), Stored { spec, version: 1 });
+                    .insert(name.to_string(), Stored { spec, version: 1, address: None });
             }
         }
+    }
+
+    /// Makes the next create or update of `name` answer with `spec` merged over what it
+    /// was asked for: a provider breaking its promise (the engine must notice).
+    pub fn misreport(&self, name: &str, spec: Value) {
+        self.lock().misreports.insert(name.to_string(), spec);
+    }
+
+    /// The answer for a create or update of `name` that stored `spec`.
+    fn answer<S: Serialize + DeserializeOwned + Clone>(&self, name: &str, spec: &S) -> Result<S, ProviderError> {
+        let Some(over) = self.lock().misreports.remove(name) else {
+            return Ok(spec.clone());
+        };
+        let mut value = encode(spec)?;
+        if let (Value::Object(base), Value::Object(extra)) = (&mut value, over) {
+            base.extend(extra);
+        }
+        serde_json::from_value(value).map_err(|source| ProviderError::Decode {
+            what: "misreported spec",
+            source,
+        })
+    }
+
+    /// Stores `name` as a create for `address` left it when its answer was lost (the
+    /// run died mid-call): a later create for that address adopts it.
+    pub fn set_made_by(&self, name: &str, spec: Value, address: &str) {
+        self.lock().objects.insert(
+            name.to_string(),
+            Stored {
+                spec,
+                version: 1,
+                address: Some(address.to_string()),
+            },
+        );
     }
 
     /// Deletes `name` as if done outside terrain.
@@ -254,10 +295,20 @@ impl TestCloud {
     }
 
     /// Stores a new object at version 1 and counts the create; a conflict when `name`
-    /// is taken.
-    fn insert_new(&self, kind: &str, name: &str, spec: Value) -> Result<(), ProviderError> {
+    /// is taken, unless a create for the same `address` made it: then that object is
+    /// adopted as it is (`true`), as real providers do with their address label.
+    fn insert_new(
+        &self,
+        kind: &str,
+        name: &str,
+        spec: Value,
+        address: &str,
+    ) -> Result<bool, ProviderError> {
         let mut inner = self.lock();
-        if inner.objects.contains_key(name) {
+        if let Some(existing) = inner.objects.get(name) {
+            if existing.address.as_deref() == Some(address) {
+                return Ok(true);
+            }
             return Err(ProviderError::api(
                 call_name(kind, Op::Create),
                 409,
@@ -265,11 +316,16 @@ impl TestCloud {
                 format!("{} {name:?} already exists", noun(kind)),
             ));
         }
-        inner
-            .objects
-            .insert(name.to_string(), Stored { spec, version: 1 });
+        inner.objects.insert(
+            name.to_string(),
+            Stored {
+                spec,
+                version: 1,
+                address: Some(address.to_string()),
+            },
+        );
         *inner.creates.entry(name.to_string()).or_insert(0) += 1;
-        Ok(())
+        Ok(false)
     }
 
     /// Replaces the spec of `id` and returns its new version; not found when absent.
@@ -456,8 +512,14 @@ impl Kind for TestThing {
         self.cloud
             .enter(Op::Create, Self::KIND, &spec.name, ctx)
             .await?;
-        self.cloud
-            .insert_new(Self::KIND, &spec.name, encode(spec)?)?;
+        if self
+            .cloud
+            .insert_new(Self::KIND, &spec.name, encode(spec)?, &ctx.address)?
+        {
+            if let Some((live, version)) = self.cloud.fetch(&Self::schema(), &spec.name)? {
+                return Ok(Self::live(&spec.name, live, version));
+            }
+        }
         if self.cloud.comes_out_broken(&spec.name) {
             return Err(ProviderError::tainted(
                 &spec.name,
@@ -467,7 +529,11 @@ impl Kind for TestThing {
                 },
             ));
         }
-        Ok(Self::live(&spec.name, spec.clone(), 1))
+        Ok(Self::live(
+            &spec.name,
+            self.cloud.answer(&spec.name, spec)?,
+            1,
+        ))
     }
 
     async fn update(
@@ -479,7 +545,7 @@ impl Kind for TestThing {
     ) -> Result<Live<Self>, ProviderError> {
         self.cloud.enter(Op::Update, Self::KIND, id, ctx).await?;
         let version = self.cloud.overwrite(Self::KIND, id, encode(spec)?)?;
-        Ok(Self::live(id, spec.clone(), version))
+        Ok(Self::live(id, self.cloud.answer(id, spec)?, version))
     }
 
     async fn delete(
@@ -671,8 +737,14 @@ impl Kind for TestPool {
         self.cloud
             .enter(Op::Create, Self::KIND, &spec.name, ctx)
             .await?;
-        self.cloud
-            .insert_new(Self::KIND, &spec.name, encode(spec)?)?;
+        if self
+            .cloud
+            .insert_new(Self::KIND, &spec.name, encode(spec)?, &ctx.address)?
+        {
+            if let Some((live, version)) = self.cloud.fetch(&Self::schema(), &spec.name)? {
+                return Ok(Self::live(&spec.name, live, version));
+            }
+        }
         Ok(Self::live(&spec.name, spec.clone(), 1))
     }
 
@@ -1204,10 +1276,13 @@ mod tests {
         let cloud = TestCloud::new();
         let kind = thing(&cloud);
         kind.create(&ctx("test_thing.a"), &minimal("a")).await?;
+        // Another address's create of the same name is refused; the same address's
+        // adopts (its earlier answer was lost), without counting a create.
         let err = kind
-            .create(&ctx("test_thing.a"), &minimal("a"))
+            .create(&ctx("test_thing.other"), &minimal("a"))
             .await
             .expect_err("already exists");
+        kind.create(&ctx("test_thing.a"), &minimal("a")).await?;
         assert!(
             matches!(err, ProviderError::Api { status: 409, ref code, .. } if code == "ALREADY_EXISTS"),
             "{err}"

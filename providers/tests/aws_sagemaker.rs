@@ -529,7 +529,7 @@ fn a_definition_with_a_syntax_error_fails_at_prepare() {
     assert_eq!(
         e.to_string(),
         format!(
-            "invalid pipeline definition: {}:7:32: unterminated string: the string that starts here does not end on its line",
+            "definition_file: invalid pipeline definition: {}:7:32: unterminated string: the string that starts here does not end on its line",
             file.display()
         )
     );

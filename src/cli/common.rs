@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,8 +24,38 @@ pub fn registry() -> Registry {
     terrain_providers::registry::builtin()
 }
 
+/// The directory terrain was started in: paths given on the command line are relative
+/// to it, even once a run has moved into the stack's directory.
+pub fn start_dir() -> PathBuf {
+    static START: OnceLock<PathBuf> = OnceLock::new();
+    START
+        .get_or_init(|| std::env::current_dir().unwrap_or_default())
+        .clone()
+}
+
+/// Moves into the stack's directory `dir` (relative to [`start_dir`]), unless already
+/// there: relative paths inside a stack (dataset sources, manifest and definition
+/// files, local files) are relative to the stack's directory, wherever terrain is
+/// started from, as a root module's are for `terraform -chdir`. Validation reads them
+/// too, so this happens before the stack is checked.
+fn enter_stack_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    let target = absolute(dir);
+    let here = std::env::current_dir().ok();
+    let same = match (target.canonicalize(), here.as_ref().map(|h| h.canonicalize())) {
+        (Ok(a), Some(Ok(b))) => a == b,
+        _ => false,
+    };
+    if !same {
+        std::env::set_current_dir(&target)
+            .with_context(|| format!("work in the stack's directory {}", dir.display()))?;
+    }
+    Ok(())
+}
+
 /// Loads and validates the stack, printing its diagnostics if it has problems.
 pub fn load_stack(args: &StackArgs, registry: &Registry) -> anyhow::Result<Stack> {
+    // Before any change of directory: command-line paths are relative to it.
+    start_dir();
     let env = |k: &str| std::env::var(k).ok();
     let opts = LoadOptions {
         path: &args.stack,
@@ -32,7 +63,16 @@ pub fn load_stack(args: &StackArgs, registry: &Registry) -> anyhow::Result<Stack
         env: &env,
         registry,
     };
-    match stack::load(&opts) {
+    let loaded = stack::load::read(&opts).and_then(|raw| {
+        if let Err(e) = enter_stack_dir(&raw.dir) {
+            return Err(stack::StackErrors {
+                sources: raw.sources,
+                diagnostics: vec![stack::Diagnostic::nowhere(format!("{e:#}"))],
+            });
+        }
+        stack::check::check(raw, &opts)
+    });
+    match loaded {
         Ok(s) => Ok(s),
         Err(errors) => {
             let style = Style::detect(args.no_color);
@@ -57,7 +97,8 @@ pub fn state_path(stack: &Stack, args: &StackArgs) -> PathBuf {
     } else {
         path
     };
-    // Absolute when the run will move into the stack's directory (see `engine`).
+    // Absolute when the run works in another directory, the stack's (see
+    // `enter_stack_dir`); as given otherwise, which reads better in messages.
     if moves_into(&stack.dir) {
         absolute(&path)
     } else {
@@ -65,12 +106,10 @@ pub fn state_path(stack: &Stack, args: &StackArgs) -> PathBuf {
     }
 }
 
-/// Whether a run of the stack in `dir` changes directory (it is not the current one).
+/// Whether a run of the stack in `dir` works in another directory than the one terrain
+/// was started in.
 fn moves_into(dir: &std::path::Path) -> bool {
-    if dir.as_os_str().is_empty() {
-        return false;
-    }
-    match (dir.canonicalize(), std::env::current_dir()) {
+    match (absolute(dir).canonicalize(), start_dir().canonicalize()) {
         (Ok(a), Ok(b)) => a != b,
         _ => true,
     }
@@ -81,9 +120,7 @@ pub fn absolute(path: &std::path::Path) -> PathBuf {
     if path.is_absolute() {
         return path.to_path_buf();
     }
-    std::env::current_dir()
-        .map(|cwd| cwd.join(path))
-        .unwrap_or_else(|_| path.to_path_buf())
+    start_dir().join(path)
 }
 
 /// The engine of one command, and the sandbox it talks to on `--sandbox` runs.
@@ -126,7 +163,7 @@ pub async fn engine(
 ) -> anyhow::Result<Session> {
     let observer: Arc<dyn Observer> = match std::env::var_os("TERRAIN_LOG_PATH") {
         Some(path) if !path.is_empty() => {
-            let path = PathBuf::from(path);
+            let path = absolute(&PathBuf::from(path));
             Arc::new(
                 output::log::JsonLog::open(&path, observer)
                     .with_context(|| format!("open TERRAIN_LOG_PATH {}", path.display()))?,
@@ -139,14 +176,8 @@ pub async fn engine(
         Some(dir) if args.sandbox => Some(super::sandbox::attach(dir, operation).await?),
         _ => None,
     };
-    // Relative paths inside a stack (dataset sources, manifest and definition files,
-    // local files) are relative to the stack's directory, wherever terrain is started
-    // from, as a root module's are for `terraform -chdir`. Every path of terrain's own
-    // (state, log, sandbox) is absolute by now.
-    if moves_into(&stack.dir) {
-        std::env::set_current_dir(&stack.dir)
-            .with_context(|| format!("work in the stack's directory {}", stack.dir.display()))?;
-    }
+    // Every path of terrain's own (state, log, sandbox) is absolute by now.
+    enter_stack_dir(&stack.dir)?;
     let provider_overrides = sandbox
         .as_ref()
         .map(super::sandbox::Attached::provider_overrides)

@@ -1,6 +1,7 @@
 //! The command line: argument definitions and dispatch, one file per subcommand.
-//! `anyhow` lives here and nowhere else; exit codes are 0 (ok), 1 (error) and 2 (plan
-//! has changes, with `--detailed-exitcode`).
+//! `anyhow` lives here and nowhere else; exit codes are 0 (ok, `--help`, `--version`),
+//! 1 (any error, command-line mistakes included) and 2 (plan has changes, with
+//! `--detailed-exitcode`) and nothing else.
 
 mod apply;
 mod common;
@@ -20,6 +21,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::error::ErrorKind;
 use clap::{Args, Parser, Subcommand};
 
 use crate::output;
@@ -139,7 +141,10 @@ pub enum Exit {
 
 /// Parses arguments, runs the command, prints any error once, returns the exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage(&e),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -160,6 +165,18 @@ pub fn main() -> ExitCode {
             }
             ExitCode::from(1)
         }
+    }
+}
+
+/// Prints what clap has to say, as clap would (help and version on stdout, mistakes on
+/// stderr), and maps it to an exit code: clap's own 2 for a mistake would read as "the
+/// plan has changes" to a script using `--detailed-exitcode`.
+fn usage(e: &clap::Error) -> ExitCode {
+    // A closed pipe (`terrain --help | head`) is not an error; nothing more to print.
+    let _ = e.print();
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+        _ => ExitCode::from(1),
     }
 }
 

@@ -16,7 +16,8 @@ use super::{
     Stack, Variable,
 };
 use crate::addr::{is_identifier, Address};
-use crate::eval::{self, Resolved, Scope};
+use crate::desired;
+use crate::eval;
 
 /// Keys of a resource table that configure terrain rather than the object.
 pub const META_KEYS: [&str; 3] = ["depends_on", "lifecycle", "sensitive"];
@@ -32,7 +33,7 @@ pub fn check(raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackErrors
     let providers = c.providers(&raw.providers, opts);
     let variables = c.variables(&raw.variables, opts);
     let resources = c.resources(&raw, opts);
-    let outputs = c.outputs(&raw.outputs, &variables, &resources);
+    let outputs = c.outputs(&raw.outputs, &variables, &resources, opts);
     for (addr, rc) in &resources {
         c.body_refs(addr, &rc.body, &variables, &resources, opts);
     }
@@ -273,6 +274,8 @@ impl Checker<'_> {
                 ));
                 continue;
             }
+            // The default and the type each with where they are written, so a problem
+            // with one points at it rather than at the name.
             let (default, ty, sensitive) = match &node.kind {
                 NodeKind::Table(fields) => {
                     let mut default = None;
@@ -280,15 +283,19 @@ impl Checker<'_> {
                     let mut sensitive = false;
                     for (k, kspan, v) in fields {
                         match k.as_str() {
-                            "default" => match &v.kind {
-                                NodeKind::Literal(val) => default = Some(val.clone()),
-                                _ => self.err(Diagnostic::at(
+                            "default" => match v.literal() {
+                                Some(val) => default = Some((val, v.span)),
+                                None => self.err(Diagnostic::at(
                                     v.span,
                                     format!("variables.{name}: a default cannot hold references"),
                                     "reference in a default",
                                 )),
                             },
-                            "type" => ty = self.literal_str(&format!("variables.{name}.type"), v),
+                            "type" => {
+                                ty = self
+                                    .literal_str(&format!("variables.{name}.type"), v)
+                                    .map(|t| (t, v.span))
+                            }
                             "description" => {
                                 self.literal_str(&format!("variables.{name}.description"), v);
                             }
@@ -306,21 +313,23 @@ impl Checker<'_> {
                     }
                     (default, ty, sensitive)
                 }
-                NodeKind::Literal(v) => (Some(v.clone()), None, false),
-                _ => {
-                    self.err(Diagnostic::at(
-                        node.span,
-                        format!("variables.{name}: a default cannot hold references"),
-                        "reference in a default",
-                    ));
-                    continue;
-                }
+                _ => match node.literal() {
+                    Some(v) => (Some((v, node.span)), None, false),
+                    None => {
+                        self.err(Diagnostic::at(
+                            node.span,
+                            format!("variables.{name}: a default cannot hold references"),
+                            "reference in a default",
+                        ));
+                        continue;
+                    }
+                },
             };
-            if let Some(t) = &ty {
+            if let Some((t, tspan)) = &ty {
                 if !["string", "number", "integer", "bool", "list", "table"].contains(&t.as_str()) {
                     self.err(
                         Diagnostic::at(
-                            node.span,
+                            *tspan,
                             format!("variables.{name}: unknown type `{t}`"),
                             "unknown type",
                         )
@@ -329,6 +338,7 @@ impl Checker<'_> {
                     continue;
                 }
             }
+            let ty = ty.map(|(t, _)| t);
             let given = opts
                 .vars
                 .iter()
@@ -338,16 +348,26 @@ impl Checker<'_> {
                 .or_else(|| {
                     (opts.env)(&format!("TERRAIN_VAR_{name}")).map(|v| (v, "TERRAIN_VAR_"))
                 });
-            let value = match given {
+            let (value, value_span) = match given {
                 Some((text, from)) => {
-                    match parse_var(&text, ty.as_deref().or(default.as_ref().map(type_name_of))) {
-                        Ok(v) => v,
-                        Err(why) => {
+                    let want = ty
+                        .as_deref()
+                        .or(default.as_ref().map(|(d, _)| type_name_of(d)));
+                    match parse_var(&text, want) {
+                        Some(v) => (v, *span),
+                        None => {
+                            // A secret's value is never shown, not even when it is wrong.
+                            let shown = if sensitive {
+                                "(sensitive value)".to_string()
+                            } else {
+                                format!("`{text}`")
+                            };
                             self.err(Diagnostic::at(
                                 *span,
                                 format!(
-                                    "variables.{name}: value from {from}{}: {why}",
-                                    if from == "--var" { "" } else { name }
+                                    "variables.{name}: value from {from}{}: {shown} is not {}",
+                                    if from == "--var" { "" } else { name },
+                                    with_article(want.unwrap_or("string"))
                                 ),
                                 "this variable",
                             ));
@@ -366,11 +386,16 @@ impl Checker<'_> {
                     }
                 },
             };
+            // Only a default can be of the wrong type: a given value is parsed as `ty`.
             if let Some(t) = &ty {
                 if !value_is(&value, t) {
                     self.err(Diagnostic::at(
-                        *span,
-                        format!("variables.{name}: expected {t}, found {}", type_of(&value)),
+                        value_span,
+                        format!(
+                            "variables.{name}: the default is {}, not {}",
+                            with_article(type_of(&value)),
+                            with_article(t)
+                        ),
                         "wrong type",
                     ));
                     continue;
@@ -860,11 +885,14 @@ impl Checker<'_> {
         }
     }
 
+    /// Checks outputs' keys and references (as a resource body's are), and that one
+    /// showing a secret says so.
     fn outputs(
         &mut self,
         entries: &[Entry],
         vars: &BTreeMap<String, Variable>,
         resources: &BTreeMap<Address, ResourceConfig>,
+        opts: &LoadOptions<'_>,
     ) -> BTreeMap<String, OutputConfig> {
         let mut out = BTreeMap::new();
         for (name, span, node) in entries {
@@ -900,6 +928,14 @@ impl Checker<'_> {
                 }
                 _ => (node.clone(), false, None),
             };
+            self.node_refs(
+                &format!("outputs.{name}"),
+                &value,
+                &Type::Any,
+                vars,
+                resources,
+                opts,
+            );
             // An output showing a secret must say so, or `terrain output` would print it.
             if !sensitive {
                 for (r, rspan) in value.refs() {
@@ -967,10 +1003,32 @@ impl Checker<'_> {
             .help("remove one of these references or depends_on entries");
             self.err(d);
         }
+        // `dependencies()` leaves a resource's own address out (the engine's graph has
+        // no self edges), so a resource using itself is found here, at each use.
+        for (addr, rc) in resources {
+            let cycle = format!("dependency cycle: {addr} -> {addr}");
+            for (r, span) in rc.body.refs() {
+                if matches!(r, Ref::Resource { addr: target, .. } if target == addr) {
+                    self.err(
+                        Diagnostic::at(span, cycle.clone(), "refers to its own resource")
+                            .help(format!("{addr} cannot use its own attributes: they exist only once it does; use a variable or another resource")),
+                    );
+                }
+            }
+            if rc.depends_on.contains(addr) {
+                self.err(
+                    Diagnostic::at(rc.span, cycle.clone(), "depends on itself")
+                        .help(format!("remove \"{addr}\" from its own depends_on")),
+                );
+            }
+        }
     }
 
-    /// Runs each kind's own offline checks on the spec as far as it is known without any
-    /// API: variables and environment filled in, other resources' attributes unknown.
+    /// Runs each kind's own offline checks through the desired-spec pipeline, as far as
+    /// the spec is known without any API: variables and environment filled in, the
+    /// stack's own configuration of referenced resources known (their fields), what
+    /// only the cloud reports unknown. Resources go dependencies first, so each sees
+    /// its peers' offline specs. Provider settings are checked at their table.
     fn kind_validation(
         &mut self,
         resources: &BTreeMap<Address, ResourceConfig>,
@@ -978,68 +1036,103 @@ impl Checker<'_> {
         vars: &BTreeMap<String, Variable>,
         opts: &LoadOptions<'_>,
     ) {
-        let scope = OfflineScope {
-            vars,
-            env: opts.env,
-        };
+        let plain = desired::variables_only(vars, opts.env);
         let empty = Value::Object(serde_json::Map::new());
-        let configs: BTreeMap<&str, Value> = providers
-            .iter()
-            .map(|(name, node)| {
-                (
-                    name.as_str(),
-                    eval::eval(node, &scope).map_or_else(|_| empty.clone(), |e| e.value),
-                )
-            })
-            .collect();
-        let mut specs: BTreeMap<&Address, Value> = BTreeMap::new();
-        for (addr, rc) in resources {
-            match eval::eval(&rc.body, &scope) {
+        let mut configs: BTreeMap<&str, Value> = BTreeMap::new();
+        // Providers whose table has problems: each is reported once, at the setting,
+        // not again by every resource that cannot use the table.
+        let mut broken: BTreeSet<&str> = BTreeSet::new();
+        for (name, node) in providers {
+            match eval::eval(node, &plain) {
                 Ok(e) => {
-                    specs.insert(addr, rc.resource.schema().with_defaults(&e.value));
+                    let secrets = desired::secret_values(&e.value, &e.sensitive_paths);
+                    let problems = opts.registry.validate_config(name, &e.value);
+                    if !problems.is_empty() {
+                        broken.insert(name.as_str());
+                    }
+                    for invalid in problems {
+                        let span = node.at(&invalid.path).map_or(node.span, |n| n.span);
+                        let field = if invalid.path.is_empty() {
+                            String::new()
+                        } else {
+                            format!(".{}", invalid.path.join("."))
+                        };
+                        let dotted = invalid.path.join(".");
+                        let at_secret = e
+                            .sensitive_paths
+                            .iter()
+                            .any(|p| desired::overlaps(p, &dotted));
+                        self.err(Diagnostic::at(
+                            span,
+                            format!(
+                                "providers.{name}{field}: {}",
+                                desired::hide(&invalid.message, &secrets, at_secret)
+                            ),
+                            "invalid setting",
+                        ));
+                    }
+                    configs.insert(name.as_str(), e.value);
                 }
                 Err(e) => self.err(Diagnostic::at(
                     e.span,
-                    format!("{addr}: {}", e.message),
+                    format!("providers.{name}: {}", e.message),
                     "here",
                 )),
             }
         }
-        for (addr, rc) in resources {
-            let Some(spec) = specs.get(addr) else {
+        let deps: crate::graph::Deps = resources
+            .iter()
+            .map(|(a, rc)| (a.clone(), rc.dependencies()))
+            .collect();
+        let mut specs: BTreeMap<Address, desired::Desired> = BTreeMap::new();
+        for addr in crate::graph::topo_order(&deps) {
+            let Some(rc) = resources.get(&addr) else {
                 continue;
             };
             let config = configs.get(rc.resource.provider()).unwrap_or(&empty);
-            let peers: Vec<terrain_providers::Peer> = rc
-                .dependencies()
-                .iter()
-                .filter_map(|a| {
-                    let peer = resources.get(a)?;
-                    Some(terrain_providers::Peer {
-                        kind: peer.resource.kind().to_string(),
-                        address: a.to_string(),
-                        spec: specs.get(a)?.clone(),
-                    })
-                })
-                .collect();
-            let mut problems = rc.resource.validate(spec, config);
-            problems.extend(rc.resource.validate_peers(spec, &peers));
-            for invalid in problems {
-                let span = if invalid.path.is_empty() {
-                    rc.span
-                } else {
-                    rc.body.at(&invalid.path).map_or(rc.span, |n| n.span)
-                };
-                let field = if invalid.path.is_empty() {
-                    String::new()
-                } else {
-                    format!(".{}", invalid.path.join("."))
-                };
-                self.err(Diagnostic::at(
-                    span,
-                    format!("{addr}{field}: {}", invalid.message),
-                    "invalid value",
-                ));
+            let peers = desired::peers(rc, resources, &specs);
+            let offline = desired::Offline {
+                resources,
+                specs: &specs,
+            };
+            let scope = desired::StackScope {
+                variables: vars,
+                env: opts.env,
+                attributes: &offline,
+            };
+            let inputs = desired::Inputs {
+                config,
+                peers: &peers,
+                prior: None,
+            };
+            match desired::compute(rc, &scope, &inputs) {
+                Ok(d) => {
+                    specs.insert(addr, d);
+                }
+                Err(desired::DesiredError::Evaluate(e)) => self.err(Diagnostic::at(
+                    e.span,
+                    format!("{addr}: {}", e.message),
+                    "here",
+                )),
+                Err(desired::DesiredError::Check { problems }) => {
+                    let provider = rc.resource.provider();
+                    for invalid in problems.into_iter().filter(|p| {
+                        !(broken.contains(provider)
+                            && p.message.starts_with("provider configuration"))
+                    }) {
+                        let span = rc.body.at(&invalid.path).map_or(rc.span, |n| n.span);
+                        let field = if invalid.path.is_empty() {
+                            String::new()
+                        } else {
+                            format!(".{}", invalid.path.join("."))
+                        };
+                        self.err(Diagnostic::at(
+                            span,
+                            format!("{addr}{field}: {}", invalid.message),
+                            "invalid value",
+                        ));
+                    }
+                }
             }
         }
     }
@@ -1070,24 +1163,6 @@ fn suggest_address<'a>(
         .map(ToString::to_string)
         .collect();
     did_you_mean(&wrong.to_string(), all.iter().map(String::as_str))
-}
-
-/// Scope with variables and environment known and every resource attribute unknown.
-pub struct OfflineScope<'a> {
-    pub vars: &'a BTreeMap<String, Variable>,
-    pub env: &'a dyn Fn(&str) -> Option<String>,
-}
-
-impl Scope for OfflineScope<'_> {
-    fn var(&self, name: &str) -> Option<(Value, bool)> {
-        self.vars.get(name).map(|v| (v.value.clone(), v.sensitive))
-    }
-    fn env(&self, name: &str) -> Option<String> {
-        (self.env)(name)
-    }
-    fn resource(&self, _addr: &Address, _path: &[String]) -> Resolved {
-        Resolved::Unknown(false)
-    }
 }
 
 fn describe_value(v: &Value) -> String {
@@ -1145,24 +1220,28 @@ fn value_is(v: &Value, ty: &str) -> bool {
 }
 
 /// A variable's value given on the command line or in the environment: strings as they
-/// are; other types parsed as a TOML value (`3`, `true`, `["a", "b"]`).
-fn parse_var(text: &str, ty: Option<&str>) -> Result<Value, String> {
+/// are; other types parsed as a TOML value (`3`, `true`, `["a", "b"]`). `None` when the
+/// text is not a value of type `ty`.
+fn parse_var(text: &str, ty: Option<&str>) -> Option<Value> {
     match ty {
-        None | Some("string") => Ok(Value::String(text.to_string())),
+        None | Some("string") => Some(Value::String(text.to_string())),
         Some(t) => {
             let doc = format!("v = {text}");
-            let parsed = toml_span::parse(&doc).map_err(|_| format!("`{text}` is not a {t}"))?;
-            let v = parsed
-                .pointer("/v")
-                .map(toml_to_json)
-                .ok_or_else(|| format!("`{text}` is not a {t}"))?;
-            if value_is(&v, t) {
-                Ok(v)
-            } else {
-                Err(format!("`{text}` is not a {t}"))
-            }
+            let parsed = toml_span::parse(&doc).ok()?;
+            let v = parsed.pointer("/v").map(toml_to_json)?;
+            value_is(&v, t).then_some(v)
         }
     }
+}
+
+/// `a string`, `an integer`: a type name with its article, for messages.
+fn with_article(t: &str) -> String {
+    let article = if t.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {t}")
 }
 
 fn toml_to_json(v: &toml_span::Value<'_>) -> Value {

@@ -102,9 +102,34 @@ impl Node {
         }
     }
 
-    /// The node at a dotted path of table keys.
+    /// The node at a dotted path: table keys (inline tables too) and list indexes, as
+    /// a kind's check names a field (`taints.0.effect`). `None` when the path leads
+    /// nowhere in what was written (a default filled in, an index past the end).
     pub fn at(&self, path: &[String]) -> Option<&Node> {
-        path.iter().try_fold(self, |n, k| n.get(k))
+        path.iter().try_fold(self, |n, k| match &n.kind {
+            NodeKind::Table(_) => n.get(k),
+            NodeKind::List(items) => k.parse::<usize>().ok().and_then(|i| items.get(i)),
+            _ => None,
+        })
+    }
+
+    /// The value, when the node holds no reference (a literal, or lists and tables of
+    /// literals).
+    pub fn literal(&self) -> Option<Value> {
+        match &self.kind {
+            NodeKind::Literal(v) => Some(v.clone()),
+            NodeKind::Whole(_) | NodeKind::Template(_) => None,
+            NodeKind::List(items) => items
+                .iter()
+                .map(Node::literal)
+                .collect::<Option<_>>()
+                .map(Value::Array),
+            NodeKind::Table(entries) => entries
+                .iter()
+                .map(|(k, _, n)| n.literal().map(|v| (k.clone(), v)))
+                .collect::<Option<serde_json::Map<_, _>>>()
+                .map(Value::Object),
+        }
     }
 }
 

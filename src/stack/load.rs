@@ -1,11 +1,13 @@
-//! Phase one of loading: read the stack's files, parse TOML keeping spans, and sort the
-//! top-level tables into sections. No schema knowledge here.
+//! Phase one of loading: read the stack's files (UTF-8, or an error at the first bad
+//! byte), parse TOML keeping spans, and sort the top-level tables into sections, each
+//! name defined once across the files. No schema knowledge here.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use toml_span::value::{Table, ValueInner};
 
+use super::check::META_KEYS;
 use super::expr::{parse_template, Node, NodeKind, Part};
 use super::source::{Diagnostic, FileId, SourceFile, Sources, Span, StackErrors};
 use super::LoadOptions;
@@ -39,23 +41,39 @@ pub struct RawStack {
 
 /// Reads the stack's files and sorts their contents into sections.
 ///
-/// Fails when no file can be read or any file is not valid TOML.
+/// Fails when no file can be read, any file is not UTF-8 or not valid TOML, or a
+/// section entry (`[stack]`, a provider, a variable, an output) is defined twice.
 pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
     let (dir, paths) = stack_files(opts.path)?;
     let mut sources = Sources::default();
+    let mut diags = Vec::new();
+    // Files that are not UTF-8: reported once at their first bad byte, not parsed.
+    let mut not_utf8 = Vec::new();
     for path in &paths {
-        match std::fs::read_to_string(path) {
-            Ok(text) => sources.files.push(SourceFile {
-                path: path.clone(),
-                text: text.into(),
-            }),
+        let bytes = match std::fs::read(path) {
+            Ok(bytes) => bytes,
             Err(e) => {
                 return Err(StackErrors {
                     sources,
                     diagnostics: vec![Diagnostic::nowhere(format!("read {}: {e}", path.display()))],
                 })
             }
-        }
+        };
+        let file = sources.files.len();
+        let text = match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                diags.push(utf8_error(file, &e));
+                not_utf8.push(file);
+                // The lossy text keeps the valid prefix byte for byte, so the span of the
+                // first bad byte (now U+FFFD) shows the right line.
+                String::from_utf8_lossy(e.as_bytes()).into_owned()
+            }
+        };
+        sources.files.push(SourceFile {
+            path: path.clone(),
+            text: text.into(),
+        });
     }
     let mut raw = RawStack {
         dir,
@@ -66,8 +84,10 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
         outputs: Vec::new(),
         resources: Vec::new(),
     };
-    let mut diags = Vec::new();
     for (file, source) in sources.files.iter().enumerate() {
+        if not_utf8.contains(&file) {
+            continue;
+        }
         let text = source.text.clone();
         let parsed = match toml_span::parse(&text) {
             Ok(v) => v,
@@ -112,7 +132,25 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
                         _ => &mut raw.outputs,
                     };
                     match node.kind {
-                        NodeKind::Table(entries) => section.extend(entries),
+                        // One file cannot hold a name twice (TOML refuses it); two can.
+                        NodeKind::Table(entries) => {
+                            for entry in entries {
+                                match section.iter().find(|(n, _, _)| *n == entry.0) {
+                                    Some((_, first, _)) => diags.push(
+                                        Diagnostic::at(
+                                            entry.1,
+                                            format!("{name}.{} is defined twice", entry.0),
+                                            "second definition",
+                                        )
+                                        .help(format!(
+                                            "the first is at {}",
+                                            sources.locate(*first)
+                                        )),
+                                    ),
+                                    None => section.push(entry),
+                                }
+                            }
+                        }
                         _ => diags.push(Diagnostic::at(
                             key_span,
                             format!("`{name}` must be a table"),
@@ -128,7 +166,7 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
                                 kind_span: key_span,
                                 name: rname,
                                 name_span: rspan,
-                                body,
+                                body: plain_meta(body),
                             });
                         }
                     }
@@ -152,6 +190,45 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
             sources: raw.sources,
             diagnostics: diags,
         })
+    }
+}
+
+/// The diagnostic for a file that is not UTF-8, at its first bad byte (the column
+/// counts the characters of the valid part of the line before it).
+fn utf8_error(file: FileId, e: &std::string::FromUtf8Error) -> Diagnostic {
+    let at = e.utf8_error().valid_up_to();
+    let byte = e.as_bytes().get(at).copied().unwrap_or_default();
+    Diagnostic::at(
+        Span::new(file, at, at + char::REPLACEMENT_CHARACTER.len_utf8()),
+        format!("invalid UTF-8 (byte 0x{byte:02x})"),
+        "not UTF-8",
+    )
+    .help("stack files are UTF-8 text; save this one as UTF-8")
+}
+
+/// Terrain's own keys of a resource (`depends_on`, `sensitive`, `lifecycle`) are read
+/// as plain values; only kind fields keep a node per list element, so that a problem
+/// with one element points at it.
+fn plain_meta(mut body: Node) -> Node {
+    if let NodeKind::Table(entries) = &mut body.kind {
+        for (key, _, value) in entries.iter_mut() {
+            if META_KEYS.contains(&key.as_str()) {
+                collapse_lists(value);
+            }
+        }
+    }
+    body
+}
+
+/// Turns lists of plain values, at any depth, into one literal.
+fn collapse_lists(node: &mut Node) {
+    match &mut node.kind {
+        NodeKind::List(items) => items.iter_mut().for_each(collapse_lists),
+        NodeKind::Table(entries) => entries.iter_mut().for_each(|(_, _, v)| collapse_lists(v)),
+        _ => return,
+    }
+    if let (NodeKind::List(_), Some(v)) = (&node.kind, node.literal()) {
+        node.kind = NodeKind::Literal(v);
     }
 }
 
@@ -214,15 +291,14 @@ fn to_node(
             }
         },
         ValueInner::Boolean(b) => NodeKind::Literal(Value::Bool(*b)),
-        ValueInner::Array(items) => {
-            let nodes: Vec<Node> = items
+        // Lists keep a node per element (with its span), so a problem with one element
+        // is reported at it.
+        ValueInner::Array(items) => NodeKind::List(
+            items
                 .iter()
                 .map(|i| to_node(i, file, text, diags))
-                .collect();
-            literal_or(nodes, NodeKind::List, |ns| {
-                Value::Array(ns.iter().map(literal_value).collect())
-            })
-        }
+                .collect(),
+        ),
         ValueInner::Table(t) => {
             let entries: Vec<(String, Span, Node)> = sorted(t)
                 .into_iter()
@@ -238,26 +314,6 @@ fn to_node(
         }
     };
     Node { span, kind }
-}
-
-fn literal_value(n: &Node) -> Value {
-    match &n.kind {
-        NodeKind::Literal(v) => v.clone(),
-        _ => Value::Null,
-    }
-}
-
-/// Lists of plain values collapse to one literal, so most values carry no tree.
-fn literal_or(
-    nodes: Vec<Node>,
-    wrap: fn(Vec<Node>) -> NodeKind,
-    lit: fn(&[Node]) -> Value,
-) -> NodeKind {
-    if nodes.iter().all(|n| matches!(n.kind, NodeKind::Literal(_))) {
-        NodeKind::Literal(lit(&nodes))
-    } else {
-        wrap(nodes)
-    }
 }
 
 fn string_node(s: &str, span: Span, text: &str, diags: &mut Vec<Diagnostic>) -> NodeKind {
@@ -291,5 +347,140 @@ fn string_node(s: &str, span: Span, text: &str, diags: &mut Vec<Diagnostic>) -> 
             diags.push(Diagnostic::at(at, e.message, "bad reference"));
             NodeKind::Literal(Value::String(s.to_string()))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(text: &str) -> Node {
+        let parsed = toml_span::parse(text).expect("valid TOML");
+        let mut diags = Vec::new();
+        let n = to_node(&parsed, 0, text, &mut diags);
+        assert!(diags.is_empty(), "{diags:?}");
+        n
+    }
+
+    fn path(p: &str) -> Vec<String> {
+        p.split('.').map(str::to_string).collect()
+    }
+
+    fn text_at<'a>(text: &'a str, n: &Node, p: &str) -> &'a str {
+        let found = n
+            .at(&path(p))
+            .unwrap_or_else(|| panic!("{p} is in the tree"));
+        &text[found.span.start..found.span.end]
+    }
+
+    /// Regression: `at` followed table keys only, so a problem with a list element was
+    /// reported at the resource's header.
+    #[test]
+    fn at_descends_into_list_elements_and_inline_tables() {
+        let text = "types = [\"a\", \"bb\"]\ntaints = [{ key = \"k\", effect = \"NoSchedule\" }]\n";
+        let n = node(text);
+        assert_eq!(text_at(text, &n, "types.1"), "bb");
+        assert_eq!(text_at(text, &n, "taints.0.effect"), "NoSchedule");
+        assert!(n.at(&path("types.2")).is_none());
+        assert!(n.at(&path("types.x")).is_none());
+        assert!(n.at(&path("taints.0.value")).is_none());
+        assert_eq!(
+            n.get("types").and_then(Node::literal),
+            Some(serde_json::json!(["a", "bb"]))
+        );
+    }
+
+    #[test]
+    fn meta_keys_read_as_plain_values_fields_keep_elements() {
+        let text =
+            "depends_on = [\"a.b\"]\nlifecycle = { ignore_changes = [\"x\"] }\nfiles = [\"f\"]\n";
+        let n = plain_meta(node(text));
+        assert!(matches!(
+            n.get("depends_on").map(|d| &d.kind),
+            Some(NodeKind::Literal(Value::Array(_)))
+        ));
+        assert!(matches!(
+            n.at(&path("lifecycle.ignore_changes")).map(|d| &d.kind),
+            Some(NodeKind::Literal(Value::Array(_)))
+        ));
+        assert!(matches!(
+            n.get("files").map(|d| &d.kind),
+            Some(NodeKind::List(_))
+        ));
+    }
+
+    /// Regression: a file that is not UTF-8 was reported with no line.
+    #[test]
+    fn invalid_utf8_is_located_at_the_first_bad_byte() {
+        let bytes = b"a = 1\nb = \"caf\xe9\"\n".to_vec();
+        let e = String::from_utf8(bytes).expect_err("not UTF-8");
+        let d = utf8_error(0, &e);
+        let file = SourceFile {
+            path: "s.toml".into(),
+            text: String::from_utf8_lossy(e.as_bytes()).into_owned().into(),
+        };
+        let span = d.span.expect("located");
+        assert_eq!(file.line_col(span.start), (2, 9));
+        assert_eq!(&file.text[span.start..span.end], "\u{fffd}");
+        assert_eq!(d.message, "invalid UTF-8 (byte 0xe9)");
+    }
+
+    /// Regression: a variable, output or provider in two files let one silently win.
+    #[test]
+    fn section_entries_defined_in_two_files_are_refused_at_the_second() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(
+            dir.path().join("a.toml"),
+            "[variables]\nregion = \"x\"\n[providers.gcp]\nproject = \"p\"\n[outputs]\no = \"1\"\n",
+        )
+        .expect("write a.toml");
+        std::fs::write(
+            dir.path().join("b.toml"),
+            "[variables.region]\ndefault = \"y\"\n\n[providers.gcp]\n[outputs]\no = \"2\"\n",
+        )
+        .expect("write b.toml");
+        let registry = terrain_providers::registry::builtin();
+        let opts = LoadOptions {
+            path: dir.path(),
+            vars: &[],
+            env: &|_| None,
+            registry: &registry,
+        };
+        let Err(errors) = read(&opts) else {
+            panic!("duplicates must be refused");
+        };
+        let plain: Vec<(String, String, Option<String>)> = errors
+            .diagnostics
+            .iter()
+            .map(|d| {
+                let at = errors.sources.locate(d.span.expect("located"));
+                let at = at.rsplit('/').next().unwrap_or_default().to_string();
+                let help = d
+                    .help
+                    .as_ref()
+                    .map(|h| h.rsplit('/').next().unwrap_or_default().to_string());
+                (at, d.message.clone(), help)
+            })
+            .collect();
+        assert_eq!(
+            plain,
+            vec![
+                (
+                    "b.toml:1:12".into(),
+                    "variables.region is defined twice".into(),
+                    Some("a.toml:2:1".into())
+                ),
+                (
+                    "b.toml:4:12".into(),
+                    "providers.gcp is defined twice".into(),
+                    Some("a.toml:3:12".into())
+                ),
+                (
+                    "b.toml:6:1".into(),
+                    "outputs.o is defined twice".into(),
+                    Some("a.toml:6:1".into())
+                ),
+            ]
+        );
     }
 }

@@ -51,10 +51,7 @@ impl Stack {
         let Some(node) = self.providers.get(name) else {
             return Ok(serde_json::Value::Object(serde_json::Map::new()));
         };
-        let scope = check::OfflineScope {
-            vars: &self.variables,
-            env,
-        };
+        let scope = crate::desired::variables_only(&self.variables, env);
         crate::eval::eval(node, &scope).map(|e| e.value)
     }
 }
@@ -112,6 +109,8 @@ pub struct ResourceConfig {
 
 impl ResourceConfig {
     /// Every resource this one depends on: referenced or listed in `depends_on`, sorted.
+    /// Never itself: a validated stack has no self-reference (the load reports one as a
+    /// cycle, at the reference), and the graph code assumes no self edges.
     pub fn dependencies(&self) -> Vec<Address> {
         let mut deps: Vec<Address> = self
             .body

@@ -1,10 +1,11 @@
 //! The offline catalog of AWS facts the AWS provider checks stacks against without
-//! touching the network, by topic: identifier formats (ARNs, subnet and security group
-//! ids, CIDRs, EKS names), resource tags, EKS Kubernetes versions and the upgrade path
-//! between them, EC2 instance types (shape, CPU architecture, GPUs and Neuron devices
-//! per instance) and EKS AMI types with the instances each can boot.
+//! touching the network, by topic: the regions that exist and their partitions (and
+//! whether an ARN or a KMS key fits a region), identifier formats (ARNs, subnet and
+//! security group ids, CIDRs, EKS names), resource tags, EKS Kubernetes versions and
+//! the upgrade path between them, EC2 instance types (shape, CPU architecture, GPUs and
+//! Neuron devices per instance) and EKS AMI types with the instances each can boot.
 //!
-//! Everything here is a snapshot of AWS documentation and the EKS API model
+//! Everything here is a snapshot of AWS documentation and the EKS and S3 API models
 //! (botocore 1.44). Checks fail with a message listing what the catalog knows, so a
 //! stale table shows up as a clear "unknown …" error pointing at the table to extend
 //! rather than a confusing API error halfway through an apply.
@@ -21,6 +22,189 @@ fn or_list(items: &[&str]) -> String {
         None => String::new(),
         Some((last, [])) => (*last).to_string(),
         Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// Regions
+// ---------------------------------------------------------------------------------
+
+/// An AWS region and the partition its ARNs name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    /// The region code (`us-east-1`).
+    pub name: &'static str,
+    /// `aws`, `aws-cn` or `aws-us-gov`.
+    pub partition: &'static str,
+}
+
+const fn commercial(name: &'static str) -> Region {
+    Region {
+        name,
+        partition: "aws",
+    }
+}
+
+/// Every AWS region, as of January 2026: the commercial ones (opt-in regions included),
+/// AWS GovCloud (US) and China. The commercial list is the S3 API model's
+/// `BucketLocationConstraint` plus us-east-1 (checked by a test); a region opened since
+/// is refused with a message naming this table: add it here.
+static REGIONS: &[Region] = &[
+    commercial("us-east-1"),
+    commercial("us-east-2"),
+    commercial("us-west-1"),
+    commercial("us-west-2"),
+    commercial("af-south-1"),
+    commercial("ap-east-1"),
+    commercial("ap-east-2"),
+    commercial("ap-south-1"),
+    commercial("ap-south-2"),
+    commercial("ap-southeast-1"),
+    commercial("ap-southeast-2"),
+    commercial("ap-southeast-3"),
+    commercial("ap-southeast-4"),
+    commercial("ap-southeast-5"),
+    commercial("ap-southeast-6"),
+    commercial("ap-southeast-7"),
+    commercial("ap-northeast-1"),
+    commercial("ap-northeast-2"),
+    commercial("ap-northeast-3"),
+    commercial("ca-central-1"),
+    commercial("ca-west-1"),
+    commercial("eu-central-1"),
+    commercial("eu-central-2"),
+    commercial("eu-west-1"),
+    commercial("eu-west-2"),
+    commercial("eu-west-3"),
+    commercial("eu-south-1"),
+    commercial("eu-south-2"),
+    commercial("eu-north-1"),
+    commercial("il-central-1"),
+    commercial("me-south-1"),
+    commercial("me-central-1"),
+    commercial("mx-central-1"),
+    commercial("sa-east-1"),
+    Region {
+        name: "us-gov-east-1",
+        partition: "aws-us-gov",
+    },
+    Region {
+        name: "us-gov-west-1",
+        partition: "aws-us-gov",
+    },
+    Region {
+        name: "cn-north-1",
+        partition: "aws-cn",
+    },
+    Region {
+        name: "cn-northwest-1",
+        partition: "aws-cn",
+    },
+];
+
+/// Every region the catalog knows.
+pub fn regions() -> &'static [Region] {
+    REGIONS
+}
+
+/// The catalog's entry for `name`, when it is an AWS region.
+pub fn region(name: &str) -> Option<&'static Region> {
+    REGIONS.iter().find(|r| r.name == name)
+}
+
+/// Checks that `name` is an AWS region of the catalog.
+///
+/// Fails for an Availability Zone (naming its region), and for anything else with the
+/// close regions (`us-east` → us-east-1, us-east-2) or, when none is close, all of them.
+pub fn check_region(name: &str) -> Result<(), String> {
+    if region(name).is_some() {
+        return Ok(());
+    }
+    // An Availability Zone is its region and a letter: us-east-1a.
+    let parent = name
+        .strip_suffix(|c: char| c.is_ascii_lowercase())
+        .filter(|p| p.ends_with(|c: char| c.is_ascii_digit()))
+        .and_then(region);
+    if let Some(r) = parent {
+        return Err(format!(
+            "`{name}` is an Availability Zone, not a region; its region is {}",
+            r.name
+        ));
+    }
+    let names: Vec<&str> = REGIONS.iter().map(|r| r.name).collect();
+    // One did-you-mean for the crate: the GCP catalog's, written for region names too.
+    let close = crate::gcp::catalog::close_matches(&name.replace('_', "-"), &names, 4);
+    let advice = if close.is_empty() {
+        format!("; the regions are {}", names.join(", "))
+    } else {
+        crate::gcp::catalog::did_you_mean_any(&close)
+    };
+    Err(format!("`{name}` is not an AWS region{advice}"))
+}
+
+/// Checks that an ARN's partition (`arn:aws-cn:…`) is the partition of `region`, where
+/// the object using it is made: an ARN of another partition can never be used there.
+/// Text that is not an ARN of a known partition passes (other checks report it).
+pub fn check_arn_partition(arn: &str, region_name: &str) -> Result<(), String> {
+    let mut parts = arn.splitn(3, ':');
+    let (Some("arn"), Some(partition), Some(rest)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Ok(());
+    };
+    let Some(expected) = region(region_name).map(|r| r.partition) else {
+        return Ok(());
+    };
+    if !PARTITIONS.contains(&partition) || partition == expected {
+        return Ok(());
+    }
+    Err(format!(
+        "`{arn}` is an ARN of the {partition} partition, but the provider's region {region_name} is in the {expected} partition, which cannot use it; write arn:{expected}:{rest}"
+    ))
+}
+
+/// Checks the KMS key S3 encrypts a bucket with: a key id, an alias name or a key or
+/// alias ARN (`arn:aws:kms:REGION:ACCOUNT:key/ID`). An ARN must name a catalog region
+/// of its partition and, when `bucket_region` is known, the bucket's region, since S3
+/// uses only keys in the bucket's region.
+pub fn check_kms_key(key: &str, bucket_region: Option<&str>) -> Result<(), String> {
+    if !key.starts_with("arn:") {
+        return Ok(());
+    }
+    let shape = "expected a KMS key ARN such as arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab, an alias ARN (…:alias/NAME), a key id or alias/NAME";
+    let parts: Vec<&str> = key.splitn(6, ':').collect();
+    let [_, partition, service, key_region, account, resource] = parts.as_slice() else {
+        return Err(format!("`{key}` is not an ARN; {shape}"));
+    };
+    if !PARTITIONS.contains(partition) || *service != "kms" {
+        return Err(format!("`{key}` is not a KMS ARN; {shape}"));
+    }
+    if !(resource.starts_with("key/") || resource.starts_with("alias/")) {
+        return Err(format!(
+            "`{key}` names neither a key (key/ID) nor an alias (alias/NAME); {shape}"
+        ));
+    }
+    if account.len() != 12 || !account.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "`{key}`: the account must be 12 digits, got {account:?}"
+        ));
+    }
+    let Some(found) = region(key_region) else {
+        return Err(match check_region(key_region) {
+            Err(m) => format!("`{key}`: the key's region {m}"),
+            Ok(()) => format!("`{key}` names no region"),
+        });
+    };
+    if found.partition != *partition {
+        return Err(format!(
+            "`{key}`: {key_region} is in the {} partition, not {partition}; write arn:{}:kms:{key_region}:…",
+            found.partition, found.partition
+        ));
+    }
+    match bucket_region {
+        Some(b) if b != *key_region => Err(format!(
+            "the key is in {key_region} but the bucket would be made in {b} (the provider's region), and S3 encrypts only with a KMS key in the bucket's region; use a key in {b}"
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -669,6 +853,122 @@ pub fn check_ami_for_version(ami: &str, version: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn regions_come_from_the_catalog() {
+        for ok in [
+            "us-east-1",
+            "ap-southeast-7",
+            "mx-central-1",
+            "us-gov-west-1",
+            "cn-northwest-1",
+        ] {
+            assert_eq!(check_region(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(
+            check_region("us-east").expect_err("no number"),
+            "`us-east` is not an AWS region; did you mean `us-east-1`, `us-east-2`?"
+        );
+        let cases = [
+            ("us-east-3", "did you mean `us-east-1`, `us-east-2`?"),
+            (
+                "eu-west-4",
+                "did you mean `eu-west-1`, `eu-west-2`, `eu-west-3`?",
+            ),
+            ("us_west_2", "did you mean `us-west-2`?"),
+            ("US-EAST-1", "did you mean `us-east-1`?"),
+            (
+                "us-east-1a",
+                "`us-east-1a` is an Availability Zone, not a region; its region is us-east-1",
+            ),
+            (
+                "mars-north-1",
+                "is not an AWS region; the regions are us-east-1, us-east-2",
+            ),
+            ("", "is not an AWS region; the regions are"),
+        ];
+        for (name, want) in cases {
+            let e = check_region(name).expect_err(name);
+            assert!(e.contains(want), "{name}: {e}");
+            assert!(!e.ends_with('.'), "{e}");
+        }
+        let partitions: Vec<&str> = regions().iter().map(|r| r.partition).collect();
+        assert!(partitions.iter().all(|p| PARTITIONS.contains(p)));
+        assert_eq!(region("cn-north-1").map(|r| r.partition), Some("aws-cn"));
+        assert_eq!(
+            region("us-gov-east-1").map(|r| r.partition),
+            Some("aws-us-gov")
+        );
+    }
+
+    #[test]
+    fn regions_match_the_s3_api_model() {
+        // Every region a bucket can be made in is a region; `EU` is eu-west-1's legacy
+        // alias, and us-east-1 is the absence of a constraint.
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../shared/reference/aws/botocore-1.44.5/s3/2006-03-01/service-2.json.gz"
+        );
+        let Ok(file) = std::fs::File::open(path) else {
+            panic!("the S3 API model is at {path}");
+        };
+        let model = gunzip_json(file);
+        let mut constraints: Vec<String> = model["shapes"]["BucketLocationConstraint"]["enum"]
+            .as_array()
+            .expect("BucketLocationConstraint enum")
+            .iter()
+            .filter_map(|v| v.as_str().filter(|r| *r != "EU").map(str::to_string))
+            .chain(["us-east-1".to_string()])
+            .collect();
+        constraints.sort();
+        let mut ours: Vec<String> = regions().iter().map(|r| r.name.to_string()).collect();
+        ours.sort();
+        assert_eq!(ours, constraints);
+    }
+
+    #[test]
+    fn arns_belong_to_the_region_partition() {
+        let role = "arn:aws:iam::123456789012:role/eks";
+        assert_eq!(check_arn_partition(role, "us-east-1"), Ok(()));
+        assert_eq!(check_arn_partition("not-an-arn", "cn-north-1"), Ok(()));
+        assert_eq!(check_arn_partition(role, "us-west9"), Ok(()));
+        assert_eq!(
+            check_arn_partition(role, "cn-north-1").expect_err("wrong partition"),
+            "`arn:aws:iam::123456789012:role/eks` is an ARN of the aws partition, but the provider's region cn-north-1 is in the aws-cn partition, which cannot use it; write arn:aws-cn:iam::123456789012:role/eks"
+        );
+        assert!(
+            check_arn_partition("arn:aws-us-gov:iam::123456789012:role/eks", "us-east-1")
+                .expect_err("gov")
+                .contains("write arn:aws:iam::")
+        );
+    }
+
+    #[test]
+    fn kms_keys_live_in_the_bucket_region() {
+        let key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
+        for ok in ["1234abcd-12ab-34cd-56ef-1234567890ab", "alias/ml", key] {
+            assert_eq!(check_kms_key(ok, Some("us-east-1")), Ok(()), "{ok}");
+        }
+        assert_eq!(check_kms_key(key, None), Ok(()));
+        assert_eq!(
+            check_kms_key("arn:aws:kms:eu-west-1:123456789012:alias/ml", None),
+            Ok(())
+        );
+        let cases = [
+            (key, Some("eu-west-1"), "the key is in us-east-1 but the bucket would be made in eu-west-1"),
+            ("arn:aws:kms:us-east:123456789012:key/k", None, "the key's region `us-east` is not an AWS region; did you mean `us-east-1`, `us-east-2`?"),
+            ("arn:aws:kms:us-west9:123456789012:key/k", None, "not an AWS region"),
+            ("arn:aws:kms:cn-north-1:123456789012:key/k", None, "cn-north-1 is in the aws-cn partition, not aws"),
+            ("arn:aws:kms", None, "not an ARN"),
+            ("arn:aws:s3:::bucket", None, "not a KMS ARN"),
+            ("arn:aws:kms:us-east-1:123456789012:grant/g", None, "names neither a key"),
+            ("arn:aws:kms:us-east-1:1234:key/k", None, "12 digits"),
+        ];
+        for (k, bucket, want) in cases {
+            let e = check_kms_key(k, bucket).expect_err(k);
+            assert!(e.contains(want), "{k}: {e}");
+        }
+    }
 
     #[test]
     fn role_arns() {

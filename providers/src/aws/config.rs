@@ -16,6 +16,9 @@
 //! attempt_timeout_secs = 60
 //! sandbox = true                        # set by `--sandbox`: the sandbox's fixed credentials
 //! ```
+//!
+//! [`validate`] checks every setting offline (the region against the catalog),
+//! reporting each problem at the setting's key.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, OnceLock};
@@ -27,7 +30,13 @@ use aws_config::{BehaviorVersion, Region, SdkConfig};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{Ctx, ProviderError};
+use super::catalog;
+// The crate's one did-you-mean and URL check live with the GCP provider, which had them
+// first; they know nothing of Google.
+use crate::gcp::catalog::{close_matches, did_you_mean_any};
+use crate::gcp::config::check_url;
+use crate::protocol::is_unknown;
+use crate::{Ctx, Invalid, ProviderError};
 
 /// How the SDK retries throttling and transient errors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -134,6 +143,128 @@ impl AwsConfig {
             .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
             .filter(|r| !r.is_empty())
     }
+}
+
+/// Keys `[providers.aws]` accepts (the fields of [`AwsConfig`]).
+pub const KEYS: &[&str] = &[
+    "region",
+    "profile",
+    "endpoint",
+    "endpoints",
+    "retry_mode",
+    "max_attempts",
+    "connect_timeout_secs",
+    "attempt_timeout_secs",
+    "sandbox",
+];
+
+/// Problems with a `[providers.aws]` table found without the network or the
+/// environment, each at the setting's key (`region`, `endpoints.s3`): unknown settings,
+/// wrong types, a region missing from the catalog, endpoints that are not http(s) URLs,
+/// an unknown retry mode, and attempts or timeouts below 1. Values not known until
+/// apply, and unset ones (`null`), are skipped.
+pub fn validate(config: &Value) -> Vec<Invalid> {
+    let mut out = Vec::new();
+    let table = match config {
+        Value::Object(table) => table,
+        Value::Null => return out,
+        other if is_unknown(other) => return out,
+        other => {
+            out.push(Invalid::at(
+                "",
+                format!("[providers.aws] must be a table, got {other}"),
+            ));
+            return out;
+        }
+    };
+    for (key, value) in table {
+        let at = key.as_str();
+        // Objects are checked entry by entry: one unknown entry spares only itself.
+        if value.is_null() || (!value.is_object() && is_unknown(value)) {
+            continue;
+        }
+        let problem = match at {
+            "region" => string_setting(value).and_then(|r| catalog::check_region(&r)),
+            "profile" => string_setting(value).map(drop),
+            "endpoint" => string_setting(value).and_then(|u| check_url(&u)),
+            "endpoints" => match value {
+                Value::Object(entries) => {
+                    for (service, url) in entries {
+                        if url.is_null() || is_unknown(url) {
+                            continue;
+                        }
+                        let checked = if SERVICES.contains(&service.as_str()) {
+                            string_setting(url).and_then(|u| check_url(&u))
+                        } else {
+                            Err(unknown_entry("service", service, SERVICES))
+                        };
+                        if let Err(m) = checked {
+                            out.push(Invalid::at(&format!("endpoints.{service}"), m));
+                        }
+                    }
+                    Ok(())
+                }
+                other => Err(format!("expected a table of service = URL, got {other}")),
+            },
+            "retry_mode" => string_setting(value).and_then(|m| {
+                const MODES: &[&str] = &["standard", "adaptive"];
+                if MODES.contains(&m.as_str()) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "`{m}` is not a retry mode{}; use standard or adaptive",
+                        did_you_mean_any(&close_matches(&m, MODES, 1))
+                    ))
+                }
+            }),
+            "max_attempts" => match value.as_u64().map(u32::try_from) {
+                Some(Ok(n)) if n >= 1 => Ok(()),
+                Some(Ok(_)) => Err("must be at least 1 (the first attempt counts)".to_string()),
+                _ => Err(format!(
+                    "expected a whole number of attempts (the default is 5), got {value}"
+                )),
+            },
+            "connect_timeout_secs" | "attempt_timeout_secs" => match value.as_u64() {
+                Some(n) if n >= 1 => Ok(()),
+                Some(_) => Err("must be at least 1 second".to_string()),
+                None => Err(format!("expected a whole number of seconds, got {value}")),
+            },
+            "sandbox" => match value {
+                Value::Bool(_) => Ok(()),
+                other => Err(format!("expected true or false, got {other}")),
+            },
+            _ => Err(unknown_entry("setting of [providers.aws]", at, KEYS)),
+        };
+        if let Err(m) = problem {
+            out.push(Invalid::at(at, m));
+        }
+    }
+    out
+}
+
+/// The table's region when it is set, known and in the catalog: what offline checks of
+/// region-bearing fields (ARNs, KMS keys) compare against. The environment is not read.
+pub fn catalog_region(config: &Value) -> Option<&str> {
+    config
+        .get("region")
+        .and_then(Value::as_str)
+        .filter(|r| catalog::region(r).is_some())
+}
+
+fn string_setting(value: &Value) -> Result<String, String> {
+    value
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("expected a string, got {value}"))
+}
+
+/// "unknown setting of …; did you mean `x`? known: a, b".
+fn unknown_entry(what: &str, name: &str, known: &[&str]) -> String {
+    format!(
+        "unknown {what}{}; known: {}",
+        did_you_mean_any(&close_matches(name, known, 3)),
+        known.join(", ")
+    )
 }
 
 /// Loaded SDK configurations, by provider table.
@@ -277,5 +408,140 @@ mod tests {
         assert!(e.to_string().contains("regoin"), "{e}");
         let e = AwsConfig::from_ctx(&json!({"retry_mode": "eager"})).expect_err("mode");
         assert!(e.to_string().contains("eager"), "{e}");
+    }
+
+    #[test]
+    fn keys_are_the_fields_of_the_config() {
+        // A table with every key resolves, so KEYS and the struct agree.
+        let all: serde_json::Map<String, Value> =
+            KEYS.iter().map(|k| (k.to_string(), Value::Null)).collect();
+        let mut table = Value::Object(all);
+        table["endpoints"] = json!({});
+        table["retry_mode"] = json!("standard");
+        table["max_attempts"] = json!(5);
+        table["connect_timeout_secs"] = json!(10);
+        table["attempt_timeout_secs"] = json!(60);
+        table["sandbox"] = json!(false);
+        assert!(AwsConfig::from_ctx(&table).is_ok(), "{table}");
+    }
+
+    fn problems(table: Value) -> Vec<(String, String)> {
+        validate(&table)
+            .into_iter()
+            .map(|p| (p.path.join("."), p.message))
+            .collect()
+    }
+
+    #[test]
+    fn valid_tables_have_no_problems() {
+        assert!(problems(Value::Null).is_empty());
+        let full = json!({
+            "region": "us-gov-west-1",
+            "profile": "ml",
+            "endpoint": "http://127.0.0.1:5000",
+            "endpoints": {"s3": "https://s3.example.com", "eks": "http://127.0.0.1:1/"},
+            "retry_mode": "adaptive",
+            "max_attempts": 3,
+            "connect_timeout_secs": 5,
+            "attempt_timeout_secs": 30,
+            "sandbox": true,
+        });
+        assert_eq!(problems(full), Vec::<(String, String)>::new());
+        // The sandbox's overrides unset the profile with null.
+        assert!(problems(json!({"profile": null, "endpoints": {}})).is_empty());
+    }
+
+    #[test]
+    fn each_setting_is_checked_at_its_key() {
+        let cases: &[(Value, &str, &str)] = &[
+            (
+                json!({"region": "us-east"}),
+                "region",
+                "`us-east` is not an AWS region; did you mean `us-east-1`, `us-east-2`?",
+            ),
+            (
+                json!({"region": "us-west-2b"}),
+                "region",
+                "is an Availability Zone, not a region; its region is us-west-2",
+            ),
+            (
+                json!({"region": ["us-east-1"]}),
+                "region",
+                "expected a string",
+            ),
+            (
+                json!({"regoin": "us-east-1"}),
+                "regoin",
+                "unknown setting of [providers.aws]; did you mean `region`?",
+            ),
+            (
+                json!({"endpoint": "localhost:5000"}),
+                "endpoint",
+                "`localhost:5000` is not an http or https URL",
+            ),
+            (
+                json!({"endpoints": {"ec2": "http://x"}}),
+                "endpoints.ec2",
+                "unknown service; known: eks, s3, sagemaker, sts",
+            ),
+            (
+                json!({"endpoints": {"s4": "http://x"}}),
+                "endpoints.s4",
+                "did you mean `s3`?",
+            ),
+            (
+                json!({"endpoints": {"s3": "nowhere"}}),
+                "endpoints.s3",
+                "is not a URL",
+            ),
+            (
+                json!({"endpoints": "http://x"}),
+                "endpoints",
+                "expected a table",
+            ),
+            (
+                json!({"retry_mode": "adaptiv"}),
+                "retry_mode",
+                "`adaptiv` is not a retry mode; did you mean `adaptive`?",
+            ),
+            (json!({"max_attempts": 0}), "max_attempts", "at least 1"),
+            (json!({"max_attempts": "5"}), "max_attempts", "whole number"),
+            (
+                json!({"connect_timeout_secs": 0}),
+                "connect_timeout_secs",
+                "at least 1 second",
+            ),
+            (
+                json!({"attempt_timeout_secs": 2.5}),
+                "attempt_timeout_secs",
+                "whole number of seconds",
+            ),
+            (
+                json!({"sandbox": "yes"}),
+                "sandbox",
+                "expected true or false",
+            ),
+        ];
+        for (table, path, want) in cases {
+            let got = problems(table.clone());
+            assert!(
+                got.iter().any(|(p, m)| p == path && m.contains(want)),
+                "{table}: want {path}: {want}, got {got:?}"
+            );
+        }
+        assert!(matches!(validate(&json!(3)).as_slice(), [p] if p.path.is_empty()));
+    }
+
+    #[test]
+    fn unknown_values_are_left_for_apply() {
+        let unknown = crate::protocol::UNKNOWN;
+        let table = json!({"region": unknown, "endpoints": {"s3": unknown, "eks": "x"}});
+        assert_eq!(problems(table.clone()).len(), 1, "{:?}", problems(table));
+        assert_eq!(catalog_region(&json!({"region": unknown})), None);
+        assert_eq!(catalog_region(&json!({"region": "us-west9"})), None);
+        assert_eq!(
+            catalog_region(&json!({"region": "eu-west-1"})),
+            Some("eu-west-1")
+        );
     }
 }

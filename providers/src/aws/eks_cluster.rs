@@ -426,6 +426,10 @@ impl Kind for EksCluster {
         }
         if let Err(m) = catalog::check_role_arn(&spec.role_arn) {
             out.push(Invalid::at("role_arn", m));
+        } else if let Some(region) = config::catalog_region(config) {
+            if let Err(m) = catalog::check_arn_partition(&spec.role_arn, region) {
+                out.push(Invalid::at("role_arn", m));
+            }
         }
         if spec.subnet_ids.len() < 2 {
             out.push(Invalid::at(
@@ -1156,6 +1160,24 @@ mod tests {
                 .any(|p| p.path.is_empty() && p.message.contains("regoin")),
             "{bad_config:?}"
         );
+    }
+
+    #[test]
+    fn the_role_is_in_the_partition_of_the_provider_region() {
+        let china = json!({"region": "cn-north-1"});
+        let problems = EksCluster::validate(&spec(), &china);
+        assert!(
+            matches!(problems.as_slice(), [p] if p.path == ["role_arn"] && p.message.contains("the provider's region cn-north-1 is in the aws-cn partition") && p.message.contains("write arn:aws-cn:iam::123456789012:role/eks-cluster")),
+            "{problems:?}"
+        );
+        let cn_role = Spec {
+            role_arn: "arn:aws-cn:iam::123456789012:role/eks-cluster".into(),
+            ..spec()
+        };
+        assert!(EksCluster::validate(&cn_role, &china).is_empty());
+        // A made-up or absent provider region is the provider table's problem.
+        assert!(EksCluster::validate(&cn_role, &json!({"region": "us-east"})).is_empty());
+        assert!(EksCluster::validate(&cn_role, &Value::Null).is_empty());
     }
 
     #[test]

@@ -611,6 +611,10 @@ impl Kind for EksNodeGroup {
         }
         if let Err(m) = catalog::check_role_arn(&spec.node_role_arn) {
             out.push(Invalid::at("node_role_arn", m));
+        } else if let Some(region) = config::catalog_region(config) {
+            if let Err(m) = catalog::check_arn_partition(&spec.node_role_arn, region) {
+                out.push(Invalid::at("node_role_arn", m));
+            }
         }
         if spec.subnet_ids.is_empty() {
             out.push(Invalid::at("subnet_ids", "at least one subnet is needed"));
@@ -1326,6 +1330,13 @@ mod tests {
             (Spec { cluster_name: "-ml".into(), ..base() }, "cluster_name", "start with a letter or digit"),
         ];
         assert_validation::<EksNodeGroup>(cases, &Value::Null);
+        let gov = vec![(
+            base(),
+            "node_role_arn",
+            "the provider's region us-gov-west-1 is in the aws-us-gov partition",
+        )];
+        assert_validation::<EksNodeGroup>(gov, &json!({"region": "us-gov-west-1"}));
+        assert_validation::<EksNodeGroup>(vec![(base(), "", "")], &json!({"region": "eu-west-1"}));
     }
 
     #[test]

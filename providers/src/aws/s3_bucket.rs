@@ -1152,12 +1152,21 @@ impl Kind for S3Bucket {
         }
     }
 
-    fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
+    fn validate(spec: &Spec, config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();
         if let Err(m) = check_bucket_name(&spec.name) {
             out.push(Invalid::at("name", m));
         }
         check_encryption(&spec.encryption, &mut out);
+        // The bucket is made in the provider's region, and S3 takes only a KMS key of
+        // that region.
+        let kms = spec.encryption.algorithm.starts_with("aws:kms");
+        if let Some(key) = spec.encryption.kms_key_id.as_deref().filter(|_| kms) {
+            let region = config::catalog_region(config);
+            if let Err(m) = super::catalog::check_kms_key(key, region) {
+                out.push(Invalid::at("encryption.kms_key_id", m));
+            }
+        }
         check_lifecycle(&spec.lifecycle, &mut out);
         check_tags(&spec.tags, &mut out);
         out
@@ -1430,6 +1439,42 @@ mod tests {
             assert_eq!(got[0].0, path);
             assert!(got[0].1.contains(says), "{}", got[0].1);
         }
+    }
+
+    #[test]
+    fn kms_keys_are_in_the_bucket_region() {
+        let with_key = |key: &str| Spec {
+            encryption: Encryption {
+                algorithm: "aws:kms".into(),
+                kms_key_id: Some(key.into()),
+                bucket_key: true,
+            },
+            ..minimal("b-b")
+        };
+        let in_region = |spec: &Spec, region: &str| -> Vec<(String, String)> {
+            S3Bucket::validate(spec, &json!({"region": region}))
+                .into_iter()
+                .map(|p| (p.path.join("."), p.message))
+                .collect()
+        };
+        let key =
+            with_key("arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab");
+        assert!(in_region(&key, "eu-west-1").is_empty());
+        assert!(
+            problems(&key).is_empty(),
+            "no provider region: nothing to compare"
+        );
+        let elsewhere = in_region(&key, "us-east-1");
+        assert!(
+            matches!(elsewhere.as_slice(), [(p, m)] if p == "encryption.kms_key_id" && m.contains("the key is in eu-west-1 but the bucket would be made in us-east-1")),
+            "{elsewhere:?}"
+        );
+        let made_up = problems(&with_key("arn:aws:kms:eu-west-9:123456789012:alias/ml"));
+        assert!(
+            matches!(made_up.as_slice(), [(p, m)] if p == "encryption.kms_key_id" && m.contains("`eu-west-9` is not an AWS region; did you mean `eu-west-1`")),
+            "{made_up:?}"
+        );
+        assert!(in_region(&with_key("alias/ml"), "us-east-1").is_empty());
     }
 
     #[test]

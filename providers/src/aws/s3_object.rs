@@ -618,8 +618,29 @@ impl Kind for S3Object {
     /// Hashes the content (a user's `content_hash` is overwritten) and fills the
     /// content type; a source over 5 GiB is refused here, before anything is uploaded.
     fn prepare(mut spec: Spec) -> Result<Spec, ProviderError> {
+        let unknown = |v: &Option<String>| {
+            v.as_deref()
+                .is_some_and(|s| s.contains(crate::protocol::UNKNOWN))
+        };
+        if unknown(&spec.source) || unknown(&spec.content) {
+            // Hashed once the content is known.
+            spec.content_hash = Some(crate::protocol::UNKNOWN.to_string());
+            if spec.content_type.is_none() && !spec.key.contains(crate::protocol::UNKNOWN) {
+                spec.content_type = Some(guess_content_type(&spec.key).to_string());
+            }
+            return Ok(spec);
+        }
         spec.content_hash = match (&spec.source, &spec.content) {
-            (Some(path), None) => Some(hash_file(path)?.0),
+            (Some(path), None) => Some(
+                hash_file(path)
+                    .map_err(|e| {
+                        ProviderError::invalid(
+                            "source",
+                            format!("{e} (relative paths start at the stack's directory)"),
+                        )
+                    })?
+                    .0,
+            ),
             (None, Some(content)) => Some(hash_bytes(content.as_bytes())),
             // Validation reports the combination.
             _ => return Ok(spec),
@@ -932,7 +953,7 @@ mod tests {
         })
         .expect_err("missing file");
         assert!(
-            missing.to_string().starts_with("read object source "),
+            missing.to_string().starts_with("source: read object source "),
             "{missing}"
         );
         let directory = S3Object::prepare(Spec {

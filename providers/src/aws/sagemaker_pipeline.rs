@@ -105,9 +105,24 @@ fn check_tags(tags: &BTreeMap<String, String>) -> Result<(), String> {
 /// The definition's text and the name problems are reported under.
 fn definition_source(spec: &Spec) -> Result<(String, String), ProviderError> {
     match (&spec.definition_file, &spec.definition) {
-        (Some(path), None) => std::fs::read_to_string(path)
-            .map(|text| (text, path.clone()))
-            .map_err(|e| ProviderError::io("read pipeline definition file", path.clone(), e)),
+        (Some(path), None) => {
+            let bytes = std::fs::read(path)
+                .map_err(|e| ProviderError::io("read pipeline definition file", path.clone(), e))?;
+            String::from_utf8(bytes)
+                .map(|text| (text, path.clone()))
+                .map_err(|e| {
+                    // Located like a syntax error: the line and column of the first bad byte.
+                    let bytes = e.as_bytes();
+                    let good = e.utf8_error().valid_up_to();
+                    let before = String::from_utf8_lossy(&bytes[..good]);
+                    let line = before.matches('\n').count() + 1;
+                    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+                    ProviderError::Unsupported(format!(
+                        "{path}:{line}:{col}: invalid UTF-8 (byte 0x{:02x}); a definition is JSON text in UTF-8",
+                        bytes.get(good).copied().unwrap_or_default()
+                    ))
+                })
+        }
         (None, Some(text)) => Ok((text.clone(), "definition".to_string())),
         _ => Err(ProviderError::Unsupported(format!(
             "{}: set either `definition_file` or `definition`",
@@ -559,8 +574,30 @@ impl Kind for SageMakerPipeline {
         Some(id_of(&[spec.target()]))
     }
 
+    /// Reads, checks and hashes the definition, at validate and plan as at apply: a
+    /// broken definition is refused before the cluster it runs on exists. A definition
+    /// (or its file's name) not known yet leaves the hash unknown.
     fn prepare(mut spec: Spec) -> Result<Spec, ProviderError> {
-        spec.definition_hash = Some(definition_hash(&canonical_definition(&spec)?));
+        let field = if spec.definition_file.is_some() {
+            "definition_file"
+        } else {
+            "definition"
+        };
+        let input = spec.definition_file.as_ref().or(spec.definition.as_ref());
+        if input.is_some_and(|v| v.contains(crate::protocol::UNKNOWN)) {
+            spec.definition_hash = Some(crate::protocol::UNKNOWN.to_string());
+            return Ok(spec);
+        }
+        let canonical = canonical_definition(&spec).map_err(|e| match e {
+            ProviderError::Unsupported(message) | ProviderError::Failed { message, .. } => {
+                ProviderError::invalid(field, message)
+            }
+            other => ProviderError::invalid(
+                field,
+                format!("{other} (relative paths start at the stack's directory)"),
+            ),
+        })?;
+        spec.definition_hash = Some(definition_hash(&canonical));
         Ok(spec)
     }
 
@@ -890,7 +927,9 @@ mod tests {
             .expect("the broken line");
         let text = e.to_string();
         assert!(
-            text.starts_with(&format!("invalid pipeline definition: {file}:{line}:")),
+            text.starts_with(&format!(
+                "definition_file: invalid pipeline definition: {file}:{line}:"
+            )),
             "{text}"
         );
         assert!(text.contains("unterminated string"), "{text}");
@@ -915,8 +954,10 @@ mod tests {
         };
         let e = SageMakerPipeline::prepare(missing).expect_err("no file");
         assert!(
-            e.to_string().starts_with("read pipeline definition file ")
-                && e.to_string().contains("nope.json"),
+            e.to_string()
+                .starts_with("definition_file: read pipeline definition file ")
+                && e.to_string().contains("nope.json")
+                && e.to_string().contains("relative paths start at the stack's directory"),
             "{e}"
         );
         Ok(())

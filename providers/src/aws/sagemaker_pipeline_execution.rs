@@ -376,6 +376,53 @@ impl Kind for SageMakerPipelineExecution {
         }
     }
 
+    /// A run of a pipeline of the same stack may only set the parameters its
+    /// definition declares: SageMaker refuses the start otherwise, after the cluster,
+    /// the pipeline and everything before it were made.
+    fn validate_peers(spec: &Value, peers: &[crate::Peer]) -> Vec<Invalid> {
+        let unknown = |v: &str| v.contains(crate::protocol::UNKNOWN);
+        let Some(pipeline) = peers.iter().find(|p| p.kind == "sagemaker_pipeline") else {
+            return Vec::new();
+        };
+        let text = match (
+            pipeline.spec["definition_file"].as_str(),
+            pipeline.spec["definition"].as_str(),
+        ) {
+            (Some(path), _) if !unknown(path) => std::fs::read_to_string(path).ok(),
+            (None, Some(text)) if !unknown(text) => Some(text.to_string()),
+            _ => None,
+        };
+        // An unreadable or broken definition is the pipeline's own problem.
+        let Some(definition) = text.and_then(|t| serde_json::from_str::<Value>(&t).ok()) else {
+            return Vec::new();
+        };
+        let declared: Vec<&str> = definition["Parameters"]
+            .as_array()
+            .map(|list| list.iter().filter_map(|p| p["Name"].as_str()).collect())
+            .unwrap_or_default();
+        let Some(given) = spec["parameters"].as_object() else {
+            return Vec::new();
+        };
+        given
+            .keys()
+            .filter(|k| !unknown(k) && !declared.contains(&k.as_str()))
+            .map(|k| {
+                let known = if declared.is_empty() {
+                    "declares no parameters".to_string()
+                } else {
+                    format!("declares {}", declared.join(", "))
+                };
+                Invalid::at(
+                    &format!("parameters.{k}"),
+                    format!(
+                        "{k:?} is not a parameter of {}: its definition {known}",
+                        pipeline.address
+                    ),
+                )
+            })
+            .collect()
+    }
+
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();
         ack::check_placement(&spec.cluster, &spec.namespace, &spec.name, &mut out);

@@ -465,4 +465,28 @@ mod tests {
         assert_eq!(paths, ["name", "storage_class"]);
         assert!(GcsBucket::validate(&base(), &Value::Null).is_empty());
     }
+
+    #[test]
+    fn bucket_regions_come_from_the_catalog() {
+        let at = |location: &str| -> Vec<(String, String)> {
+            GcsBucket::validate(
+                &Spec {
+                    location: location.into(),
+                    ..base()
+                },
+                &json!({"region": "us-central1"}),
+            )
+            .into_iter()
+            .map(|p| (p.path.join("."), p.message))
+            .collect()
+        };
+        for ok in ["US", "NAM4", "europe-west4", "us-central1"] {
+            assert!(at(ok).is_empty(), "{ok}: {:?}", at(ok));
+        }
+        let made_up = at("us-west9");
+        assert!(
+            matches!(made_up.as_slice(), [(p, m)] if p == "location" && m.contains("`us-west9` is not a Google Cloud region; did you mean `us-west1`")),
+            "{made_up:?}"
+        );
+    }
 }

@@ -1,8 +1,9 @@
 //! The offline catalog of Google Cloud facts the GCP provider checks stacks against
 //! without touching the network: GKE GPU accelerator types and the machine types they
 //! attach to, TPU machine types and slice topologies, Filestore tiers and capacity
-//! ranges, resource-name rules (GKE, Filestore, Cloud Storage, labels), region and zone
-//! helpers, bucket locations, node taints, OAuth scope aliases and machine-type syntax.
+//! ranges, resource-name rules (GKE, Filestore, Cloud Storage, labels), the regions and
+//! zones that exist (and whether a location lies in a given region), bucket locations,
+//! node taints, OAuth scope aliases and machine-type syntax.
 //!
 //! Everything here is a snapshot of Google's documentation (2025–2026). Checks fail
 //! with a message listing what the catalog knows, so a stale table shows up as a clear
@@ -1123,7 +1124,302 @@ pub fn check_labels<'a>(
 // Locations
 // ---------------------------------------------------------------------------------
 
-/// A region: `^[a-z]+-[a-z]+[0-9]+$` (`us-central1`, `northamerica-northeast2`).
+/// A Google Cloud region and the zones it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Region {
+    /// The region's name (`us-central1`).
+    pub name: &'static str,
+    /// The letters of its zones: `us-central1` has a, b, c and f.
+    pub zones: &'static [&'static str],
+}
+
+const ABC: &[&str] = &["a", "b", "c"];
+
+/// Every public Google Cloud region and its zones, as of January 2026
+/// (https://cloud.google.com/compute/docs/regions-zones). A region opened since is
+/// refused with a message naming this table: add it here.
+#[rustfmt::skip]
+static REGIONS: &[Region] = &[
+    Region { name: "africa-south1", zones: ABC },
+    Region { name: "asia-east1", zones: ABC },
+    Region { name: "asia-east2", zones: ABC },
+    Region { name: "asia-northeast1", zones: ABC },
+    Region { name: "asia-northeast2", zones: ABC },
+    Region { name: "asia-northeast3", zones: ABC },
+    Region { name: "asia-south1", zones: ABC },
+    Region { name: "asia-south2", zones: ABC },
+    Region { name: "asia-southeast1", zones: ABC },
+    Region { name: "asia-southeast2", zones: ABC },
+    Region { name: "australia-southeast1", zones: ABC },
+    Region { name: "australia-southeast2", zones: ABC },
+    Region { name: "europe-central2", zones: ABC },
+    Region { name: "europe-north1", zones: ABC },
+    Region { name: "europe-north2", zones: ABC },
+    Region { name: "europe-southwest1", zones: ABC },
+    Region { name: "europe-west1", zones: &["b", "c", "d"] },
+    Region { name: "europe-west2", zones: ABC },
+    Region { name: "europe-west3", zones: ABC },
+    Region { name: "europe-west4", zones: ABC },
+    Region { name: "europe-west6", zones: ABC },
+    Region { name: "europe-west8", zones: ABC },
+    Region { name: "europe-west9", zones: ABC },
+    Region { name: "europe-west10", zones: ABC },
+    Region { name: "europe-west12", zones: ABC },
+    Region { name: "me-central1", zones: ABC },
+    Region { name: "me-central2", zones: ABC },
+    Region { name: "me-west1", zones: ABC },
+    Region { name: "northamerica-northeast1", zones: ABC },
+    Region { name: "northamerica-northeast2", zones: ABC },
+    Region { name: "northamerica-south1", zones: ABC },
+    Region { name: "southamerica-east1", zones: ABC },
+    Region { name: "southamerica-west1", zones: ABC },
+    Region { name: "us-central1", zones: &["a", "b", "c", "f"] },
+    Region { name: "us-east1", zones: &["b", "c", "d"] },
+    Region { name: "us-east4", zones: ABC },
+    Region { name: "us-east5", zones: ABC },
+    Region { name: "us-south1", zones: ABC },
+    Region { name: "us-west1", zones: ABC },
+    Region { name: "us-west2", zones: ABC },
+    Region { name: "us-west3", zones: ABC },
+    Region { name: "us-west4", zones: ABC },
+];
+
+/// Every region the catalog knows, with its zones.
+pub fn regions() -> &'static [Region] {
+    REGIONS
+}
+
+/// The catalog's entry for `name`, when it is a Google Cloud region.
+pub fn region(name: &str) -> Option<&'static Region> {
+    REGIONS.iter().find(|r| r.name == name)
+}
+
+/// Whether `zone` is a zone of a catalog region (`us-central1-f` is, `us-central1-d`
+/// is not).
+pub fn is_known_zone(zone: &str) -> bool {
+    region_of_zone(zone)
+        .and_then(region)
+        .zip(zone.rsplit_once('-'))
+        .is_some_and(|(r, (_, letter))| r.zones.contains(&letter))
+}
+
+fn region_names() -> Vec<&'static str> {
+    REGIONS.iter().map(|r| r.name).collect()
+}
+
+fn zone_names() -> Vec<String> {
+    REGIONS
+        .iter()
+        .flat_map(|r| r.zones.iter().map(move |z| format!("{}-{z}", r.name)))
+        .collect()
+}
+
+/// The candidates a mistyped `input` most likely meant, best first, at most `max`:
+/// those that extend it (`us-west` → us-west1, …), else those at the smallest edit
+/// distance within a third of its length. Empty when nothing is close.
+pub(crate) fn close_matches<'c>(input: &str, candidates: &[&'c str], max: usize) -> Vec<&'c str> {
+    let needle = input.trim().to_ascii_lowercase();
+    if needle.is_empty() {
+        return Vec::new();
+    }
+    let extending: Vec<&str> = candidates
+        .iter()
+        .filter(|c| c.len() > needle.len() && c.to_ascii_lowercase().starts_with(&needle))
+        .copied()
+        .collect();
+    if (1..=max).contains(&extending.len()) {
+        return extending;
+    }
+    let limit = (needle.chars().count() / 3).clamp(1, 3);
+    let scored: Vec<(usize, &str)> = candidates
+        .iter()
+        .map(|c| (edit_distance(&needle, &c.to_ascii_lowercase()), *c))
+        .filter(|(d, _)| *d <= limit)
+        .collect();
+    let Some(best) = scored.iter().map(|(d, _)| *d).min() else {
+        return Vec::new();
+    };
+    scored
+        .into_iter()
+        .filter(|(d, _)| *d == best)
+        .map(|(_, c)| c)
+        .take(max)
+        .collect()
+}
+
+/// "; did you mean `a`, `b`?" or nothing.
+pub(crate) fn did_you_mean_any(matches: &[&str]) -> String {
+    if matches.is_empty() {
+        return String::new();
+    }
+    let quoted: Vec<String> = matches.iter().map(|m| format!("`{m}`")).collect();
+    format!("; did you mean {}?", quoted.join(", "))
+}
+
+/// What follows "is not a Google Cloud region" for `input`: close names, else the
+/// regions of the same area (`europe-…`), else every region.
+fn region_advice(input: &str) -> String {
+    let names = region_names();
+    let close = close_matches(input, &names, 4);
+    if !close.is_empty() {
+        return did_you_mean_any(&close);
+    }
+    let area = input
+        .split('-')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let same_area: Vec<&str> = names
+        .iter()
+        .filter(|n| n.split('-').next() == Some(area.as_str()))
+        .copied()
+        .collect();
+    if same_area.is_empty() {
+        format!("; the regions are {}", names.join(", "))
+    } else {
+        format!("; {area} regions are {}", same_area.join(", "))
+    }
+}
+
+/// Checks that `name` is a Google Cloud region of the catalog.
+///
+/// Fails for a zone (naming its region), a made-up region (`us-west9`, with the close
+/// ones) or anything else.
+pub fn check_region(name: &str) -> Result<(), String> {
+    if region(name).is_some() {
+        return Ok(());
+    }
+    if let Some(parent) = region_of_zone(name).filter(|r| region(r).is_some()) {
+        return Err(format!(
+            "`{name}` is a zone, not a region; its region is {parent}"
+        ));
+    }
+    Err(format!(
+        "`{name}` is not a Google Cloud region{}",
+        region_advice(name)
+    ))
+}
+
+/// Checks that `name` is a zone of a catalog region.
+///
+/// Fails for a region (listing its zones), a zone letter the region does not have
+/// (`us-central1-z`: "us-central1 has zones a, b, c, f"), a zone of a made-up region, or
+/// anything else.
+pub fn check_zone(name: &str) -> Result<(), String> {
+    if is_known_zone(name) {
+        return Ok(());
+    }
+    if let Some(r) = region(name) {
+        return Err(format!(
+            "`{name}` is a region, not a zone; its zones are {}",
+            zone_list(r)
+        ));
+    }
+    if let Some(r) = region_of_zone(name).and_then(region) {
+        return Err(format!(
+            "`{name}` is not a Google Cloud zone: {} has zones {}",
+            r.name,
+            r.zones.join(", ")
+        ));
+    }
+    let zones = zone_names();
+    let refs: Vec<&str> = zones.iter().map(String::as_str).collect();
+    let close = close_matches(name, &refs, 4);
+    if !close.is_empty() {
+        return Err(format!(
+            "`{name}` is not a Google Cloud zone{}",
+            did_you_mean_any(&close)
+        ));
+    }
+    match region_of_zone(name) {
+        Some(parent) => Err(format!(
+            "`{name}` is not a Google Cloud zone: `{parent}` is not a Google Cloud region{}",
+            region_advice(parent)
+        )),
+        None => Err(format!(
+            "`{name}` is not a zone; a zone is a region, a hyphen and a letter, such as us-central1-a"
+        )),
+    }
+}
+
+/// "us-central1-a, us-central1-b, us-central1-c or us-central1-f".
+fn zone_list(r: &Region) -> String {
+    let zones: Vec<String> = r.zones.iter().map(|z| format!("{}-{z}", r.name)).collect();
+    or_list(&zones)
+}
+
+/// Checks that `zone` is a catalog zone in `region`.
+///
+/// Fails when the zone does not exist (as [`check_zone`]) or lies in another region.
+pub fn check_zone_in_region(zone: &str, region_name: &str) -> Result<(), String> {
+    check_zone(zone)?;
+    match region_of_zone(zone) {
+        Some(parent) if parent == region_name => Ok(()),
+        Some(parent) => Err(format!(
+            "zone `{zone}` is in {parent}, not {region_name}{}",
+            region(region_name)
+                .map(|r| format!("; {region_name} has zones {}", r.zones.join(", ")))
+                .unwrap_or_default()
+        )),
+        None => Err(format!("`{zone}` is not a zone")),
+    }
+}
+
+/// Checks that `location` is a catalog region or zone (a GKE cluster's location).
+///
+/// Fails as [`check_region`] or [`check_zone`] for what it looks like, and for text
+/// that is neither.
+pub fn check_location(location: &str) -> Result<(), String> {
+    if is_region(location) {
+        return check_region(location);
+    }
+    if is_zone(location) {
+        return check_zone(location);
+    }
+    let mut names: Vec<String> = region_names().into_iter().map(str::to_string).collect();
+    names.extend(zone_names());
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    Err(format!(
+        "`{location}` is neither a region (us-central1) nor a zone (us-central1-a){}",
+        did_you_mean_any(&close_matches(location, &refs, 4))
+    ))
+}
+
+/// Checks that an object placed at `location` (a catalog region or zone) ends up in
+/// the provider's `provider_region`; `what` names the object for the message ("the
+/// cluster").
+///
+/// Fails when the location's region is another one, saying where the object would be
+/// made and how to make the two agree.
+pub fn check_location_in_region(
+    location: &str,
+    provider_region: &str,
+    what: &str,
+) -> Result<(), String> {
+    let (kind, actual) = match region_of_zone(location) {
+        Some(parent) => ("zone", parent),
+        None => ("region", location),
+    };
+    if actual == provider_region {
+        return Ok(());
+    }
+    let instead = match (kind, region(provider_region)) {
+        ("zone", Some(r)) => format!("pick a zone of {provider_region} ({})", zone_list(r)),
+        _ => format!("set location = \"{provider_region}\""),
+    };
+    let relation = if kind == "zone" {
+        "is not in"
+    } else {
+        "is not"
+    };
+    Err(format!(
+        "{kind} `{location}` {relation} the provider's region {provider_region}: {what} would be made in {actual}, not {provider_region}; \
+         {instead}, or set region = \"{actual}\" in [providers.gcp]"
+    ))
+}
+
+/// A region's shape: `^[a-z]+-[a-z]+[0-9]+$` (`us-central1`, `northamerica-northeast2`).
+/// Says nothing about whether it exists: [`check_region`] does.
 pub fn is_region(s: &str) -> bool {
     let Some((area, place)) = s.split_once('-') else {
         return false;
@@ -1136,12 +1432,13 @@ pub fn is_region(s: &str) -> bool {
         && letters.bytes().all(|b| b.is_ascii_lowercase())
 }
 
-/// A zone: a region, a hyphen and one lowercase letter (`us-central1-a`).
+/// A zone's shape: a region, a hyphen and one lowercase letter (`us-central1-a`). Says
+/// nothing about whether it exists: [`check_zone`] does.
 pub fn is_zone(s: &str) -> bool {
     region_of_zone(s).is_some()
 }
 
-/// The region a zone is in: `us-central1-a` → `us-central1`.
+/// The region a zone-shaped name is in: `us-central1-a` → `us-central1`.
 pub fn region_of_zone(zone: &str) -> Option<&str> {
     let (region, letter) = zone.rsplit_once('-')?;
     let one_letter = letter.len() == 1 && letter.bytes().all(|b| b.is_ascii_lowercase());
@@ -1154,8 +1451,8 @@ const BUCKET_MULTI_REGIONS: &[&str] = &["US", "EU", "ASIA"];
 /// a custom placement, not a location code of their own.
 const BUCKET_DUAL_REGIONS: &[&str] = &["ASIA1", "EUR4", "EUR5", "EUR7", "EUR8", "NAM4"];
 
-/// Bucket locations: a region, a predefined dual-region (NAM4, EUR4, ASIA1, …) or a
-/// multi-region (US, EU, ASIA); case-insensitive, as the API is.
+/// Bucket locations: a catalog region, a predefined dual-region (NAM4, EUR4, ASIA1, …)
+/// or a multi-region (US, EU, ASIA); case-insensitive, as the API is.
 pub fn check_bucket_location(location: &str) -> Result<(), String> {
     let upper = location.to_ascii_uppercase();
     if BUCKET_MULTI_REGIONS.contains(&upper.as_str())
@@ -1164,12 +1461,18 @@ pub fn check_bucket_location(location: &str) -> Result<(), String> {
         return Ok(());
     }
     let lower = location.to_ascii_lowercase();
-    if is_region(&lower) {
+    if region(&lower).is_some() {
         return Ok(());
     }
-    if let Some(region) = region_of_zone(&lower) {
+    if let Some(parent) = region_of_zone(&lower).filter(|r| region(r).is_some()) {
         return Err(format!(
-            "`{location}` is a zone; buckets live in a region, dual-region or multi-region — use {region}"
+            "`{location}` is a zone; buckets live in a region, dual-region or multi-region — use {parent}"
+        ));
+    }
+    if is_region(&lower) {
+        return Err(format!(
+            "`{location}` is not a Google Cloud region{}",
+            region_advice(&lower)
         ));
     }
     let codes: Vec<&str> = BUCKET_MULTI_REGIONS
@@ -2059,6 +2362,170 @@ mod tests {
     }
 
     #[test]
+    fn the_region_catalog_is_well_formed() {
+        let names = region_names();
+        assert_eq!(names.len(), 42, "{names:?}");
+        let unique: HashSet<&str> = names.iter().copied().collect();
+        assert_eq!(unique.len(), names.len(), "a region is listed twice");
+        for r in regions() {
+            assert!(is_region(r.name), "{}", r.name);
+            assert!(r.zones.len() >= 3, "{} has fewer than three zones", r.name);
+            for z in r.zones {
+                let zone = format!("{}-{z}", r.name);
+                assert!(is_zone(&zone) && is_known_zone(&zone), "{zone}");
+            }
+        }
+    }
+
+    #[test]
+    fn regions_come_from_the_catalog() {
+        for ok in [
+            "us-central1",
+            "europe-west12",
+            "northamerica-south1",
+            "africa-south1",
+            "me-central2",
+        ] {
+            assert_eq!(check_region(ok), Ok(()), "{ok}");
+        }
+        let cases: &[(&str, &str)] = &[
+            (
+                "us-west9",
+                "`us-west9` is not a Google Cloud region; did you mean `us-west1`",
+            ),
+            (
+                "us-west",
+                "did you mean `us-west1`, `us-west2`, `us-west3`, `us-west4`?",
+            ),
+            ("us-centrl1", "did you mean `us-central1`?"),
+            ("US-CENTRAL1", "did you mean `us-central1`?"),
+            ("europe-west5", "did you mean `europe-west"),
+            (
+                "us-central1-a",
+                "`us-central1-a` is a zone, not a region; its region is us-central1",
+            ),
+            ("mars-north1", "the regions are africa-south1, "),
+            (
+                "antarctica-south7",
+                "is not a Google Cloud region; the regions are",
+            ),
+            ("asia-middle1", "asia regions are asia-east1, asia-east2"),
+        ];
+        for (name, want) in cases {
+            let e = err_of(check_region(name));
+            assert!(e.contains(want), "{name}: `{e}` lacks `{want}`");
+            assert_message_style(&e);
+        }
+    }
+
+    #[test]
+    fn zones_come_from_the_catalog() {
+        for ok in [
+            "us-central1-f",
+            "us-east1-b",
+            "europe-west1-d",
+            "asia-southeast1-c",
+        ] {
+            assert_eq!(check_zone(ok), Ok(()), "{ok}");
+        }
+        let cases: &[(&str, &str)] = &[
+            ("us-central1-z", "`us-central1-z` is not a Google Cloud zone: us-central1 has zones a, b, c, f"),
+            ("us-central1-d", "us-central1 has zones a, b, c, f"),
+            ("europe-west1-a", "europe-west1 has zones b, c, d"),
+            ("us-east1-a", "us-east1 has zones b, c, d"),
+            ("us-west9-a", "did you mean `us-west1-a`"),
+            ("us-central1", "`us-central1` is a region, not a zone; its zones are us-central1-a, us-central1-b, us-central1-c or us-central1-f"),
+            ("mars-north1-a", "`mars-north1` is not a Google Cloud region"),
+            ("zone-a", "a zone is a region, a hyphen and a letter"),
+        ];
+        for (name, want) in cases {
+            let e = err_of(check_zone(name));
+            assert!(e.contains(want), "{name}: `{e}` lacks `{want}`");
+            assert_message_style(&e);
+        }
+    }
+
+    #[test]
+    fn zones_in_regions() {
+        assert_eq!(check_zone_in_region("us-central1-b", "us-central1"), Ok(()));
+        let e = err_of(check_zone_in_region("europe-west1-b", "us-central1"));
+        assert_eq!(
+            e,
+            "zone `europe-west1-b` is in europe-west1, not us-central1; us-central1 has zones a, b, c, f"
+        );
+        let e = err_of(check_zone_in_region("us-central1-z", "us-central1"));
+        assert!(e.contains("us-central1 has zones a, b, c, f"), "{e}");
+    }
+
+    #[test]
+    fn locations_are_regions_or_zones_of_the_catalog() {
+        for ok in ["us-central1", "us-central1-a", "europe-west4-b"] {
+            assert_eq!(check_location(ok), Ok(()), "{ok}");
+        }
+        let cases: &[(&str, &str)] = &[
+            ("us-west9", "did you mean `us-west1`"),
+            ("us-central1-z", "us-central1 has zones a, b, c, f"),
+            (
+                "central",
+                "`central` is neither a region (us-central1) nor a zone (us-central1-a)",
+            ),
+            ("us-central-1", "did you mean `us-central1`"),
+        ];
+        for (loc, want) in cases {
+            let e = err_of(check_location(loc));
+            assert!(e.contains(want), "{loc}: `{e}` lacks `{want}`");
+            assert_message_style(&e);
+        }
+    }
+
+    #[test]
+    fn locations_must_lie_in_the_provider_region() {
+        assert_eq!(
+            check_location_in_region("us-central1", "us-central1", "the cluster"),
+            Ok(())
+        );
+        assert_eq!(
+            check_location_in_region("us-central1-f", "us-central1", "the cluster"),
+            Ok(())
+        );
+        let e = err_of(check_location_in_region(
+            "europe-west1-b",
+            "us-central1",
+            "the cluster",
+        ));
+        assert_eq!(
+            e,
+            "zone `europe-west1-b` is not in the provider's region us-central1: the cluster would be made in europe-west1, not us-central1; \
+             pick a zone of us-central1 (us-central1-a, us-central1-b, us-central1-c or us-central1-f), or set region = \"europe-west1\" in [providers.gcp]"
+        );
+        let e = err_of(check_location_in_region(
+            "europe-west4",
+            "us-central1",
+            "the instance",
+        ));
+        assert!(
+            e.starts_with("region `europe-west4` is not the provider's region us-central1: the instance would be made in europe-west4, not us-central1; set location = \"us-central1\""),
+            "{e}"
+        );
+        assert_message_style(&e);
+    }
+
+    #[test]
+    fn close_matches_prefer_extensions_then_distance() {
+        let names = ["us-east-1", "us-east-2", "us-gov-east-1", "eu-west-1"];
+        assert_eq!(
+            close_matches("us-east", &names, 4),
+            vec!["us-east-1", "us-east-2"]
+        );
+        assert_eq!(close_matches("us-est-1", &names, 4), vec!["us-east-1"]);
+        assert_eq!(close_matches("eu-west-4", &names, 4), vec!["eu-west-1"]);
+        assert!(close_matches("ap-south-1", &names, 4).is_empty());
+        assert!(close_matches("", &names, 4).is_empty());
+        assert_eq!(did_you_mean_any(&["a", "b"]), "; did you mean `a`, `b`?");
+        assert_eq!(did_you_mean_any(&[]), "");
+    }
+
+    #[test]
     fn bucket_locations() {
         for ok in [
             "US",
@@ -2076,6 +2543,8 @@ mod tests {
             ("us-central1-a", "is a zone; buckets live in a region, dual-region or multi-region — use us-central1"),
             ("NAM5", "did you mean `NAM4`?"),
             ("mars", "is not a bucket location"),
+            ("us-west9", "`us-west9` is not a Google Cloud region; did you mean `us-west1`"),
+            ("europe-west7", "is not a Google Cloud region"),
         ];
         for (loc, sub) in cases {
             let e = err_of(check_bucket_location(loc));

@@ -339,24 +339,25 @@ impl Kind for GkeCluster {
                 "",
                 "no location: set `location`, or `region` in [providers.gcp]",
             )),
+            // A location taken from the provider is checked with the provider's table.
+            Some(loc) if spec.location.is_none() => {
+                if spec.mode == "autopilot" {
+                    if let Some(region) = catalog::region_of_zone(&loc) {
+                        out.push(Invalid::at("", format!("Autopilot clusters are regional; set location = {region:?} instead of taking the provider's zone {loc:?}")));
+                    }
+                }
+            }
             Some(loc) => {
-                let at = if spec.location.is_some() {
-                    "location"
-                } else {
-                    ""
-                };
-                if !catalog::is_region(&loc) && !catalog::is_zone(&loc) {
-                    out.push(Invalid::at(
-                        at,
-                        format!(
-                            "{loc:?} is neither a region (us-central1) nor a zone (us-central1-a)"
-                        ),
-                    ));
-                } else if spec.mode == "autopilot" && catalog::is_zone(&loc) {
-                    let region = catalog::region_of_zone(&loc).unwrap_or("us-central1");
-                    out.push(Invalid::at(at, format!("Autopilot clusters are regional; use the region {region:?} instead of the zone {loc:?}")));
-                } else if spec.location.is_some() {
-                    out.extend(super::zone_outside_region(at, &loc, config.as_ref()));
+                if let Err(m) = catalog::check_location(&loc) {
+                    out.push(Invalid::at("location", m));
+                } else if let (true, Some(region)) =
+                    (spec.mode == "autopilot", catalog::region_of_zone(&loc))
+                {
+                    out.push(Invalid::at("location", format!("Autopilot clusters are regional; use the region {region:?} instead of the zone {loc:?}")));
+                } else if let Some(region) = config.as_ref().and_then(GcpConfig::catalog_region) {
+                    if let Err(m) = catalog::check_location_in_region(&loc, region, "the cluster") {
+                        out.push(Invalid::at("location", m));
+                    }
                 }
             }
         }
@@ -683,6 +684,49 @@ mod tests {
                 .iter()
                 .any(|p| p.message.contains("no location"))
         );
+    }
+
+    #[test]
+    fn locations_come_from_the_catalog_and_lie_in_the_provider_region() {
+        let in_us = json!({"project": "p", "region": "us-central1"});
+        let problems = |s: Spec, cfg: &Value| -> Vec<(String, String)> {
+            GkeCluster::validate(&s, cfg)
+                .into_iter()
+                .map(|p| (p.path.join("."), p.message))
+                .collect()
+        };
+        let cases: &[(Spec, &str)] = &[
+            (spec("standard", Some("us-west9")), "`us-west9` is not a Google Cloud region; did you mean `us-west1`"),
+            (spec("standard", Some("us-central1-z")), "`us-central1-z` is not a Google Cloud zone: us-central1 has zones a, b, c, f"),
+            (spec("standard", Some("europe-west1-a")), "europe-west1 has zones b, c, d"),
+            (
+                spec("standard", Some("europe-west1-b")),
+                "zone `europe-west1-b` is not in the provider's region us-central1: the cluster would be made in europe-west1, not us-central1",
+            ),
+            (spec("autopilot", Some("europe-west1")), "region `europe-west1` is not the provider's region us-central1"),
+        ];
+        for (s, want) in cases {
+            let got = problems(s.clone(), &in_us);
+            assert!(
+                got.iter().any(|(p, m)| p == "location" && m.contains(want)),
+                "{:?}: want {want}, got {got:?}",
+                s.location
+            );
+        }
+        // Without a provider region any real location goes; a made-up provider region is
+        // the provider table's problem, not the cluster's.
+        let nowhere = json!({"project": "p"});
+        assert!(problems(spec("standard", Some("europe-west1-b")), &nowhere).is_empty());
+        let made_up = json!({"project": "p", "region": "us-west9"});
+        assert!(problems(spec("standard", Some("europe-west1-b")), &made_up).is_empty());
+        assert!(problems(spec("autopilot", None), &made_up).is_empty());
+        let unknown = json!({"project": "p", "region": crate::protocol::UNKNOWN});
+        assert!(problems(spec("standard", Some("europe-west1-b")), &unknown).is_empty());
+        // A zone from the provider still cannot hold an Autopilot cluster.
+        let zone_only = json!({"project": "p", "zone": "us-central1-a"});
+        assert!(problems(spec("autopilot", None), &zone_only)
+            .iter()
+            .any(|(p, m)| p.is_empty() && m.contains("Autopilot clusters are regional")));
     }
 
     #[test]

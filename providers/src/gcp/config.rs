@@ -3,15 +3,19 @@
 //! polling, retries and per-kind timeouts.
 //!
 //! Resolution is a pure function of the table and an environment lookup so that it can
-//! be tested without touching the process environment.
+//! be tested without touching the process environment. [`validate`] checks every
+//! setting of the table offline (regions and zones against the catalog), reporting each
+//! problem at the setting's key.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::local::duration::parse_duration;
-use crate::ProviderError;
+use super::catalog;
+use crate::local::duration::{format_duration, parse_duration};
+use crate::protocol::is_unknown;
+use crate::{Invalid, ProviderError};
 
 /// The three Google APIs the provider calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -237,6 +241,14 @@ impl GcpConfig {
             .map_or(api.default_root(), String::as_str)
     }
 
+    /// The region when it is one of the catalog (not unknown, not made up): what
+    /// offline checks of a resource's location compare against.
+    pub fn catalog_region(&self) -> Option<&str> {
+        self.region
+            .as_deref()
+            .filter(|r| catalog::region(r).is_some())
+    }
+
     /// The operation timeout for `kind`.
     pub fn timeout(&self, kind: &str) -> Duration {
         self.timeouts
@@ -283,6 +295,214 @@ fn normalize_root(api: Api, given: &str) -> String {
         }
     }
     root
+}
+
+/// The kinds whose long operations `timeouts` bounds.
+pub const TIMEOUT_KINDS: &[&str] = &["gke_cluster", "gke_node_pool", "filestore_instance"];
+
+/// Problems with a `[providers.gcp]` table found without the network or the
+/// environment, each at the setting's key (`region`, `timeouts.gke_cluster`): unknown
+/// settings, wrong types, a project id of the wrong shape, a region or zone missing from
+/// the catalog or a zone outside `region`, durations that do not parse, retries out of
+/// range and endpoints that are not http(s) URLs. Values not known until apply, and
+/// unset ones (`null`), are skipped.
+pub fn validate(config: &Value) -> Vec<Invalid> {
+    let mut out = Vec::new();
+    let table = match config {
+        Value::Object(table) => table,
+        Value::Null => return out,
+        other if is_unknown(other) => return out,
+        other => {
+            out.push(Invalid::at(
+                "",
+                format!("[providers.gcp] must be a table, got {other}"),
+            ));
+            return out;
+        }
+    };
+    let known = |v: &Value| !v.is_null() && !is_unknown(v);
+    let mut durations: BTreeMap<&str, Duration> = BTreeMap::new();
+    for (key, value) in table {
+        let at = key.as_str();
+        // Objects are checked entry by entry: one unknown entry spares only itself.
+        if value.is_null() || (!value.is_object() && is_unknown(value)) {
+            continue;
+        }
+        let problem = match at {
+            "project" => string_setting(value).and_then(|p| check_project_id(&p)),
+            "region" => string_setting(value).and_then(|r| catalog::check_region(&r)),
+            "zone" => string_setting(value).and_then(|z| {
+                let region = table
+                    .get("region")
+                    .filter(|r| known(r))
+                    .and_then(Value::as_str)
+                    .filter(|r| catalog::region(r).is_some());
+                match region {
+                    Some(r) => catalog::check_zone_in_region(&z, r),
+                    None => catalog::check_zone(&z),
+                }
+            }),
+            "credentials" | "access_token_file" => string_setting(value).map(drop),
+            "poll_interval" | "max_poll_interval" | "retry_base_delay" | "request_timeout" => {
+                let example = match at {
+                    "max_poll_interval" => "15s",
+                    "retry_base_delay" => "1s",
+                    "request_timeout" => "60s",
+                    _ => "2s",
+                };
+                duration_setting(value, example).map(|d| {
+                    durations.insert(at, d);
+                })
+            }
+            "max_retries" => match value.as_u64().map(u32::try_from) {
+                Some(Ok(_)) => Ok(()),
+                _ => Err(format!(
+                    "expected a small non-negative integer (the default is 8), got {value}"
+                )),
+            },
+            "endpoints" => {
+                check_entries(value, at, &mut out, |name, url| {
+                    if !Api::ALL.iter().any(|a| a.name() == name) {
+                        let names: Vec<&str> = Api::ALL.iter().map(|a| a.name()).collect();
+                        return Err(unknown_entry("API", name, &names));
+                    }
+                    string_setting(url).and_then(|u| check_url(&u))
+                });
+                Ok(())
+            }
+            "timeouts" => {
+                check_entries(value, at, &mut out, |kind, d| {
+                    if !TIMEOUT_KINDS.contains(&kind) {
+                        return Err(unknown_entry(
+                            "kind with long operations",
+                            kind,
+                            TIMEOUT_KINDS,
+                        ));
+                    }
+                    duration_setting(d, "40m").map(drop)
+                });
+                Ok(())
+            }
+            _ => Err(unknown_entry("setting of [providers.gcp]", at, KEYS)),
+        };
+        if let Err(m) = problem {
+            out.push(Invalid::at(at, m));
+        }
+    }
+    if let (Some(first), Some(max)) = (
+        durations.get("poll_interval"),
+        durations.get("max_poll_interval"),
+    ) {
+        if max < first {
+            out.push(Invalid::at(
+                "max_poll_interval",
+                format!(
+                    "{} is shorter than poll_interval ({}); polls start at poll_interval and grow to max_poll_interval",
+                    format_duration(*max),
+                    format_duration(*first)
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// Checks each entry of a table setting (`endpoints`, `timeouts`), reporting at
+/// `at.<entry>`; unknown entries are skipped.
+fn check_entries(
+    value: &Value,
+    at: &str,
+    out: &mut Vec<Invalid>,
+    check: impl Fn(&str, &Value) -> Result<(), String>,
+) {
+    let Value::Object(entries) = value else {
+        out.push(Invalid::at(at, format!("expected a table, got {value}")));
+        return;
+    };
+    for (name, v) in entries {
+        if v.is_null() || is_unknown(v) {
+            continue;
+        }
+        if let Err(m) = check(name, v) {
+            out.push(Invalid::at(&format!("{at}.{name}"), m));
+        }
+    }
+}
+
+/// "unknown setting of …; did you mean `x`? known: a, b".
+fn unknown_entry(what: &str, name: &str, known: &[&str]) -> String {
+    format!(
+        "unknown {what}{}; known: {}",
+        catalog::did_you_mean_any(&catalog::close_matches(name, known, 3)),
+        known.join(", ")
+    )
+}
+
+fn string_setting(value: &Value) -> Result<String, String> {
+    value
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| format!("expected a string, got {value}"))
+}
+
+fn duration_setting(value: &Value, example: &str) -> Result<Duration, String> {
+    let text = string_setting(value)?;
+    match parse_duration(&text) {
+        Some(d) if d.is_zero() => Err(format!(
+            "{text:?} is no time at all; write e.g. \"{example}\""
+        )),
+        Some(d) => Ok(d),
+        None => Err(format!(
+            "{text:?} is not a duration; write e.g. \"{example}\" (units ms, s, m, h)"
+        )),
+    }
+}
+
+/// Checks an endpoint override: an absolute http or https URL with a host.
+pub fn check_url(url: &str) -> Result<(), String> {
+    let example = "write e.g. \"http://127.0.0.1:8080/\"";
+    match reqwest::Url::parse(url) {
+        Ok(u) if !matches!(u.scheme(), "http" | "https") => {
+            Err(format!("`{url}` is not an http or https URL; {example}"))
+        }
+        Ok(u) if u.host_str().is_none_or(str::is_empty) => {
+            Err(format!("`{url}` names no host; {example}"))
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("`{url}` is not a URL ({e}); {example}")),
+    }
+}
+
+/// Checks a project id's shape: 6 to 30 lowercase letters, digits and hyphens, starting
+/// with a letter and not ending with a hyphen; a legacy domain-scoped id
+/// (`example.com:my-project`) is checked after its domain.
+///
+/// Fails naming the rule broken; a project number is refused because the ids the APIs
+/// return name the project by its id.
+pub fn check_project_id(project: &str) -> Result<(), String> {
+    let id = match project.rsplit_once(':') {
+        Some((domain, id)) if !domain.is_empty() => id,
+        _ => project,
+    };
+    let rules = "a project id is 6 to 30 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen";
+    let problem = if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) {
+        "looks like a project number; write the project id (`gcloud projects describe NUMBER --format='value(projectId)'`)"
+            .to_string()
+    } else if !(6..=30).contains(&id.len()) {
+        format!("is {} characters long", id.len())
+    } else if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
+    {
+        format!("holds {c:?}")
+    } else if !id.starts_with(|c: char| c.is_ascii_lowercase()) {
+        "does not start with a letter".to_string()
+    } else if id.ends_with('-') {
+        "ends with a hyphen".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(format!("`{project}` {problem}; {rules}"))
 }
 
 #[cfg(test)]
@@ -357,5 +577,183 @@ mod tests {
             .expect_err("no project")
             .to_string()
             .contains("GOOGLE_CLOUD_PROJECT"));
+    }
+
+    /// The problems of a table as (path, message) pairs.
+    fn problems(table: Value) -> Vec<(String, String)> {
+        validate(&table)
+            .into_iter()
+            .map(|p| (p.path.join("."), p.message))
+            .collect()
+    }
+
+    #[test]
+    fn valid_tables_have_no_problems() {
+        assert!(problems(Value::Null).is_empty());
+        assert!(problems(json!({})).is_empty());
+        let full = json!({
+            "project": "batch-aiml-project",
+            "region": "europe-west1",
+            "zone": "europe-west1-d",
+            "credentials": "/keys/sa.json",
+            "access_token_file": "",
+            "endpoints": {"container": "http://127.0.0.1:9/container/", "file": "https://file.example.com/", "storage": "http://[::1]:9/storage/storage/v1/"},
+            "poll_interval": "100ms",
+            "max_poll_interval": "500ms",
+            "retry_base_delay": "50ms",
+            "max_retries": 0,
+            "timeouts": {"gke_cluster": "1h30m", "gke_node_pool": "40m", "filestore_instance": "30m"},
+            "request_timeout": "2m",
+        });
+        assert_eq!(problems(full), Vec::<(String, String)>::new());
+        // The sandbox's overrides unset credentials with null.
+        assert!(
+            problems(json!({"credentials": null, "project": "example.com:batch-ml"})).is_empty()
+        );
+    }
+
+    #[test]
+    fn each_setting_is_checked_at_its_key() {
+        let cases: &[(Value, &str, &str)] = &[
+            (
+                json!({"region": "us-west9"}),
+                "region",
+                "`us-west9` is not a Google Cloud region; did you mean `us-west1`",
+            ),
+            (
+                json!({"region": "us-central1-a"}),
+                "region",
+                "is a zone, not a region; its region is us-central1",
+            ),
+            (json!({"region": 1}), "region", "expected a string, got 1"),
+            (
+                json!({"zone": "us-central1-z"}),
+                "zone",
+                "us-central1 has zones a, b, c, f",
+            ),
+            (
+                json!({"zone": "europe-west1-a"}),
+                "zone",
+                "europe-west1 has zones b, c, d",
+            ),
+            (
+                json!({"region": "us-central1", "zone": "europe-west1-b"}),
+                "zone",
+                "zone `europe-west1-b` is in europe-west1, not us-central1",
+            ),
+            (json!({"project": "My_Project"}), "project", "holds 'M'"),
+            (
+                json!({"project": "ml"}),
+                "project",
+                "`ml` is 2 characters long; a project id is 6 to 30",
+            ),
+            (
+                json!({"project": "1-batch-ml"}),
+                "project",
+                "does not start with a letter",
+            ),
+            (
+                json!({"project": "batch-ml-"}),
+                "project",
+                "ends with a hyphen",
+            ),
+            (
+                json!({"project": "123456789012"}),
+                "project",
+                "looks like a project number",
+            ),
+            (
+                json!({"poll_interval": "soon"}),
+                "poll_interval",
+                "\"soon\" is not a duration; write e.g. \"2s\"",
+            ),
+            (
+                json!({"request_timeout": "0s"}),
+                "request_timeout",
+                "no time at all",
+            ),
+            (
+                json!({"poll_interval": "10s", "max_poll_interval": "5s"}),
+                "max_poll_interval",
+                "5s is shorter than poll_interval (10s)",
+            ),
+            (
+                json!({"max_retries": -1}),
+                "max_retries",
+                "non-negative integer",
+            ),
+            (
+                json!({"max_retries": 1.5}),
+                "max_retries",
+                "non-negative integer",
+            ),
+            (
+                json!({"timeouts": {"gke_cluster": 5}}),
+                "timeouts.gke_cluster",
+                "expected a string, got 5",
+            ),
+            (
+                json!({"timeouts": {"gke_clustr": "40m"}}),
+                "timeouts.gke_clustr",
+                "did you mean `gke_cluster`?",
+            ),
+            (
+                json!({"timeouts": {"gke_cluster": "forever"}}),
+                "timeouts.gke_cluster",
+                "is not a duration",
+            ),
+            (json!({"timeouts": "40m"}), "timeouts", "expected a table"),
+            (
+                json!({"endpoints": {"storge": "http://x/"}}),
+                "endpoints.storge",
+                "did you mean `storage`?",
+            ),
+            (
+                json!({"endpoints": {"file": "ftp://127.0.0.1:9/file"}}),
+                "endpoints.file",
+                "`ftp://127.0.0.1:9/file` is not an http or https URL",
+            ),
+            (
+                json!({"endpoints": {"file": "127.0.0.1:9/file"}}),
+                "endpoints.file",
+                "is not a URL",
+            ),
+            (
+                json!({"endpoints": {"file": "not a url"}}),
+                "endpoints.file",
+                "is not a URL",
+            ),
+            (
+                json!({"projet": "p"}),
+                "projet",
+                "unknown setting of [providers.gcp]; did you mean `project`?",
+            ),
+        ];
+        for (table, path, want) in cases {
+            let got = problems(table.clone());
+            assert!(
+                got.iter().any(|(p, m)| p == path && m.contains(want)),
+                "{table}: want {path}: {want}, got {got:?}"
+            );
+        }
+        assert!(matches!(validate(&json!("gcp")).as_slice(), [p] if p.path.is_empty()));
+    }
+
+    #[test]
+    fn unknown_values_are_left_for_apply() {
+        let unknown = crate::protocol::UNKNOWN;
+        let table = json!({
+            "region": unknown,
+            "zone": format!("{unknown}-a"),
+            "project": unknown,
+            "timeouts": {"gke_cluster": unknown, "gke_node_pool": "soon"},
+        });
+        assert_eq!(
+            problems(table),
+            vec![(
+                "timeouts.gke_node_pool".to_string(),
+                "\"soon\" is not a duration; write e.g. \"40m\" (units ms, s, m, h)".to_string()
+            )]
+        );
     }
 }

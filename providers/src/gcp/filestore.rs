@@ -248,23 +248,32 @@ impl Kind for FilestoreInstance {
             .location
             .clone()
             .or_else(|| config.as_ref().and_then(|c| spec.location_in(c)));
-        let at = if spec.location.is_some() {
-            "location"
-        } else {
-            ""
-        };
         match (location, tier) {
             (None, Some(t)) => out.push(Invalid::at(
                 "",
                 format!("no location: {} instances live in a {}; set `location`, or `{}` in [providers.gcp]", t.name, if t.zonal { "zone" } else { "region" }, if t.zonal { "zone" } else { "region" }),
             )),
+            // A location taken from the provider is checked with the provider's table.
+            (Some(_), _) if spec.location.is_none() => {}
             (Some(loc), Some(t)) if t.zonal && !catalog::is_zone(&loc) => {
-                out.push(Invalid::at(at, format!("{} instances are zonal; {loc:?} is not a zone (e.g. us-central1-b)", t.name)));
+                let why = catalog::check_zone(&loc).err().unwrap_or_default();
+                out.push(Invalid::at("location", format!("{} instances are zonal; {why}", t.name)));
             }
             (Some(loc), Some(t)) if !t.zonal && !catalog::is_region(&loc) => {
-                out.push(Invalid::at(at, format!("{} instances are regional; {loc:?} is not a region (e.g. us-central1)", t.name)));
+                let why = catalog::check_region(&loc).err().unwrap_or_default();
+                out.push(Invalid::at("location", format!("{} instances are regional; {why}", t.name)));
             }
-            (Some(loc), Some(_)) => out.extend(super::zone_outside_region(at, &loc, config.as_ref())),
+            (Some(loc), Some(_)) => {
+                let checked = catalog::check_location(&loc).and_then(|()| {
+                    match config.as_ref().and_then(GcpConfig::catalog_region) {
+                        Some(region) => catalog::check_location_in_region(&loc, region, "the instance"),
+                        None => Ok(()),
+                    }
+                });
+                if let Err(m) = checked {
+                    out.push(Invalid::at("location", m));
+                }
+            }
             _ => {}
         }
         out
@@ -545,6 +554,58 @@ mod tests {
                     ..base()
                 },
                 "tier",
+            ),
+            (
+                Spec {
+                    location: Some("us-central1-z".into()),
+                    ..base()
+                },
+                "us-central1 has zones a, b, c, f",
+            ),
+            (
+                Spec {
+                    location: Some("us-west9-a".into()),
+                    ..base()
+                },
+                "did you mean `us-west1-a`",
+            ),
+            (
+                Spec {
+                    location: Some("europe-west1-b".into()),
+                    ..base()
+                },
+                "zone `europe-west1-b` is not in the provider's region us-central1: the instance would be made in europe-west1, not us-central1",
+            ),
+            (
+                Spec {
+                    tier: "REGIONAL".into(),
+                    share: Share {
+                        name: "NFSVol".into(),
+                        capacity_gb: 1024,
+                    },
+                    location: Some("us-east9".into()),
+                    ..base()
+                },
+                "`us-east9` is not a Google Cloud region",
+            ),
+            (
+                Spec {
+                    tier: "REGIONAL".into(),
+                    share: Share {
+                        name: "NFSVol".into(),
+                        capacity_gb: 1024,
+                    },
+                    location: Some("us-central1-b".into()),
+                    ..base()
+                },
+                "REGIONAL instances are regional; `us-central1-b` is a zone, not a region; its region is us-central1",
+            ),
+            (
+                Spec {
+                    location: Some("us-central1".into()),
+                    ..base()
+                },
+                "BASIC_HDD instances are zonal; `us-central1` is a region, not a zone; its zones are us-central1-a, us-central1-b, us-central1-c or us-central1-f",
             ),
         ];
         for (s, want) in cases {

@@ -541,14 +541,24 @@ impl Kind for GkeNodePool {
         if let Err(m) = catalog::check_rfc1035(&spec.name, catalog::GKE_NODE_POOL_NAME_MAX) {
             out.push(Invalid::at("name", m));
         }
-        if id_parts(&spec.cluster, &["projects", "locations", "clusters"]).is_none() {
-            out.push(Invalid::at(
+        match id_parts(&spec.cluster, &["projects", "locations", "clusters"]) {
+            None => out.push(Invalid::at(
                 "cluster",
                 format!(
                     "{:?} is not a cluster id; reference one: \"${{gke_cluster.NAME.id}}\"",
                     spec.cluster
                 ),
-            ));
+            )),
+            // The pool's nodes go where its cluster is: a written-out id must name a
+            // location that exists.
+            Some(parts) => {
+                if let Err(m) = catalog::check_location(parts[1]) {
+                    out.push(Invalid::at(
+                        "cluster",
+                        format!("the cluster's location: {m}"),
+                    ));
+                }
+            }
         }
         if let Err(m) = catalog::check_machine_type(&spec.machine_type) {
             out.push(Invalid::at("machine_type", m));
@@ -994,6 +1004,20 @@ mod tests {
                     ..base()
                 },
                 "not a cluster id",
+            ),
+            (
+                Spec {
+                    cluster: "projects/p/locations/us-central1-z/clusters/gpu".into(),
+                    ..base()
+                },
+                "the cluster's location: `us-central1-z` is not a Google Cloud zone: us-central1 has zones a, b, c, f",
+            ),
+            (
+                Spec {
+                    cluster: "projects/p/locations/us-west9/clusters/gpu".into(),
+                    ..base()
+                },
+                "did you mean `us-west1`",
             ),
             (
                 Spec {

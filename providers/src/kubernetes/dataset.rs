@@ -3,7 +3,8 @@
 //! a pod that mounts the claim: a given pod, or a short-lived helper pod.
 //!
 //! The copy is trusted, not re-read: `prepare` hashes the local directory (sorted
-//! relative paths, modes and contents) into `content_hash`, and a changed hash is an
+//! relative paths, modes and contents) into `content_hash` (at validate and plan too, so
+//! a missing, unreadable or non-directory `source` fails there), and a changed hash is an
 //! in-place update that copies again and removes remote files the directory no longer
 //! has. `read` only checks that the claim still exists. Destroy leaves the files in
 //! place unless `delete_on_destroy` is set, because datasets often outlive the stack.
@@ -30,6 +31,7 @@ use super::{
     apply, check_cluster, check_dns_label, check_dns_subdomain, cluster_field, connect, mark_ours,
     with_managed_label,
 };
+use crate::protocol::UNKNOWN;
 use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
 
 /// The kind `kubernetes_dataset`.
@@ -301,6 +303,80 @@ impl Tally {
             files: self.files,
             bytes: i64::try_from(self.bytes).unwrap_or(i64::MAX),
         }
+    }
+}
+
+/// Where a relative `path` is looked for: the current directory, which the engine sets
+/// to the stack's directory.
+fn shown_path(path: &Path) -> String {
+    if path.is_absolute() {
+        return path.display().to_string();
+    }
+    std::env::current_dir()
+        .map(|cwd| cwd.join(path))
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// Checks that the local directory `dir`, given at the spec field `field`, exists, is a
+/// directory and can be listed (`what` it is for: "to copy"), so the plan refuses what
+/// apply could not read. The message shows where a relative path was looked for.
+///
+/// Fails with [`ProviderError::Invalid`] at `field`.
+pub(super) fn check_local_dir(field: &str, dir: &str, what: &str) -> Result<(), ProviderError> {
+    let path = Path::new(dir);
+    let shown = shown_path(path);
+    let whence = if path.is_relative() {
+        " (relative paths start at the stack's directory)"
+    } else {
+        ""
+    };
+    let unreadable = |e: io::Error| {
+        ProviderError::invalid(
+            field,
+            format!("{dir:?} cannot be read: {shown}: {e}{whence}"),
+        )
+    };
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(ProviderError::invalid(
+                field,
+                format!("{dir:?} does not exist: no directory at {shown}{whence}"),
+            ));
+        }
+        Err(e) => return Err(unreadable(e)),
+    };
+    if !meta.is_dir() {
+        let is = if meta.is_file() {
+            "a file"
+        } else {
+            "not a file or directory"
+        };
+        return Err(ProviderError::invalid(
+            field,
+            format!(
+                "{dir:?} is {is}, not a directory ({shown}); give the directory {what}{whence}"
+            ),
+        ));
+    }
+    std::fs::read_dir(path).map(drop).map_err(unreadable)
+}
+
+/// A failure reading inside a local directory, reported at the spec field `field`
+/// that names it.
+pub(super) fn at_field(field: &str, e: ProviderError) -> ProviderError {
+    match e {
+        ProviderError::Unsupported(m) => {
+            let m = m
+                .strip_prefix(&format!("{field}: "))
+                .unwrap_or(&m)
+                .to_string();
+            ProviderError::invalid(field, m)
+        }
+        e @ ProviderError::Io { .. } => ProviderError::invalid(field, e.to_string()),
+        e => e,
     }
 }
 
@@ -915,7 +991,7 @@ impl Kind for Dataset {
         Schema {
             fields: vec![
                 cluster_field(),
-                Field::new("source", Type::String, "The local directory to copy; relative paths start at the working directory.").required(),
+                Field::new("source", Type::String, "The local directory to copy; relative paths start at the stack's directory.").required(),
                 Field::new("claim", Type::String, "The PersistentVolumeClaim to copy onto.").required().force_new(),
                 Field::new("namespace", Type::String, "The claim's namespace.").default(json!("default")).force_new(),
                 Field::new(
@@ -1012,7 +1088,18 @@ impl Kind for Dataset {
     }
 
     fn prepare(mut spec: Spec) -> Result<Spec, ProviderError> {
-        let summary = summarize(Path::new(&spec.source))?;
+        // A source not known until apply (another resource's output) is hashed then;
+        // the plan shows the hash as known after apply.
+        if spec.source.contains(UNKNOWN) {
+            spec.content_hash = Some(UNKNOWN.to_string());
+            return Ok(spec);
+        }
+        // `validate` reports an empty source.
+        if spec.source.is_empty() {
+            return Ok(spec);
+        }
+        check_local_dir("source", &spec.source, "to copy")?;
+        let summary = summarize(Path::new(&spec.source)).map_err(|e| at_field("source", e))?;
         spec.content_hash = Some(summary.content_hash);
         spec.files = Some(summary.files);
         Ok(spec)
@@ -1278,12 +1365,135 @@ mod tests {
         let missing = Dataset::prepare(base(&dir.path().join("nope").display().to_string()))
             .expect_err("no such directory");
         assert!(
-            missing.to_string().starts_with("read dataset source "),
+            matches!(&missing, ProviderError::Invalid { field, message } if field == "source" && message.contains("does not exist")),
             "{missing}"
         );
         let file = Dataset::prepare(base(&dir.path().join("README.md").display().to_string()))
             .expect_err("a file");
-        assert!(file.to_string().contains("is not a directory"), "{file}");
+        assert!(
+            file.to_string().contains("is a file, not a directory"),
+            "{file}"
+        );
+        Ok(())
+    }
+
+    /// The problem `prepare` reports, at its field.
+    fn invalid(e: ProviderError) -> (String, String) {
+        match e {
+            ProviderError::Invalid { field, message } => (field, message),
+            other => panic!("want a problem at a field, got {other:?}"),
+        }
+    }
+
+    fn here(rel: &str) -> String {
+        std::env::current_dir()
+            .expect("cwd")
+            .join(rel)
+            .display()
+            .to_string()
+    }
+
+    #[test]
+    fn dataset_source_that_does_not_exist_is_refused_at_source() {
+        let rel = "no-such-dataset-directory";
+        let (field, message) = invalid(Dataset::prepare(base(rel)).expect_err("no such directory"));
+        assert_eq!(field, "source");
+        assert_eq!(
+            message,
+            format!(
+                "\"{rel}\" does not exist: no directory at {} (relative paths start at the stack's directory)",
+                here(rel)
+            )
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let absolute = dir.path().join("gone").display().to_string();
+        let (_, message) = invalid(Dataset::prepare(base(&absolute)).expect_err("gone"));
+        assert_eq!(
+            message,
+            format!("{absolute:?} does not exist: no directory at {absolute}"),
+            "no word about relative paths for an absolute one"
+        );
+    }
+
+    #[test]
+    fn dataset_source_that_is_a_file_is_refused_at_source() {
+        // Tests run in the crate's directory, which has this file.
+        let (field, message) = invalid(Dataset::prepare(base("Cargo.toml")).expect_err("a file"));
+        assert_eq!(field, "source");
+        assert_eq!(
+            message,
+            format!(
+                "\"Cargo.toml\" is a file, not a directory ({}); give the directory to copy (relative paths start at the stack's directory)",
+                here("Cargo.toml")
+            )
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn dataset_source_that_cannot_be_read_is_refused_at_source() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = dataset();
+        let locked = dir.path().join("train");
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+        // Root reads any directory: nothing to test then.
+        let readable = std::fs::read_dir(&locked).is_ok();
+        let source = locked.display().to_string();
+        let top = Dataset::prepare(base(&source));
+        let inner = Dataset::prepare(base(&dir.path().display().to_string()));
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        // What root meets too: a path through a file cannot be looked at.
+        let through = dir.path().join("README.md/train").display().to_string();
+        let (field, message) =
+            invalid(Dataset::prepare(base(&through)).expect_err("through a file"));
+        assert_eq!(field, "source");
+        assert!(
+            message.starts_with(&format!("{through:?} cannot be read: {through}: ")),
+            "{message}"
+        );
+        if readable {
+            return;
+        }
+        let (field, message) = invalid(top.expect_err("unreadable"));
+        assert_eq!(field, "source");
+        assert!(
+            message.starts_with(&format!("{source:?} cannot be read: {source}: ")),
+            "{message}"
+        );
+        // A directory inside the source that cannot be listed is the source's problem.
+        let (field, message) = invalid(inner.expect_err("unreadable inside"));
+        assert_eq!(field, "source");
+        assert!(message.contains(&source), "{message}");
+    }
+
+    #[test]
+    fn dataset_source_not_known_until_apply_is_hashed_then() -> Result<(), ProviderError> {
+        use crate::protocol::UNKNOWN;
+        use crate::Resource;
+        let prepared = Dataset::prepare(base(UNKNOWN))?;
+        assert_eq!(prepared.content_hash.as_deref(), Some(UNKNOWN));
+        assert_eq!(prepared.files, None);
+        // Through the adapter, with the cluster and the pod of the same stack unknown
+        // (as at `terrain validate` and `plan`): the source is still read and hashed.
+        let dir = dataset();
+        let adapter = crate::Adapter::new(Dataset);
+        let mut spec =
+            serde_json::to_value(base(&dir.path().display().to_string())).expect("encodes");
+        spec["cluster"] = json!(UNKNOWN);
+        spec["pod"] = json!({"name": UNKNOWN, "mount_path": "/mnt/fileserver"});
+        let prepared = adapter.prepare(spec.clone())?;
+        assert_eq!(prepared["cluster"], json!(UNKNOWN));
+        assert_eq!(prepared["files"], json!(3));
+        assert_eq!(
+            prepared["content_hash"],
+            json!(summarize(dir.path())?.content_hash)
+        );
+        spec["source"] = json!("no-such-dataset-directory");
+        let e = adapter.prepare(spec).expect_err("missing");
+        assert!(
+            matches!(&e, ProviderError::Invalid { field, .. } if field == "source"),
+            "{e}"
+        );
         Ok(())
     }
 

@@ -4,6 +4,10 @@
 //! replaces the Job; parallelism, retries, deadlines and the Job's own labels and
 //! annotations update in place.
 //!
+//! Placement is checked at plan: by `validate` once the cluster and node pool are
+//! known, and by `validate_peers` against their specs while the same stack has yet to
+//! create them, so a Job whose pods could never be scheduled is refused before apply.
+//!
 //! Id: `batch/v1/Job/<namespace>/<name>`, followed by `,v1/Secret/<namespace>/<name>-env`
 //! when the Job has `secret_env`.
 
@@ -19,8 +23,11 @@ use kube::api::LogParams;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::connect::flavor;
-use super::placement::{placement, Intent, Placement, Tpu};
+use super::connect::{flavor, Flavor};
+use super::placement::{
+    instance_type_refusal, peer_refusals, place, placement, pool_placement, Asked, ClusterSide,
+    Intent, Placement, PoolKind, PoolPeer, Tpu,
+};
 use super::{
     apply, check_cluster, check_dns_label, check_dns_subdomain, check_labels, check_qualified_name,
     cluster_field, connect, delete_owned, id_of, marked, needs_cluster, ownership, parse_id,
@@ -29,7 +36,7 @@ use super::{
 };
 use crate::local::duration::parse_duration;
 use crate::protocol::{is_unknown, UNKNOWN};
-use crate::{Ctx, Field, Health, Invalid, Kind, LineSink, Live, ProviderError, Schema, Type};
+use crate::{Ctx, Field, Health, Invalid, Kind, LineSink, Live, Peer, ProviderError, Schema, Type};
 
 /// The kind `kubernetes_job`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -740,6 +747,32 @@ fn started(pod: &Value) -> bool {
     )
 }
 
+/// The node pool of the same stack that `node_pool` names: the one pool among the
+/// peers while `node_pool` is unknown (with several, which one it names is not known
+/// offline), else the pool of that name.
+fn pool_peer<'a>(node_pool: &Value, peers: &'a [Peer]) -> Option<&'a Peer> {
+    let mut pools = peers
+        .iter()
+        .filter(|p| matches!(p.kind.as_str(), "gke_node_pool" | "eks_node_group"));
+    let found = match node_pool {
+        Value::Null => return None,
+        v if is_unknown(v) => pools.next()?,
+        v => {
+            let name = v["pool"].as_str()?;
+            let mut named = pools.filter(|p| p.spec["name"] == name);
+            let found = named.next()?;
+            if named.next().is_some() {
+                return None;
+            }
+            return Some(found);
+        }
+    };
+    if pools.next().is_some() {
+        return None;
+    }
+    Some(found)
+}
+
 #[async_trait]
 impl Kind for Job {
     type Spec = Spec;
@@ -949,28 +982,74 @@ impl Kind for Job {
                 ),
             ));
         }
-        if !spec.placement_unknown() {
-            if let Err(m) = placement(&flavor(&spec.cluster), &spec.intent()) {
-                out.push(Invalid::at("", format!("placement: {m}")));
+        // Negative GPUs are reported above; placement would only say it again.
+        if !spec.placement_unknown() && spec.gpus >= 0 {
+            if let Err(r) = place(&flavor(&spec.cluster), &spec.intent()) {
+                out.push(Invalid::at(&r.field, r.message));
             }
         }
         out
     }
 
-    fn validate_peers(spec: &Value, peers: &[crate::Peer]) -> Vec<Invalid> {
-        // GPUs on an Autopilot cluster need a type even while the cluster's reference
-        // is not known yet: the referenced gke_cluster's spec says it is Autopilot.
-        let autopilot = peers
-            .iter()
-            .any(|p| p.kind == "gke_cluster" && p.spec["mode"] == "autopilot");
-        let gpus = spec["gpus"].as_i64().unwrap_or(0);
-        let typed = spec["gpu_type"].is_string()
-            || spec["node_pool"].is_object()
-            || spec["node_pool"].is_string();
-        if autopilot && is_unknown(&spec["cluster"]) && gpus > 0 && !typed {
-            return vec![Invalid::at("gpu_type", "GPUs on GKE Autopilot need gpu_type, the accelerator to provision (e.g. \"nvidia-tesla-t4\" or \"nvidia-l4\")")];
+    fn validate_peers(spec: &Value, peers: &[Peer]) -> Vec<Invalid> {
+        // `validate` places the Job once the cluster's flavor and the node pool are
+        // known. When the cluster or the pool is created by the same stack they are
+        // not, and the plan must still promise a Job that can be scheduled: their
+        // specs (the peers) say what they will be.
+        let asked = Asked::of(spec);
+        let pool_peer = pool_peer(&spec["node_pool"], peers);
+        let pool = pool_peer.and_then(PoolPeer::of);
+        let needs_flavor = spec["spot"] == true
+            || spec["gpus"].as_i64().is_some_and(|n| n > 0)
+            || !spec["tpu"].is_null();
+        let waits =
+            (needs_flavor && is_unknown(&spec["cluster"])) || is_unknown(&spec["node_pool"]);
+        let placed_by_validate = !waits;
+        if placed_by_validate {
+            // All but one rule ran in `validate`: the group's `placement` output names
+            // only its first instance type, so only its spec can refuse the others.
+            return pool
+                .as_ref()
+                .and_then(|p| instance_type_refusal(&asked, p))
+                .map(|r| Invalid::at(&r.field, r.message))
+                .into_iter()
+                .collect();
         }
-        Vec::new()
+        let cluster = ClusterSide::of(&spec["cluster"], peers);
+        let mut refusals = peer_refusals(&asked, cluster.as_ref(), pool.as_ref());
+        // Then the placement apply will compute, with the pool's `placement` output
+        // computed from its spec: whatever apply would refuse, the plan refuses, even
+        // where no rule above names the peer.
+        let flavor = cluster
+            .map(|c| c.flavor)
+            .or(match pool.as_ref().map(|p| p.kind) {
+                Some(PoolKind::EksNodeGroup) => Some(Flavor::Eks),
+                // Node pools exist on Standard clusters only.
+                Some(PoolKind::GkeNodePool) => Some(Flavor::Gke { autopilot: false }),
+                None => None,
+            });
+        let node_pool = match &spec["node_pool"] {
+            Value::Null => Some(None),
+            v if is_unknown(v) => pool_peer.and_then(pool_placement).map(Some),
+            v => Some(Some(v.clone())),
+        };
+        // A pool of the other cloud is refused above; placing on it would only add noise.
+        let other_cloud = refusals.iter().any(|r| r.field == "node_pool");
+        let intent = node_pool
+            .and_then(|p| Intent::known(spec, p))
+            .filter(|_| !other_cloud);
+        if let (Some(flavor), Some(intent)) = (flavor, intent) {
+            if let Err(r) = place(&flavor, &intent) {
+                let fresh = !refusals.iter().any(|known| known.field == r.field);
+                if fresh && !r.message.contains(UNKNOWN) {
+                    refusals.push(r);
+                }
+            }
+        }
+        refusals
+            .into_iter()
+            .map(|r| Invalid::at(&r.field, r.message))
+            .collect()
     }
 
     fn render(spec: &Spec, _config: &Value) -> Option<Result<Vec<Value>, ProviderError>> {
@@ -1575,7 +1654,7 @@ mod tests {
             ),
             (
                 Spec { gpus: 1, ..base() },
-                "",
+                "gpu_type",
                 "GPUs on GKE Autopilot need gpu_type",
             ),
             (
@@ -1583,8 +1662,8 @@ mod tests {
                     cluster: json!({"kubeconfig": "k"}),
                     ..base()
                 },
-                "",
-                "placement: spot = true needs",
+                "spot",
+                "spot = true needs to know how the cluster labels spot nodes",
             ),
             (
                 Spec {
@@ -1647,5 +1726,575 @@ mod tests {
         assert!(
             Job::validate_peers(&serde_json::to_value(&typed).expect("encodes"), &peers).is_empty()
         );
+    }
+
+    // ---- placement against the node pool and cluster of the same stack ----------
+
+    fn peer(kind: &str, address: &str, spec: Value) -> Peer {
+        Peer {
+            kind: kind.into(),
+            address: address.into(),
+            spec,
+        }
+    }
+
+    /// A `gke_node_pool` as the engine hands it over: defaults filled, its cluster's
+    /// id unknown; `with` overrides fields.
+    fn gke_pool(name: &str, with: Value) -> Peer {
+        let mut spec = json!({
+            "name": name,
+            "cluster": UNKNOWN,
+            "machine_type": "n1-standard-8",
+            "node_count": null,
+            "autoscaling": null,
+            "gpu": {"type": "nvidia-tesla-t4", "count": 1, "driver": "default"},
+            "tpu": null,
+            "spot": false,
+            "preemptible": false,
+            "taints": [],
+            "labels": {},
+            "scopes": ["gke-default"],
+            "disk_size_gb": null,
+            "disk_type": null,
+        });
+        merge(&mut spec, with);
+        peer("gke_node_pool", &format!("gke_node_pool.{name}"), spec)
+    }
+
+    fn eks_group(name: &str, with: Value) -> Peer {
+        let mut spec = json!({
+            "cluster_name": UNKNOWN,
+            "name": name,
+            "node_role_arn": "arn:aws:iam::123456789012:role/eks-nodes",
+            "subnet_ids": ["subnet-0a1b2c3d4e5f60001"],
+            "instance_types": ["g5.xlarge"],
+            "ami_type": null,
+            "capacity_type": "ON_DEMAND",
+            "scaling": {"min": 0, "max": 2, "desired": null},
+            "disk_size": 20,
+            "labels": {},
+            "taints": [],
+            "tags": {},
+        });
+        merge(&mut spec, with);
+        peer("eks_node_group", &format!("eks_node_group.{name}"), spec)
+    }
+
+    fn gke_cluster(mode: &str) -> Peer {
+        peer(
+            "gke_cluster",
+            "gke_cluster.batch",
+            json!({"name": "batch", "location": "us-central1", "mode": mode}),
+        )
+    }
+
+    fn eks_cluster() -> Peer {
+        peer(
+            "eks_cluster",
+            "eks_cluster.ml",
+            json!({"name": "ml-pipelines", "version": "1.31", "role_arn": "arn:aws:iam::123456789012:role/eks-cluster"}),
+        )
+    }
+
+    fn merge(spec: &mut Value, with: Value) {
+        if let (Some(target), Value::Object(fields)) = (spec.as_object_mut(), with) {
+            target.extend(fields);
+        }
+    }
+
+    /// A Job asking `spot`, `gpus`, `gpu_type` or `tpu` as `with` says, on nothing else.
+    fn asking(with: Value) -> Spec {
+        let mut value = serde_json::to_value(Spec {
+            spot: false,
+            volumes: vec![],
+            ..base()
+        })
+        .expect("encodes");
+        merge(&mut value, with);
+        serde_json::from_value(value).expect("decodes")
+    }
+
+    /// The Job on a cluster and pool both created by the same stack: `cluster` and
+    /// `node_pool` are unknown offline.
+    fn same_stack(spec: &Spec) -> Value {
+        let mut value = serde_json::to_value(spec).expect("encodes");
+        value["cluster"] = json!(UNKNOWN);
+        value["node_pool"] = json!(UNKNOWN);
+        value
+    }
+
+    /// The Job once its GKE Standard cluster and `pool` exist: both references known,
+    /// `node_pool` the pool's `placement` output.
+    fn known_on(spec: &Spec, pool: &Peer) -> Spec {
+        let placement = match pool.kind.as_str() {
+            "gke_node_pool" => crate::gcp::node_pool::placement(
+                &serde_json::from_value(pool.spec.clone()).expect("pool decodes"),
+            ),
+            _ => crate::aws::eks_node_group::placement(
+                &serde_json::from_value(pool.spec.clone()).expect("group decodes"),
+            ),
+        };
+        let mut cluster = gke_reference();
+        cluster["autopilot"] = json!(false);
+        if pool.kind == "eks_node_group" {
+            cluster = json!({"kubeconfig": "~/.kube/config", "flavor": "eks"});
+        }
+        Spec {
+            cluster,
+            node_pool: Some(placement),
+            ..spec.clone()
+        }
+    }
+
+    /// `path: message` of each problem.
+    fn shown(problems: &[Invalid]) -> Vec<String> {
+        problems.iter().map(ToString::to_string).collect()
+    }
+
+    /// Problems at placement's fields (the known reference in tests is not checked
+    /// against a live cluster, so other fields stay out of it).
+    fn placement_problems(problems: Vec<Invalid>) -> Vec<String> {
+        let fields = ["spot", "gpus", "gpu_type", "tpu", "node_pool"];
+        shown(
+            &problems
+                .into_iter()
+                .filter(|p| p.path.first().is_some_and(|f| fields.contains(&f.as_str())))
+                .collect::<Vec<_>>(),
+        )
+    }
+
+    /// Asserts one refusal at `path` whose message has `want`, both offline with the
+    /// pool and cluster of the same stack (from their specs) and once everything is
+    /// known (from `validate`, with no second report from the peers).
+    fn refused_both_ways(spec: &Spec, peers: &[Peer], path: &str, same: &str, known: &str) {
+        let same_stack = same_stack(spec);
+        let offline = shown(&Job::validate_peers(&same_stack, peers));
+        assert!(
+            offline.len() == 1
+                && offline[0].starts_with(&format!("{path}: "))
+                && offline[0].contains(same),
+            "same stack: want one {path}: …{same}…, got {offline:?}"
+        );
+        let pool = peers
+            .iter()
+            .find(|p| p.kind.ends_with("node_pool") || p.kind == "eks_node_group")
+            .expect("a pool");
+        let known_spec = known_on(spec, pool);
+        let mut problems = placement_problems(Job::validate(&known_spec, &Value::Null));
+        let known_value = serde_json::to_value(&known_spec).expect("encodes");
+        problems.extend(shown(&Job::validate_peers(&known_value, peers)));
+        assert!(
+            problems.len() == 1
+                && problems[0].starts_with(&format!("{path}: "))
+                && problems[0].contains(known),
+            "known: want one {path}: …{known}…, got {problems:?}"
+        );
+    }
+
+    fn accepted_both_ways(spec: &Spec, peers: &[Peer]) {
+        let offline = shown(&Job::validate_peers(&same_stack(spec), peers));
+        assert_eq!(offline, Vec::<String>::new(), "same stack");
+        let pool = peers
+            .iter()
+            .find(|p| p.kind.ends_with("node_pool") || p.kind == "eks_node_group")
+            .expect("a pool");
+        let known_spec = known_on(spec, pool);
+        let mut problems = placement_problems(Job::validate(&known_spec, &Value::Null));
+        let known_value = serde_json::to_value(&known_spec).expect("encodes");
+        problems.extend(shown(&Job::validate_peers(&known_value, peers)));
+        assert_eq!(problems, Vec::<String>::new(), "known");
+    }
+
+    #[test]
+    fn job_asking_4_gpus_on_a_1_gpu_pool_of_the_same_stack_is_refused() {
+        let peers = [gke_cluster("standard"), gke_pool("gpu", json!({}))];
+        refused_both_ways(
+            &asking(json!({"gpus": 4})),
+            &peers,
+            "gpus",
+            "asks for 4 GPUs per pod, but gke_node_pool.gpu nodes have 1 (gpu.count = 1); set gpus = 1 or fewer",
+            "asks for 4 GPUs per pod, but node pool gpu has 1 GPU(s) per node",
+        );
+        accepted_both_ways(&asking(json!({"gpus": 1})), &peers);
+        // Built into the machine type: a g2-standard-24 has two L4s.
+        let g2 = [gke_pool(
+            "l4",
+            json!({"machine_type": "g2-standard-24", "gpu": null}),
+        )];
+        refused_both_ways(
+            &asking(json!({"gpus": 4})),
+            &g2,
+            "gpus",
+            "gke_node_pool.l4 nodes have 2 (machine_type = \"g2-standard-24\")",
+            "node pool l4 has 2 GPU(s) per node",
+        );
+    }
+
+    #[test]
+    fn job_asking_4_gpus_on_a_pool_of_the_same_stack_on_a_known_cluster_is_refused() {
+        // The cluster exists already; only the pool is new.
+        let spec = Spec {
+            cluster: {
+                let mut c = gke_reference();
+                c["autopilot"] = json!(false);
+                c
+            },
+            ..asking(json!({"gpus": 4}))
+        };
+        let mut value = serde_json::to_value(&spec).expect("encodes");
+        value["node_pool"] = json!(UNKNOWN);
+        let problems = shown(&Job::validate_peers(&value, &[gke_pool("gpu", json!({}))]));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0]
+                .starts_with("gpus: asks for 4 GPUs per pod, but gke_node_pool.gpu nodes have 1"),
+            "{problems:?}"
+        );
+        assert!(
+            placement_problems(Job::validate(&spec_with_unknown_pool(spec), &Value::Null))
+                .is_empty(),
+            "validate leaves an unknown pool to the peer check"
+        );
+    }
+
+    fn spec_with_unknown_pool(spec: Spec) -> Spec {
+        Spec {
+            node_pool: Some(json!(UNKNOWN)),
+            ..spec
+        }
+    }
+
+    #[test]
+    fn job_gpu_type_other_than_the_pools_accelerator_is_refused() {
+        let peers = [gke_cluster("standard"), gke_pool("gpu", json!({}))];
+        refused_both_ways(
+            &asking(json!({"gpus": 1, "gpu_type": "nvidia-l4"})),
+            &peers,
+            "gpu_type",
+            "asks for nvidia-l4, but gke_node_pool.gpu nodes have nvidia-tesla-t4 (gpu.type = \"nvidia-tesla-t4\")",
+            "gpu_type selects cloud.google.com/gke-accelerator=nvidia-l4 but node pool gpu selects cloud.google.com/gke-accelerator=nvidia-tesla-t4",
+        );
+        accepted_both_ways(
+            &asking(json!({"gpus": 1, "gpu_type": "nvidia-tesla-t4"})),
+            &peers,
+        );
+    }
+
+    #[test]
+    fn job_asking_spot_on_an_on_demand_pool_is_refused() {
+        let gke = [gke_cluster("standard"), gke_pool("gpu", json!({}))];
+        refused_both_ways(
+            &asking(json!({"spot": true, "gpus": 1})),
+            &gke,
+            "spot",
+            "asks for spot capacity, but gke_node_pool.gpu nodes are on-demand (neither spot nor preemptible is set); set spot = false, or set spot = true on gke_node_pool.gpu",
+            "asks for spot capacity, but node pool gpu is not a spot pool",
+        );
+        let eks = [eks_cluster(), eks_group("gpu", json!({}))];
+        refused_both_ways(
+            &asking(json!({"spot": true, "gpus": 1})),
+            &eks,
+            "spot",
+            "eks_node_group.gpu nodes are on-demand (capacity_type = \"ON_DEMAND\"); set spot = false, or set capacity_type = \"SPOT\" on eks_node_group.gpu",
+            "node pool gpu is not a spot pool",
+        );
+        for spot_pool in [
+            gke_pool("gpu", json!({"spot": true})),
+            gke_pool("gpu", json!({"preemptible": true})),
+        ] {
+            accepted_both_ways(&asking(json!({"spot": true, "gpus": 1})), &[spot_pool]);
+        }
+        accepted_both_ways(
+            &asking(json!({"spot": true, "gpus": 1})),
+            &[eks_group("gpu", json!({"capacity_type": "SPOT"}))],
+        );
+    }
+
+    #[test]
+    fn job_without_spot_on_a_spot_pool_is_accepted() {
+        // spot = false asks for nothing: the pods run on the pool's spot nodes.
+        accepted_both_ways(
+            &asking(json!({"gpus": 1})),
+            &[gke_pool("gpu", json!({"spot": true}))],
+        );
+        accepted_both_ways(
+            &asking(json!({"gpus": 1})),
+            &[eks_group("gpu", json!({"capacity_type": "SPOT"}))],
+        );
+    }
+
+    #[test]
+    fn job_asking_gpus_on_a_pool_without_gpus_is_refused() {
+        let cpu = [gke_pool(
+            "cpu",
+            json!({"machine_type": "e2-standard-4", "gpu": null}),
+        )];
+        refused_both_ways(
+            &asking(json!({"gpus": 1})),
+            &cpu,
+            "gpus",
+            "asks for 1 GPU per pod, but gke_node_pool.cpu nodes have none (machine_type = \"e2-standard-4\" and no gpu); set gpus = 0, or give gke_node_pool.cpu GPUs",
+            "asks for 1 GPU per pod, but node pool cpu has no GPUs",
+        );
+        let plain = [eks_group("cpu", json!({"instance_types": ["m5.large"]}))];
+        refused_both_ways(
+            &asking(json!({"gpus": 1})),
+            &plain,
+            "gpus",
+            "eks_node_group.cpu nodes have none (instance_types = [\"m5.large\"])",
+            "node pool cpu has no GPUs",
+        );
+        accepted_both_ways(&asking(json!({})), &cpu);
+    }
+
+    #[test]
+    fn a_tainted_pool_is_not_refused_since_placement_tolerates_its_taints() {
+        // The gke-gpu-pipelines training Job: preemptible T4s behind a taint.
+        let pool = gke_pool(
+            "preemptible_gpu",
+            json!({
+                "name": "preemptible-gpu-pool",
+                "machine_type": "n1-highmem-8",
+                "gpu": {"type": "nvidia-tesla-t4", "count": 4, "driver": "disabled"},
+                "preemptible": true,
+                "autoscaling": {"min": 0, "max": 4},
+                "taints": ["preemptible=true:NoSchedule"],
+                "scopes": ["cloud-platform"],
+            }),
+        );
+        accepted_both_ways(&asking(json!({"gpus": 1})), std::slice::from_ref(&pool));
+        accepted_both_ways(
+            &asking(json!({"gpus": 4, "spot": true})),
+            std::slice::from_ref(&pool),
+        );
+        let known = known_on(&asking(json!({"gpus": 1})), &pool);
+        let rendered = objects(&known).expect("renders");
+        assert!(
+            rendered[0]["spec"]["template"]["spec"]["tolerations"]
+                .as_array()
+                .is_some_and(|t| t.contains(&json!({"key": "preemptible", "operator": "Equal", "value": "true", "effect": "NoSchedule"}))),
+            "{}",
+            rendered[0]["spec"]["template"]["spec"]
+        );
+    }
+
+    fn tpu_pool() -> Peer {
+        gke_pool(
+            "tpu",
+            json!({
+                "name": "tpu-v5e-pool",
+                "machine_type": "ct5lp-hightpu-4t",
+                "gpu": null,
+                "tpu": {"topology": "2x2"},
+                "node_count": 0,
+                "autoscaling": {"min": 0, "max": 1},
+            }),
+        )
+    }
+
+    fn asking_tpu(kind: &str, topology: &str, chips: i64) -> Spec {
+        asking(json!({"tpu": {"type": kind, "topology": topology, "chips": chips}}))
+    }
+
+    #[test]
+    fn job_asking_a_tpu_on_a_pool_without_tpus_is_refused() {
+        refused_both_ways(
+            &asking_tpu("tpu-v5-lite-podslice", "2x2", 4),
+            &[gke_pool("gpu", json!({}))],
+            "tpu",
+            "asks for a TPU slice, but gke_node_pool.gpu nodes have no TPUs (machine_type = \"n1-standard-8\" and no tpu)",
+            "asks for a TPU slice, but node pool gpu has no TPUs",
+        );
+    }
+
+    #[test]
+    fn job_asking_another_tpu_than_the_pools_slice_is_refused() {
+        let peers = [gke_cluster("standard"), tpu_pool()];
+        // The gke-accelerators TPU Job fits its pool.
+        accepted_both_ways(&asking_tpu("tpu-v5-lite-podslice", "2x2", 4), &peers);
+        refused_both_ways(
+            &asking_tpu("tpu-v5-lite-podslice", "2x4", 4),
+            &peers,
+            "tpu.topology",
+            "asks for a 2x4 slice, but gke_node_pool.tpu is a 2x2 slice (machine_type = \"ct5lp-hightpu-4t\", tpu.topology = \"2x2\")",
+            "tpu.topology selects cloud.google.com/gke-tpu-topology=2x4 but node pool tpu-v5e-pool selects cloud.google.com/gke-tpu-topology=2x2",
+        );
+        refused_both_ways(
+            &asking_tpu("tpu-v5p-slice", "2x2", 4),
+            &peers,
+            "tpu.type",
+            "asks for tpu-v5p-slice, but gke_node_pool.tpu nodes are tpu-v5-lite-podslice",
+            "tpu.type selects cloud.google.com/gke-tpu-accelerator=tpu-v5p-slice but node pool tpu-v5e-pool selects",
+        );
+        refused_both_ways(
+            &asking_tpu("tpu-v5-lite-podslice", "2x2", 8),
+            &peers,
+            "tpu.chips",
+            "asks for 8 TPU chips per pod, but gke_node_pool.tpu nodes have 4",
+            "asks for 8 TPU chips per pod, but node pool tpu-v5e-pool has 4 TPU chip(s) per node",
+        );
+    }
+
+    #[test]
+    fn job_asking_a_tpu_on_an_eks_cluster_of_the_same_stack_is_refused() {
+        let spec = asking_tpu("tpu-v5-lite-podslice", "2x2", 4);
+        let mut value = serde_json::to_value(&spec).expect("encodes");
+        value["cluster"] = json!(UNKNOWN);
+        let problems = shown(&Job::validate_peers(&value, &[eks_cluster()]));
+        assert_eq!(
+            problems,
+            vec!["tpu: asks for a TPU slice, but eks_cluster.ml is an EKS cluster; TPUs run on GKE only: remove tpu, or run the job on a GKE cluster".to_string()]
+        );
+        // On an EKS node group of the same stack too, named as such.
+        let on_group = shown(&Job::validate_peers(
+            &same_stack(&spec),
+            &[eks_group("gpu", json!({}))],
+        ));
+        assert_eq!(on_group.len(), 1, "{on_group:?}");
+        assert!(
+            on_group[0].contains("eks_node_group.gpu is an EKS node group"),
+            "{on_group:?}"
+        );
+        // Known: the reference says eks.
+        let known = Spec {
+            cluster: json!({"kubeconfig": "~/.kube/config", "flavor": "eks"}),
+            ..spec
+        };
+        assert_eq!(
+            placement_problems(Job::validate(&known, &Value::Null)),
+            vec!["tpu: TPUs run on GKE only; this cluster's flavor is eks".to_string()]
+        );
+    }
+
+    #[test]
+    fn job_with_a_gke_node_pool_on_an_eks_cluster_is_refused() {
+        let spec = asking(json!({"gpus": 1}));
+        let problems = shown(&Job::validate_peers(
+            &same_stack(&spec),
+            &[eks_cluster(), gke_pool("gpu", json!({}))],
+        ));
+        assert_eq!(
+            problems,
+            vec!["node_pool: gke_node_pool.gpu is a GKE node pool, but eks_cluster.ml is an EKS cluster: use an eks_node_group's placement (\"${eks_node_group.NAME.placement}\")".to_string()]
+        );
+        let reverse = shown(&Job::validate_peers(
+            &same_stack(&spec),
+            &[gke_cluster("standard"), eks_group("gpu", json!({}))],
+        ));
+        assert_eq!(reverse.len(), 1, "{reverse:?}");
+        assert!(
+            reverse[0].starts_with("node_pool: eks_node_group.gpu is an EKS node group, but gke_cluster.batch is a GKE cluster"),
+            "{reverse:?}"
+        );
+    }
+
+    #[test]
+    fn job_naming_an_accelerator_as_gpu_type_on_an_eks_cluster_is_refused() {
+        let spec = asking(json!({"gpus": 1, "gpu_type": "nvidia-tesla-t4"}));
+        let mut value = serde_json::to_value(&spec).expect("encodes");
+        value["cluster"] = json!(UNKNOWN);
+        let problems = shown(&Job::validate_peers(&value, &[eks_cluster()]));
+        assert_eq!(
+            problems,
+            vec!["gpu_type: \"nvidia-tesla-t4\" is not an EC2 instance type, but eks_cluster.ml is an EKS cluster, where gpu_type names the GPU instance type (e.g. \"g5.xlarge\")".to_string()]
+        );
+        let known = Spec {
+            cluster: json!({"kubeconfig": "~/.kube/config", "flavor": "eks"}),
+            ..spec
+        };
+        assert_eq!(
+            placement_problems(Job::validate(&known, &Value::Null)),
+            vec!["gpu_type: on EKS, gpu_type names the GPU instance type (e.g. \"g5.xlarge\"); \"nvidia-tesla-t4\" is not one".to_string()]
+        );
+    }
+
+    #[test]
+    fn eks_job_instance_type_the_node_group_does_not_launch_is_refused() {
+        let peers = [
+            eks_cluster(),
+            eks_group(
+                "gpu",
+                json!({"instance_types": ["g5.xlarge", "g5.2xlarge"]}),
+            ),
+        ];
+        // Known too: the group's placement names only g5.xlarge, so only the peer
+        // check can tell, and it does once everything is known as well.
+        refused_both_ways(
+            &asking(json!({"gpus": 1, "gpu_type": "g5.12xlarge"})),
+            &peers,
+            "gpu_type",
+            "asks for instance type g5.12xlarge, but eks_node_group.gpu launches only g5.xlarge, g5.2xlarge (instance_types = [\"g5.xlarge\",\"g5.2xlarge\"])",
+            "eks_node_group.gpu launches only g5.xlarge, g5.2xlarge",
+        );
+        accepted_both_ways(
+            &asking(json!({"gpus": 1, "gpu_type": "g5.2xlarge"})),
+            &peers,
+        );
+    }
+
+    #[test]
+    fn eks_job_asking_more_gpus_than_the_node_group_instances_have_is_refused() {
+        refused_both_ways(
+            &asking(json!({"gpus": 4})),
+            &[eks_cluster(), eks_group("gpu", json!({}))],
+            "gpus",
+            "asks for 4 GPUs per pod, but eks_node_group.gpu nodes have 1 (instance_types = [\"g5.xlarge\"])",
+            "node pool gpu has 1 GPU(s) per node",
+        );
+        accepted_both_ways(
+            &asking(json!({"gpus": 4})),
+            &[eks_group("gpu", json!({"instance_types": ["g5.12xlarge"]}))],
+        );
+    }
+
+    #[test]
+    fn gpus_on_an_autopilot_cluster_of_the_same_stack_need_a_type() {
+        let spec = asking(json!({"gpus": 1}));
+        let mut value = serde_json::to_value(&spec).expect("encodes");
+        value["cluster"] = json!(UNKNOWN);
+        let problems = shown(&Job::validate_peers(&value, &[gke_cluster("autopilot")]));
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with(
+                "gpu_type: gke_cluster.batch is a GKE Autopilot cluster, where GPUs need gpu_type"
+            ),
+            "{problems:?}"
+        );
+        assert!(Job::validate_peers(&value, &[gke_cluster("standard")]).is_empty());
+    }
+
+    #[test]
+    fn pool_settings_not_known_offline_wait_for_apply() {
+        let spec = asking(json!({"gpus": 4, "spot": true, "gpu_type": "nvidia-l4"}));
+        let vague = gke_pool(
+            "gpu",
+            json!({"gpu": {"type": UNKNOWN, "count": UNKNOWN, "driver": "default"}, "spot": UNKNOWN}),
+        );
+        assert_eq!(
+            shown(&Job::validate_peers(&same_stack(&spec), &[vague])),
+            Vec::<String>::new()
+        );
+        // Two pools referenced: which one `node_pool` names is not known offline.
+        let two = [gke_pool("a", json!({})), gke_pool("b", json!({}))];
+        assert_eq!(
+            shown(&Job::validate_peers(&same_stack(&spec), &two)),
+            Vec::<String>::new()
+        );
+        // The Job's own values unknown: nothing to compare yet.
+        let mut unknown_ask = same_stack(&asking(json!({})));
+        unknown_ask["gpus"] = json!(UNKNOWN);
+        unknown_ask["spot"] = json!(UNKNOWN);
+        assert_eq!(
+            shown(&Job::validate_peers(
+                &unknown_ask,
+                &[gke_pool("cpu", json!({"gpu": null}))]
+            )),
+            Vec::<String>::new()
+        );
+        // No message ever quotes the marker.
+        let named_later = gke_pool("gpu", json!({"name": UNKNOWN}));
+        for problem in shown(&Job::validate_peers(&same_stack(&spec), &[named_later])) {
+            assert!(!problem.contains(UNKNOWN), "{problem:?}");
+        }
     }
 }

@@ -23,6 +23,7 @@
 //! objects: `batch/v1/Job/default/train`, `v1/PersistentVolume//fileserver`.
 
 pub mod apply;
+pub mod catalog;
 pub mod connect;
 pub mod dataset;
 pub mod job;

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::dataset::{at_field, check_local_dir};
 use super::resp::{Connection, RespError};
 use super::{apply, check_cluster, cluster_field, connect};
 use crate::protocol::{is_unknown, UNKNOWN};
@@ -346,27 +347,41 @@ fn files_under(dir: &Path) -> Result<Vec<String>, ProviderError> {
     Ok(out)
 }
 
+/// `prefix + path` of each file `from` matches, sorted, and how many files `dir`
+/// holds in all.
+///
+/// Fails when `dir` cannot be listed or the glob does not parse, at the field at fault.
+fn listed(from: &FromDir) -> Result<(Vec<String>, usize), ProviderError> {
+    let glob = Glob::parse(&from.glob).map_err(|m| ProviderError::invalid("from.glob", m))?;
+    let files = files_under(Path::new(&from.dir)).map_err(|e| at_field("from.dir", e))?;
+    let total = files.len();
+    let matched = files
+        .into_iter()
+        .filter(|rel| glob.matches(rel))
+        .map(|rel| format!("{}{rel}", from.prefix))
+        .collect();
+    Ok((matched, total))
+}
+
+/// `items`, then `listed`; an item already listed is not listed again.
+fn merged(items: &[String], listed: Vec<String>) -> Vec<String> {
+    let mut seen = HashSet::new();
+    items
+        .iter()
+        .cloned()
+        .chain(listed)
+        .filter(|item| seen.insert(item.clone()))
+        .collect()
+}
+
 /// The items to push, in order: `items`, then `prefix + path` of each file `from`
 /// matches; an item already listed is not listed again.
 pub fn resolve(items: &[String], from: Option<&FromDir>) -> Result<Vec<String>, ProviderError> {
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    let mut add = |item: String| {
-        if seen.insert(item.clone()) {
-            out.push(item);
-        }
+    let listed = match from {
+        Some(from) => listed(from)?.0,
+        None => Vec::new(),
     };
-    items.iter().cloned().for_each(&mut add);
-    if let Some(from) = from {
-        let glob = Glob::parse(&from.glob)
-            .map_err(|m| ProviderError::Unsupported(format!("from.glob: {m}")))?;
-        for rel in files_under(Path::new(&from.dir))? {
-            if glob.matches(&rel) {
-                add(format!("{}{rel}", from.prefix));
-            }
-        }
-    }
-    Ok(out)
+    Ok(merged(items, listed))
 }
 
 /// What an update does, given what was pushed and what the stack wants: the items to
@@ -651,7 +666,7 @@ impl Kind for QueueItems {
                 Field::new(
                     "from",
                     Type::Object(vec![
-                        Field::new("dir", Type::String, "A local directory; relative paths start at the working directory.").required(),
+                        Field::new("dir", Type::String, "A local directory; relative paths start at the stack's directory.").required(),
                         Field::new("glob", Type::String, "Which files become items (`**` spans directories).").default(json!("**/*")),
                         Field::new("prefix", Type::String, "Prepended to each file's path relative to `dir`.").default(json!("")),
                     ]),
@@ -726,7 +741,46 @@ impl Kind for QueueItems {
     }
 
     fn prepare(mut spec: Spec) -> Result<Spec, ProviderError> {
-        spec.resolved = Some(resolve(&spec.items, spec.from.as_ref())?);
+        let listed = match &spec.from {
+            None => Vec::new(),
+            Some(from) => {
+                // Listed at apply when the directory is not known yet; `validate`
+                // reports an empty one.
+                if from.dir.contains(UNKNOWN) || from.dir.is_empty() {
+                    return Ok(spec);
+                }
+                check_local_dir("from.dir", &from.dir, "to list")?;
+                // A glob not known yet is matched at apply; one that does not parse is
+                // reported by `validate`.
+                if from.glob.contains(UNKNOWN) || Glob::parse(&from.glob).is_err() {
+                    return Ok(spec);
+                }
+                let (listed, total) = listed(from)?;
+                // Refused even when `items` is not empty: `from` is there only to list
+                // files, so listing none means its directory or glob is wrong, and
+                // pushing nothing from it is never the intent (a typo would otherwise
+                // push the fixed items alone, unnoticed). To push no files, leave
+                // `from` out.
+                if listed.is_empty() {
+                    let dir = &from.dir;
+                    let whence = if Path::new(dir).is_relative() {
+                        " (relative paths start at the stack's directory)"
+                    } else {
+                        ""
+                    };
+                    return Err(ProviderError::invalid(
+                        "from.glob",
+                        format!(
+                            "{:?} matches no file under {dir:?}, which holds {}{whence}; fix the glob or from.dir, or leave from out",
+                            from.glob,
+                            plural(total, "file")
+                        ),
+                    ));
+                }
+                listed
+            }
+        };
+        spec.resolved = Some(merged(&spec.items, listed));
         Ok(spec)
     }
 
@@ -1192,7 +1246,147 @@ mod tests {
             ..base()
         });
         let e = missing.expect_err("no such directory");
-        assert!(e.to_string().starts_with("list directory "), "{e}");
+        assert!(
+            matches!(&e, ProviderError::Invalid { field, message } if field == "from.dir" && message.contains("does not exist")),
+            "{e}"
+        );
+        Ok(())
+    }
+
+    /// The problem `prepare` reports, at its field.
+    fn invalid(e: ProviderError) -> (String, String) {
+        match e {
+            ProviderError::Invalid { field, message } => (field, message),
+            other => panic!("want a problem at a field, got {other:?}"),
+        }
+    }
+
+    fn from_dir(dir: &str, glob: &str) -> Spec {
+        Spec {
+            from: Some(FromDir {
+                dir: dir.into(),
+                glob: glob.into(),
+                prefix: String::new(),
+            }),
+            ..base()
+        }
+    }
+
+    fn here(rel: &str) -> String {
+        std::env::current_dir()
+            .expect("cwd")
+            .join(rel)
+            .display()
+            .to_string()
+    }
+
+    #[test]
+    fn queue_from_dir_that_does_not_exist_is_refused_at_from_dir() {
+        let rel = "no-such-queue-directory";
+        let (field, message) =
+            invalid(QueueItems::prepare(from_dir(rel, "*")).expect_err("missing"));
+        assert_eq!(field, "from.dir");
+        assert_eq!(
+            message,
+            format!(
+                "\"{rel}\" does not exist: no directory at {} (relative paths start at the stack's directory)",
+                here(rel)
+            )
+        );
+    }
+
+    #[test]
+    fn queue_from_dir_that_is_a_file_or_unreadable_is_refused_at_from_dir() {
+        // Tests run in the crate's directory, which has this file.
+        let (field, message) =
+            invalid(QueueItems::prepare(from_dir("Cargo.toml", "*")).expect_err("a file"));
+        assert_eq!(field, "from.dir");
+        assert_eq!(
+            message,
+            format!(
+                "\"Cargo.toml\" is a file, not a directory ({}); give the directory to list (relative paths start at the stack's directory)",
+                here("Cargo.toml")
+            )
+        );
+        let (field, message) = invalid(
+            QueueItems::prepare(from_dir("Cargo.toml/x", "*")).expect_err("through a file"),
+        );
+        assert_eq!(field, "from.dir");
+        assert!(
+            message.starts_with(&format!(
+                "\"Cargo.toml/x\" cannot be read: {}: ",
+                here("Cargo.toml/x")
+            )),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn queue_glob_matching_nothing_is_refused_at_from_glob_even_with_items() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(dir.path(), "training/a.csv");
+        write(dir.path(), "training/b.csv");
+        let path = dir.path().display().to_string();
+        // `base()` has items: a glob that lists nothing is still a mistake.
+        let (field, message) = invalid(
+            QueueItems::prepare(from_dir(&path, "training/*.pkl")).expect_err("matches nothing"),
+        );
+        assert_eq!(field, "from.glob");
+        assert_eq!(
+            message,
+            format!("\"training/*.pkl\" matches no file under {path:?}, which holds 2 files; fix the glob or from.dir, or leave from out")
+        );
+        let empty = tempfile::tempdir().expect("tempdir");
+        let (field, message) = invalid(
+            QueueItems::prepare(Spec {
+                items: vec![],
+                ..from_dir(&empty.path().display().to_string(), "**/*")
+            })
+            .expect_err("an empty directory"),
+        );
+        assert_eq!(field, "from.glob");
+        assert!(message.contains("which holds 0 files"), "{message}");
+        assert!(QueueItems::prepare(from_dir(&path, "training/*.csv")).is_ok());
+    }
+
+    #[test]
+    fn queue_from_not_known_until_apply_is_listed_then() -> Result<(), ProviderError> {
+        use crate::Resource;
+        // A directory or glob from another resource: listed at apply, nothing read now.
+        for spec in [
+            from_dir(UNKNOWN, "*"),
+            from_dir("no-such-queue-directory", UNKNOWN),
+        ] {
+            let dir_unknown = spec.from.as_ref().is_some_and(|f| f.dir.contains(UNKNOWN));
+            let prepared = QueueItems::prepare(spec);
+            if dir_unknown {
+                assert_eq!(prepared?.resolved, None);
+            } else {
+                // A known directory is still checked.
+                assert_eq!(invalid(prepared.expect_err("missing")).0, "from.dir");
+            }
+        }
+        // A glob that does not parse is `validate`'s to report, not `prepare`'s.
+        let dir = tempfile::tempdir().expect("tempdir");
+        write(dir.path(), "a.json");
+        let bad = QueueItems::prepare(from_dir(&dir.path().display().to_string(), "a/**b"))?;
+        assert_eq!(bad.resolved, None);
+        // Through the adapter, with the cluster and the Redis of the same stack unknown
+        // (as at `terrain validate` and `plan`): the directory is listed all the same.
+        let adapter = crate::Adapter::new(QueueItems);
+        let mut spec = serde_json::to_value(from_dir(&dir.path().display().to_string(), "*.json"))
+            .expect("encodes");
+        spec["cluster"] = json!(UNKNOWN);
+        spec["redis"] = json!(UNKNOWN);
+        spec["items"] = json!([UNKNOWN]);
+        let prepared = adapter.prepare(spec.clone())?;
+        assert_eq!(prepared["resolved"], json!([UNKNOWN, "a.json"]));
+        spec["from"]["glob"] = json!("*.pkl");
+        let e = adapter.prepare(spec).expect_err("matches nothing");
+        assert!(
+            matches!(&e, ProviderError::Invalid { field, .. } if field == "from.glob"),
+            "{e}"
+        );
         Ok(())
     }
 
