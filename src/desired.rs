@@ -216,7 +216,10 @@ impl Attributes for Planned<'_> {
 /// Whether a state entry is an interrupted create whose object was found but not yet
 /// taken over: the next apply resumes the create (waits for it to be ready).
 pub fn resumes_create(r: &ResourceState) -> bool {
-    r.id.is_some() && r.pending.as_ref().is_some_and(|p| p.op == PendingOp::Create)
+    r.id.is_some()
+        && r.pending
+            .as_ref()
+            .is_some_and(|p| p.op == PendingOp::Create)
 }
 
 /// While applying (and inspecting): every dependency of a step is applied, so values
@@ -331,10 +334,9 @@ fn prepare_problem(spec: &Value, e: ProviderError) -> Option<Invalid> {
         lookup(spec, &path).is_some_and(is_unknown)
     };
     match e {
-        ProviderError::Invalid { field, message } => {
-            (!unknown_at(&field) && !message.contains(terrain_providers::protocol::UNKNOWN))
-                .then(|| Invalid::at(&field, message))
-        }
+        ProviderError::Invalid { field, message } => (!unknown_at(&field)
+            && !message.contains(terrain_providers::protocol::UNKNOWN))
+        .then(|| Invalid::at(&field, message)),
         ProviderError::Decode { .. } if is_unknown(spec) => None,
         other => {
             let message = other.to_string();
@@ -351,7 +353,6 @@ pub fn secret_values(spec: &Value, paths: &[String]) -> Vec<String> {
         match v {
             Value::String(s) if !s.is_empty() && !is_unknown(v) => out.push(s.clone()),
             Value::Number(n) => out.push(n.to_string()),
-            Value::Bool(b) => out.push(b.to_string()),
             Value::Array(items) => items.iter().for_each(|i| leaves(i, out)),
             Value::Object(map) => map.values().for_each(|i| leaves(i, out)),
             _ => {}
@@ -404,9 +405,7 @@ fn hide_quoted(text: &str, secrets: &[String], looks_like: bool) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     loop {
-        let next = rest
-            .char_indices()
-            .find(|(_, c)| *c == '`' || *c == '"');
+        let next = rest.char_indices().find(|(_, c)| *c == '`' || *c == '"');
         let Some((start, quote)) = next else {
             out.push_str(rest);
             break;
@@ -476,6 +475,25 @@ pub fn broken_promises(promised: &Value, actual: &Value, ignore: &[String]) -> V
         .collect()
 }
 
+/// The resources `rc` references as the state has them (apply, inspect), for its peer
+/// checks.
+pub fn applied_peers(
+    rc: &ResourceConfig,
+    entry: &dyn Fn(&str) -> Option<ResourceState>,
+) -> Vec<Peer> {
+    rc.dependencies()
+        .iter()
+        .filter_map(|a| {
+            let r = entry(&a.to_string())?;
+            Some(Peer {
+                kind: r.kind,
+                address: a.to_string(),
+                spec: r.spec,
+            })
+        })
+        .collect()
+}
+
 /// The offline view of the resources `rc` references, for its peer checks.
 pub fn peers(
     rc: &ResourceConfig,
@@ -503,7 +521,8 @@ mod tests {
     #[test]
     fn secrets_are_hidden_with_their_rewrites() {
         let secrets = vec!["MySecretBucket".to_string()];
-        let m = "`MySecretBucket` has uppercase letters; bucket names are lowercase (`mysecretbucket`)";
+        let m =
+            "`MySecretBucket` has uppercase letters; bucket names are lowercase (`mysecretbucket`)";
         let shown = hide(m, &secrets, true);
         assert!(!shown.to_lowercase().contains("mysecretbucket"), "{shown}");
         assert!(shown.contains("has uppercase letters"), "{shown}");
@@ -511,8 +530,15 @@ mod tests {
 
     #[test]
     fn short_secrets_are_hidden_where_quoted() {
-        let shown = hide("\"77\" is not a file mode; use 3 or 4 octal digits, e.g. \"0644\"", &["77".into()], true);
-        assert_eq!(shown, "(sensitive value) is not a file mode; use 3 or 4 octal digits, e.g. \"0644\"");
+        let shown = hide(
+            "\"77\" is not a file mode; use 3 or 4 octal digits, e.g. \"0644\"",
+            &["77".into()],
+            true,
+        );
+        assert_eq!(
+            shown,
+            "(sensitive value) is not a file mode; use 3 or 4 octal digits, e.g. \"0644\""
+        );
     }
 
     #[test]
@@ -523,8 +549,12 @@ mod tests {
 
     #[test]
     fn broken_promises_skip_unknowns() {
-        let promised = json!({"a": 1, "b": terrain_providers::protocol::UNKNOWN, "c": {"d": "x"}, "e": null});
+        let promised =
+            json!({"a": 1, "b": terrain_providers::protocol::UNKNOWN, "c": {"d": "x"}, "e": null});
         let actual = json!({"a": 2, "b": "late", "c": {"d": "x"}, "e": ["filled"]});
-        assert_eq!(broken_promises(&promised, &actual, &[]), vec!["a".to_string()]);
+        assert_eq!(
+            broken_promises(&promised, &actual, &[]),
+            vec!["a".to_string()]
+        );
     }
 }

@@ -14,8 +14,8 @@ use serde_json::Value;
 use terrain_providers::{Ctx, ProviderError, Registry, Resource};
 
 use crate::addr::Address;
-use crate::diff::changed_paths;
 use crate::desired::{self, StackScope};
+use crate::diff::changed_paths;
 use crate::eval::{self, lookup};
 use crate::plan::{self, Action, Change, Drift, Plan, PlanError, PlanInputs, Step};
 use crate::stack::Stack;
@@ -603,18 +603,7 @@ impl Engine {
                 let prior = persister
                     .snapshot_entry(&key)
                     .filter(|r| r.id.is_some() && !desired::resumes_create(r));
-                let peers: Vec<terrain_providers::Peer> = rc
-                    .dependencies()
-                    .iter()
-                    .filter_map(|a| {
-                        let r = persister.snapshot_entry(&a.to_string())?;
-                        Some(terrain_providers::Peer {
-                            kind: r.kind,
-                            address: a.to_string(),
-                            spec: r.spec,
-                        })
-                    })
-                    .collect();
+                let peers = desired::applied_peers(rc, &entry);
                 let computed = {
                     let env = self.env();
                     let applied = desired::Applied {
@@ -640,7 +629,9 @@ impl Engine {
                         },
                     )
                 }
-                .map_err(|e| EngineError::Apply(vec![(address.clone(), format!("invalid spec: {e}"))]))?;
+                .map_err(|e| {
+                    EngineError::Apply(vec![(address.clone(), format!("invalid spec: {e}"))])
+                })?;
                 let mut sensitive: Vec<String> = change
                     .sensitive_paths
                     .iter()
@@ -680,20 +671,15 @@ impl Engine {
                         let shown: Vec<String> = broken
                             .iter()
                             .map(|p| {
-                                let path: Vec<String> = p.split('.').map(str::to_string).collect();
-                                let show = |v: Option<&Value>| {
-                                    desired::hide(
-                                        &v.map_or("null".to_string(), ToString::to_string),
-                                        &secrets,
-                                        computed.sensitive.iter().any(|s| desired::overlaps(s, p)),
-                                    )
-                                };
-                                let secret = computed.sensitive.iter().any(|s| desired::overlaps(s, p));
-                                if secret {
-                                    format!("{p} (sensitive value)")
-                                } else {
-                                    format!("{p}: planned {}, got {}", show(lookup(&spec, &path)), show(lookup(&obs.spec, &path)))
+                                if computed.sensitive.iter().any(|s| desired::overlaps(s, p)) {
+                                    return format!("{p} ({})", desired::HIDDEN);
                                 }
+                                let path: Vec<String> = p.split('.').map(str::to_string).collect();
+                                // A secret may still hide inside a wider value.
+                                let show = |v: Option<&Value>| {
+                                    desired::hide(&v.map_or("null".to_string(), ToString::to_string), &secrets, false)
+                                };
+                                format!("{p}: planned {}, got {}", show(lookup(&spec, &path)), show(lookup(&obs.spec, &path)))
                             })
                             .collect();
                         EngineError::Apply(vec![(
@@ -995,27 +981,11 @@ impl Engine {
 /// The values at a change's sensitive paths, before and after, as they could appear in
 /// a provider's text (a live diff prints the object the provider sends).
 fn secret_values(c: &Change) -> Vec<String> {
-    fn leaves(v: &Value, out: &mut Vec<String>) {
-        match v {
-            Value::String(s) if !s.is_empty() => out.push(s.clone()),
-            Value::Number(n) => out.push(n.to_string()),
-            Value::Array(items) => items.iter().for_each(|i| leaves(i, out)),
-            Value::Object(map) => map.values().for_each(|i| leaves(i, out)),
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    for path in &c.sensitive_paths {
-        for side in [c.before.as_ref(), c.after.as_ref()].into_iter().flatten() {
-            let found = path.split('.').try_fold(side, |v, part| {
-                v.get(part)
-                    .or_else(|| part.parse::<usize>().ok().and_then(|i| v.get(i)))
-            });
-            if let Some(v) = found {
-                leaves(v, &mut out);
-            }
-        }
-    }
+    let mut out: Vec<String> = [c.before.as_ref(), c.after.as_ref()]
+        .into_iter()
+        .flatten()
+        .flat_map(|side| desired::secret_values(side, &c.sensitive_paths))
+        .collect();
     // Longest first, so a secret that contains another is hidden whole.
     out.sort_by_key(|s| std::cmp::Reverse(s.len()));
     out.dedup();

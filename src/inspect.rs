@@ -71,18 +71,7 @@ impl Engine {
             attributes: &applied,
         };
         let config = self.provider_config(rc.resource.provider())?;
-        let peers: Vec<terrain_providers::Peer> = rc
-            .dependencies()
-            .iter()
-            .filter_map(|a| {
-                let r = entry(&a.to_string())?;
-                Some(terrain_providers::Peer {
-                    kind: r.kind,
-                    address: a.to_string(),
-                    spec: r.spec,
-                })
-            })
-            .collect();
+        let peers = desired::applied_peers(rc, &entry);
         // The same pipeline as plan and apply: what is shown is what would be applied.
         desired::compute(
             rc,

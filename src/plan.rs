@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::addr::Address;
-use crate::diff::changed_paths;
 use crate::desired::{self, DesiredError, Planned, StackScope};
+use crate::diff::changed_paths;
 use crate::graph::{self, Deps};
 use crate::stack::Stack;
 use crate::state::{Deposed, ResourceState, State};

@@ -331,7 +331,9 @@ async fn interrupted_create_found_live_is_adopted_not_created_again() {
         .expect("a planned");
     assert_eq!(a.action, Action::Create, "the interrupted create resumes");
     assert!(
-        a.notes.iter().any(|n| n.contains("adopting the interrupted create of a")),
+        a.notes
+            .iter()
+            .any(|n| n.contains("adopting the interrupted create of a")),
         "{:?}",
         a.notes
     );
@@ -341,7 +343,11 @@ async fn interrupted_create_found_live_is_adopted_not_created_again() {
         p.warnings
     );
     e.apply(&p, s).await.expect("apply");
-    assert_eq!(f.cloud.creates_of("a"), 0, "a is adopted, never created again");
+    assert_eq!(
+        f.cloud.creates_of("a"),
+        0,
+        "a is adopted, never created again"
+    );
     let state = f.backend.load().await.expect("load").expect("state");
     let a = &state.resources["test_thing.a"];
     assert_eq!(a.id.as_deref(), Some("a"));
@@ -1031,7 +1037,10 @@ async fn provider_result_inconsistent_with_the_plan_fails_naming_the_field() {
     let e = f.engine(CHAIN);
     f.cloud.misreport("d", json!({"size": 7}));
     let (p, s) = plan(&e).await;
-    let err = e.apply(&p, s).await.expect_err("the provider broke its promise");
+    let err = e
+        .apply(&p, s)
+        .await
+        .expect_err("the provider broke its promise");
     let text = err.to_string();
     assert!(text.contains("test_thing.d"), "{text}");
     assert!(

@@ -4,8 +4,8 @@
 
 use std::io::{BufRead, IsTerminal};
 use std::path::PathBuf;
-use std::sync::OnceLock;
 use std::sync::Arc;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -41,7 +41,10 @@ pub fn start_dir() -> PathBuf {
 fn enter_stack_dir(dir: &std::path::Path) -> anyhow::Result<()> {
     let target = absolute(dir);
     let here = std::env::current_dir().ok();
-    let same = match (target.canonicalize(), here.as_ref().map(|h| h.canonicalize())) {
+    let same = match (
+        target.canonicalize(),
+        here.as_ref().map(|h| h.canonicalize()),
+    ) {
         (Ok(a), Some(Ok(b))) => a == b,
         _ => false,
     };
