@@ -103,49 +103,61 @@ fn relay(mut client: TcpStream, mut server: TcpStream, seen: &Mutex<Vec<String>>
     let mut framed = true;
     let mut buf = [0u8; 16 * 1024];
     while let Ok(n) = client.read(&mut buf) {
-        if n == 0 || server.write_all(&buf[..n]).is_err() {
+        if n == 0 {
             break;
         }
-        if !framed {
-            continue;
+        // Request lines are noted before the bytes go on: noted after, a fast answer
+        // could reach the client, and the test clear the lines, before this one lands.
+        if framed {
+            framed = note_request_lines(&buf[..n], &mut pending, &mut body_left, seen);
         }
-        pending.extend_from_slice(&buf[..n]);
-        loop {
-            if body_left > 0 {
-                let skip = body_left.min(pending.len());
-                pending.drain(..skip);
-                body_left -= skip;
-                if body_left > 0 {
-                    break;
-                }
-            }
-            let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") else {
-                break;
-            };
-            let head = String::from_utf8_lossy(&pending[..end]).to_string();
-            pending.drain(..end + 4);
-            let mut lines = head.lines();
-            if let Some(line) = lines.next() {
-                seen.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(line.to_string());
-            }
-            for header in lines {
-                let Some((name, value)) = header.split_once(':') else {
-                    continue;
-                };
-                if name.eq_ignore_ascii_case("content-length") {
-                    body_left = value.trim().parse().unwrap_or(0);
-                } else if name.eq_ignore_ascii_case("transfer-encoding") {
-                    // Chunked bodies are not followed: stop noting request lines here.
-                    framed = false;
-                }
-            }
-            if !framed {
-                break;
-            }
+        if server.write_all(&buf[..n]).is_err() {
+            break;
         }
     }
     let _ = server.shutdown(Shutdown::Write);
     let _ = answers.join();
+}
+
+/// Notes the request line of each request that starts in `bytes`, following
+/// Content-Length past bodies. Returns false at a chunked body, which is not followed:
+/// no request line is noted on that connection after it.
+fn note_request_lines(
+    bytes: &[u8],
+    pending: &mut Vec<u8>,
+    body_left: &mut usize,
+    seen: &Mutex<Vec<String>>,
+) -> bool {
+    pending.extend_from_slice(bytes);
+    loop {
+        if *body_left > 0 {
+            let skip = (*body_left).min(pending.len());
+            pending.drain(..skip);
+            *body_left -= skip;
+            if *body_left > 0 {
+                return true;
+            }
+        }
+        let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") else {
+            return true;
+        };
+        let head = String::from_utf8_lossy(&pending[..end]).to_string();
+        pending.drain(..end + 4);
+        let mut lines = head.lines();
+        if let Some(line) = lines.next() {
+            seen.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(line.to_string());
+        }
+        for header in lines {
+            let Some((name, value)) = header.split_once(':') else {
+                continue;
+            };
+            if name.eq_ignore_ascii_case("content-length") {
+                *body_left = value.trim().parse().unwrap_or(0);
+            } else if name.eq_ignore_ascii_case("transfer-encoding") {
+                return false;
+            }
+        }
+    }
 }
