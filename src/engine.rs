@@ -29,8 +29,13 @@ use crate::walk::{self, Cancel, Outcome};
 pub enum Event {
     /// Reading a resource's live state.
     Refreshing { address: Address, id: String },
-    /// An operation started.
-    Started { address: Address, step: Step },
+    /// An operation started. `adopts` names the object of an interrupted create that
+    /// this create adopts (and waits for) instead of making a new one.
+    Started {
+        address: Address,
+        step: Step,
+        adopts: Option<String>,
+    },
     /// A long operation's progress.
     Progress { address: Address, message: String },
     /// An operation finished.
@@ -489,9 +494,14 @@ impl Engine {
             let persister = &persister;
             async move {
                 let started = Instant::now();
+                // A create whose change carries an id resumes an interrupted create.
+                let adopts = (step == Step::Create && change.action == Action::Create)
+                    .then(|| change.id.clone())
+                    .flatten();
                 self.observer.event(Event::Started {
                     address: change.address.clone(),
                     step,
+                    adopts,
                 });
                 match self.run_step(change, step, persister).await {
                     Ok(id) => {

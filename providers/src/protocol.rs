@@ -328,7 +328,12 @@ fn stand_in_fields(
     )
 }
 
-fn stand_in_value(ty: &Type, value: &Value, at: &mut Vec<String>, out: &mut Vec<Vec<String>>) -> Value {
+fn stand_in_value(
+    ty: &Type,
+    value: &Value,
+    at: &mut Vec<String>,
+    out: &mut Vec<Vec<String>>,
+) -> Value {
     match (ty, value) {
         (Type::String | Type::Any, _) => value.clone(),
         (_, Value::String(s)) if s.contains(UNKNOWN) => {

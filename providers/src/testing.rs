@@ -169,9 +169,14 @@ impl TestCloud {
         match inner.objects.get_mut(name) {
             Some(stored) => stored.spec = spec,
             None => {
-                inner
-                    .objects
-                    .insert(name.to_string(), Stored { spec, version: 1, address: None });
+                inner.objects.insert(
+                    name.to_string(),
+                    Stored {
+                        spec,
+                        version: 1,
+                        address: None,
+                    },
+                );
             }
         }
     }
@@ -183,7 +188,11 @@ impl TestCloud {
     }
 
     /// The answer for a create or update of `name` that stored `spec`.
-    fn answer<S: Serialize + DeserializeOwned + Clone>(&self, name: &str, spec: &S) -> Result<S, ProviderError> {
+    fn answer<S: Serialize + DeserializeOwned + Clone>(
+        &self,
+        name: &str,
+        spec: &S,
+    ) -> Result<S, ProviderError> {
         let Some(over) = self.lock().misreports.remove(name) else {
             return Ok(spec.clone());
         };

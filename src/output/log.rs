@@ -52,8 +52,16 @@ impl Observer for JsonLog {
             Event::Refreshing { address, id } => {
                 json!({"time": time, "event": "refreshing", "address": address.to_string(), "id": id})
             }
-            Event::Started { address, step } => {
-                json!({"time": time, "event": "started", "address": address.to_string(), "step": step_name(*step)})
+            Event::Started {
+                address,
+                step,
+                adopts,
+            } => {
+                let mut line = json!({"time": time, "event": "started", "address": address.to_string(), "step": step_name(*step)});
+                if let Some(id) = adopts {
+                    line["adopts"] = json!(id);
+                }
+                line
             }
             Event::Progress { address, message } => {
                 json!({"time": time, "event": "progress", "address": address.to_string(), "message": message})

@@ -109,7 +109,7 @@ impl Observer for Progress {
     fn event(&self, event: Event) {
         match event {
             Event::Refreshing { .. } => {}
-            Event::Started { address, step } => {
+            Event::Started { address, step, .. } => {
                 let bar = self.multi.as_ref().map(|m| {
                     let b = m.add(ProgressBar::new_spinner());
                     b.set_style(

@@ -953,7 +953,9 @@ mod tests {
         })
         .expect_err("missing file");
         assert!(
-            missing.to_string().starts_with("source: read object source "),
+            missing
+                .to_string()
+                .starts_with("source: read object source "),
             "{missing}"
         );
         let directory = S3Object::prepare(Spec {

@@ -957,7 +957,8 @@ mod tests {
             e.to_string()
                 .starts_with("definition_file: read pipeline definition file ")
                 && e.to_string().contains("nope.json")
-                && e.to_string().contains("relative paths start at the stack's directory"),
+                && e.to_string()
+                    .contains("relative paths start at the stack's directory"),
             "{e}"
         );
         Ok(())
