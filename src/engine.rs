@@ -1,17 +1,18 @@
 //! The engine: refresh state through the providers, plan, and apply a plan with bounded
-//! parallelism. State is saved after every resource operation, and each operation's
-//! intent is saved before its API call (write-ahead), so a killed run loses nothing and
-//! the next run adopts what an interrupted create made instead of creating it again.
+//! parallelism. Each operation's intent is journaled before its API call (write-ahead)
+//! and its result after, so a killed run loses nothing and the next run adopts what an
+//! interrupted create made instead of creating it again; the end of an apply folds the
+//! journal into a new snapshot.
 //!
 //! The engine prints nothing: it reports [`Event`]s to an [`Observer`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::stream::{self, StreamExt};
+use futures::stream::{self, StreamExt, TryStreamExt};
 use serde_json::Value;
-use terrain_providers::{Ctx, ProviderError, Registry, Resource};
+use terrain_providers::{Ctx, Observed, ProviderError, Registry, Resource};
 
 use crate::addr::Address;
 use crate::desired::{self, StackScope};
@@ -20,7 +21,7 @@ use crate::eval::{self, lookup};
 use crate::plan::{self, Action, Change, Drift, Plan, PlanError, PlanInputs, Step};
 use crate::stack::Stack;
 use crate::state::{
-    Backend, Deposed, OutputState, Pending, PendingOp, ResourceState, State, StateError,
+    journal, Backend, Deposed, OutputState, Pending, PendingOp, ResourceState, State, StateError,
 };
 use crate::walk::{self, Cancel, Outcome};
 
@@ -115,8 +116,24 @@ impl From<StateError> for EngineError {
 /// Reads an environment variable (the process environment, or a fixed map in tests).
 pub type EnvFn = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 
+/// What reading one unit of refresh found: each object's index among the reads and its
+/// live state (`None`: not found), and a warning when a list call failed.
+type UnitRead = (Vec<(usize, Option<Observed>)>, Option<String>);
+
 /// One refreshed resource: its key, its new entry (`None`: gone), drift, a warning.
 type Refreshed = (String, Option<ResourceState>, Option<Drift>, Option<String>);
+
+/// A state entry whose object refresh reads: under `id`, with `prior` as its last
+/// applied spec (the intent's, for an interrupted create).
+struct ToRead {
+    key: String,
+    address: Address,
+    kind: Arc<dyn Resource>,
+    id: String,
+    prior: Value,
+    entry: ResourceState,
+    resuming: bool,
+}
 
 /// How the engine runs.
 #[derive(Clone)]
@@ -126,11 +143,15 @@ pub struct Settings {
     /// Provider settings laid over the stack's `[providers.<name>]` tables, key by key
     /// (`--sandbox` points every provider at the local emulator this way).
     pub provider_overrides: BTreeMap<String, serde_json::Map<String, Value>>,
+    /// Refresh objects whose kind can list them with one list call per key
+    /// ([`Resource::batch_key`]); off, each object is read alone (benchmarks compare).
+    pub batch_refresh: bool,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Self {
+            batch_refresh: true,
             parallelism: 10,
             env: Arc::new(|k| std::env::var(k).ok()),
             provider_overrides: BTreeMap::new(),
@@ -219,20 +240,15 @@ impl Engine {
     /// Reads every resource in `state` through its provider: returns the refreshed state
     /// (live specs and outputs; vanished objects dropped; interrupted creates adopted
     /// where the object is found) and the drift found.
+    ///
+    /// Objects whose kind can list them together ([`Resource::batch_key`]) are read with
+    /// one list call per key; the rest one read each. A list is trusted for the objects
+    /// it shows: one it does not show is read alone before it is called gone, and a list
+    /// that fails falls back to reading each object alone.
     pub async fn refresh(
         &self,
         state: &State,
     ) -> Result<(State, BTreeMap<String, Drift>, Vec<String>), EngineError> {
-        let entries: Vec<(String, ResourceState)> = state
-            .resources
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let results: Vec<Result<Refreshed, EngineError>> = stream::iter(entries)
-            .map(|(key, r)| async move { self.refresh_one(key, r).await })
-            .buffered(self.settings.parallelism.max(1))
-            .collect()
-            .await;
         let mut refreshed = State {
             resources: BTreeMap::new(),
             outputs: state.outputs.clone(),
@@ -240,6 +256,55 @@ impl Engine {
         };
         let mut drift = BTreeMap::new();
         let mut warnings = Vec::new();
+        let mut reads = Vec::new();
+        for (key, r) in &state.resources {
+            match self.to_read(key, r)? {
+                Ok(read) => reads.push(read),
+                Err(warning) => warnings.extend(warning),
+            }
+        }
+
+        // Group the reads into list calls where the kind can list them.
+        let mut configs: BTreeMap<&'static str, Value> = BTreeMap::new();
+        let mut batches: BTreeMap<(&'static str, String), Vec<usize>> = BTreeMap::new();
+        let mut units: Vec<Vec<usize>> = Vec::new();
+        for (i, read) in reads.iter().enumerate() {
+            let provider = read.kind.provider();
+            if !configs.contains_key(provider) {
+                configs.insert(provider, self.provider_config(provider)?);
+            }
+            let config = configs.get(provider).unwrap_or(&Value::Null);
+            let key = if self.settings.batch_refresh {
+                read.kind.batch_key(config, &read.id, &read.prior)
+            } else {
+                None
+            };
+            match key {
+                Some(key) => batches.entry((read.kind.kind(), key)).or_default().push(i),
+                None => units.push(vec![i]),
+            }
+        }
+        units.extend(batches.into_values());
+        let parallelism = self.settings.parallelism.max(1);
+        let reads = &reads;
+        let answers: Vec<Result<UnitRead, EngineError>> = stream::iter(units)
+            .map(|unit| self.read_unit(reads, unit))
+            .buffer_unordered(parallelism)
+            .collect()
+            .await;
+        let mut live: Vec<Option<Observed>> = vec![None; reads.len()];
+        for answer in answers {
+            let (found, warning) = answer?;
+            warnings.extend(warning);
+            for (i, obs) in found {
+                live[i] = obs;
+            }
+        }
+        let results: Vec<Result<Refreshed, EngineError>> = stream::iter(reads.iter().zip(live))
+            .map(|(read, obs)| self.settle(read, obs))
+            .buffered(parallelism)
+            .collect()
+            .await;
         for res in results {
             let (key, new, d, warning) = res?;
             if let Some(r) = new {
@@ -253,21 +318,21 @@ impl Engine {
         Ok((refreshed, drift, warnings))
     }
 
-    async fn refresh_one(
+    /// What refreshing the entry `key` reads: `Err` with an optional warning when there
+    /// is nothing to read (an interrupted create whose object cannot be found by name).
+    fn to_read(
         &self,
-        key: String,
-        mut r: ResourceState,
-    ) -> Result<Refreshed, EngineError> {
-        let address = Address::parse(&key).map_err(|e| {
+        key: &str,
+        r: &ResourceState,
+    ) -> Result<Result<ToRead, Option<String>>, EngineError> {
+        let address = Address::parse(key).map_err(|e| {
             refresh_error(&Address::new("state", "entry"))(ProviderError::Unsupported(
                 e.to_string(),
             ))
         })?;
         let kind = self.kind(&address, &r.kind)?;
-        let ctx = self.ctx(&address, kind.provider())?;
-        let mut warning = None;
         // An interrupted create: look for the object under the id it was to get.
-        let resuming = desired::resumes_create(&r);
+        let resuming = desired::resumes_create(r);
         let (id, prior) = match (&r.id, &r.pending) {
             // A create being resumed: its spec is the intent's.
             (Some(id), Some(p)) if resuming => (id.clone(), p.spec.clone()),
@@ -275,32 +340,123 @@ impl Engine {
             (None, Some(p)) => match &p.planned_id {
                 Some(pid) => (pid.clone(), p.spec.clone()),
                 None => {
-                    warning = Some(format!(
+                    return Ok(Err(Some(format!(
                         "{address}: a create started at {} was interrupted and {} objects cannot be found by name; if it made one, it is not managed by terrain",
                         p.started_at, r.kind
-                    ));
-                    return Ok((key, None, None, warning));
+                    ))));
                 }
             },
-            (None, None) => return Ok((key, None, None, None)),
+            (None, None) => return Ok(Err(None)),
         };
-        self.observer.event(Event::Refreshing {
-            address: address.clone(),
-            id: id.clone(),
-        });
-        let live = kind
-            .read(&ctx, &id, &prior)
+        Ok(Ok(ToRead {
+            key: key.to_string(),
+            address,
+            kind,
+            id,
+            prior,
+            entry: r.clone(),
+            resuming,
+        }))
+    }
+
+    /// Reads the objects of one unit (one object, or one list call's worth): each
+    /// one's index in `reads` and what was found, plus a warning when a list failed.
+    async fn read_unit(&self, reads: &[ToRead], unit: Vec<usize>) -> Result<UnitRead, EngineError> {
+        for &i in &unit {
+            self.observer.event(Event::Refreshing {
+                address: reads[i].address.clone(),
+                id: reads[i].id.clone(),
+            });
+        }
+        let (alone, warning) = match unit.as_slice() {
+            [] => return Ok((Vec::new(), None)),
+            [_] => (unit, None),
+            [first, ..] => {
+                let kind = &reads[*first].kind;
+                let ctx = Ctx::new(
+                    format!("{} (list of {})", kind.kind(), unit.len()),
+                    self.provider_config(kind.provider())?,
+                );
+                let items: Vec<(&str, &Value)> = unit
+                    .iter()
+                    .map(|&i| (reads[i].id.as_str(), &reads[i].prior))
+                    .collect();
+                match kind.read_batch(&ctx, &items).await {
+                    Ok(found) if found.len() == unit.len() => {
+                        let mut shown = Vec::with_capacity(unit.len());
+                        let mut not_shown = Vec::new();
+                        for (i, obs) in unit.into_iter().zip(found) {
+                            match obs {
+                                Some(obs) => shown.push((i, Some(obs))),
+                                None => not_shown.push(i),
+                            }
+                        }
+                        let confirmed = self.read_alone(reads, not_shown).await?;
+                        shown.extend(confirmed);
+                        return Ok((shown, None));
+                    }
+                    Ok(_) => (unit, None),
+                    Err(e) => {
+                        let warning = format!(
+                            "{}: listing {} objects failed ({e}); each was read alone",
+                            kind.kind(),
+                            items.len()
+                        );
+                        (unit, Some(warning))
+                    }
+                }
+            }
+        };
+        Ok((self.read_alone(reads, alone).await?, warning))
+    }
+
+    /// Reads each object of `unit` with its own call, `parallelism` at a time.
+    async fn read_alone(
+        &self,
+        reads: &[ToRead],
+        unit: Vec<usize>,
+    ) -> Result<Vec<(usize, Option<Observed>)>, EngineError> {
+        stream::iter(unit)
+            .map(|i| async move {
+                let read = &reads[i];
+                let ctx = self.ctx(&read.address, read.kind.provider())?;
+                let live = read
+                    .kind
+                    .read(&ctx, &read.id, &read.prior)
+                    .await
+                    .map_err(refresh_error(&read.address))?;
+                Ok((i, live))
+            })
+            .buffered(self.settings.parallelism.max(1))
+            .try_collect()
             .await
-            .map_err(refresh_error(&address))?;
+    }
+
+    /// The refreshed entry for `read`, given its live object: drift, adoption of an
+    /// interrupted create, leftover deposed objects.
+    async fn settle(
+        &self,
+        read: &ToRead,
+        live: Option<Observed>,
+    ) -> Result<Refreshed, EngineError> {
+        let address = &read.address;
+        let key = read.key.clone();
+        let mut r = read.entry.clone();
+        let resuming = read.resuming;
+        let id = &read.id;
+        let kind = &read.kind;
         let mut deposed = Vec::new();
-        for d in &r.deposed {
-            if kind
-                .read(&ctx, &d.id, &d.spec)
-                .await
-                .map_err(refresh_error(&address))?
-                .is_some()
-            {
-                deposed.push(d.clone());
+        if !r.deposed.is_empty() {
+            let ctx = self.ctx(address, kind.provider())?;
+            for d in &r.deposed {
+                if kind
+                    .read(&ctx, &d.id, &d.spec)
+                    .await
+                    .map_err(refresh_error(address))?
+                    .is_some()
+                {
+                    deposed.push(d.clone());
+                }
             }
         }
         r.deposed = deposed;
@@ -335,13 +491,13 @@ impl Engine {
                     // coming up (a cluster takes minutes): keep the intent, so the plan
                     // shows the create resuming with its outputs unknown, and apply's
                     // create adopts the object and waits for it to be ready.
-                    warning = Some(format!("{address}: found {id}, created by an earlier run that was interrupted before recording it; apply adopts it and waits for it to be ready"));
-                    return Ok((key, Some(r), None, warning));
+                    let warning = format!("{address}: found {id}, created by an earlier run that was interrupted before recording it; apply adopts it and waits for it to be ready");
+                    return Ok((key, Some(r), None, Some(warning)));
                 }
                 r.spec = obs.spec;
                 r.outputs = obs.outputs;
                 r.pending = None;
-                Ok((key, Some(r), drift, warning))
+                Ok((key, Some(r), drift, None))
             }
         }
     }
@@ -482,10 +638,11 @@ impl Engine {
         start.resources = plan.refreshed.clone();
         let persister = Persister::new(self.backend.clone(), start);
         // What refresh learned (adoptions, vanished objects) is worth keeping even if
-        // nothing else happens; otherwise the state is not rewritten.
-        if learned {
-            persister.update(|_| ());
-            persister.persist().await?;
+        // nothing else happens, and a journal left by a run that was killed before its
+        // compaction is folded in; otherwise the state is not rewritten.
+        let leftover = !self.backend.journal().await?.is_empty();
+        if learned || leftover {
+            persister.compact().await?;
         }
         let graph = plan::steps(&plan.changes);
         let run = |si: usize| {
@@ -566,7 +723,7 @@ impl Engine {
         let outputs = if plan.destroy && plan.targets.is_empty() {
             Ok(BTreeMap::new())
         } else {
-            self.outputs(&persister.snapshot())
+            persister.read(|state| self.outputs(state))
         };
         match outputs {
             Ok(o) => {
@@ -575,7 +732,7 @@ impl Engine {
             }
             Err(e) => persister.record_error(Address::new("outputs", "all"), e.to_string()),
         }
-        persister.persist().await?;
+        persister.finish().await?;
         let errors = persister.errors();
         if !errors.is_empty() {
             return Err(EngineError::Apply(errors));
@@ -709,7 +866,7 @@ impl Engine {
                     .collect();
                 if step == Step::Create {
                     let planned_id = kind.planned_id(&spec, &config);
-                    persister.update(|s| {
+                    persister.update(&key, |s| {
                         let entry =
                             s.resources
                                 .entry(key.clone())
@@ -749,7 +906,7 @@ impl Engine {
                         Ok(obs) => {
                             let id = obs.id.clone();
                             let broken = inconsistent(&obs);
-                            persister.update(|s| {
+                            persister.update(&key, |s| {
                                 if let Some(e) = s.resources.get_mut(&key) {
                                     e.id = Some(obs.id);
                                     e.spec = obs.spec;
@@ -774,7 +931,7 @@ impl Engine {
                             // Made, but failed (a run that did not succeed): keep it,
                             // tainted, so the next plan replaces it instead of adopting
                             // it as it is or leaving it behind.
-                            persister.update(|s| {
+                            persister.update(&key, |s| {
                                 if let Some(e) = s.resources.get_mut(&key) {
                                     e.id = Some(id);
                                     e.spec = spec.clone();
@@ -793,7 +950,7 @@ impl Engine {
                         }
                         Err(e) => {
                             // The API refused: nothing was made. Forget the intent.
-                            persister.update(|s| {
+                            persister.update(&key, |s| {
                                 if let Some(entry) = s.resources.get_mut(&key) {
                                     entry.pending = None;
                                     if entry.id.is_none() && entry.deposed.is_empty() {
@@ -815,7 +972,7 @@ impl Engine {
                                 "update of an object the state does not have".into(),
                             )])
                         })?;
-                    persister.update(|s| {
+                    persister.update(&key, |s| {
                         if let Some(e) = s.resources.get_mut(&key) {
                             e.pending = Some(Pending {
                                 op: PendingOp::Update,
@@ -828,7 +985,7 @@ impl Engine {
                     persister.persist().await?;
                     let result = kind.update(&ctx, &id, &prior, &spec).await;
                     let broken = result.as_ref().ok().and_then(&inconsistent);
-                    persister.update(|s| {
+                    persister.update(&key, |s| {
                         if let Some(e) = s.resources.get_mut(&key) {
                             e.pending = None;
                             if let Ok(obs) = &result {
@@ -854,7 +1011,7 @@ impl Engine {
                 let Some(id) = entry.id.clone() else {
                     return Ok(None);
                 };
-                persister.update(|s| {
+                persister.update(&key, |s| {
                     if let Some(e) = s.resources.get_mut(&key) {
                         e.pending = Some(Pending {
                             op: PendingOp::Delete,
@@ -866,7 +1023,7 @@ impl Engine {
                 });
                 persister.persist().await?;
                 let result = kind.delete(&ctx, &id, &entry.spec).await;
-                persister.update(|s| {
+                persister.update(&key, |s| {
                     if let Some(e) = s.resources.get_mut(&key) {
                         e.pending = None;
                         if result.is_ok() {
@@ -886,7 +1043,7 @@ impl Engine {
                     .unwrap_or_default();
                 for d in deposed {
                     kind.delete(&ctx, &d.id, &d.spec).await.map_err(fail)?;
-                    persister.update(|s| {
+                    persister.update(&key, |s| {
                         if let Some(e) = s.resources.get_mut(&key) {
                             e.deposed.retain(|x| x.id != d.id);
                             if e.id.is_none() && e.deposed.is_empty() && e.pending.is_none() {
@@ -1017,18 +1174,34 @@ fn hide_secrets(mut text: String, secrets: &[String]) -> String {
     text
 }
 
-/// The state during an apply, with group commit: each `persist` writes one snapshot
-/// that includes every change recorded so far, so concurrent operations share writes.
+/// Journal size past which an apply folds its journal into a new snapshot mid-run, so
+/// that loading (snapshot + replay) stays quick whatever the size of the run.
+const COMPACT_AT: u64 = 16 << 20;
+
+/// The state during an apply, written with group commit: each `persist` appends one
+/// journal record per resource changed since the last write (one flush for all of
+/// them), so concurrent operations share writes and no write costs the whole state.
+/// Backends without a journal get a whole save instead. `finish` compacts.
 struct Persister {
     backend: Arc<dyn Backend>,
     inner: Mutex<PersistInner>,
-    write: tokio::sync::Mutex<u64>,
+    write: tokio::sync::Mutex<Written>,
 }
 
 struct PersistInner {
     state: State,
     version: u64,
+    /// Resources changed since their last record.
+    dirty: BTreeSet<String>,
+    outputs_dirty: bool,
     errors: Vec<(Address, String)>,
+}
+
+/// What is on disk: the version last written, and the journal's size.
+#[derive(Default)]
+struct Written {
+    version: u64,
+    journal_bytes: u64,
 }
 
 impl Persister {
@@ -1038,9 +1211,11 @@ impl Persister {
             inner: Mutex::new(PersistInner {
                 state,
                 version: 0,
+                dirty: BTreeSet::new(),
+                outputs_dirty: false,
                 errors: Vec::new(),
             }),
-            write: tokio::sync::Mutex::new(0),
+            write: tokio::sync::Mutex::new(Written::default()),
         }
     }
 
@@ -1052,18 +1227,20 @@ impl Persister {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Changes the state in memory; the next `persist` (there is always one at the end
-    /// of an apply) writes it. Results need not be durable before dependents start:
-    /// their write-ahead intents are, and the next run adopts from those.
-    fn update<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+    /// Changes the resource `key` in memory; the next `persist` (there is always one at
+    /// the end of an apply) writes it. Results need not be durable before dependents
+    /// start: their write-ahead intents are, and the next run adopts from those.
+    fn update<T>(&self, key: &str, f: impl FnOnce(&mut State) -> T) -> T {
         let mut g = self.lock();
         let out = f(&mut g.state);
+        g.dirty.insert(key.to_string());
         g.version += 1;
         out
     }
 
-    fn snapshot(&self) -> State {
-        self.lock().state.clone()
+    /// Runs `f` on the state as it is now, without copying it.
+    fn read<T>(&self, f: impl FnOnce(&State) -> T) -> T {
+        f(&self.lock().state)
     }
 
     fn snapshot_entry(&self, key: &str) -> Option<ResourceState> {
@@ -1082,26 +1259,114 @@ impl Persister {
     }
 
     fn set_outputs(&self, outputs: BTreeMap<String, OutputState>) {
-        if self.lock().state.outputs != outputs {
-            self.update(|s| s.outputs = outputs);
+        let mut g = self.lock();
+        if g.state.outputs != outputs {
+            g.state.outputs = outputs;
+            g.outputs_dirty = true;
+            g.version += 1;
         }
     }
 
-    /// Writes the state, unless a write that started after our last change already did.
+    /// Makes every change so far durable, unless a write that started after our last
+    /// change already did: one journal record per changed resource, appended together.
     async fn persist(&self) -> Result<(), StateError> {
         let wanted = self.lock().version;
         let mut written = self.write.lock().await;
-        if *written >= wanted {
+        if written.version >= wanted {
             return Ok(());
         }
+        if !self.backend.journals() || written.journal_bytes >= COMPACT_AT {
+            return self.compact_locked(&mut written).await;
+        }
+        let (records, keys, outputs_dirty, version) = {
+            let mut g = self.lock();
+            let keys = std::mem::take(&mut g.dirty);
+            let outputs_dirty = std::mem::take(&mut g.outputs_dirty);
+            let mut records = Vec::with_capacity(keys.len() + 1);
+            for key in &keys {
+                g.state.serial += 1;
+                let change = match g.state.resources.get(key) {
+                    Some(r) => journal::Change::Put {
+                        address: key.clone(),
+                        resource: Box::new(r.clone()),
+                    },
+                    None => journal::Change::Remove {
+                        address: key.clone(),
+                    },
+                };
+                records.push(journal::Record {
+                    journal: journal::JOURNAL_FORMAT,
+                    lineage: g.state.lineage.clone(),
+                    serial: g.state.serial,
+                    change,
+                });
+            }
+            if outputs_dirty {
+                g.state.serial += 1;
+                records.push(journal::Record {
+                    journal: journal::JOURNAL_FORMAT,
+                    lineage: g.state.lineage.clone(),
+                    serial: g.state.serial,
+                    change: journal::Change::Outputs {
+                        outputs: g.state.outputs.clone(),
+                    },
+                });
+            }
+            (records, keys, outputs_dirty, g.version)
+        };
+        match self.backend.append(&records).await {
+            Ok(size) => {
+                written.version = version;
+                written.journal_bytes = size;
+                Ok(())
+            }
+            Err(e) => {
+                // Not on disk, or only in part: the serials these records took are
+                // spent, so the next write is a compaction (a whole snapshot, which
+                // carries these changes and removes the journal) rather than records
+                // that would follow a gap.
+                let mut g = self.lock();
+                g.dirty.extend(keys);
+                g.outputs_dirty |= outputs_dirty;
+                written.journal_bytes = u64::MAX;
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes the whole state as the new snapshot, emptying the journal.
+    async fn compact(&self) -> Result<(), StateError> {
+        let mut written = self.write.lock().await;
+        self.compact_locked(&mut written).await
+    }
+
+    async fn compact_locked(&self, written: &mut Written) -> Result<(), StateError> {
         let (snapshot, version) = {
             let mut g = self.lock();
             g.state.serial += 1;
+            g.dirty.clear();
+            g.outputs_dirty = false;
             (g.state.clone(), g.version)
         };
-        self.backend.save(&snapshot).await?;
-        *written = version;
+        if let Err(e) = self.backend.save(&snapshot).await {
+            // The changes are only in memory now: the next write must be whole again.
+            written.journal_bytes = u64::MAX;
+            return Err(e);
+        }
+        written.version = version;
+        written.journal_bytes = 0;
         Ok(())
+    }
+
+    /// The end of an apply: the journal folded into a new snapshot, if anything was
+    /// changed since the last one.
+    async fn finish(&self) -> Result<(), StateError> {
+        let mut written = self.write.lock().await;
+        let wanted = self.lock().version;
+        if written.version >= wanted && written.journal_bytes == 0 {
+            return Ok(());
+        }
+        self.compact_locked(&mut written).await
     }
 }
 

@@ -1,7 +1,10 @@
 //! Crash safety of `apply`: an apply of 48 resources (24 files, each after its own
 //! 150 ms sleep) running 4 operations at a time is killed with SIGKILL part-way, at
-//! several points; the next `apply` must finish the job without creating anything
-//! twice or losing anything, and the killed run's lock must not get in its way.
+//! several points, or ends itself on the spot between two state writes (inside a
+//! journal append, before its flush, on either side of a compaction's rename); the
+//! next `apply` must finish the job without creating anything twice or losing
+//! anything, and the killed run's lock must not get in its way. The state is read as
+//! a run loads it: the snapshot with its journal replayed.
 //!
 //! "Nothing twice" is read from the JSON event log (`TERRAIN_LOG_PATH`, appended to by
 //! both runs): no address has more than one `finished` event with step `create`.
@@ -21,6 +24,8 @@ use std::time::{Duration, Instant};
 
 use common::Sandbox;
 use serde_json::Value;
+use terrain::state::local::read_state;
+use terrain::state::State;
 
 /// Files in the fixture; each has its own `time_sleep`.
 const FILES: usize = 24;
@@ -34,28 +39,32 @@ fn addresses() -> Vec<String> {
         .collect()
 }
 
-/// How many resources the state file records with an id, if it can be read.
+/// The state as a run would load it: the snapshot with its journal replayed. `None`
+/// while there is none yet.
+fn loaded(sb: &Sandbox) -> Option<State> {
+    read_state(&sb.join(STATE)).ok().flatten()
+}
+
+/// How many resources the state records with an id, if it can be read.
 fn ids_in_state(sb: &Sandbox) -> Option<usize> {
-    let text = std::fs::read_to_string(sb.join(STATE)).ok()?;
-    let state: Value = serde_json::from_str(&text).ok()?;
-    let resources = state.get("resources")?.as_object()?;
     Some(
-        resources
+        loaded(sb)?
+            .resources
             .values()
-            .filter(|r| r.get("id").is_some_and(Value::is_string))
+            .filter(|r| r.id.is_some())
             .count(),
     )
 }
 
-/// The addresses the state file records with an id.
+/// The addresses the state records with an id.
 fn with_ids(sb: &Sandbox) -> Vec<String> {
-    let state = sb.json(STATE);
-    let resources = state["resources"]
-        .as_object()
-        .expect("a state has resources");
-    resources
+    let state = read_state(&sb.join(STATE))
+        .unwrap_or_else(|e| panic!("the state must load: {e}"))
+        .expect("there is a state");
+    state
+        .resources
         .iter()
-        .filter(|(_, r)| r.get("id").is_some_and(Value::is_string))
+        .filter(|(_, r)| r.id.is_some())
         .map(|(a, _)| a.clone())
         .collect()
 }
@@ -71,10 +80,23 @@ fn events(sb: &Sandbox, log: &str) -> Vec<Value> {
         .collect()
 }
 
-/// Starts an apply, kills it with SIGKILL once the state records at least `kill_after`
-/// resources with ids, re-runs it, and checks that the result is whole and that every
-/// create happened exactly once.
+/// How the first apply is stopped.
+enum Stop {
+    /// SIGKILL from outside once the state records at least this many resources with
+    /// ids.
+    KillAfter(usize),
+    /// The apply ends itself on the spot (as a SIGKILL would) at a point between two
+    /// state writes: `TERRAIN_FAULT_ABORT_AT` (see `state::local::abort_point`).
+    AbortAt(&'static str),
+}
+
+/// Starts an apply, stops it as `stop` says, re-runs it, and checks that the result is
+/// whole and that every create happened exactly once.
 fn kill_and_recover(kill_after: usize) {
+    stop_and_recover(Stop::KillAfter(kill_after));
+}
+
+fn stop_and_recover(stop: Stop) {
     let mut sb = Sandbox::with_fixture("crash");
     sb.set_log(sb.join("events.jsonl"));
     let args = [
@@ -89,49 +111,86 @@ fn kill_and_recover(kill_after: usize) {
     // Output goes to files: nobody reads a pipe while the child runs.
     let out = File::create(sb.join("killed.stdout")).expect("create killed.stdout");
     let err = File::create(sb.join("killed.stderr")).expect("create killed.stderr");
+    let envs: Vec<(&str, &str)> = match &stop {
+        Stop::AbortAt(point) => vec![("TERRAIN_FAULT_ABORT_AT", *point)],
+        Stop::KillAfter(_) => Vec::new(),
+    };
     let mut child = sb
-        .command(&args, &[])
+        .command(&args, &envs)
         .stdout(Stdio::from(out))
         .stderr(Stdio::from(err))
         .spawn()
         .expect("start the apply to kill");
 
     let deadline = Instant::now() + Duration::from_secs(30);
-    let at_kill = loop {
-        if let Some(n) = ids_in_state(&sb).filter(|n| *n >= kill_after) {
-            break n;
+    let status = match stop {
+        Stop::KillAfter(kill_after) => {
+            loop {
+                if ids_in_state(&sb).is_some_and(|n| n >= kill_after) {
+                    break;
+                }
+                if let Some(status) = child.try_wait().expect("poll the apply") {
+                    panic!(
+                        "the apply ended ({status}) before {kill_after} resources were recorded; stdout:\n{}\nstderr:\n{}",
+                        sb.read("killed.stdout"),
+                        sb.read("killed.stderr")
+                    );
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "no progress: the state never recorded {kill_after} resources"
+                );
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            child.kill().expect("SIGKILL the apply");
+            child.wait().expect("reap the killed apply")
         }
-        if let Some(status) = child.try_wait().expect("poll the apply") {
-            panic!(
-                "the apply ended ({status}) before {kill_after} resources were recorded; stdout:\n{}\nstderr:\n{}",
-                sb.read("killed.stdout"),
-                sb.read("killed.stderr")
+        Stop::AbortAt(_) => loop {
+            if let Some(status) = child.try_wait().expect("poll the apply") {
+                break status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the apply never reached its abort point"
             );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no progress: the state never recorded {kill_after} resources"
-        );
-        std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(Duration::from_millis(2));
+        },
     };
-    child.kill().expect("SIGKILL the apply");
-    let status = child.wait().expect("reap the killed apply");
     assert_eq!(
         status.code(),
         None,
-        "the apply must have been killed by the signal, not have finished"
+        "the apply must have been ended by a signal, not have finished; stderr:\n{}",
+        sb.read("killed.stderr")
     );
     let recorded_at_kill = with_ids(&sb);
-    let recorded = recorded_at_kill.len().max(at_kill);
-    assert!(
-        recorded < 2 * FILES,
-        "killed after {recorded} of {} resources: too late to test recovery",
-        2 * FILES
-    );
+    if let Stop::KillAfter(_) = stop {
+        assert!(
+            recorded_at_kill.len() < 2 * FILES,
+            "killed after {} of {} resources: too late to test recovery",
+            recorded_at_kill.len(),
+            2 * FILES
+        );
+    }
+    let recorded = recorded_at_kill.len();
     assert!(
         sb.exists(LOCK),
         "the killed run leaves its lock file behind (but not its lock)"
     );
+
+    // What the killed run left in the journal is listed, without values.
+    let listed = sb.run(&["state", "journal", "-s", "stack.toml"]);
+    listed.success();
+    if let Stop::AbortAt("compact.before_rename") = stop {
+        // Everything was done and its intents journaled; the last results and the
+        // compaction were lost (the re-run adopts those objects).
+        assert!(
+            listed.stdout.contains("records in the journal of")
+                && listed.stdout.contains("put     local_file.f24 ")
+                && !listed.stdout.contains("file 24"),
+            "{}",
+            listed.stdout
+        );
+    }
 
     // The re-run: no --lock-timeout, so a lock still held by the dead run would fail it.
     let rerun = sb.run(&args);
@@ -228,6 +287,11 @@ fn kill_and_recover(kill_after: usize) {
     }
 
     assert!(!sb.exists(LOCK), "the re-run leaves no lock file behind");
+    let journal = format!("{STATE}.journal");
+    assert!(
+        !sb.exists(&journal),
+        "the re-run's compaction folds the journal into the state file and removes it"
+    );
     assert!(
         problems.is_empty(),
         "after SIGKILL with {recorded} resources recorded, the re-run did not converge cleanly:\n  {}\n--- re-run stdout ---\n{}\n--- re-run stderr ---\n{}",
@@ -250,6 +314,34 @@ fn sigkill_midway_then_rerun_creates_each_resource_exactly_once() {
 #[test]
 fn sigkill_late_then_rerun_creates_each_resource_exactly_once() {
     kill_and_recover(15);
+}
+
+/// The 12th journal append reaches the disk only in part (its records torn mid-line),
+/// then the process dies: the next run drops the torn tail, cuts it off before
+/// appending, and converges.
+#[test]
+fn a_kill_inside_a_journal_append_leaves_a_torn_record_that_the_rerun_drops() {
+    stop_and_recover(Stop::AbortAt("journal.append.torn:12"));
+}
+
+/// The 12th append is written but not yet flushed when the process dies.
+#[test]
+fn a_kill_before_a_journal_flush_then_rerun_creates_each_resource_exactly_once() {
+    stop_and_recover(Stop::AbortAt("journal.append.before_sync:12"));
+}
+
+/// The end-of-apply compaction has written its new snapshot to a temp file but not
+/// renamed it: the old snapshot and the whole journal are the state.
+#[test]
+fn a_kill_before_the_compactions_rename_keeps_the_journal_as_the_state() {
+    stop_and_recover(Stop::AbortAt("compact.before_rename"));
+}
+
+/// The compaction renamed its new snapshot but died before emptying the journal: the
+/// journal's records are already in the snapshot and are skipped by their serial.
+#[test]
+fn a_kill_between_the_compactions_rename_and_the_journal_truncation_replays_nothing_twice() {
+    stop_and_recover(Stop::AbortAt("compact.after_rename"));
 }
 
 /// A `time_sleep` cannot be found again after a crash (it has no id known in advance),

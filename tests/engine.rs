@@ -50,7 +50,7 @@ impl Backend for MemBackend {
         if let Some(holder) = l.clone() {
             return Err(StateError::LockHeld {
                 location: "memory".into(),
-                holder,
+                holder: Box::new(holder),
             });
         }
         *l = Some(info.clone());
@@ -196,7 +196,11 @@ async fn creates_in_dependency_order_then_plans_nothing() {
     let (p, _) = plan(&e).await;
     assert!(!p.has_changes(), "second plan is clean: {:?}", actions(&p));
     let ops: Vec<Op> = f.cloud.calls().iter().map(|c| c.op).collect();
-    assert_eq!(ops, vec![Op::Read; 4], "a no-op plan only reads");
+    assert_eq!(
+        ops,
+        vec![Op::List],
+        "a no-op plan reads the four things with one list call"
+    );
 }
 
 #[tokio::test]
@@ -534,7 +538,7 @@ async fn in_place_update_and_replace_with_reason() {
         .cloud
         .calls()
         .into_iter()
-        .filter(|c| c.op != Op::Read)
+        .filter(|c| c.op != Op::Read && c.op != Op::List)
         .map(|c| (c.op, c.id))
         .collect();
     assert_eq!(
@@ -561,7 +565,7 @@ async fn create_before_destroy_keeps_the_old_object_until_the_new_one_exists() {
         .cloud
         .calls()
         .into_iter()
-        .filter(|c| c.op != Op::Read)
+        .filter(|c| c.op != Op::Read && c.op != Op::List)
         .map(|c| (c.op, c.id))
         .collect();
     assert_eq!(
@@ -753,6 +757,84 @@ async fn saved_plan_is_refused_once_the_state_moved_on() {
     let state = e.load_state().await.expect("load");
     let err = e.check_fresh(&p, Some(&state)).expect_err("stale");
     assert!(err.to_string().contains("the saved plan is stale"), "{err}");
+}
+
+/// The engine with every setting of `engine_with` but `batch_refresh` off.
+fn per_object(f: &Fixture, toml: &str) -> Engine {
+    let mut e = f.engine_with(toml, Arc::new(Quiet), 10);
+    e.settings.batch_refresh = false;
+    e
+}
+
+#[tokio::test]
+async fn batch_refresh_lists_once_and_still_sees_drift_and_deletes_per_object() {
+    let f = Fixture::new();
+    let e = f.engine_with(CHAIN, Arc::new(Quiet), 2);
+    converge(&e).await;
+    f.cloud
+        .set_live("b", json!({"name": "b", "value": "hacked", "size": 1}));
+    f.cloud.remove_live("d");
+    f.cloud.clear_calls();
+    let (p, _) = plan(&e).await;
+    let acts = actions(&p);
+    assert_eq!(acts["test_thing.a"], Action::NoOp);
+    assert_eq!(
+        acts["test_thing.b"],
+        Action::Update,
+        "drift seen in the list"
+    );
+    assert_eq!(acts["test_thing.d"], Action::Create, "gone from the list");
+    let b = p
+        .changes
+        .iter()
+        .find(|c| c.address.name == "b")
+        .expect("b planned");
+    assert_eq!(
+        b.drift
+            .as_ref()
+            .and_then(|d| d.live.as_ref())
+            .map(|l| l["value"].clone()),
+        Some(json!("hacked"))
+    );
+    // One list for all four; the one it did not show is read alone before it is called
+    // gone (a list may lag behind a create).
+    let calls: Vec<(Op, String)> = f.cloud.calls().into_iter().map(|c| (c.op, c.id)).collect();
+    assert_eq!(calls, vec![(Op::List, "*".into()), (Op::Read, "d".into())]);
+}
+
+#[tokio::test]
+async fn a_failed_list_falls_back_to_one_read_each_with_a_warning() {
+    let f = Fixture::new();
+    let e = f.engine_with(CHAIN, Arc::new(Quiet), 2);
+    converge(&e).await;
+    f.cloud.clear_calls();
+    f.cloud.fail(Op::List, "*", 1);
+    let (p, _) = plan(&e).await;
+    assert!(!p.has_changes(), "{:?}", actions(&p));
+    let mut reads = calls_of(&f.cloud, Op::Read);
+    reads.sort();
+    assert_eq!(reads, vec!["a", "b", "c", "d"]);
+    assert!(
+        p.warnings
+            .iter()
+            .any(|w| w.contains("listing 4 objects failed")
+                && w.contains("injected failure")
+                && w.contains("each was read alone")),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[tokio::test]
+async fn per_object_refresh_reads_each_object_alone() {
+    let f = Fixture::new();
+    converge(&f.engine_with(CHAIN, Arc::new(Quiet), 2)).await;
+    f.cloud.clear_calls();
+    let e = per_object(&f, CHAIN);
+    let (p, _) = plan(&e).await;
+    assert!(!p.has_changes());
+    let ops: Vec<Op> = f.cloud.calls().iter().map(|c| c.op).collect();
+    assert_eq!(ops, vec![Op::Read; 4]);
 }
 
 #[tokio::test]

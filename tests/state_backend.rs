@@ -1,6 +1,6 @@
 //! The local state backend against the shared conformance suite, plus what only a local
-//! file can get wrong: permissions, the backup, leftover temp files, and locks held by a
-//! process that gets killed.
+//! file can get wrong: permissions, the backup, leftover temp files, locks held by a
+//! process that gets killed, and a journal left torn, foreign, orphaned or stale.
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -8,8 +8,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
+use terrain::state::journal::{Change, Record, JOURNAL_FORMAT};
 use terrain::state::local::LocalBackend;
-use terrain::state::{conformance, Backend, LockInfo, State, StateError};
+use terrain::state::{conformance, Backend, LockInfo, ResourceState, State, StateError};
 
 fn mode(path: &Path) -> u32 {
     fs::metadata(path).expect("stat").permissions().mode() & 0o777
@@ -206,7 +207,7 @@ async fn lock_of_a_killed_process_is_released() {
 
     let backend = LocalBackend::new(&path);
     let result = backend.lock(&LockInfo::new("apply")).await;
-    let refused = matches!(&result, Err(StateError::LockHeld { holder, .. }) if *holder == dead);
+    let refused = matches!(&result, Err(StateError::LockHeld { holder, .. }) if **holder == dead);
     let info = backend.lock_info().await;
     child.kill().expect("SIGKILL the holder");
     child.wait().expect("reap the holder");
@@ -333,4 +334,193 @@ fn contending_clients_exclude_each_other() {
     for worker in workers {
         worker.join().expect("client thread");
     }
+}
+
+// The journal.
+
+/// One journal record of `state`'s lineage putting a resource named `name`.
+fn put_record(state: &State, serial: u64, name: &str) -> Record {
+    Record {
+        journal: JOURNAL_FORMAT,
+        lineage: state.lineage.clone(),
+        serial,
+        change: Change::Put {
+            address: format!("test_thing.{name}"),
+            resource: Box::new(ResourceState {
+                kind: "test_thing".into(),
+                provider: "test".into(),
+                id: Some(name.into()),
+                spec: serde_json::json!({ "name": name }),
+                outputs: serde_json::json!({}),
+                dependencies: Vec::new(),
+                sensitive_paths: Vec::new(),
+                pending: None,
+                deposed: Vec::new(),
+                tainted: false,
+            }),
+        },
+    }
+}
+
+fn names(state: &State) -> Vec<String> {
+    state.resources.keys().cloned().collect()
+}
+
+#[tokio::test]
+async fn a_first_append_starts_the_state() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let backend = LocalBackend::new(dir.path().join("state.json"));
+    conformance::fresh_journal(&backend).await;
+    assert_eq!(
+        mode(&dir.path().join("state.json")),
+        0o600,
+        "state file mode"
+    );
+    assert_eq!(
+        mode(&dir.path().join("state.json.journal")),
+        0o600,
+        "the journal holds secrets too"
+    );
+}
+
+#[tokio::test]
+async fn a_torn_last_record_is_dropped_and_the_next_append_cuts_it_off() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("state.json");
+    let journal = dir.path().join("state.json.journal");
+    let state = State::new();
+    let backend = LocalBackend::new(&path);
+    backend.save(&state).await.expect("save");
+    backend
+        .append(&[put_record(&state, 1, "a")])
+        .await
+        .expect("append a");
+    // A crash halfway through writing the second record.
+    let torn = terrain::state::journal::encode(&put_record(&state, 2, "b")).expect("encode");
+    let mut bytes = fs::read(&journal).expect("read journal");
+    let whole = bytes.len();
+    bytes.extend_from_slice(&torn[..torn.len() / 2]);
+    fs::write(&journal, &bytes).expect("write torn journal");
+
+    let loaded = LocalBackend::new(&path)
+        .load()
+        .await
+        .expect("a torn tail is not an error")
+        .expect("state");
+    assert_eq!(names(&loaded), ["test_thing.a"]);
+    assert_eq!(loaded.serial, 1);
+
+    // A new run appends record 2 again: the torn bytes go first.
+    let next = LocalBackend::new(&path);
+    next.append(&[put_record(&state, 2, "c")])
+        .await
+        .expect("append after a torn tail");
+    assert_eq!(
+        fs::read(&journal).expect("read journal").len(),
+        whole
+            + terrain::state::journal::encode(&put_record(&state, 2, "c"))
+                .expect("encode")
+                .len(),
+        "the torn record was cut off before the new one"
+    );
+    let loaded = next.load().await.expect("load").expect("state");
+    assert_eq!(names(&loaded), ["test_thing.a", "test_thing.c"]);
+    assert_eq!(loaded.serial, 2);
+}
+
+#[tokio::test]
+async fn a_journal_of_another_lineage_is_refused_naming_both() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("state.json");
+    let ours = State::new();
+    let theirs = State::new();
+    LocalBackend::new(&path).save(&ours).await.expect("save");
+    let line = terrain::state::journal::encode(&put_record(&theirs, 1, "a")).expect("encode");
+    fs::write(dir.path().join("state.json.journal"), line).expect("write journal");
+
+    let err = LocalBackend::new(&path)
+        .load()
+        .await
+        .expect_err("a foreign journal must be refused");
+    let text = err.to_string();
+    assert!(
+        matches!(err, StateError::Journal { .. })
+            && text.contains(&theirs.lineage)
+            && text.contains(&ours.lineage),
+        "{text}"
+    );
+    // Nor is it continued with this state's records.
+    let append = LocalBackend::new(&path)
+        .append(&[put_record(&ours, 1, "b")])
+        .await;
+    assert!(
+        matches!(append, Err(StateError::Journal { .. })),
+        "{append:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_journal_without_its_state_file_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("state.json");
+    let state = State::new();
+    let backend = LocalBackend::new(&path);
+    backend
+        .append(&[put_record(&state, 1, "a")])
+        .await
+        .expect("append");
+    fs::remove_file(&path).expect("remove the state file");
+    let err = LocalBackend::new(&path)
+        .load()
+        .await
+        .expect_err("a journal alone is not a state");
+    assert!(
+        matches!(err, StateError::JournalWithoutSnapshot { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains(".backup"), "{err}");
+}
+
+#[tokio::test]
+async fn records_a_compaction_already_folded_in_are_skipped() {
+    // A compaction renamed its snapshot (serial 3) into place and was killed before
+    // emptying the journal (records 1 and 2).
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("state.json");
+    let mut state = State::new();
+    let backend = LocalBackend::new(&path);
+    backend.save(&state).await.expect("save");
+    backend
+        .append(&[put_record(&state, 1, "a"), put_record(&state, 2, "b")])
+        .await
+        .expect("append");
+    let journal = fs::read(dir.path().join("state.json.journal")).expect("read journal");
+    let mut folded = LocalBackend::new(&path)
+        .load()
+        .await
+        .expect("load")
+        .expect("state");
+    folded.serial = 3;
+    folded.resources.remove("test_thing.b");
+    backend.save(&folded).await.expect("compaction");
+    fs::write(dir.path().join("state.json.journal"), journal).expect("put the journal back");
+
+    let loaded = LocalBackend::new(&path)
+        .load()
+        .await
+        .expect("load")
+        .expect("state");
+    assert_eq!(loaded, folded, "the stale records change nothing");
+    state.serial = 3;
+    LocalBackend::new(&path)
+        .append(&[put_record(&state, 4, "c")])
+        .await
+        .expect("append after the stale records");
+    let loaded = LocalBackend::new(&path)
+        .load()
+        .await
+        .expect("load")
+        .expect("state");
+    assert_eq!(names(&loaded), ["test_thing.a", "test_thing.c"]);
+    assert_eq!(loaded.serial, 4);
 }

@@ -151,6 +151,28 @@ pub trait Resource: Send + Sync {
         id: &str,
         prior: &Value,
     ) -> Result<Option<Observed>, ProviderError>;
+    /// The list call that reads this object together with others of its kind, when the
+    /// API has one that returns them in full (Kubernetes objects of one kind and namespace,
+    /// the node pools of one cluster): objects with equal keys are refreshed by one
+    /// [`Resource::read_batch`]. `None`: the object is read alone.
+    fn batch_key(&self, _config: &Value, _id: &str, _prior: &Value) -> Option<String> {
+        None
+    }
+    /// Reads objects that share one [`Resource::batch_key`] with one list call (following
+    /// its pages). Answers, in the order of `items` (`(id, prior)`), each object as
+    /// [`Resource::read`] reports it, or `None` when the list does not show it. The
+    /// default reads each one alone.
+    async fn read_batch(
+        &self,
+        ctx: &Ctx,
+        items: &[(&str, &Value)],
+    ) -> Result<Vec<Option<Observed>>, ProviderError> {
+        let mut out = Vec::with_capacity(items.len());
+        for (id, prior) in items {
+            out.push(self.read(ctx, id, prior).await?);
+        }
+        Ok(out)
+    }
     /// Creates the object and returns once it is ready.
     async fn create(&self, ctx: &Ctx, spec: &Value) -> Result<Observed, ProviderError>;
     /// Updates in place the fields that changed between `prior` and `spec`.
@@ -452,6 +474,27 @@ pub trait Kind: Send + Sync + 'static {
     ) -> Result<Option<Live<Self>>, ProviderError>
     where
         Self: Sized;
+    /// The list call that reads this object together with others (see
+    /// [`Resource::batch_key`]); `None` (the default) reads it alone.
+    fn batch_key(_config: &Value, _id: &str, _prior: Option<&Self::Spec>) -> Option<String> {
+        None
+    }
+    /// Reads objects sharing one [`Kind::batch_key`] with one list call (see
+    /// [`Resource::read_batch`]); the default reads each one alone.
+    async fn read_batch(
+        &self,
+        ctx: &Ctx,
+        items: &[(String, Option<Self::Spec>)],
+    ) -> Result<Vec<Option<Live<Self>>>, ProviderError>
+    where
+        Self: Sized,
+    {
+        let mut out = Vec::with_capacity(items.len());
+        for (id, prior) in items {
+            out.push(self.read(ctx, id, prior.as_ref()).await?);
+        }
+        Ok(out)
+    }
     async fn create(&self, ctx: &Ctx, spec: &Self::Spec) -> Result<Live<Self>, ProviderError>
     where
         Self: Sized;
@@ -650,6 +693,34 @@ impl<K: Kind> Resource for Adapter<K> {
             Some(live) => encode(live).map(Some),
             None => Ok(None),
         }
+    }
+
+    fn batch_key(&self, config: &Value, id: &str, prior: &Value) -> Option<String> {
+        let prior = self.decode_prior(prior).ok()?;
+        K::batch_key(config, id, prior.as_ref())
+    }
+
+    async fn read_batch(
+        &self,
+        ctx: &Ctx,
+        items: &[(&str, &Value)],
+    ) -> Result<Vec<Option<Observed>>, ProviderError> {
+        let mut typed = Vec::with_capacity(items.len());
+        for (id, prior) in items {
+            typed.push((id.to_string(), self.decode_prior(prior)?));
+        }
+        let live = self.kind.read_batch(ctx, &typed).await?;
+        if live.len() != items.len() {
+            return Err(ProviderError::Unsupported(format!(
+                "{}: a batch read of {} objects answered {}",
+                K::KIND,
+                items.len(),
+                live.len()
+            )));
+        }
+        live.into_iter()
+            .map(|l| l.map(encode).transpose())
+            .collect()
     }
 
     async fn create(&self, ctx: &Ctx, spec: &Value) -> Result<Observed, ProviderError> {

@@ -18,6 +18,9 @@ use crate::{Adapter, Ctx, Field, Invalid, Kind, Live, ProviderError, Registry, S
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
     Read,
+    /// One list call that reads many objects ([`Kind::read_batch`]); recorded with the
+    /// id `*`.
+    List,
     Create,
     Update,
     Delete,
@@ -27,6 +30,7 @@ impl Op {
     fn verb(self) -> &'static str {
         match self {
             Op::Read => "get",
+            Op::List => "list",
             Op::Create => "create",
             Op::Update => "update",
             Op::Delete => "delete",
@@ -515,6 +519,32 @@ impl Kind for TestThing {
         self.cloud.enter(Op::Read, Self::KIND, id, ctx).await?;
         let found = self.cloud.fetch::<ThingSpec>(&Self::schema(), id)?;
         Ok(found.map(|(spec, version)| Self::live(id, spec, version)))
+    }
+
+    /// Every thing is in one list, as a real API lists all objects of a kind.
+    fn batch_key(
+        _config: &serde_json::Value,
+        _id: &str,
+        _prior: Option<&ThingSpec>,
+    ) -> Option<String> {
+        Some(Self::KIND.to_string())
+    }
+
+    /// One list call (with the same latency as a read) answers for every object.
+    async fn read_batch(
+        &self,
+        ctx: &Ctx,
+        items: &[(String, Option<ThingSpec>)],
+    ) -> Result<Vec<Option<Live<Self>>>, ProviderError> {
+        self.cloud.enter(Op::List, Self::KIND, "*", ctx).await?;
+        let schema = Self::schema();
+        items
+            .iter()
+            .map(|(id, _)| {
+                let found = self.cloud.fetch::<ThingSpec>(&schema, id)?;
+                Ok(found.map(|(spec, version)| Self::live(id, spec, version)))
+            })
+            .collect()
     }
 
     async fn create(&self, ctx: &Ctx, spec: &ThingSpec) -> Result<Live<Self>, ProviderError> {

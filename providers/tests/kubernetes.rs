@@ -588,3 +588,80 @@ fn without_nulls(v: &Value) -> Value {
         other => other.clone(),
     }
 }
+
+/// A re-plan reads the Jobs of one namespace with one list (and their Secrets with one
+/// more): `read_batch` answers for each Job exactly what `read` does, and `None` for
+/// one that is gone, so the engine reads that one alone before calling it gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_of_one_namespace_are_read_with_one_list() {
+    let env = Env::start().await;
+    let job = kind("kubernetes_job");
+    let mut items = Vec::new();
+    for (name, secret) in [("shard-a", false), ("shard-b", true), ("shard-c", false)] {
+        let mut fields = json!({"name": name, "image": "python:3.11", "wait": "created"});
+        if secret {
+            fields["secret_env"] = json!({"API_KEY": "s3cr3t"});
+        }
+        let spec = env.spec("kubernetes_job", fields);
+        let made = job
+            .create(&ctx(&format!("kubernetes_job.{name}")), &spec)
+            .await
+            .expect("the job is created");
+        items.push((made.id, spec));
+    }
+    let keys: Vec<Option<String>> = items
+        .iter()
+        .map(|(id, spec)| job.batch_key(&json!({}), id, spec))
+        .collect();
+    assert!(keys[0].is_some(), "a Job with a namespace is listed");
+    assert!(
+        keys.iter().all(|k| *k == keys[0]),
+        "one namespace, one key: {keys:?}"
+    );
+    // Another namespace is another list.
+    let other = env.spec(
+        "kubernetes_job",
+        json!({"name": "x", "namespace": "other", "image": "python:3.11"}),
+    );
+    assert_ne!(
+        job.batch_key(&json!({}), "batch/v1/Job/other/x", &other),
+        keys[0]
+    );
+
+    // The third Job goes away outside terrain.
+    kind("kubernetes_job")
+        .delete(&ctx("kubernetes_job.shard-c"), &items[2].0, &items[2].1)
+        .await
+        .expect("deleted");
+    let asked: Vec<(&str, &Value)> = items.iter().map(|(id, s)| (id.as_str(), s)).collect();
+    let batch = job
+        .read_batch(&ctx("kubernetes_job (list of 3)"), &asked)
+        .await
+        .expect("the batch read");
+    assert_eq!(batch.len(), 3);
+    for (i, (id, spec)) in items.iter().enumerate().take(2) {
+        let alone = job
+            .read(
+                &ctx(&format!("kubernetes_job.shard-{}", ["a", "b"][i])),
+                id,
+                spec,
+            )
+            .await
+            .expect("read")
+            .expect("still there");
+        let listed = batch[i].as_ref().expect("the list shows it");
+        assert_eq!(listed.id, alone.id);
+        assert_eq!(
+            listed.spec, alone.spec,
+            "{id}: the list reads what a get reads"
+        );
+        assert_eq!(listed.outputs, alone.outputs);
+    }
+    assert_eq!(
+        batch[1].as_ref().map(|o| o.spec["secret_env"].clone()),
+        Some(json!({"API_KEY": "s3cr3t"})),
+        "the Job's Secret comes from the list of Secrets"
+    );
+    assert!(batch[2].is_none(), "a deleted Job is not in the list");
+    env.sandbox.shutdown().await;
+}

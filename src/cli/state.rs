@@ -1,11 +1,13 @@
-//! `terrain state list|show|rm|mv`: inspect and edit the state. rm and mv change only
-//! terrain's records, never the objects, and hold the lock while they do.
+//! `terrain state list|show|journal|rm|mv`: inspect and edit the state. rm and mv change
+//! only terrain's records, never the objects, and hold the lock while they do.
 
 use clap::{Args, Subcommand};
 
 use super::{common, Exit, RunArgs, StackArgs};
 use crate::addr::Address;
 use crate::output::{self, value::redact};
+use crate::state::journal::{Change, Record};
+use crate::state::PendingOp;
 
 #[derive(Subcommand, Debug)]
 pub enum StateCommand {
@@ -17,6 +19,9 @@ pub enum StateCommand {
         #[command(flatten)]
         stack: StackArgs,
     },
+    /// Lists the journal's records not yet folded into the state file (left by an apply
+    /// that was killed before its end): serial, change, address, pending operation.
+    Journal(Plain),
     /// Forgets resources without touching the objects.
     Rm {
         #[arg(required = true)]
@@ -90,6 +95,12 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
             });
             output::print(&format!("{}\n", serde_json::to_string_pretty(&show)?));
         }
+        StateCommand::Journal(Plain { stack: args }) => {
+            let stack = common::load_stack(&args, &registry)?;
+            let backend = common::backend(&stack, &args);
+            let records = backend.journal().await?;
+            output::print(&journal_lines(&backend.location(), &records));
+        }
         StateCommand::Rm {
             addresses,
             stack: args,
@@ -160,4 +171,40 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
         }
     }
     Ok(Exit::Ok)
+}
+
+/// The journal as `terrain state journal` prints it: one line per record, no values
+/// (specs and outputs may hold secrets; `state show` shows them redacted).
+fn journal_lines(location: &str, records: &[Record]) -> String {
+    if records.is_empty() {
+        return format!(
+            "The journal of {location} is empty: the state file holds the whole state.\n"
+        );
+    }
+    let mut out = format!(
+        "{} records in the journal of {location}, not yet folded into the state file (the next apply does):\n",
+        records.len()
+    );
+    for r in records {
+        let line = match &r.change {
+            Change::Put { address, resource } => match &resource.pending {
+                Some(p) => {
+                    let op = match p.op {
+                        PendingOp::Create => "create",
+                        PendingOp::Update => "update",
+                        PendingOp::Delete => "delete",
+                    };
+                    format!("put     {address} (pending {op} since {})", p.started_at)
+                }
+                None => match &resource.id {
+                    Some(id) => format!("put     {address} = {id}"),
+                    None => format!("put     {address}"),
+                },
+            },
+            Change::Remove { address } => format!("remove  {address}"),
+            Change::Outputs { outputs } => format!("outputs {} outputs", outputs.len()),
+        };
+        out.push_str(&format!("  serial {:>6}  {line}\n", r.serial));
+    }
+    out
 }

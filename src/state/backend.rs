@@ -5,6 +5,7 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use super::journal::{JournalError, Record};
 use super::State;
 
 /// Who holds a lock, for what, since when. Recorded with the lock so a refused second
@@ -70,7 +71,10 @@ pub enum StateError {
         "state {location} is locked by {} (pid {}) for `{}` since {}, lock id {}; if that run is no longer going, release it with `terrain force-unlock {}`",
         holder.who, holder.pid, holder.operation, holder.created, holder.id, holder.id
     )]
-    LockHeld { location: String, holder: LockInfo },
+    LockHeld {
+        location: String,
+        holder: Box<LockInfo>,
+    },
     #[error("lock state {location}: {source}")]
     Lock {
         location: String,
@@ -85,6 +89,16 @@ pub enum StateError {
     },
     #[error("state {location} is not locked")]
     NotLocked { location: String },
+    #[error("state journal {location}: {source}; nothing was loaded (the journal is left as it is for inspection)")]
+    Journal {
+        location: String,
+        #[source]
+        source: JournalError,
+    },
+    #[error("state journal {location} has records but the state file beside it is missing; restore the state file (or its .backup) before running terrain again")]
+    JournalWithoutSnapshot { location: String },
+    #[error("state {location} keeps no journal")]
+    NoJournal { location: String },
 }
 
 /// Where state lives.
@@ -94,9 +108,27 @@ pub trait Backend: Send + Sync {
     fn location(&self) -> String;
     /// The stored state, or `None` when there is none yet.
     async fn load(&self) -> Result<Option<State>, StateError>;
-    /// Replaces the stored state atomically, keeping the previous version as a backup.
+    /// Replaces the stored state atomically, keeping the previous version as a backup,
+    /// and removes the journal (a compaction: `state` includes what the journal held).
     /// A reader never sees a partly written state, whatever happens during the call.
     async fn save(&self, state: &State) -> Result<(), StateError>;
+    /// Whether this backend keeps a journal ([`Backend::append`]). One that does not is
+    /// saved whole instead.
+    fn journals(&self) -> bool {
+        false
+    }
+    /// Appends `records` to the journal and makes them durable together (one flush for
+    /// all of them); returns the journal's size in bytes after them. Loading replays the
+    /// journal over the state last saved.
+    async fn append(&self, _records: &[Record]) -> Result<u64, StateError> {
+        Err(StateError::NoJournal {
+            location: self.location(),
+        })
+    }
+    /// The journal's records not yet folded into the saved state, in order.
+    async fn journal(&self) -> Result<Vec<Record>, StateError> {
+        Ok(Vec::new())
+    }
     /// Takes the lock, or fails at once with [`StateError::LockHeld`] naming the holder.
     async fn lock(&self, info: &LockInfo) -> Result<(), StateError>;
     /// Releases a lock this process took with `id`.

@@ -1,5 +1,6 @@
 //! The behaviour every state backend must show, as one reusable suite: storage round
-//! trips, replacement, and the lock protocol between two independent clients. A backend's
+//! trips, replacement, journal replay and compaction (for backends that keep a
+//! journal), and the lock protocol between two independent clients. A backend's
 //! tests call [`run`] with a factory for fresh clients of one empty, private location.
 //!
 //! This is test support code: a failed check panics with a message saying what the
@@ -9,6 +10,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
+use super::journal::{Change, Record, JOURNAL_FORMAT};
 use super::{
     Backend, Deposed, LockInfo, OutputState, Pending, PendingOp, ResourceState, State, StateError,
 };
@@ -22,6 +24,9 @@ where
     B: Backend,
 {
     storage(&make).await;
+    if make().journals() {
+        journal(&make).await;
+    }
     locking(&make).await;
 }
 
@@ -158,6 +163,178 @@ where
         loaded.as_ref(),
         Some(&second),
         "{loc}: a second save must replace the first"
+    );
+}
+
+/// A record of `state`'s lineage bringing it to `serial`.
+fn record(state: &State, serial: u64, change: Change) -> Record {
+    Record {
+        journal: JOURNAL_FORMAT,
+        lineage: state.lineage.clone(),
+        serial,
+        change,
+    }
+}
+
+/// Appended records are what the next load sees (replayed over the saved state, by a
+/// fresh client too); a save folds them in and removes the journal; the first append
+/// with no state saved yet starts one.
+async fn journal<F, B>(make: &F)
+where
+    F: Fn() -> B,
+    B: Backend,
+{
+    let a = make();
+    let loc = a.location();
+    let base = sample_state();
+    a.save(&base).await.expect("save must succeed");
+    assert!(
+        a.journal().await.expect("journal must read").is_empty(),
+        "{loc}: a save leaves an empty journal"
+    );
+
+    // An intent, then its result, then a removal and new outputs: one append each, the
+    // last two together (group commit).
+    let mut intent = base.resources["vm.worker"].clone();
+    intent.pending = Some(Pending {
+        op: PendingOp::Create,
+        started_at: "2024-05-01T12:00:02Z".to_string(),
+        planned_id: Some("worker-1".to_string()),
+        spec: json!({ "machine": "a3-highgpu-8g" }),
+    });
+    let mut done = intent.clone();
+    done.pending = None;
+    done.id = Some("worker-1".to_string());
+    let outputs = BTreeMap::from([(
+        "worker".to_string(),
+        OutputState {
+            value: json!("worker-1"),
+            sensitive: false,
+        },
+    )]);
+    let put = |r: &ResourceState| Change::Put {
+        address: "vm.worker".to_string(),
+        resource: Box::new(r.clone()),
+    };
+    let s = base.serial;
+    let batches = vec![
+        vec![record(&base, s + 1, put(&intent))],
+        vec![record(&base, s + 2, put(&done))],
+        vec![
+            record(
+                &base,
+                s + 3,
+                Change::Remove {
+                    address: "bucket.data".to_string(),
+                },
+            ),
+            record(
+                &base,
+                s + 4,
+                Change::Outputs {
+                    outputs: outputs.clone(),
+                },
+            ),
+        ],
+    ];
+    let mut expected = base.clone();
+    let mut size = 0;
+    for (i, batch) in batches.iter().enumerate() {
+        let after = a.append(batch).await.expect("append must succeed");
+        assert!(
+            after > size,
+            "{loc}: append {i} must grow the journal ({size} → {after} bytes)"
+        );
+        size = after;
+        for r in batch {
+            super::journal::apply(&mut expected, r.change.clone());
+            expected.serial = r.serial;
+        }
+        let loaded = make()
+            .load()
+            .await
+            .expect("load with a journal must succeed");
+        assert_eq!(
+            loaded.as_ref(),
+            Some(&expected),
+            "{loc}: after append {i}, a fresh client must see the state with the journal replayed"
+        );
+    }
+    assert_eq!(expected.serial, s + 4);
+    assert_eq!(
+        expected.resources["vm.worker"].id.as_deref(),
+        Some("worker-1")
+    );
+    assert!(!expected.resources.contains_key("bucket.data"));
+    let all: Vec<Record> = batches.into_iter().flatten().collect();
+    assert_eq!(
+        make().journal().await.expect("journal must read"),
+        all,
+        "{loc}: the journal lists its records in order"
+    );
+
+    // Compaction: the whole state saved, with its serial bumped, empties the journal.
+    let mut compacted = expected.clone();
+    compacted.serial += 1;
+    a.save(&compacted).await.expect("compaction must succeed");
+    assert!(
+        make()
+            .journal()
+            .await
+            .expect("journal must read")
+            .is_empty(),
+        "{loc}: a save empties the journal"
+    );
+    assert_eq!(
+        make().load().await.expect("load must succeed").as_ref(),
+        Some(&compacted),
+        "{loc}: after compaction the state is the saved one"
+    );
+    // And the journal goes on from there.
+    let next = record(&compacted, compacted.serial + 1, put(&intent));
+    a.append(std::slice::from_ref(&next))
+        .await
+        .expect("append after compaction must succeed");
+    let mut after = compacted.clone();
+    super::journal::apply(&mut after, next.change.clone());
+    after.serial = next.serial;
+    assert_eq!(
+        make().load().await.expect("load must succeed").as_ref(),
+        Some(&after),
+        "{loc}: records appended after a compaction replay over it"
+    );
+}
+
+/// A first append where no state was saved yet starts the state from the records'
+/// lineage. A backend's tests run it on a second empty, private location.
+pub async fn fresh_journal<B: Backend>(b: &B) {
+    let loc = b.location();
+    let start = State::new();
+    let r = record(
+        &start,
+        1,
+        Change::Put {
+            address: "bucket.data".to_string(),
+            resource: Box::new(sample_state().resources["bucket.data"].clone()),
+        },
+    );
+    b.append(std::slice::from_ref(&r))
+        .await
+        .expect("a first append must succeed");
+    let loaded = b
+        .load()
+        .await
+        .expect("load must succeed")
+        .expect("a first append makes a state");
+    assert_eq!(
+        loaded.lineage, start.lineage,
+        "{loc}: lineage from the records"
+    );
+    assert_eq!(loaded.serial, 1, "{loc}: serial from the records");
+    assert_eq!(
+        loaded.resources.keys().collect::<Vec<_>>(),
+        vec!["bucket.data"],
+        "{loc}: the record replayed"
     );
 }
 
@@ -333,7 +510,7 @@ fn expect_held(result: Result<(), StateError>, holder: &LockInfo, loc: &str, wha
     match result {
         Err(StateError::LockHeld { holder: found, .. }) => {
             assert_eq!(
-                &found, holder,
+                &*found, holder,
                 "{loc}: {what}: LockHeld must name the holder"
             )
         }

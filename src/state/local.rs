@@ -1,6 +1,10 @@
-//! The local file backend: state in one JSON file, replaced atomically on every save with
-//! the previous version kept as `{file}.backup`, and locked with an OS file lock (`flock`)
-//! on `{file}.lock` so a lock dies with the process that held it.
+//! The local file backend: state in one JSON file (the snapshot), replaced atomically on
+//! every save with the previous version kept as `{file}.backup`; the journal of changes
+//! since, appended to `{file}.journal` and removed by each save (a compaction); locked with an OS file
+//! lock (`flock`) on `{file}.lock` so a lock dies with the process that held it.
+//!
+//! The crash tests stop a run between two of these writes with the
+//! `TERRAIN_FAULT_ABORT_AT` hook ([`abort_point`]).
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions, Permissions, TryLockError};
@@ -8,11 +12,12 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use async_trait::async_trait;
 use serde::Deserialize;
 
+use super::journal::{self, JournalError, Record};
 use super::{Backend, LockInfo, State, StateError, FORMAT_VERSION};
 
 /// State files hold secrets (sensitive spec values, provider outputs).
@@ -37,6 +42,16 @@ pub struct LocalBackend {
     /// The lock this backend holds: its record and the open lock file carrying the flock.
     /// Dropping the file releases the flock.
     held: Mutex<Option<(LockInfo, File)>>,
+    /// The journal as this backend opened it for appending (shared with the blocking
+    /// tasks that write it), or `None` until the first append.
+    appender: Arc<Mutex<Option<Appender>>>,
+}
+
+/// The journal open for appending, and its length.
+#[derive(Debug)]
+struct Appender {
+    file: File,
+    len: u64,
 }
 
 impl LocalBackend {
@@ -44,7 +59,12 @@ impl LocalBackend {
         Self {
             path: path.into(),
             held: Mutex::new(None),
+            appender: Arc::new(Mutex::new(None)),
         }
+    }
+
+    fn journal_path(&self) -> PathBuf {
+        sibling(&self.path, ".journal")
     }
 
     fn lock_path(&self) -> PathBuf {
@@ -81,7 +101,7 @@ impl LocalBackend {
     fn lock_held(&self, holder: LockInfo) -> StateError {
         StateError::LockHeld {
             location: self.location(),
-            holder,
+            holder: Box::new(holder),
         }
     }
 
@@ -89,10 +109,15 @@ impl LocalBackend {
     /// path. Created 0600 so the secrets in it are never readable by others, not even
     /// briefly (the umask can only remove bits).
     /// The blocking part of a save: temp file, fsync, backup link, rename, directory fsync.
-    fn write_file(&self, bytes: &[u8]) -> io::Result<()> {
+    /// `compacting`: a save that folds the journal in (the crash tests stop it before
+    /// its rename), rather than the first snapshot a journal starts from.
+    fn write_file(&self, bytes: &[u8], compacting: bool) -> io::Result<()> {
         let dir = parent_dir(&self.path);
         fs::create_dir_all(&dir)?;
         let tmp = self.write_temp(&dir, bytes)?;
+        if compacting {
+            abort_point("compact.before_rename");
+        }
         let replaced = self
             .keep_backup(&dir)
             .and_then(|()| fs::rename(&tmp, &self.path));
@@ -260,39 +285,7 @@ impl Backend for LocalBackend {
     }
 
     async fn load(&self) -> Result<Option<State>, StateError> {
-        let bytes = match fs::read(&self.path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(self.read_err(e)),
-        };
-        let unsupported = |found: u32| StateError::UnsupportedFormat {
-            location: self.location(),
-            found,
-            supported: FORMAT_VERSION,
-        };
-        match serde_json::from_slice::<State>(&bytes) {
-            Ok(state) if state.format_version > FORMAT_VERSION => {
-                Err(unsupported(state.format_version))
-            }
-            Ok(state) => Ok(Some(state)),
-            Err(source) => {
-                // A newer format may not fit today's `State` at all; saying "upgrade
-                // terrain" beats a field-level decode error.
-                #[derive(Deserialize)]
-                struct Header {
-                    format_version: u32,
-                }
-                match serde_json::from_slice::<Header>(&bytes) {
-                    Ok(h) if h.format_version > FORMAT_VERSION => {
-                        Err(unsupported(h.format_version))
-                    }
-                    _ => Err(StateError::Decode {
-                        location: self.location(),
-                        source,
-                    }),
-                }
-            }
-        }
+        read_state(&self.path)
     }
 
     async fn save(&self, state: &State) -> Result<(), StateError> {
@@ -300,12 +293,96 @@ impl Backend for LocalBackend {
             .map_err(|e| self.write_err(io::Error::new(io::ErrorKind::InvalidData, e)))?;
         bytes.push(b'\n');
         // The writes and fsyncs block for milliseconds; off the async threads, other
-        // operations of an apply keep going (and group their records into the next save).
+        // operations of an apply keep going.
         let writer = LocalBackend::new(self.path.clone());
-        match tokio::task::spawn_blocking(move || writer.write_file(&bytes)).await {
+        let journal = self.journal_path();
+        let appender = Arc::clone(&self.appender);
+        let compact = move || {
+            writer.write_file(&bytes, true)?;
+            // The snapshot now holds what the journal held. A kill right here leaves
+            // records the snapshot already has: loading skips them by their serial.
+            abort_point("compact.after_rename");
+            let mut open = lock_appender(&appender);
+            *open = None;
+            remove_journal(&journal)
+        };
+        match tokio::task::spawn_blocking(compact).await {
             Ok(result) => result.map_err(|e| self.write_err(e)),
             Err(e) => Err(self.write_err(io::Error::other(e))),
         }
+    }
+
+    fn journals(&self) -> bool {
+        true
+    }
+
+    async fn append(&self, records: &[Record]) -> Result<u64, StateError> {
+        let Some(first) = records.first() else {
+            return Ok(lock_appender(&self.appender).as_ref().map_or(0, |a| a.len));
+        };
+        let mut bytes = Vec::new();
+        for record in records {
+            let line = journal::encode(record)
+                .map_err(|e| self.write_err(io::Error::new(io::ErrorKind::InvalidData, e)))?;
+            bytes.extend_from_slice(&line);
+        }
+        // The state the journal starts from, written first when there is none yet.
+        let start = State {
+            lineage: first.lineage.clone(),
+            serial: first.serial.saturating_sub(1),
+            ..State::new()
+        };
+        let path = self.path.clone();
+        let appender = Arc::clone(&self.appender);
+        let write = move || -> Result<u64, StateError> {
+            let mut open = lock_appender(&appender);
+            if open.is_none() {
+                *open = Some(open_appender(&path, &start)?);
+            }
+            let Some(a) = open.as_mut() else {
+                return Err(write_error(&path, io::Error::other("journal not open")));
+            };
+            if abort_point("journal.append.torn") {
+                // Half a record reaches the disk, then the process dies.
+                let _ = a.file.write_all(&bytes[..bytes.len() / 2]);
+                let _ = a.file.sync_data();
+                std::process::abort();
+            }
+            let written = a.file.write_all(&bytes).and_then(|()| {
+                abort_point("journal.append.before_sync");
+                a.file.sync_data()
+            });
+            match written {
+                Ok(()) => {
+                    a.len += bytes.len() as u64;
+                    Ok(a.len)
+                }
+                Err(e) => {
+                    // Part of a record may be on disk: the next append reopens the
+                    // journal and cuts it back to its last whole record.
+                    *open = None;
+                    Err(write_error(&path, e))
+                }
+            }
+        };
+        match tokio::task::spawn_blocking(write).await {
+            Ok(result) => result,
+            Err(e) => Err(self.write_err(io::Error::other(e))),
+        }
+    }
+
+    async fn journal(&self) -> Result<Vec<Record>, StateError> {
+        let journal = self.journal_path();
+        let bytes = match fs::read(&journal) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(self.read_err(e)),
+        };
+        let read = journal::read(&bytes).map_err(|source| StateError::Journal {
+            location: journal.display().to_string(),
+            source,
+        })?;
+        Ok(read.records)
     }
 
     async fn lock(&self, info: &LockInfo) -> Result<(), StateError> {
@@ -428,6 +505,202 @@ impl Backend for LocalBackend {
             _ => Ok(()),
         }
     }
+}
+
+/// Reads the state stored at `path`: the snapshot, with its journal replayed over it.
+/// `None` when there is no state yet.
+///
+/// The journal is read before the snapshot, so that a reader without the lock never
+/// sees a state older than it should while a run compacts: records read before a
+/// compaction are either replayed over the old snapshot or, if the new one was read,
+/// skipped by their serial; a journal removed by a compaction was preceded by the new
+/// snapshot's rename.
+pub fn read_state(path: &Path) -> Result<Option<State>, StateError> {
+    let journal_path = sibling(path, ".journal");
+    let journal_bytes = match fs::read(&journal_path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(source) => {
+            return Err(StateError::Read {
+                location: journal_path.display().to_string(),
+                source,
+            })
+        }
+    };
+    let snapshot = match fs::read(path) {
+        Ok(bytes) => Some(decode_state(&bytes, path)?),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(source) => {
+            return Err(StateError::Read {
+                location: path.display().to_string(),
+                source,
+            })
+        }
+    };
+    let Some(bytes) = journal_bytes else {
+        return Ok(snapshot);
+    };
+    let journal_error = |source| StateError::Journal {
+        location: journal_path.display().to_string(),
+        source,
+    };
+    let read = journal::read(&bytes).map_err(journal_error)?;
+    if read.records.is_empty() {
+        return Ok(snapshot);
+    }
+    let Some(mut state) = snapshot else {
+        return Err(StateError::JournalWithoutSnapshot {
+            location: journal_path.display().to_string(),
+        });
+    };
+    journal::replay(&mut state, read.records).map_err(journal_error)?;
+    Ok(Some(state))
+}
+
+/// Decodes a snapshot, telling a newer format ("upgrade terrain") from a broken file.
+fn decode_state(bytes: &[u8], path: &Path) -> Result<State, StateError> {
+    let unsupported = |found: u32| StateError::UnsupportedFormat {
+        location: path.display().to_string(),
+        found,
+        supported: FORMAT_VERSION,
+    };
+    match serde_json::from_slice::<State>(bytes) {
+        Ok(state) if state.format_version > FORMAT_VERSION => {
+            Err(unsupported(state.format_version))
+        }
+        Ok(state) => Ok(state),
+        Err(source) => {
+            // A newer format may not fit today's `State` at all; saying "upgrade
+            // terrain" beats a field-level decode error.
+            #[derive(Deserialize)]
+            struct Header {
+                format_version: u32,
+            }
+            match serde_json::from_slice::<Header>(bytes) {
+                Ok(h) if h.format_version > FORMAT_VERSION => Err(unsupported(h.format_version)),
+                _ => Err(StateError::Decode {
+                    location: path.display().to_string(),
+                    source,
+                }),
+            }
+        }
+    }
+}
+
+/// Opens the journal beside `path` for appending: writes `start` as the snapshot first
+/// if there is none (a journal is always replayed over one), and cuts a torn last
+/// record (a crash during an append) back to the last whole one, so new records never
+/// follow a damaged one.
+fn open_appender(path: &Path, start: &State) -> Result<Appender, StateError> {
+    let writer = LocalBackend::new(path.to_path_buf());
+    if !path.exists() {
+        let mut bytes = serde_json::to_vec_pretty(start)
+            .map_err(|e| write_error(path, io::Error::new(io::ErrorKind::InvalidData, e)))?;
+        bytes.push(b'\n');
+        writer
+            .write_file(&bytes, false)
+            .map_err(|e| write_error(path, e))?;
+    }
+    let journal_path = sibling(path, ".journal");
+    let created = !journal_path.exists();
+    let mut file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(FILE_MODE)
+        .open(&journal_path)
+        .map_err(|e| write_error(&journal_path, e))?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(|e| write_error(&journal_path, e))?;
+    let read = journal::read(&bytes).map_err(|source| StateError::Journal {
+        location: journal_path.display().to_string(),
+        source,
+    })?;
+    // Records of another state must not be continued with ours.
+    if let Some(i) = read.records.iter().position(|r| r.lineage != start.lineage) {
+        return Err(StateError::Journal {
+            location: journal_path.display().to_string(),
+            source: JournalError::Lineage {
+                line: i + 1,
+                found: read.records[i].lineage.clone(),
+                expected: start.lineage.clone(),
+            },
+        });
+    }
+    if read.good_len < bytes.len() as u64 {
+        file.set_len(read.good_len)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| write_error(&journal_path, e))?;
+    }
+    if created {
+        // The new file's name is only durable once its directory is synced.
+        File::open(parent_dir(&journal_path))
+            .and_then(|d| d.sync_all())
+            .map_err(|e| write_error(&journal_path, e))?;
+    }
+    restrict_mode(&journal_path).map_err(|e| write_error(&journal_path, e))?;
+    Ok(Appender {
+        file,
+        len: read.good_len,
+    })
+}
+
+/// Removes the journal at `path`, if there is one: between runs the snapshot alone is
+/// the state. The removal is not made durable on its own: a journal that comes back
+/// after a power cut holds only records the new snapshot has, which loading skips by
+/// their serial.
+fn remove_journal(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn lock_appender(appender: &Mutex<Option<Appender>>) -> MutexGuard<'_, Option<Appender>> {
+    // A file handle and a length: a panic elsewhere cannot leave them inconsistent in a
+    // way the next append does not repair (it rescans the journal when reopened).
+    appender.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write_error(path: &Path, source: io::Error) -> StateError {
+    StateError::Write {
+        location: path.display().to_string(),
+        source,
+    }
+}
+
+/// Test hook for the crash tests: with `TERRAIN_FAULT_ABORT_AT=POINT` (or `POINT:N`),
+/// the process ends on the spot, with no clean-up (as a SIGKILL would), the first (or
+/// N-th) time it reaches POINT: `journal.append.before_sync`, `compact.before_rename`,
+/// `compact.after_rename`. For `journal.append.torn` it answers true instead, and the
+/// caller writes half a record before ending the process. No timing could stop a run
+/// between two of these writes reliably.
+pub(crate) fn abort_point(point: &str) -> bool {
+    static WANTED: OnceLock<Option<(String, u64)>> = OnceLock::new();
+    static REACHED: AtomicU64 = AtomicU64::new(0);
+    let wanted = WANTED.get_or_init(|| {
+        let value = std::env::var("TERRAIN_FAULT_ABORT_AT").ok()?;
+        let (name, nth) = match value.split_once(':') {
+            Some((name, n)) => (name.to_string(), n.parse().ok()?),
+            None => (value, 1),
+        };
+        Some((name, nth))
+    });
+    let Some((name, nth)) = wanted else {
+        return false;
+    };
+    if name != point {
+        return false;
+    }
+    if REACHED.fetch_add(1, Ordering::SeqCst) + 1 != *nth {
+        return false;
+    }
+    if point == "journal.append.torn" {
+        return true;
+    }
+    std::process::abort();
 }
 
 /// How often a contended flock or an unreadable lock record is looked at again, and how

@@ -82,7 +82,7 @@ mod tests {
             started.elapsed()
         );
         match err {
-            StateError::LockHeld { holder: h, .. } => assert_eq!(h, held),
+            StateError::LockHeld { holder: h, .. } => assert_eq!(*h, held),
             other => panic!("expected LockHeld, got {other}"),
         }
     }
@@ -107,7 +107,7 @@ mod tests {
             "overshot the timeout: {waited:?}"
         );
         assert!(
-            matches!(err, StateError::LockHeld { ref holder, .. } if *holder == held),
+            matches!(err, StateError::LockHeld { ref holder, .. } if **holder == held),
             "got {err}"
         );
     }

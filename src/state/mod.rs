@@ -3,10 +3,13 @@
 //! can tell it is stale and two unrelated states are never confused.
 //!
 //! Backends ([`backend::Backend`]) load, save and lock it; the local file backend lives
-//! in [`local`]. Every backend passes the one suite in [`conformance`].
+//! in [`local`]. During an apply, changes are appended to a [`journal`] beside the
+//! snapshot rather than rewriting it; loading replays the journal. Every backend passes
+//! the one suite in [`conformance`]. The formats are documented in `state/README.md`.
 
 pub mod backend;
 pub mod conformance;
+pub mod journal;
 pub mod local;
 pub mod lock;
 

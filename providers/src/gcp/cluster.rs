@@ -15,7 +15,9 @@ use serde_json::{json, Value};
 
 use super::client::{client, status_of, Request};
 use super::config::{Api, CredentialSource, GcpConfig};
-use super::{catalog, id_parts, is_ours, labels_with_ours, not_ours, operation, user_labels};
+use super::{
+    catalog, id_parts, is_ours, labels_with_ours, list_key, not_ours, operation, user_labels,
+};
 use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
 
 /// The kind `gke_cluster`.
@@ -79,6 +81,7 @@ const CHANNELS: &[(&str, &str)] = &[
 
 const CREATE: &str = "container.projects.locations.clusters.create";
 const GET: &str = "container.projects.locations.clusters.get";
+const LIST: &str = "container.projects.locations.clusters.list";
 const DELETE: &str = "container.projects.locations.clusters.delete";
 const UPDATE: &str = "container.projects.locations.clusters.update";
 const SET_LABELS: &str = "container.projects.locations.clusters.setResourceLabels";
@@ -214,6 +217,39 @@ fn location(spec: &Spec, config: &GcpConfig) -> Result<String, ProviderError> {
             "gke_cluster: no location; set `location` or `region` in [providers.gcp]".to_string(),
         )
     })
+}
+
+/// The parts of a cluster id: project, location, name.
+fn id_of(id: &str) -> Result<Vec<&str>, ProviderError> {
+    id_parts(id, &["projects", "locations", "clusters"])
+        .ok_or_else(|| super::bad_id(GkeCluster::KIND, id, ID_SHAPE))
+}
+
+/// The object `read` reports for the live cluster `live` with id `id`, whose parts are
+/// `parts`; `None` for a cluster being torn down, which is as good as gone: planning
+/// must create a new one. Shared by `read` and `read_batch`.
+fn live_of(
+    id: &str,
+    parts: &[&str],
+    live: &Value,
+    prior: Option<&Spec>,
+    config: &GcpConfig,
+) -> Option<Live<GkeCluster>> {
+    if live["status"] == "STOPPING" {
+        return None;
+    }
+    Some(Live {
+        id: id.to_string(),
+        spec: spec_of(live, prior),
+        outputs: outputs_of(live, parts[0], config),
+    })
+}
+
+/// Whether `listed`, a cluster from the list of the id's location, is the cluster `parts`
+/// names.
+fn is_cluster(listed: &Value, parts: &[&str]) -> bool {
+    listed["name"].as_str() == Some(parts[2])
+        && listed["location"].as_str().is_none_or(|l| l == parts[1])
 }
 
 fn cluster_path(id: &str) -> String {
@@ -380,20 +416,54 @@ impl Kind for GkeCluster {
         id: &str,
         prior: Option<&Spec>,
     ) -> Result<Option<Live<Self>>, ProviderError> {
-        let parts = id_parts(id, &["projects", "locations", "clusters"])
-            .ok_or_else(|| super::bad_id(Self::KIND, id, ID_SHAPE))?;
+        let parts = id_of(id)?;
         let Some(live) = get(ctx, id).await? else {
             return Ok(None);
         };
-        // A cluster being torn down is as good as gone: planning must create a new one.
-        if live["status"] == "STOPPING" {
-            return Ok(None);
+        Ok(live_of(id, &parts, &live, prior, &client(ctx)?.config))
+    }
+
+    /// The clusters of one location are listed together.
+    fn batch_key(config: &Value, id: &str, _prior: Option<&Spec>) -> Option<String> {
+        let p = id_of(id).ok()?;
+        list_key(
+            config,
+            Api::Container,
+            &format!("projects/{}/locations/{}/clusters", p[0], p[1]),
+        )
+    }
+
+    /// One `clusters.list` per location among `items` (GKE does not page it).
+    async fn read_batch(
+        &self,
+        ctx: &Ctx,
+        items: &[(String, Option<Spec>)],
+    ) -> Result<Vec<Option<Live<Self>>>, ProviderError> {
+        let c = client(ctx)?;
+        let mut by_parent: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, (id, _)) in items.iter().enumerate() {
+            let p = id_of(id)?;
+            by_parent
+                .entry(format!("projects/{}/locations/{}", p[0], p[1]))
+                .or_default()
+                .push(i);
         }
-        Ok(Some(Live {
-            id: id.to_string(),
-            spec: spec_of(&live, prior),
-            outputs: outputs_of(&live, parts[0], &client(ctx)?.config),
-        }))
+        let mut out: Vec<Option<Live<Self>>> = items.iter().map(|_| None).collect();
+        for (parent, indices) in by_parent {
+            let req = Request::get(LIST, Api::Container, format!("v1/{parent}/clusters"));
+            // A location that is not there lists nothing; each object is then read alone.
+            let listed = c.get_opt(ctx, &req).await?.unwrap_or(Value::Null);
+            let clusters = listed["clusters"].as_array().map_or(&[][..], Vec::as_slice);
+            for i in indices {
+                let (id, prior) = &items[i];
+                let parts = id_of(id)?;
+                out[i] = clusters
+                    .iter()
+                    .find(|l| is_cluster(l, &parts))
+                    .and_then(|live| live_of(id, &parts, live, prior.as_ref(), &c.config));
+            }
+        }
+        Ok(out)
     }
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {

@@ -9,9 +9,11 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::client::{client, status_of, Request};
+use super::client::{client, status_of, Client, Request};
 use super::config::{Api, GcpConfig};
-use super::{catalog, id_parts, is_ours, labels_with_ours, not_ours, operation, user_labels};
+use super::{
+    catalog, id_parts, is_ours, labels_with_ours, list_key, not_ours, operation, user_labels,
+};
 use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
 
 /// The kind `filestore_instance`.
@@ -66,6 +68,7 @@ pub struct Outputs {
 
 const CREATE: &str = "file.projects.locations.instances.create";
 const GET: &str = "file.projects.locations.instances.get";
+const LIST: &str = "file.projects.locations.instances.list";
 const PATCH: &str = "file.projects.locations.instances.patch";
 const DELETE: &str = "file.projects.locations.instances.delete";
 const ID_SHAPE: &str = "projects/PROJECT/locations/LOCATION/instances/NAME";
@@ -151,10 +154,124 @@ fn outputs_of(live: &Value, location: &str) -> Outputs {
     }
 }
 
-fn location_of(id: &str) -> Result<String, ProviderError> {
-    let p = id_parts(id, &["projects", "locations", "instances"])
-        .ok_or_else(|| super::bad_id(FilestoreInstance::KIND, id, ID_SHAPE))?;
-    Ok(p[1].to_string())
+/// The parts of an instance id: project, location, name.
+fn id_of(id: &str) -> Result<Vec<&str>, ProviderError> {
+    id_parts(id, &["projects", "locations", "instances"])
+        .ok_or_else(|| super::bad_id(FilestoreInstance::KIND, id, ID_SHAPE))
+}
+
+/// The object `read` reports for the live instance `live` with id `id` in `location`;
+/// `None` for an instance being deleted, which is as good as gone. Shared by `read` and
+/// `read_batch`.
+fn live_of(
+    id: &str,
+    location: &str,
+    live: &Value,
+    prior: Option<&Spec>,
+) -> Option<Live<FilestoreInstance>> {
+    if live["state"] == "DELETING" {
+        return None;
+    }
+    Some(Live {
+        id: id.to_string(),
+        spec: spec_of(live, location, prior),
+        outputs: outputs_of(live, location),
+    })
+}
+
+/// Whether `listed`, an instance from the list of the id's location, is the instance
+/// `parts` names. Its name is compared by location and instance id only: the API may
+/// spell the project as its number.
+fn is_instance(listed: &Value, parts: &[&str]) -> bool {
+    listed["name"]
+        .as_str()
+        .and_then(|n| id_parts(n, &["projects", "locations", "instances"]))
+        .is_some_and(|n| n[1] == parts[1] && n[2] == parts[2])
+}
+
+/// One page of `instances.list` under `parent` (`projects/P/locations/L`), after
+/// `page_token`; at most `page_size` instances, or the API's default page when `None`.
+pub fn list_request(parent: &str, page_token: Option<&str>, page_size: Option<u32>) -> Request {
+    let mut req = Request::get(LIST, Api::File, format!("v1/{parent}/instances"));
+    if let Some(size) = page_size {
+        req = req.query("pageSize", size.to_string());
+    }
+    if let Some(token) = page_token {
+        req = req.query("pageToken", token);
+    }
+    req
+}
+
+/// Every instance under `parent`, following `nextPageToken` to the last page (see
+/// [`list_request`]). A location that is not there lists nothing.
+///
+/// Fails with the list's error, or when the API hands back a page token it already gave.
+async fn list_all(
+    ctx: &Ctx,
+    c: &Client,
+    parent: &str,
+    page_size: Option<u32>,
+) -> Result<Vec<Value>, ProviderError> {
+    let mut instances = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut token: Option<String> = None;
+    loop {
+        let req = list_request(parent, token.as_deref(), page_size);
+        let Some(page) = c.get_opt(ctx, &req).await? else {
+            return Ok(instances);
+        };
+        if let Some(listed) = page["instances"].as_array() {
+            instances.extend(listed.iter().cloned());
+        }
+        match page["nextPageToken"].as_str().filter(|t| !t.is_empty()) {
+            None => return Ok(instances),
+            Some(next) if !seen.insert(next.to_string()) => {
+                return Err(ProviderError::api(
+                    LIST,
+                    200,
+                    "BAD_PAGE_TOKEN",
+                    format!("the list of {parent} answered the page token {next:?} twice"),
+                ))
+            }
+            Some(next) => token = Some(next.to_string()),
+        }
+    }
+}
+
+impl FilestoreInstance {
+    /// [`Kind::read_batch`] with pages of at most `page_size` instances (the API's
+    /// default when `None`): one paged `instances.list` per location among `items`.
+    ///
+    /// Fails when an id is not an instance id or a list fails.
+    pub async fn read_listed(
+        &self,
+        ctx: &Ctx,
+        items: &[(String, Option<Spec>)],
+        page_size: Option<u32>,
+    ) -> Result<Vec<Option<Live<Self>>>, ProviderError> {
+        let c = client(ctx)?;
+        let mut by_parent: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, (id, _)) in items.iter().enumerate() {
+            let p = id_of(id)?;
+            by_parent
+                .entry(format!("projects/{}/locations/{}", p[0], p[1]))
+                .or_default()
+                .push(i);
+        }
+        let mut out: Vec<Option<Live<Self>>> = items.iter().map(|_| None).collect();
+        for (parent, indices) in by_parent {
+            let instances = list_all(ctx, &c, &parent, page_size).await?;
+            for i in indices {
+                let (id, prior) = &items[i];
+                let parts = id_of(id)?;
+                out[i] = instances
+                    .iter()
+                    .find(|l| is_instance(l, &parts))
+                    .and_then(|live| live_of(id, parts[1], live, prior.as_ref()));
+            }
+        }
+        Ok(out)
+    }
 }
 
 async fn get(ctx: &Ctx, id: &str) -> Result<Option<Value>, ProviderError> {
@@ -295,18 +412,30 @@ impl Kind for FilestoreInstance {
         id: &str,
         prior: Option<&Spec>,
     ) -> Result<Option<Live<Self>>, ProviderError> {
-        let location = location_of(id)?;
+        let parts = id_of(id)?;
         let Some(live) = get(ctx, id).await? else {
             return Ok(None);
         };
-        if live["state"] == "DELETING" {
-            return Ok(None);
-        }
-        Ok(Some(Live {
-            id: id.to_string(),
-            spec: spec_of(&live, &location, prior),
-            outputs: outputs_of(&live, &location),
-        }))
+        Ok(live_of(id, parts[1], &live, prior))
+    }
+
+    /// The instances of one location are listed together.
+    fn batch_key(config: &Value, id: &str, _prior: Option<&Spec>) -> Option<String> {
+        let p = id_of(id).ok()?;
+        list_key(
+            config,
+            Api::File,
+            &format!("projects/{}/locations/{}/instances", p[0], p[1]),
+        )
+    }
+
+    /// One `instances.list` per location among `items`, page after page.
+    async fn read_batch(
+        &self,
+        ctx: &Ctx,
+        items: &[(String, Option<Spec>)],
+    ) -> Result<Vec<Option<Live<Self>>>, ProviderError> {
+        self.read_listed(ctx, items, None).await
     }
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
@@ -427,7 +556,7 @@ impl Kind for FilestoreInstance {
         id: &str,
         _prior: Option<&Spec>,
     ) -> Result<(), ProviderError> {
-        location_of(id)?;
+        id_of(id)?;
         let c = client(ctx)?;
         match c
             .send(

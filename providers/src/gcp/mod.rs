@@ -24,8 +24,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
+use crate::protocol::is_unknown;
 use crate::ProviderError;
-use config::GcpConfig;
+use config::{Api, CredentialSource, GcpConfig};
 
 /// The label every object terrain creates carries.
 pub const MANAGED_BY: (&str, &str) = ("managed-by", "terrain");
@@ -139,6 +140,28 @@ pub fn zone_outside_region(
             format!("zone {location:?} is not in the provider's region {region:?}"),
         )
     })
+}
+
+/// The batch key of objects read together by one list call (`Kind::batch_key`): the
+/// list's URL — `collection` is its path under the API root, after `v1/`
+/// (`projects/P/locations/L/clusters`) — and where its credentials come from, so only
+/// objects one request lists (same endpoint, same project and location, same account)
+/// share a key. `None` when the provider table does not resolve: each object is then
+/// read alone and reports the problem. The token itself never goes into a key.
+pub fn list_key(config: &Value, api: Api, collection: &str) -> Option<String> {
+    if is_unknown(config) {
+        return None;
+    }
+    let config = GcpConfig::from_ctx(config).ok()?;
+    let account = match &config.credentials {
+        CredentialSource::Adc { key_file: None } => "application default credentials".to_string(),
+        CredentialSource::Adc {
+            key_file: Some(path),
+        } => format!("key file {path}"),
+        CredentialSource::TokenFile(path) => format!("token file {path}"),
+        CredentialSource::Token(_) => "GOOGLE_OAUTH_ACCESS_TOKEN".to_string(),
+    };
+    Some(format!("{}v1/{collection} as {account}", config.root(api)))
 }
 
 /// The error for an id that does not have the expected shape (import of a typo).

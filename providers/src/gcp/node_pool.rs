@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 
 use super::client::{client, status_of, Request};
 use super::config::Api;
-use super::{catalog, id_parts, is_ours, labels_with_ours, not_ours, operation};
+use super::{catalog, id_parts, is_ours, labels_with_ours, list_key, not_ours, operation};
 use crate::{Ctx, Field, Invalid, Kind, Live, Peer, ProviderError, Schema, Type};
 
 /// The kind `gke_node_pool`.
@@ -111,6 +111,7 @@ pub struct Outputs {
 
 const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
 const GET: &str = "container.projects.locations.clusters.nodePools.get";
+const LIST: &str = "container.projects.locations.clusters.nodePools.list";
 const DELETE: &str = "container.projects.locations.clusters.nodePools.delete";
 const UPDATE: &str = "container.projects.locations.clusters.nodePools.update";
 const SET_AUTOSCALING: &str = "container.projects.locations.clusters.nodePools.setAutoscaling";
@@ -413,6 +414,30 @@ fn parts(id: &str) -> Result<Vec<&str>, ProviderError> {
         .ok_or_else(|| super::bad_id(GkeNodePool::KIND, id, ID_SHAPE))
 }
 
+/// The object `read` reports for the live pool `live` with id `id`, whose parts are
+/// `parts`; `None` for a pool being deleted, which is as good as gone. Shared by `read`
+/// and `read_batch`.
+fn live_of(
+    id: &str,
+    parts: &[&str],
+    live: &Value,
+    prior: Option<&Spec>,
+) -> Option<Live<GkeNodePool>> {
+    if live["status"] == "STOPPING" {
+        return None;
+    }
+    let cluster = format!(
+        "projects/{}/locations/{}/clusters/{}",
+        parts[0], parts[1], parts[2]
+    );
+    let spec = spec_of(live, &cluster, prior);
+    Some(Live {
+        id: id.to_string(),
+        outputs: outputs_of(live, &spec),
+        spec,
+    })
+}
+
 fn op_path(id: &str, op: &Value) -> Result<String, ProviderError> {
     let p = parts(id)?;
     Ok(format!(
@@ -674,16 +699,49 @@ impl Kind for GkeNodePool {
         let Some(live) = get(ctx, id).await? else {
             return Ok(None);
         };
-        if live["status"] == "STOPPING" {
-            return Ok(None);
+        Ok(live_of(id, &p, &live, prior))
+    }
+
+    /// The pools of one cluster are listed together.
+    fn batch_key(config: &Value, id: &str, _prior: Option<&Spec>) -> Option<String> {
+        parts(id).ok()?;
+        list_key(
+            config,
+            Api::Container,
+            &format!("{}/nodePools", cluster_of(id)),
+        )
+    }
+
+    /// One `nodePools.list` per cluster among `items` (GKE does not page it).
+    async fn read_batch(
+        &self,
+        ctx: &Ctx,
+        items: &[(String, Option<Spec>)],
+    ) -> Result<Vec<Option<Live<Self>>>, ProviderError> {
+        let c = client(ctx)?;
+        let mut by_cluster: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, (id, _)) in items.iter().enumerate() {
+            parts(id)?;
+            by_cluster.entry(cluster_of(id)).or_default().push(i);
         }
-        let cluster = format!("projects/{}/locations/{}/clusters/{}", p[0], p[1], p[2]);
-        let spec = spec_of(&live, &cluster, prior);
-        Ok(Some(Live {
-            id: id.to_string(),
-            outputs: outputs_of(&live, &spec),
-            spec,
-        }))
+        let mut out: Vec<Option<Live<Self>>> = items.iter().map(|_| None).collect();
+        for (cluster, indices) in by_cluster {
+            let req = Request::get(LIST, Api::Container, format!("v1/{cluster}/nodePools"));
+            // A cluster that is gone has no pools: each is then read alone to confirm.
+            let listed = c.get_opt(ctx, &req).await?.unwrap_or(Value::Null);
+            let pools = listed["nodePools"]
+                .as_array()
+                .map_or(&[][..], Vec::as_slice);
+            for i in indices {
+                let (id, prior) = &items[i];
+                let p = parts(id)?;
+                out[i] = pools
+                    .iter()
+                    .find(|l| l["name"].as_str() == Some(p[3]))
+                    .and_then(|live| live_of(id, &p, live, prior.as_ref()));
+            }
+        }
+        Ok(out)
     }
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {

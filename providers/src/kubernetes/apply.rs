@@ -304,14 +304,44 @@ pub async fn get_ref(
     .await
 }
 
+/// How many objects one page of a list call asks for; [`list`] follows the pages.
+pub const LIST_PAGE: u32 = 500;
+
 /// The objects of a kind matching `label_selector` (`app=redis`, or empty for all), in
-/// `namespace` (every namespace when `None`); empty when the kind is not served.
+/// `namespace` (every namespace when `None`); empty when the kind is not served. Pages of
+/// [`LIST_PAGE`] objects are followed to the last.
 pub async fn list(
     client: &kube::Client,
     api_version: &str,
     kind: &str,
     namespace: Option<&str>,
     label_selector: &str,
+) -> Result<Vec<Value>, ProviderError> {
+    list_paged(
+        client,
+        api_version,
+        kind,
+        namespace,
+        label_selector,
+        LIST_PAGE,
+    )
+    .await
+}
+
+/// [`list`] with pages of `page` objects (`limit`), following `metadata.continue` until
+/// the server has no more. Each object is shown as [`get`] shows it: API servers leave
+/// `apiVersion` and `kind` out of the items of built-in kinds' lists, so they are put
+/// back.
+///
+/// Fails when a page cannot be read (an expired continue token is a 410), or when the
+/// server hands back a continue token it gave before (a loop).
+pub async fn list_paged(
+    client: &kube::Client,
+    api_version: &str,
+    kind: &str,
+    namespace: Option<&str>,
+    label_selector: &str,
+    page: u32,
 ) -> Result<Vec<Value>, ProviderError> {
     let Some((resource, namespaced)) = resolve(client, api_version, kind).await? else {
         return Ok(Vec::new());
@@ -321,12 +351,39 @@ pub async fn list(
         _ => Api::all_with(client.clone(), &resource),
     };
     let call = format!("kubernetes list {}", resource.plural);
-    let params = kube::api::ListParams::default().labels(label_selector);
-    let listed = api
-        .list(&params)
-        .await
-        .map_err(|e| api_error(call.clone(), e))?;
-    listed.items.iter().map(|o| to_value(&call, o)).collect()
+    let first = kube::api::ListParams::default()
+        .labels(label_selector)
+        .limit(page.max(1));
+    let mut params = first.clone();
+    let mut tokens = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    loop {
+        let listed = api
+            .list(&params)
+            .await
+            .map_err(|e| api_error(call.clone(), e))?;
+        for mut object in listed.items {
+            if object.types.is_none() {
+                object.types = Some(kube::api::TypeMeta {
+                    api_version: api_version.to_string(),
+                    kind: kind.to_string(),
+                });
+            }
+            out.push(to_value(&call, &object)?);
+        }
+        let Some(token) = listed.metadata.continue_.filter(|t| !t.is_empty()) else {
+            return Ok(out);
+        };
+        if !tokens.insert(token.clone()) {
+            return Err(ProviderError::api(
+                call,
+                0,
+                "",
+                "the server repeated a continue token; the list does not end",
+            ));
+        }
+        params = first.clone().continue_token(&token);
+    }
 }
 
 /// Forwards progress lines to a context, leaving out repeats: waits poll often, and a

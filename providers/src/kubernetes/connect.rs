@@ -17,6 +17,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
 use crate::gcp::auth::Tokens;
 use crate::gcp::config::credential_source;
@@ -286,10 +287,18 @@ fn clients() -> &'static Mutex<HashMap<String, Cached>> {
 }
 
 impl Reference {
-    /// The cache key: what identifies the server and the identity used on it.
+    /// The cache key: what identifies the server and the identity used on it (the CA
+    /// certificates by their SHA-256, which keeps the key short).
     fn key(&self) -> String {
         match self {
-            Reference::Endpoint { host, ca_der, auth } => format!("{host} {auth:?} {ca_der:?}"),
+            Reference::Endpoint { host, ca_der, auth } => {
+                let mut ca = Sha256::new();
+                for der in ca_der {
+                    ca.update((der.len() as u64).to_be_bytes());
+                    ca.update(der);
+                }
+                format!("{host} {auth:?} ca:{}", hex::encode(ca.finalize()))
+            }
             Reference::Kubeconfig { path, context } => format!("kubeconfig {path} {context:?}"),
         }
     }
@@ -334,6 +343,18 @@ impl Reference {
         config.write_timeout = Some(WRITE_TIMEOUT);
         Ok(config)
     }
+}
+
+/// What selects the connection `cluster` makes: the server, the CA it is trusted
+/// with and the identity used on it (for a kubeconfig, its path and context), the same
+/// key clients are cached by. References with equal keys reach the same API server
+/// with the same client, so their objects can be read by one list call. `None` for a
+/// reference that is malformed or not known yet. Holds no token.
+pub fn connection_key(cluster: &Value) -> Option<String> {
+    if crate::protocol::is_unknown(cluster) {
+        return None;
+    }
+    parse(cluster).ok().map(|r| r.key())
 }
 
 /// A client for the cluster `cluster` refers to, cached per cluster and rebuilt before

@@ -29,10 +29,10 @@ use super::placement::{
     Intent, Placement, PoolKind, PoolPeer, Tpu,
 };
 use super::{
-    apply, check_cluster, check_dns_label, check_dns_subdomain, check_labels, check_qualified_name,
-    cluster_field, connect, delete_owned, id_of, marked, needs_cluster, ownership, parse_id,
-    preview_marked, refuse_strangers, string_map, user_entries, with_managed_label, ObjectRef,
-    Ownership, Resources,
+    apply, batch_reportable, check_cluster, check_dns_label, check_dns_subdomain, check_labels,
+    check_qualified_name, cluster_field, connect, delete_owned, id_of, list_batch, list_key,
+    managed_selector, marked, needs_cluster, ownership, parse_id, preview_marked, refuse_strangers,
+    repeated_ids, string_map, user_entries, with_managed_label, ObjectRef, Ownership, Resources,
 };
 use crate::local::duration::parse_duration;
 use crate::protocol::{is_unknown, UNKNOWN};
@@ -526,6 +526,43 @@ fn outputs_of(job: &Value) -> Outputs {
     }
 }
 
+/// The resource a live Job (and its Secret) show under `id`: what `read`, `read_batch`
+/// and apply report.
+fn live_of(id: &str, job: &Value, secret: Option<&Value>, prior: &Spec) -> Live<Job> {
+    Live {
+        id: id.to_string(),
+        spec: spec_of(job, secret, prior),
+        outputs: outputs_of(job),
+    }
+}
+
+/// What reading `id` with a list takes: the cluster and the Job. `None` for ids a list
+/// cannot answer (read alone): a Job without a namespace (read in the client's default
+/// one), or a first object that is not a Job, or a second that is not a Secret of the
+/// Job's namespace.
+fn job_plan(id: &str, prior: &Spec) -> Option<(Value, ObjectRef)> {
+    let refs = parse_id(Job::KIND, id, ID_SHAPE).ok()?;
+    let (job, rest) = refs.split_first()?;
+    let is = |r: &ObjectRef, api_version: &str, kind: &str| {
+        r.api_version == api_version && r.kind == kind && r.namespace.is_some()
+    };
+    let fits = is(job, "batch/v1", "Job")
+        && match rest {
+            [] => true,
+            [secret] => is(secret, "v1", "Secret") && secret.namespace == job.namespace,
+            _ => false,
+        };
+    fits.then(|| (prior.cluster.clone(), job.clone()))
+}
+
+/// The Secret of `id` (its second object), for the list of the Job's namespace's
+/// Secrets; `None` when the Job has none or `id` is read alone.
+fn secret_plan(id: &str, prior: &Spec) -> Option<(Value, ObjectRef)> {
+    let (cluster, _) = job_plan(id, prior)?;
+    let refs = parse_id(Job::KIND, id, ID_SHAPE).ok()?;
+    Some((cluster, refs.get(1)?.clone()))
+}
+
 /// `Complete (1/1 succeeded)`, `Running (1 active)`, `Failed: BackoffLimitExceeded`.
 fn health_line(job: &Value) -> String {
     let status = &job["status"];
@@ -677,11 +714,7 @@ async fn apply_and_wait(ctx: &Ctx, spec: &Spec, create: bool) -> Result<Live<Job
         true => None,
         false => applied.first().map(|a| a.object.clone()),
     };
-    Ok(Live {
-        id: id_of(&spec.refs()),
-        spec: spec_of(&job, secret.as_ref(), spec),
-        outputs: outputs_of(&job),
-    })
+    Ok(live_of(&id_of(&spec.refs()), &job, secret.as_ref(), spec))
 }
 
 /// Streams one pod's log lines into `sink`, prefixed with the pod's name when the Job
@@ -1075,11 +1108,64 @@ impl Kind for Job {
             Some(r) => apply::get_ref(&client, r).await?,
             None => None,
         };
-        Ok(Some(Live {
-            id: id.to_string(),
-            spec: spec_of(&job, secret.as_ref(), prior),
-            outputs: outputs_of(&job),
-        }))
+        Ok(Some(live_of(id, &job, secret.as_ref(), prior)))
+    }
+
+    /// The Jobs of one namespace on one cluster are read with one list call.
+    fn batch_key(_config: &Value, id: &str, prior: Option<&Spec>) -> Option<String> {
+        let (cluster, job) = job_plan(id, prior?)?;
+        list_key(&cluster, &job)
+    }
+
+    /// Lists the namespace's Jobs, and its Secrets when a listed Job has one, both with
+    /// terrain's label (`app.kubernetes.io/managed-by=terrain`). A Job or Secret the list
+    /// does not show (an imported object without the label, or one whose label was
+    /// removed by hand) is answered `None`, and the engine reads that Job alone, which
+    /// finds it: `read` gets objects by name, label or not. So does a Job marked for
+    /// another resource (see [`batch_reportable`]), and one whose Secrets cannot be
+    /// listed (a role allowed to get Secrets but not to list them).
+    async fn read_batch(
+        &self,
+        _ctx: &Ctx,
+        items: &[(String, Option<Spec>)],
+    ) -> Result<Vec<Option<Live<Self>>>, ProviderError> {
+        let selector = managed_selector();
+        let repeated = repeated_ids(items);
+        let jobs: Vec<Option<Value>> = list_batch(items, job_plan, &selector)
+            .await?
+            .into_iter()
+            .zip(items)
+            .map(|(job, (id, _))| {
+                job.filter(|j| batch_reportable(j, Self::KIND, repeated.contains(id.as_str())))
+            })
+            .collect();
+        let with_secret = |(id, prior): &(String, Option<Spec>)| {
+            prior.as_ref().is_some_and(|p| secret_plan(id, p).is_some())
+        };
+        let secrets = if items
+            .iter()
+            .zip(&jobs)
+            .any(|(i, j)| j.is_some() && with_secret(i))
+        {
+            list_batch(items, secret_plan, &selector)
+                .await
+                .unwrap_or_else(|_| vec![None; items.len()])
+        } else {
+            vec![None; items.len()]
+        };
+        Ok(items
+            .iter()
+            .zip(jobs)
+            .zip(secrets)
+            .map(|((item, job), secret)| {
+                let (id, prior) = item;
+                let (job, prior) = (job?, prior.as_ref()?);
+                if with_secret(item) && secret.is_none() {
+                    return None;
+                }
+                Some(live_of(id, &job, secret.as_ref(), prior))
+            })
+            .collect())
     }
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {

@@ -381,8 +381,6 @@ pub fn parse_id(kind: &str, id: &str, shape: &str) -> Result<Vec<ObjectRef>, Pro
         .collect()
 }
 
-/// The error for reading without the cluster reference (an import whose `cluster` is
-/// only known after apply).
 /// The two live objects a resource is made of (a volume and its claim, a workload and
 /// its Service), or `None` when either is gone or belongs to another resource. `what`
 /// names the pair for the error on an id that does not hold two objects.
@@ -457,10 +455,116 @@ pub async fn preview_marked(
     .await
 }
 
+/// The error for reading without the cluster reference (an import whose `cluster` is
+/// only known after apply).
 pub fn needs_cluster(kind: &str) -> ProviderError {
     ProviderError::Unsupported(format!(
         "{kind}: reading an object needs the resource's `cluster`; import works when `cluster` is known without applying (e.g. {{ kubeconfig = \"~/.kube/config\" }})"
     ))
+}
+
+/// The label selector of the objects terrain creates (`app.kubernetes.io/managed-by=terrain`),
+/// with which batch reads list them.
+pub fn managed_selector() -> String {
+    format!("{}={}", MANAGED_BY.0, MANAGED_BY.1)
+}
+
+/// The batch key (see [`crate::Kind::batch_key`]) of reading `target` with a list of its
+/// kind: the cluster connection ([`connect::connection_key`]), the apiVersion and kind,
+/// and the namespace (empty for a cluster-scoped kind), so objects on different
+/// clusters, of different kinds or in different namespaces never share a list. `None`
+/// when the cluster reference is malformed or not known yet.
+pub fn list_key(cluster: &Value, target: &ObjectRef) -> Option<String> {
+    let connection = connect::connection_key(cluster)?;
+    Some(format!(
+        "{}/{} in {:?} on {connection}",
+        target.api_version,
+        target.kind,
+        target.namespace.as_deref().unwrap_or_default()
+    ))
+}
+
+/// One list call answering a batch read: for each of `items` (`(id, prior)`, all
+/// sharing one batch key), the listed object `plan` names for it, or `None` when the
+/// list does not show it.
+///
+/// `plan` gives an item's cluster reference and the object its read would get; items
+/// without a prior, whose plan is `None`, or whose [`list_key`] differs from the first
+/// planned item's are answered `None` (the engine reads those alone). The list is of the
+/// first planned item's object kind, in its namespace (`None`: the kind must be
+/// cluster-scoped), matching `label_selector`, every page followed.
+///
+/// Fails when the cluster cannot be reached or the list call fails.
+pub async fn list_batch<S>(
+    items: &[(String, Option<S>)],
+    plan: impl Fn(&str, &S) -> Option<(Value, ObjectRef)>,
+    label_selector: &str,
+) -> Result<Vec<Option<Value>>, ProviderError> {
+    let planned: Vec<Option<(String, Value, ObjectRef)>> = items
+        .iter()
+        .map(|(id, prior)| {
+            let (cluster, target) = plan(id, prior.as_ref()?)?;
+            Some((list_key(&cluster, &target)?, cluster, target))
+        })
+        .collect();
+    let Some((key, cluster, first)) = planned.iter().flatten().next() else {
+        return Ok(vec![None; items.len()]);
+    };
+    let client = connect::client(cluster).await?;
+    let listed = apply::list(
+        &client,
+        &first.api_version,
+        &first.kind,
+        first.namespace.as_deref(),
+        label_selector,
+    )
+    .await?;
+    let by_name: BTreeMap<&str, &Value> = listed
+        .iter()
+        .filter_map(|o| Some((o["metadata"]["name"].as_str()?, o)))
+        .collect();
+    Ok(planned
+        .iter()
+        .map(|p| match p {
+            Some((k, _, target)) if k == key => {
+                by_name.get(target.name.as_str()).map(|o| (*o).clone())
+            }
+            _ => None,
+        })
+        .collect())
+}
+
+/// Whether a batch read may report a listed `object` for an item of `kind`, as far as
+/// its marks go.
+///
+/// `read` drops an object marked for another address than its own (`ctx.address`); a
+/// batch read cannot make that check exactly, because the list call has no address per
+/// item (the engine names its context after the list). So: an unmarked object is
+/// reported, as `read` reports it; an object marked for an address of another kind is
+/// another resource's whatever the item's address, and is dropped; an object marked
+/// for an address of this kind is taken as the item's own (an id is recorded under one
+/// address), unless `repeated` (its id is asked for more than once in the batch). A
+/// dropped object is answered `None`, which makes the engine read it alone, with the
+/// exact check.
+pub fn batch_reportable(object: &Value, kind: &str, repeated: bool) -> bool {
+    let metadata = &object["metadata"];
+    let managed = metadata["labels"][MANAGED_BY.0].as_str() == Some(MANAGED_BY.1);
+    match metadata["annotations"][ADDRESS_ANNOTATION].as_str() {
+        Some(address) if managed => {
+            !repeated && address.split_once('.').map(|(k, _)| k) == Some(kind)
+        }
+        _ => true,
+    }
+}
+
+/// The ids asked for more than once among `items`.
+pub fn repeated_ids<S>(items: &[(String, S)]) -> std::collections::BTreeSet<&str> {
+    let mut seen = std::collections::BTreeSet::new();
+    items
+        .iter()
+        .filter(|(id, _)| !seen.insert(id.as_str()))
+        .map(|(id, _)| id.as_str())
+        .collect()
 }
 
 /// Checks a DNS-1123 label (`[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters):

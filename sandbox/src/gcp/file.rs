@@ -1,10 +1,12 @@
 //! The Filestore emulator (file v1): instances and their `google.longrunning` operations.
 //! Enforces the rules that bite in practice: per-tier capacity ranges, no shrinking on
 //! BASIC tiers, no tier or share-name changes, exactly one file share, zonal versus
-//! regional tiers, and one operation per instance at a time.
+//! regional tiers, and one operation per instance at a time. Instance lists are paged
+//! (`pageSize`, `pageToken` → `nextPageToken`) in name order.
 
 use std::time::Duration;
 
+use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
@@ -114,7 +116,7 @@ impl State {
         };
         let (project, location): (&str, &str) = (project, location);
         match (method, rest) {
-            ("GET", ["instances"]) => Ok(self.list(project, location)),
+            ("GET", ["instances"]) => self.list(project, location, req),
             ("POST", ["instances"]) => self.create(project, location, req, ctx),
             ("GET", ["instances", id]) => self.get(project, location, id),
             ("PATCH", ["instances", id]) => self.update(project, location, id, req, ctx),
@@ -125,16 +127,56 @@ impl State {
         }
     }
 
-    fn list(&self, project: &str, location: &str) -> ApiResponse {
-        let instances: Vec<Value> = self
+    /// One page of the instances under `projects/{project}/locations/{location}` (every
+    /// location for `-`), in name order: at most `pageSize` of them (all when it is
+    /// absent or 0), after the instance `pageToken` names; `nextPageToken` is set while
+    /// more remain, and names the page's last instance, so a page never skips or repeats
+    /// an instance when others are created or deleted between pages.
+    fn list(
+        &self,
+        project: &str,
+        location: &str,
+        req: &ApiRequest,
+    ) -> Result<ApiResponse, ApiError> {
+        let parent = format!("projects/{project}/locations/{location}");
+        let page_size = match req.param("pageSize") {
+            None | Some("") => 0,
+            Some(text) => match text.parse::<i32>() {
+                Ok(n) if n >= 0 => usize::try_from(n).unwrap_or(0),
+                Ok(_) => return Err(ApiError::invalid("page_size must not be negative.")),
+                Err(_) => {
+                    return Err(ApiError::invalid(format!(
+                        "Invalid value at 'page_size' (TYPE_INT32), \"{text}\""
+                    )))
+                }
+            },
+        };
+        let after = match req.param("pageToken").filter(|t| !t.is_empty()) {
+            None => None,
+            Some(token) => Some(page_after(token, &parent)?),
+        };
+        let mut names: Vec<(&str, &Value)> = self
             .instances
             .iter()
             .filter(|i| i.project == project && (location == "-" || i.location == location))
-            .map(|i| i.instance.clone())
+            .map(|i| (str_of(&i.instance, "name"), &i.instance))
+            .filter(|(name, _)| after.as_deref().is_none_or(|a| *name > a))
             .collect();
+        names.sort_by(|a, b| a.0.cmp(b.0));
+        let more = page_size > 0 && names.len() > page_size;
+        if more {
+            names.truncate(page_size);
+        }
         let mut out = json!({});
-        set_or_remove(&mut out, "instances", Value::Array(instances));
-        ApiResponse::ok(out)
+        set_or_remove(
+            &mut out,
+            "instances",
+            Value::Array(names.iter().map(|(_, i)| (*i).clone()).collect()),
+        );
+        if let (true, Some((last, _))) = (more, names.last()) {
+            out["nextPageToken"] = json!(page_token(&parent, last));
+        }
+        Ok(ApiResponse::ok(out))
     }
 
     fn get(&self, project: &str, location: &str, id: &str) -> Result<ApiResponse, ApiError> {
@@ -476,6 +518,25 @@ impl State {
             )),
             None => Ok(()),
         }
+    }
+}
+
+/// The page token for the page after the instance `last` of the list of `parent`: both,
+/// base64url-encoded, so the token is opaque and only valid for its own list.
+fn page_token(parent: &str, last: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{parent}|{last}"))
+}
+
+/// The last instance of the previous page, from a `page_token` of the list of `parent`.
+fn page_after(token: &str, parent: &str) -> Result<String, ApiError> {
+    let invalid = || ApiError::invalid(format!("The page token {token:?} is not valid."));
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token)
+        .map_err(|_| invalid())?;
+    let text = String::from_utf8(bytes).map_err(|_| invalid())?;
+    match text.split_once('|') {
+        Some((p, last)) if p == parent => Ok(last.to_string()),
+        _ => Err(invalid()),
     }
 }
 
@@ -851,6 +912,58 @@ mod tests {
         assert_eq!(names, ["projects/p/locations/us-east1/instances/b"]);
         let ops = h.get("v1/projects/p/locations/-/operations").expect("ops");
         assert_eq!(ops["operations"].as_array().map(Vec::len), Some(2));
+    }
+
+    #[test]
+    fn lists_are_paged_in_name_order() {
+        let mut h = Harness::default();
+        for id in ["c", "a", "b"] {
+            h.at(0)
+                .create(id, instance("BASIC_HDD", 1024))
+                .expect("create");
+        }
+        let names = |page: &Value| -> Vec<String> {
+            page["instances"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|i| {
+                    str_of(i, "name")
+                        .rsplit('/')
+                        .next()
+                        .unwrap_or("")
+                        .to_string()
+                })
+                .collect()
+        };
+        let list = format!("{ROOT}/instances");
+        let first = h.get(&format!("{list}?pageSize=2")).expect("page 1");
+        assert_eq!(names(&first), ["a", "b"]);
+        let token = str_of(&first, "nextPageToken").to_string();
+        assert!(!token.is_empty(), "{first}");
+        // An instance created between pages after the token's place shows on the next.
+        h.create("bb", instance("BASIC_HDD", 1024)).expect("create");
+        let second = h
+            .get(&format!("{list}?pageSize=2&pageToken={token}"))
+            .expect("page 2");
+        assert_eq!(names(&second), ["bb", "c"]);
+        assert!(second.get("nextPageToken").is_none(), "{second}");
+        let all = h.get(&format!("{list}?pageSize=0")).expect("all");
+        assert_eq!(names(&all), ["a", "b", "bb", "c"]);
+        assert!(all.get("nextPageToken").is_none());
+        assert_eq!(names(&h.get(&list).expect("unpaged")), names(&all));
+        // A token only pages its own list; garbage and negative sizes are refused.
+        let elsewhere =
+            format!("v1/projects/p/locations/us-central1-b/instances?pageToken={token}");
+        for bad in [
+            elsewhere,
+            format!("{list}?pageToken=not-a-token"),
+            format!("{list}?pageSize=-1"),
+            format!("{list}?pageSize=two"),
+        ] {
+            let err = h.get(&bad).expect_err(&bad);
+            assert_eq!(err.code, Code::InvalidArgument, "{bad}");
+        }
     }
 
     #[test]
