@@ -16,7 +16,8 @@ use serde_json::{json, Value};
 use super::client::{client, status_of, Request};
 use super::config::{Api, CredentialSource, GcpConfig};
 use super::{
-    catalog, id_parts, is_ours, labels_with_ours, list_key, not_ours, operation, user_labels,
+    by_parent, catalog, id_parts, is_ours, labels_with_ours, list_key, not_ours, operation,
+    user_labels,
 };
 use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
 
@@ -440,16 +441,11 @@ impl Kind for GkeCluster {
         items: &[(String, Option<Spec>)],
     ) -> Result<Vec<Option<Live<Self>>>, ProviderError> {
         let c = client(ctx)?;
-        let mut by_parent: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        for (i, (id, _)) in items.iter().enumerate() {
-            let p = id_of(id)?;
-            by_parent
-                .entry(format!("projects/{}/locations/{}", p[0], p[1]))
-                .or_default()
-                .push(i);
-        }
+        let groups = by_parent(items, |id| {
+            id_of(id).map(|p| format!("projects/{}/locations/{}", p[0], p[1]))
+        })?;
         let mut out: Vec<Option<Live<Self>>> = items.iter().map(|_| None).collect();
-        for (parent, indices) in by_parent {
+        for (parent, indices) in groups {
             let req = Request::get(LIST, Api::Container, format!("v1/{parent}/clusters"));
             // A location that is not there lists nothing; each object is then read alone.
             let listed = c.get_opt(ctx, &req).await?.unwrap_or(Value::Null);

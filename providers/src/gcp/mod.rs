@@ -142,6 +142,22 @@ pub fn zone_outside_region(
     })
 }
 
+/// The indices of `items` (`(id, prior)`) grouped by the collection that lists each
+/// one (`parent` of its id: `projects/P/locations/L`, a cluster), for batch reads that
+/// make one list call per collection.
+///
+/// Fails with `parent`'s error on an id of the wrong shape.
+pub fn by_parent<S>(
+    items: &[(String, S)],
+    parent: impl Fn(&str) -> Result<String, ProviderError>,
+) -> Result<BTreeMap<String, Vec<usize>>, ProviderError> {
+    let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, (id, _)) in items.iter().enumerate() {
+        groups.entry(parent(id)?).or_default().push(i);
+    }
+    Ok(groups)
+}
+
 /// The batch key of objects read together by one list call (`Kind::batch_key`): the
 /// list's URL — `collection` is its path under the API root, after `v1/`
 /// (`projects/P/locations/L/clusters`) — and where its credentials come from, so only

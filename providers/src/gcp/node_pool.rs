@@ -15,7 +15,9 @@ use serde_json::{json, Map, Value};
 
 use super::client::{client, status_of, Request};
 use super::config::Api;
-use super::{catalog, id_parts, is_ours, labels_with_ours, list_key, not_ours, operation};
+use super::{
+    by_parent, catalog, id_parts, is_ours, labels_with_ours, list_key, not_ours, operation,
+};
 use crate::{Ctx, Field, Invalid, Kind, Live, Peer, ProviderError, Schema, Type};
 
 /// The kind `gke_node_pool`.
@@ -719,13 +721,9 @@ impl Kind for GkeNodePool {
         items: &[(String, Option<Spec>)],
     ) -> Result<Vec<Option<Live<Self>>>, ProviderError> {
         let c = client(ctx)?;
-        let mut by_cluster: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        for (i, (id, _)) in items.iter().enumerate() {
-            parts(id)?;
-            by_cluster.entry(cluster_of(id)).or_default().push(i);
-        }
+        let groups = by_parent(items, |id| parts(id).map(|_| cluster_of(id)))?;
         let mut out: Vec<Option<Live<Self>>> = items.iter().map(|_| None).collect();
-        for (cluster, indices) in by_cluster {
+        for (cluster, indices) in groups {
             let req = Request::get(LIST, Api::Container, format!("v1/{cluster}/nodePools"));
             // A cluster that is gone has no pools: each is then read alone to confirm.
             let listed = c.get_opt(ctx, &req).await?.unwrap_or(Value::Null);
