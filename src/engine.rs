@@ -124,14 +124,15 @@ type UnitRead = (Vec<(usize, Option<Observed>)>, Option<String>);
 type Refreshed = (String, Option<ResourceState>, Option<Drift>, Option<String>);
 
 /// A state entry whose object refresh reads: under `id`, with `prior` as its last
-/// applied spec (the intent's, for an interrupted create).
-struct ToRead {
-    key: String,
+/// applied spec (the intent's, for an interrupted create). Borrows from the state being
+/// refreshed: a refresh holds no copy of it besides the refreshed one it builds.
+struct ToRead<'a> {
+    key: &'a str,
     address: Address,
     kind: Arc<dyn Resource>,
-    id: String,
-    prior: Value,
-    entry: ResourceState,
+    id: &'a str,
+    prior: &'a Value,
+    entry: &'a ResourceState,
     resuming: bool,
 }
 
@@ -275,7 +276,7 @@ impl Engine {
             }
             let config = configs.get(provider).unwrap_or(&Value::Null);
             let key = if self.settings.batch_refresh {
-                read.kind.batch_key(config, &read.id, &read.prior)
+                read.kind.batch_key(config, read.id, read.prior)
             } else {
                 None
             };
@@ -320,11 +321,11 @@ impl Engine {
 
     /// What refreshing the entry `key` reads: `Err` with an optional warning when there
     /// is nothing to read (an interrupted create whose object cannot be found by name).
-    fn to_read(
+    fn to_read<'a>(
         &self,
-        key: &str,
-        r: &ResourceState,
-    ) -> Result<Result<ToRead, Option<String>>, EngineError> {
+        key: &'a str,
+        r: &'a ResourceState,
+    ) -> Result<Result<ToRead<'a>, Option<String>>, EngineError> {
         let address = Address::parse(key).map_err(|e| {
             refresh_error(&Address::new("state", "entry"))(ProviderError::Unsupported(
                 e.to_string(),
@@ -335,10 +336,10 @@ impl Engine {
         let resuming = desired::resumes_create(r);
         let (id, prior) = match (&r.id, &r.pending) {
             // A create being resumed: its spec is the intent's.
-            (Some(id), Some(p)) if resuming => (id.clone(), p.spec.clone()),
-            (Some(id), _) => (id.clone(), r.spec.clone()),
+            (Some(id), Some(p)) if resuming => (id.as_str(), &p.spec),
+            (Some(id), _) => (id.as_str(), &r.spec),
             (None, Some(p)) => match &p.planned_id {
-                Some(pid) => (pid.clone(), p.spec.clone()),
+                Some(pid) => (pid.as_str(), &p.spec),
                 None => {
                     return Ok(Err(Some(format!(
                         "{address}: a create started at {} was interrupted and {} objects cannot be found by name; if it made one, it is not managed by terrain",
@@ -349,23 +350,27 @@ impl Engine {
             (None, None) => return Ok(Err(None)),
         };
         Ok(Ok(ToRead {
-            key: key.to_string(),
+            key,
             address,
             kind,
             id,
             prior,
-            entry: r.clone(),
+            entry: r,
             resuming,
         }))
     }
 
     /// Reads the objects of one unit (one object, or one list call's worth): each
     /// one's index in `reads` and what was found, plus a warning when a list failed.
-    async fn read_unit(&self, reads: &[ToRead], unit: Vec<usize>) -> Result<UnitRead, EngineError> {
+    async fn read_unit(
+        &self,
+        reads: &[ToRead<'_>],
+        unit: Vec<usize>,
+    ) -> Result<UnitRead, EngineError> {
         for &i in &unit {
             self.observer.event(Event::Refreshing {
                 address: reads[i].address.clone(),
-                id: reads[i].id.clone(),
+                id: reads[i].id.to_string(),
             });
         }
         let (alone, warning) = match unit.as_slice() {
@@ -379,7 +384,7 @@ impl Engine {
                 );
                 let items: Vec<(&str, &Value)> = unit
                     .iter()
-                    .map(|&i| (reads[i].id.as_str(), &reads[i].prior))
+                    .map(|&i| (reads[i].id, reads[i].prior))
                     .collect();
                 match kind.read_batch(&ctx, &items).await {
                     Ok(found) if found.len() == unit.len() => {
@@ -413,7 +418,7 @@ impl Engine {
     /// Reads each object of `unit` with its own call, `parallelism` at a time.
     async fn read_alone(
         &self,
-        reads: &[ToRead],
+        reads: &[ToRead<'_>],
         unit: Vec<usize>,
     ) -> Result<Vec<(usize, Option<Observed>)>, EngineError> {
         stream::iter(unit)
@@ -436,19 +441,18 @@ impl Engine {
     /// interrupted create, leftover deposed objects.
     async fn settle(
         &self,
-        read: &ToRead,
+        read: &ToRead<'_>,
         live: Option<Observed>,
     ) -> Result<Refreshed, EngineError> {
         let address = &read.address;
-        let key = read.key.clone();
-        let mut r = read.entry.clone();
-        let resuming = read.resuming;
-        let id = &read.id;
+        let key = read.key.to_string();
+        let entry = read.entry;
+        let id = read.id;
         let kind = &read.kind;
         let mut deposed = Vec::new();
-        if !r.deposed.is_empty() {
+        if !entry.deposed.is_empty() {
             let ctx = self.ctx(address, kind.provider())?;
-            for d in &r.deposed {
+            for d in &entry.deposed {
                 if kind
                     .read(&ctx, &d.id, &d.spec)
                     .await
@@ -459,45 +463,66 @@ impl Engine {
                 }
             }
         }
-        r.deposed = deposed;
-        let adopted = r.id.is_none() || resuming;
+        // The new entry: the old one's records around the given spec and outputs, which
+        // are moved in rather than the old ones copied and overwritten.
+        let rebuilt = |id: Option<String>, spec: Value, outputs: Value, pending: Option<Pending>| {
+            ResourceState {
+                kind: entry.kind.clone(),
+                provider: entry.provider.clone(),
+                id,
+                spec,
+                outputs,
+                dependencies: entry.dependencies.clone(),
+                sensitive_paths: entry.sensitive_paths.clone(),
+                pending,
+                deposed: deposed.clone(),
+                tainted: entry.tainted,
+            }
+        };
+        let adopted = entry.id.is_none() || read.resuming;
         match live {
             None if adopted => Ok((key, None, None, None)),
             None => {
                 let drift = Drift {
-                    recorded: r.spec.clone(),
+                    recorded: entry.spec.clone(),
                     live: None,
                 };
-                if r.deposed.is_empty() {
+                if deposed.is_empty() {
                     Ok((key, None, Some(drift), None))
                 } else {
                     // Keep the entry so the leftover old objects still get deleted.
-                    r.id = None;
-                    r.pending = None;
-                    Ok((key, Some(r), Some(drift), None))
+                    let kept = rebuilt(None, entry.spec.clone(), entry.outputs.clone(), None);
+                    Ok((key, Some(kept), Some(drift), None))
                 }
             }
             Some(obs) => {
                 let drift = (!adopted
-                    && r.pending.is_none()
-                    && !changed_paths(&r.spec, &obs.spec, &[]).is_empty())
+                    && entry.pending.is_none()
+                    && !changed_paths(&entry.spec, &obs.spec, &[]).is_empty())
                 .then(|| Drift {
-                    recorded: r.spec.clone(),
+                    recorded: entry.spec.clone(),
                     live: Some(obs.spec.clone()),
                 });
-                r.id = Some(obs.id);
                 if adopted {
                     // The interrupted create made its object, which may still be
                     // coming up (a cluster takes minutes): keep the intent, so the plan
                     // shows the create resuming with its outputs unknown, and apply's
                     // create adopts the object and waits for it to be ready.
                     let warning = format!("{address}: found {id}, created by an earlier run that was interrupted before recording it; apply adopts it and waits for it to be ready");
-                    return Ok((key, Some(r), None, Some(warning)));
+                    let kept = rebuilt(
+                        Some(obs.id),
+                        entry.spec.clone(),
+                        entry.outputs.clone(),
+                        entry.pending.clone(),
+                    );
+                    return Ok((key, Some(kept), None, Some(warning)));
                 }
-                r.spec = obs.spec;
-                r.outputs = obs.outputs;
-                r.pending = None;
-                Ok((key, Some(r), drift, None))
+                Ok((
+                    key,
+                    Some(rebuilt(Some(obs.id), obs.spec, obs.outputs, None)),
+                    drift,
+                    None,
+                ))
             }
         }
     }

@@ -378,7 +378,8 @@ pub fn compute(
                     ),
                 });
             }
-            change.after = Some(after.clone());
+            // `after` goes into `planned.desired`, where the references of the
+            // resources planned next read it; the change takes it from there at the end.
             planned.actions.insert(addr.clone(), change.action);
             planned.desired.insert(
                 addr.clone(),
@@ -444,6 +445,15 @@ pub fn compute(
             notes: Vec::new(),
             live_diff: None,
         });
+    }
+    // Each planned change takes its desired spec out of the map it was kept in, so that
+    // the plan never holds two copies of every spec.
+    for change in &mut changes {
+        if change.after.is_none() {
+            if let Some(d) = planned.desired.remove(&change.address) {
+                change.after = Some(d.spec);
+            }
+        }
     }
     Ok(changes)
 }
