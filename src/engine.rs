@@ -465,20 +465,21 @@ impl Engine {
         }
         // The new entry: the old one's records around the given spec and outputs, which
         // are moved in rather than the old ones copied and overwritten.
-        let rebuilt = |id: Option<String>, spec: Value, outputs: Value, pending: Option<Pending>| {
-            ResourceState {
-                kind: entry.kind.clone(),
-                provider: entry.provider.clone(),
-                id,
-                spec,
-                outputs,
-                dependencies: entry.dependencies.clone(),
-                sensitive_paths: entry.sensitive_paths.clone(),
-                pending,
-                deposed: deposed.clone(),
-                tainted: entry.tainted,
-            }
-        };
+        let rebuilt =
+            |id: Option<String>, spec: Value, outputs: Value, pending: Option<Pending>| {
+                ResourceState {
+                    kind: entry.kind.clone(),
+                    provider: entry.provider.clone(),
+                    id,
+                    spec,
+                    outputs,
+                    dependencies: entry.dependencies.clone(),
+                    sensitive_paths: entry.sensitive_paths.clone(),
+                    pending,
+                    deposed: deposed.clone(),
+                    tainted: entry.tainted,
+                }
+            };
         let adopted = entry.id.is_none() || read.resuming;
         match live {
             None if adopted => Ok((key, None, None, None)),

@@ -365,6 +365,48 @@ async fn pipelines_and_runs_through_ack_on_the_sandbox() -> Result<(), ProviderE
     assert_eq!(described.pipeline_arn(), Some(arn.as_str()));
     let read = runs.read(&run_ctx, run_id, &run).await?.expect("exists");
     assert_eq!(without_nulls(&read.spec), without_nulls(&run));
+
+    // A re-plan lists the namespace's pipelines, and its runs, with one call each: what
+    // the list shows is what a read shows; a name it does not show is `None` (the
+    // engine then reads that one alone).
+    let missing = "sagemaker.services.k8s.aws/v1alpha1/Pipeline/default/missing";
+    assert!(kind.batch_key(&json!({}), id, &edited).is_some());
+    assert_eq!(
+        kind.batch_key(&json!({}), id, &edited),
+        kind.batch_key(&json!({}), missing, &edited),
+        "one namespace on one cluster is one list"
+    );
+    let pipeline_read = kind.read(&ctx, id, &edited).await?.expect("exists");
+    let listed = kind
+        .read_batch(
+            &Ctx::new("sagemaker_pipeline (list of 2)", config.clone()),
+            &[(id, &edited), (missing, &edited)],
+        )
+        .await?;
+    assert_eq!(
+        listed[0]
+            .as_ref()
+            .map(|o| (o.id.clone(), without_nulls(&o.spec), o.outputs.clone())),
+        Some((
+            pipeline_read.id.clone(),
+            without_nulls(&pipeline_read.spec),
+            pipeline_read.outputs.clone()
+        ))
+    );
+    assert!(listed[1].is_none(), "{:?}", listed[1]);
+    let listed = runs
+        .read_batch(
+            &Ctx::new("sagemaker_pipeline_execution (list of 1)", config.clone()),
+            &[(run_id, &run)],
+        )
+        .await?;
+    assert_eq!(
+        listed[0]
+            .as_ref()
+            .map(|o| (without_nulls(&o.spec), o.outputs.clone())),
+        Some((without_nulls(&read.spec), read.outputs.clone()))
+    );
+
     let health = runs.health(&run_ctx, run_id, &run).await?;
     assert_eq!((health.ready, health.summary.as_str()), (true, "Succeeded"));
 

@@ -16,8 +16,9 @@ use serde_json::{json, Value};
 use super::config;
 use crate::kubernetes::apply;
 use crate::kubernetes::{
-    check_cluster, check_dns_label, check_dns_subdomain, connect, delete_owned, needs_cluster,
-    ownership, parse_id, refuse_strangers, with_managed_label, ObjectRef, Ownership,
+    batch_reportable, check_cluster, check_dns_label, check_dns_subdomain, connect, delete_owned,
+    list_batch, list_key, managed_selector, needs_cluster, ownership, parse_id, refuse_strangers,
+    repeated_ids, with_managed_label, ObjectRef, Ownership,
 };
 use crate::{Ctx, Health, Invalid, Kind, Live, ProviderError};
 
@@ -326,6 +327,47 @@ pub async fn read<K: AckKind>(
     Ok(live_object::<K>(ctx, K::cluster(prior), id)
         .await?
         .map(|(_, object)| K::live(id, &object, prior)))
+}
+
+/// What reading `id` with a list takes: the cluster (from `prior`) and the object.
+/// `None` for an id that is not `K`'s or names no namespace (read alone).
+fn list_plan<K: AckKind>(id: &str, prior: &K::Spec) -> Option<(Value, ObjectRef)> {
+    let target = parse_id(K::KIND, id, &id_shape::<K>())
+        .ok()?
+        .into_iter()
+        .next()?;
+    target.namespace.as_ref()?;
+    Some((K::cluster(prior).clone(), target))
+}
+
+/// `Kind::batch_key` of an ACK kind: the `K` objects of one namespace on one cluster are
+/// read with one list call.
+pub fn batch_key<K: AckKind>(id: &str, prior: Option<&K::Spec>) -> Option<String> {
+    let (cluster, target) = list_plan::<K>(id, prior?)?;
+    list_key(&cluster, &target)
+}
+
+/// `Kind::read_batch` of an ACK kind: one list of the namespace's `K` objects with
+/// terrain's label (`app.kubernetes.io/managed-by=terrain`), each shown as
+/// [`read`] shows it. An object the list does not show (an import without the label)
+/// or that is marked for another resource (see [`batch_reportable`]) is answered
+/// `None`, and the engine reads it alone.
+///
+/// Fails when the cluster cannot be reached or the list call fails.
+pub async fn read_batch<K: AckKind>(
+    items: &[(String, Option<K::Spec>)],
+) -> Result<Vec<Option<Live<K>>>, ProviderError> {
+    let repeated = repeated_ids(items);
+    let listed = list_batch(items, list_plan::<K>, &managed_selector()).await?;
+    Ok(listed
+        .into_iter()
+        .zip(items)
+        .map(|(object, (id, prior))| {
+            let object =
+                object.filter(|o| batch_reportable(o, K::KIND, repeated.contains(id.as_str())))?;
+            Some(K::live(id, &object, prior.as_ref()?))
+        })
+        .collect())
 }
 
 /// `Kind::delete` of an ACK kind: deletes the object of `id` and waits until it is gone

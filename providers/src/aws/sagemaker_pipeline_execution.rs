@@ -494,6 +494,19 @@ impl Kind for SageMakerPipelineExecution {
         ack::read::<Self>(ctx, id, prior).await
     }
 
+    /// The objects of one namespace on one cluster are read with one list call.
+    fn batch_key(_config: &Value, id: &str, prior: Option<&Spec>) -> Option<String> {
+        ack::batch_key::<Self>(id, prior)
+    }
+
+    async fn read_batch(
+        &self,
+        _ctx: &Ctx,
+        items: &[(String, Option<Spec>)],
+    ) -> Result<Vec<Option<Live<Self>>>, ProviderError> {
+        ack::read_batch::<Self>(items).await
+    }
+
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
         let mut object = objects(spec)?.remove(0);
         mark_ours(&mut object, &ctx.address);
