@@ -59,7 +59,8 @@ pub struct Change {
     /// The provider's id of the existing object, if there is one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    /// The live spec (refreshed), for anything that exists.
+    /// The live spec (refreshed), for anything that exists and changes; `None` for a
+    /// no-op, whose live spec is its entry in [`Plan::refreshed`] (see [`Plan::before`]).
     pub before: Option<Value>,
     /// The desired spec, defaults filled; values not known until apply are marked.
     pub after: Option<Value>,
@@ -155,6 +156,18 @@ impl Plan {
     /// Whether applying the plan would change anything.
     pub fn has_changes(&self) -> bool {
         self.changes.iter().any(Change::is_change)
+    }
+
+    /// The live spec of `c`'s object: its own `before`, or for a no-op the refreshed
+    /// entry it was planned from (not copied into the change).
+    pub fn before<'a>(&'a self, c: &'a Change) -> Option<&'a Value> {
+        c.before.as_ref().or_else(|| {
+            (c.action == Action::NoOp)
+                .then(|| self.refreshed.get(&c.address.to_string()))
+                .flatten()
+                .filter(|r| r.id.is_some())
+                .map(|r| &r.spec)
+        })
     }
 
     /// Drift found while refreshing, for resources the plan otherwise keeps.
@@ -339,7 +352,6 @@ pub fn compute(
                         })
                         .cloned()
                         .collect();
-                    change.before = Some(live.spec.clone());
                     planned.changed.insert(addr.clone(), changed.clone());
                     change.tainted = live.tainted;
                     change.action = if live.tainted || !forcing.is_empty() {
@@ -350,6 +362,11 @@ pub fn compute(
                     } else {
                         Action::NoOp
                     };
+                    // A change that changes nothing does not copy the live spec: it is
+                    // the plan's refreshed entry ([`Plan::before`] finds it there).
+                    if change.action != Action::NoOp {
+                        change.before = Some(live.spec.clone());
+                    }
                 }
             }
             if !in_scope(addr) {

@@ -476,6 +476,28 @@ fn happy_path_validate_plan_apply_update_replace_destroy() {
     );
     assert_eq!(sb.read("out/greeting.txt"), "hello, world\n");
     assert_eq!(sb.read("out/secret.txt"), format!("token={TOKEN}\n"));
+
+    // A no-op shows its live spec as `before` (from the plan's refreshed state), secrets
+    // hidden there too.
+    let run = sb.run(&with(&["plan", "--json"]));
+    run.success();
+    seen.push_str(&run.all_output());
+    let plan = plan_json(&run);
+    let change = |address: &str| {
+        plan["changes"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["address"] == address))
+            .cloned()
+            .unwrap_or_else(|| panic!("{address} in the plan"))
+    };
+    let greeting = change("local_file.greeting");
+    assert_eq!(greeting["action"], "no_op");
+    assert_eq!(greeting["before"]["path"], "out/greeting.txt");
+    assert_eq!(greeting["before"]["content"], "hello, world\n");
+    assert_eq!(greeting["before"]["mode"], greeting["after"]["mode"]);
+    let secret = change("local_file.secret");
+    assert_eq!(secret["action"], "no_op");
+    assert_eq!(secret["before"]["sensitive_content"], "(sensitive value)");
     assert_eq!(sb.mode("out/secret.txt"), 0o600);
     assert_eq!(sb.mode("out/greeting.txt"), 0o644);
     assert_eq!(

@@ -274,7 +274,7 @@ pub fn to_json(plan: &Plan) -> Value {
                 "address": c.address.to_string(),
                 "kind": c.kind,
                 "action": c.action,
-                "before": c.before.as_ref().map(|v| redact(v, &c.sensitive_paths, "")),
+                "before": plan.before(c).map(|v| redact(v, &c.sensitive_paths, "")),
                 "after": c.after.as_ref().map(|v| redact(v, &c.sensitive_paths, "")),
                 "replace_because": c.replace_because,
                 "create_before_destroy": c.create_before_destroy,
