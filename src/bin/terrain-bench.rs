@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+
 use async_trait::async_trait;
 use clap::Parser;
 use serde::de::DeserializeOwned;
@@ -43,6 +44,10 @@ use terrain::state::{Backend, LockInfo, ResourceState, State, StateError};
 use terrain::walk::Cancel;
 use terrain_providers::testing::{Op, TestCloud, ThingOutputs, ThingSpec};
 use terrain_providers::Registry;
+
+/// The allocator of the `terrain` binary, so that the figures are its figures.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Resource counts of a full run.
 const SIZES: [usize; 3] = [100, 1_000, 10_000];
