@@ -1,7 +1,8 @@
 //! The local file backend: state in one JSON file (the snapshot), replaced atomically on
 //! every save with the previous version kept as `{file}.backup`; the journal of changes
-//! since, appended to `{file}.journal` and removed by each save (a compaction); locked with an OS file
-//! lock (`flock`) on `{file}.lock` so a lock dies with the process that held it.
+//! since, appended to `{file}.journal` and removed by each save (a compaction); locked
+//! with an OS file lock (`flock`) on `{file}.lock` so a lock dies with the process that
+//! held it.
 //!
 //! The crash tests stop a run between two of these writes with the
 //! `TERRAIN_FAULT_ABORT_AT` hook ([`abort_point`]).
@@ -77,18 +78,8 @@ impl LocalBackend {
         self.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn read_err(&self, source: io::Error) -> StateError {
-        StateError::Read {
-            location: self.location(),
-            source,
-        }
-    }
-
     fn write_err(&self, source: io::Error) -> StateError {
-        StateError::Write {
-            location: self.location(),
-            source,
-        }
+        write_error(&self.path, source)
     }
 
     fn lock_err(&self, source: io::Error) -> StateError {
@@ -372,17 +363,7 @@ impl Backend for LocalBackend {
     }
 
     async fn journal(&self) -> Result<Vec<Record>, StateError> {
-        let journal = self.journal_path();
-        let bytes = match fs::read(&journal) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(self.read_err(e)),
-        };
-        let read = journal::read(&bytes).map_err(|source| StateError::Journal {
-            location: journal.display().to_string(),
-            source,
-        })?;
-        Ok(read.records)
+        Ok(read_journal(&self.journal_path())?.records)
     }
 
     async fn lock(&self, info: &LockInfo) -> Result<(), StateError> {
@@ -517,34 +498,12 @@ impl Backend for LocalBackend {
 /// snapshot's rename.
 pub fn read_state(path: &Path) -> Result<Option<State>, StateError> {
     let journal_path = sibling(path, ".journal");
-    let journal_bytes = match fs::read(&journal_path) {
-        Ok(bytes) => Some(bytes),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(source) => {
-            return Err(StateError::Read {
-                location: journal_path.display().to_string(),
-                source,
-            })
-        }
-    };
+    let read = read_journal(&journal_path)?;
     let snapshot = match fs::read(path) {
         Ok(bytes) => Some(decode_state(&bytes, path)?),
         Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-        Err(source) => {
-            return Err(StateError::Read {
-                location: path.display().to_string(),
-                source,
-            })
-        }
+        Err(source) => return Err(read_error(path, source)),
     };
-    let Some(bytes) = journal_bytes else {
-        return Ok(snapshot);
-    };
-    let journal_error = |source| StateError::Journal {
-        location: journal_path.display().to_string(),
-        source,
-    };
-    let read = journal::read(&bytes).map_err(journal_error)?;
     if read.records.is_empty() {
         return Ok(snapshot);
     }
@@ -553,8 +512,17 @@ pub fn read_state(path: &Path) -> Result<Option<State>, StateError> {
             location: journal_path.display().to_string(),
         });
     };
-    journal::replay(&mut state, read.records).map_err(journal_error)?;
+    journal::replay(&mut state, read.records).map_err(|e| journal_error(&journal_path, e))?;
     Ok(Some(state))
+}
+
+/// The journal at `journal_path` as read (no records when there is none).
+fn read_journal(journal_path: &Path) -> Result<journal::Read, StateError> {
+    match fs::read(journal_path) {
+        Ok(bytes) => journal::read(&bytes).map_err(|e| journal_error(journal_path, e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(journal::Read::default()),
+        Err(source) => Err(read_error(journal_path, source)),
+    }
 }
 
 /// Decodes a snapshot, telling a newer format ("upgrade terrain") from a broken file.
@@ -613,20 +581,15 @@ fn open_appender(path: &Path, start: &State) -> Result<Appender, StateError> {
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes)
         .map_err(|e| write_error(&journal_path, e))?;
-    let read = journal::read(&bytes).map_err(|source| StateError::Journal {
-        location: journal_path.display().to_string(),
-        source,
-    })?;
+    let read = journal::read(&bytes).map_err(|e| journal_error(&journal_path, e))?;
     // Records of another state must not be continued with ours.
     if let Some(i) = read.records.iter().position(|r| r.lineage != start.lineage) {
-        return Err(StateError::Journal {
-            location: journal_path.display().to_string(),
-            source: JournalError::Lineage {
-                line: i + 1,
-                found: read.records[i].lineage.clone(),
-                expected: start.lineage.clone(),
-            },
-        });
+        let foreign = JournalError::Lineage {
+            line: i + 1,
+            found: read.records[i].lineage.clone(),
+            expected: start.lineage.clone(),
+        };
+        return Err(journal_error(&journal_path, foreign));
     }
     if read.good_len < bytes.len() as u64 {
         file.set_len(read.good_len)
@@ -664,8 +627,22 @@ fn lock_appender(appender: &Mutex<Option<Appender>>) -> MutexGuard<'_, Option<Ap
     appender.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+fn read_error(path: &Path, source: io::Error) -> StateError {
+    StateError::Read {
+        location: path.display().to_string(),
+        source,
+    }
+}
+
 fn write_error(path: &Path, source: io::Error) -> StateError {
     StateError::Write {
+        location: path.display().to_string(),
+        source,
+    }
+}
+
+fn journal_error(path: &Path, source: JournalError) -> StateError {
+    StateError::Journal {
         location: path.display().to_string(),
         source,
     }
