@@ -16,9 +16,9 @@ use serde_json::{json, Value};
 use super::config;
 use crate::kubernetes::apply;
 use crate::kubernetes::{
-    batch_reportable, check_cluster, check_dns_label, check_dns_subdomain, connect, delete_owned,
-    list_batch, list_key, managed_selector, needs_cluster, ownership, parse_id, refuse_strangers,
-    repeated_ids, with_managed_label, ObjectRef, Ownership,
+    check_cluster, check_dns_label, check_dns_subdomain, connect, delete_owned, list_batch,
+    list_key, needs_cluster, ownership, parse_id, refuse_strangers, with_managed_label, ObjectRef,
+    Ownership,
 };
 use crate::{Ctx, Health, Invalid, Kind, Live, ProviderError};
 
@@ -348,25 +348,20 @@ pub fn batch_key<K: AckKind>(id: &str, prior: Option<&K::Spec>) -> Option<String
 }
 
 /// `Kind::read_batch` of an ACK kind: one list of the namespace's `K` objects with
-/// terrain's label (`app.kubernetes.io/managed-by=terrain`), each shown as
-/// [`read`] shows it. An object the list does not show (an import without the label)
-/// or that is marked for another resource (see [`batch_reportable`]) is answered
-/// `None`, and the engine reads it alone.
+/// terrain's label (`app.kubernetes.io/managed-by=terrain`), each shown as [`read`]
+/// shows it. An object the list does not show (an import without the label) or that is
+/// marked for another resource is answered `None` (see
+/// [`crate::kubernetes::list_batch`]), and the engine reads it alone.
 ///
 /// Fails when the cluster cannot be reached or the list call fails.
 pub async fn read_batch<K: AckKind>(
     items: &[(String, Option<K::Spec>)],
 ) -> Result<Vec<Option<Live<K>>>, ProviderError> {
-    let repeated = repeated_ids(items);
-    let listed = list_batch(items, list_plan::<K>, &managed_selector()).await?;
+    let listed = list_batch(items, list_plan::<K>, K::KIND).await?;
     Ok(listed
         .into_iter()
         .zip(items)
-        .map(|(object, (id, prior))| {
-            let object =
-                object.filter(|o| batch_reportable(o, K::KIND, repeated.contains(id.as_str())))?;
-            Some(K::live(id, &object, prior.as_ref()?))
-        })
+        .map(|(object, (id, prior))| Some(K::live(id, &object?, prior.as_ref()?)))
         .collect())
 }
 

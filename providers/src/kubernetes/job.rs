@@ -29,10 +29,10 @@ use super::placement::{
     Intent, Placement, PoolKind, PoolPeer, Tpu,
 };
 use super::{
-    apply, batch_reportable, check_cluster, check_dns_label, check_dns_subdomain, check_labels,
-    check_qualified_name, cluster_field, connect, delete_owned, id_of, list_batch, list_key,
-    managed_selector, marked, needs_cluster, ownership, parse_id, preview_marked, refuse_strangers,
-    repeated_ids, string_map, user_entries, with_managed_label, ObjectRef, Ownership, Resources,
+    apply, check_cluster, check_dns_label, check_dns_subdomain, check_labels, check_qualified_name,
+    cluster_field, connect, delete_owned, id_of, list_batch, list_key, marked, needs_cluster,
+    ownership, parse_id, preview_marked, refuse_strangers, string_map, user_entries,
+    with_managed_label, ObjectRef, Ownership, Resources,
 };
 use crate::local::duration::parse_duration;
 use crate::protocol::{is_unknown, UNKNOWN};
@@ -1122,23 +1122,14 @@ impl Kind for Job {
     /// does not show (an imported object without the label, or one whose label was
     /// removed by hand) is answered `None`, and the engine reads that Job alone, which
     /// finds it: `read` gets objects by name, label or not. So does a Job marked for
-    /// another resource (see [`batch_reportable`]), and one whose Secrets cannot be
-    /// listed (a role allowed to get Secrets but not to list them).
+    /// another resource (see [`list_batch`]), and one whose Secrets cannot be listed (a
+    /// role allowed to get Secrets but not to list them).
     async fn read_batch(
         &self,
         _ctx: &Ctx,
         items: &[(String, Option<Spec>)],
     ) -> Result<Vec<Option<Live<Self>>>, ProviderError> {
-        let selector = managed_selector();
-        let repeated = repeated_ids(items);
-        let jobs: Vec<Option<Value>> = list_batch(items, job_plan, &selector)
-            .await?
-            .into_iter()
-            .zip(items)
-            .map(|(job, (id, _))| {
-                job.filter(|j| batch_reportable(j, Self::KIND, repeated.contains(id.as_str())))
-            })
-            .collect();
+        let jobs = list_batch(items, job_plan, Self::KIND).await?;
         let with_secret = |(id, prior): &(String, Option<Spec>)| {
             prior.as_ref().is_some_and(|p| secret_plan(id, p).is_some())
         };
@@ -1147,7 +1138,7 @@ impl Kind for Job {
             .zip(&jobs)
             .any(|(i, j)| j.is_some() && with_secret(i))
         {
-            list_batch(items, secret_plan, &selector)
+            list_batch(items, secret_plan, Self::KIND)
                 .await
                 .unwrap_or_else(|_| vec![None; items.len()])
         } else {

@@ -463,12 +463,6 @@ pub fn needs_cluster(kind: &str) -> ProviderError {
     ))
 }
 
-/// The label selector of the objects terrain creates (`app.kubernetes.io/managed-by=terrain`),
-/// with which batch reads list them.
-pub fn managed_selector() -> String {
-    format!("{}={}", MANAGED_BY.0, MANAGED_BY.1)
-}
-
 /// The batch key (see [`crate::Kind::batch_key`]) of reading `target` with a list of its
 /// kind: the cluster connection ([`connect::connection_key`]), the apiVersion and kind,
 /// and the namespace (empty for a cluster-scoped kind), so objects on different
@@ -484,21 +478,22 @@ pub fn list_key(cluster: &Value, target: &ObjectRef) -> Option<String> {
     ))
 }
 
-/// One list call answering a batch read: for each of `items` (`(id, prior)`, all
-/// sharing one batch key), the listed object `plan` names for it, or `None` when the
-/// list does not show it.
+/// One list call answering a batch read of terrain's `kind`: for each of `items`
+/// (`(id, prior)`, all sharing one batch key), the listed object `plan` names for it, or
+/// `None` when the list does not show it or it may not be reported as the item's (see
+/// [`batch_reportable`]).
 ///
 /// `plan` gives an item's cluster reference and the object its read would get; items
 /// without a prior, whose plan is `None`, or whose [`list_key`] differs from the first
 /// planned item's are answered `None` (the engine reads those alone). The list is of the
 /// first planned item's object kind, in its namespace (`None`: the kind must be
-/// cluster-scoped), matching `label_selector`, every page followed.
+/// cluster-scoped), of the objects with terrain's label, every page followed.
 ///
 /// Fails when the cluster cannot be reached or the list call fails.
 pub async fn list_batch<S>(
     items: &[(String, Option<S>)],
     plan: impl Fn(&str, &S) -> Option<(Value, ObjectRef)>,
-    label_selector: &str,
+    kind: &str,
 ) -> Result<Vec<Option<Value>>, ProviderError> {
     let planned: Vec<Option<(String, Value, ObjectRef)>> = items
         .iter()
@@ -516,19 +511,22 @@ pub async fn list_batch<S>(
         &first.api_version,
         &first.kind,
         first.namespace.as_deref(),
-        label_selector,
+        &format!("{}={}", MANAGED_BY.0, MANAGED_BY.1),
     )
     .await?;
     let by_name: BTreeMap<&str, &Value> = listed
         .iter()
         .filter_map(|o| Some((o["metadata"]["name"].as_str()?, o)))
         .collect();
+    let repeated = repeated_ids(items);
     Ok(planned
         .iter()
-        .map(|p| match p {
-            Some((k, _, target)) if k == key => {
-                by_name.get(target.name.as_str()).map(|o| (*o).clone())
-            }
+        .zip(items)
+        .map(|(p, (id, _))| match p {
+            Some((k, _, target)) if k == key => by_name
+                .get(target.name.as_str())
+                .filter(|o| batch_reportable(o, kind, repeated.contains(id.as_str())))
+                .map(|o| (*o).clone()),
             _ => None,
         })
         .collect())
@@ -546,7 +544,7 @@ pub async fn list_batch<S>(
 /// address), unless `repeated` (its id is asked for more than once in the batch). A
 /// dropped object is answered `None`, which makes the engine read it alone, with the
 /// exact check.
-pub fn batch_reportable(object: &Value, kind: &str, repeated: bool) -> bool {
+fn batch_reportable(object: &Value, kind: &str, repeated: bool) -> bool {
     let metadata = &object["metadata"];
     let managed = metadata["labels"][MANAGED_BY.0].as_str() == Some(MANAGED_BY.1);
     match metadata["annotations"][ADDRESS_ANNOTATION].as_str() {
@@ -558,7 +556,7 @@ pub fn batch_reportable(object: &Value, kind: &str, repeated: bool) -> bool {
 }
 
 /// The ids asked for more than once among `items`.
-pub fn repeated_ids<S>(items: &[(String, S)]) -> std::collections::BTreeSet<&str> {
+fn repeated_ids<S>(items: &[(String, S)]) -> std::collections::BTreeSet<&str> {
     let mut seen = std::collections::BTreeSet::new();
     items
         .iter()
