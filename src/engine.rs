@@ -287,9 +287,9 @@ impl Engine {
         }
         units.extend(batches.into_values());
         let parallelism = self.settings.parallelism.max(1);
-        let reads = &reads;
+        let (reads, configs) = (&reads, &configs);
         let answers: Vec<Result<UnitRead, EngineError>> = stream::iter(units)
-            .map(|unit| self.read_unit(reads, unit))
+            .map(|unit| self.read_unit(reads, configs, unit))
             .buffer_unordered(parallelism)
             .collect()
             .await;
@@ -362,9 +362,11 @@ impl Engine {
 
     /// Reads the objects of one unit (one object, or one list call's worth): each
     /// one's index in `reads` and what was found, plus a warning when a list failed.
+    /// `configs` holds each provider's configuration, worked out once per refresh.
     async fn read_unit(
         &self,
         reads: &[ToRead<'_>],
+        configs: &BTreeMap<&'static str, Value>,
         unit: Vec<usize>,
     ) -> Result<UnitRead, EngineError> {
         for &i in &unit {
@@ -378,10 +380,8 @@ impl Engine {
             [_] => (unit, None),
             [first, ..] => {
                 let kind = &reads[*first].kind;
-                let ctx = Ctx::new(
-                    format!("{} (list of {})", kind.kind(), unit.len()),
-                    self.provider_config(kind.provider())?,
-                );
+                let config = configs.get(kind.provider()).cloned().unwrap_or(Value::Null);
+                let ctx = Ctx::new(format!("{} (list of {})", kind.kind(), unit.len()), config);
                 let items: Vec<(&str, &Value)> = unit
                     .iter()
                     .map(|&i| (reads[i].id, reads[i].prior))
