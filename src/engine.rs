@@ -427,7 +427,7 @@ impl Engine {
                 let ctx = self.ctx(&read.address, read.kind.provider())?;
                 let live = read
                     .kind
-                    .read(&ctx, &read.id, &read.prior)
+                    .read(&ctx, read.id, read.prior)
                     .await
                     .map_err(refresh_error(&read.address))?;
                 Ok((i, live))
