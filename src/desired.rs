@@ -158,10 +158,25 @@ pub struct Planned<'a> {
     pub state: &'a State,
     /// Desired specs computed so far (dependencies come first).
     pub desired: BTreeMap<Address, Desired>,
+    /// No-ops whose desired spec is their refreshed spec exactly, with their secret
+    /// paths: the spec is read from `state` rather than held a second time.
+    pub in_sync: BTreeMap<Address, Vec<String>>,
     /// Actions decided so far.
     pub actions: BTreeMap<Address, Action>,
     /// The spec paths each planned in-place update changes.
     pub changed: BTreeMap<Address, Vec<String>>,
+}
+
+impl Planned<'_> {
+    /// The desired spec of `addr` planned so far, with its secret paths.
+    pub fn spec(&self, addr: &Address) -> Option<(&Value, &[String])> {
+        if let Some(d) = self.desired.get(addr) {
+            return Some((&d.spec, &d.sensitive));
+        }
+        let sensitive = self.in_sync.get(addr)?;
+        let r = self.state.resources.get(&addr.to_string())?;
+        Some((&r.spec, sensitive))
+    }
 }
 
 impl Attributes for Planned<'_> {
@@ -184,8 +199,8 @@ impl Attributes for Planned<'_> {
             };
         }
         if schema.field(&path[0]).is_some() {
-            return match self.desired.get(addr) {
-                Some(d) => from_spec(&d.spec, path, field_secret(rc, path, &d.sensitive)),
+            return match self.spec(addr) {
+                Some((spec, sensitive)) => from_spec(spec, path, field_secret(rc, path, sensitive)),
                 None => Resolved::Unknown(field_secret(rc, path, &[])),
             };
         }
@@ -495,10 +510,11 @@ pub fn applied_peers(
 }
 
 /// The offline view of the resources `rc` references, for its peer checks.
-pub fn peers(
+/// `spec` gives the desired spec computed so far of a resource.
+pub fn peers<'s>(
     rc: &ResourceConfig,
     resources: &BTreeMap<Address, ResourceConfig>,
-    specs: &BTreeMap<Address, Desired>,
+    spec: impl Fn(&Address) -> Option<&'s Value>,
 ) -> Vec<Peer> {
     rc.dependencies()
         .iter()
@@ -507,7 +523,7 @@ pub fn peers(
             Some(Peer {
                 kind: peer.resource.kind().to_string(),
                 address: a.to_string(),
-                spec: specs.get(a)?.spec.clone(),
+                spec: spec(a)?.clone(),
             })
         })
         .collect()

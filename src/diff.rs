@@ -1,5 +1,6 @@
 //! Structural diff of two specs: which dotted paths differ, treating an absent key and
-//! null as the same and a value not known until apply as a change.
+//! null as the same and a value not known until apply as a change; and a spec as its
+//! live form with the null keys left out, which a no-op's plan stores instead of a copy.
 
 use serde_json::Value;
 use terrain_providers::protocol::is_unknown;
@@ -78,6 +79,36 @@ fn set_path(v: &mut Value, parts: &[&str], new: Value) {
     }
 }
 
+/// `v` with every object key whose value is null left out, at any depth.
+pub fn without_nulls(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), without_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_nulls).collect()),
+        other => other.clone(),
+    }
+}
+
+/// Whether `spec` equals [`without_nulls`]`(live)` (keys in any order), without building
+/// it.
+pub fn is_without_nulls(live: &Value, spec: &Value) -> bool {
+    match (live, spec) {
+        (Value::Object(l), Value::Object(s)) => {
+            l.iter().filter(|(_, v)| !v.is_null()).count() == s.len()
+                && s.iter()
+                    .all(|(k, sv)| l.get(k).is_some_and(|lv| is_without_nulls(lv, sv)))
+        }
+        (Value::Array(l), Value::Array(s)) => {
+            l.len() == s.len() && l.iter().zip(s).all(|(l, s)| is_without_nulls(l, s))
+        }
+        (l, s) => l == s && !matches!(l, Value::Object(_) | Value::Array(_)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +144,18 @@ mod tests {
             overlay(&desired, &live, &["labels".to_string()]),
             json!({"a": 1, "labels": {"x": "1"}})
         );
+    }
+
+    #[test]
+    fn without_nulls_is_what_is_without_nulls_compares_with() {
+        let live = json!({"name": "a", "tags": null, "pool": {"min": 0, "max": null}, "items": [{"x": null, "y": 1}]});
+        let spec = json!({"pool": {"min": 0}, "name": "a", "items": [{"y": 1}]});
+        assert_eq!(without_nulls(&live), spec);
+        assert!(is_without_nulls(&live, &spec));
+        // A null the spec holds itself, a missing key, another value: not the same.
+        assert!(!is_without_nulls(&live, &json!({"name": "a", "tags": null, "pool": {"min": 0}, "items": [{"y": 1}]})));
+        assert!(!is_without_nulls(&live, &json!({"name": "a", "items": [{"y": 1}]})));
+        assert!(!is_without_nulls(&live, &json!({"name": "b", "pool": {"min": 0}, "items": [{"y": 1}]})));
+        assert!(!is_without_nulls(&json!([1, null]), &json!([1])));
     }
 }

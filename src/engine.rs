@@ -120,8 +120,53 @@ pub type EnvFn = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// live state (`None`: not found), and a warning when a list call failed.
 type UnitRead = (Vec<(usize, Option<Observed>)>, Option<String>);
 
-/// One refreshed resource: its key, its new entry (`None`: gone), drift, a warning.
-type Refreshed = (String, Option<ResourceState>, Option<Drift>, Option<String>);
+/// One refreshed resource: its key, its new entry, drift, a warning.
+type Refreshed = (String, Settled, Option<Drift>, Option<String>);
+
+/// What refresh makes of one stored entry.
+enum Settled {
+    /// The object is gone and nothing of it is kept.
+    Gone,
+    /// The live object is exactly as recorded: the stored entry is the refreshed one,
+    /// moved rather than rebuilt, so a re-plan of objects in sync holds one copy of them.
+    Kept,
+    /// A new entry (drift, an adoption, leftover deposed objects).
+    New(ResourceState),
+}
+
+/// What a refresh found.
+pub struct Refresh {
+    /// The refreshed state: live specs and outputs; vanished objects dropped.
+    pub state: State,
+    pub drift: BTreeMap<String, Drift>,
+    pub warnings: Vec<String>,
+    /// Whether the refreshed entries differ from the stored ones.
+    pub learned: bool,
+}
+
+/// The state a plan is applied to: the stored state's records besides its resources
+/// (lineage, serial, outputs), whose resources are the plan's refreshed ones, and
+/// whether those differ from the ones stored (apply then records them first).
+#[derive(Debug, Clone, Default)]
+pub struct Base {
+    pub state: State,
+    pub learned: bool,
+}
+
+impl Base {
+    /// The base for applying `plan` to `stored`, the state as loaded now (a saved plan,
+    /// checked fresh against it).
+    pub fn against(stored: State, plan: &Plan) -> Self {
+        let learned = stored.resources != plan.refreshed;
+        Self {
+            state: State {
+                resources: BTreeMap::new(),
+                ..stored
+            },
+            learned,
+        }
+    }
+}
 
 /// A state entry whose object refresh reads: under `id`, with `prior` as its last
 /// applied spec (the intent's, for an interrupted create). Borrows from the state being
@@ -238,9 +283,11 @@ impl Engine {
         Ok(self.backend.load().await?.unwrap_or_default())
     }
 
-    /// Reads every resource in `state` through its provider: returns the refreshed state
-    /// (live specs and outputs; vanished objects dropped; interrupted creates adopted
-    /// where the object is found) and the drift found.
+    /// Reads every resource in `stored` (the entries of the state `header` heads)
+    /// through its provider: returns the refreshed state (live specs and outputs;
+    /// vanished objects dropped; interrupted creates adopted where the object is found)
+    /// and the drift found. Entries found in sync move into the refreshed state as they
+    /// are.
     ///
     /// Objects whose kind can list them together ([`Resource::batch_key`]) are read with
     /// one list call per key; the rest one read each. A list is trusted for the objects
@@ -248,17 +295,18 @@ impl Engine {
     /// that fails falls back to reading each object alone.
     pub async fn refresh(
         &self,
-        state: &State,
-    ) -> Result<(State, BTreeMap<String, Drift>, Vec<String>), EngineError> {
+        header: &State,
+        stored: BTreeMap<String, ResourceState>,
+    ) -> Result<Refresh, EngineError> {
         let mut refreshed = State {
             resources: BTreeMap::new(),
-            outputs: state.outputs.clone(),
-            ..state.clone_header()
+            outputs: header.outputs.clone(),
+            ..header.clone_header()
         };
         let mut drift = BTreeMap::new();
         let mut warnings = Vec::new();
         let mut reads = Vec::new();
-        for (key, r) in &state.resources {
+        for (key, r) in &stored {
             match self.to_read(key, r)? {
                 Ok(read) => reads.push(read),
                 Err(warning) => warnings.extend(warning),
@@ -306,17 +354,36 @@ impl Engine {
             .buffered(parallelism)
             .collect()
             .await;
+        let read = reads.len();
+        let mut stored = stored;
+        // An entry nothing was read for (an interrupted create that cannot be found)
+        // is dropped: that is something learned.
+        let mut learned = read != stored.len();
         for res in results {
-            let (key, new, d, warning) = res?;
-            if let Some(r) = new {
-                refreshed.resources.insert(key.clone(), r);
+            let (key, settled, d, warning) = res?;
+            match settled {
+                Settled::Gone => learned = true,
+                Settled::Kept => {
+                    if let Some(r) = stored.remove(&key) {
+                        refreshed.resources.insert(key.clone(), r);
+                    }
+                }
+                Settled::New(r) => {
+                    learned |= stored.get(&key) != Some(&r);
+                    refreshed.resources.insert(key.clone(), r);
+                }
             }
             if let Some(d) = d {
                 drift.insert(key, d);
             }
             warnings.extend(warning);
         }
-        Ok((refreshed, drift, warnings))
+        Ok(Refresh {
+            state: refreshed,
+            drift,
+            warnings,
+            learned,
+        })
     }
 
     /// What refreshing the entry `key` reads: `Err` with an optional warning when there
@@ -482,18 +549,18 @@ impl Engine {
             };
         let adopted = entry.id.is_none() || read.resuming;
         match live {
-            None if adopted => Ok((key, None, None, None)),
+            None if adopted => Ok((key, Settled::Gone, None, None)),
             None => {
                 let drift = Drift {
                     recorded: entry.spec.clone(),
                     live: None,
                 };
                 if deposed.is_empty() {
-                    Ok((key, None, Some(drift), None))
+                    Ok((key, Settled::Gone, Some(drift), None))
                 } else {
                     // Keep the entry so the leftover old objects still get deleted.
                     let kept = rebuilt(None, entry.spec.clone(), entry.outputs.clone(), None);
-                    Ok((key, Some(kept), Some(drift), None))
+                    Ok((key, Settled::New(kept), Some(drift), None))
                 }
             }
             Some(obs) => {
@@ -516,11 +583,20 @@ impl Engine {
                         entry.outputs.clone(),
                         entry.pending.clone(),
                     );
-                    return Ok((key, Some(kept), None, Some(warning)));
+                    return Ok((key, Settled::New(kept), None, Some(warning)));
+                }
+                let in_sync = drift.is_none()
+                    && entry.pending.is_none()
+                    && deposed.len() == entry.deposed.len()
+                    && entry.id.as_deref() == Some(obs.id.as_str())
+                    && entry.spec == obs.spec
+                    && entry.outputs == obs.outputs;
+                if in_sync {
+                    return Ok((key, Settled::Kept, None, None));
                 }
                 Ok((
                     key,
-                    Some(rebuilt(Some(obs.id), obs.spec, obs.outputs, None)),
+                    Settled::New(rebuilt(Some(obs.id), obs.spec, obs.outputs, None)),
                     drift,
                     None,
                 ))
@@ -535,11 +611,19 @@ impl Engine {
         targets: &[Address],
         stack_path: &str,
         variables: &[(String, String)],
-    ) -> Result<(Plan, State), EngineError> {
+    ) -> Result<(Plan, Base), EngineError> {
         let stored = self.backend.load().await?;
         let existed = stored.is_some();
-        let state = stored.unwrap_or_default();
-        let (refreshed, drift, mut warnings) = self.refresh(&state).await?;
+        let mut state = stored.unwrap_or_default();
+        // The stored entries move into the refreshed state (those found in sync as
+        // they are), so the plan holds one copy of the state, not two.
+        let resources = std::mem::take(&mut state.resources);
+        let Refresh {
+            state: refreshed,
+            drift,
+            mut warnings,
+            learned,
+        } = self.refresh(&state, resources).await?;
         let env = self.env();
         let mut changes = plan::compute(
             &self.stack,
@@ -574,7 +658,7 @@ impl Engine {
             refreshed: refreshed.resources,
             warnings,
         };
-        Ok((plan, state))
+        Ok((plan, Base { state, learned }))
     }
 
     /// Asks the providers what each update or replace will change on the live object.
@@ -656,10 +740,10 @@ impl Engine {
         Ok(())
     }
 
-    /// Applies `plan` to `state` (as loaded when the plan was made or checked fresh).
-    /// The caller holds the state lock.
-    pub async fn apply(&self, plan: &Plan, state: State) -> Result<ApplyReport, EngineError> {
-        let learned = state.resources != plan.refreshed;
+    /// Applies `plan` to `base` (from [`Engine::plan`], or [`Base::against`] the state
+    /// as loaded now for a saved plan checked fresh). The caller holds the state lock.
+    pub async fn apply(&self, plan: &Plan, base: Base) -> Result<ApplyReport, EngineError> {
+        let Base { state, learned } = base;
         let mut start = state;
         start.resources = plan.refreshed.clone();
         let persister = Persister::new(self.backend.clone(), start);

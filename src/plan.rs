@@ -2,6 +2,7 @@
 //! stack (create, update in place, replace with its reason, delete, nothing), computed
 //! from the refreshed state and the stack's desired specs. Saved with `plan -out`.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
@@ -9,7 +10,7 @@ use serde_json::Value;
 
 use crate::addr::Address;
 use crate::desired::{self, DesiredError, Planned, StackScope};
-use crate::diff::changed_paths;
+use crate::diff::{changed_paths, is_without_nulls, without_nulls};
 use crate::graph::{self, Deps};
 use crate::stack::Stack;
 use crate::state::{Deposed, ResourceState, State};
@@ -63,6 +64,8 @@ pub struct Change {
     /// no-op, whose live spec is its entry in [`Plan::refreshed`] (see [`Plan::before`]).
     pub before: Option<Value>,
     /// The desired spec, defaults filled; values not known until apply are marked.
+    /// `None` for a no-op whose desired spec is its live one less its null keys (see
+    /// [`Plan::after`]).
     pub after: Option<Value>,
     /// The spec fields whose change forces the replace.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -170,6 +173,17 @@ impl Plan {
         })
     }
 
+    /// The desired spec of `c`: its own `after`, or for a no-op planned in sync its
+    /// refreshed spec without the null keys (which is what it was found equal to; the
+    /// plan holds no copy).
+    pub fn after<'a>(&'a self, c: &'a Change) -> Option<Cow<'a, Value>> {
+        match &c.after {
+            Some(after) => Some(Cow::Borrowed(after)),
+            None if c.action == Action::NoOp => self.before(c).map(|v| Cow::Owned(without_nulls(v))),
+            None => None,
+        }
+    }
+
     /// Drift found while refreshing, for resources the plan otherwise keeps.
     pub fn drifted(&self) -> impl Iterator<Item = &Change> {
         self.changes.iter().filter(|c| c.drift.is_some())
@@ -274,10 +288,11 @@ pub fn compute(
         resources: &stack.resources,
         state,
         desired: BTreeMap::new(),
+        in_sync: BTreeMap::new(),
         actions: BTreeMap::new(),
         changed: BTreeMap::new(),
     };
-    let mut changes = Vec::new();
+    let mut changes = Vec::with_capacity(stack.resources.len().max(state.resources.len()));
     if !inputs.destroy {
         for addr in &order {
             let Some(rc) = stack.resources.get(addr) else {
@@ -295,7 +310,7 @@ pub fn compute(
                     at: stack.sources.locate(e.span),
                     message: format!("providers.{}: {}", rc.resource.provider(), e.message),
                 })?;
-            let peers = desired::peers(rc, &stack.resources, &planned.desired);
+            let peers = desired::peers(rc, &stack.resources, |a| planned.spec(a).map(|(s, _)| s));
             let scope = StackScope {
                 variables: &stack.variables,
                 env: inputs.env,
@@ -326,7 +341,7 @@ pub fn compute(
                 create_before_destroy: rc.lifecycle.create_before_destroy,
                 dependencies: deps.get(addr).cloned().unwrap_or_default(),
                 drift: drift.get(&key).cloned(),
-                computed: schema.outputs.iter().map(|f| f.name.to_string()).collect(),
+                computed: Vec::new(),
                 deposed: existing.map(|r| r.deposed.clone()).unwrap_or_default(),
                 tainted: false,
                 notes: Vec::new(),
@@ -395,16 +410,27 @@ pub fn compute(
                     ),
                 });
             }
+            if matches!(change.action, Action::Create | Action::Replace) {
+                change.computed = schema.outputs.iter().map(|f| f.name.to_string()).collect();
+            }
             // `after` goes into `planned.desired`, where the references of the
             // resources planned next read it; the change takes it from there at the end.
+            // A no-op whose desired spec is exactly its refreshed one keeps neither: the
+            // refreshed entry stands for both ([`Plan::after`]).
             planned.actions.insert(addr.clone(), change.action);
-            planned.desired.insert(
-                addr.clone(),
-                desired::Desired {
-                    spec: after,
-                    sensitive,
-                },
-            );
+            let in_sync = change.action == Action::NoOp
+                && live.is_some_and(|live| is_without_nulls(&live.spec, &after));
+            if in_sync {
+                planned.in_sync.insert(addr.clone(), sensitive);
+            } else {
+                planned.desired.insert(
+                    addr.clone(),
+                    desired::Desired {
+                        spec: after,
+                        sensitive,
+                    },
+                );
+            }
             changes.push(change);
         }
     }

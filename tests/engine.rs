@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::json;
 use terrain::addr::Address;
-use terrain::engine::{Engine, EngineError, Event, Observer, Quiet, Settings};
+use terrain::engine::{Base, Engine, EngineError, Event, Observer, Quiet, Settings};
 use terrain::plan::{Action, Plan};
 use terrain::stack::{self, LoadOptions};
 use terrain::state::{Backend, LockInfo, Pending, PendingOp, ResourceState, State, StateError};
@@ -138,7 +138,7 @@ impl Fixture {
     }
 }
 
-async fn plan(e: &Engine) -> (Plan, State) {
+async fn plan(e: &Engine) -> (Plan, Base) {
     e.plan(false, &[], "stack.toml", &[]).await.expect("plan")
 }
 
@@ -605,6 +605,42 @@ async fn failed_delete_of_deposed_object_is_retried_next_run() {
 }
 
 #[tokio::test]
+async fn a_replan_in_sync_holds_each_spec_once_and_rewrites_no_state() {
+    // Regression (re-plan memory): a re-plan of objects in sync kept the stored state,
+    // the refreshed one and a desired spec per no-op, three copies of every spec.
+    let f = Fixture::new();
+    let e = f.engine_with(CHAIN, Arc::new(Quiet), 1);
+    converge(&e).await;
+    let saves = f.backend.history().len();
+    let (p, base) = plan(&e).await;
+    assert!(!base.learned, "refresh found every object as recorded");
+    assert!(base.state.resources.is_empty(), "the stored entries moved into the plan");
+    for c in &p.changes {
+        assert_eq!(c.action, Action::NoOp);
+        assert!(c.before.is_none() && c.after.is_none(), "{} copies a spec", c.address);
+        let refreshed = &p.refreshed[&c.address.to_string()].spec;
+        assert_eq!(p.before(c), Some(refreshed));
+        // The live spec has nulls for the optional fields the stack leaves out; the
+        // desired spec has no such keys.
+        assert!(refreshed["tags"].is_null());
+        let after = p.after(c).expect("after").into_owned();
+        assert!(after.get("tags").is_none(), "{}: {after}", c.address);
+        assert_eq!(after["name"], refreshed["name"]);
+    }
+    e.apply(&p, base).await.expect("apply");
+    assert_eq!(f.backend.history().len(), saves, "a no-op apply writes no state");
+
+    // One object drifts: only its entry is new, and apply records it.
+    f.cloud
+        .set_live("d", json!({"name": "d", "value": "edited", "size": 1}));
+    let (p, base) = plan(&e).await;
+    assert!(base.learned);
+    let d = p.changes.iter().find(|c| c.address.to_string() == "test_thing.d").expect("d");
+    assert_eq!(d.action, Action::Update);
+    assert!(d.after.is_some() && d.before.is_some());
+}
+
+#[tokio::test]
 async fn drift_is_shown_and_corrected() {
     let f = Fixture::new();
     let e = f.engine("[test_thing.a]\nname = \"a\"\nvalue = \"v1\"\n");
@@ -882,11 +918,12 @@ size = "${test_pool.gpu.generation}"
 "#;
 
 /// The planned spec of `address`.
-fn planned<'p>(p: &'p Plan, address: &str) -> &'p serde_json::Value {
+fn planned(p: &Plan, address: &str) -> serde_json::Value {
     p.changes
         .iter()
         .find(|c| c.address.to_string() == address)
-        .and_then(|c| c.after.as_ref())
+        .and_then(|c| p.after(c))
+        .map(std::borrow::Cow::into_owned)
         .unwrap_or_else(|| panic!("{address} has a planned spec"))
 }
 

@@ -710,6 +710,9 @@ impl<K: Kind> Resource for Adapter<K> {
             typed.push((id.to_string(), self.decode_prior(prior)?));
         }
         let live = self.kind.read_batch(ctx, &typed).await?;
+        // The typed priors go before the answers are encoded: a list of thousands
+        // holds one copy of them at a time.
+        drop(typed);
         if live.len() != items.len() {
             return Err(ProviderError::Unsupported(format!(
                 "{}: a batch read of {} objects answered {}",

@@ -676,7 +676,7 @@ async fn run_replan(
     engine.settings.batch_refresh = batch;
     let stack_path = stack_dir.display().to_string();
     let started = Instant::now();
-    let (plan, state) = engine
+    let (plan, _) = engine
         .plan(false, &[], &stack_path, &[])
         .await
         .context("re-plan")?;
@@ -698,7 +698,7 @@ async fn run_replan(
         plan: plan_phase,
         peak_reset,
         batch,
-        refreshed: state.resources.len(),
+        refreshed: plan.refreshed.len(),
         list_calls,
         read_calls,
         changes,

@@ -4,7 +4,7 @@
 use clap::Args;
 
 use super::{common, Exit, RunArgs, StackArgs};
-use crate::engine::ApplyReport;
+use crate::engine::{ApplyReport, Base};
 use crate::output::{self, progress::Progress, Style};
 use crate::plan::Plan;
 
@@ -122,7 +122,7 @@ async fn apply_saved(file: &std::path::Path, args: &ApplyArgs) -> anyhow::Result
     let result = common::with_lock(&*backend, "apply", args.run.lock_timeout, async {
         let stored = engine.backend.load().await?;
         engine.check_fresh(&plan, stored.as_ref())?;
-        let report = engine.apply(&plan, stored.unwrap_or_default()).await?;
+        let report = engine.apply(&plan, Base::against(stored.unwrap_or_default(), &plan)).await?;
         finish(&report, plan.destroy);
         Ok(Exit::Ok)
     })

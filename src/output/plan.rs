@@ -275,7 +275,7 @@ pub fn to_json(plan: &Plan) -> Value {
                 "kind": c.kind,
                 "action": c.action,
                 "before": plan.before(c).map(|v| redact(v, &c.sensitive_paths, "")),
-                "after": c.after.as_ref().map(|v| redact(v, &c.sensitive_paths, "")),
+                "after": plan.after(c).map(|v| redact(&v, &c.sensitive_paths, "")),
                 "replace_because": c.replace_because,
                 "create_before_destroy": c.create_before_destroy,
                 "dependencies": c.dependencies.iter().map(ToString::to_string).collect::<Vec<_>>(),

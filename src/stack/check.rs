@@ -9,7 +9,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use terrain_providers::{Schema, Type};
 
-use super::load::{Entry, RawStack, RESERVED};
+use super::load::{Entry, RawResource, RawStack, RESERVED};
 use super::source::{did_you_mean, Diagnostic, Sources, Span, StackErrors};
 use super::{
     BackendConfig, Lifecycle, LoadOptions, Node, NodeKind, OutputConfig, Ref, ResourceConfig,
@@ -23,7 +23,9 @@ use crate::eval;
 pub const META_KEYS: [&str; 3] = ["depends_on", "lifecycle", "sensitive"];
 
 /// Validates a parsed stack.
-pub fn check(raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackErrors> {
+pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackErrors> {
+    // The resources' bodies move into the checked stack rather than being copied.
+    let raw_resources = std::mem::take(&mut raw.resources);
     let mut c = Checker {
         sources: &raw.sources,
         diags: Vec::new(),
@@ -32,7 +34,7 @@ pub fn check(raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackErrors
     let (name, backend) = c.stack_section(&raw);
     let providers = c.providers(&raw.providers, opts);
     let variables = c.variables(&raw.variables, opts);
-    let resources = c.resources(&raw, opts);
+    let resources = c.resources(raw_resources, opts);
     let outputs = c.outputs(&raw.outputs, &variables, &resources, opts);
     for (addr, rc) in &resources {
         c.body_refs(addr, &rc.body, &variables, &resources, opts);
@@ -415,12 +417,14 @@ impl Checker<'_> {
 
     fn resources(
         &mut self,
-        raw: &RawStack,
+        raw: Vec<RawResource>,
         opts: &LoadOptions<'_>,
     ) -> BTreeMap<Address, ResourceConfig> {
         let mut out: BTreeMap<Address, ResourceConfig> = BTreeMap::new();
         let mut reported_kinds = BTreeSet::new();
-        for r in &raw.resources {
+        // Where each resource's `depends_on` is written, for errors about its targets.
+        let mut depends_on_at: BTreeMap<Address, Span> = BTreeMap::new();
+        for r in raw {
             let Some(resource) = opts.registry.get(&r.kind) else {
                 if reported_kinds.insert((r.kind.clone(), r.kind_span)) {
                     let mut d = Diagnostic::at(
@@ -459,15 +463,29 @@ impl Checker<'_> {
                 );
                 continue;
             }
-            let entries = self.table(&addr.to_string(), &r.body).to_vec();
-            let mut fields = Vec::new();
+            let body_span = r.body.span;
+            let entries = match r.body.kind {
+                NodeKind::Table(entries) => entries,
+                _ => {
+                    self.err(Diagnostic::at(
+                        body_span,
+                        format!("{addr} must be a table"),
+                        "expected a table",
+                    ));
+                    Vec::new()
+                }
+            };
+            let mut fields = Vec::with_capacity(entries.len());
             let mut depends_on = Vec::new();
             let mut lifecycle = Lifecycle::default();
             let mut sensitive = Vec::new();
             let schema = resource.schema();
             for (key, kspan, value) in entries {
                 match key.as_str() {
-                    "depends_on" => depends_on = self.depends_on(&addr, &value),
+                    "depends_on" => {
+                        depends_on_at.insert(addr.clone(), value.span);
+                        depends_on = self.depends_on(&addr, &value);
+                    }
                     "lifecycle" => lifecycle = self.lifecycle(&addr, &value, schema),
                     "sensitive" => {
                         sensitive = self.field_list(&format!("{addr}.sensitive"), &value, schema)
@@ -476,7 +494,7 @@ impl Checker<'_> {
                 }
             }
             let body = Node {
-                span: r.body.span,
+                span: body_span,
                 kind: NodeKind::Table(fields),
             };
             self.check_fields(&addr.to_string(), &schema.fields, &body, r.name_span);
@@ -497,12 +515,7 @@ impl Checker<'_> {
         for rc in out.values() {
             for dep in &rc.depends_on {
                 if !out.contains_key(dep) {
-                    let span = raw
-                        .resources
-                        .iter()
-                        .find(|r| r.kind == rc.addr.kind && r.name == rc.addr.name)
-                        .and_then(|r| r.body.get("depends_on").map(|n| n.span))
-                        .unwrap_or(rc.span);
+                    let span = depends_on_at.get(&rc.addr).copied().unwrap_or(rc.span);
                     let mut d = Diagnostic::at(
                         span,
                         format!(
@@ -1084,13 +1097,32 @@ impl Checker<'_> {
             .iter()
             .map(|(a, rc)| (a.clone(), rc.dependencies()))
             .collect();
+        // A spec is kept only while a resource still to be checked references it: a
+        // stack of thousands holds its references' specs, not every spec.
+        let mut waiting: BTreeMap<&Address, usize> = BTreeMap::new();
+        for ds in deps.values() {
+            for d in ds {
+                *waiting.entry(d).or_default() += 1;
+            }
+        }
         let mut specs: BTreeMap<Address, desired::Desired> = BTreeMap::new();
         for addr in crate::graph::topo_order(&deps) {
             let Some(rc) = resources.get(&addr) else {
                 continue;
             };
+            let done = |specs: &mut BTreeMap<Address, desired::Desired>,
+                        waiting: &mut BTreeMap<&Address, usize>| {
+                for d in deps.get(&addr).into_iter().flatten() {
+                    if let Some(n) = waiting.get_mut(d) {
+                        *n = n.saturating_sub(1);
+                        if *n == 0 {
+                            specs.remove(d);
+                        }
+                    }
+                }
+            };
             let config = configs.get(rc.resource.provider()).unwrap_or(&empty);
-            let peers = desired::peers(rc, resources, &specs);
+            let peers = desired::peers(rc, resources, |a| specs.get(a).map(|d| &d.spec));
             let offline = desired::Offline {
                 resources,
                 specs: &specs,
@@ -1105,9 +1137,13 @@ impl Checker<'_> {
                 peers: &peers,
                 prior: None,
             };
-            match desired::compute(rc, &scope, &inputs) {
+            let computed = desired::compute(rc, &scope, &inputs);
+            done(&mut specs, &mut waiting);
+            match computed {
                 Ok(d) => {
-                    specs.insert(addr, d);
+                    if waiting.get(&addr).is_some_and(|n| *n > 0) {
+                        specs.insert(addr, d);
+                    }
                 }
                 Err(desired::DesiredError::Evaluate(e)) => self.err(Diagnostic::at(
                     e.span,
