@@ -131,7 +131,7 @@ enum Settled {
     /// moved rather than rebuilt, so a re-plan of objects in sync holds one copy of them.
     Kept,
     /// A new entry (drift, an adoption, leftover deposed objects).
-    New(ResourceState),
+    New(Box<ResourceState>),
 }
 
 /// What a refresh found.
@@ -369,8 +369,8 @@ impl Engine {
                     }
                 }
                 Settled::New(r) => {
-                    learned |= stored.get(&key) != Some(&r);
-                    refreshed.resources.insert(key.clone(), r);
+                    learned |= stored.get(&key) != Some(&*r);
+                    refreshed.resources.insert(key.clone(), *r);
                 }
             }
             if let Some(d) = d {
@@ -560,7 +560,7 @@ impl Engine {
                 } else {
                     // Keep the entry so the leftover old objects still get deleted.
                     let kept = rebuilt(None, entry.spec.clone(), entry.outputs.clone(), None);
-                    Ok((key, Settled::New(kept), Some(drift), None))
+                    Ok((key, Settled::New(Box::new(kept)), Some(drift), None))
                 }
             }
             Some(obs) => {
@@ -583,7 +583,7 @@ impl Engine {
                         entry.outputs.clone(),
                         entry.pending.clone(),
                     );
-                    return Ok((key, Settled::New(kept), None, Some(warning)));
+                    return Ok((key, Settled::New(Box::new(kept)), None, Some(warning)));
                 }
                 let in_sync = drift.is_none()
                     && entry.pending.is_none()
@@ -596,7 +596,7 @@ impl Engine {
                 }
                 Ok((
                     key,
-                    Settled::New(rebuilt(Some(obs.id), obs.spec, obs.outputs, None)),
+                    Settled::New(Box::new(rebuilt(Some(obs.id), obs.spec, obs.outputs, None))),
                     drift,
                     None,
                 ))

@@ -1,6 +1,6 @@
-//! The state backend interface (load, save, lock) and its errors. Local files now; S3
-//! (conditional-write lock object) and GCS (generation-precondition lock) implement the
-//! same trait and pass the same [`super::conformance`] suite.
+//! The state backend interface (load, save, lock) and its errors. Local files and S3
+//! (conditional-write lock object) implement it and pass the same
+//! [`super::conformance`] suite.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -99,6 +99,28 @@ pub enum StateError {
     JournalWithoutSnapshot { location: String },
     #[error("state {location} keeps no journal")]
     NoJournal { location: String },
+    #[error("encode state {location}: {source}")]
+    Encode {
+        location: String,
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A remote backend's call failed (`s3.PutObject`, `storage.objects.get`).
+    #[error("state {location}: {call} failed: {}{message}", .status.map(|s| format!("{s} ")).unwrap_or_default())]
+    Remote {
+        location: String,
+        call: &'static str,
+        status: Option<u16>,
+        message: String,
+    },
+    #[error("state {location}: {message}")]
+    Config { location: String, message: String },
+    /// The stored state is no longer the version this run read: another writer saved
+    /// since (a lock lost or broken while this run went on).
+    #[error("state {location} changed since this run read it: another run saved it in between (was its lock broken with force-unlock?); nothing was overwritten; run `terrain plan` again")]
+    Stale { location: String },
+    #[error("state {location}: bucket {bucket} does not keep object versions, so a bad save would overwrite the only copy of the state; enable versioning on it (`aws s3api put-bucket-versioning --bucket {bucket} --versioning-configuration Status=Enabled`), or set allow_unversioned = true in [backend.s3] to accept the risk")]
+    Unversioned { location: String, bucket: String },
 }
 
 /// Where state lives.

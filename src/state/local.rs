@@ -16,10 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use async_trait::async_trait;
-use serde::Deserialize;
 
 use super::journal::{self, JournalError, Record};
-use super::{Backend, LockInfo, State, StateError, FORMAT_VERSION};
+use super::{Backend, LockInfo, State, StateError};
 
 /// State files hold secrets (sensitive spec values, provider outputs).
 const FILE_MODE: u32 = 0o600;
@@ -525,34 +524,9 @@ fn read_journal(journal_path: &Path) -> Result<journal::Read, StateError> {
     }
 }
 
-/// Decodes a snapshot, telling a newer format ("upgrade terrain") from a broken file.
+/// Decodes a snapshot read from `path`.
 fn decode_state(bytes: &[u8], path: &Path) -> Result<State, StateError> {
-    let unsupported = |found: u32| StateError::UnsupportedFormat {
-        location: path.display().to_string(),
-        found,
-        supported: FORMAT_VERSION,
-    };
-    match serde_json::from_slice::<State>(bytes) {
-        Ok(state) if state.format_version > FORMAT_VERSION => {
-            Err(unsupported(state.format_version))
-        }
-        Ok(state) => Ok(state),
-        Err(source) => {
-            // A newer format may not fit today's `State` at all; saying "upgrade
-            // terrain" beats a field-level decode error.
-            #[derive(Deserialize)]
-            struct Header {
-                format_version: u32,
-            }
-            match serde_json::from_slice::<Header>(bytes) {
-                Ok(h) if h.format_version > FORMAT_VERSION => Err(unsupported(h.format_version)),
-                _ => Err(StateError::Decode {
-                    location: path.display().to_string(),
-                    source,
-                }),
-            }
-        }
-    }
+    super::decode(bytes, &path.display().to_string())
 }
 
 /// Opens the journal beside `path` for appending: writes `start` as the snapshot first

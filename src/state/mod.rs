@@ -2,8 +2,8 @@
 //! a serial (bumped on every save) and a lineage (fixed at creation), so a saved plan
 //! can tell it is stale and two unrelated states are never confused.
 //!
-//! Backends ([`backend::Backend`]) load, save and lock it; the local file backend lives
-//! in [`local`]. During an apply, changes are appended to a [`journal`] beside the
+//! Backends ([`backend::Backend`]) load, save and lock it: a local file ([`local`]) or
+//! an S3 object ([`s3`]). During an apply, changes are appended to a [`journal`] beside the
 //! snapshot rather than rewriting it; loading replays the journal. Every backend passes
 //! the one suite in [`conformance`]. The formats are documented in `state/README.md`.
 
@@ -12,6 +12,7 @@ pub mod conformance;
 pub mod journal;
 pub mod local;
 pub mod lock;
+pub mod s3;
 
 use std::collections::BTreeMap;
 
@@ -149,4 +150,34 @@ pub struct OutputState {
     pub value: Value,
     #[serde(default)]
     pub sensitive: bool,
+}
+
+/// Decodes a stored state (from any backend; `location` names it in errors), telling a newer format ("upgrade terrain") from a broken file.
+pub(crate) fn decode(bytes: &[u8], location: &str) -> Result<State, StateError> {
+    let unsupported = |found: u32| StateError::UnsupportedFormat {
+        location: location.to_string(),
+        found,
+        supported: FORMAT_VERSION,
+    };
+    match serde_json::from_slice::<State>(bytes) {
+        Ok(state) if state.format_version > FORMAT_VERSION => {
+            Err(unsupported(state.format_version))
+        }
+        Ok(state) => Ok(state),
+        Err(source) => {
+            // A newer format may not fit today's `State` at all; saying "upgrade
+            // terrain" beats a field-level decode error.
+            #[derive(Deserialize)]
+            struct Header {
+                format_version: u32,
+            }
+            match serde_json::from_slice::<Header>(bytes) {
+                Ok(h) if h.format_version > FORMAT_VERSION => Err(unsupported(h.format_version)),
+                _ => Err(StateError::Decode {
+                    location: location.to_string(),
+                    source,
+                }),
+            }
+        }
+    }
 }
