@@ -153,9 +153,18 @@ mod tests {
         assert_eq!(without_nulls(&live), spec);
         assert!(is_without_nulls(&live, &spec));
         // A null the spec holds itself, a missing key, another value: not the same.
-        assert!(!is_without_nulls(&live, &json!({"name": "a", "tags": null, "pool": {"min": 0}, "items": [{"y": 1}]})));
-        assert!(!is_without_nulls(&live, &json!({"name": "a", "items": [{"y": 1}]})));
-        assert!(!is_without_nulls(&live, &json!({"name": "b", "pool": {"min": 0}, "items": [{"y": 1}]})));
+        assert!(!is_without_nulls(
+            &live,
+            &json!({"name": "a", "tags": null, "pool": {"min": 0}, "items": [{"y": 1}]})
+        ));
+        assert!(!is_without_nulls(
+            &live,
+            &json!({"name": "a", "items": [{"y": 1}]})
+        ));
+        assert!(!is_without_nulls(
+            &live,
+            &json!({"name": "b", "pool": {"min": 0}, "items": [{"y": 1}]})
+        ));
         assert!(!is_without_nulls(&json!([1, null]), &json!([1])));
     }
 }

@@ -179,7 +179,9 @@ impl Plan {
     pub fn after<'a>(&'a self, c: &'a Change) -> Option<Cow<'a, Value>> {
         match &c.after {
             Some(after) => Some(Cow::Borrowed(after)),
-            None if c.action == Action::NoOp => self.before(c).map(|v| Cow::Owned(without_nulls(v))),
+            None if c.action == Action::NoOp => {
+                self.before(c).map(|v| Cow::Owned(without_nulls(v)))
+            }
             None => None,
         }
     }

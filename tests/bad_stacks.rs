@@ -82,6 +82,10 @@ const CLASSES: &[(&str, &str)] = &[
         "kind and provider checks located at the value",
     ),
     ("usage", "command-line mistakes"),
+    (
+        "backend",
+        "where the state lives: types, settings, references, secrets",
+    ),
     ("encoding", "invalid UTF-8"),
     (
         "more",

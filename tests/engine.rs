@@ -614,10 +614,17 @@ async fn a_replan_in_sync_holds_each_spec_once_and_rewrites_no_state() {
     let saves = f.backend.history().len();
     let (p, base) = plan(&e).await;
     assert!(!base.learned, "refresh found every object as recorded");
-    assert!(base.state.resources.is_empty(), "the stored entries moved into the plan");
+    assert!(
+        base.state.resources.is_empty(),
+        "the stored entries moved into the plan"
+    );
     for c in &p.changes {
         assert_eq!(c.action, Action::NoOp);
-        assert!(c.before.is_none() && c.after.is_none(), "{} copies a spec", c.address);
+        assert!(
+            c.before.is_none() && c.after.is_none(),
+            "{} copies a spec",
+            c.address
+        );
         let refreshed = &p.refreshed[&c.address.to_string()].spec;
         assert_eq!(p.before(c), Some(refreshed));
         // The live spec has nulls for the optional fields the stack leaves out; the
@@ -628,14 +635,22 @@ async fn a_replan_in_sync_holds_each_spec_once_and_rewrites_no_state() {
         assert_eq!(after["name"], refreshed["name"]);
     }
     e.apply(&p, base).await.expect("apply");
-    assert_eq!(f.backend.history().len(), saves, "a no-op apply writes no state");
+    assert_eq!(
+        f.backend.history().len(),
+        saves,
+        "a no-op apply writes no state"
+    );
 
     // One object drifts: only its entry is new, and apply records it.
     f.cloud
         .set_live("d", json!({"name": "d", "value": "edited", "size": 1}));
     let (p, base) = plan(&e).await;
     assert!(base.learned);
-    let d = p.changes.iter().find(|c| c.address.to_string() == "test_thing.d").expect("d");
+    let d = p
+        .changes
+        .iter()
+        .find(|c| c.address.to_string() == "test_thing.d")
+        .expect("d");
     assert_eq!(d.action, Action::Update);
     assert!(d.after.is_some() && d.before.is_some());
 }

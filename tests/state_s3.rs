@@ -32,11 +32,13 @@ impl Store {
             kms_key_id: None,
             allow_unversioned: false,
             sandbox: self.sandbox,
+            create_bucket: false,
         }
     }
 
     async fn client(&self) -> aws_sdk_s3::Client {
-        let config = json!({"region": "us-east-1", "endpoint": self.endpoint, "sandbox": self.sandbox});
+        let config =
+            json!({"region": "us-east-1", "endpoint": self.endpoint, "sandbox": self.sandbox});
         terrain_providers::aws::config::s3(&Ctx::new("test", config))
             .await
             .expect("S3 client")
@@ -124,15 +126,30 @@ async fn a_writer_whose_version_was_replaced_is_refused_and_overwrites_nothing()
     first.save(&state(1, "l")).await.expect("first save");
 
     // Two runs read serial 1; the second saves first (the first one's lock was broken).
-    let (a, b) = (S3Backend::new(settings.clone()), S3Backend::new(settings.clone()));
+    let (a, b) = (
+        S3Backend::new(settings.clone()),
+        S3Backend::new(settings.clone()),
+    );
     a.load().await.expect("a loads");
     b.load().await.expect("b loads");
     b.save(&state(2, "l")).await.expect("b saves");
     let err = a.save(&state(2, "l-forked")).await.expect_err("a is stale");
     assert!(matches!(err, StateError::Stale { .. }), "{err}");
-    assert!(err.to_string().contains("s3://team-state/stack.json changed since this run read it"), "{err}");
-    let stored = S3Backend::new(settings).load().await.expect("load").expect("state");
-    assert_eq!((stored.serial, stored.lineage.as_str()), (2, "l"), "b's state stands");
+    assert!(
+        err.to_string()
+            .contains("s3://team-state/stack.json changed since this run read it"),
+        "{err}"
+    );
+    let stored = S3Backend::new(settings)
+        .load()
+        .await
+        .expect("load")
+        .expect("state");
+    assert_eq!(
+        (stored.serial, stored.lineage.as_str()),
+        (2, "l"),
+        "b's state stands"
+    );
 }
 
 #[tokio::test]
@@ -146,13 +163,19 @@ async fn a_state_put_whose_answer_was_lost_is_retried_without_a_fork() {
     // The next PUT lands but its answer is a 503: the SDK sends it again, now against
     // an ETag that moved; the backend finds its own write there.
     sandbox.faults().fail_after_effect(1);
-    backend.save(&state(2, "l")).await.expect("a retried save succeeds");
+    backend
+        .save(&state(2, "l"))
+        .await
+        .expect("a retried save succeeds");
     assert_eq!(
         sandbox.faults().spec().fail_after_effect,
         None,
         "the PUT's answer was lost"
     );
-    backend.save(&state(3, "l")).await.expect("and the next one too");
+    backend
+        .save(&state(3, "l"))
+        .await
+        .expect("and the next one too");
     let client = store.client().await;
     let versions = client
         .list_object_versions()
@@ -190,8 +213,14 @@ async fn a_503_burst_is_ridden_out() {
     let backend = S3Backend::new(store.settings("team-state", "stack.json"));
     backend.load().await.expect("load");
     sandbox.faults().burst(503, 2, 0);
-    backend.save(&state(1, "l")).await.expect("saved after the burst");
-    assert_eq!(backend.load().await.expect("load").map(|s| s.serial), Some(1));
+    backend
+        .save(&state(1, "l"))
+        .await
+        .expect("saved after the burst");
+    assert_eq!(
+        backend.load().await.expect("load").map(|s| s.serial),
+        Some(1)
+    );
 }
 
 #[tokio::test]
@@ -205,7 +234,10 @@ async fn a_bucket_without_versions_is_refused_unless_allowed() {
         .expect_err("refused");
     assert!(matches!(err, StateError::Unversioned { .. }), "{err}");
     let text = err.to_string();
-    assert!(text.contains("bucket plain does not keep object versions"), "{text}");
+    assert!(
+        text.contains("bucket plain does not keep object versions"),
+        "{text}"
+    );
     assert!(text.contains("allow_unversioned = true"), "{text}");
     settings.allow_unversioned = true;
     let backend = S3Backend::new(settings);
@@ -230,11 +262,17 @@ async fn the_state_object_is_encrypted_at_rest() {
         .send()
         .await
         .expect("head");
-    assert_eq!(head.server_side_encryption().map(|s| s.as_str()), Some("AES256"));
+    assert_eq!(
+        head.server_side_encryption().map(|s| s.as_str()),
+        Some("AES256")
+    );
 
     settings.key = "kms.json".into();
     settings.kms_key_id = Some("arn:aws:kms:us-east-1:123456789012:key/terrain-state".into());
-    S3Backend::new(settings).save(&state(1, "l")).await.expect("save");
+    S3Backend::new(settings)
+        .save(&state(1, "l"))
+        .await
+        .expect("save");
     let head = client
         .head_object()
         .bucket("team-state")
@@ -242,7 +280,10 @@ async fn the_state_object_is_encrypted_at_rest() {
         .send()
         .await
         .expect("head");
-    assert_eq!(head.server_side_encryption().map(|s| s.as_str()), Some("aws:kms"));
+    assert_eq!(
+        head.server_side_encryption().map(|s| s.as_str()),
+        Some("aws:kms")
+    );
     assert_eq!(
         head.ssekms_key_id(),
         Some("arn:aws:kms:us-east-1:123456789012:key/terrain-state")
@@ -261,17 +302,30 @@ async fn a_lock_held_elsewhere_names_its_holder_and_the_unlock_command() {
         operation: "apply".into(),
         created: "2026-11-26T10:00:00Z".into(),
     };
-    S3Backend::new(settings.clone()).lock(&holder).await.expect("lock");
+    S3Backend::new(settings.clone())
+        .lock(&holder)
+        .await
+        .expect("lock");
     let err = S3Backend::new(settings.clone())
         .lock(&LockInfo::new("apply"))
         .await
         .expect_err("held");
     let text = err.to_string();
-    assert!(text.contains("s3://team-state/stack.json is locked by ci@runner-7 (pid 4242) for `apply`"), "{text}");
-    assert!(text.contains("terrain force-unlock 7d1c0c52-1111-4222-8333-944455556666"), "{text}");
+    assert!(
+        text.contains("s3://team-state/stack.json is locked by ci@runner-7 (pid 4242) for `apply`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("terrain force-unlock 7d1c0c52-1111-4222-8333-944455556666"),
+        "{text}"
+    );
     S3Backend::new(settings.clone())
         .force_unlock(&holder.id)
         .await
         .expect("force-unlock");
-    assert!(S3Backend::new(settings).lock_info().await.expect("info").is_none());
+    assert!(S3Backend::new(settings)
+        .lock_info()
+        .await
+        .expect("info")
+        .is_none());
 }

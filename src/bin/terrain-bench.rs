@@ -374,9 +374,11 @@ fn load_stack(stack_dir: &Path, registry: &Registry) -> Result<Stack> {
     Ok(stack)
 }
 
+/// The synthetic stack keeps its state in a local file (its `[stack] backend`).
 fn state_path(stack: &Stack) -> PathBuf {
     match &stack.backend {
         BackendConfig::Local { path } => path.clone(),
+        BackendConfig::S3(_) => stack.dir.join("state.json"),
     }
 }
 

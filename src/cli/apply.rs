@@ -50,14 +50,12 @@ async fn build(
 ) -> anyhow::Result<(common::Session, Style)> {
     let registry = common::registry();
     let stack = common::load_stack(stack_args, &registry)?;
-    let backend = common::backend(&stack, stack_args);
     let style = Style::detect(stack_args.no_color);
     let engine = common::engine(
         stack_args,
         operation,
         stack,
         registry,
-        backend,
         run.parallelism,
         Progress::new(style),
     )
@@ -122,7 +120,9 @@ async fn apply_saved(file: &std::path::Path, args: &ApplyArgs) -> anyhow::Result
     let result = common::with_lock(&*backend, "apply", args.run.lock_timeout, async {
         let stored = engine.backend.load().await?;
         engine.check_fresh(&plan, stored.as_ref())?;
-        let report = engine.apply(&plan, Base::against(stored.unwrap_or_default(), &plan)).await?;
+        let report = engine
+            .apply(&plan, Base::against(stored.unwrap_or_default(), &plan))
+            .await?;
         finish(&report, plan.destroy);
         Ok(Exit::Ok)
     })

@@ -16,6 +16,7 @@ use crate::engine::{Engine, Observer, Settings};
 use crate::output::{self, Style};
 use crate::stack::{self, BackendConfig, LoadOptions, Stack};
 use crate::state::local::LocalBackend;
+use crate::state::s3::S3Backend;
 use crate::state::{lock, Backend, LockInfo};
 use crate::walk::Cancel;
 
@@ -88,17 +89,41 @@ pub fn load_stack(args: &StackArgs, registry: &Registry) -> anyhow::Result<Stack
     }
 }
 
-/// Where the state lives: `--state`, else what the stack says; on `--sandbox` runs, the
-/// `sandbox/` directory beside it, so sandbox and real state never mix.
-pub fn state_path(stack: &Stack, args: &StackArgs) -> PathBuf {
+/// The local state file of this run: `--state`, else the stack's local backend; `None`
+/// when the state is remote. On `--sandbox` runs, under the `sandbox/` directory beside
+/// it, so sandbox and real state never mix.
+pub fn state_path(stack: &Stack, args: &StackArgs) -> Option<PathBuf> {
     let path = match (&args.state, &stack.backend) {
         (Some(p), _) => p.clone(),
         (None, BackendConfig::Local { path }) => path.clone(),
+        (None, BackendConfig::S3(_)) => return None,
     };
+    Some(run_path(stack, args, &path))
+}
+
+/// The directory of the sandbox of `--sandbox` runs: `sandbox/` beside the local state
+/// file, or beside where a local state would be (`state/<stack>.json`) when the state
+/// is remote.
+fn sandbox_dir(stack: &Stack, args: &StackArgs) -> PathBuf {
+    let anchor = state_path(stack, args).unwrap_or_else(|| {
+        run_path(
+            stack,
+            args,
+            &PathBuf::from("state").join(format!("{}.json", stack.name)),
+        )
+    });
+    anchor
+        .parent()
+        .map_or_else(|| PathBuf::from("sandbox"), std::path::Path::to_path_buf)
+}
+
+/// `path` (of the stack's) as this run uses it: under `sandbox/` on `--sandbox` runs,
+/// and absolute when the run works in the stack's directory.
+fn run_path(stack: &Stack, args: &StackArgs, path: &std::path::Path) -> PathBuf {
     let path = if args.sandbox {
-        super::sandbox::state_path(&path)
+        super::sandbox::state_path(path)
     } else {
-        path
+        path.to_path_buf()
     };
     // Absolute when the run works in another directory, the stack's (see
     // `enter_stack_dir`); as given otherwise, which reads better in messages.
@@ -148,9 +173,76 @@ impl std::ops::Deref for Session {
     }
 }
 
-/// The state backend for this run.
-pub fn backend(stack: &Stack, args: &StackArgs) -> Arc<dyn Backend> {
-    Arc::new(LocalBackend::new(state_path(stack, args)))
+/// The state of a command that runs no engine, and on `--sandbox` runs with a remote
+/// backend the sandbox that holds it (kept attached while the session lives).
+pub struct StateSession {
+    backend: Arc<dyn Backend>,
+    sandbox: Option<super::sandbox::Attached>,
+}
+
+impl StateSession {
+    /// Stops an in-process sandbox.
+    pub async fn close(self) {
+        if let Some(s) = self.sandbox {
+            s.close().await;
+        }
+    }
+}
+
+impl std::ops::Deref for StateSession {
+    type Target = Arc<dyn Backend>;
+    fn deref(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+}
+
+/// The state backend for a command that runs no engine (`operation` names it to the
+/// sandbox's lock).
+pub async fn backend(
+    stack: &Stack,
+    args: &StackArgs,
+    operation: &str,
+) -> anyhow::Result<StateSession> {
+    let sandbox = match state_path(stack, args) {
+        None if args.sandbox => {
+            Some(super::sandbox::attach(&sandbox_dir(stack, args), operation).await?)
+        }
+        _ => None,
+    };
+    let backend = open_backend(stack, args, sandbox.as_ref())?;
+    Ok(StateSession { backend, sandbox })
+}
+
+/// The backend of this run: the local file, or the remote store (on `--sandbox` runs,
+/// the sandbox's, where the bucket is made on first use).
+fn open_backend(
+    stack: &Stack,
+    args: &StackArgs,
+    sandbox: Option<&super::sandbox::Attached>,
+) -> anyhow::Result<Arc<dyn Backend>> {
+    if let Some(path) = state_path(stack, args) {
+        return Ok(Arc::new(LocalBackend::new(path)));
+    }
+    match &stack.backend {
+        BackendConfig::Local { path } => {
+            Ok(Arc::new(LocalBackend::new(run_path(stack, args, path))))
+        }
+        BackendConfig::S3(settings) => {
+            let mut settings = settings.clone();
+            if args.sandbox {
+                let sandbox = sandbox.context(
+                    "a --sandbox run keeps its S3 state in the sandbox, which is not attached",
+                )?;
+                settings.endpoint = Some(sandbox.url.clone());
+                settings.sandbox = true;
+                settings.create_bucket = true;
+                settings
+                    .region
+                    .get_or_insert_with(|| "us-east-1".to_string());
+            }
+            Ok(Arc::new(S3Backend::new(settings)))
+        }
+    }
 }
 
 /// An engine for `stack`, attached to the sandbox on `--sandbox` runs. With
@@ -160,7 +252,6 @@ pub async fn engine(
     operation: &str,
     stack: Stack,
     registry: Registry,
-    backend: Arc<dyn Backend>,
     parallelism: u16,
     observer: Arc<dyn Observer>,
 ) -> anyhow::Result<Session> {
@@ -174,11 +265,13 @@ pub async fn engine(
         }
         _ => observer,
     };
-    let sandbox = match state_path(&stack, args).parent() {
-        // The sandbox lives beside the stack's sandbox state (`state/sandbox/`).
-        Some(dir) if args.sandbox => Some(super::sandbox::attach(dir, operation).await?),
-        _ => None,
+    // The sandbox lives beside the stack's sandbox state (`state/sandbox/`).
+    let sandbox = if args.sandbox {
+        Some(super::sandbox::attach(&sandbox_dir(&stack, args), operation).await?)
+    } else {
+        None
     };
+    let backend = open_backend(&stack, args, sandbox.as_ref())?;
     // Every path of terrain's own (state, log, sandbox) is absolute by now.
     enter_stack_dir(&stack.dir)?;
     let provider_overrides = sandbox

@@ -16,7 +16,7 @@ pub struct ForceUnlockArgs {
 pub async fn run(args: ForceUnlockArgs) -> anyhow::Result<Exit> {
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
-    let backend = common::backend(&stack, &args.stack);
+    let backend = common::backend(&stack, &args.stack, "force-unlock").await?;
     let holder = backend.lock_info().await?;
     backend.force_unlock(&args.id).await?;
     let who = holder
@@ -27,5 +27,6 @@ pub async fn run(args: ForceUnlockArgs) -> anyhow::Result<Exit> {
         args.id,
         backend.location()
     ));
+    backend.close().await;
     Ok(Exit::Ok)
 }

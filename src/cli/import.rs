@@ -23,17 +23,16 @@ pub struct ImportArgs {
 pub async fn run(args: ImportArgs) -> anyhow::Result<Exit> {
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
-    let backend = common::backend(&stack, &args.stack);
     let engine = common::engine(
         &args.stack,
         "terrain import",
         stack,
         registry,
-        backend.clone(),
         args.run.parallelism,
         std::sync::Arc::new(Quiet),
     )
     .await?;
+    let backend = engine.backend.clone();
     common::with_lock(&*backend, "import", args.run.lock_timeout, async {
         let mut state = engine.load_state().await?;
         let key = args.address.to_string();

@@ -24,17 +24,16 @@ pub struct LogsArgs {
 pub async fn run(args: LogsArgs) -> anyhow::Result<Exit> {
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
-    let backend = common::backend(&stack, &args.stack);
     let engine = common::engine(
         &args.stack,
         "terrain logs",
         stack,
         registry,
-        backend.clone(),
         1,
         Arc::new(Quiet),
     )
     .await?;
+    let backend = engine.backend.clone();
     let state = backend.load().await?.unwrap_or_default();
     let sink: terrain_providers::LineSink =
         Arc::new(|line: &str| output::print(&format!("{line}\n")));

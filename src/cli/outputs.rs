@@ -44,8 +44,9 @@ pub fn render_all(outputs: &BTreeMap<String, OutputState>) -> String {
 pub async fn run(args: OutputArgs) -> anyhow::Result<Exit> {
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
-    let backend = common::backend(&stack, &args.stack);
+    let backend = common::backend(&stack, &args.stack, "outputs").await?;
     let state = backend.load().await?.unwrap_or_default();
+    backend.close().await;
     match &args.name {
         Some(name) => {
             let o = state.outputs.get(name).with_context(|| {

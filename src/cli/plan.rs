@@ -38,13 +38,11 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     let out_file = args.out.as_deref().map(common::absolute);
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
-    let backend = common::backend(&stack, &args.stack);
     let engine = common::engine(
         &args.stack,
         "terrain plan",
         stack,
         registry,
-        backend,
         args.run.parallelism,
         std::sync::Arc::new(Quiet),
     )

@@ -65,17 +65,16 @@ pub fn to_yaml(objects: &[Value]) -> anyhow::Result<String> {
 pub async fn run(args: RenderArgs) -> anyhow::Result<Exit> {
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
-    let backend = common::backend(&stack, &args.stack);
     let engine = common::engine(
         &args.stack,
         "terrain render",
         stack,
         registry,
-        backend.clone(),
         1,
         std::sync::Arc::new(Quiet),
     )
     .await?;
+    let backend = engine.backend.clone();
     let state = backend.load().await?.unwrap_or_default();
     let objects: Vec<Value> = engine
         .render(&args.address, &state)?

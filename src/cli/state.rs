@@ -53,10 +53,9 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
     match cmd {
         StateCommand::List(Plain { stack: args }) => {
             let stack = common::load_stack(&args, &registry)?;
-            let state = common::backend(&stack, &args)
-                .load()
-                .await?
-                .unwrap_or_default();
+            let backend = common::backend(&stack, &args, "state").await?;
+            let state = backend.load().await?.unwrap_or_default();
+            backend.close().await;
             let text: String = state.resources.keys().map(|k| format!("{k}\n")).collect();
             output::print(&text);
         }
@@ -65,10 +64,9 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
             stack: args,
         } => {
             let stack = common::load_stack(&args, &registry)?;
-            let state = common::backend(&stack, &args)
-                .load()
-                .await?
-                .unwrap_or_default();
+            let backend = common::backend(&stack, &args, "state").await?;
+            let state = backend.load().await?.unwrap_or_default();
+            backend.close().await;
             let r = state
                 .resources
                 .get(&address.to_string())
@@ -97,9 +95,10 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
         }
         StateCommand::Journal(Plain { stack: args }) => {
             let stack = common::load_stack(&args, &registry)?;
-            let backend = common::backend(&stack, &args);
+            let backend = common::backend(&stack, &args, "state journal").await?;
             let records = backend.journal().await?;
             output::print(&journal_lines(&backend.location(), &records));
+            backend.close().await;
         }
         StateCommand::Rm {
             addresses,
@@ -107,8 +106,8 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
             run,
         } => {
             let stack = common::load_stack(&args, &registry)?;
-            let backend = common::backend(&stack, &args);
-            common::with_lock(&*backend, "state rm", run.lock_timeout, async {
+            let backend = common::backend(&stack, &args, "state rm").await?;
+            common::with_lock(&**backend, "state rm", run.lock_timeout, async {
                 let mut state = backend.load().await?.unwrap_or_default();
                 for a in &addresses {
                     if !state.resources.contains_key(&a.to_string()) {
@@ -140,8 +139,8 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
             run,
         } => {
             let stack = common::load_stack(&args, &registry)?;
-            let backend = common::backend(&stack, &args);
-            common::with_lock(&*backend, "state mv", run.lock_timeout, async {
+            let backend = common::backend(&stack, &args, "state mv").await?;
+            common::with_lock(&**backend, "state mv", run.lock_timeout, async {
                 let mut state = backend.load().await?.unwrap_or_default();
                 if from.kind != to.kind {
                     anyhow::bail!("cannot move {from} to {to}: a resource keeps its kind");

@@ -44,17 +44,16 @@ pub fn render(statuses: &[Status], style: Style) -> String {
 pub async fn run(args: StatusArgs) -> anyhow::Result<Exit> {
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
-    let backend = common::backend(&stack, &args.stack);
     let engine = common::engine(
         &args.stack,
         "terrain status",
         stack,
         registry,
-        backend.clone(),
         args.parallelism,
         std::sync::Arc::new(Quiet),
     )
     .await?;
+    let backend = engine.backend.clone();
     let state = backend.load().await?.unwrap_or_default();
     let statuses = engine.status(&state).await;
     output::print(&render(&statuses, Style::detect(args.stack.no_color)));

@@ -12,8 +12,7 @@ use terrain_providers::{Schema, Type};
 use super::load::{Entry, RawResource, RawStack, RESERVED};
 use super::source::{did_you_mean, Diagnostic, Sources, Span, StackErrors};
 use super::{
-    BackendConfig, Lifecycle, LoadOptions, Node, NodeKind, OutputConfig, Ref, ResourceConfig,
-    Stack, Variable,
+    Lifecycle, LoadOptions, Node, NodeKind, OutputConfig, Ref, ResourceConfig, Stack, Variable,
 };
 use crate::addr::{is_identifier, Address};
 use crate::desired;
@@ -31,9 +30,21 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         diags: Vec::new(),
         declared_vars: raw.variables.iter().map(|(n, _, _)| n.clone()).collect(),
     };
-    let (name, backend) = c.stack_section(&raw);
+    let (name, legacy_backend) = c.stack_section(&raw);
     let providers = c.providers(&raw.providers, opts);
     let variables = c.variables(&raw.variables, opts);
+    let (backend, problems) = super::backend::check(
+        &raw.sources,
+        &super::backend::Declared {
+            tables: &raw.backends,
+            legacy: legacy_backend,
+        },
+        &name,
+        &raw.dir,
+        &variables,
+        opts.env,
+    );
+    c.diags.extend(problems);
     let resources = c.resources(raw_resources, opts);
     let outputs = c.outputs(&raw.outputs, &variables, &resources, opts);
     for (addr, rc) in &resources {
@@ -153,7 +164,9 @@ impl Checker<'_> {
         }
     }
 
-    fn stack_section(&mut self, raw: &RawStack) -> (String, BackendConfig) {
+    /// The stack's name, and `backend = {…}` if written: its local path, and the span of
+    /// the key.
+    fn stack_section(&mut self, raw: &RawStack) -> (String, Option<(Option<PathBuf>, Span)>) {
         let default_name = raw
             .dir
             .canonicalize()
@@ -163,6 +176,7 @@ impl Checker<'_> {
             .unwrap_or_else(|| "default".to_string());
         let mut name = default_name;
         let mut backend_path: Option<PathBuf> = None;
+        let mut legacy: Option<Span> = None;
         if let Some((_, node)) = &raw.stack {
             for (key, kspan, value) in self.table("[stack]", node).to_vec() {
                 match key.as_str() {
@@ -183,6 +197,7 @@ impl Checker<'_> {
                         self.literal_str("stack.description", &value);
                     }
                     "backend" => {
+                        legacy = Some(kspan);
                         for (bkey, bspan, bvalue) in self.table("stack.backend", &value).to_vec() {
                             match bkey.as_str() {
                                 "type" => {
@@ -197,7 +212,7 @@ impl Checker<'_> {
                                                     ),
                                                     "unknown backend",
                                                 )
-                                                .help("supported backends: local"),
+                                                .help("write [backend.<type>] tables for other backends (local, s3)"),
                                             );
                                         }
                                     }
@@ -225,9 +240,7 @@ impl Checker<'_> {
                 }
             }
         }
-        let path =
-            backend_path.unwrap_or_else(|| PathBuf::from("state").join(format!("{name}.json")));
-        (name, BackendConfig::Local { path })
+        (name, legacy.map(|at| (backend_path, at)))
     }
 
     fn providers(&mut self, entries: &[Entry], opts: &LoadOptions<'_>) -> BTreeMap<String, Node> {

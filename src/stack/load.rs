@@ -13,7 +13,7 @@ use super::source::{Diagnostic, FileId, SourceFile, Sources, Span, StackErrors};
 use super::LoadOptions;
 
 /// Top-level tables with a meaning of their own; every other table is a resource kind.
-pub const RESERVED: [&str; 4] = ["stack", "providers", "variables", "outputs"];
+pub const RESERVED: [&str; 5] = ["stack", "providers", "variables", "outputs", "backend"];
 
 /// An entry of a section: its name, the span of the name, and its value.
 pub type Entry = (String, Span, Node);
@@ -34,6 +34,8 @@ pub struct RawStack {
     /// The `[stack]` table and the span of its key, if any file has one.
     pub stack: Option<(Span, Node)>,
     pub providers: Vec<Entry>,
+    /// `[backend.<type>]` tables.
+    pub backends: Vec<Entry>,
     pub variables: Vec<Entry>,
     pub outputs: Vec<Entry>,
     pub resources: Vec<RawResource>,
@@ -80,6 +82,7 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
         sources: Sources::default(),
         stack: None,
         providers: Vec::new(),
+        backends: Vec::new(),
         variables: Vec::new(),
         outputs: Vec::new(),
         resources: Vec::new(),
@@ -125,9 +128,10 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
                         raw.stack = Some((key_span, node));
                     }
                 }
-                "providers" | "variables" | "outputs" => {
+                "providers" | "variables" | "outputs" | "backend" => {
                     let section = match name.as_str() {
                         "providers" => &mut raw.providers,
+                        "backend" => &mut raw.backends,
                         "variables" => &mut raw.variables,
                         _ => &mut raw.outputs,
                     };

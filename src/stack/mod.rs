@@ -6,6 +6,7 @@
 //! then [`check`] validates them against the registry; every problem found is reported
 //! at once with file:line:col.
 
+pub mod backend;
 pub mod check;
 pub mod expr;
 pub mod load;
@@ -70,6 +71,8 @@ impl std::fmt::Debug for Stack {
 pub enum BackendConfig {
     /// A JSON file on this machine.
     Local { path: PathBuf },
+    /// An object in an S3 bucket.
+    S3(crate::state::s3::S3Settings),
 }
 
 /// A variable with its value for this run.

@@ -3,15 +3,19 @@
 //! last read or wrote (`If-Match` on its ETag, `If-None-Match: *` when there was none),
 //! so a writer that lost its lock cannot clobber a newer state. The bucket must keep
 //! versions (every save is a version to roll back to) unless the stack allows
-//! otherwise. The lock is an object beside the state, `KEY.lock`, created with
-//! `If-None-Match: *` and holding the [`LockInfo`] of its holder.
+//! otherwise (on `--sandbox` runs the bucket is made, versioned, on first use). The
+//! lock is an object beside the state, `KEY.lock`, created with `If-None-Match: *` and
+//! holding the [`LockInfo`] of its holder.
 
 use std::sync::Mutex;
 
 use async_trait::async_trait;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{BucketVersioningStatus, ServerSideEncryption};
+use aws_sdk_s3::types::{
+    BucketLocationConstraint, BucketVersioningStatus, CreateBucketConfiguration,
+    ServerSideEncryption, VersioningConfiguration,
+};
 use aws_sdk_s3::Client;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use serde_json::json;
@@ -36,6 +40,9 @@ pub struct S3Settings {
     pub allow_unversioned: bool,
     /// Sign with the sandbox's fixed credentials instead of the default chain.
     pub sandbox: bool,
+    /// Make the bucket, keeping versions, when it does not exist (the sandbox's S3
+    /// starts empty); a real bucket is the team's to create.
+    pub create_bucket: bool,
 }
 
 /// What this client knows of the stored state object.
@@ -72,7 +79,10 @@ where
 {
     CallError {
         status: e.raw_response().map(HasStatus::status),
-        code: e.as_service_error().and_then(|s| s.code()).map(str::to_string),
+        code: e
+            .as_service_error()
+            .and_then(|s| s.code())
+            .map(str::to_string),
         message: DisplayErrorContext(e).to_string(),
     }
 }
@@ -155,12 +165,23 @@ impl S3Backend {
                     return Ok(());
                 }
                 let client = self.client().await?;
-                let out = client
+                let asked = client
                     .get_bucket_versioning()
                     .bucket(&self.settings.bucket)
                     .send()
-                    .await
-                    .map_err(|e| self.remote("s3.GetBucketVersioning", call_error(&e)))?;
+                    .await;
+                let out = match asked {
+                    Err(e)
+                        if self.settings.create_bucket
+                            && call_error(&e).code.as_deref() == Some("NoSuchBucket") =>
+                    {
+                        self.create_bucket(client).await?;
+                        return Ok(());
+                    }
+                    other => {
+                        other.map_err(|e| self.remote("s3.GetBucketVersioning", call_error(&e)))?
+                    }
+                };
                 if out.status() == Some(&BucketVersioningStatus::Enabled) {
                     Ok(())
                 } else {
@@ -174,6 +195,40 @@ impl S3Backend {
             .map(|_| ())
     }
 
+    /// Makes the bucket, keeping versions.
+    async fn create_bucket(&self, client: &Client) -> Result<(), StateError> {
+        let bucket = &self.settings.bucket;
+        let mut create = client.create_bucket().bucket(bucket);
+        if let Some(region) = self
+            .settings
+            .region
+            .as_deref()
+            .filter(|r| *r != "us-east-1")
+        {
+            create = create.create_bucket_configuration(
+                CreateBucketConfiguration::builder()
+                    .location_constraint(BucketLocationConstraint::from(region))
+                    .build(),
+            );
+        }
+        create
+            .send()
+            .await
+            .map_err(|e| self.remote("s3.CreateBucket", call_error(&e)))?;
+        client
+            .put_bucket_versioning()
+            .bucket(bucket)
+            .versioning_configuration(
+                VersioningConfiguration::builder()
+                    .status(BucketVersioningStatus::Enabled)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| self.remote("s3.PutBucketVersioning", call_error(&e)))?;
+        Ok(())
+    }
+
     /// The object at `key` and its ETag; `None` when there is none.
     async fn get(&self, key: &str) -> Result<Option<(Vec<u8>, String)>, StateError> {
         let client = self.client().await?;
@@ -185,9 +240,7 @@ impl S3Backend {
             .await
         {
             Ok(out) => out,
-            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => {
-                return Ok(None)
-            }
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => return Ok(None),
             Err(e) => {
                 let e = call_error(&e);
                 if e.status == Some(404) {
@@ -313,11 +366,9 @@ impl Backend for S3Backend {
 
     async fn save(&self, state: &State) -> Result<(), StateError> {
         self.check_versioning().await?;
-        let mut bytes = serde_json::to_vec_pretty(state).map_err(|source| {
-            StateError::Encode {
-                location: self.location(),
-                source,
-            }
+        let mut bytes = serde_json::to_vec_pretty(state).map_err(|source| StateError::Encode {
+            location: self.location(),
+            source,
         })?;
         bytes.push(b'\n');
         let mut condition = self.seen();
@@ -362,7 +413,10 @@ impl Backend for S3Backend {
         })?;
         // A lock released between our refused write and our read of it: try again.
         for _ in 0..3 {
-            match self.put(&self.lock_key(), body.clone(), &Seen::Absent).await? {
+            match self
+                .put(&self.lock_key(), body.clone(), &Seen::Absent)
+                .await?
+            {
                 Ok(_) => return Ok(()),
                 Err(e)
                     if e.status == Some(412)
