@@ -218,6 +218,11 @@ async fn a_503_burst_is_ridden_out() {
         .await
         .expect("saved after the burst");
     assert_eq!(
+        sandbox.faults().spec().burst,
+        None,
+        "the burst was answered"
+    );
+    assert_eq!(
         backend.load().await.expect("load").map(|s| s.serial),
         Some(1)
     );

@@ -1,6 +1,6 @@
-//! Working as a team, through the real binary: a stack whose state lives in S3, run on
-//! the sandbox (whose S3 holds the state, the bucket made on first use) with the state
-//! commands reading it there; and two applies of one stack from two processes sharing
+//! Working as a team, through the real binary: a stack whose state lives in S3 or GCS,
+//! run on the sandbox (whose storage holds the state, the bucket made on first use)
+//! with the state commands reading it there; and two applies of one stack from two processes sharing
 //! a served sandbox, the second refused at once naming the holder, a third waiting for
 //! the lock with `--lock-timeout`.
 
@@ -72,6 +72,43 @@ fn s3_state_on_the_sandbox_holds_the_stack_and_no_local_state_is_written() {
     let list = work.run(&["state", "list", "--sandbox"]);
     list.success();
     assert_eq!(list.stdout, "");
+}
+
+#[test]
+fn gcs_state_on_the_sandbox_holds_the_stack_and_no_local_state_is_written() {
+    let work = Work::new();
+    work.write(
+        "stack.toml",
+        &stack("").replace(
+            "[backend.s3]\nbucket = \"team-state\"\nkey = \"ml/tiny.json\"\nregion = \"us-east-1\"\n",
+            "[backend.gcs]\nbucket = \"team-state\"\nprefix = \"ml/tiny\"\n",
+        ),
+    );
+    assert!(work.read("stack.toml").contains("[backend.gcs]"));
+    work.run(&["apply", "--sandbox", "--auto-approve"])
+        .success();
+    assert!(
+        !work.exists("state/sandbox/tiny.json") && !work.exists("state/tiny.json"),
+        "{:?}",
+        work.files()
+    );
+    let list = work.run(&["state", "list", "--sandbox"]);
+    list.success();
+    assert_eq!(list.stdout, "gcs_bucket.data\n");
+    let inventory = work.run(&["sandbox", "list"]);
+    inventory.success();
+    for line in [
+        "gcs bucket team-state",
+        "gcs object team-state/ml/tiny/default.json",
+    ] {
+        assert!(
+            inventory.stdout.lines().any(|l| l == line),
+            "{line}:\n{}",
+            inventory.stdout
+        );
+    }
+    work.run(&["plan", "--sandbox", "--detailed-exitcode"])
+        .expect_code(0);
 }
 
 #[test]

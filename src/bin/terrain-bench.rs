@@ -378,7 +378,7 @@ fn load_stack(stack_dir: &Path, registry: &Registry) -> Result<Stack> {
 fn state_path(stack: &Stack) -> PathBuf {
     match &stack.backend {
         BackendConfig::Local { path } => path.clone(),
-        BackendConfig::S3(_) => stack.dir.join("state.json"),
+        BackendConfig::S3(_) | BackendConfig::Gcs(_) => stack.dir.join("state.json"),
     }
 }
 

@@ -15,10 +15,12 @@ use super::{Reported, StackArgs};
 use crate::engine::{Engine, Observer, Settings};
 use crate::output::{self, Style};
 use crate::stack::{self, BackendConfig, LoadOptions, Stack};
+use crate::state::gcs::GcsBackend;
 use crate::state::local::LocalBackend;
 use crate::state::s3::S3Backend;
 use crate::state::{lock, Backend, LockInfo};
 use crate::walk::Cancel;
+use terrain_providers::gcp::config::{credential_source, CredentialSource};
 
 /// The registry of kinds this binary offers.
 pub fn registry() -> Registry {
@@ -96,7 +98,7 @@ pub fn state_path(stack: &Stack, args: &StackArgs) -> Option<PathBuf> {
     let path = match (&args.state, &stack.backend) {
         (Some(p), _) => p.clone(),
         (None, BackendConfig::Local { path }) => path.clone(),
-        (None, BackendConfig::S3(_)) => return None,
+        (None, BackendConfig::S3(_) | BackendConfig::Gcs(_)) => return None,
     };
     Some(run_path(stack, args, &path))
 }
@@ -241,6 +243,21 @@ fn open_backend(
                     .get_or_insert_with(|| "us-east-1".to_string());
             }
             Ok(Arc::new(S3Backend::new(settings)))
+        }
+        BackendConfig::Gcs(settings) => {
+            let mut settings = settings.clone();
+            let credentials = if args.sandbox {
+                let sandbox = sandbox.context(
+                    "a --sandbox run keeps its GCS state in the sandbox, which is not attached",
+                )?;
+                settings.endpoint = Some(sandbox.storage_root());
+                settings.create_in_project = Some(super::sandbox::STATE_PROJECT.to_string());
+                CredentialSource::TokenFile(sandbox.token_file().display().to_string())
+            } else {
+                // Google's usual chain, as gcloud reads it: a token file, a token, ADC.
+                credential_source(None, None, &|k| std::env::var(k).ok())
+            };
+            Ok(Arc::new(GcsBackend::new(settings, credentials)))
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Where a stack's state lives: one `[backend.<type>]` table (`local` or `s3`), or the
+//! Where a stack's state lives: one `[backend.<type>]` table (`local`, `s3`, `gcs`), or the
 //! older `[stack] backend = { type = "local", path = … }`. Checked and evaluated at
 //! load: values may use variables and the environment but never resource attributes
 //! (the state must be found before anything is read), and a value derived from a
@@ -12,13 +12,15 @@ use super::expr::{Node, NodeKind, Ref};
 use super::load::Entry;
 use super::source::{did_you_mean, Diagnostic, Sources, Span};
 use super::{BackendConfig, Variable};
+use crate::state::gcs::GcsSettings;
 use crate::state::s3::S3Settings;
 use std::collections::BTreeMap;
 
 /// The backend types a stack may name.
-pub const TYPES: [&str; 2] = ["local", "s3"];
+pub const TYPES: [&str; 3] = ["local", "s3", "gcs"];
 
 const LOCAL_KEYS: [&str; 1] = ["path"];
+const GCS_KEYS: [&str; 4] = ["bucket", "prefix", "kms_key_name", "allow_unversioned"];
 const S3_KEYS: [&str; 6] = [
     "bucket",
     "key",
@@ -80,6 +82,7 @@ pub fn check(
             let config = match kind.as_str() {
                 "local" => values.local(node, name, dir),
                 "s3" => values.s3(node, *span),
+                "gcs" => values.gcs(node, *span),
                 other => {
                     diags.push(
                         Diagnostic::at(
@@ -314,7 +317,23 @@ impl Values<'_, '_> {
         self.checked(values.get("kms_key_id"), "kms_key_id", |k| {
             terrain_providers::aws::catalog::check_kms_key(k, key_region.as_deref())
         });
-        let allow_unversioned = match values.get("allow_unversioned") {
+        let allow_unversioned = self.allow_unversioned(&values);
+        Some(BackendConfig::S3(S3Settings {
+            bucket: bucket?,
+            key: key?,
+            region,
+            endpoint,
+            kms_key_id,
+            allow_unversioned,
+            sandbox: false,
+            create_bucket: false,
+        }))
+    }
+}
+
+impl Values<'_, '_> {
+    fn allow_unversioned(&mut self, values: &BTreeMap<String, Got>) -> bool {
+        match values.get("allow_unversioned") {
             None => false,
             Some(Got {
                 value: Value::Bool(b),
@@ -332,17 +351,62 @@ impl Values<'_, '_> {
                 );
                 false
             }
-        };
-        Some(BackendConfig::S3(S3Settings {
+        }
+    }
+
+    fn gcs(&mut self, node: &Node, table: Span) -> Option<BackendConfig> {
+        let values = self.entries(node, &GCS_KEYS);
+        let bucket = self.required(&values, "bucket", table);
+        self.checked(
+            values.get("bucket"),
+            "bucket",
+            terrain_providers::gcp::catalog::check_bucket_name,
+        );
+        let prefix = self
+            .string(values.get("prefix"), "prefix")
+            .unwrap_or_default();
+        self.checked(values.get("prefix"), "prefix", check_prefix);
+        let kms_key_name = self.string(values.get("kms_key_name"), "kms_key_name");
+        self.checked(
+            values.get("kms_key_name"),
+            "kms_key_name",
+            check_kms_key_name,
+        );
+        let allow_unversioned = self.allow_unversioned(&values);
+        Some(BackendConfig::Gcs(GcsSettings {
             bucket: bucket?,
-            key: key?,
-            region,
-            endpoint,
-            kms_key_id,
+            prefix,
+            kms_key_name,
             allow_unversioned,
-            sandbox: false,
-            create_bucket: false,
+            endpoint: None,
+            create_in_project: None,
         }))
+    }
+}
+
+/// A folder for the state in a GCS bucket: no leading slash.
+fn check_prefix(prefix: &str) -> Result<(), String> {
+    if prefix.starts_with('/') {
+        return Err(format!(
+            "`{prefix}` starts with `/`; object names do not (write `{}`)",
+            prefix.trim_start_matches('/')
+        ));
+    }
+    Ok(())
+}
+
+/// A Cloud KMS key: `projects/P/locations/L/keyRings/R/cryptoKeys/K`.
+fn check_kms_key_name(key: &str) -> Result<(), String> {
+    let parts: Vec<&str> = key.split('/').collect();
+    match parts.as_slice() {
+        ["projects", p, "locations", l, "keyRings", r, "cryptoKeys", k]
+            if [p, l, r, k].iter().all(|s| !s.is_empty()) =>
+        {
+            Ok(())
+        }
+        _ => Err(format!(
+            "`{key}` is not a Cloud KMS key name; write projects/PROJECT/locations/LOCATION/keyRings/RING/cryptoKeys/KEY"
+        )),
     }
 }
 

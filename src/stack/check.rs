@@ -212,7 +212,7 @@ impl Checker<'_> {
                                                     ),
                                                     "unknown backend",
                                                 )
-                                                .help("write [backend.<type>] tables for other backends (local, s3)"),
+                                                .help("write a [backend.<type>] table for other backends (local, s3, gcs)"),
                                             );
                                         }
                                     }

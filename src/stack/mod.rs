@@ -73,6 +73,8 @@ pub enum BackendConfig {
     Local { path: PathBuf },
     /// An object in an S3 bucket.
     S3(crate::state::s3::S3Settings),
+    /// An object in a GCS bucket.
+    Gcs(crate::state::gcs::GcsSettings),
 }
 
 /// A variable with its value for this run.

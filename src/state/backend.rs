@@ -1,6 +1,6 @@
-//! The state backend interface (load, save, lock) and its errors. Local files and S3
-//! (conditional-write lock object) implement it and pass the same
-//! [`super::conformance`] suite.
+//! The state backend interface (load, save, lock) and its errors. Local files, S3
+//! (conditional-write lock object) and GCS (generation-precondition lock object)
+//! implement it and pass the same [`super::conformance`] suite.
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -119,8 +119,15 @@ pub enum StateError {
     /// since (a lock lost or broken while this run went on).
     #[error("state {location} changed since this run read it: another run saved it in between (was its lock broken with force-unlock?); nothing was overwritten; run `terrain plan` again")]
     Stale { location: String },
-    #[error("state {location}: bucket {bucket} does not keep object versions, so a bad save would overwrite the only copy of the state; enable versioning on it (`aws s3api put-bucket-versioning --bucket {bucket} --versioning-configuration Status=Enabled`), or set allow_unversioned = true in [backend.s3] to accept the risk")]
-    Unversioned { location: String, bucket: String },
+    #[error("state {location}: bucket {bucket} does not keep object versions, so a bad save would overwrite the only copy of the state; enable versioning on it (`{enable}`), or set allow_unversioned = true in [{table}] to accept the risk")]
+    Unversioned {
+        location: String,
+        bucket: String,
+        /// The command that turns versioning on.
+        enable: String,
+        /// The stack table to allow it in (`backend.s3`).
+        table: &'static str,
+    },
 }
 
 /// Where state lives.

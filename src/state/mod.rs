@@ -2,13 +2,14 @@
 //! a serial (bumped on every save) and a lineage (fixed at creation), so a saved plan
 //! can tell it is stale and two unrelated states are never confused.
 //!
-//! Backends ([`backend::Backend`]) load, save and lock it: a local file ([`local`]) or
-//! an S3 object ([`s3`]). During an apply, changes are appended to a [`journal`] beside the
+//! Backends ([`backend::Backend`]) load, save and lock it: a local file ([`local`]), an
+//! S3 object ([`s3`]) or a GCS object ([`gcs`]). During an apply, changes are appended to a [`journal`] beside the
 //! snapshot rather than rewriting it; loading replays the journal. Every backend passes
 //! the one suite in [`conformance`]. The formats are documented in `state/README.md`.
 
 pub mod backend;
 pub mod conformance;
+pub mod gcs;
 pub mod journal;
 pub mod local;
 pub mod lock;

@@ -188,6 +188,11 @@ impl S3Backend {
                     Err(StateError::Unversioned {
                         location: self.location(),
                         bucket: self.settings.bucket.clone(),
+                        enable: format!(
+                            "aws s3api put-bucket-versioning --bucket {} --versioning-configuration Status=Enabled",
+                            self.settings.bucket
+                        ),
+                        table: "backend.s3",
                     })
                 }
             })
@@ -424,6 +429,10 @@ impl Backend for S3Backend {
                         || e.code.as_deref() == Some("PreconditionFailed") =>
                 {
                     if let Some((holder, _)) = self.lock_record().await? {
+                        // Our own lock, written by an attempt whose answer was lost.
+                        if holder == *info {
+                            return Ok(());
+                        }
                         return Err(StateError::LockHeld {
                             location: self.location(),
                             holder: Box::new(holder),

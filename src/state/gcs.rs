@@ -1,0 +1,484 @@
+//! The GCS state backend: the state is one object, `PREFIX/default.json`, written with
+//! `ifGenerationMatch` on the generation this client last read or wrote (`0` when
+//! there was none), so a writer that lost its lock cannot clobber a newer state; in
+//! the bucket's default encryption or a customer-managed key (`kms_key_name`). The
+//! bucket must keep versions unless the stack allows otherwise (on `--sandbox` runs it
+//! is made, versioned, on first use). The lock is an object beside the state,
+//! `default.json.lock`, created with `ifGenerationMatch=0` and holding the
+//! [`LockInfo`] of its holder. Calls that fail with 429 or 5xx are retried with
+//! backoff.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use terrain_providers::gcp::auth::Tokens;
+use terrain_providers::gcp::config::CredentialSource;
+
+use super::{Backend, LockInfo, State, StateError};
+
+/// Where a GCS state lives and how it is written (the `[backend.gcs]` table).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GcsSettings {
+    pub bucket: String,
+    /// The folder of the state: `PREFIX/default.json`.
+    pub prefix: String,
+    /// A Cloud KMS key for the state object; the bucket's default encryption otherwise.
+    pub kms_key_name: Option<String>,
+    /// Accept a bucket that keeps no versions.
+    pub allow_unversioned: bool,
+    /// The JSON API's root (`https://storage.googleapis.com/` unless overridden).
+    pub endpoint: Option<String>,
+    /// Make the bucket, versioned, in this project when it does not exist (the
+    /// sandbox's storage starts empty).
+    pub create_in_project: Option<String>,
+}
+
+/// Attempts per call, the first included, when GCS answers 429 or 5xx.
+const ATTEMPTS: u32 = 5;
+
+/// A state in a GCS bucket.
+pub struct GcsBackend {
+    settings: GcsSettings,
+    http: reqwest::Client,
+    tokens: Tokens,
+    /// Checked once per client.
+    versioning: tokio::sync::OnceCell<()>,
+    /// The generation of the state object as last read or written: `Some(0)` when it
+    /// was absent, `None` before anything was read.
+    seen: Mutex<Option<i64>>,
+}
+
+/// One answer of the JSON API.
+struct Answer {
+    status: u16,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+
+    /// The error message GCS gave (`error.message`), else the status alone.
+    fn message(&self) -> String {
+        self.json()["error"]["message"]
+            .as_str()
+            .map_or_else(|| format!("HTTP {}", self.status), str::to_string)
+    }
+
+    fn ok(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+impl GcsBackend {
+    /// A client of the state `settings` name, authenticating with `credentials`.
+    pub fn new(settings: GcsSettings, credentials: CredentialSource) -> Self {
+        Self {
+            settings,
+            http: reqwest::Client::new(),
+            tokens: Tokens::new(credentials),
+            versioning: tokio::sync::OnceCell::new(),
+            seen: Mutex::new(None),
+        }
+    }
+
+    fn object(&self) -> String {
+        let prefix = self.settings.prefix.trim_end_matches('/');
+        if prefix.is_empty() {
+            "default.json".to_string()
+        } else {
+            format!("{prefix}/default.json")
+        }
+    }
+
+    fn lock_object(&self) -> String {
+        format!("{}.lock", self.object())
+    }
+
+    fn root(&self) -> String {
+        let root = self
+            .settings
+            .endpoint
+            .clone()
+            .unwrap_or_else(|| "https://storage.googleapis.com/".to_string());
+        if root.ends_with('/') {
+            root
+        } else {
+            format!("{root}/")
+        }
+    }
+
+    fn object_url(&self, name: &str) -> String {
+        format!(
+            "{}storage/v1/b/{}/o/{}",
+            self.root(),
+            self.settings.bucket,
+            encode(name)
+        )
+    }
+
+    fn remote(&self, call: &'static str, status: Option<u16>, message: String) -> StateError {
+        StateError::Remote {
+            location: self.location(),
+            call,
+            status,
+            message,
+        }
+    }
+
+    fn seen(&self) -> Option<i64> {
+        *self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn set_seen(&self, generation: i64) {
+        *self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(generation);
+    }
+
+    /// Sends the request `build` makes, retrying 429, 5xx and lost connections with
+    /// backoff; `call` names it in errors.
+    async fn send(
+        &self,
+        call: &'static str,
+        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+    ) -> Result<Answer, StateError> {
+        let token = self.tokens.token().await.map_err(|e| StateError::Config {
+            location: self.location(),
+            message: e.to_string(),
+        })?;
+        let mut delay = Duration::from_millis(100);
+        let mut attempt = 1;
+        loop {
+            let failed = match build(&self.http).bearer_auth(&token).send().await {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let body = response
+                        .bytes()
+                        .await
+                        .map_err(|e| {
+                            self.remote(call, Some(status), format!("reading the answer: {e}"))
+                        })?
+                        .to_vec();
+                    let answer = Answer { status, body };
+                    if !(status == 429 || status >= 500) {
+                        return Ok(answer);
+                    }
+                    self.remote(call, Some(status), answer.message())
+                }
+                Err(e) => self.remote(call, None, e.to_string()),
+            };
+            if attempt >= ATTEMPTS {
+                return Err(failed);
+            }
+            attempt += 1;
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    /// Refuses a bucket that keeps no versions unless allowed.
+    async fn check_versioning(&self) -> Result<(), StateError> {
+        self.versioning
+            .get_or_try_init(|| async {
+                let url = format!("{}storage/v1/b/{}", self.root(), self.settings.bucket);
+                let answer = self.send("storage.buckets.get", |c| c.get(&url)).await?;
+                if answer.status == 404 {
+                    if let Some(project) = &self.settings.create_in_project {
+                        return self.create_bucket(project).await;
+                    }
+                }
+                if !answer.ok() {
+                    return Err(self.remote(
+                        "storage.buckets.get",
+                        Some(answer.status),
+                        answer.message(),
+                    ));
+                }
+                let versioned = answer.json()["versioning"]["enabled"] == Value::Bool(true);
+                if versioned || self.settings.allow_unversioned {
+                    Ok(())
+                } else {
+                    Err(StateError::Unversioned {
+                        location: self.location(),
+                        bucket: self.settings.bucket.clone(),
+                        enable: format!(
+                            "gcloud storage buckets update gs://{} --versioning",
+                            self.settings.bucket
+                        ),
+                        table: "backend.gcs",
+                    })
+                }
+            })
+            .await
+            .map(|_| ())
+    }
+
+    async fn create_bucket(&self, project: &str) -> Result<(), StateError> {
+        let url = format!("{}storage/v1/b", self.root());
+        let body = json!({"name": self.settings.bucket, "versioning": {"enabled": true}});
+        let answer = self
+            .send("storage.buckets.insert", |c| {
+                c.post(&url).query(&[("project", project)]).json(&body)
+            })
+            .await?;
+        if answer.ok() || answer.status == 409 {
+            Ok(())
+        } else {
+            Err(self.remote(
+                "storage.buckets.insert",
+                Some(answer.status),
+                answer.message(),
+            ))
+        }
+    }
+
+    /// The object `name`'s bytes and generation; `None` when there is none.
+    async fn get(&self, name: &str) -> Result<Option<(Vec<u8>, i64)>, StateError> {
+        let url = self.object_url(name);
+        let meta = self.send("storage.objects.get", |c| c.get(&url)).await?;
+        if meta.status == 404 {
+            return Ok(None);
+        }
+        if !meta.ok() {
+            return Err(self.remote("storage.objects.get", Some(meta.status), meta.message()));
+        }
+        let generation = meta.json()["generation"]
+            .as_str()
+            .and_then(|g| g.parse::<i64>().ok())
+            .ok_or_else(|| {
+                self.remote(
+                    "storage.objects.get",
+                    Some(meta.status),
+                    "the object has no generation".into(),
+                )
+            })?;
+        // That generation exactly: a write landing in between is not mixed in.
+        let g = generation.to_string();
+        let media = self
+            .send("storage.objects.get", |c| {
+                c.get(&url)
+                    .query(&[("alt", "media"), ("generation", g.as_str())])
+            })
+            .await?;
+        match media.status {
+            404 => Ok(None),
+            _ if media.ok() => Ok(Some((media.body, generation))),
+            s => Err(self.remote("storage.objects.get", Some(s), media.message())),
+        }
+    }
+
+    /// Writes `body` as `name` if its live generation is `generation` (0: none); the new
+    /// generation, or `None` when the condition did not hold.
+    async fn put(
+        &self,
+        name: &str,
+        body: Vec<u8>,
+        generation: i64,
+    ) -> Result<Option<i64>, StateError> {
+        let url = format!(
+            "{}upload/storage/v1/b/{}/o",
+            self.root(),
+            self.settings.bucket
+        );
+        let g = generation.to_string();
+        let answer = self
+            .send("storage.objects.insert", |c| {
+                let mut query = vec![
+                    ("uploadType", "media"),
+                    ("name", name),
+                    ("ifGenerationMatch", g.as_str()),
+                ];
+                if let Some(k) = &self.settings.kms_key_name {
+                    query.push(("kmsKeyName", k.as_str()));
+                }
+                c.post(&url)
+                    .query(&query)
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(body.clone())
+            })
+            .await?;
+        match answer.status {
+            412 => Ok(None),
+            _ if answer.ok() => answer.json()["generation"]
+                .as_str()
+                .and_then(|g| g.parse().ok())
+                .map(Some)
+                .ok_or_else(|| {
+                    self.remote(
+                        "storage.objects.insert",
+                        Some(answer.status),
+                        "the answer has no generation".into(),
+                    )
+                }),
+            s => Err(self.remote("storage.objects.insert", Some(s), answer.message())),
+        }
+    }
+
+    /// The lock record and its generation, if locked.
+    async fn lock_record(&self) -> Result<Option<(LockInfo, i64)>, StateError> {
+        let Some((bytes, generation)) = self.get(&self.lock_object()).await? else {
+            return Ok(None);
+        };
+        // A record that does not decode still means the state is locked.
+        let info = serde_json::from_slice(&bytes).unwrap_or_else(|_| LockInfo {
+            id: "unknown".into(),
+            who: "unknown".into(),
+            pid: 0,
+            operation: "unknown".into(),
+            created: "unknown".into(),
+        });
+        Ok(Some((info, generation)))
+    }
+
+    /// Releases the lock if its id is `id`.
+    async fn release(&self, id: &str) -> Result<(), StateError> {
+        let Some((holder, generation)) = self.lock_record().await? else {
+            return Err(StateError::NotLocked {
+                location: self.location(),
+            });
+        };
+        if holder.id != id {
+            return Err(StateError::LockMismatch {
+                location: self.location(),
+                given: id.to_string(),
+                found: holder.id,
+            });
+        }
+        let url = self.object_url(&self.lock_object());
+        let g = generation.to_string();
+        let answer = self
+            .send("storage.objects.delete", |c| {
+                c.delete(&url).query(&[("ifGenerationMatch", g.as_str())])
+            })
+            .await?;
+        // Gone already (a retried delete whose first answer was lost) is released too.
+        if answer.ok() || answer.status == 404 {
+            Ok(())
+        } else {
+            Err(self.remote(
+                "storage.objects.delete",
+                Some(answer.status),
+                answer.message(),
+            ))
+        }
+    }
+}
+
+/// `name` as one path segment of a URL.
+fn encode(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[async_trait]
+impl Backend for GcsBackend {
+    fn location(&self) -> String {
+        format!("gs://{}/{}", self.settings.bucket, self.object())
+    }
+
+    async fn load(&self) -> Result<Option<State>, StateError> {
+        self.check_versioning().await?;
+        match self.get(&self.object()).await? {
+            None => {
+                self.set_seen(0);
+                Ok(None)
+            }
+            Some((bytes, generation)) => {
+                let state = super::decode(&bytes, &self.location())?;
+                self.set_seen(generation);
+                Ok(Some(state))
+            }
+        }
+    }
+
+    async fn save(&self, state: &State) -> Result<(), StateError> {
+        self.check_versioning().await?;
+        let mut bytes = serde_json::to_vec_pretty(state).map_err(|source| StateError::Encode {
+            location: self.location(),
+            source,
+        })?;
+        bytes.push(b'\n');
+        let generation = match self.seen() {
+            Some(g) => g,
+            // A client that never read the state writes over whatever is there now,
+            // but still not over a write that lands in between.
+            None => self.get(&self.object()).await?.map_or(0, |(_, g)| g),
+        };
+        if let Some(new) = self.put(&self.object(), bytes.clone(), generation).await? {
+            self.set_seen(new);
+            return Ok(());
+        }
+        // A retried upload whose first attempt landed (its answer lost) finds its own
+        // write: that is success, not a rival.
+        if let Some((stored, g)) = self.get(&self.object()).await? {
+            if stored == bytes {
+                self.set_seen(g);
+                return Ok(());
+            }
+        }
+        Err(StateError::Stale {
+            location: self.location(),
+        })
+    }
+
+    async fn lock(&self, info: &LockInfo) -> Result<(), StateError> {
+        self.check_versioning().await?;
+        let body = serde_json::to_vec_pretty(info).map_err(|source| StateError::Encode {
+            location: self.location(),
+            source,
+        })?;
+        for _ in 0..3 {
+            if self
+                .put(&self.lock_object(), body.clone(), 0)
+                .await?
+                .is_some()
+            {
+                return Ok(());
+            }
+            match self.lock_record().await? {
+                // Our own lock, written by an attempt whose answer was lost.
+                Some((holder, _)) if holder == *info => return Ok(()),
+                Some((holder, _)) => {
+                    return Err(StateError::LockHeld {
+                        location: self.location(),
+                        holder: Box::new(holder),
+                    })
+                }
+                // Released between our refused write and our read: try again.
+                None => {}
+            }
+        }
+        Err(self.remote(
+            "storage.objects.insert",
+            Some(412),
+            "the lock object kept changing while taking the lock".into(),
+        ))
+    }
+
+    async fn unlock(&self, id: &str) -> Result<(), StateError> {
+        self.release(id).await
+    }
+
+    async fn lock_info(&self) -> Result<Option<LockInfo>, StateError> {
+        Ok(self.lock_record().await?.map(|(info, _)| info))
+    }
+
+    async fn force_unlock(&self, id: &str) -> Result<(), StateError> {
+        self.release(id).await
+    }
+}
