@@ -22,6 +22,8 @@ async fn main() -> anyhow::Result<()> {
     let stack = stack::load(&LoadOptions {
         path: &path,
         vars: &[],
+        var_files: &[],
+        environment: terrain::stack::DEFAULT_ENVIRONMENT,
         env: &env,
         registry: &registry,
     })?;

@@ -646,6 +646,9 @@ impl Engine {
             destroy,
             targets: targets.to_vec(),
             variables: variables.to_vec(),
+            environment: (self.stack.environment != crate::stack::DEFAULT_ENVIRONMENT)
+                .then(|| self.stack.environment.clone()),
+            var_files: Vec::new(),
             // No stored state yet: the plan is for "no state", whatever lineage the
             // first save will pick.
             lineage: if existed {

@@ -18,6 +18,10 @@ pub enum Resolved {
 }
 
 /// Where references get their values.
+/// Where the environment's name (`${env}`) is kept among a stack's variables: under a
+/// name no declared variable can have.
+pub const ENVIRONMENT_VARIABLE: &str = "${env}";
+
 pub trait Scope {
     /// A variable's value and secret-ness.
     fn var(&self, name: &str) -> Option<(Value, bool)>;
@@ -135,6 +139,12 @@ fn resolve(r: &Ref, span: Span, scope: &dyn Scope) -> Result<(Value, bool), Eval
             .env(name)
             .map(|v| (Value::String(v), false))
             .ok_or_else(|| fail(format!("environment variable `{name}` is not set"))),
+        Ref::Environment => Ok(scope.var(ENVIRONMENT_VARIABLE).unwrap_or_else(|| {
+            (
+                Value::String(crate::stack::DEFAULT_ENVIRONMENT.to_string()),
+                false,
+            )
+        })),
         Ref::Resource { addr, path } => match scope.resource(addr, path) {
             Resolved::Known(v, s) => Ok((v, s)),
             Resolved::Unknown(s) => Ok((Value::String(UNKNOWN.to_string()), s)),

@@ -118,6 +118,12 @@ pub struct Plan {
     pub targets: Vec<Address>,
     /// Variable values the plan was made with (a saved plan applies with the same).
     pub variables: Vec<(String, String)>,
+    /// The environment the plan was made for (`--env`; none for the default one) and
+    /// the variables files it read (`--var-file`): a saved plan applies with the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub var_files: Vec<std::path::PathBuf>,
     /// The state the plan was made against: a saved plan only applies to it.
     pub lineage: String,
     pub serial: u64,

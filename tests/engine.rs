@@ -120,6 +120,8 @@ impl Fixture {
         let stack = stack::load(&LoadOptions {
             path: &path,
             vars: &[],
+            var_files: &[],
+            environment: terrain::stack::DEFAULT_ENVIRONMENT,
             env: &env,
             registry: &registry,
         })

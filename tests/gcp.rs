@@ -67,6 +67,8 @@ endpoints = {{ container = "{}", file = "{}", storage = "{}" }}
         let stack = stack::load(&LoadOptions {
             path: &path,
             vars: &[],
+            var_files: &[],
+            environment: terrain::stack::DEFAULT_ENVIRONMENT,
             env: &env,
             registry: &registry,
         })
@@ -590,6 +592,8 @@ async fn node_pool_on_autopilot_cluster_is_refused_before_any_call() {
     let err = stack::load(&LoadOptions {
         path: &path,
         vars: &[],
+        var_files: &[],
+        environment: terrain::stack::DEFAULT_ENVIRONMENT,
         env: &env,
         registry: &registry,
     })

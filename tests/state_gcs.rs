@@ -27,6 +27,7 @@ fn settings(sandbox: &Sandbox, bucket: &str, prefix: &str) -> GcsSettings {
     GcsSettings {
         bucket: bucket.to_string(),
         prefix: prefix.to_string(),
+        name: "default".to_string(),
         kms_key_name: None,
         allow_unversioned: false,
         endpoint: Some(format!("{}/storage/", sandbox.url())),

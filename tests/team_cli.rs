@@ -166,3 +166,184 @@ fn two_applies_of_one_s3_state_the_second_refused_naming_the_holder() {
     let _ = serve.kill();
     let _ = serve.wait();
 }
+
+/// A stack whose bucket is named after its environment and a variable each
+/// environment sets.
+const ENVS: &str = r#"[stack]
+name = "tiny"
+
+[variables.suffix]
+default = "dev"
+
+[variables.location]
+default = "us-central1"
+
+[providers.gcp]
+project = "tiny-project"
+region = "us-central1"
+
+[gcs_bucket.data]
+name = "tiny-${env}-${var.suffix}"
+location = "${var.location}"
+"#;
+
+fn envs() -> Work {
+    let work = Work::new();
+    work.write("stack.toml", ENVS);
+    work.write("envs/staging.toml", "suffix = \"stg\"\n");
+    work.write("envs/prod.toml", "# prod\nsuffix = \"prd\"\n");
+    work
+}
+
+#[test]
+fn environments_hold_two_states_that_never_mix() {
+    let work = envs();
+    let staging = work.run(&["apply", "--sandbox", "--auto-approve", "--env", "staging"]);
+    staging.success();
+    assert!(
+        staging.stdout.starts_with("Environment staging: state "),
+        "{}",
+        staging.stdout
+    );
+    assert!(
+        staging.stdout.contains("state/sandbox/staging/tiny.json"),
+        "{}",
+        staging.stdout
+    );
+    work.run_env(
+        &["apply", "--sandbox", "--auto-approve"],
+        &[("TERRAIN_ENV", "prod")],
+    )
+    .success();
+    assert_eq!(
+        work.state_addresses("state/sandbox/staging/tiny.json"),
+        ["gcs_bucket.data"]
+    );
+    assert_eq!(
+        work.state_addresses("state/sandbox/prod/tiny.json"),
+        ["gcs_bucket.data"]
+    );
+    assert!(
+        !work.exists("state/sandbox/tiny.json"),
+        "{:?}",
+        work.files()
+    );
+    let inventory = work.run(&["sandbox", "list"]);
+    for bucket in ["gcs bucket tiny-staging-stg", "gcs bucket tiny-prod-prd"] {
+        assert!(
+            inventory.stdout.lines().any(|l| l == bucket),
+            "{bucket}:\n{}",
+            inventory.stdout
+        );
+    }
+    // Each environment plans clean against its own state.
+    for env in ["staging", "prod"] {
+        work.run(&["plan", "--sandbox", "--detailed-exitcode", "--env", env])
+            .expect_code(0);
+    }
+    // A variables file overrides the environment's; --var overrides both.
+    work.write("extra.toml", "suffix = \"x1\"\n");
+    let plan = work.run(&[
+        "plan",
+        "--sandbox",
+        "--env",
+        "staging",
+        "--var-file",
+        "extra.toml",
+    ]);
+    plan.success();
+    assert!(plan.stdout.contains("tiny-staging-x1"), "{}", plan.stdout);
+    let plan = work.run(&[
+        "plan",
+        "--sandbox",
+        "--env",
+        "staging",
+        "--var-file",
+        "extra.toml",
+        "--var",
+        "suffix=x2",
+    ]);
+    assert!(plan.stdout.contains("tiny-staging-x2"), "{}", plan.stdout);
+
+    // A saved plan applies to the environment and with the files it was made with.
+    work.run(&[
+        "plan",
+        "--sandbox",
+        "--env",
+        "staging",
+        "--var-file",
+        "extra.toml",
+        "--out",
+        "staging.plan",
+    ])
+    .success();
+    work.run(&["apply", "--sandbox", "staging.plan"]).success();
+    let state = work.json("state/sandbox/staging/tiny.json");
+    assert_eq!(
+        state["resources"]["gcs_bucket.data"]["spec"]["name"],
+        "tiny-staging-x1"
+    );
+    let prod = work.json("state/sandbox/prod/tiny.json");
+    assert_eq!(
+        prod["resources"]["gcs_bucket.data"]["spec"]["name"],
+        "tiny-prod-prd"
+    );
+}
+
+#[test]
+fn an_unknown_environment_or_variable_is_refused_naming_what_exists() {
+    let work = envs();
+    let run = work.run(&["plan", "--sandbox", "--env", "stagin"]);
+    run.failure();
+    assert!(
+        run.stderr.contains("--env stagin: no environment file")
+            && run.stderr.contains("did you mean `staging`?")
+            && run.stderr.contains("environments: prod, staging"),
+        "{}",
+        run.stderr
+    );
+    work.write("envs/typo.toml", "sufix = \"x\"\nlocation = 3\n");
+    let run = work.run(&["validate", "--env", "typo"]);
+    run.failure();
+    for want in [
+        "envs/typo.toml:1:1",
+        "the stack declares no variable `sufix`",
+        "did you mean `suffix`?",
+        "envs/typo.toml:2:12",
+        "variables.location: the number 3 is not a",
+    ] {
+        assert!(run.stderr.contains(want), "{want}:\n{}", run.stderr);
+    }
+    assert!(!work.exists("state"), "{:?}", work.files());
+}
+
+#[test]
+fn an_environment_of_an_s3_state_has_its_own_key() {
+    let work = envs();
+    work.edit(
+        "stack.toml",
+        "[variables.suffix]",
+        "[backend.s3]\nbucket = \"team-state\"\nkey = \"ml/tiny.json\"\n\n[variables.suffix]",
+    );
+    let run = work.run(&["apply", "--sandbox", "--auto-approve", "--env", "prod"]);
+    run.success();
+    assert!(
+        run.stdout
+            .starts_with("Environment prod: state s3://team-state/ml/tiny.prod.json"),
+        "{}",
+        run.stdout
+    );
+    let inventory = work.run(&["sandbox", "list"]);
+    assert!(
+        inventory
+            .stdout
+            .lines()
+            .any(|l| l == "s3 object team-state/ml/tiny.prod.json"),
+        "{}",
+        inventory.stdout
+    );
+    let list = work.run(&["state", "list", "--sandbox", "--env", "prod"]);
+    assert_eq!(list.stdout, "gcs_bucket.data\n");
+    let list = work.run(&["state", "list", "--sandbox", "--env", "staging"]);
+    assert_eq!(list.stdout, "", "staging has its own, empty state");
+}

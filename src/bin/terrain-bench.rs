@@ -368,6 +368,8 @@ fn load_stack(stack_dir: &Path, registry: &Registry) -> Result<Stack> {
     let stack = stack::load(&LoadOptions {
         path: stack_dir,
         vars: &[],
+        var_files: &[],
+        environment: terrain::stack::DEFAULT_ENVIRONMENT,
         env: &env,
         registry,
     })?;

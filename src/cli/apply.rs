@@ -78,6 +78,9 @@ async fn converge(
         let (plan, state) = engine
             .plan(destroy, &run.targets, &stack_path, &stack_args.vars)
             .await?;
+        if let Some(banner) = common::state_banner(stack_args, &*backend) {
+            output::print(&banner);
+        }
         output::print(&output::plan::render(&plan, style));
         if !plan.has_changes() {
             // Still record what refresh learned (adopted creates, vanished objects).
@@ -115,6 +118,8 @@ async fn apply_saved(file: &std::path::Path, args: &ApplyArgs) -> anyhow::Result
     let mut stack_args = args.stack.clone();
     stack_args.stack = plan.stack_path.clone().into();
     stack_args.vars = plan.variables.clone();
+    stack_args.env = plan.environment.clone();
+    stack_args.var_files = plan.var_files.clone();
     let (engine, _) = build(&stack_args, &args.run, "terrain apply").await?;
     let backend = engine.backend.clone();
     let result = common::with_lock(&*backend, "apply", args.run.lock_timeout, async {

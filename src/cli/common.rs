@@ -58,14 +58,81 @@ fn enter_stack_dir(dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The environment of this run: `--env` (or `TERRAIN_ENV`), else the default one.
+fn environment(args: &StackArgs) -> anyhow::Result<String> {
+    match &args.env {
+        None => Ok(stack::DEFAULT_ENVIRONMENT.to_string()),
+        Some(name) if crate::addr::is_identifier(name) => Ok(name.clone()),
+        Some(name) => anyhow::bail!(
+            "--env {name:?}: an environment's name starts with a letter and holds letters, digits, `_` and `-`"
+        ),
+    }
+}
+
+/// `envs/NAME.toml` beside the stack: the environment's variable values. It must exist,
+/// so a mistyped `--env` is not a new, empty environment.
+fn env_file(stack: &std::path::Path, name: &str) -> anyhow::Result<PathBuf> {
+    let stack = absolute(stack);
+    let dir = if stack.is_dir() {
+        stack
+    } else {
+        stack
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default()
+    };
+    let envs = dir.join("envs");
+    let file = envs.join(format!("{name}.toml"));
+    if file.is_file() {
+        return Ok(file);
+    }
+    let mut known: Vec<String> = std::fs::read_dir(&envs)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| {
+                    let p = e.path();
+                    (p.extension().is_some_and(|x| x == "toml"))
+                        .then(|| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                        .flatten()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    known.sort();
+    let hint = if known.is_empty() {
+        format!(
+            "create {} (it may be empty) to add the environment",
+            file.display()
+        )
+    } else {
+        let close = stack::source::did_you_mean(name, known.iter().map(String::as_str))
+            .map(|d| format!("{d} "))
+            .unwrap_or_default();
+        format!("{close}environments: {}", known.join(", "))
+    };
+    anyhow::bail!(
+        "--env {name}: no environment file {}; {hint}",
+        file.display()
+    )
+}
+
 /// Loads and validates the stack, printing its diagnostics if it has problems.
 pub fn load_stack(args: &StackArgs, registry: &Registry) -> anyhow::Result<Stack> {
     // Before any change of directory: command-line paths are relative to it.
     start_dir();
     let env = |k: &str| std::env::var(k).ok();
+    let environment = environment(args)?;
+    let mut var_files = Vec::new();
+    if let Some(name) = &args.env {
+        var_files.push(env_file(&args.stack, name)?);
+    }
+    var_files.extend(self::var_files(args));
     let opts = LoadOptions {
         path: &args.stack,
         vars: &args.vars,
+        var_files: &var_files,
+        environment: &environment,
         env: &env,
         registry,
     };
@@ -105,27 +172,34 @@ pub fn state_path(stack: &Stack, args: &StackArgs) -> Option<PathBuf> {
 
 /// The directory of the sandbox of `--sandbox` runs: `sandbox/` beside the local state
 /// file, or beside where a local state would be (`state/<stack>.json`) when the state
-/// is remote.
+/// is remote. Every environment of a stack shares it.
 fn sandbox_dir(stack: &Stack, args: &StackArgs) -> PathBuf {
-    let anchor = state_path(stack, args).unwrap_or_else(|| {
-        run_path(
-            stack,
-            args,
-            &PathBuf::from("state").join(format!("{}.json", stack.name)),
-        )
-    });
-    anchor
-        .parent()
-        .map_or_else(|| PathBuf::from("sandbox"), std::path::Path::to_path_buf)
+    let base = match (&args.state, &stack.backend) {
+        (Some(p), _) => p.clone(),
+        (None, BackendConfig::Local { path }) => path.clone(),
+        (None, _) => PathBuf::from("state").join(format!("{}.json", stack.name)),
+    };
+    let dir = super::sandbox::dir_for(&base);
+    if moves_into(&stack.dir) {
+        absolute(&dir)
+    } else {
+        dir
+    }
 }
 
 /// `path` (of the stack's) as this run uses it: under `sandbox/` on `--sandbox` runs,
-/// and absolute when the run works in the stack's directory.
+/// in the environment's own directory with `--env` (`state/staging/…`,
+/// `state/sandbox/staging/…`), and absolute when the run works in the stack's
+/// directory.
 fn run_path(stack: &Stack, args: &StackArgs, path: &std::path::Path) -> PathBuf {
     let path = if args.sandbox {
         super::sandbox::state_path(path)
     } else {
         path.to_path_buf()
+    };
+    let path = match (&args.env, path.file_name(), path.parent()) {
+        (Some(env), Some(file), Some(dir)) => dir.join(env).join(file),
+        _ => path,
     };
     // Absolute when the run works in another directory, the stack's (see
     // `enter_stack_dir`); as given otherwise, which reads better in messages.
@@ -231,6 +305,9 @@ fn open_backend(
         }
         BackendConfig::S3(settings) => {
             let mut settings = settings.clone();
+            if let Some(env) = &args.env {
+                settings.key = with_environment(&settings.key, env);
+            }
             if args.sandbox {
                 let sandbox = sandbox.context(
                     "a --sandbox run keeps its S3 state in the sandbox, which is not attached",
@@ -246,6 +323,9 @@ fn open_backend(
         }
         BackendConfig::Gcs(settings) => {
             let mut settings = settings.clone();
+            if let Some(env) = &args.env {
+                settings.name.clone_from(env);
+            }
             let credentials = if args.sandbox {
                 let sandbox = sandbox.context(
                     "a --sandbox run keeps its GCS state in the sandbox, which is not attached",
@@ -259,6 +339,40 @@ fn open_backend(
             };
             Ok(Arc::new(GcsBackend::new(settings, credentials)))
         }
+    }
+}
+
+/// The line a plan or apply starts with when it is for an environment or its state is
+/// remote: which environment, and where its state is.
+pub fn state_banner(args: &StackArgs, backend: &dyn Backend) -> Option<String> {
+    let remote = backend.location().contains("://");
+    match &args.env {
+        Some(env) => Some(format!(
+            "Environment {env}: state {}\n\n",
+            backend.location()
+        )),
+        None if remote => Some(format!("State {}\n\n", backend.location())),
+        None => None,
+    }
+}
+
+/// Every `--var-file` as an absolute path (a saved plan keeps them).
+pub fn var_files(args: &StackArgs) -> Vec<PathBuf> {
+    args.var_files.iter().map(|f| absolute(f)).collect()
+}
+
+/// An S3 key with the environment in it, before the extension:
+/// `ml/batch.json` → `ml/batch.staging.json`.
+fn with_environment(key: &str, env: &str) -> String {
+    let (dir, file) = key.rsplit_once('/').map_or(("", key), |(d, f)| (d, f));
+    let file = match file.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{stem}.{env}.{ext}"),
+        _ => format!("{file}.{env}"),
+    };
+    if dir.is_empty() {
+        file
+    } else {
+        format!("{dir}/{file}")
     }
 }
 

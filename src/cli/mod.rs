@@ -56,6 +56,14 @@ pub struct StackArgs {
     /// Sets a variable (repeatable); also TERRAIN_VAR_<name> in the environment.
     #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
     pub vars: Vec<(String, String)>,
+    /// Reads variable values from this TOML file of `name = value` lines (repeatable;
+    /// later files win, --var wins over them).
+    #[arg(long = "var-file", value_name = "FILE")]
+    pub var_files: Vec<PathBuf>,
+    /// The environment: its variables from `envs/NAME.toml` beside the stack, its own
+    /// state (`state/NAME/…`, or the remote key with NAME in it), `${env}` in the stack.
+    #[arg(long = "env", env = "TERRAIN_ENV", value_name = "NAME")]
+    pub env: Option<String>,
     /// Uses this state file instead of the one the stack names.
     #[arg(long = "state", value_name = "FILE")]
     pub state: Option<PathBuf>,

@@ -56,11 +56,16 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
             &args.stack.vars,
         )
         .await?;
+    let mut plan = plan;
+    plan.var_files = common::var_files(&args.stack);
     if args.json {
         let text = serde_json::to_string_pretty(&output::plan::to_json(&plan))
             .context("encode the plan")?;
         output::print(&format!("{text}\n"));
     } else {
+        if let Some(banner) = common::state_banner(&args.stack, &*engine.backend) {
+            output::print(&banner);
+        }
         output::print(&output::plan::render(
             &plan,
             Style::detect(args.stack.no_color),

@@ -376,6 +376,7 @@ impl Values<'_, '_> {
         Some(BackendConfig::Gcs(GcsSettings {
             bucket: bucket?,
             prefix,
+            name: super::DEFAULT_ENVIRONMENT.to_string(),
             kms_key_name,
             allow_unversioned,
             endpoint: None,

@@ -32,7 +32,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
     };
     let (name, legacy_backend) = c.stack_section(&raw);
     let providers = c.providers(&raw.providers, opts);
-    let variables = c.variables(&raw.variables, opts);
+    let variables = c.variables(&raw.variables, &raw.var_values, opts);
     let (backend, problems) = super::backend::check(
         &raw.sources,
         &super::backend::Declared {
@@ -65,6 +65,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
     }
     let source_hash = hash_sources(&raw.sources);
     Ok(Stack {
+        environment: opts.environment.to_string(),
         name,
         dir: raw.dir,
         sources: raw.sources,
@@ -264,13 +265,36 @@ impl Checker<'_> {
         out
     }
 
+    /// The variables with their values for this run: `--var`, else the last variables
+    /// file setting it (`var_values`, lowest precedence first), else `TERRAIN_VAR_*`,
+    /// else the default. `${env}` is among them, under [`eval::ENVIRONMENT_VARIABLE`].
     fn variables(
         &mut self,
         entries: &[Entry],
+        var_values: &[Entry],
         opts: &LoadOptions<'_>,
     ) -> BTreeMap<String, Variable> {
         let mut out = BTreeMap::new();
+        out.insert(
+            eval::ENVIRONMENT_VARIABLE.to_string(),
+            Variable {
+                value: Value::String(opts.environment.to_string()),
+                sensitive: false,
+                span: Span::default(),
+            },
+        );
         let declared: Vec<&str> = entries.iter().map(|(n, _, _)| n.as_str()).collect();
+        for (name, span, _) in var_values {
+            if !declared.contains(&name.as_str()) {
+                let mut d = Diagnostic::at(
+                    *span,
+                    format!("{name}: the stack declares no variable `{name}`"),
+                    "unknown variable",
+                );
+                d.help = did_you_mean(name, declared.iter().copied());
+                self.err(d);
+            }
+        }
         for (name, _) in opts.vars {
             if !declared.contains(&name.as_str()) {
                 let mut d = Diagnostic::nowhere(format!(
@@ -354,15 +378,50 @@ impl Checker<'_> {
                 }
             }
             let ty = ty.map(|(t, _)| t);
-            let given = opts
+            let from_cli = opts
                 .vars
                 .iter()
                 .rev()
                 .find(|(n, _)| n == name)
-                .map(|(_, v)| (v.clone(), "--var"))
-                .or_else(|| {
-                    (opts.env)(&format!("TERRAIN_VAR_{name}")).map(|v| (v, "TERRAIN_VAR_"))
-                });
+                .map(|(_, v)| (v.clone(), "--var"));
+            let from_file = var_values
+                .iter()
+                .rev()
+                .find(|(n, _, _)| n == name)
+                .filter(|_| from_cli.is_none());
+            if let Some((_, _, node)) = from_file {
+                let Some(value) = node.literal() else {
+                    continue;
+                };
+                let want = ty
+                    .as_deref()
+                    .or(default.as_ref().map(|(d, _)| type_name_of(d)));
+                if let Some(t) = want.filter(|t| !value_is(&value, t)) {
+                    let shown = if sensitive {
+                        "(sensitive value)".to_string()
+                    } else {
+                        describe_value(&value)
+                    };
+                    self.err(Diagnostic::at(
+                        node.span,
+                        format!("variables.{name}: {shown} is not {}", with_article(t)),
+                        "wrong type",
+                    ));
+                    continue;
+                }
+                out.insert(
+                    name.clone(),
+                    Variable {
+                        value,
+                        sensitive,
+                        span: node.span,
+                    },
+                );
+                continue;
+            }
+            let given = from_cli.or_else(|| {
+                (opts.env)(&format!("TERRAIN_VAR_{name}")).map(|v| (v, "TERRAIN_VAR_"))
+            });
             let (value, value_span) = match given {
                 Some((text, from)) => {
                     let want = ty
@@ -840,6 +899,7 @@ impl Checker<'_> {
                 }
                 Some(Type::String)
             }
+            Ref::Environment => Some(Type::String),
             Ref::Resource { addr, path } => {
                 let Some(target) = resources.get(addr) else {
                     let mut d = Diagnostic::at(
@@ -974,7 +1034,7 @@ impl Checker<'_> {
                                 .is_some_and(|f| f.sensitive)
                                 || rc.sensitive.iter().any(|p| p == &path[0])
                         }),
-                        Ref::Env(_) => false,
+                        Ref::Env(_) | Ref::Environment => false,
                     };
                     if secret {
                         self.err(

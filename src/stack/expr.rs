@@ -1,6 +1,7 @@
 //! Values in a stack with their source spans, and the references inside strings:
-//! `${kind.name.attr}`, `${var.x}`, `${env.X}`. A string that is one reference and
-//! nothing else keeps the referenced value's type; `$${` writes a literal `${`.
+//! `${kind.name.attr}`, `${var.x}`, `${env.X}`, `${env}` (the run's environment). A
+//! string that is one reference and nothing else keeps the referenced value's type;
+//! `$${` writes a literal `${`.
 
 use serde_json::Value;
 
@@ -17,6 +18,8 @@ pub enum Ref {
     Var(String),
     /// An environment variable, read when the stack is loaded.
     Env(String),
+    /// `${env}`: the name of the environment the run is for (`--env`).
+    Environment,
 }
 
 impl std::fmt::Display for Ref {
@@ -25,6 +28,7 @@ impl std::fmt::Display for Ref {
             Ref::Resource { addr, path } => write!(f, "{addr}.{}", path.join(".")),
             Ref::Var(v) => write!(f, "var.{v}"),
             Ref::Env(e) => write!(f, "env.{e}"),
+            Ref::Environment => write!(f, "env"),
         }
     }
 }
@@ -205,6 +209,7 @@ pub fn parse_ref(s: &str) -> Result<Ref, String> {
         {
             Ok(Ref::Env((*name).to_string()))
         }
+        ["env"] => Ok(Ref::Environment),
         ["var", ..] | ["env", ..] => Err(bad("expected one name after `var.` or `env.`")),
         [kind, name, path @ ..] if !path.is_empty() => {
             if !is_identifier(kind) || !is_identifier(name) {
@@ -260,6 +265,7 @@ mod tests {
             })
         );
         assert_eq!(parse_ref("env.HOME"), Ok(Ref::Env("HOME".into())));
+        assert_eq!(parse_ref("env"), Ok(Ref::Environment));
     }
 
     #[test]

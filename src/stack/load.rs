@@ -36,6 +36,8 @@ pub struct RawStack {
     pub providers: Vec<Entry>,
     /// `[backend.<type>]` tables.
     pub backends: Vec<Entry>,
+    /// Variable values from variables files, lowest precedence first.
+    pub var_values: Vec<Entry>,
     pub variables: Vec<Entry>,
     pub outputs: Vec<Entry>,
     pub resources: Vec<RawResource>,
@@ -46,7 +48,15 @@ pub struct RawStack {
 /// Fails when no file can be read, any file is not UTF-8 or not valid TOML, or a
 /// section entry (`[stack]`, a provider, a variable, an output) is defined twice.
 pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
-    let (dir, paths) = stack_files(opts.path)?;
+    let (dir, mut paths) = stack_files(opts.path)?;
+    // Variable files (the environment's, then each --var-file) are sources too: their
+    // problems point into them, and a saved plan goes stale when they change.
+    // A variables file kept beside the stack's files is not one of them.
+    let canonical = |p: &Path| p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+    let given: Vec<PathBuf> = opts.var_files.iter().map(|p| canonical(p)).collect();
+    paths.retain(|p| !given.contains(&canonical(p)));
+    let stack_files = paths.len();
+    paths.extend(opts.var_files.iter().cloned());
     let mut sources = Sources::default();
     let mut diags = Vec::new();
     // Files that are not UTF-8: reported once at their first bad byte, not parsed.
@@ -83,12 +93,18 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
         stack: None,
         providers: Vec::new(),
         backends: Vec::new(),
+        var_values: Vec::new(),
         variables: Vec::new(),
         outputs: Vec::new(),
         resources: Vec::new(),
     };
     for (file, source) in sources.files.iter().enumerate() {
         if not_utf8.contains(&file) {
+            continue;
+        }
+        if file >= stack_files {
+            raw.var_values
+                .extend(var_file(file, &source.text, &sources, &mut diags));
             continue;
         }
         let text = source.text.clone();
@@ -180,7 +196,7 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
                             format!("`{name}` must be a table of resources"),
                             "not a table",
                         )
-                        .help(format!("write resources as `[{name}.<name>]` tables")),
+                        .help(format!("write resources as `[{name}.<name>]` tables; a file of variable values goes in envs/ or is passed with --var-file")),
                     ),
                 },
             }
@@ -195,6 +211,54 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
             diagnostics: diags,
         })
     }
+}
+
+/// The `name = value` entries of a variables file (`envs/NAME.toml`, `--var-file`):
+/// plain values, no tables of sections and no references.
+fn var_file(
+    file: FileId,
+    text: &str,
+    sources: &Sources,
+    diags: &mut Vec<Diagnostic>,
+) -> Vec<Entry> {
+    let parsed = match toml_span::parse(text) {
+        Ok(v) => v,
+        Err(e) => {
+            diags.push(Diagnostic::at(
+                Span::new(file, e.span.start, e.span.end.max(e.span.start + 1)),
+                format!("invalid TOML: {e}"),
+                "here",
+            ));
+            return Vec::new();
+        }
+    };
+    let ValueInner::Table(top) = parsed.as_ref() else {
+        return Vec::new();
+    };
+    let mut out: Vec<Entry> = Vec::new();
+    for (key, value) in sorted(top) {
+        let key_span = Span::new(file, key.span.start, key.span.end);
+        let node = to_node(value, file, text, diags);
+        if node.literal().is_none() {
+            diags.push(
+                Diagnostic::at(
+                    node.span,
+                    format!(
+                        "{}: a variables file holds plain values, not references",
+                        key.name
+                    ),
+                    "reference",
+                )
+                .help(format!(
+                    "in {}, write `name = value` lines",
+                    sources.locate(key_span)
+                )),
+            );
+            continue;
+        }
+        out.push((key.name.to_string(), key_span, node));
+    }
+    out
 }
 
 /// The diagnostic for a file that is not UTF-8, at its first bad byte (the column
@@ -447,6 +511,8 @@ mod tests {
         let opts = LoadOptions {
             path: dir.path(),
             vars: &[],
+            var_files: &[],
+            environment: crate::stack::DEFAULT_ENVIRONMENT,
             env: &|_| None,
             registry: &registry,
         };

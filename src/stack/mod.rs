@@ -23,6 +23,9 @@ use crate::addr::Address;
 pub use expr::{Node, NodeKind, Part, Ref};
 pub use source::{Diagnostic, Sources, Span, StackErrors};
 
+/// The environment of a run without `--env`.
+pub const DEFAULT_ENVIRONMENT: &str = "default";
+
 /// A validated stack.
 #[derive(Clone)]
 pub struct Stack {
@@ -34,6 +37,8 @@ pub struct Stack {
     /// stack it was made from.
     pub source_hash: String,
     pub backend: BackendConfig,
+    /// The environment this stack was loaded for (`${env}`).
+    pub environment: String,
     /// `[providers.<name>]` tables.
     pub providers: BTreeMap<String, Node>,
     pub variables: BTreeMap<String, Variable>,
@@ -149,6 +154,13 @@ pub struct LoadOptions<'a> {
     pub path: &'a Path,
     /// `--var name=value` from the command line, in order given.
     pub vars: &'a [(String, String)],
+    /// Variables files, lowest precedence first: the environment's (`envs/NAME.toml`),
+    /// then each `--var-file`. Their values override defaults and `TERRAIN_VAR_*`;
+    /// `--var` overrides them.
+    pub var_files: &'a [PathBuf],
+    /// The environment this run is for (`--env`; [`DEFAULT_ENVIRONMENT`] without
+    /// one), which `${env}` gives.
+    pub environment: &'a str,
     /// Reads an environment variable (the process environment outside tests).
     pub env: &'a dyn Fn(&str) -> Option<String>,
     pub registry: &'a Registry,

@@ -1,10 +1,11 @@
-//! The GCS state backend: the state is one object, `PREFIX/default.json`, written with
+//! The GCS state backend: the state is one object, `PREFIX/NAME.json` (`default`, or
+//! the environment's name), written with
 //! `ifGenerationMatch` on the generation this client last read or wrote (`0` when
 //! there was none), so a writer that lost its lock cannot clobber a newer state; in
 //! the bucket's default encryption or a customer-managed key (`kms_key_name`). The
 //! bucket must keep versions unless the stack allows otherwise (on `--sandbox` runs it
 //! is made, versioned, on first use). The lock is an object beside the state,
-//! `default.json.lock`, created with `ifGenerationMatch=0` and holding the
+//! `NAME.json.lock`, created with `ifGenerationMatch=0` and holding the
 //! [`LockInfo`] of its holder. Calls that fail with 429 or 5xx are retried with
 //! backoff.
 
@@ -22,8 +23,10 @@ use super::{Backend, LockInfo, State, StateError};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GcsSettings {
     pub bucket: String,
-    /// The folder of the state: `PREFIX/default.json`.
+    /// The folder of the state: `PREFIX/NAME.json`.
     pub prefix: String,
+    /// The state's name in the folder: `default`, or the environment's.
+    pub name: String,
     /// A Cloud KMS key for the state object; the bucket's default encryption otherwise.
     pub kms_key_name: Option<String>,
     /// Accept a bucket that keeps no versions.
@@ -87,10 +90,11 @@ impl GcsBackend {
 
     fn object(&self) -> String {
         let prefix = self.settings.prefix.trim_end_matches('/');
+        let name = &self.settings.name;
         if prefix.is_empty() {
-            "default.json".to_string()
+            format!("{name}.json")
         } else {
-            format!("{prefix}/default.json")
+            format!("{prefix}/{name}.json")
         }
     }
 
