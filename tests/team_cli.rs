@@ -347,3 +347,184 @@ fn an_environment_of_an_s3_state_has_its_own_key() {
     let list = work.run(&["state", "list", "--sandbox", "--env", "staging"]);
     assert_eq!(list.stdout, "", "staging has its own, empty state");
 }
+
+/// `stack("")` with its `[backend.s3]` table replaced by `backend` (empty: local).
+fn with_backend(backend: &str) -> String {
+    stack("").replace(
+        "[backend.s3]\nbucket = \"team-state\"\nkey = \"ml/tiny.json\"\nregion = \"us-east-1\"\n",
+        backend,
+    )
+}
+
+/// Lineage and serial of the state `terrain state pull` writes.
+fn pulled(work: &Work) -> (String, u64) {
+    work.run(&["state", "pull", "--sandbox", "pulled.json"])
+        .success();
+    assert_eq!(work.mode("pulled.json"), 0o600);
+    let s = work.json("pulled.json");
+    (
+        s["lineage"].as_str().expect("lineage").to_string(),
+        s["serial"].as_u64().expect("serial"),
+    )
+}
+
+#[test]
+fn migrate_local_to_s3_to_gcs_to_local_keeps_serial_and_lineage() {
+    let work = Work::new();
+    work.write("stack.toml", &with_backend(""));
+    work.run(&["apply", "--sandbox", "--auto-approve"])
+        .success();
+    let local = work.json("state/sandbox/tiny.json");
+    let origin = (
+        local["lineage"].as_str().expect("lineage").to_string(),
+        local["serial"].as_u64().expect("serial"),
+    );
+
+    work.write(
+        "stack.toml",
+        &with_backend("[backend.s3]\nbucket = \"team-state\"\nkey = \"ml/tiny.json\"\n"),
+    );
+    let run = work.run(&[
+        "state",
+        "migrate",
+        "--sandbox",
+        "--from",
+        "state/sandbox/tiny.json",
+    ]);
+    run.success();
+    assert!(
+        run.stdout.contains("to s3://team-state/ml/tiny.json")
+            && run.stdout.contains("was left as it was"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(pulled(&work), origin);
+    work.run(&["plan", "--sandbox", "--detailed-exitcode"])
+        .expect_code(0);
+
+    work.write(
+        "stack.toml",
+        &with_backend("[backend.gcs]\nbucket = \"team-state\"\nprefix = \"ml/tiny\"\n"),
+    );
+    work.run(&[
+        "state",
+        "migrate",
+        "--sandbox",
+        "--from",
+        "s3://team-state/ml/tiny.json",
+    ])
+    .success();
+    assert_eq!(pulled(&work), origin);
+    work.run(&["plan", "--sandbox", "--detailed-exitcode"])
+        .expect_code(0);
+
+    work.write(
+        "stack.toml",
+        &with_backend("[backend.local]\npath = \"state/moved.json\"\n"),
+    );
+    work.run(&[
+        "state",
+        "migrate",
+        "--sandbox",
+        "--from",
+        "gs://team-state/ml/tiny/default.json",
+    ])
+    .success();
+    let moved = work.json("state/sandbox/moved.json");
+    assert_eq!(
+        (
+            moved["lineage"].as_str().expect("lineage"),
+            moved["serial"].as_u64().expect("serial")
+        ),
+        (origin.0.as_str(), origin.1)
+    );
+    assert_eq!(work.mode("state/sandbox/moved.json"), 0o600);
+    let again = work.run(&[
+        "state",
+        "migrate",
+        "--sandbox",
+        "--from",
+        "gs://team-state/ml/tiny/default.json",
+    ]);
+    again.success();
+    assert!(
+        again.stdout.contains("already holds this state"),
+        "{}",
+        again.stdout
+    );
+
+    // A target holding another lineage is never overwritten by a migration.
+    work.write(
+        "stack.toml",
+        &with_backend("[backend.local]\npath = \"state/other.json\"\n"),
+    );
+    work.write(
+        "fresh/stack.toml",
+        &with_backend("[backend.local]\npath = \"state/other.json\"\n"),
+    );
+    work.run(&["apply", "--sandbox", "--auto-approve", "-s", "fresh"])
+        .success();
+    std::fs::create_dir_all(work.join("state/sandbox")).expect("mkdir");
+    std::fs::copy(
+        work.join("fresh/state/sandbox/other.json"),
+        work.join("state/sandbox/other.json"),
+    )
+    .expect("copy a foreign state");
+    let refused = work.run(&[
+        "state",
+        "migrate",
+        "--sandbox",
+        "--from",
+        "state/sandbox/moved.json",
+    ]);
+    refused.failure();
+    assert!(
+        refused.stderr.contains("already holds another state")
+            && refused.stderr.contains("nothing was migrated"),
+        "{}",
+        refused.stderr
+    );
+}
+
+#[test]
+fn push_refuses_an_older_or_foreign_state_unless_forced() {
+    let work = Work::new();
+    work.write(
+        "stack.toml",
+        &with_backend("[backend.s3]\nbucket = \"team-state\"\nkey = \"ml/tiny.json\"\n"),
+    );
+    work.run(&["apply", "--sandbox", "--auto-approve"])
+        .success();
+    let (lineage, serial) = pulled(&work);
+    // An older copy of the same lineage.
+    let mut old = work.json("pulled.json");
+    old["serial"] = serde_json::json!(serial - 1);
+    work.write("old.json", &old.to_string());
+    let refused = work.run(&["state", "push", "--sandbox", "old.json"]);
+    refused.failure();
+    assert!(
+        refused.stderr.contains("older than the stored state's"),
+        "{}",
+        refused.stderr
+    );
+    // Another lineage.
+    let mut foreign = work.json("pulled.json");
+    foreign["lineage"] = serde_json::json!("another-lineage");
+    work.write("foreign.json", &foreign.to_string());
+    let refused = work.run(&["state", "push", "--sandbox", "foreign.json"]);
+    refused.failure();
+    assert!(
+        refused.stderr.contains("of lineage another-lineage"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(
+        pulled(&work),
+        (lineage.clone(), serial),
+        "nothing was pushed"
+    );
+    // Forced: it lands, newer than what it replaced.
+    work.run(&["state", "push", "--sandbox", "--force", "foreign.json"])
+        .success();
+    assert_eq!(pulled(&work), ("another-lineage".to_string(), serial + 1));
+}

@@ -289,6 +289,82 @@ pub async fn backend(
     Ok(StateSession { backend, sandbox })
 }
 
+impl StateSession {
+    /// A backend for another state `location`: a local path, `s3://BUCKET/KEY` or
+    /// `gs://BUCKET/PREFIX/NAME.json` (on `--sandbox` runs, in the sandbox's stores).
+    pub fn other(&self, location: &str, args: &StackArgs) -> anyhow::Result<Arc<dyn Backend>> {
+        let sandbox = self.sandbox.as_ref();
+        if let Some(rest) = location.strip_prefix("s3://") {
+            let (bucket, key) = rest
+                .split_once('/')
+                .filter(|(b, k)| !b.is_empty() && !k.is_empty())
+                .with_context(|| format!("{location}: expected s3://BUCKET/KEY"))?;
+            let mut settings = crate::state::s3::S3Settings {
+                bucket: bucket.to_string(),
+                key: key.to_string(),
+                region: None,
+                endpoint: None,
+                kms_key_id: None,
+                allow_unversioned: false,
+                sandbox: false,
+                create_bucket: false,
+            };
+            if args.sandbox {
+                let sandbox = sandbox.context("the sandbox is not attached")?;
+                settings.endpoint = Some(sandbox.url.clone());
+                settings.sandbox = true;
+                settings.create_bucket = true;
+                settings.region = Some("us-east-1".to_string());
+            }
+            return Ok(Arc::new(S3Backend::new(settings)));
+        }
+        if let Some(rest) = location.strip_prefix("gs://") {
+            let (bucket, object) = rest
+                .split_once('/')
+                .filter(|(b, o)| !b.is_empty() && o.ends_with(".json"))
+                .with_context(|| format!("{location}: expected gs://BUCKET/PREFIX/NAME.json"))?;
+            let (prefix, file) = object.rsplit_once('/').unwrap_or(("", object));
+            let mut settings = crate::state::gcs::GcsSettings {
+                bucket: bucket.to_string(),
+                prefix: prefix.to_string(),
+                name: file.trim_end_matches(".json").to_string(),
+                kms_key_name: None,
+                allow_unversioned: false,
+                endpoint: None,
+                create_in_project: None,
+            };
+            let credentials = if args.sandbox {
+                let sandbox = sandbox.context("the sandbox is not attached")?;
+                settings.endpoint = Some(sandbox.storage_root());
+                settings.create_in_project = Some(super::sandbox::STATE_PROJECT.to_string());
+                CredentialSource::TokenFile(sandbox.token_file().display().to_string())
+            } else {
+                credential_source(None, None, &|k| std::env::var(k).ok())
+            };
+            return Ok(Arc::new(GcsBackend::new(settings, credentials)));
+        }
+        Ok(Arc::new(LocalBackend::new(absolute(std::path::Path::new(
+            location,
+        )))))
+    }
+}
+
+/// The stack's state backend and, on `--sandbox` runs, the sandbox attached whatever
+/// the backend (a migration may read or write the sandbox's stores either way).
+pub async fn backend_with_sandbox(
+    stack: &Stack,
+    args: &StackArgs,
+    operation: &str,
+) -> anyhow::Result<StateSession> {
+    let sandbox = if args.sandbox {
+        Some(super::sandbox::attach(&sandbox_dir(stack, args), operation).await?)
+    } else {
+        None
+    };
+    let backend = open_backend(stack, args, sandbox.as_ref())?;
+    Ok(StateSession { backend, sandbox })
+}
+
 /// The backend of this run: the local file, or the remote store (on `--sandbox` runs,
 /// the sandbox's, where the bucket is made on first use).
 fn open_backend(

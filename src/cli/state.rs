@@ -1,5 +1,6 @@
-//! `terrain state list|show|journal|rm|mv`: inspect and edit the state. rm and mv change
-//! only terrain's records, never the objects, and hold the lock while they do.
+//! `terrain state list|show|journal|pull|push|migrate|rm|mv`: inspect, copy, move and
+//! edit the state. None of them touches the objects; those that write hold the lock
+//! (migrate holds both), and pull writes a private file rather than printing secrets.
 
 use clap::{Args, Subcommand};
 
@@ -26,6 +27,37 @@ pub enum StateCommand {
     Rm {
         #[arg(required = true)]
         addresses: Vec<Address>,
+        #[command(flatten)]
+        stack: StackArgs,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Writes the whole state to FILE (mode 0600: it holds secrets), as a backup or to
+    /// inspect it; nothing is printed of it.
+    Pull {
+        file: std::path::PathBuf,
+        #[command(flatten)]
+        stack: StackArgs,
+    },
+    /// Replaces the stored state with FILE, under the lock: refused when FILE is of
+    /// another lineage or older than the stored state, unless --force.
+    Push {
+        file: std::path::PathBuf,
+        /// Pushes even a state of another lineage or an older serial.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        stack: StackArgs,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Moves the state from where it was (FROM: a local path, s3://BUCKET/KEY or
+    /// gs://BUCKET/PREFIX/NAME.json) to where the stack now keeps it, holding both
+    /// locks; refused when the target holds a state of another lineage. FROM is left as
+    /// it was.
+    Migrate {
+        #[arg(long = "from", value_name = "LOCATION")]
+        from: String,
         #[command(flatten)]
         stack: StackArgs,
         #[command(flatten)]
@@ -132,6 +164,71 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
             })
             .await?;
         }
+        StateCommand::Pull { file, stack: args } => {
+            let stack = common::load_stack(&args, &registry)?;
+            let backend = common::backend(&stack, &args, "state pull").await?;
+            let state = backend.load().await?;
+            let location = backend.location();
+            backend.close().await;
+            let state = state.ok_or_else(|| anyhow::anyhow!("{location} holds no state yet"))?;
+            write_private(&common::absolute(&file), &state)?;
+            output::print(&format!(
+                "Wrote the state of {location} (serial {}, {} resources) to {}.\n",
+                state.serial,
+                state.resources.len(),
+                file.display()
+            ));
+        }
+        StateCommand::Push {
+            file,
+            force,
+            stack: args,
+            run,
+        } => {
+            let stack = common::load_stack(&args, &registry)?;
+            let pushed = read_state_file(&common::absolute(&file))?;
+            let backend = common::backend(&stack, &args, "state push").await?;
+            let result = common::with_lock(&**backend, "state push", run.lock_timeout, async {
+                let stored = backend.load().await?;
+                let mut state = pushed.clone();
+                if let Some(stored) = &stored {
+                    if let Some(why) = push_refusal(stored, &pushed) {
+                        if !force {
+                            anyhow::bail!(
+                                "{}: {why}; nothing was pushed (--force pushes anyway)",
+                                backend.location()
+                            );
+                        }
+                        // Forced over a newer or foreign state: it must still read as
+                        // newer than what it replaces.
+                        state.serial = stored.serial + 1;
+                    }
+                }
+                backend.save(&state).await?;
+                output::print(&format!(
+                    "Pushed {} (serial {}, {} resources) to {}.\n",
+                    file.display(),
+                    state.serial,
+                    state.resources.len(),
+                    backend.location()
+                ));
+                Ok(())
+            })
+            .await;
+            backend.close().await;
+            result?;
+        }
+        StateCommand::Migrate {
+            from,
+            stack: args,
+            run,
+        } => {
+            let stack = common::load_stack(&args, &registry)?;
+            let target = common::backend_with_sandbox(&stack, &args, "state migrate").await?;
+            let result = migrate(&target, &from, &args, &run).await;
+            target.close().await;
+            result?;
+        }
         StateCommand::Mv {
             from,
             to,
@@ -170,6 +267,108 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
         }
     }
     Ok(Exit::Ok)
+}
+
+/// Moves the state at `from` to `target` (the stack's backend), holding both locks.
+async fn migrate(
+    target: &common::StateSession,
+    from: &str,
+    args: &StackArgs,
+    run: &RunArgs,
+) -> anyhow::Result<()> {
+    let source = target.other(from, args)?;
+    if source.location() == target.location() {
+        anyhow::bail!("{from} is where the stack keeps its state already; nothing to migrate");
+    }
+    common::with_lock(&*source, "state migrate", run.lock_timeout, async {
+        common::with_lock(&***target, "state migrate", run.lock_timeout, async {
+            let state = source
+                .load()
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("{} holds no state; nothing to migrate", source.location()))?;
+            match target.load().await? {
+                Some(there) if there.lineage != state.lineage => anyhow::bail!(
+                    "{} already holds another state (lineage {}, serial {}), not the one at {} (lineage {}); nothing was migrated. Move it away first, or push over it with `terrain state push --force`",
+                    target.location(),
+                    there.lineage,
+                    there.serial,
+                    source.location(),
+                    state.lineage
+                ),
+                Some(there) if there.serial >= state.serial => {
+                    output::print(&format!(
+                        "{} already holds this state (serial {}); nothing to migrate.\n",
+                        target.location(),
+                        there.serial
+                    ));
+                    return Ok(());
+                }
+                _ => {}
+            }
+            target.save(&state).await?;
+            output::print(&format!(
+                "Migrated the state (lineage {}, serial {}, {} resources) from {} to {}; {} was left as it was.\n",
+                state.lineage,
+                state.serial,
+                state.resources.len(),
+                source.location(),
+                target.location(),
+                source.location()
+            ));
+            Ok(())
+        })
+        .await
+    })
+    .await
+}
+
+/// Why pushing `pushed` over `stored` is refused without --force, if it is.
+fn push_refusal(stored: &crate::state::State, pushed: &crate::state::State) -> Option<String> {
+    if stored.lineage != pushed.lineage {
+        return Some(format!(
+            "the file is of lineage {}, the stored state of lineage {}",
+            pushed.lineage, stored.lineage
+        ));
+    }
+    if pushed.serial < stored.serial {
+        return Some(format!(
+            "the file has serial {}, older than the stored state's {}",
+            pushed.serial, stored.serial
+        ));
+    }
+    if pushed.serial == stored.serial && pushed != stored {
+        return Some(format!(
+            "the file and the stored state both have serial {} but differ",
+            pushed.serial
+        ));
+    }
+    None
+}
+
+fn read_state_file(path: &std::path::Path) -> anyhow::Result<crate::state::State> {
+    let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("read {}: {e}", path.display()))?;
+    Ok(crate::state::decode(&bytes, &path.display().to_string())?)
+}
+
+/// Writes `state` to `path` readable by its owner only.
+fn write_private(path: &std::path::Path, state: &crate::state::State) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut bytes = serde_json::to_vec_pretty(state)?;
+    bytes.push(b'\n');
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
+    // A file that existed keeps its mode through open: make it private too.
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    f.write_all(&bytes)
+        .and_then(|()| f.sync_all())
+        .map_err(|e| anyhow::anyhow!("write {}: {e}", path.display()))?;
+    Ok(())
 }
 
 /// The journal as `terrain state journal` prints it: one line per record, no values

@@ -154,7 +154,7 @@ pub struct OutputState {
 }
 
 /// Decodes a stored state (from any backend; `location` names it in errors), telling a newer format ("upgrade terrain") from a broken file.
-pub(crate) fn decode(bytes: &[u8], location: &str) -> Result<State, StateError> {
+pub fn decode(bytes: &[u8], location: &str) -> Result<State, StateError> {
     let unsupported = |found: u32| StateError::UnsupportedFormat {
         location: location.to_string(),
         found,
