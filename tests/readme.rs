@@ -342,3 +342,30 @@ fn readme_comparisons_catch_what_they_should() {
     let unordered = std::panic::catch_unwind(|| check_shown(&shown, "c\na"));
     assert!(unordered.is_err(), "order matters");
 }
+
+/// The README's team walk: `stacks/team` on the sandbox, its state in the sandbox's S3,
+/// every command run as the README shows it.
+#[test]
+fn readme_team_walk_is_what_terrain_prints() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("read README");
+    let blocks = console_blocks(&readme, "## Working as a team");
+    assert!(blocks.len() >= 4, "the walk has its commands");
+    let shown_stack = block_after(&readme, "`stacks/team` keeps it in S3");
+    let stack = std::fs::read_to_string(root.join("stacks/team/stack.toml")).expect("read stack");
+    for line in shown_stack.lines().filter(|l| !l.is_empty()) {
+        assert!(
+            stack.lines().any(|s| s == line),
+            "README shows `{line}`, which stacks/team/stack.toml does not have"
+        );
+    }
+    let work = common::Sandbox::new();
+    common::copy_dir(&root.join("stacks/team"), &work.join("stacks/team"));
+    for shown in &blocks {
+        let words: Vec<&str> = shown.command.split_whitespace().collect();
+        assert_eq!(words[0], "terrain", "{}", shown.command);
+        let run = work.run(&words[1..]);
+        run.success();
+        check_shown(shown, &run.stdout);
+    }
+}
