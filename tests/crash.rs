@@ -1,9 +1,10 @@
 //! Crash safety of `apply`: an apply of 48 resources (24 files, each after its own
 //! 150 ms sleep) running 4 operations at a time is killed with SIGKILL part-way, at
 //! several points, or ends itself on the spot between two state writes (inside a
-//! journal append, before its flush, on either side of a compaction's rename); the
-//! next `apply` must finish the job without creating anything twice or losing
-//! anything, and the killed run's lock must not get in its way. The state is read as
+//! journal append, before its flush, on either side of a compaction's rename), with its
+//! state in a local file or in S3 (a served sandbox); the next `apply` must finish the
+//! job without creating anything twice or losing anything, and the killed run's lock
+//! must not get in its way. The state is read as
 //! a run loads it: the snapshot with its journal replayed.
 //!
 //! "Nothing twice" is read from the JSON event log (`TERRAIN_LOG_PATH`, appended to by
@@ -39,16 +40,46 @@ fn addresses() -> Vec<String> {
         .collect()
 }
 
-/// The state as a run would load it: the snapshot with its journal replayed. `None`
-/// while there is none yet.
-fn loaded(sb: &Sandbox) -> Option<State> {
-    read_state(&sb.join(STATE)).ok().flatten()
+/// Where the killed apply keeps its state.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Store {
+    /// `state/crash.json` and its journal.
+    Local,
+    /// An S3 object in a served sandbox (which outlives the killed run), the lock an
+    /// object beside it.
+    S3,
+}
+
+/// The S3 state's location, and its lock's line in `terrain sandbox list`.
+const S3_BACKEND: &str =
+    "\n[backend.s3]\nbucket = \"crash-state\"\nkey = \"crash.json\"\nregion = \"us-east-1\"\n";
+const S3_LOCK: &str = "s3 object crash-state/crash.json.lock";
+
+/// The state as a run would load it: the snapshot with its journal replayed, or the
+/// S3 object. `None` while there is none yet.
+fn loaded(sb: &Sandbox, store: Store) -> Option<State> {
+    match store {
+        Store::Local => read_state(&sb.join(STATE)).ok().flatten(),
+        Store::S3 => {
+            let pulled = sb.run(&[
+                "state",
+                "pull",
+                "-s",
+                "stack.toml",
+                "--sandbox",
+                "pulled.json",
+            ]);
+            (pulled.code == Some(0)).then(|| {
+                serde_json::from_str(&sb.read("pulled.json")).expect("a pulled state decodes")
+            })
+        }
+    }
 }
 
 /// How many resources the state records with an id, if it can be read.
-fn ids_in_state(sb: &Sandbox) -> Option<usize> {
+fn ids_in_state(sb: &Sandbox, store: Store) -> Option<usize> {
     Some(
-        loaded(sb)?
+        loaded(sb, store)?
             .resources
             .values()
             .filter(|r| r.id.is_some())
@@ -56,11 +87,21 @@ fn ids_in_state(sb: &Sandbox) -> Option<usize> {
     )
 }
 
+/// Whether the state's lock is still there (for the local store: its file).
+fn lock_left(sb: &Sandbox, store: Store) -> bool {
+    match store {
+        Store::Local => sb.exists(LOCK),
+        Store::S3 => sb
+            .run(&["sandbox", "list"])
+            .stdout
+            .lines()
+            .any(|l| l == S3_LOCK),
+    }
+}
+
 /// The addresses the state records with an id.
-fn with_ids(sb: &Sandbox) -> Vec<String> {
-    let state = read_state(&sb.join(STATE))
-        .unwrap_or_else(|e| panic!("the state must load: {e}"))
-        .expect("there is a state");
+fn with_ids(sb: &Sandbox, store: Store) -> Vec<String> {
+    let state = loaded(sb, store).expect("there is a state");
     state
         .resources
         .iter()
@@ -93,13 +134,25 @@ enum Stop {
 /// Starts an apply, stops it as `stop` says, re-runs it, and checks that the result is
 /// whole and that every create happened exactly once.
 fn kill_and_recover(kill_after: usize) {
-    stop_and_recover(Stop::KillAfter(kill_after));
+    stop_and_recover(Stop::KillAfter(kill_after), Store::Local);
 }
 
-fn stop_and_recover(stop: Stop) {
+/// Stops the `terrain sandbox serve` of a test when dropped.
+struct Served(Option<std::process::Child>);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn stop_and_recover(stop: Stop, store: Store) {
     let mut sb = Sandbox::with_fixture("crash");
     sb.set_log(sb.join("events.jsonl"));
-    let args = [
+    let mut args = vec![
         "apply",
         "-s",
         "stack.toml",
@@ -107,6 +160,25 @@ fn stop_and_recover(stop: Stop) {
         "--parallelism",
         "4",
     ];
+    let _served = match store {
+        Store::Local => Served(None),
+        Store::S3 => {
+            let stack = sb.read("stack.toml");
+            sb.write("stack.toml", &format!("{stack}{S3_BACKEND}"));
+            args.push("--sandbox");
+            let child = sb
+                .command(&["sandbox", "serve"], &[])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start terrain sandbox serve");
+            sb.wait_for("the served sandbox", Duration::from_secs(30), || {
+                sb.exists("state/sandbox/serve.json").then_some(())
+            });
+            Served(Some(child))
+        }
+    };
+    let args = args.as_slice();
 
     // Output goes to files: nobody reads a pipe while the child runs.
     let out = File::create(sb.join("killed.stdout")).expect("create killed.stdout");
@@ -116,7 +188,7 @@ fn stop_and_recover(stop: Stop) {
         Stop::KillAfter(_) => Vec::new(),
     };
     let mut child = sb
-        .command(&args, &envs)
+        .command(args, &envs)
         .stdout(Stdio::from(out))
         .stderr(Stdio::from(err))
         .spawn()
@@ -126,7 +198,7 @@ fn stop_and_recover(stop: Stop) {
     let status = match stop {
         Stop::KillAfter(kill_after) => {
             loop {
-                if ids_in_state(&sb).is_some_and(|n| n >= kill_after) {
+                if ids_in_state(&sb, store).is_some_and(|n| n >= kill_after) {
                     break;
                 }
                 if let Some(status) = child.try_wait().expect("poll the apply") {
@@ -162,7 +234,7 @@ fn stop_and_recover(stop: Stop) {
         "the apply must have been ended by a signal, not have finished; stderr:\n{}",
         sb.read("killed.stderr")
     );
-    let recorded_at_kill = with_ids(&sb);
+    let recorded_at_kill = with_ids(&sb, store);
     if let Stop::KillAfter(_) = stop {
         assert!(
             recorded_at_kill.len() < 2 * FILES,
@@ -173,8 +245,8 @@ fn stop_and_recover(stop: Stop) {
     }
     let recorded = recorded_at_kill.len();
     assert!(
-        sb.exists(LOCK),
-        "the killed run leaves its lock file behind (but not its lock)"
+        lock_left(&sb, store),
+        "the killed run leaves its lock record behind (a file with no OS lock, or an S3 object)"
     );
 
     // What the killed run left in the journal is listed, without values.
@@ -193,17 +265,27 @@ fn stop_and_recover(stop: Stop) {
     }
 
     // The re-run: no --lock-timeout, so a lock still held by the dead run would fail it.
-    let rerun = sb.run(&args);
+    // On S3 the dead run's lock object is taken over: its holder was a process of
+    // this machine that is gone.
+    let rerun = sb.run(args);
     rerun.success();
-    let plan = sb.run(&["plan", "-s", "stack.toml", "--detailed-exitcode"]);
+    let mut plan_args = vec!["plan", "-s", "stack.toml", "--detailed-exitcode"];
+    if store == Store::S3 {
+        plan_args.push("--sandbox");
+    }
+    let plan = sb.run(&plan_args);
     plan.expect_code(0);
+    let banner = match store {
+        Store::Local => "",
+        Store::S3 => "State s3://crash-state/crash.json\n\n",
+    };
     assert_eq!(
         plan.stdout,
-        "No changes. Live infrastructure matches the stack.\n"
+        format!("{banner}No changes. Live infrastructure matches the stack.\n")
     );
 
     // The state has everything, complete.
-    let state = sb.json(STATE);
+    let state = serde_json::to_value(loaded(&sb, store).expect("a state")).expect("encode");
     let resources = state["resources"]
         .as_object()
         .expect("a state has resources");
@@ -286,7 +368,7 @@ fn stop_and_recover(stop: Stop) {
         }
     }
 
-    assert!(!sb.exists(LOCK), "the re-run leaves no lock file behind");
+    assert!(!lock_left(&sb, store), "the re-run leaves no lock behind");
     let journal = format!("{STATE}.journal");
     assert!(
         !sb.exists(&journal),
@@ -316,32 +398,39 @@ fn sigkill_late_then_rerun_creates_each_resource_exactly_once() {
     kill_and_recover(15);
 }
 
+/// The same kill with the state in S3 (a served sandbox): the killed run's lock object
+/// is taken over by the re-run, which converges with nothing created twice.
+#[test]
+fn sigkill_midway_with_state_in_s3_then_rerun_creates_each_resource_exactly_once() {
+    stop_and_recover(Stop::KillAfter(8), Store::S3);
+}
+
 /// The 12th journal append reaches the disk only in part (its records torn mid-line),
 /// then the process dies: the next run drops the torn tail, cuts it off before
 /// appending, and converges.
 #[test]
 fn a_kill_inside_a_journal_append_leaves_a_torn_record_that_the_rerun_drops() {
-    stop_and_recover(Stop::AbortAt("journal.append.torn:12"));
+    stop_and_recover(Stop::AbortAt("journal.append.torn:12"), Store::Local);
 }
 
 /// The 12th append is written but not yet flushed when the process dies.
 #[test]
 fn a_kill_before_a_journal_flush_then_rerun_creates_each_resource_exactly_once() {
-    stop_and_recover(Stop::AbortAt("journal.append.before_sync:12"));
+    stop_and_recover(Stop::AbortAt("journal.append.before_sync:12"), Store::Local);
 }
 
 /// The end-of-apply compaction has written its new snapshot to a temp file but not
 /// renamed it: the old snapshot and the whole journal are the state.
 #[test]
 fn a_kill_before_the_compactions_rename_keeps_the_journal_as_the_state() {
-    stop_and_recover(Stop::AbortAt("compact.before_rename"));
+    stop_and_recover(Stop::AbortAt("compact.before_rename"), Store::Local);
 }
 
 /// The compaction renamed its new snapshot but died before emptying the journal: the
 /// journal's records are already in the snapshot and are skipped by their serial.
 #[test]
 fn a_kill_between_the_compactions_rename_and_the_journal_truncation_replays_nothing_twice() {
-    stop_and_recover(Stop::AbortAt("compact.after_rename"));
+    stop_and_recover(Stop::AbortAt("compact.after_rename"), Store::Local);
 }
 
 /// A `time_sleep` cannot be found again after a crash (it has no id known in advance),
@@ -397,7 +486,7 @@ fn finished_creates_that_cannot_be_adopted_are_saved_before_they_are_reported() 
             })
             .collect();
         if !finished.is_empty() {
-            let saved = with_ids(&sb);
+            let saved = with_ids(&sb, Store::Local);
             for addr in finished {
                 checked += 1;
                 if !saved.contains(&addr) {

@@ -238,7 +238,7 @@ impl DirLock {
                     let pid = parts.next().and_then(|p| p.parse::<u32>().ok());
                     let what = parts.next().unwrap_or("terrain").to_string();
                     match pid {
-                        Some(pid) if process_alive(pid) => anyhow::bail!(
+                        Some(pid) if crate::state::lock::process_alive(pid) => anyhow::bail!(
                             "the sandbox in {} is in use by `{what}` (pid {pid}); wait for it to finish, or start `terrain sandbox serve` so that runs share one sandbox",
                             dir.display()
                         ),
@@ -266,10 +266,6 @@ impl Drop for DirLock {
     }
 }
 
-fn process_alive(pid: u32) -> bool {
-    Path::new("/proc").join(pid.to_string()).exists()
-}
-
 /// `serve.json`: where a running `terrain sandbox serve` listens.
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Served {
@@ -287,7 +283,7 @@ impl Served {
         let text = std::fs::read_to_string(Self::path(dir)).ok()?;
         let served: Served = serde_json::from_str(&text).ok()?;
         let addr = served.url.strip_prefix("http://")?.parse().ok()?;
-        let answering = process_alive(served.pid)
+        let answering = crate::state::lock::process_alive(served.pid)
             && TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_ok();
         answering.then_some(served)
     }

@@ -24,15 +24,20 @@ pub struct LockInfo {
 }
 
 impl LockInfo {
-    /// A new lock record for `operation`, naming this process.
-    pub fn new(operation: &str) -> Self {
+    /// `user@host` of this process.
+    pub fn who_here() -> String {
         let user = std::env::var("USER")
             .or_else(|_| std::env::var("LOGNAME"))
             .unwrap_or_else(|_| "unknown".to_string());
         let host = gethostname::gethostname().to_string_lossy().into_owned();
+        format!("{user}@{host}")
+    }
+
+    /// A new lock record for `operation`, naming this process.
+    pub fn new(operation: &str) -> Self {
         Self {
             id: uuid::Uuid::new_v4().to_string(),
-            who: format!("{user}@{host}"),
+            who: Self::who_here(),
             pid: std::process::id(),
             operation: operation.to_string(),
             created: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),

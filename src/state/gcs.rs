@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use terrain_providers::gcp::auth::Tokens;
 use terrain_providers::gcp::config::CredentialSource;
 
-use super::{Backend, LockInfo, State, StateError};
+use super::{Backend, LockInfo, State, StateError, Unchecked};
 
 /// Where a GCS state lives and how it is written (the `[backend.gcs]` table).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,29 +188,38 @@ impl GcsBackend {
         }
     }
 
-    /// Refuses a bucket that keeps no versions unless allowed.
-    async fn check_versioning(&self) -> Result<(), StateError> {
-        self.versioning
+    /// Refuses a bucket that keeps no versions unless allowed. With `create` (a
+    /// write), a missing bucket is made when the settings allow it; without, it is
+    /// `Ok(false)`, for a read to find no state there.
+    async fn check_versioning(&self, create: bool) -> Result<bool, StateError> {
+        let checked = self
+            .versioning
             .get_or_try_init(|| async {
                 let url = format!("{}storage/v1/b/{}", self.root(), self.settings.bucket);
-                let answer = self.send("storage.buckets.get", |c| c.get(&url)).await?;
+                let answer = self
+                    .send("storage.buckets.get", |c| c.get(&url))
+                    .await
+                    .map_err(Unchecked::Failed)?;
                 if answer.status == 404 {
                     if let Some(project) = &self.settings.create_in_project {
-                        return self.create_bucket(project).await;
+                        if !create {
+                            return Err(Unchecked::NoBucket);
+                        }
+                        return self.create_bucket(project).await.map_err(Unchecked::Failed);
                     }
                 }
                 if !answer.ok() {
-                    return Err(self.remote(
+                    return Err(Unchecked::Failed(self.remote(
                         "storage.buckets.get",
                         Some(answer.status),
                         answer.message(),
-                    ));
+                    )));
                 }
                 let versioned = answer.json()["versioning"]["enabled"] == Value::Bool(true);
                 if versioned || self.settings.allow_unversioned {
                     Ok(())
                 } else {
-                    Err(StateError::Unversioned {
+                    Err(Unchecked::Failed(StateError::Unversioned {
                         location: self.location(),
                         bucket: self.settings.bucket.clone(),
                         enable: format!(
@@ -218,11 +227,15 @@ impl GcsBackend {
                             self.settings.bucket
                         ),
                         table: "backend.gcs",
-                    })
+                    }))
                 }
             })
-            .await
-            .map(|_| ())
+            .await;
+        match checked {
+            Ok(()) => Ok(true),
+            Err(Unchecked::NoBucket) => Ok(false),
+            Err(Unchecked::Failed(e)) => Err(e),
+        }
     }
 
     async fn create_bucket(&self, project: &str) -> Result<(), StateError> {
@@ -396,7 +409,9 @@ impl Backend for GcsBackend {
     }
 
     async fn load(&self) -> Result<Option<State>, StateError> {
-        self.check_versioning().await?;
+        if !self.check_versioning(false).await? {
+            return Ok(None);
+        }
         match self.get(&self.object()).await? {
             None => {
                 self.set_seen(0);
@@ -411,7 +426,7 @@ impl Backend for GcsBackend {
     }
 
     async fn save(&self, state: &State) -> Result<(), StateError> {
-        self.check_versioning().await?;
+        self.check_versioning(true).await?;
         let mut bytes = serde_json::to_vec_pretty(state).map_err(|source| StateError::Encode {
             location: self.location(),
             source,
@@ -441,7 +456,7 @@ impl Backend for GcsBackend {
     }
 
     async fn lock(&self, info: &LockInfo) -> Result<(), StateError> {
-        self.check_versioning().await?;
+        self.check_versioning(true).await?;
         let body = serde_json::to_vec_pretty(info).map_err(|source| StateError::Encode {
             location: self.location(),
             source,

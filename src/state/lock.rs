@@ -1,5 +1,6 @@
 //! Waiting for a state lock: retries [`Backend::lock`] with backoff until a timeout, so
-//! a run started while another finishes (`-lock-timeout`) does not fail needlessly.
+//! a run started while another finishes (`-lock-timeout`) does not fail needlessly; and
+//! telling a lock whose holder is gone (a killed run on this machine) from a live one.
 
 use std::time::Duration;
 
@@ -36,6 +37,25 @@ pub async fn acquire(
             other => return other,
         }
     }
+}
+
+/// Whether the run holding `holder` is gone: a process of this machine that no longer
+/// exists. A remote lock object outlives a killed run (the local backend's OS lock
+/// does not), and such a lock is taken over rather than refusing every later run until
+/// `force-unlock`. A holder on another machine is never presumed gone.
+pub fn abandoned(holder: &LockInfo) -> bool {
+    let host = |who: &str| who.rsplit_once('@').map(|(_, h)| h.to_string());
+    let here = host(&LockInfo::who_here());
+    here.is_some()
+        && host(&holder.who) == here
+        && holder.pid != 0
+        && holder.pid != std::process::id()
+        && !process_alive(holder.pid)
+}
+
+/// Whether process `pid` of this machine exists.
+pub fn process_alive(pid: u32) -> bool {
+    std::path::Path::new("/proc").join(pid.to_string()).exists()
 }
 
 #[cfg(test)]
@@ -137,5 +157,38 @@ mod tests {
             .expect("releaser task")
             .expect("holder unlocks");
         assert_eq!(waiter.lock_info().await.expect("lock info"), Some(mine));
+    }
+
+    fn holder(who: String, pid: u32) -> LockInfo {
+        LockInfo {
+            id: "lock".into(),
+            who,
+            pid,
+            operation: "apply".into(),
+            created: "2026-11-26T10:00:00Z".into(),
+        }
+    }
+
+    #[test]
+    fn only_a_gone_process_of_this_machine_abandons_its_lock() {
+        let mut child = std::process::Command::new("true")
+            .spawn()
+            .expect("run true");
+        let dead = child.id();
+        child.wait().expect("reap");
+        let here = LockInfo::who_here();
+        assert!(
+            abandoned(&holder(here.clone(), dead)),
+            "a reaped process is gone"
+        );
+        assert!(!abandoned(&holder(here.clone(), 1)), "pid 1 is alive");
+        assert!(
+            !abandoned(&holder(here, std::process::id())),
+            "this process holds it"
+        );
+        assert!(
+            !abandoned(&holder("ci@another-machine".into(), dead)),
+            "a holder elsewhere is never presumed gone"
+        );
     }
 }

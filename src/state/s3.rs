@@ -22,7 +22,7 @@ use serde_json::json;
 use terrain_providers::Ctx;
 use tokio::sync::OnceCell;
 
-use super::{Backend, LockInfo, State, StateError};
+use super::{Backend, LockInfo, State, StateError, Unchecked};
 
 /// Where an S3 state lives and how it is written (the `[backend.s3]` table).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,13 +77,18 @@ where
     E: ProvideErrorMetadata + std::error::Error + 'static,
     R: std::fmt::Debug + HasStatus,
 {
+    let service = e.as_service_error();
+    let code = service.and_then(|s| s.code()).map(str::to_string);
+    // S3's own code and message when it answered; the SDK's account of a failure to
+    // reach it otherwise (never the raw response, which may quote the request).
+    let message = match (service, &code) {
+        (Some(s), Some(code)) => format!("{code}: {}", s.message().unwrap_or("no message")),
+        _ => DisplayErrorContext(e).to_string(),
+    };
     CallError {
         status: e.raw_response().map(HasStatus::status),
-        code: e
-            .as_service_error()
-            .and_then(|s| s.code())
-            .map(str::to_string),
-        message: DisplayErrorContext(e).to_string(),
+        code,
+        message,
     }
 }
 
@@ -157,14 +162,17 @@ impl S3Backend {
     }
 
     /// Refuses a bucket that keeps no versions unless allowed: a bad save would then
-    /// overwrite the only copy of the state.
-    async fn check_versioning(&self) -> Result<(), StateError> {
-        self.versioning
+    /// overwrite the only copy of the state. With `create` (a write), a missing bucket
+    /// is made when the settings allow it; without, it is `Ok(false)`, for a read to find
+    /// no state there.
+    async fn check_versioning(&self, create: bool) -> Result<bool, StateError> {
+        let checked = self
+            .versioning
             .get_or_try_init(|| async {
                 if self.settings.allow_unversioned {
                     return Ok(());
                 }
-                let client = self.client().await?;
+                let client = self.client().await.map_err(Unchecked::Failed)?;
                 let asked = client
                     .get_bucket_versioning()
                     .bucket(&self.settings.bucket)
@@ -175,17 +183,19 @@ impl S3Backend {
                         if self.settings.create_bucket
                             && call_error(&e).code.as_deref() == Some("NoSuchBucket") =>
                     {
-                        self.create_bucket(client).await?;
-                        return Ok(());
+                        if !create {
+                            return Err(Unchecked::NoBucket);
+                        }
+                        return self.create_bucket(client).await.map_err(Unchecked::Failed);
                     }
-                    other => {
-                        other.map_err(|e| self.remote("s3.GetBucketVersioning", call_error(&e)))?
-                    }
+                    other => other.map_err(|e| {
+                        Unchecked::Failed(self.remote("s3.GetBucketVersioning", call_error(&e)))
+                    })?,
                 };
                 if out.status() == Some(&BucketVersioningStatus::Enabled) {
                     Ok(())
                 } else {
-                    Err(StateError::Unversioned {
+                    Err(Unchecked::Failed(StateError::Unversioned {
                         location: self.location(),
                         bucket: self.settings.bucket.clone(),
                         enable: format!(
@@ -193,11 +203,15 @@ impl S3Backend {
                             self.settings.bucket
                         ),
                         table: "backend.s3",
-                    })
+                    }))
                 }
             })
-            .await
-            .map(|_| ())
+            .await;
+        match checked {
+            Ok(()) => Ok(true),
+            Err(Unchecked::NoBucket) => Ok(false),
+            Err(Unchecked::Failed(e)) => Err(e),
+        }
     }
 
     /// Makes the bucket, keeping versions.
@@ -216,10 +230,13 @@ impl S3Backend {
                     .build(),
             );
         }
-        create
-            .send()
-            .await
-            .map_err(|e| self.remote("s3.CreateBucket", call_error(&e)))?;
+        // Made already by a concurrent run of the same sandbox: as good as made here.
+        if let Err(e) = create.send().await {
+            let e = call_error(&e);
+            if e.code.as_deref() != Some("BucketAlreadyOwnedByYou") {
+                return Err(self.remote("s3.CreateBucket", e));
+            }
+        }
         client
             .put_bucket_versioning()
             .bucket(bucket)
@@ -355,7 +372,9 @@ impl Backend for S3Backend {
     }
 
     async fn load(&self) -> Result<Option<State>, StateError> {
-        self.check_versioning().await?;
+        if !self.check_versioning(false).await? {
+            return Ok(None);
+        }
         match self.get(&self.settings.key).await? {
             None => {
                 self.set_seen(Seen::Absent);
@@ -370,7 +389,7 @@ impl Backend for S3Backend {
     }
 
     async fn save(&self, state: &State) -> Result<(), StateError> {
-        self.check_versioning().await?;
+        self.check_versioning(true).await?;
         let mut bytes = serde_json::to_vec_pretty(state).map_err(|source| StateError::Encode {
             location: self.location(),
             source,
@@ -411,7 +430,7 @@ impl Backend for S3Backend {
     }
 
     async fn lock(&self, info: &LockInfo) -> Result<(), StateError> {
-        self.check_versioning().await?;
+        self.check_versioning(true).await?;
         let body = serde_json::to_vec_pretty(info).map_err(|source| StateError::Encode {
             location: self.location(),
             source,
@@ -428,10 +447,16 @@ impl Backend for S3Backend {
                         || e.status == Some(409)
                         || e.code.as_deref() == Some("PreconditionFailed") =>
                 {
-                    if let Some((holder, _)) = self.lock_record().await? {
+                    if let Some((holder, etag)) = self.lock_record().await? {
                         // Our own lock, written by an attempt whose answer was lost.
                         if holder == *info {
                             return Ok(());
+                        }
+                        // A killed run's lock: taken over (its writes were conditional,
+                        // so nothing it left can be lost).
+                        if super::lock::abandoned(&holder) {
+                            self.delete_lock(&etag).await?;
+                            continue;
                         }
                         return Err(StateError::LockHeld {
                             location: self.location(),
