@@ -229,3 +229,28 @@ async fn gcs_lock_held_elsewhere_names_its_holder_and_the_unlock_command() {
         .expect("info")
         .is_none());
 }
+
+#[tokio::test]
+async fn gcs_state_is_written_with_the_customer_managed_key() {
+    let sandbox = sandbox().await;
+    let mut settings = settings(&sandbox, "team-state", "stack");
+    let key = "projects/team-project/locations/us/keyRings/state/cryptoKeys/terrain";
+    settings.kms_key_name = Some(key.to_string());
+    backend(&settings).save(&state(1, "l")).await.expect("save");
+    let meta: serde_json::Value = reqwest::Client::new()
+        .get(format!(
+            "{}/storage/storage/v1/b/team-state/o/stack%2Fdefault.json",
+            sandbox.url()
+        ))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(
+        meta["kmsKeyName"],
+        json!(format!("{key}/cryptoKeyVersions/1"))
+    );
+}

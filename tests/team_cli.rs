@@ -4,7 +4,11 @@
 //! a served sandbox, the second refused at once naming the holder, a third waiting for
 //! the lock with `--lock-timeout`.
 
+#[path = "../providers/tests/support/aws.rs"]
+mod aws_support;
 mod common;
+#[path = "../providers/tests/support/moto_proxy.rs"]
+mod moto_proxy;
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -111,51 +115,43 @@ fn gcs_state_on_the_sandbox_holds_the_stack_and_no_local_state_is_written() {
         .expect_code(0);
 }
 
-#[test]
-fn two_applies_of_one_s3_state_the_second_refused_naming_the_holder() {
-    let work = Work::new();
-    // The first apply holds the lock for the 3 s of its sleep.
-    work.write(
-        "stack.toml",
-        &stack(
-            "\n[time_sleep.settle]\ncreate_duration = \"3s\"\ndepends_on = [\"gcs_bucket.data\"]\n",
-        ),
-    );
-    let mut serve = work
-        .command(&["sandbox", "serve"], &[])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+/// Two applies of `work`'s stack, each run with `args` (and `envs`): the first holds
+/// the lock (the stack sleeps 3 s) until `locked` says its lock object exists; the
+/// second is refused at once naming the holder of `location`; a third waits for the
+/// lock with `--lock-timeout` and finds the work done.
+fn two_applies(
+    work: &Work,
+    args: &[&str],
+    envs: &[(&str, &str)],
+    location: &str,
+    locked: impl Fn() -> bool,
+) {
+    let first_args: Vec<&str> = ["apply", "--auto-approve"]
+        .iter()
+        .chain(args)
+        .copied()
+        .collect();
+    let first = work
+        .command(&first_args, envs)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
-        .expect("start terrain sandbox serve");
-    work.wait_for("the served sandbox", Duration::from_secs(30), || {
-        work.exists("state/sandbox/serve.json").then_some(())
-    });
-
-    let first_args = ["apply", "--sandbox", "--auto-approve"];
-    let first = work.spawn(&first_args);
+        .expect("start the first apply");
     work.wait_for("the first apply's lock", Duration::from_secs(30), || {
-        let list = work.run(&["sandbox", "list"]);
-        list.stdout
-            .lines()
-            .any(|l| l == "s3 object team-state/ml/tiny.json.lock")
-            .then_some(())
+        locked().then_some(())
     });
-    let second = work.run(&["apply", "--sandbox", "--auto-approve"]);
+    let second = work.run_env(&first_args, envs);
     second.failure();
     for want in [
-        "state s3://team-state/ml/tiny.json is locked by",
-        "for `apply`",
-        "terrain force-unlock",
+        format!("state {location} is locked by"),
+        "for `apply`".to_string(),
+        "terrain force-unlock".to_string(),
     ] {
-        assert!(second.stderr.contains(want), "{want}:\n{}", second.stderr);
+        assert!(second.stderr.contains(&want), "{want}:\n{}", second.stderr);
     }
-    let third = work.run(&[
-        "apply",
-        "--sandbox",
-        "--auto-approve",
-        "--lock-timeout",
-        "60s",
-    ]);
+    let mut third_args = first_args.clone();
+    third_args.extend(["--lock-timeout", "60s"]);
+    let third = work.run_env(&third_args, envs);
     third.success();
     work.finish(first, &first_args).success();
     assert!(
@@ -163,8 +159,150 @@ fn two_applies_of_one_s3_state_the_second_refused_naming_the_holder() {
         "the third apply found the first one's work done:\n{}",
         third.stdout
     );
-    let _ = serve.kill();
-    let _ = serve.wait();
+}
+
+/// Serves the sandbox of `work` until dropped, so that several runs share it.
+struct Serve(std::process::Child);
+
+impl Serve {
+    fn start(work: &Work) -> Self {
+        let child = work
+            .command(&["sandbox", "serve"], &[])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start terrain sandbox serve");
+        work.wait_for("the served sandbox", Duration::from_secs(30), || {
+            work.exists("state/sandbox/serve.json").then_some(())
+        });
+        Self(child)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Whether `terrain sandbox list` in `work` shows `line`.
+fn sandbox_holds(work: &Work, line: &str) -> bool {
+    work.run(&["sandbox", "list"])
+        .stdout
+        .lines()
+        .any(|l| l == line)
+}
+
+const SLEEP: &str =
+    "\n[time_sleep.settle]\ncreate_duration = \"3s\"\ndepends_on = [\"gcs_bucket.data\"]\n";
+
+#[test]
+fn two_applies_of_one_s3_state_the_second_refused_naming_the_holder() {
+    let work = Work::new();
+    work.write("stack.toml", &stack(SLEEP));
+    let _serve = Serve::start(&work);
+    two_applies(
+        &work,
+        &["--sandbox"],
+        &[],
+        "s3://team-state/ml/tiny.json",
+        || sandbox_holds(&work, "s3 object team-state/ml/tiny.json.lock"),
+    );
+}
+
+#[test]
+fn two_applies_of_one_gcs_state_the_second_refused_naming_the_holder() {
+    let work = Work::new();
+    work.write(
+        "stack.toml",
+        &with_backend("[backend.gcs]\nbucket = \"team-state\"\nprefix = \"ml/tiny\"\n").replace(
+            "location = \"us-central1\"\n",
+            &format!("location = \"us-central1\"\n{SLEEP}"),
+        ),
+    );
+    let _serve = Serve::start(&work);
+    two_applies(
+        &work,
+        &["--sandbox"],
+        &[],
+        "gs://team-state/ml/tiny/default.json",
+        || sandbox_holds(&work, "gcs object team-state/ml/tiny/default.json.lock"),
+    );
+}
+
+/// Against moto, with the AWS default credential chain (the environment) and an
+/// S3-compatible endpoint named in the stack: no sandbox at all.
+#[test]
+fn two_applies_of_one_s3_state_on_moto_the_second_refused_naming_the_holder() {
+    aws_support::env();
+    let moto = aws_support::Moto::start();
+    let proxy = moto_proxy::MotoProxy::start(&moto.url);
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let config = serde_json::json!({"region": "us-east-1", "endpoint": proxy.url});
+        let client =
+            terrain_providers::aws::config::s3(&terrain_providers::Ctx::new("test", config))
+                .await
+                .expect("S3 client");
+        client
+            .create_bucket()
+            .bucket("team-state")
+            .send()
+            .await
+            .expect("create the bucket");
+        client
+            .put_bucket_versioning()
+            .bucket("team-state")
+            .versioning_configuration(
+                aws_sdk_s3::types::VersioningConfiguration::builder()
+                    .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+                    .build(),
+            )
+            .send()
+            .await
+            .expect("enable versioning");
+    });
+    let work = Work::new();
+    work.write(
+        "stack.toml",
+        &format!(
+            "[stack]\nname = \"tiny\"\n\n[backend.s3]\nbucket = \"team-state\"\nkey = \"ml/tiny.json\"\nregion = \"us-east-1\"\nendpoint = \"{}\"\n\n[time_sleep.settle]\ncreate_duration = \"3s\"\n",
+            proxy.url
+        ),
+    );
+    let envs = [
+        ("AWS_ACCESS_KEY_ID", "AKIDTERRAINTEST"),
+        ("AWS_SECRET_ACCESS_KEY", "terrain-test-secret"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("AWS_CONFIG_FILE", "/nonexistent/terrain-test-aws-config"),
+        (
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "/nonexistent/terrain-test-aws-credentials",
+        ),
+    ];
+    let lock_url = format!("{}/team-state/ml/tiny.json.lock", proxy.url);
+    // An anonymous read of a private object is refused (403); of a missing one, 404.
+    two_applies(&work, &[], &envs, "s3://team-state/ml/tiny.json", || {
+        matches!(http_status(&lock_url), Some(200 | 403))
+    });
+    assert_eq!(http_status(&lock_url), Some(404), "the lock was released");
+}
+
+/// The status of an anonymous GET of `url`.
+fn http_status(url: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://")?;
+    let (addr, path) = rest.split_once('/')?;
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    write!(
+        s,
+        "GET /{path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    out.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// A stack whose bucket is named after its environment and a variable each

@@ -290,6 +290,12 @@ impl State {
             "updated": stamp,
             "timeStorageClassUpdated": stamp,
         });
+        let mut object = object;
+        // A customer-managed key (the `kmsKeyName` parameter): GCS reports the key
+        // version that encrypted the object.
+        if let Some(key) = req.param("kmsKeyName").filter(|k| !k.is_empty()) {
+            object["kmsKeyName"] = json!(format!("{key}/cryptoKeyVersions/1"));
+        }
         record.objects.push(ObjectRecord {
             name,
             generation,
