@@ -1,15 +1,12 @@
-//! The GCS state backend: the state is one object, `PREFIX/NAME.json` (`default`, or
-//! the environment's name), written with
-//! `ifGenerationMatch` on the generation this client last read or wrote (`0` when
-//! there was none), so a writer that lost its lock cannot clobber a newer state; in
-//! the bucket's default encryption or a customer-managed key (`kms_key_name`). The
-//! bucket must keep versions unless the stack allows otherwise (on `--sandbox` runs it
-//! is made, versioned, on first use). The lock is an object beside the state,
-//! `NAME.json.lock`, created with `ifGenerationMatch=0` and holding the
-//! [`LockInfo`] of its holder. Calls that fail with 429 or 5xx are retried with
-//! backoff.
+//! The GCS state backend: the store under the shared protocol of [`super::remote`],
+//! over the JSON API. The state is object `PREFIX/NAME.json` (`NAME` is `default` or
+//! the environment's; its lock `NAME.json.lock`), written with `ifGenerationMatch` on
+//! the generation this client last read or wrote (`0` when there was none), in the
+//! bucket's default encryption or a customer-managed key (`kms_key_name`); deletes use
+//! `ifGenerationMatch`. The bucket must keep versions unless the stack allows
+//! otherwise; on `--sandbox` runs it is made, versioned, on first write. Calls that
+//! fail with 429 or 5xx are retried with backoff.
 
-use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,7 +14,8 @@ use serde_json::{json, Value};
 use terrain_providers::gcp::auth::Tokens;
 use terrain_providers::gcp::config::CredentialSource;
 
-use super::{Backend, LockInfo, State, StateError, Unchecked};
+use super::remote::{Objects, Remote};
+use super::{StateError, Unchecked};
 
 /// Where a GCS state lives and how it is written (the `[backend.gcs]` table).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,17 +39,19 @@ pub struct GcsSettings {
 /// Attempts per call, the first included, when GCS answers 429 or 5xx.
 const ATTEMPTS: u32 = 5;
 
-/// A state in a GCS bucket.
-pub struct GcsBackend {
+/// The bucket of a GCS state, as the remote protocol ([`Remote`]) uses it.
+pub struct GcsObjects {
     settings: GcsSettings,
+    /// The state object's name (`PREFIX/NAME.json`), for messages.
+    state: String,
     http: reqwest::Client,
     tokens: Tokens,
     /// Checked once per client.
     versioning: tokio::sync::OnceCell<()>,
-    /// The generation of the state object as last read or written: `Some(0)` when it
-    /// was absent, `None` before anything was read.
-    seen: Mutex<Option<i64>>,
 }
+
+/// A state in a GCS bucket.
+pub type GcsBackend = Remote<GcsObjects>;
 
 /// One answer of the JSON API.
 struct Answer {
@@ -79,27 +79,28 @@ impl Answer {
 impl GcsBackend {
     /// A client of the state `settings` name, authenticating with `credentials`.
     pub fn new(settings: GcsSettings, credentials: CredentialSource) -> Self {
-        Self {
-            settings,
-            http: reqwest::Client::new(),
-            tokens: Tokens::new(credentials),
-            versioning: tokio::sync::OnceCell::new(),
-            seen: Mutex::new(None),
-        }
-    }
-
-    fn object(&self) -> String {
-        let prefix = self.settings.prefix.trim_end_matches('/');
-        let name = &self.settings.name;
-        if prefix.is_empty() {
-            format!("{name}.json")
+        let prefix = settings.prefix.trim_end_matches('/');
+        let state = if prefix.is_empty() {
+            format!("{}.json", settings.name)
         } else {
-            format!("{prefix}/{name}.json")
-        }
+            format!("{prefix}/{}.json", settings.name)
+        };
+        Remote::with(
+            GcsObjects {
+                settings,
+                state: state.clone(),
+                http: reqwest::Client::new(),
+                tokens: Tokens::new(credentials),
+                versioning: tokio::sync::OnceCell::new(),
+            },
+            state,
+        )
     }
+}
 
-    fn lock_object(&self) -> String {
-        format!("{}.lock", self.object())
+impl GcsObjects {
+    fn location(&self) -> String {
+        self.url(&self.state)
     }
 
     fn root(&self) -> String {
@@ -131,20 +132,6 @@ impl GcsBackend {
             status,
             message,
         }
-    }
-
-    fn seen(&self) -> Option<i64> {
-        *self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn set_seen(&self, generation: i64) {
-        *self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(generation);
     }
 
     /// Sends the request `build` makes, retrying 429, 5xx and lost connections with
@@ -188,10 +175,38 @@ impl GcsBackend {
         }
     }
 
+    async fn create_bucket(&self, project: &str) -> Result<(), StateError> {
+        let url = format!("{}storage/v1/b", self.root());
+        let body = json!({"name": self.settings.bucket, "versioning": {"enabled": true}});
+        let answer = self
+            .send("storage.buckets.insert", |c| {
+                c.post(&url).query(&[("project", project)]).json(&body)
+            })
+            .await?;
+        if answer.ok() || answer.status == 409 {
+            Ok(())
+        } else {
+            Err(self.remote(
+                "storage.buckets.insert",
+                Some(answer.status),
+                answer.message(),
+            ))
+        }
+    }
+}
+
+#[async_trait]
+impl Objects for GcsObjects {
+    type Version = i64;
+
+    fn url(&self, name: &str) -> String {
+        format!("gs://{}/{name}", self.settings.bucket)
+    }
+
     /// Refuses a bucket that keeps no versions unless allowed. With `create` (a
     /// write), a missing bucket is made when the settings allow it; without, it is
     /// `Ok(false)`, for a read to find no state there.
-    async fn check_versioning(&self, create: bool) -> Result<bool, StateError> {
+    async fn ready(&self, create: bool) -> Result<bool, StateError> {
         let checked = self
             .versioning
             .get_or_try_init(|| async {
@@ -238,26 +253,6 @@ impl GcsBackend {
         }
     }
 
-    async fn create_bucket(&self, project: &str) -> Result<(), StateError> {
-        let url = format!("{}storage/v1/b", self.root());
-        let body = json!({"name": self.settings.bucket, "versioning": {"enabled": true}});
-        let answer = self
-            .send("storage.buckets.insert", |c| {
-                c.post(&url).query(&[("project", project)]).json(&body)
-            })
-            .await?;
-        if answer.ok() || answer.status == 409 {
-            Ok(())
-        } else {
-            Err(self.remote(
-                "storage.buckets.insert",
-                Some(answer.status),
-                answer.message(),
-            ))
-        }
-    }
-
-    /// The object `name`'s bytes and generation; `None` when there is none.
     async fn get(&self, name: &str) -> Result<Option<(Vec<u8>, i64)>, StateError> {
         let url = self.object_url(name);
         let meta = self.send("storage.objects.get", |c| c.get(&url)).await?;
@@ -292,14 +287,14 @@ impl GcsBackend {
         }
     }
 
-    /// Writes `body` as `name` if its live generation is `generation` (0: none); the new
-    /// generation, or `None` when the condition did not hold.
-    async fn put(
+    async fn put_if(
         &self,
         name: &str,
         body: Vec<u8>,
-        generation: i64,
+        expected: Option<&i64>,
     ) -> Result<Option<i64>, StateError> {
+        // `ifGenerationMatch=0`: only if there is no object.
+        let generation = expected.copied().unwrap_or(0);
         let url = format!(
             "{}upload/storage/v1/b/{}/o",
             self.root(),
@@ -339,45 +334,15 @@ impl GcsBackend {
         }
     }
 
-    /// The lock record and its generation, if locked.
-    async fn lock_record(&self) -> Result<Option<(LockInfo, i64)>, StateError> {
-        let Some((bytes, generation)) = self.get(&self.lock_object()).await? else {
-            return Ok(None);
-        };
-        // A record that does not decode still means the state is locked.
-        let info = serde_json::from_slice(&bytes).unwrap_or_else(|_| LockInfo {
-            id: "unknown".into(),
-            who: "unknown".into(),
-            pid: 0,
-            operation: "unknown".into(),
-            created: "unknown".into(),
-        });
-        Ok(Some((info, generation)))
-    }
-
-    /// Releases the lock if its id is `id`.
-    async fn release(&self, id: &str) -> Result<(), StateError> {
-        let Some((holder, generation)) = self.lock_record().await? else {
-            return Err(StateError::NotLocked {
-                location: self.location(),
-            });
-        };
-        if holder.id != id {
-            return Err(StateError::LockMismatch {
-                location: self.location(),
-                given: id.to_string(),
-                found: holder.id,
-            });
-        }
-        let url = self.object_url(&self.lock_object());
+    async fn delete_if(&self, name: &str, generation: &i64) -> Result<(), StateError> {
+        let url = self.object_url(name);
         let g = generation.to_string();
         let answer = self
             .send("storage.objects.delete", |c| {
                 c.delete(&url).query(&[("ifGenerationMatch", g.as_str())])
             })
             .await?;
-        // Gone already (a retried delete whose first answer was lost) is released too.
-        if answer.ok() || answer.status == 404 {
+        if answer.ok() || answer.status == 404 || answer.status == 412 {
             Ok(())
         } else {
             Err(self.remote(
@@ -400,104 +365,4 @@ fn encode(name: &str) -> String {
         }
     }
     out
-}
-
-#[async_trait]
-impl Backend for GcsBackend {
-    fn location(&self) -> String {
-        format!("gs://{}/{}", self.settings.bucket, self.object())
-    }
-
-    async fn load(&self) -> Result<Option<State>, StateError> {
-        if !self.check_versioning(false).await? {
-            return Ok(None);
-        }
-        match self.get(&self.object()).await? {
-            None => {
-                self.set_seen(0);
-                Ok(None)
-            }
-            Some((bytes, generation)) => {
-                let state = super::decode(&bytes, &self.location())?;
-                self.set_seen(generation);
-                Ok(Some(state))
-            }
-        }
-    }
-
-    async fn save(&self, state: &State) -> Result<(), StateError> {
-        self.check_versioning(true).await?;
-        let mut bytes = serde_json::to_vec_pretty(state).map_err(|source| StateError::Encode {
-            location: self.location(),
-            source,
-        })?;
-        bytes.push(b'\n');
-        let generation = match self.seen() {
-            Some(g) => g,
-            // A client that never read the state writes over whatever is there now,
-            // but still not over a write that lands in between.
-            None => self.get(&self.object()).await?.map_or(0, |(_, g)| g),
-        };
-        if let Some(new) = self.put(&self.object(), bytes.clone(), generation).await? {
-            self.set_seen(new);
-            return Ok(());
-        }
-        // A retried upload whose first attempt landed (its answer lost) finds its own
-        // write: that is success, not a rival.
-        if let Some((stored, g)) = self.get(&self.object()).await? {
-            if stored == bytes {
-                self.set_seen(g);
-                return Ok(());
-            }
-        }
-        Err(StateError::Stale {
-            location: self.location(),
-        })
-    }
-
-    async fn lock(&self, info: &LockInfo) -> Result<(), StateError> {
-        self.check_versioning(true).await?;
-        let body = serde_json::to_vec_pretty(info).map_err(|source| StateError::Encode {
-            location: self.location(),
-            source,
-        })?;
-        for _ in 0..3 {
-            if self
-                .put(&self.lock_object(), body.clone(), 0)
-                .await?
-                .is_some()
-            {
-                return Ok(());
-            }
-            match self.lock_record().await? {
-                // Our own lock, written by an attempt whose answer was lost.
-                Some((holder, _)) if holder == *info => return Ok(()),
-                Some((holder, _)) => {
-                    return Err(StateError::LockHeld {
-                        location: self.location(),
-                        holder: Box::new(holder),
-                    })
-                }
-                // Released between our refused write and our read: try again.
-                None => {}
-            }
-        }
-        Err(self.remote(
-            "storage.objects.insert",
-            Some(412),
-            "the lock object kept changing while taking the lock".into(),
-        ))
-    }
-
-    async fn unlock(&self, id: &str) -> Result<(), StateError> {
-        self.release(id).await
-    }
-
-    async fn lock_info(&self) -> Result<Option<LockInfo>, StateError> {
-        Ok(self.lock_record().await?.map(|(info, _)| info))
-    }
-
-    async fn force_unlock(&self, id: &str) -> Result<(), StateError> {
-        self.release(id).await
-    }
 }

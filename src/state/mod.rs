@@ -13,6 +13,7 @@ pub mod gcs;
 pub mod journal;
 pub mod local;
 pub mod lock;
+pub mod remote;
 pub mod s3;
 
 use std::collections::BTreeMap;
