@@ -15,7 +15,7 @@ use terrain_providers::gcp::auth::Tokens;
 use terrain_providers::gcp::config::CredentialSource;
 
 use super::remote::{Objects, Remote};
-use super::{StateError, Unchecked};
+use super::StateError;
 
 /// Where a GCS state lives and how it is written (the `[backend.gcs]` table).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,8 +46,6 @@ pub struct GcsObjects {
     state: String,
     http: reqwest::Client,
     tokens: Tokens,
-    /// Checked once per client.
-    versioning: tokio::sync::OnceCell<()>,
 }
 
 /// A state in a GCS bucket.
@@ -91,7 +89,6 @@ impl GcsBackend {
                 state: state.clone(),
                 http: reqwest::Client::new(),
                 tokens: Tokens::new(credentials),
-                versioning: tokio::sync::OnceCell::new(),
             },
             state,
         )
@@ -203,53 +200,39 @@ impl Objects for GcsObjects {
         format!("gs://{}/{name}", self.settings.bucket)
     }
 
-    /// Refuses a bucket that keeps no versions unless allowed. With `create` (a
-    /// write), a missing bucket is made when the settings allow it; without, it is
-    /// `Ok(false)`, for a read to find no state there.
-    async fn ready(&self, create: bool) -> Result<bool, StateError> {
-        let checked = self
-            .versioning
-            .get_or_try_init(|| async {
-                let url = format!("{}storage/v1/b/{}", self.root(), self.settings.bucket);
-                let answer = self
-                    .send("storage.buckets.get", |c| c.get(&url))
-                    .await
-                    .map_err(Unchecked::Failed)?;
-                if answer.status == 404 {
-                    if let Some(project) = &self.settings.create_in_project {
-                        if !create {
-                            return Err(Unchecked::NoBucket);
-                        }
-                        return self.create_bucket(project).await.map_err(Unchecked::Failed);
-                    }
+    async fn versioning(&self, create: bool) -> Result<Option<bool>, StateError> {
+        let url = format!("{}storage/v1/b/{}", self.root(), self.settings.bucket);
+        let answer = self.send("storage.buckets.get", |c| c.get(&url)).await?;
+        if answer.status == 404 {
+            if let Some(project) = &self.settings.create_in_project {
+                if !create {
+                    return Ok(None);
                 }
-                if !answer.ok() {
-                    return Err(Unchecked::Failed(self.remote(
-                        "storage.buckets.get",
-                        Some(answer.status),
-                        answer.message(),
-                    )));
-                }
-                let versioned = answer.json()["versioning"]["enabled"] == Value::Bool(true);
-                if versioned || self.settings.allow_unversioned {
-                    Ok(())
-                } else {
-                    Err(Unchecked::Failed(StateError::Unversioned {
-                        location: self.location(),
-                        bucket: self.settings.bucket.clone(),
-                        enable: format!(
-                            "gcloud storage buckets update gs://{} --versioning",
-                            self.settings.bucket
-                        ),
-                        table: "backend.gcs",
-                    }))
-                }
-            })
-            .await;
-        match checked {
-            Ok(()) => Ok(true),
-            Err(Unchecked::NoBucket) => Ok(false),
-            Err(Unchecked::Failed(e)) => Err(e),
+                self.create_bucket(project).await?;
+                return Ok(Some(true));
+            }
+        }
+        if !answer.ok() {
+            return Err(self.remote("storage.buckets.get", Some(answer.status), answer.message()));
+        }
+        Ok(Some(
+            answer.json()["versioning"]["enabled"] == Value::Bool(true),
+        ))
+    }
+
+    fn allows_unversioned(&self) -> bool {
+        self.settings.allow_unversioned
+    }
+
+    fn unversioned(&self) -> StateError {
+        StateError::Unversioned {
+            location: self.location(),
+            bucket: self.settings.bucket.clone(),
+            enable: format!(
+                "gcloud storage buckets update gs://{} --versioning",
+                self.settings.bucket
+            ),
+            table: "backend.gcs",
         }
     }
 

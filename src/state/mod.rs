@@ -183,11 +183,3 @@ pub fn decode(bytes: &[u8], location: &str) -> Result<State, StateError> {
         }
     }
 }
-
-/// Why a remote backend's bucket is not known to be fit for the state yet (its
-/// versioning checked).
-pub(crate) enum Unchecked {
-    /// The bucket does not exist, and this client may make it on its first write.
-    NoBucket,
-    Failed(StateError),
-}

@@ -21,10 +21,14 @@ pub trait Objects: Send + Sync {
 
     /// The address of object `name`, for messages (`s3://bucket/key`).
     fn url(&self, name: &str) -> String;
-    /// Whether the bucket is fit for the state (it keeps versions, or may not). With
-    /// `create` (before a write), a missing bucket is made where that is allowed (the
-    /// sandbox); without, a missing one is `Ok(false)`: a read finds no state there.
-    async fn ready(&self, create: bool) -> Result<bool, StateError>;
+    /// Whether the bucket keeps object versions; `None` when it does not exist. With
+    /// `create` (before a write), a missing bucket is made, versioned, where that is
+    /// allowed (the sandbox).
+    async fn versioning(&self, create: bool) -> Result<Option<bool>, StateError>;
+    /// Whether the stack accepts a bucket that keeps no versions.
+    fn allows_unversioned(&self) -> bool;
+    /// The refusal of a bucket that keeps no versions, saying how to turn them on.
+    fn unversioned(&self) -> StateError;
     /// Object `name` and its version; `None` when there is none.
     async fn get(&self, name: &str) -> Result<Option<(Vec<u8>, Self::Version)>, StateError>;
     /// Writes `body` as `name` if its current version is `expected` (`None`: only if
@@ -40,10 +44,20 @@ pub trait Objects: Send + Sync {
     async fn delete_if(&self, name: &str, version: &Self::Version) -> Result<(), StateError>;
 }
 
+/// Why a bucket is not known to be fit for the state yet.
+enum Unchecked {
+    /// It does not exist; the first write may make it.
+    NoBucket,
+    Failed(StateError),
+}
+
 /// A state kept as object `state` of `objects`, its lock as `state.lock`.
 pub struct Remote<O: Objects> {
     objects: O,
     state: String,
+    /// Set once the bucket is known to keep versions (or allowed not to): checked once
+    /// per client, before anything is read or written.
+    fit: tokio::sync::OnceCell<()>,
     /// The state object's version as this client last read or wrote it: `Some(None)`
     /// when it was absent, `None` before anything was read.
     seen: Mutex<Option<Option<O::Version>>>,
@@ -54,7 +68,32 @@ impl<O: Objects> Remote<O> {
         Self {
             objects,
             state,
+            fit: tokio::sync::OnceCell::new(),
             seen: Mutex::new(None),
+        }
+    }
+
+    /// Whether the bucket is fit for the state: it keeps versions (a bad save can be
+    /// gone back from), or the stack allows it not to. With `create` (before a write), a
+    /// missing bucket is made where that is allowed; without, it is `Ok(false)`: a read
+    /// finds no state there.
+    async fn ready(&self, create: bool) -> Result<bool, StateError> {
+        let checked = self
+            .fit
+            .get_or_try_init(|| async {
+                match self.objects.versioning(create).await {
+                    Ok(Some(true)) => Ok(()),
+                    Ok(Some(false)) if self.objects.allows_unversioned() => Ok(()),
+                    Ok(Some(false)) => Err(Unchecked::Failed(self.objects.unversioned())),
+                    Ok(None) => Err(Unchecked::NoBucket),
+                    Err(e) => Err(Unchecked::Failed(e)),
+                }
+            })
+            .await;
+        match checked {
+            Ok(()) => Ok(true),
+            Err(Unchecked::NoBucket) => Ok(false),
+            Err(Unchecked::Failed(e)) => Err(e),
         }
     }
 
@@ -126,7 +165,7 @@ impl<O: Objects> Backend for Remote<O> {
     }
 
     async fn load(&self) -> Result<Option<State>, StateError> {
-        if !self.objects.ready(false).await? {
+        if !self.ready(false).await? {
             return Ok(None);
         }
         match self.objects.get(&self.state).await? {
@@ -143,7 +182,7 @@ impl<O: Objects> Backend for Remote<O> {
     }
 
     async fn save(&self, state: &State) -> Result<(), StateError> {
-        self.objects.ready(true).await?;
+        self.ready(true).await?;
         let bytes = self.encode(state)?;
         let expected = match self.seen() {
             Some(seen) => seen,
@@ -173,7 +212,7 @@ impl<O: Objects> Backend for Remote<O> {
     }
 
     async fn lock(&self, info: &LockInfo) -> Result<(), StateError> {
-        self.objects.ready(true).await?;
+        self.ready(true).await?;
         let body = self.encode(info)?;
         // A lock released or taken over between a refused write and the read of it:
         // try again, a few times.

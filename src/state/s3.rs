@@ -19,7 +19,7 @@ use terrain_providers::Ctx;
 use tokio::sync::OnceCell;
 
 use super::remote::{Objects, Remote};
-use super::{StateError, Unchecked};
+use super::StateError;
 
 /// Where an S3 state lives and how it is written (the `[backend.s3]` table).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,8 +46,6 @@ pub struct S3Settings {
 pub struct S3Objects {
     settings: S3Settings,
     client: OnceCell<Client>,
-    /// Checked once per client: a refused bucket is refused before anything is read.
-    versioning: OnceCell<()>,
 }
 
 /// A state in an S3 bucket.
@@ -98,7 +96,6 @@ impl S3Backend {
             S3Objects {
                 settings,
                 client: OnceCell::new(),
-                versioning: OnceCell::new(),
             },
             key,
         )
@@ -186,56 +183,42 @@ impl Objects for S3Objects {
         format!("s3://{}/{name}", self.settings.bucket)
     }
 
-    /// Refuses a bucket that keeps no versions unless allowed: a bad save would then
-    /// overwrite the only copy of the state. With `create` (a write), a missing bucket
-    /// is made when the settings allow it; without, it is `Ok(false)`, for a read to find
-    /// no state there.
-    async fn ready(&self, create: bool) -> Result<bool, StateError> {
-        let checked = self
-            .versioning
-            .get_or_try_init(|| async {
-                if self.settings.allow_unversioned {
-                    return Ok(());
-                }
-                let client = self.client().await.map_err(Unchecked::Failed)?;
-                let asked = client
-                    .get_bucket_versioning()
-                    .bucket(&self.settings.bucket)
-                    .send()
-                    .await;
-                let out = match asked {
-                    Err(e)
-                        if self.settings.create_bucket
-                            && call_error(&e).code.as_deref() == Some("NoSuchBucket") =>
-                    {
-                        if !create {
-                            return Err(Unchecked::NoBucket);
-                        }
-                        return self.create_bucket(client).await.map_err(Unchecked::Failed);
-                    }
-                    other => other.map_err(|e| {
-                        Unchecked::Failed(self.remote("s3.GetBucketVersioning", call_error(&e)))
-                    })?,
-                };
-                if out.status() == Some(&BucketVersioningStatus::Enabled) {
-                    Ok(())
-                } else {
-                    Err(Unchecked::Failed(StateError::Unversioned {
-                        location: self.location(),
-                        bucket: self.settings.bucket.clone(),
-                        enable: format!(
-                            "aws s3api put-bucket-versioning --bucket {} --versioning-configuration Status=Enabled",
-                            self.settings.bucket
-                        ),
-                        table: "backend.s3",
-                    }))
-                }
-            })
+    async fn versioning(&self, create: bool) -> Result<Option<bool>, StateError> {
+        let client = self.client().await?;
+        let asked = client
+            .get_bucket_versioning()
+            .bucket(&self.settings.bucket)
+            .send()
             .await;
-        match checked {
-            Ok(()) => Ok(true),
-            Err(Unchecked::NoBucket) => Ok(false),
-            Err(Unchecked::Failed(e)) => Err(e),
+        match asked {
+            Ok(out) => Ok(Some(out.status() == Some(&BucketVersioningStatus::Enabled))),
+            Err(e)
+                if self.settings.create_bucket
+                    && call_error(&e).code.as_deref() == Some("NoSuchBucket") =>
+            {
+                if !create {
+                    return Ok(None);
+                }
+                self.create_bucket(client).await?;
+                Ok(Some(true))
+            }
+            Err(e) => Err(self.remote("s3.GetBucketVersioning", call_error(&e))),
+        }
+    }
+
+    fn allows_unversioned(&self) -> bool {
+        self.settings.allow_unversioned
+    }
+
+    fn unversioned(&self) -> StateError {
+        StateError::Unversioned {
+            location: self.location(),
+            bucket: self.settings.bucket.clone(),
+            enable: format!(
+                "aws s3api put-bucket-versioning --bucket {} --versioning-configuration Status=Enabled",
+                self.settings.bucket
+            ),
+            table: "backend.s3",
         }
     }
 
