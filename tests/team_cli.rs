@@ -98,7 +98,7 @@ fn gcs_state_on_the_sandbox_holds_the_stack_and_no_local_state_is_written() {
 }
 
 /// Two applies of `work`'s stack, each run with `args` (and `envs`): the first holds
-/// the lock (the stack sleeps 3 s) until `locked` says its lock object exists; the
+/// the lock (the stack sleeps 8 s, long enough to be seen on a loaded machine) until `locked` says its lock object exists; the
 /// second is refused at once naming the holder of `location`; a third waits for the
 /// lock with `--lock-timeout` and finds the work done.
 fn two_applies(
@@ -113,15 +113,27 @@ fn two_applies(
         .chain(args)
         .copied()
         .collect();
-    let first = work
+    let mut first = work
         .command(&first_args, envs)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start the first apply");
-    work.wait_for("the first apply's lock", Duration::from_secs(30), || {
-        locked().then_some(())
-    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !locked() {
+        if first.try_wait().expect("poll the first apply").is_some() {
+            let run = work.finish(first, &first_args);
+            panic!(
+                "the first apply ended before its lock was seen:\n{}\n{}",
+                run.stdout, run.stderr
+            );
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for the first apply's lock"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let second = work.run_env(&first_args, envs);
     second.failure();
     for want in [
@@ -177,7 +189,7 @@ fn sandbox_holds(work: &Work, line: &str) -> bool {
 }
 
 const SLEEP: &str =
-    "\n[time_sleep.settle]\ncreate_duration = \"3s\"\ndepends_on = [\"gcs_bucket.data\"]\n";
+    "\n[time_sleep.settle]\ncreate_duration = \"8s\"\ndepends_on = [\"gcs_bucket.data\"]\n";
 
 #[test]
 fn two_applies_of_one_s3_state_the_second_refused_naming_the_holder() {
@@ -249,7 +261,7 @@ fn two_applies_of_one_s3_state_on_moto_the_second_refused_naming_the_holder() {
     work.write(
         "stack.toml",
         &format!(
-            "[stack]\nname = \"tiny\"\n\n[backend.s3]\nbucket = \"team-state\"\nkey = \"ml/tiny.json\"\nregion = \"us-east-1\"\nendpoint = \"{}\"\n\n[time_sleep.settle]\ncreate_duration = \"3s\"\n",
+            "[stack]\nname = \"tiny\"\n\n[backend.s3]\nbucket = \"team-state\"\nkey = \"ml/tiny.json\"\nregion = \"us-east-1\"\nendpoint = \"{}\"\n\n[time_sleep.settle]\ncreate_duration = \"8s\"\n",
             proxy.url
         ),
     );
