@@ -185,18 +185,49 @@ async fn gke_batch_ml_queues_runs_grows_the_share_and_destroys() {
     serve_from_here(&work, &sandbox);
     create(&work, name);
 
-    // The queue holds the training paths, in order, in the real Redis.
+    // The worker drained the queue (in the real Redis) and wrote a checkpoint per
+    // dataset and the report to the share, as the seed's worker does.
     let redis = sandbox
         .redis_address("batch-aiml", "default", "redis-leader")
         .expect("the redis-leader pod is backed by a redis-server");
     assert_eq!(
         common::redis_list(redis, "datasets"),
-        [
-            "datasets/training/2018-04-01.pkl",
-            "datasets/training/2018-04-02.pkl",
-            "datasets/training/2018-04-03.pkl",
-            "datasets/training/2018-04-04.pkl",
-        ]
+        Vec::<String>::new(),
+        "the Job drained the queue"
+    );
+    let report = find_file(&work.join("state/sandbox"), "report.txt")
+        .expect("the worker wrote output/report.txt on the share");
+    let output = report.parent().expect("output/");
+    assert!(output.ends_with("output"), "{}", output.display());
+    let dates = ["2018-04-01", "2018-04-02", "2018-04-03", "2018-04-04"];
+    for date in dates {
+        assert!(
+            output.join(format!("model_cpt_{date}.pkl")).is_file(),
+            "checkpoint for {date} in {}",
+            output.display()
+        );
+    }
+    let lines: Vec<String> = std::fs::read_to_string(&report)
+        .expect("read report.txt")
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        lines,
+        dates
+            .iter()
+            .map(|d| format!("datasets/training/{d}.pkl: trained, checkpoint model_cpt_{d}.pkl"))
+            .collect::<Vec<_>>()
+    );
+    // The Job's log says what it did, item by item.
+    let logs = run(&work, name, &["logs", "kubernetes_job.workload"]);
+    logs.success();
+    assert!(
+        logs.stdout
+            .contains("Processing datasets/training/2018-04-01.pkl")
+            && logs.stdout.ends_with("Queue empty, exiting\n"),
+        "{}",
+        logs.stdout
     );
 
     // The Job ran to completion on spot capacity.
@@ -225,4 +256,24 @@ async fn gke_batch_ml_queues_runs_grows_the_share_and_destroys() {
     assert_eq!(inventory(&work), "The sandbox holds nothing.\n");
     assert_eq!(sandbox.inventory(), Vec::<String>::new());
     sandbox.shutdown().await;
+}
+
+/// The first file named `name` under `dir`, depth first.
+fn find_file(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .collect();
+    entries.sort_by_key(std::fs::DirEntry::file_name);
+    for e in entries {
+        let path = e.path();
+        if path.is_dir() {
+            if let Some(found) = find_file(&path, name) {
+                return Some(found);
+            }
+        } else if e.file_name() == name {
+            return Some(path);
+        }
+    }
+    None
 }

@@ -339,7 +339,7 @@ async fn queue_items_land_in_the_pods_redis_and_follow_the_stack() -> Result<(),
         health,
         Some(Health {
             ready: true,
-            summary: "3 queued".into()
+            summary: "3 of 3 still queued".into()
         })
     );
 

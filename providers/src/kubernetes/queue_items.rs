@@ -932,9 +932,15 @@ impl Kind for QueueItems {
                     Ok(queued)
                 })
                 .await?;
+                // Workers taking items is what the queue is for: say how far they got.
+                let pushed = prior.resolved.as_ref().map_or(0, Vec::len);
+                let summary = match queued {
+                    0 => format!("all {pushed} taken by workers"),
+                    n => format!("{n} of {pushed} still queued"),
+                };
                 return Ok(Some(Health {
                     ready: true,
-                    summary: format!("{queued} queued"),
+                    summary,
                 }));
             }
         };
@@ -1623,7 +1629,7 @@ mod tests {
             health,
             Some(Health {
                 ready: true,
-                summary: "2 queued".into()
+                summary: "2 of 2 still queued".into()
             })
         );
 

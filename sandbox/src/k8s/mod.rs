@@ -83,6 +83,10 @@ pub(crate) struct ClusterState {
     pub created: DateTime<Utc>,
     #[serde(default)]
     pub store: Store,
+    /// What each run of a batch-ML worker took from its queue, by pod, container and
+    /// restart (see `controllers::workers`).
+    #[serde(default)]
+    pub drained: std::collections::BTreeMap<String, controllers::Drained>,
 }
 
 /// What a controller pass needs besides the cluster: the sandbox clock, the time scale
@@ -141,6 +145,7 @@ impl ClusterState {
             node_pools,
             created: now,
             store,
+            drained: std::collections::BTreeMap::new(),
         }
     }
 }

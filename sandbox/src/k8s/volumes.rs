@@ -251,6 +251,18 @@ pub(crate) fn mounts(
     container: Option<&str>,
 ) -> Result<Vec<Mount>, String> {
     let (object, spec) = running_container(cluster, namespace, pod, container)?;
+    container_mounts(cluster, data_dir, object, spec)
+}
+
+/// The mounts of container `spec` of pod `object`, the pod as given (a kubelet pass
+/// holds a newer copy than the store's).
+pub(crate) fn container_mounts(
+    cluster: &ClusterState,
+    data_dir: &Path,
+    object: &Value,
+    spec: &Value,
+) -> Result<Vec<Mount>, String> {
+    let pod = obj::name(object);
     let volumes = obj::items(&object["spec"]["volumes"]);
     let mut mounts = Vec::new();
     for m in obj::items(&spec["volumeMounts"]) {

@@ -1,6 +1,6 @@
 //! The kubelet of every node: a bound pod's containers are pulled, created and started,
-//! Redis containers wait for their real redis-server, job-like containers run for a while
-//! and exit (failing when the pod's sandbox annotations say so, restarting in place under
+//! Redis containers wait for their real redis-server, the batch-ML worker drains its queue
+//! ([`super::workers`]), other job-like containers run for a while and exit (failing when the pod's sandbox annotations say so, restarting in place under
 //! `OnFailure`), deleted pods stop after a grace period, pods of vanished nodes fail, and a
 //! spot reclaim terminates everything on a node.
 
@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::events::{self, Event, Involved};
 use super::nodes::{self, Shape};
 use super::obj::{self, fnv64, ts};
+use super::workers::{self, is_queue_worker, Drain};
 use super::{base, scaled};
 use crate::k8s::processes::RedisStatus;
 use crate::k8s::store::ObjKey;
@@ -707,14 +708,26 @@ fn step(
                 return false;
             }
         }
-        let Some(run) = run_time(pod, spec, pass.ctx) else {
-            return false;
+        let (end, code) = if is_queue_worker(&image) && runs_to_completion(pod) {
+            // The batch-ML worker runs until its queue is empty.
+            match workers::drain(cluster, pass.ctx, pod, spec, started, own_restarts) {
+                Drain::Working => return false,
+                Drain::Took => {
+                    pass.changed_at(now);
+                    return true;
+                }
+                Drain::Empty(at) => (at, 0),
+            }
+        } else {
+            let Some(run) = run_time(pod, spec, pass.ctx) else {
+                return false;
+            };
+            let end = started + run;
+            if end > now {
+                return false;
+            }
+            (end, exit_code(pod, pass.base_failures + own_restarts))
         };
-        let end = started + run;
-        if end > now {
-            return false;
-        }
-        let code = exit_code(pod, pass.base_failures + own_restarts);
         let policy = pod["spec"]["restartPolicy"].as_str().unwrap_or("Always");
         let restart = (policy == "Always" || (policy == "OnFailure" && code != 0))
             && pass.restarts_done < RESTARTS_PER_SETTLE;

@@ -1,13 +1,14 @@
 //! Container logs: deterministic lines derived from the pod's spec and where its lifecycle
 //! stands (the image started, the command it runs, Redis's own startup lines, a job's
-//! progress and how it ended). Later output always extends earlier output, so a follower
-//! polling these sees a growing log.
+//! progress and how it ended, the batch-ML worker's items). Later output always extends
+//! earlier output, so a follower polling these sees a growing log.
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::kubelet;
 use super::obj;
+use super::workers;
 use crate::k8s::store::ObjKey;
 use crate::k8s::ClusterState;
 
@@ -81,7 +82,10 @@ pub(super) fn pod_logs(
         if !words.is_empty() {
             lines.push(format!("Running: {}", words.join(" ")));
         }
-        if kubelet::runs_to_completion(pod) {
+        if kubelet::runs_to_completion(pod) && workers::is_queue_worker(image) {
+            let key = workers::run_key(pod, name, kubelet::restarts(pod));
+            lines.extend(workers::log_lines(cluster, &key, now));
+        } else if kubelet::runs_to_completion(pod) {
             lines.push("Working...".to_string());
             if let Some(code) = run["exitCode"].as_i64() {
                 let finished = obj::parse_time(&run["finishedAt"]).unwrap_or(now);

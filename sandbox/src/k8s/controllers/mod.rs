@@ -20,6 +20,7 @@ mod services;
 mod storage;
 #[cfg(test)]
 pub(super) mod testkit;
+mod workers;
 
 use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
@@ -29,6 +30,7 @@ use super::{defaults, ClusterState, SettleCtx};
 use events::{Event, Involved};
 pub(super) use kubelet::{is_redis_pod, qos_class, redis_container};
 pub(super) use storage::bytes as storage_bytes;
+pub(crate) use workers::Drained;
 
 /// Base durations in seconds, multiplied by `SettleCtx::scale`. Durations users give in
 /// objects (`activeDeadlineSeconds`, `ttlSecondsAfterFinished`, the run-seconds annotation)

@@ -81,6 +81,7 @@ impl Harness {
             node_pools: pools,
             created: now,
             store: Store::default(),
+            drained: Default::default(),
         };
         let processes = Processes::new(dir.path().to_path_buf());
         let mut h = Harness {

@@ -1,0 +1,271 @@
+//! What the batch-ML worker image (`…/batch-ml-workload`, the seed's) does while it
+//! runs, instead of merely running for a while: it pops dataset paths from the Redis
+//! list `datasets` one at a time (from the real redis-server behind the `redis-leader`
+//! Service), trains on each for a simulated step, writes `model_cpt_<name>.pkl` and a
+//! line of `report.txt` to `output/` on its shared volume, and exits 0 ("Queue empty,
+//! exiting") once the list is empty. A preempted pod loses the item it was on; its
+//! replacement goes on with the rest of the queue. `REDIS_HOST` and `QUEUE` in the
+//! container's environment name another Service and list.
+//!
+//! What each run took is kept per pod, container and restart, for the logs.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration as StdDuration;
+
+use chrono::{DateTime, Duration, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::kubelet::{is_redis_pod, normalize_image};
+use super::obj;
+use super::{base, scaled};
+use crate::k8s::store::ObjKey;
+use crate::k8s::{ClusterState, SettleCtx};
+
+/// The worker image's name, whatever its registry and tag.
+const WORKER_IMAGE: &str = "batch-ml-workload";
+/// The Service and list the seed's worker uses.
+const DEFAULT_HOST: &str = "redis-leader";
+const DEFAULT_QUEUE: &str = "datasets";
+/// Where on the shared volume the seed's worker writes.
+const SHARE: &str = "/mnt/fileserver";
+/// A loopback Redis answers at once; the bound guards the sandbox's lock.
+const REDIS_TIMEOUT: StdDuration = StdDuration::from_millis(500);
+
+/// What one run of a worker container did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Drained {
+    /// The items it took, in order, each with when it finished with it.
+    pub items: Vec<(String, DateTime<Utc>)>,
+    /// When it found the queue empty and exited.
+    pub empty_at: Option<DateTime<Utc>>,
+}
+
+/// Whether `image` is the batch-ML worker.
+pub(crate) fn is_queue_worker(image: &str) -> bool {
+    normalize_image(image)
+        .rsplit('/')
+        .next()
+        .is_some_and(|name| name.split(':').next() == Some(WORKER_IMAGE))
+}
+
+/// The key of one run's record.
+pub(crate) fn run_key(pod: &Value, container: &str, restarts: i64) -> String {
+    format!("{}/{container}/{restarts}", obj::uid(pod))
+}
+
+/// Where a worker's run stands after this pass.
+pub(super) enum Drain {
+    /// Busy with its current item (or waiting for its queue to come up).
+    Working,
+    /// Took the next item (something changed; the pass looks again).
+    Took,
+    /// Found the queue empty at this moment: it exits 0.
+    Empty(DateTime<Utc>),
+}
+
+/// One step of worker container `spec` of `pod`, running since `started` in its
+/// `restarts`-th restart.
+pub(super) fn drain(
+    cluster: &mut ClusterState,
+    ctx: &SettleCtx<'_>,
+    pod: &Value,
+    spec: &Value,
+    started: DateTime<Utc>,
+    restarts: i64,
+) -> Drain {
+    let name = spec["name"].as_str().unwrap_or_default();
+    let key = run_key(pod, name, restarts);
+    let record = cluster.drained.get(&key).cloned().unwrap_or_default();
+    if let Some(at) = record.empty_at {
+        return Drain::Empty(at);
+    }
+    // Each item takes one simulated step; the next is taken once the last is done.
+    let step = scaled(ctx, base::JOB_RUN / 2.0).max(Duration::milliseconds(1));
+    let due = record.items.last().map_or(started, |(_, done)| *done);
+    if due > ctx.now {
+        return Drain::Working;
+    }
+    let env = |var: &str| {
+        obj::items(&spec["env"])
+            .iter()
+            .find(|e| e["name"] == var)
+            .and_then(|e| e["value"].as_str())
+            .map(str::to_string)
+    };
+    let host = env("REDIS_HOST").unwrap_or_else(|| DEFAULT_HOST.to_string());
+    let queue = env("QUEUE").unwrap_or_else(|| DEFAULT_QUEUE.to_string());
+    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+    let Some(addr) = redis_behind(cluster, ctx, namespace, &host) else {
+        // No queue to reach yet: the worker retries its connection.
+        return Drain::Working;
+    };
+    let Ok(popped) = lpop(addr, &queue) else {
+        return Drain::Working;
+    };
+    let mut record = record;
+    match popped {
+        None => record.empty_at = Some(due),
+        Some(item) => {
+            let done = due + step;
+            write_outputs(cluster, ctx, pod, spec, &item);
+            record.items.push((item, done));
+        }
+    }
+    let empty_at = record.empty_at;
+    cluster.drained.insert(key, record);
+    match empty_at {
+        Some(at) => Drain::Empty(at),
+        None => Drain::Took,
+    }
+}
+
+/// The redis-server behind Service `host` of `namespace` (its selector's running Redis
+/// pod), or behind a Redis pod of that name.
+fn redis_behind(
+    cluster: &ClusterState,
+    ctx: &SettleCtx<'_>,
+    namespace: &str,
+    host: &str,
+) -> Option<SocketAddr> {
+    let service = cluster
+        .store
+        .get(&ObjKey::new("", "services", namespace, host));
+    let selector = service.map(|s| s["spec"]["selector"].clone());
+    let pods = obj::list_where(&cluster.store, "", "pods", Some(namespace), |p| {
+        p["status"]["phase"] == "Running"
+            && is_redis_pod(p)
+            && match &selector {
+                Some(Value::Object(sel)) if !sel.is_empty() => sel
+                    .iter()
+                    .all(|(k, v)| p["metadata"]["labels"][k.as_str()] == *v),
+                _ => obj::name(p) == host,
+            }
+    });
+    pods.iter()
+        .find_map(|(_, p)| ctx.processes.redis_addr(obj::uid(p)))
+}
+
+/// `LPOP queue` on the Redis at `addr`: the item, or `None` when the list is empty.
+fn lpop(addr: SocketAddr, queue: &str) -> std::io::Result<Option<String>> {
+    let mut stream = TcpStream::connect_timeout(&addr, REDIS_TIMEOUT)?;
+    stream.set_read_timeout(Some(REDIS_TIMEOUT))?;
+    stream.set_write_timeout(Some(REDIS_TIMEOUT))?;
+    // One write: the command in pieces would wait on Nagle's algorithm between them.
+    let command = format!("*2\r\n$4\r\nLPOP\r\n${}\r\n{queue}\r\n", queue.len());
+    stream.write_all(command.as_bytes())?;
+    let mut reader = BufReader::new(stream);
+    let mut line = String::new();
+    reader.read_line(&mut line)?;
+    let line = line.trim_end();
+    if line == "$-1" || line == "_" {
+        return Ok(None);
+    }
+    let Some(len) = line.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) else {
+        return Err(std::io::Error::other(format!("unexpected reply {line:?}")));
+    };
+    let mut item = vec![0; len + 2];
+    std::io::Read::read_exact(&mut reader, &mut item)?;
+    item.truncate(len);
+    Ok(Some(String::from_utf8_lossy(&item).into_owned()))
+}
+
+/// The checkpoint and the report line for `item`, on the worker's shared volume.
+fn write_outputs(
+    cluster: &ClusterState,
+    ctx: &SettleCtx<'_>,
+    pod: &Value,
+    spec: &Value,
+    item: &str,
+) {
+    let Ok(mounts) = crate::k8s::volumes::container_mounts(cluster, ctx.data_dir, pod, spec) else {
+        return;
+    };
+    let Some(share) = mounts
+        .iter()
+        .find(|m| m.path.trim_end_matches('/') == SHARE)
+        .or_else(|| mounts.iter().find(|m| !m.read_only))
+        .filter(|m| !m.read_only)
+    else {
+        return;
+    };
+    let out = share.host.join("output");
+    let stem = std::path::Path::new(item)
+        .file_stem()
+        .map_or_else(|| "item".to_string(), |s| s.to_string_lossy().into_owned());
+    // A worker that cannot write still drains its queue, as the real one would log.
+    let _ = std::fs::create_dir_all(&out).and_then(|()| {
+        std::fs::write(
+            out.join(format!("model_cpt_{stem}.pkl")),
+            format!("checkpoint after training on {item}\n"),
+        )?;
+        let mut report = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(out.join("report.txt"))?;
+        writeln!(report, "{item}: trained, checkpoint model_cpt_{stem}.pkl")
+    });
+}
+
+/// The worker's log lines for one run so far.
+pub(super) fn log_lines(cluster: &ClusterState, key: &str, now: DateTime<Utc>) -> Vec<String> {
+    let mut lines = vec![format!("Connecting to {DEFAULT_HOST}")];
+    let Some(record) = cluster.drained.get(key) else {
+        return lines;
+    };
+    for (item, done) in &record.items {
+        lines.push(format!("Processing {item}"));
+        if *done <= now {
+            let stem = std::path::Path::new(item)
+                .file_stem()
+                .map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+            lines.push(format!("Saved checkpoint model_cpt_{stem}.pkl"));
+        }
+    }
+    if record.empty_at.is_some_and(|at| at <= now) {
+        lines.push("Queue empty, exiting".to_string());
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_worker_image_is_known_whatever_its_registry_and_tag() {
+        for image in [
+            "us-docker.pkg.dev/google-samples/containers/gke/batch-ml-workload",
+            "us-docker.pkg.dev/google-samples/containers/gke/batch-ml-workload:latest",
+            "batch-ml-workload:v2",
+        ] {
+            assert!(is_queue_worker(image), "{image}");
+        }
+        for image in ["python:3.12", "batch-ml-workload-exporter", "redis:7.2"] {
+            assert!(!is_queue_worker(image), "{image}");
+        }
+    }
+
+    #[test]
+    fn lpop_reads_an_item_and_the_empty_reply() {
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = std::thread::spawn(move || {
+            for reply in [&b"$5\r\na b c\r\n"[..], b"$-1\r\n"] {
+                let (mut conn, _) = listener.accept().expect("accept");
+                let mut buf = [0u8; 64];
+                let n = conn.read(&mut buf).expect("read the command");
+                assert_eq!(&buf[..n], b"*2\r\n$4\r\nLPOP\r\n$8\r\ndatasets\r\n");
+                conn.write_all(reply).expect("reply");
+            }
+        });
+        assert_eq!(
+            lpop(addr, "datasets").expect("item"),
+            Some("a b c".to_string())
+        );
+        assert_eq!(lpop(addr, "datasets").expect("empty"), None);
+        server.join().expect("server");
+    }
+}
