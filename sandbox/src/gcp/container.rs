@@ -1060,6 +1060,13 @@ fn render_cluster(record: &ClusterRecord) -> Value {
             cluster["currentNodeVersion"] = version.clone();
         }
     }
+    // An Autopilot cluster (no pool of its own here) runs its nodes at the control
+    // plane's version, and GKE says so: gcloud's describe needs the field.
+    if cluster.get("currentNodeVersion").is_none() {
+        if let Some(master) = cluster.get("currentMasterVersion").cloned() {
+            cluster["currentNodeVersion"] = master;
+        }
+    }
     let pools: Vec<Value> = record.pools.iter().map(|p| p.pool.clone()).collect();
     set_or_remove(&mut cluster, "nodePools", Value::Array(pools));
     let nodes: i64 = record
@@ -1792,6 +1799,11 @@ mod tests {
             .message
             .contains("Autopilot clusters do not support node pool operations"));
         assert_eq!(h.get(&pools).expect("list"), json!({}));
+        // Regression: gcloud's describe of an Autopilot cluster crashed on a missing
+        // node version ("The value is not a valid SemVer string: [None]").
+        let c = h.at(600).get(&cluster("auto")).expect("describe");
+        assert!(c["currentNodeVersion"].is_string(), "{c}");
+        assert_eq!(c["currentNodeVersion"], c["currentMasterVersion"]);
     }
 
     #[test]

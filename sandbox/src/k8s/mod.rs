@@ -109,11 +109,16 @@ pub(crate) struct Mount {
     pub read_only: bool,
 }
 
+/// The `kubernetes` Service's address: the first of the Service range (10.96.0.0/16).
+const API_SERVICE_IP: &str = "10.96.0.1";
+/// The control plane's address behind it, in the cluster's private range.
+const API_SERVER_IP: &str = "172.16.0.2";
+
 /// Namespaces every cluster starts with.
 const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 impl ClusterState {
-    /// A fresh API server's state: no objects but the initial namespaces.
+    /// A fresh API server's state: the initial namespaces and the `kubernetes` Service.
     pub(crate) fn new(
         name: &str,
         flavor: Flavor,
@@ -136,6 +141,43 @@ impl ClusterState {
                 now,
             );
         }
+        // The Service every API server keeps for itself, and its Endpoints: in-cluster
+        // clients find the API at `kubernetes.default`.
+        store.insert_new(
+            ObjKey::new("", "services", "default", "kubernetes"),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": "kubernetes", "namespace": "default",
+                             "labels": {"component": "apiserver", "provider": "kubernetes"}},
+                "spec": {
+                    "type": "ClusterIP",
+                    "clusterIP": API_SERVICE_IP,
+                    "clusterIPs": [API_SERVICE_IP],
+                    "ipFamilies": ["IPv4"],
+                    "ipFamilyPolicy": "SingleStack",
+                    "internalTrafficPolicy": "Cluster",
+                    "sessionAffinity": "None",
+                    "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 443}],
+                },
+                "status": {"loadBalancer": {}},
+            }),
+            now,
+        );
+        store.insert_new(
+            ObjKey::new("", "endpoints", "default", "kubernetes"),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Endpoints",
+                "metadata": {"name": "kubernetes", "namespace": "default",
+                             "labels": {"endpointslice.kubernetes.io/skip-mirror": "true"}},
+                "subsets": [{
+                    "addresses": [{"ip": API_SERVER_IP}],
+                    "ports": [{"name": "https", "port": 443, "protocol": "TCP"}],
+                }],
+            }),
+            now,
+        );
         ClusterState {
             name: name.to_string(),
             flavor,
@@ -615,6 +657,17 @@ mod tests {
             ns,
             ["default", "kube-node-lease", "kube-public", "kube-system"]
         );
+        // Every API server keeps the `kubernetes` Service and its Endpoints.
+        let store = &state.clusters["gke/a"].store;
+        let svc = store
+            .get(&ObjKey::new("", "services", "default", "kubernetes"))
+            .expect("default/kubernetes");
+        assert_eq!(svc["spec"]["clusterIP"], "10.96.0.1");
+        assert_eq!(svc["spec"]["ports"][0]["port"], 443);
+        let ep = store
+            .get(&ObjKey::new("", "endpoints", "default", "kubernetes"))
+            .expect("its endpoints");
+        assert_eq!(ep["subsets"][0]["ports"][0]["port"], 443);
         let pools = vec![gke_node_pool(&pool(json!({})))];
         let removed = state.reconcile("gke/", vec![cloud("gke/a", pools.clone())], now);
         assert_eq!(
