@@ -816,6 +816,43 @@ async fn sagemaker_pipelines_and_executions_through_the_cli() {
         [("Train1", "Succeeded"), ("Train0", "Succeeded")],
         "newest first"
     );
+    // Each Training step names the training job it ran, as SageMaker does.
+    let execution_id = ok_arn.rsplit('/').next().expect("an execution id");
+    for step in steps["PipelineExecutionSteps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let job = step["Metadata"]["TrainingJob"]["Arn"]
+            .as_str()
+            .unwrap_or_default();
+        let name = step["StepName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        assert_eq!(
+            job,
+            format!("arn:aws:sagemaker:us-east-1:123456789012:training-job/pipelines-{execution_id}-{name}"),
+            "{step}"
+        );
+    }
+    let parameters = aws
+        .json(&[
+            "sagemaker",
+            "list-pipeline-parameters-for-execution",
+            "--pipeline-execution-arn",
+            &ok_arn,
+        ])
+        .await;
+    assert_conforms(
+        &sm,
+        "ListPipelineParametersForExecutionResponse",
+        &parameters,
+    );
+    assert_eq!(
+        parameters["PipelineParameters"],
+        serde_json::json!([{"Name": "Epochs", "Value": "5"}])
+    );
 
     sandbox
         .faults()

@@ -526,6 +526,38 @@ impl Execution {
         e
     }
 
+    /// What a step made or decided, as ListPipelineExecutionSteps reports it: the ARN of
+    /// the job a Training, Processing, Transform or Tuning step ran (named
+    /// `pipelines-<execution id>-<step>` as SageMaker names them), a Condition's outcome,
+    /// a Fail step's message.
+    fn step_metadata(&self, step: &Step, status: &str) -> Value {
+        let execution_id = self.arn.rsplit('/').next().unwrap_or_default();
+        let job_name: String = format!("pipelines-{execution_id}-{}", step.name)
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
+            .take(63)
+            .collect();
+        let arn = |what: &str| json!({"Arn": format!("arn:aws:sagemaker:{}:{ACCOUNT}:{what}/{job_name}", self.region)});
+        match step.step_type.as_str() {
+            "Training" => json!({"TrainingJob": arn("training-job")}),
+            "Processing" => json!({"ProcessingJob": arn("processing-job")}),
+            "Transform" => json!({"TransformJob": arn("transform-job")}),
+            "Tuning" => json!({"TuningJob": arn("hyper-parameter-tuning-job")}),
+            "Model" => json!({"Model": arn("model")}),
+            "Condition" if status == SUCCEEDED => json!({"Condition": {"Outcome": "True"}}),
+            "Fail" => {
+                json!({"Fail": {"ErrorMessage": step.error_message.clone().unwrap_or_default()}})
+            }
+            _ => json!({}),
+        }
+    }
+
     /// The steps that have started by `now`, in the order they ran, with their status.
     fn step_entries(&self, now: DateTime<Utc>) -> Vec<Value> {
         let mut out = Vec::new();
@@ -552,7 +584,7 @@ impl Execution {
                 "StartTime": epoch(start),
                 "StepStatus": status,
                 "AttemptCount": 1,
-                "Metadata": {},
+                "Metadata": self.step_metadata(step, status),
             });
             if let Some(d) = &step.display_name {
                 entry["StepDisplayName"] = json!(d);
@@ -573,6 +605,29 @@ impl Execution {
         }
         out
     }
+}
+
+/// The values a run uses: those given, then every other parameter of the definition
+/// at its default, in the definition's order (as ListPipelineParametersForExecution
+/// reports them).
+fn with_defaults(definition: &str, given: &[(String, String)]) -> Vec<(String, String)> {
+    let mut out = given.to_vec();
+    let parsed: Value = serde_json::from_str(definition).unwrap_or(Value::Null);
+    for p in parsed["Parameters"].as_array().into_iter().flatten() {
+        let Some(name) = p["Name"].as_str() else {
+            continue;
+        };
+        if out.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        let value = match &p["DefaultValue"] {
+            Value::Null => continue,
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        out.push((name.to_string(), value));
+    }
+    out
 }
 
 /// The `Tags` member as `(Key, Value)` pairs.
@@ -814,6 +869,17 @@ impl SageMaker {
                 }
                 page(steps, "PipelineExecutionSteps", &body)
             }
+            "ListPipelineParametersForExecution" => {
+                let arn = str_member(&body, "PipelineExecutionArn")?
+                    .ok_or_else(|| missing("pipelineExecutionArn"))?;
+                let e = &self.executions[self.execution_index(&arn)?];
+                let parameters: Vec<Value> = e
+                    .parameters
+                    .iter()
+                    .map(|(name, value)| json!({"Name": name, "Value": value}))
+                    .collect();
+                page(parameters, "PipelineParameters", &body)
+            }
             "AddTags" | "ListTags" | "DeleteTags" => self.tags(op, &body)?,
             other => {
                 return Err(AwsError::new(
@@ -1041,7 +1107,7 @@ impl SageMaker {
                 .unwrap_or_else(|| format!("execution-{}", now.timestamp_millis())),
             description: spec.description.clone(),
             parallelism: spec.parallelism.or(pipeline.parallelism),
-            parameters: spec.parameters.clone(),
+            parameters: with_defaults(&pipeline.definition, &spec.parameters),
             status: EXECUTING.to_string(),
             failure_reason: None,
             created: now,
@@ -1347,6 +1413,19 @@ mod tests {
             .expect("described")["PipelineExecutionStatus"]
                 .clone()
         }
+    }
+
+    #[test]
+    fn a_run_uses_the_given_parameters_then_the_definitions_defaults() {
+        let definition = r#"{"Parameters": [{"Name": "Epochs", "Type": "Integer", "DefaultValue": 3},
+            {"Name": "Data", "Type": "String", "DefaultValue": "s3://b/d"}, {"Name": "NoDefault", "Type": "String"}]}"#;
+        assert_eq!(
+            with_defaults(definition, &[("Epochs".into(), "5".into())]),
+            [
+                ("Epochs".to_string(), "5".to_string()),
+                ("Data".to_string(), "s3://b/d".to_string())
+            ]
+        );
     }
 
     #[test]
