@@ -266,6 +266,8 @@ fn readme_walkthrough_is_what_terrain_and_kubectl_print() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let banner = printed.lock().expect("lock")[..serve.output.len()].join("\n");
+    // The README shows the clone as /home/you/terrain: the banner's paths are absolute.
+    let banner = banner.replace(&work.path().display().to_string(), "/home/you/terrain");
     check_shown(serve, &banner);
 
     for shown in &blocks[1..] {

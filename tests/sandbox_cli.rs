@@ -298,3 +298,106 @@ fn a_real_run_without_google_credentials_says_what_to_set() {
         "a real run does not touch the sandbox"
     );
 }
+
+/// The `export NAME=VALUE` pairs of what `terrain sandbox serve` printed.
+fn exports(banner: &str) -> Vec<(String, String)> {
+    banner
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("export "))
+        .flat_map(|l| l.split_whitespace())
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// gcloud and the aws CLI, set up with nothing but what `serve` prints, list what a
+/// `--sandbox` apply made. Regression: the printed storage override made every
+/// `gcloud storage` command fail (gcloud takes it as the root including `storage/v1/`),
+/// and the token file was printed relative to where serve ran.
+#[test]
+fn gcloud_and_aws_work_with_what_serve_prints() {
+    use std::io::BufRead as _;
+    let work = tiny();
+    let mut serve = work
+        .command(&["sandbox", "serve"], &[])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start terrain sandbox serve");
+    let mut lines = std::io::BufReader::new(serve.stdout.take().expect("stdout")).lines();
+    let mut banner = String::new();
+    for line in lines.by_ref() {
+        let line = line.expect("a banner line");
+        let done = line.contains("<cluster>.kubeconfig");
+        banner.push_str(&line);
+        banner.push('\n');
+        if done {
+            break;
+        }
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    work.run(&["apply", "--sandbox", "--auto-approve"])
+        .success();
+    let env = exports(&banner);
+    let token = env
+        .iter()
+        .find(|(k, _)| k == "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE")
+        .map(|(_, v)| v.clone())
+        .expect("the token file is printed");
+    assert!(std::path::Path::new(&token).is_absolute(), "{token}");
+    assert!(
+        env.iter()
+            .any(|(k, v)| k == "AWS_DEFAULT_REGION" && v == "us-east-1"),
+        "{banner}"
+    );
+    let elsewhere = tempfile::tempdir().expect("another directory");
+    let gcloud_config = tempfile::tempdir().expect("a gcloud config directory");
+    match Command::new("gcloud")
+        .args(["storage", "ls", "--project", "tiny-project"])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("CLOUDSDK_CONFIG", gcloud_config.path())
+        .current_dir(elsewhere.path())
+        .output()
+    {
+        Ok(out) => assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "gs://tiny-data/\n",
+            "gcloud storage ls: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => eprintln!("gcloud is not installed ({e}); the gcloud check was not run"),
+    }
+    let url = banner
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("the sandbox's address");
+    let aws_home = tempfile::tempdir().expect("an aws config directory");
+    match Command::new("aws")
+        .args([
+            "--endpoint-url",
+            url,
+            "s3api",
+            "list-buckets",
+            "--output",
+            "json",
+        ])
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env_remove("AWS_REGION")
+        .env("AWS_CONFIG_FILE", aws_home.path().join("config"))
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            aws_home.path().join("credentials"),
+        )
+        .current_dir(elsewhere.path())
+        .output()
+    {
+        Ok(out) => assert!(
+            out.status.success(),
+            "aws with AWS_DEFAULT_REGION alone: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) => eprintln!("the aws CLI is not installed ({e}); the aws check was not run"),
+    }
+    let _ = serve.kill();
+    let _ = serve.wait();
+}

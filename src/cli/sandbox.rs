@@ -406,7 +406,8 @@ fn shown(path: &Path) -> String {
 }
 
 fn serve_banner(url: &str, dir: &Path, scale: f64) -> String {
-    let token = shown(&token_file(dir));
+    // Absolute: gcloud and the GKE auth plugin read it from whatever directory they run in.
+    let token = token_file(dir).display().to_string();
     format!(
         "Sandbox serving at {url} (emulated cloud: {cloud}; time scale {scale}).\n\
          `terrain … --sandbox` runs use it while it runs. Stop it with Ctrl-C.\n\
@@ -414,11 +415,11 @@ fn serve_banner(url: &str, dir: &Path, scale: f64) -> String {
          gcloud:\n  \
            export CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER={url}/container/\n  \
            export CLOUDSDK_API_ENDPOINT_OVERRIDES_FILE={url}/file/\n  \
-           export CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE={url}/storage/\n  \
+           export CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE={url}/storage/storage/v1/\n  \
            export CLOUDSDK_AUTH_ACCESS_TOKEN_FILE={token}\n\
          \n\
          aws:\n  \
-           export AWS_ACCESS_KEY_ID={key} AWS_SECRET_ACCESS_KEY={AWS_SECRET} AWS_REGION=us-east-1\n  \
+           export AWS_ACCESS_KEY_ID={key} AWS_SECRET_ACCESS_KEY={AWS_SECRET} AWS_REGION=us-east-1 AWS_DEFAULT_REGION=us-east-1\n  \
            aws --endpoint-url {url} eks list-clusters\n\
          \n\
          kubectl: a kubeconfig per cluster in {kube}/, written as clusters come up:\n  \
