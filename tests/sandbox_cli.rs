@@ -319,7 +319,10 @@ fn gcloud_and_aws_work_with_what_serve_prints() {
     use std::io::BufRead as _;
     let work = tiny();
     let mut serve = work
-        .command(&["sandbox", "serve"], &[])
+        .command(
+            &["sandbox", "serve"],
+            &[("TERRAIN_SANDBOX_TIME_SCALE", "0")],
+        )
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -366,6 +369,42 @@ fn gcloud_and_aws_work_with_what_serve_prints() {
             String::from_utf8_lossy(&out.stderr)
         ),
         Err(e) => eprintln!("gcloud is not installed ({e}); the gcloud check was not run"),
+    }
+    // Regression: create-auto stopped at Service Usage (not emulated), then at the
+    // default node pool gcloud always sends, and describe crashed on a missing node
+    // version.
+    let gcloud = |args: &[&str]| {
+        Command::new("gcloud")
+            .args(args)
+            .args(["--project", "tiny-project", "--region", "us-central1"])
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("CLOUDSDK_CONFIG", gcloud_config.path())
+            .env("CLOUDSDK_CORE_DISABLE_PROMPTS", "1")
+            .env("KUBECONFIG", elsewhere.path().join("kubeconfig"))
+            .current_dir(elsewhere.path())
+            .output()
+    };
+    if let Ok(out) = gcloud(&["container", "clusters", "create-auto", "auto-1"]) {
+        assert!(
+            out.status.success(),
+            "gcloud container clusters create-auto: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = gcloud(&[
+            "container",
+            "clusters",
+            "describe",
+            "auto-1",
+            "--format=value(status,currentNodeVersion,autopilot.enabled)",
+        ])
+        .expect("gcloud runs");
+        let shown = String::from_utf8_lossy(&out.stdout);
+        let fields: Vec<&str> = shown.split_whitespace().collect();
+        assert!(
+            matches!(fields.as_slice(), ["RUNNING", version, "True"] if version.contains("-gke.")),
+            "describe: {shown} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let url = banner
         .split_whitespace()

@@ -86,6 +86,7 @@ pub struct GcpEndpoints {
     pub container: String,
     pub file: String,
     pub storage: String,
+    pub serviceusage: String,
 }
 
 /// One API request and its response, as recorded in the traffic log.
@@ -256,6 +257,7 @@ impl Sandbox {
             container: format!("{url}/container/"),
             file: format!("{url}/file/"),
             storage: format!("{url}/storage/"),
+            serviceusage: format!("{url}/serviceusage/"),
         }
     }
 

@@ -670,7 +670,7 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let Some(api) = Api::from_name(root) else {
         return (
             StatusCode::NOT_FOUND,
-            format!("no API at /{root}/: the sandbox serves /container/, /file/ and /storage/, and AWS requests signed for eks, s3 or sagemaker at /"),
+            format!("no API at /{root}/: the sandbox serves /container/, /file/, /storage/ and /serviceusage/, and AWS requests signed for eks, s3 or sagemaker at /"),
         )
             .into_response();
     };

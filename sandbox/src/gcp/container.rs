@@ -354,8 +354,26 @@ impl State {
         // Autopilot clusters have GKE-managed node pools that cannot be operated on; the
         // sandbox lists none rather than inventing their configuration.
         let pool_inputs: Vec<Value> = if autopilot {
-            if !requested_pools.is_empty() || initial_count > 0 || input.get("nodeConfig").is_some()
-            {
+            // gcloud's create-auto always sends one `default-pool` with nothing but
+            // OAuth scopes (or a service account), which GKE accepts and replaces with
+            // the pools it manages; anything more is refused.
+            let gclouds_default = |p: &Value| {
+                p["name"] == "default-pool"
+                    && p["config"].as_object().is_none_or(|c| {
+                        c.keys()
+                            .all(|k| k == "oauthScopes" || k == "serviceAccount")
+                    })
+                    && p.as_object().is_some_and(|m| {
+                        m.keys()
+                            .all(|k| ["name", "config", "initialNodeCount"].contains(&k.as_str()))
+                    })
+            };
+            let extra_pools = match requested_pools.as_slice() {
+                [] => false,
+                [only] => !gclouds_default(only),
+                _ => true,
+            };
+            if extra_pools || initial_count > 0 || input.get("nodeConfig").is_some() {
                 return Err(ApiError::invalid(
                     "Autopilot clusters do not support node pools, initial_node_count or node_config: GKE manages their nodes.",
                 ));
@@ -1760,6 +1778,12 @@ mod tests {
                 "Autopilot clusters do not support node pools",
             ),
             (
+                json!({"cluster": {"name": "c", "autopilot": {"enabled": true},
+                    "nodePools": [{"name": "gpu", "initialNodeCount": 1}]}}),
+                Code::InvalidArgument,
+                "Autopilot clusters do not support node pools",
+            ),
+            (
                 json!({"cluster": {"name": "c", "nodePools": [{"name": "p", "config": {"spot": true, "preemptible": true}}]}}),
                 Code::InvalidArgument,
                 "spot and preemptible cannot both be set",
@@ -1784,7 +1808,10 @@ mod tests {
     #[test]
     fn autopilot_clusters_refuse_node_pool_operations() {
         let mut h = Harness::default();
-        let body = json!({"cluster": {"name": "auto", "autopilot": {"enabled": true}}});
+        // What `gcloud container clusters create-auto` sends: a default pool GKE replaces.
+        let body = json!({"cluster": {"name": "auto", "autopilot": {"enabled": true},
+            "nodePools": [{"name": "default-pool", "initialNodeCount": 1,
+                "config": {"oauthScopes": ["https://www.googleapis.com/auth/devstorage.read_only"]}}]}});
         h.at(0).post(&clusters(), body).expect("create");
         let pools = format!("{}/nodePools", cluster("auto"));
         let err = h

@@ -150,7 +150,7 @@ impl ApiError {
                     }],
                 }
             }),
-            Api::Container | Api::File => {
+            Api::Container | Api::File | Api::ServiceUsage => {
                 let mut error = json!({
                     "code": self.http,
                     "message": self.message,

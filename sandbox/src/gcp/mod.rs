@@ -1,5 +1,6 @@
-//! The Google Cloud emulators — GKE (container v1), Filestore (file v1) and Cloud Storage
-//! (storage v1) — and what they share: the persisted state, request-body parsing against
+//! The Google Cloud emulators — GKE (container v1), Filestore (file v1), Cloud Storage
+//! (storage v1) and the Service Usage calls gcloud makes first (serviceusage v1) — and
+//! what they share: the persisted state, request-body parsing against
 //! the field tables, timestamps and identifiers.
 
 pub(crate) mod container;
@@ -7,6 +8,7 @@ pub(crate) mod error;
 pub(crate) mod file;
 pub(crate) mod operation;
 pub mod schema;
+pub(crate) mod serviceusage;
 pub(crate) mod storage;
 pub mod tables;
 
@@ -25,10 +27,11 @@ pub(crate) enum Api {
     Container,
     File,
     Storage,
+    ServiceUsage,
 }
 
 impl Api {
-    pub(crate) const ALL: [Api; 3] = [Api::Container, Api::File, Api::Storage];
+    pub(crate) const ALL: [Api; 4] = [Api::Container, Api::File, Api::Storage, Api::ServiceUsage];
 
     /// The root path segment and the name used in traffic records and faults.
     pub(crate) fn name(self) -> &'static str {
@@ -36,6 +39,7 @@ impl Api {
             Api::Container => "container",
             Api::File => "file",
             Api::Storage => "storage",
+            Api::ServiceUsage => "serviceusage",
         }
     }
 
@@ -53,6 +57,8 @@ pub(crate) struct GcpState {
     pub file: file::State,
     #[serde(default)]
     pub storage: storage::State,
+    #[serde(default)]
+    pub serviceusage: serviceusage::State,
 }
 
 impl GcpState {
@@ -75,6 +81,7 @@ impl GcpState {
             Api::Container => self.container.handle(req, ctx),
             Api::File => self.file.handle(req, ctx),
             Api::Storage => self.storage.handle(req, ctx),
+            Api::ServiceUsage => self.serviceusage.handle(req, ctx),
         };
         result.unwrap_or_else(|e| e.response(api))
     }

@@ -577,7 +577,7 @@ fn location_type(location: &str) -> Result<&'static str, ApiError> {
 }
 
 /// A stable 12-digit project number derived from the project id.
-fn project_number(project: &str) -> String {
+pub(crate) fn project_number(project: &str) -> String {
     (100_000_000_000 + fnv1a(project.as_bytes()) % 900_000_000_000).to_string()
 }
 
