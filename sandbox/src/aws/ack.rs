@@ -808,6 +808,7 @@ mod tests {
                 String::new(),
                 String::new(),
                 Vec::new(),
+                "v1.31.8-sandbox".to_string(),
                 Utc::now(),
             );
             if with_crds {

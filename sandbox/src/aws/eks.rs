@@ -598,6 +598,14 @@ fn instance_shape(instance_type: &str) -> (i64, i64) {
     }
 }
 
+/// A Kubernetes minor version as an EKS API server and its kubelets report it
+/// (`1.31` → `v1.31.5-eks-5d632ec`).
+fn server_version(version: &str) -> String {
+    let release = release_version(version);
+    let patch = release.split('-').next().unwrap_or(version);
+    format!("v{patch}-eks-5d632ec")
+}
+
 /// The node image release EKS picks for a Kubernetes version.
 fn release_version(version: &str) -> String {
     let patch = match version {
@@ -724,6 +732,7 @@ impl NodegroupRecord {
             extended_resources,
             cpu: cpu.to_string(),
             memory: format!("{memory_mib}Mi"),
+            version: Some(server_version(&self.version)),
         }
     }
 
@@ -1064,6 +1073,7 @@ impl Eks {
             .iter()
             .filter(|c| c.status != DELETING && c.status != FAILED)
             .map(|c| CloudCluster {
+                version: server_version(&c.version),
                 key: kube_key(&c.region, &c.name),
                 name: c.name.clone(),
                 flavor: Flavor::Eks,

@@ -151,6 +151,8 @@ pub(crate) struct KubeCluster {
     pub ca_key_pem: String,
     pub autopilot: bool,
     pub pools: Vec<KubePool>,
+    /// `currentMasterVersion` (`1.32.4-gke.1415000`).
+    pub version: String,
 }
 
 /// A node pool as the Kubernetes emulator needs to know it.
@@ -165,6 +167,8 @@ pub(crate) struct KubePool {
     pub zones: i64,
     pub autoscaling: Value,
     pub placement_policy: Value,
+    /// The pool's node version, when it says.
+    pub version: Option<String>,
 }
 
 fn kube_key(project: &str, location: &str, name: &str) -> String {
@@ -200,6 +204,7 @@ impl State {
                     ca_cert_pem,
                     ca_key_pem: c.ca_key_pem.clone(),
                     autopilot: c.cluster["autopilot"]["enabled"] == Value::Bool(true),
+                    version: str_of(&c.cluster, "currentMasterVersion").to_string(),
                     pools: c
                         .pools
                         .iter()
@@ -214,6 +219,7 @@ impl State {
                                 .get("placementPolicy")
                                 .cloned()
                                 .unwrap_or(Value::Null),
+                            version: p.pool["version"].as_str().map(str::to_string),
                         })
                         .collect(),
                 }

@@ -184,7 +184,7 @@ pub(crate) fn handle(cluster: &mut ClusterState, req: &KubeRequest, ctx: &Settle
             },
             retry_after: None,
         }),
-        ["version"] => get_only(Some(discovery::version_info())),
+        ["version"] => get_only(Some(discovery::version_info(cluster))),
         ["api"] => {
             if discovery::wants_aggregated(req.accept()) {
                 return aggregated(discovery::aggregated(cluster, true), req);
@@ -2484,6 +2484,7 @@ mod tests {
                     String::new(),
                     String::new(),
                     Vec::new(),
+                    "v1.31.8-sandbox".to_string(),
                     Utc::now(),
                 ),
                 dir,
@@ -3024,7 +3025,7 @@ mod tests {
         let (code, v) = f.call(Method::GET, "/version", None);
         assert_eq!(
             (code, v["gitVersion"].as_str()),
-            (200, Some(discovery::GIT_VERSION))
+            (200, Some(f.cluster.version.as_str()))
         );
         let (code, list) = f.call(Method::GET, "/apis/batch/v1", None);
         assert_eq!(

@@ -8,9 +8,6 @@ use serde_json::{json, Map, Value};
 use super::ClusterState;
 use super::ObjKey;
 
-/// The Kubernetes version the emulated API servers report.
-pub(crate) const GIT_VERSION: &str = "v1.31.8-sandbox";
-
 const ALL_VERBS: &[&str] = &[
     "create",
     "delete",
@@ -331,12 +328,17 @@ fn groups(types: &[ResourceType]) -> Vec<(String, Vec<String>)> {
     out
 }
 
-/// `/version`.
-pub(crate) fn version_info() -> Value {
+/// `/version`: the cluster's own version, which its cloud reports for the control plane.
+pub(crate) fn version_info(cluster: &ClusterState) -> Value {
+    let numbers: Vec<&str> = cluster
+        .version
+        .trim_start_matches('v')
+        .split(['.', '-'])
+        .collect();
     json!({
-        "major": "1",
-        "minor": "31",
-        "gitVersion": GIT_VERSION,
+        "major": numbers.first().copied().unwrap_or("1"),
+        "minor": numbers.get(1).copied().unwrap_or("31"),
+        "gitVersion": cluster.version,
         "gitCommit": "0000000000000000000000000000000000000000",
         "gitTreeState": "clean",
         "buildDate": "2025-01-01T00:00:00Z",
@@ -584,7 +586,7 @@ pub(crate) fn openapi_group_version(cluster: &ClusterState, name: &str) -> Optio
     }
     Some(json!({
         "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": GIT_VERSION},
+        "info": {"title": "Kubernetes", "version": cluster.version},
         "paths": paths,
         "components": {"schemas": {}},
     }))
@@ -603,6 +605,7 @@ mod tests {
             String::new(),
             String::new(),
             Vec::new(),
+            "v1.31.8-sandbox".to_string(),
             Utc::now(),
         )
     }

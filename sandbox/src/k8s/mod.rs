@@ -64,6 +64,9 @@ pub(crate) struct NodePoolInfo {
     pub extended_resources: BTreeMap<String, String>,
     pub cpu: String,
     pub memory: String,
+    /// The nodes' kubelet version (`v1.32.4-gke.1415000`); `None`: the control plane's.
+    #[serde(default)]
+    pub version: Option<String>,
 }
 
 /// One emulated cluster's API server.
@@ -80,6 +83,10 @@ pub(crate) struct ClusterState {
     /// Refreshed from the cloud side on every request.
     #[serde(default)]
     pub node_pools: Vec<NodePoolInfo>,
+    /// The API server's version (`/version`'s gitVersion), as the cloud reports the
+    /// control plane's: one source for `/version`, the nodes and the cloud API.
+    #[serde(default = "default_version")]
+    pub version: String,
     pub created: DateTime<Utc>,
     #[serde(default)]
     pub store: Store,
@@ -109,6 +116,11 @@ pub(crate) struct Mount {
     pub read_only: bool,
 }
 
+/// The version of a cluster saved before clusters had their own.
+fn default_version() -> String {
+    "v1.31.8-sandbox".to_string()
+}
+
 /// The `kubernetes` Service's address: the first of the Service range (10.96.0.0/16).
 const API_SERVICE_IP: &str = "10.96.0.1";
 /// The control plane's address behind it, in the cluster's private range.
@@ -125,6 +137,7 @@ impl ClusterState {
         ca_cert_pem: String,
         ca_key_pem: String,
         node_pools: Vec<NodePoolInfo>,
+        version: String,
         now: DateTime<Utc>,
     ) -> ClusterState {
         let mut store = Store::default();
@@ -185,6 +198,7 @@ impl ClusterState {
             ca_cert_pem,
             ca_key_pem,
             node_pools,
+            version,
             created: now,
             store,
             drained: std::collections::BTreeMap::new(),
@@ -202,6 +216,8 @@ pub(crate) struct CloudCluster {
     pub ca_cert_pem: String,
     pub ca_key_pem: String,
     pub node_pools: Vec<NodePoolInfo>,
+    /// The control plane's version in the API server's form (`v1.32.4-gke.1415000`).
+    pub version: String,
 }
 
 impl KubeState {
@@ -230,6 +246,8 @@ impl KubeState {
                     if existing.node_pools != c.node_pools {
                         existing.node_pools = c.node_pools;
                     }
+                    // An upgrade of the control plane shows at `/version` at once.
+                    existing.version = c.version;
                 }
                 None => {
                     let state = ClusterState::new(
@@ -238,6 +256,7 @@ impl KubeState {
                         c.ca_cert_pem,
                         c.ca_key_pem,
                         c.node_pools,
+                        c.version,
                         now,
                     );
                     self.clusters.insert(c.key, state);
@@ -278,6 +297,7 @@ pub(crate) fn gke_clusters(clusters: Vec<KubeCluster>) -> Vec<CloudCluster> {
         .into_iter()
         .map(|c| CloudCluster {
             node_pools: c.pools.iter().map(gke_node_pool).collect(),
+            version: format!("v{}", c.version),
             key: c.key,
             name: c.name,
             flavor: Flavor::Gke {
@@ -492,6 +512,7 @@ pub(crate) fn gke_node_pool(pool: &KubePool) -> NodePoolInfo {
         extended_resources,
         cpu: cpu.to_string(),
         memory: format!("{memory_mib}Mi"),
+        version: pool.version.as_ref().map(|v| format!("v{v}")),
     }
 }
 
@@ -507,6 +528,7 @@ mod tests {
             zones: 3,
             autoscaling: Value::Null,
             placement_policy: Value::Null,
+            version: Some("1.32.4-gke.1415000".into()),
         }
     }
 
@@ -639,6 +661,7 @@ mod tests {
             ca_cert_pem: String::new(),
             ca_key_pem: String::new(),
             node_pools: pools,
+            version: "v1.32.4-gke.1415000".into(),
         };
         let mut state = KubeState::default();
         let removed = state.reconcile(
@@ -657,6 +680,8 @@ mod tests {
             ns,
             ["default", "kube-node-lease", "kube-public", "kube-system"]
         );
+        // The cluster's version is its cloud's control-plane version.
+        assert_eq!(state.clusters["gke/a"].version, "v1.32.4-gke.1415000");
         // Every API server keeps the `kubernetes` Service and its Endpoints.
         let store = &state.clusters["gke/a"].store;
         let svc = store
@@ -677,7 +702,15 @@ mod tests {
         assert_eq!(state.clusters["gke/a"].node_pools, pools);
         state.clusters.insert(
             "eks/x".into(),
-            ClusterState::new("x", Flavor::Eks, String::new(), String::new(), vec![], now),
+            ClusterState::new(
+                "x",
+                Flavor::Eks,
+                String::new(),
+                String::new(),
+                vec![],
+                "v1.31.5-eks-5d632ec".into(),
+                now,
+            ),
         );
         assert!(state
             .reconcile("gke/", vec![], now)

@@ -1091,6 +1091,7 @@ mod tests {
             String::new(),
             String::new(),
             Vec::new(),
+            "v1.31.8-sandbox".to_string(),
             Utc::now(),
         );
         discovery::find(&c, group, "v1", plural).expect("built-in type")

@@ -70,6 +70,8 @@ pub(super) struct Shape {
     pub cpu: String,
     pub memory: String,
     pub extended: BTreeMap<String, String>,
+    /// The kubelet's version; `None`: the control plane's.
+    pub version: Option<String>,
 }
 
 impl Shape {
@@ -82,6 +84,7 @@ impl Shape {
             cpu: pool.cpu.clone(),
             memory: pool.memory.clone(),
             extended: pool.extended_resources.clone(),
+            version: pool.version.clone(),
         }
     }
 }
@@ -203,17 +206,11 @@ pub(super) fn build(
         Flavor::Gke { .. } => format!("gce://sandbox/{zone}/{name}"),
         Flavor::Eks => format!("aws:///{zone}/i-{:017x}", fnv64(&[name]) >> 4),
     };
-    let (kubelet, os_image, runtime) = match cluster.flavor {
-        Flavor::Gke { .. } => (
-            "v1.31.6-gke.1020000",
-            "Container-Optimized OS from Google",
-            "containerd://1.7.24",
-        ),
-        Flavor::Eks => (
-            "v1.31.5-eks-5d632ec",
-            "Amazon Linux 2023.6.20250203",
-            "containerd://1.7.25",
-        ),
+    // One version source: the pool's nodes run its version, else the control plane's.
+    let kubelet = shape.version.as_deref().unwrap_or(&cluster.version);
+    let (os_image, runtime) = match cluster.flavor {
+        Flavor::Gke { .. } => ("Container-Optimized OS from Google", "containerd://1.7.24"),
+        Flavor::Eks => ("Amazon Linux 2023.6.20250203", "containerd://1.7.25"),
     };
     let machine_id = format!(
         "{:016x}{:016x}",
@@ -535,6 +532,11 @@ mod tests {
         );
         assert_eq!(node["status"]["capacity"]["nvidia.com/gpu"], "1");
         assert_eq!(node["status"]["allocatable"]["pods"], "110");
+        // Regression: nodes reported a kubelet version of their own, not the cluster's.
+        assert_eq!(
+            node["status"]["nodeInfo"]["kubeletVersion"],
+            h.cluster.version.as_str()
+        );
         assert_eq!(node["spec"]["taints"][0]["key"], "nvidia.com/gpu");
         assert!(is_ready(&node));
     }

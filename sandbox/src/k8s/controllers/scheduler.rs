@@ -477,6 +477,8 @@ fn provision_for(
             .into_iter()
             .map(|(k, v)| (k, v.to_string()))
             .collect(),
+        // Autopilot's nodes run the control plane's version.
+        version: None,
     };
     nodes::add(
         cluster,

@@ -22,6 +22,7 @@ pub(crate) struct Harness {
 
 pub(crate) fn pool(name: &str, count: i64, max: i64) -> NodePoolInfo {
     NodePoolInfo {
+        version: None,
         name: name.to_string(),
         machine_type: "e2-standard-4".into(),
         node_count: count,
@@ -79,6 +80,7 @@ impl Harness {
             ca_cert_pem: String::new(),
             ca_key_pem: String::new(),
             node_pools: pools,
+            version: "v1.31.8-sandbox".into(),
             created: now,
             store: Store::default(),
             drained: Default::default(),
