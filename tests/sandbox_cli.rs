@@ -338,7 +338,13 @@ fn gcloud_and_aws_work_with_what_serve_prints() {
             break;
         }
     }
-    std::thread::spawn(move || lines.for_each(drop));
+    let later = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let sink = later.clone();
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            sink.lock().expect("lock").push(line);
+        }
+    });
     work.run(&["apply", "--sandbox", "--auto-approve"])
         .success();
     let env = exports(&banner);
@@ -405,6 +411,54 @@ fn gcloud_and_aws_work_with_what_serve_prints() {
             "describe: {shown} {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // serve says how to get credentials for the new cluster with gcloud.
+        let want = "gcloud container clusters get-credentials auto-1 --location us-central1 --project tiny-project";
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !later.lock().expect("lock").iter().any(|l| l.contains(want)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "serve did not print `{want}`: {:?}",
+                later.lock().expect("lock")
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        // kubectl through the kubeconfig gcloud wrote (the GKE auth plugin reads the
+        // printed token file) sees the cluster at the version GKE reports.
+        let kubectl = |args: &[&str]| {
+            Command::new("kubectl")
+                .args(args)
+                .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .env("CLOUDSDK_CONFIG", gcloud_config.path())
+                .env("KUBECONFIG", elsewhere.path().join("kubeconfig"))
+                .current_dir(elsewhere.path())
+                .output()
+        };
+        let plugin = Command::new("gke-gcloud-auth-plugin")
+            .arg("--version")
+            .output()
+            .is_ok();
+        match kubectl(&["get", "service", "kubernetes", "-o", "name"]) {
+            Ok(_) if !plugin => {
+                eprintln!("gke-gcloud-auth-plugin is not installed; the kubectl check was not run");
+            }
+            Ok(out) => {
+                assert_eq!(
+                    String::from_utf8_lossy(&out.stdout),
+                    "service/kubernetes\n",
+                    "kubectl get service kubernetes: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                let out = kubectl(&["version", "-o", "json"]).expect("kubectl runs");
+                let v: serde_json::Value =
+                    serde_json::from_slice(&out.stdout).expect("kubectl version JSON");
+                assert_eq!(
+                    v["serverVersion"]["gitVersion"],
+                    format!("v{}", fields[1]),
+                    "the API server's version is GKE's"
+                );
+            }
+            Err(e) => eprintln!("kubectl is not installed ({e}); the kubectl check was not run"),
+        }
     }
     let url = banner
         .split_whitespace()

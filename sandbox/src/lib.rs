@@ -282,6 +282,31 @@ impl Sandbox {
     }
 
     /// Writes one kubeconfig per cluster with a running API server to
+    /// The cloud CLI command that writes a kubeconfig entry for each running cluster,
+    /// as it works against this sandbox (with the overrides `terrain sandbox serve`
+    /// prints): `gcloud container clusters get-credentials …` for GKE, `aws eks
+    /// update-kubeconfig …` for EKS. Cluster names and commands.
+    pub fn credentials_commands(&self) -> Vec<(String, String)> {
+        let url = self.url();
+        self.app
+            .running_clusters()
+            .into_iter()
+            .filter_map(|(key, name, _, _)| {
+                let parts: Vec<&str> = key.split('/').collect();
+                let command = match parts.as_slice() {
+                    ["gke", "projects", project, "locations", location, "clusters", _] => format!(
+                        "gcloud container clusters get-credentials {name} --location {location} --project {project}"
+                    ),
+                    ["eks", region, _] => format!(
+                        "aws --endpoint-url {url} eks update-kubeconfig --name {name} --region {region}"
+                    ),
+                    _ => return None,
+                };
+                Some((name, command))
+            })
+            .collect()
+    }
+
     /// `<dir>/<cluster name>.kubeconfig` (owner-only), each with a single context named
     /// like the cloud CLI names it (`gke_<project>_<location>_<name>`); returns the
     /// cluster names and files.

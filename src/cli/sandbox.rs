@@ -377,10 +377,15 @@ fn refresh_kubeconfigs(sandbox: &Sandbox, dir: &Path, known: &mut BTreeMap<Strin
         return;
     };
     let now: BTreeMap<String, PathBuf> = written.into_iter().collect();
+    let commands: BTreeMap<String, String> = sandbox.credentials_commands().into_iter().collect();
     for (name, path) in &now {
         if !known.contains_key(name) {
+            let cli = commands
+                .get(name)
+                .map(|c| format!("\n  or, with the exports above: {c}"))
+                .unwrap_or_default();
             output::print(&format!(
-                "cluster {name} is up: kubectl --kubeconfig {} get pods\n",
+                "cluster {name} is up: kubectl --kubeconfig {} get pods{cli}\n",
                 shown(path)
             ));
         }
