@@ -7,7 +7,7 @@
 use serde_json::json;
 use terrain::state::gcs::{GcsBackend, GcsSettings};
 use terrain::state::{conformance, Backend, LockInfo, State, StateError};
-use terrain_providers::gcp::config::CredentialSource;
+use terrain_providers::gcp::config::GcpConfig;
 use terrain_sandbox::{Options, Sandbox, Timing};
 
 const TOKEN: &str = "terrain-test-token";
@@ -22,21 +22,33 @@ async fn sandbox() -> Sandbox {
 }
 
 /// Settings for `prefix` in `bucket` on `sandbox`, the bucket made (versioned) on
-/// first use.
-fn settings(sandbox: &Sandbox, bucket: &str, prefix: &str) -> GcsSettings {
-    GcsSettings {
+/// first use, and the Google settings to reach it.
+fn settings(sandbox: &Sandbox, bucket: &str, prefix: &str) -> (GcsSettings, GcpConfig) {
+    let gcs = GcsSettings {
         bucket: bucket.to_string(),
         prefix: prefix.to_string(),
         name: "default".to_string(),
         kms_key_name: None,
         allow_unversioned: false,
-        endpoint: Some(format!("{}/storage/", sandbox.url())),
         create_in_project: Some("team-project".to_string()),
-    }
+    };
+    (gcs, config(sandbox))
 }
 
-fn backend(settings: &GcsSettings) -> GcsBackend {
-    GcsBackend::new(settings.clone(), CredentialSource::Token(TOKEN.to_string()))
+/// The Google settings of the sandbox's storage: its endpoint, a token, quick retries.
+fn config(sandbox: &Sandbox) -> GcpConfig {
+    let table = json!({
+        "endpoints": {"storage": format!("{}/storage/", sandbox.url())},
+        "retry_base_delay": "20ms",
+    });
+    GcpConfig::resolve(&table, &|k| {
+        (k == "GOOGLE_OAUTH_ACCESS_TOKEN").then(|| TOKEN.to_string())
+    })
+    .expect("Google settings")
+}
+
+fn backend(settings: &(GcsSettings, GcpConfig)) -> GcsBackend {
+    GcsBackend::new(settings.0.clone(), settings.1.clone()).expect("a GCS backend")
 }
 
 fn state(serial: u64, lineage: &str) -> State {
@@ -186,7 +198,7 @@ async fn gcs_bucket_without_versions_is_refused_unless_allowed() {
             && text.contains("[backend.gcs]"),
         "{text}"
     );
-    settings.allow_unversioned = true;
+    settings.0.allow_unversioned = true;
     let b = backend(&settings);
     assert!(b.load().await.expect("allowed").is_none());
     b.save(&state(1, "l")).await.expect("save");
@@ -235,7 +247,7 @@ async fn gcs_state_is_written_with_the_customer_managed_key() {
     let sandbox = sandbox().await;
     let mut settings = settings(&sandbox, "team-state", "stack");
     let key = "projects/team-project/locations/us/keyRings/state/cryptoKeys/terrain";
-    settings.kms_key_name = Some(key.to_string());
+    settings.0.kms_key_name = Some(key.to_string());
     backend(&settings).save(&state(1, "l")).await.expect("save");
     let meta: serde_json::Value = reqwest::Client::new()
         .get(format!(

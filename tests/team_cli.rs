@@ -98,9 +98,10 @@ fn gcs_state_on_the_sandbox_holds_the_stack_and_no_local_state_is_written() {
 }
 
 /// Two applies of `work`'s stack, each run with `args` (and `envs`): the first holds
-/// the lock (the stack sleeps 8 s, long enough to be seen on a loaded machine) until `locked` says its lock object exists; the
-/// second is refused at once naming the holder of `location`; a third waits for the
-/// lock with `--lock-timeout` and finds the work done.
+/// the lock (the stack sleeps 20 s, long enough for the second to find it held even on
+/// a loaded machine) until `locked` says its lock object exists; the second is refused
+/// at once naming the holder of `location`; a third waits for the lock with
+/// `--lock-timeout` and finds the work done.
 fn two_applies(
     work: &Work,
     args: &[&str],
@@ -189,7 +190,7 @@ fn sandbox_holds(work: &Work, line: &str) -> bool {
 }
 
 const SLEEP: &str =
-    "\n[time_sleep.settle]\ncreate_duration = \"8s\"\ndepends_on = [\"gcs_bucket.data\"]\n";
+    "\n[time_sleep.settle]\ncreate_duration = \"20s\"\ndepends_on = [\"gcs_bucket.data\"]\n";
 
 #[test]
 fn two_applies_of_one_s3_state_the_second_refused_naming_the_holder() {
@@ -261,7 +262,7 @@ fn two_applies_of_one_s3_state_on_moto_the_second_refused_naming_the_holder() {
     work.write(
         "stack.toml",
         &format!(
-            "[stack]\nname = \"tiny\"\n\n[backend.s3]\nbucket = \"team-state\"\nkey = \"ml/tiny.json\"\nregion = \"us-east-1\"\nendpoint = \"{}\"\n\n[time_sleep.settle]\ncreate_duration = \"8s\"\n",
+            "[stack]\nname = \"tiny\"\n\n[backend.s3]\nbucket = \"team-state\"\nkey = \"ml/tiny.json\"\nregion = \"us-east-1\"\nendpoint = \"{}\"\n\n[time_sleep.settle]\ncreate_duration = \"20s\"\n",
             proxy.url
         ),
     );

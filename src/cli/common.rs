@@ -20,7 +20,7 @@ use crate::state::local::LocalBackend;
 use crate::state::s3::S3Backend;
 use crate::state::{lock, Backend, LockInfo};
 use crate::walk::Cancel;
-use terrain_providers::gcp::config::{credential_source, CredentialSource};
+use terrain_providers::gcp::config::GcpConfig;
 
 /// The registry of kinds this binary offers.
 pub fn registry() -> Registry {
@@ -299,7 +299,7 @@ impl StateSession {
                 .split_once('/')
                 .filter(|(b, k)| !b.is_empty() && !k.is_empty())
                 .with_context(|| format!("{location}: expected s3://BUCKET/KEY"))?;
-            let mut settings = crate::state::s3::S3Settings {
+            let settings = crate::state::s3::S3Settings {
                 bucket: bucket.to_string(),
                 key: key.to_string(),
                 region: None,
@@ -309,14 +309,7 @@ impl StateSession {
                 sandbox: false,
                 create_bucket: false,
             };
-            if args.sandbox {
-                let sandbox = sandbox.context("the sandbox is not attached")?;
-                settings.endpoint = Some(sandbox.url.clone());
-                settings.sandbox = true;
-                settings.create_bucket = true;
-                settings.region = Some("us-east-1".to_string());
-            }
-            return Ok(Arc::new(S3Backend::new(settings)));
+            return s3_backend(settings, args, sandbox);
         }
         if let Some(rest) = location.strip_prefix("gs://") {
             let (bucket, object) = rest
@@ -324,24 +317,15 @@ impl StateSession {
                 .filter(|(b, o)| !b.is_empty() && o.ends_with(".json"))
                 .with_context(|| format!("{location}: expected gs://BUCKET/PREFIX/NAME.json"))?;
             let (prefix, file) = object.rsplit_once('/').unwrap_or(("", object));
-            let mut settings = crate::state::gcs::GcsSettings {
+            let settings = crate::state::gcs::GcsSettings {
                 bucket: bucket.to_string(),
                 prefix: prefix.to_string(),
                 name: file.trim_end_matches(".json").to_string(),
                 kms_key_name: None,
                 allow_unversioned: false,
-                endpoint: None,
                 create_in_project: None,
             };
-            let credentials = if args.sandbox {
-                let sandbox = sandbox.context("the sandbox is not attached")?;
-                settings.endpoint = Some(sandbox.storage_root());
-                settings.create_in_project = Some(super::sandbox::STATE_PROJECT.to_string());
-                CredentialSource::TokenFile(sandbox.token_file().display().to_string())
-            } else {
-                credential_source(None, None, &|k| std::env::var(k).ok())
-            };
-            return Ok(Arc::new(GcsBackend::new(settings, credentials)));
+            return gcs_backend(settings, args, sandbox);
         }
         Ok(Arc::new(LocalBackend::new(absolute(std::path::Path::new(
             location,
@@ -384,36 +368,14 @@ fn open_backend(
             if let Some(env) = &args.env {
                 settings.key = with_environment(&settings.key, env);
             }
-            if args.sandbox {
-                let sandbox = sandbox.context(
-                    "a --sandbox run keeps its S3 state in the sandbox, which is not attached",
-                )?;
-                settings.endpoint = Some(sandbox.url.clone());
-                settings.sandbox = true;
-                settings.create_bucket = true;
-                settings
-                    .region
-                    .get_or_insert_with(|| "us-east-1".to_string());
-            }
-            Ok(Arc::new(S3Backend::new(settings)))
+            s3_backend(settings, args, sandbox)
         }
         BackendConfig::Gcs(settings) => {
             let mut settings = settings.clone();
             if let Some(env) = &args.env {
                 settings.name.clone_from(env);
             }
-            let credentials = if args.sandbox {
-                let sandbox = sandbox.context(
-                    "a --sandbox run keeps its GCS state in the sandbox, which is not attached",
-                )?;
-                settings.endpoint = Some(sandbox.storage_root());
-                settings.create_in_project = Some(super::sandbox::STATE_PROJECT.to_string());
-                CredentialSource::TokenFile(sandbox.token_file().display().to_string())
-            } else {
-                // Google's usual chain, as gcloud reads it: a token file, a token, ADC.
-                credential_source(None, None, &|k| std::env::var(k).ok())
-            };
-            Ok(Arc::new(GcsBackend::new(settings, credentials)))
+            gcs_backend(settings, args, sandbox)
         }
     }
 }
@@ -435,6 +397,50 @@ pub fn state_banner(args: &StackArgs, backend: &dyn Backend) -> Option<String> {
 /// Every `--var-file` as an absolute path (a saved plan keeps them).
 pub fn var_files(args: &StackArgs) -> Vec<PathBuf> {
     args.var_files.iter().map(|f| absolute(f)).collect()
+}
+
+/// An S3 state backend; on `--sandbox` runs in the sandbox's S3, signed with its
+/// credentials, the bucket made on first write.
+fn s3_backend(
+    mut settings: crate::state::s3::S3Settings,
+    args: &StackArgs,
+    sandbox: Option<&super::sandbox::Attached>,
+) -> anyhow::Result<Arc<dyn Backend>> {
+    if args.sandbox {
+        let sandbox = sandbox
+            .context("a --sandbox run keeps S3 state in the sandbox, which is not attached")?;
+        settings.endpoint = Some(sandbox.url.clone());
+        settings.sandbox = true;
+        settings.create_bucket = true;
+        settings
+            .region
+            .get_or_insert_with(|| "us-east-1".to_string());
+    }
+    Ok(Arc::new(S3Backend::new(settings)))
+}
+
+/// A GCS state backend, with Google's usual credentials (a token file, a token, ADC);
+/// on `--sandbox` runs with the settings the sandbox gives the GCP provider (its
+/// storage endpoint, token and quick retries), the bucket made on first write.
+fn gcs_backend(
+    mut settings: crate::state::gcs::GcsSettings,
+    args: &StackArgs,
+    sandbox: Option<&super::sandbox::Attached>,
+) -> anyhow::Result<Arc<dyn Backend>> {
+    let table = if args.sandbox {
+        let sandbox = sandbox
+            .context("a --sandbox run keeps GCS state in the sandbox, which is not attached")?;
+        settings.create_in_project = Some(super::sandbox::STATE_PROJECT.to_string());
+        sandbox
+            .provider_overrides()
+            .remove("gcp")
+            .map_or(serde_json::Value::Null, serde_json::Value::Object)
+    } else {
+        serde_json::json!({})
+    };
+    let config = GcpConfig::resolve(&table, &|k| std::env::var(k).ok())
+        .context("the Google settings of the GCS state backend")?;
+    Ok(Arc::new(GcsBackend::new(settings, config)?))
 }
 
 /// An S3 key with the environment in it, before the extension:

@@ -67,16 +67,6 @@ pub struct Attached {
 pub const STATE_PROJECT: &str = "terrain-sandbox-state";
 
 impl Attached {
-    /// The root of the emulated Cloud Storage JSON API.
-    pub fn storage_root(&self) -> String {
-        format!("{}/storage/", self.url)
-    }
-
-    /// The file holding the token the emulated Google APIs accept.
-    pub fn token_file(&self) -> PathBuf {
-        token_file(&self.dir)
-    }
-
     /// Provider settings that point every provider at the emulator.
     pub fn provider_overrides(&self) -> BTreeMap<String, Map<String, Value>> {
         overrides(&self.url, &token_file(&self.dir))

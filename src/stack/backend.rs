@@ -379,7 +379,6 @@ impl Values<'_, '_> {
             name: super::DEFAULT_ENVIRONMENT.to_string(),
             kms_key_name,
             allow_unversioned,
-            endpoint: None,
             create_in_project: None,
         }))
     }

@@ -1,18 +1,19 @@
 //! The GCS state backend: the store under the shared protocol of [`super::remote`],
-//! over the JSON API. The state is object `PREFIX/NAME.json` (`NAME` is `default` or
-//! the environment's; its lock `NAME.json.lock`), written with `ifGenerationMatch` on
-//! the generation this client last read or wrote (`0` when there was none), in the
-//! bucket's default encryption or a customer-managed key (`kms_key_name`); deletes use
-//! `ifGenerationMatch`. The bucket must keep versions unless the stack allows
-//! otherwise; on `--sandbox` runs it is made, versioned, on first write. Calls that
-//! fail with 429 or 5xx are retried with backoff.
-
-use std::time::Duration;
+//! over the JSON API through the providers' one GCP client (auth, retries with backoff
+//! on 429 and 5xx, Google's error format). The state is object `PREFIX/NAME.json`
+//! (`NAME` is `default` or the environment's; its lock `NAME.json.lock`), written with
+//! `ifGenerationMatch` on the generation this client last read or wrote (`0` when there
+//! was none), in the bucket's default encryption or a customer-managed key
+//! (`kms_key_name`); deletes use `ifGenerationMatch`. The bucket must keep versions
+//! unless the stack allows otherwise; on `--sandbox` runs it is made, versioned, on
+//! first write.
 
 use async_trait::async_trait;
+use reqwest::Method;
 use serde_json::{json, Value};
-use terrain_providers::gcp::auth::Tokens;
-use terrain_providers::gcp::config::CredentialSource;
+use terrain_providers::gcp::client::{segment, status_of, Client, Request};
+use terrain_providers::gcp::config::{Api, GcpConfig};
+use terrain_providers::{Ctx, ProviderError};
 
 use super::remote::{Objects, Remote};
 use super::StateError;
@@ -29,69 +30,49 @@ pub struct GcsSettings {
     pub kms_key_name: Option<String>,
     /// Accept a bucket that keeps no versions.
     pub allow_unversioned: bool,
-    /// The JSON API's root (`https://storage.googleapis.com/` unless overridden).
-    pub endpoint: Option<String>,
     /// Make the bucket, versioned, in this project when it does not exist (the
     /// sandbox's storage starts empty).
     pub create_in_project: Option<String>,
 }
-
-/// Attempts per call, the first included, when GCS answers 429 or 5xx.
-const ATTEMPTS: u32 = 5;
 
 /// The bucket of a GCS state, as the remote protocol ([`Remote`]) uses it.
 pub struct GcsObjects {
     settings: GcsSettings,
     /// The state object's name (`PREFIX/NAME.json`), for messages.
     state: String,
-    http: reqwest::Client,
-    tokens: Tokens,
+    client: Client,
+    /// Progress of retried calls goes nowhere: the state backend has no reporter.
+    ctx: Ctx,
 }
 
 /// A state in a GCS bucket.
 pub type GcsBackend = Remote<GcsObjects>;
 
-/// One answer of the JSON API.
-struct Answer {
-    status: u16,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-
-    /// The error message GCS gave (`error.message`), else the status alone.
-    fn message(&self) -> String {
-        self.json()["error"]["message"]
-            .as_str()
-            .map_or_else(|| format!("HTTP {}", self.status), str::to_string)
-    }
-
-    fn ok(&self) -> bool {
-        (200..300).contains(&self.status)
-    }
-}
-
 impl GcsBackend {
-    /// A client of the state `settings` name, authenticating with `credentials`.
-    pub fn new(settings: GcsSettings, credentials: CredentialSource) -> Self {
+    /// A client of the state `settings` name, with the Google settings `config` (the
+    /// storage endpoint, credentials and retries, as a `[providers.gcp]` table gives
+    /// them).
+    pub fn new(settings: GcsSettings, config: GcpConfig) -> Result<Self, StateError> {
         let prefix = settings.prefix.trim_end_matches('/');
         let state = if prefix.is_empty() {
             format!("{}.json", settings.name)
         } else {
             format!("{prefix}/{}.json", settings.name)
         };
-        Remote::with(
+        let location = format!("gs://{}/{state}", settings.bucket);
+        let client = Client::new(config).map_err(|e| StateError::Config {
+            location: location.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(Remote::with(
             GcsObjects {
                 settings,
                 state: state.clone(),
-                http: reqwest::Client::new(),
-                tokens: Tokens::new(credentials),
+                client,
+                ctx: Ctx::new(location, Value::Null),
             },
             state,
-        )
+        ))
     }
 }
 
@@ -100,29 +81,35 @@ impl GcsObjects {
         self.url(&self.state)
     }
 
-    fn root(&self) -> String {
-        let root = self
-            .settings
-            .endpoint
-            .clone()
-            .unwrap_or_else(|| "https://storage.googleapis.com/".to_string());
-        if root.ends_with('/') {
-            root
-        } else {
-            format!("{root}/")
-        }
-    }
-
-    fn object_url(&self, name: &str) -> String {
+    fn object_path(&self, name: &str) -> String {
         format!(
-            "{}storage/v1/b/{}/o/{}",
-            self.root(),
-            self.settings.bucket,
-            encode(name)
+            "storage/v1/b/{}/o/{}",
+            segment(&self.settings.bucket),
+            segment(name)
         )
     }
 
-    fn remote(&self, call: &'static str, status: Option<u16>, message: String) -> StateError {
+    /// Sends `req`; an API error whose status is in `expected` is `Ok(Err(status))`.
+    async fn send(
+        &self,
+        req: &Request,
+        expected: &[u16],
+    ) -> Result<Result<Vec<u8>, u16>, StateError> {
+        match self.client.send_raw(&self.ctx, req).await {
+            Ok(bytes) => Ok(Ok(bytes)),
+            Err(e) => match status_of(&e) {
+                Some(status) if expected.contains(&status) => Ok(Err(status)),
+                _ => Err(self.failed(req.call, e)),
+            },
+        }
+    }
+
+    fn failed(&self, call: &'static str, e: ProviderError) -> StateError {
+        let status = status_of(&e);
+        let message = match e {
+            ProviderError::Api { code, message, .. } => format!("{code}: {message}"),
+            other => other.to_string(),
+        };
         StateError::Remote {
             location: self.location(),
             call,
@@ -131,64 +118,30 @@ impl GcsObjects {
         }
     }
 
-    /// Sends the request `build` makes, retrying 429, 5xx and lost connections with
-    /// backoff; `call` names it in errors.
-    async fn send(
-        &self,
-        call: &'static str,
-        build: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
-    ) -> Result<Answer, StateError> {
-        let token = self.tokens.token().await.map_err(|e| StateError::Config {
-            location: self.location(),
-            message: e.to_string(),
-        })?;
-        let mut delay = Duration::from_millis(100);
-        let mut attempt = 1;
-        loop {
-            let failed = match build(&self.http).bearer_auth(&token).send().await {
-                Ok(response) => {
-                    let status = response.status().as_u16();
-                    let body = response
-                        .bytes()
-                        .await
-                        .map_err(|e| {
-                            self.remote(call, Some(status), format!("reading the answer: {e}"))
-                        })?
-                        .to_vec();
-                    let answer = Answer { status, body };
-                    if !(status == 429 || status >= 500) {
-                        return Ok(answer);
-                    }
-                    self.remote(call, Some(status), answer.message())
-                }
-                Err(e) => self.remote(call, None, e.to_string()),
-            };
-            if attempt >= ATTEMPTS {
-                return Err(failed);
-            }
-            attempt += 1;
-            tokio::time::sleep(delay).await;
-            delay = (delay * 2).min(Duration::from_secs(5));
-        }
+    /// The `generation` of an object resource in `bytes`.
+    fn generation(&self, call: &'static str, bytes: &[u8]) -> Result<i64, StateError> {
+        serde_json::from_slice::<Value>(bytes)
+            .ok()
+            .and_then(|v| v["generation"].as_str()?.parse().ok())
+            .ok_or_else(|| StateError::Remote {
+                location: self.location(),
+                call,
+                status: None,
+                message: "the answer has no generation".into(),
+            })
     }
 
     async fn create_bucket(&self, project: &str) -> Result<(), StateError> {
-        let url = format!("{}storage/v1/b", self.root());
-        let body = json!({"name": self.settings.bucket, "versioning": {"enabled": true}});
-        let answer = self
-            .send("storage.buckets.insert", |c| {
-                c.post(&url).query(&[("project", project)]).json(&body)
-            })
-            .await?;
-        if answer.ok() || answer.status == 409 {
-            Ok(())
-        } else {
-            Err(self.remote(
-                "storage.buckets.insert",
-                Some(answer.status),
-                answer.message(),
-            ))
-        }
+        let req = Request::new(
+            "storage.buckets.insert",
+            Api::Storage,
+            Method::POST,
+            "storage/v1/b",
+        )
+        .query("project", project)
+        .body(json!({"name": self.settings.bucket, "versioning": {"enabled": true}}));
+        // 409: made already by a concurrent run of the same sandbox.
+        self.send(&req, &[409]).await.map(|_| ())
     }
 }
 
@@ -201,23 +154,30 @@ impl Objects for GcsObjects {
     }
 
     async fn versioning(&self, create: bool) -> Result<Option<bool>, StateError> {
-        let url = format!("{}storage/v1/b/{}", self.root(), self.settings.bucket);
-        let answer = self.send("storage.buckets.get", |c| c.get(&url)).await?;
-        if answer.status == 404 {
-            if let Some(project) = &self.settings.create_in_project {
-                if !create {
-                    return Ok(None);
-                }
-                self.create_bucket(project).await?;
-                return Ok(Some(true));
+        let req = Request::get(
+            "storage.buckets.get",
+            Api::Storage,
+            format!("storage/v1/b/{}", segment(&self.settings.bucket)),
+        );
+        match self.send(&req, &[404]).await? {
+            Ok(bytes) => {
+                let bucket: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+                Ok(Some(bucket["versioning"]["enabled"] == Value::Bool(true)))
             }
+            Err(_) => match &self.settings.create_in_project {
+                Some(_) if !create => Ok(None),
+                Some(project) => {
+                    self.create_bucket(project).await?;
+                    Ok(Some(true))
+                }
+                None => Err(StateError::Remote {
+                    location: self.location(),
+                    call: req.call,
+                    status: Some(404),
+                    message: format!("bucket {} does not exist", self.settings.bucket),
+                }),
+            },
         }
-        if !answer.ok() {
-            return Err(self.remote("storage.buckets.get", Some(answer.status), answer.message()));
-        }
-        Ok(Some(
-            answer.json()["versioning"]["enabled"] == Value::Bool(true),
-        ))
     }
 
     fn allows_unversioned(&self) -> bool {
@@ -237,37 +197,24 @@ impl Objects for GcsObjects {
     }
 
     async fn get(&self, name: &str) -> Result<Option<(Vec<u8>, i64)>, StateError> {
-        let url = self.object_url(name);
-        let meta = self.send("storage.objects.get", |c| c.get(&url)).await?;
-        if meta.status == 404 {
+        const CALL: &str = "storage.objects.get";
+        let path = self.object_path(name);
+        let Ok(meta) = self
+            .send(&Request::get(CALL, Api::Storage, &path), &[404])
+            .await?
+        else {
             return Ok(None);
-        }
-        if !meta.ok() {
-            return Err(self.remote("storage.objects.get", Some(meta.status), meta.message()));
-        }
-        let generation = meta.json()["generation"]
-            .as_str()
-            .and_then(|g| g.parse::<i64>().ok())
-            .ok_or_else(|| {
-                self.remote(
-                    "storage.objects.get",
-                    Some(meta.status),
-                    "the object has no generation".into(),
-                )
-            })?;
+        };
+        let generation = self.generation(CALL, &meta)?;
         // That generation exactly: a write landing in between is not mixed in.
-        let g = generation.to_string();
-        let media = self
-            .send("storage.objects.get", |c| {
-                c.get(&url)
-                    .query(&[("alt", "media"), ("generation", g.as_str())])
-            })
-            .await?;
-        match media.status {
-            404 => Ok(None),
-            _ if media.ok() => Ok(Some((media.body, generation))),
-            s => Err(self.remote("storage.objects.get", Some(s), media.message())),
-        }
+        let media = Request::get(CALL, Api::Storage, path)
+            .query("alt", "media")
+            .query("generation", generation.to_string());
+        Ok(self
+            .send(&media, &[404])
+            .await?
+            .ok()
+            .map(|bytes| (bytes, generation)))
     }
 
     async fn put_if(
@@ -276,76 +223,36 @@ impl Objects for GcsObjects {
         body: Vec<u8>,
         expected: Option<&i64>,
     ) -> Result<Option<i64>, StateError> {
+        const CALL: &str = "storage.objects.insert";
         // `ifGenerationMatch=0`: only if there is no object.
         let generation = expected.copied().unwrap_or(0);
-        let url = format!(
-            "{}upload/storage/v1/b/{}/o",
-            self.root(),
-            self.settings.bucket
-        );
-        let g = generation.to_string();
-        let answer = self
-            .send("storage.objects.insert", |c| {
-                let mut query = vec![
-                    ("uploadType", "media"),
-                    ("name", name),
-                    ("ifGenerationMatch", g.as_str()),
-                ];
-                if let Some(k) = &self.settings.kms_key_name {
-                    query.push(("kmsKeyName", k.as_str()));
-                }
-                c.post(&url)
-                    .query(&query)
-                    .header(reqwest::header::CONTENT_TYPE, "application/json")
-                    .body(body.clone())
-            })
-            .await?;
-        match answer.status {
-            412 => Ok(None),
-            _ if answer.ok() => answer.json()["generation"]
-                .as_str()
-                .and_then(|g| g.parse().ok())
-                .map(Some)
-                .ok_or_else(|| {
-                    self.remote(
-                        "storage.objects.insert",
-                        Some(answer.status),
-                        "the answer has no generation".into(),
-                    )
-                }),
-            s => Err(self.remote("storage.objects.insert", Some(s), answer.message())),
+        let mut req = Request::new(
+            CALL,
+            Api::Storage,
+            Method::POST,
+            format!("upload/storage/v1/b/{}/o", segment(&self.settings.bucket)),
+        )
+        .query("uploadType", "media")
+        .query("name", name)
+        .query("ifGenerationMatch", generation.to_string())
+        .media("application/json", body);
+        if let Some(k) = &self.settings.kms_key_name {
+            req = req.query("kmsKeyName", k.clone());
+        }
+        match self.send(&req, &[412]).await? {
+            Ok(bytes) => self.generation(CALL, &bytes).map(Some),
+            Err(_) => Ok(None),
         }
     }
 
     async fn delete_if(&self, name: &str, generation: &i64) -> Result<(), StateError> {
-        let url = self.object_url(name);
-        let g = generation.to_string();
-        let answer = self
-            .send("storage.objects.delete", |c| {
-                c.delete(&url).query(&[("ifGenerationMatch", g.as_str())])
-            })
-            .await?;
-        if answer.ok() || answer.status == 404 || answer.status == 412 {
-            Ok(())
-        } else {
-            Err(self.remote(
-                "storage.objects.delete",
-                Some(answer.status),
-                answer.message(),
-            ))
-        }
+        let req = Request::new(
+            "storage.objects.delete",
+            Api::Storage,
+            Method::DELETE,
+            self.object_path(name),
+        )
+        .query("ifGenerationMatch", generation.to_string());
+        self.send(&req, &[404, 412]).await.map(|_| ())
     }
-}
-
-/// `name` as one path segment of a URL.
-fn encode(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

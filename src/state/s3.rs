@@ -13,6 +13,7 @@ use aws_sdk_s3::types::{
     ServerSideEncryption, VersioningConfiguration,
 };
 use aws_sdk_s3::Client;
+use aws_smithy_runtime_api::http::Response as HttpResponse;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use serde_json::json;
 use terrain_providers::Ctx;
@@ -58,10 +59,9 @@ struct CallError {
     message: String,
 }
 
-fn call_error<E, R>(e: &SdkError<E, R>) -> CallError
+fn call_error<E>(e: &SdkError<E, HttpResponse>) -> CallError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug + HasStatus,
 {
     let service = e.as_service_error();
     let code = service.and_then(|s| s.code()).map(str::to_string);
@@ -72,20 +72,9 @@ where
         _ => DisplayErrorContext(e).to_string(),
     };
     CallError {
-        status: e.raw_response().map(HasStatus::status),
+        status: e.raw_response().map(|r| r.status().as_u16()),
         code,
         message,
-    }
-}
-
-/// The HTTP status of a raw response.
-trait HasStatus {
-    fn status(&self) -> u16;
-}
-
-impl HasStatus for aws_smithy_runtime_api::http::Response {
-    fn status(&self) -> u16 {
-        self.status().as_u16()
     }
 }
 

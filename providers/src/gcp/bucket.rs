@@ -10,7 +10,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::client::{client, status_of, Request};
+use super::client::{client, segment, status_of, Request};
 use super::config::Api;
 use super::{catalog, is_ours, labels_with_ours, not_ours, user_labels};
 use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
@@ -138,18 +138,6 @@ fn outputs_of(live: &Value) -> Outputs {
         url: format!("gs://{}", live["name"].as_str().unwrap_or_default()),
         self_link: live["selfLink"].as_str().unwrap_or_default().to_string(),
     }
-}
-
-/// Object names and buckets go into one path segment each.
-fn segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 async fn get(ctx: &Ctx, name: &str) -> Result<Option<Value>, ProviderError> {

@@ -1,4 +1,5 @@
-//! The one place GCP requests are sent: bearer auth, Google's error format (both the
+//! The one place GCP requests are sent (the kinds' and the GCS state backend's): bearer
+//! auth, JSON or raw (media) bodies, Google's error format (both the
 //! `google.rpc.Status` shape of container/file and the JSON-API shape of storage),
 //! retries with exponential backoff and jitter on 429/5xx and "operation in progress"
 //! conflicts, honouring Retry-After.
@@ -29,6 +30,8 @@ pub struct Request {
     pub path: String,
     pub query: Vec<(String, String)>,
     pub body: Option<Value>,
+    /// A raw body and its content type, for media uploads (instead of `body`).
+    pub media: Option<(&'static str, Vec<u8>)>,
 }
 
 impl Request {
@@ -40,6 +43,7 @@ impl Request {
             path: path.into(),
             query: Vec::new(),
             body: None,
+            media: None,
         }
     }
 
@@ -54,6 +58,12 @@ impl Request {
 
     pub fn body(mut self, body: Value) -> Self {
         self.body = Some(body);
+        self
+    }
+
+    /// A raw body (a media upload) of `content_type`.
+    pub fn media(mut self, content_type: &'static str, bytes: Vec<u8>) -> Self {
+        self.media = Some((content_type, bytes));
         self
     }
 }
@@ -88,6 +98,18 @@ pub fn client(ctx: &Ctx) -> Result<Arc<Client>, ProviderError> {
     let client = Arc::new(Client::new(config)?);
     clients.insert(key, client.clone());
     Ok(client)
+}
+
+/// A bucket or object name as one path segment of a URL.
+pub fn segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// The HTTP status of an API error, if `e` is one.
@@ -171,6 +193,18 @@ impl Client {
     /// Fails with the API's error (status, code, message) once retries are exhausted or
     /// the error is not transient.
     pub async fn send(&self, ctx: &Ctx, req: &Request) -> Result<Value, ProviderError> {
+        let bytes = self.send_raw(ctx, req).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&bytes).map_err(|source| ProviderError::Decode {
+            what: "api response",
+            source,
+        })
+    }
+
+    /// Like [`send`](Self::send), but returns the body as it came (a media download).
+    pub async fn send_raw(&self, ctx: &Ctx, req: &Request) -> Result<Vec<u8>, ProviderError> {
         let mut attempt = 0u32;
         let mut busy_waits = 0u32;
         loop {
@@ -241,7 +275,7 @@ impl Client {
         capped.mul_f64(factor)
     }
 
-    async fn once(&self, req: &Request) -> Result<Value, Failure> {
+    async fn once(&self, req: &Request) -> Result<Vec<u8>, Failure> {
         let token = self.tokens.token().await.map_err(Failure::Fatal)?;
         let mut builder = self
             .http
@@ -250,6 +284,11 @@ impl Client {
             .query(&req.query);
         if let Some(body) = &req.body {
             builder = builder.json(body);
+        }
+        if let Some((content_type, bytes)) = &req.media {
+            builder = builder
+                .header(reqwest::header::CONTENT_TYPE, *content_type)
+                .body(bytes.clone());
         }
         let response = builder
             .send()
@@ -262,22 +301,14 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let text = response
-            .text()
+        let bytes = response
+            .bytes()
             .await
             .map_err(|e| Failure::Transport(transport_message(e)))?;
         if (200..300).contains(&status) {
-            if text.trim().is_empty() {
-                return Ok(Value::Null);
-            }
-            return serde_json::from_str(&text).map_err(|source| {
-                Failure::Fatal(ProviderError::Decode {
-                    what: "api response",
-                    source,
-                })
-            });
+            return Ok(bytes.to_vec());
         }
-        let (code, message) = parse_error(status, &text);
+        let (code, message) = parse_error(status, &String::from_utf8_lossy(&bytes));
         Err(Failure::Api {
             status,
             code,
