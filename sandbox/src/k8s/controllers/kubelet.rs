@@ -170,6 +170,7 @@ pub(super) fn sync(cluster: &mut ClusterState, ctx: &SettleCtx<'_>) {
     for (key, pod) in bound {
         sync_pod(cluster, ctx, &key, pod);
     }
+    workers::forget_gone(cluster);
 }
 
 fn phase(pod: &Value) -> &str {

@@ -7,7 +7,8 @@
 //! replacement goes on with the rest of the queue. `REDIS_HOST` and `QUEUE` in the
 //! container's environment name another Service and list.
 //!
-//! What each run took is kept per pod, container and restart, for the logs.
+//! What each run took is kept per pod, container and restart, for the logs, until the
+//! pod is gone.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -119,6 +120,23 @@ pub(super) fn drain(
         Some(at) => Drain::Empty(at),
         None => Drain::Took,
     }
+}
+
+/// Drops the records of pods that no longer exist, so the saved sandbox does not keep
+/// every run there ever was.
+pub(super) fn forget_gone(cluster: &mut ClusterState) {
+    if cluster.drained.is_empty() {
+        return;
+    }
+    let uids: std::collections::BTreeSet<String> = cluster
+        .store
+        .list("", "pods", None)
+        .into_iter()
+        .map(|(_, p)| obj::uid(p).to_string())
+        .collect();
+    cluster
+        .drained
+        .retain(|key, _| key.split('/').next().is_some_and(|uid| uids.contains(uid)));
 }
 
 /// The redis-server behind Service `host` of `namespace` (its selector's running Redis
@@ -245,6 +263,24 @@ mod tests {
         for image in ["python:3.12", "batch-ml-workload-exporter", "redis:7.2"] {
             assert!(!is_queue_worker(image), "{image}");
         }
+    }
+
+    #[test]
+    fn the_records_of_pods_that_are_gone_are_forgotten() {
+        use super::super::testkit::{self, Harness};
+        let mut h = Harness::standard(vec![testkit::pool("default-pool", 1, 1)]);
+        h.create("", "pods", "default", serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "worker"},
+            "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["sleep", "infinity"]}]},
+        }));
+        let pod = h.get("", "pods", "default", "worker");
+        let kept = run_key(&pod, "main", 0);
+        h.cluster.drained.insert(kept.clone(), Drained::default());
+        h.cluster
+            .drained
+            .insert("gone-uid/main/0".into(), Drained::default());
+        h.settle();
+        assert_eq!(h.cluster.drained.keys().collect::<Vec<_>>(), [&kept]);
     }
 
     #[test]
