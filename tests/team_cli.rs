@@ -136,7 +136,16 @@ fn two_applies(
         std::thread::sleep(Duration::from_millis(20));
     }
     let second = work.run_env(&first_args, envs);
-    second.failure();
+    if second.code != Some(1) {
+        // Say what the first run did too: a second run that got the lock means the
+        // first lost or released it.
+        let _ = first.kill();
+        let run = work.finish(first, &first_args);
+        panic!(
+            "the second apply exited with {:?}, expected 1:\n{}\n{}\n--- the first apply ---\n{}\n{}",
+            second.code, second.stdout, second.stderr, run.stdout, run.stderr
+        );
+    }
     for want in [
         format!("state {location} is locked by"),
         "for `apply`".to_string(),

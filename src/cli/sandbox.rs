@@ -149,17 +149,29 @@ fn absolute(dir: &Path) -> anyhow::Result<PathBuf> {
         .with_context(|| format!("resolve the sandbox directory {}", dir.display()))
 }
 
+/// Writes the sandbox's access token for gcloud, the GKE auth plugin and terrain's own
+/// GCP client. Every run calls this while others may be reading the file, so it never
+/// truncates in place (a reader could see it empty and send no token): a file already
+/// holding the token is left alone, and otherwise the token is written beside it and
+/// renamed over it.
 fn write_token(dir: &Path) -> anyhow::Result<()> {
     let path = token_file(dir);
-    let mut f = std::fs::OpenOptions::new()
+    if std::fs::read(&path).is_ok_and(|held| held == ACCESS_TOKEN.as_bytes()) {
+        return Ok(());
+    }
+    let partial = dir.join(format!(".access-token.{}", std::process::id()));
+    let written = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
-        .open(&path)
-        .with_context(|| format!("write {}", path.display()))?;
-    f.write_all(ACCESS_TOKEN.as_bytes())
-        .with_context(|| format!("write {}", path.display()))
+        .open(&partial)
+        .and_then(|mut f| f.write_all(ACCESS_TOKEN.as_bytes()))
+        .and_then(|()| std::fs::rename(&partial, &path));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    written.with_context(|| format!("write {}", path.display()))
 }
 
 fn time_scale_from_env() -> anyhow::Result<f64> {
@@ -535,5 +547,39 @@ mod tests {
         );
         drop(lock);
         assert!(!dir.path().join("cloud.lock").exists());
+    }
+
+    #[test]
+    fn the_access_token_file_is_never_seen_empty_while_runs_rewrite_it() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        write_token(dir.path()).expect("first write");
+        let path = token_file(dir.path());
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let (dir, stop) = (dir.path().to_path_buf(), stop.clone());
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    // A stale or damaged token is rewritten; a good one is left alone.
+                    let damaged = dir.join("damaged");
+                    std::fs::write(&damaged, "stale").expect("damage");
+                    std::fs::rename(&damaged, token_file(&dir)).expect("damage");
+                    write_token(&dir).expect("rewrite");
+                }
+            })
+        };
+        for _ in 0..5_000 {
+            let held = std::fs::read_to_string(&path).expect("read the token");
+            assert!(held == ACCESS_TOKEN || held == "stale", "read {held:?}");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().expect("writer");
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("read"),
+            ACCESS_TOKEN
+        );
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).expect("stat").permissions(),
+        ) & 0o777;
+        assert_eq!(mode, 0o600);
     }
 }
