@@ -1,40 +1,228 @@
-//! Resource addresses: `kind.name`. Every error, plan line and state entry is keyed by one.
+//! Resource addresses: `kind.name`, with the instance key of a resource that has
+//! `count` (`kubernetes_job.shard[0]`) or `for_each` (`gke_node_pool.gpu["t4"]`), under
+//! the module calls that made it (`module.gpu_pool["eu"].gke_node_pool.main`). Every
+//! error, plan line and state entry is keyed by one.
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// The address of a resource in a stack: its kind and its name.
+/// Which instance of a resource or module with `count` (an index) or `for_each` (a
+/// key).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Key {
+    Index(usize),
+    Name(String),
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Key::Index(i) => write!(f, "[{i}]"),
+            // A JSON string is a valid quoted key, escapes and all.
+            Key::Name(k) => write!(
+                f,
+                "[{}]",
+                serde_json::to_string(k).unwrap_or_else(|_| format!("\"{k}\""))
+            ),
+        }
+    }
+}
+
+/// One module call on the way to a resource: `module.NAME` or `module.NAME[KEY]`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ModuleStep {
+    pub name: String,
+    pub key: Option<Key>,
+}
+
+impl fmt::Display for ModuleStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "module.{}", self.name)?;
+        if let Some(k) = &self.key {
+            write!(f, "{k}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The address of a resource in a stack: the module calls it sits under (none for the
+/// stack's own), its kind, its name and its instance key.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Address {
+    pub module: Vec<ModuleStep>,
     pub kind: String,
     pub name: String,
+    pub key: Option<Key>,
 }
 
 /// Why a string is not an address.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "`{0}` is not a resource address; addresses look like `kind.name` (e.g. `local_file.config`)"
+    "`{0}` is not a resource address; addresses look like `kind.name` (e.g. `local_file.config`), `kind.name[0]`, `kind.name[\"key\"]` or `module.NAME.kind.name`"
 )]
 pub struct BadAddress(pub String);
 
+/// A piece of a dotted path with an optional bracket: `name`, `name[0]`, `name["k"]`,
+/// `name[*]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    pub name: String,
+    pub bracket: Option<Bracket>,
+}
+
+/// What a `[…]` after a name holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bracket {
+    Key(Key),
+    /// `[*]`: every instance.
+    Splat,
+}
+
+/// Splits `a.b["x.y"].c[0]` into segments; `None` when it is malformed (an empty
+/// segment, an unclosed bracket or string, text after a bracket).
+pub fn segments(s: &str) -> Option<Vec<Segment>> {
+    let mut out = Vec::new();
+    let mut rest = s;
+    loop {
+        let end = rest.find(['.', '[']).unwrap_or(rest.len());
+        let name = &rest[..end];
+        if name.is_empty() {
+            return None;
+        }
+        rest = &rest[end..];
+        let mut bracket = None;
+        if let Some(inner) = rest.strip_prefix('[') {
+            let (b, after) = parse_bracket(inner)?;
+            bracket = Some(b);
+            rest = after;
+        }
+        out.push(Segment {
+            name: name.to_string(),
+            bracket,
+        });
+        if rest.is_empty() {
+            return Some(out);
+        }
+        rest = rest.strip_prefix('.')?;
+    }
+}
+
+/// The inside of `[…]` (after the `[`) and what follows the `]`.
+fn parse_bracket(s: &str) -> Option<(Bracket, &str)> {
+    if let Some(after) = s.strip_prefix("*]") {
+        return Some((Bracket::Splat, after));
+    }
+    if s.starts_with('"') {
+        // The closing quote is the first one not escaped.
+        let bytes = s.as_bytes();
+        let mut i = 1;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'\\' => i += 2,
+                b'"' => break,
+                _ => i += 1,
+            }
+        }
+        let quoted = s.get(..=i)?;
+        let key: String = serde_json::from_str(quoted).ok()?;
+        let after = s.get(i + 1..)?.strip_prefix(']')?;
+        return Some((Bracket::Key(Key::Name(key)), after));
+    }
+    let close = s.find(']')?;
+    let digits = &s[..close];
+    if digits.is_empty() || !digits.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    Some((
+        Bracket::Key(Key::Index(digits.parse().ok()?)),
+        &s[close + 1..],
+    ))
+}
+
 impl Address {
-    /// The address of resource `name` of `kind`.
+    /// The address of resource `name` of `kind`, in the stack itself, not an instance.
     pub fn new(kind: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
+            module: Vec::new(),
             kind: kind.into(),
             name: name.into(),
+            key: None,
         }
     }
 
-    /// Parses `kind.name`.
-    pub fn parse(s: &str) -> Result<Self, BadAddress> {
-        let (kind, name) = s.split_once('.').ok_or_else(|| BadAddress(s.to_string()))?;
-        if !is_identifier(kind) || !is_identifier(name) {
-            return Err(BadAddress(s.to_string()));
+    /// This address with instance key `key`.
+    pub fn with_key(mut self, key: Option<Key>) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// This address under module calls `outer` (prefixed to its own).
+    pub fn within(mut self, outer: &[ModuleStep]) -> Self {
+        let mut module = outer.to_vec();
+        module.append(&mut self.module);
+        self.module = module;
+        self
+    }
+
+    /// The resource block this is an instance of: the address without its key.
+    pub fn resource(&self) -> Address {
+        Self {
+            key: None,
+            ..self.clone()
         }
-        Ok(Self::new(kind, name))
+    }
+
+    /// Whether this address, used as a target or in `depends_on`, covers `other`: the
+    /// same address, or one without a key naming every instance of a block.
+    pub fn covers(&self, other: &Address) -> bool {
+        self == other || (self.key.is_none() && other.resource() == *self)
+    }
+
+    /// Parses `module.M[K].kind.name[K]` (module calls and keys optional).
+    pub fn parse(s: &str) -> Result<Self, BadAddress> {
+        let bad = || BadAddress(s.to_string());
+        let segs = segments(s).ok_or_else(bad)?;
+        let mut module = Vec::new();
+        let mut i = 0;
+        while segs.len() - i > 2 && segs[i].name == "module" && segs[i].bracket.is_none() {
+            let call = &segs[i + 1];
+            if !is_identifier(&call.name) {
+                return Err(bad());
+            }
+            let key = match &call.bracket {
+                None => None,
+                Some(Bracket::Key(k)) => Some(k.clone()),
+                Some(Bracket::Splat) => return Err(bad()),
+            };
+            module.push(ModuleStep {
+                name: call.name.clone(),
+                key,
+            });
+            i += 2;
+        }
+        let [kind, name] = &segs[i..] else {
+            return Err(bad());
+        };
+        if kind.bracket.is_some()
+            || !is_identifier(&kind.name)
+            || !is_identifier(&name.name)
+            || kind.name == "module"
+        {
+            return Err(bad());
+        }
+        let key = match &name.bracket {
+            None => None,
+            Some(Bracket::Key(k)) => Some(k.clone()),
+            Some(Bracket::Splat) => return Err(bad()),
+        };
+        Ok(Self {
+            module,
+            kind: kind.name.clone(),
+            name: name.name.clone(),
+            key,
+        })
     }
 }
 
@@ -48,7 +236,14 @@ pub fn is_identifier(s: &str) -> bool {
 
 impl fmt::Display for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}", self.kind, self.name)
+        for step in &self.module {
+            write!(f, "{step}.")?;
+        }
+        write!(f, "{}.{}", self.kind, self.name)?;
+        if let Some(k) = &self.key {
+            write!(f, "{k}")?;
+        }
+        Ok(())
     }
 }
 
@@ -85,8 +280,70 @@ mod tests {
     }
 
     #[test]
+    fn instance_keys_and_module_calls_round_trip() {
+        for s in [
+            "kubernetes_job.shard[0]",
+            "gke_node_pool.gpu[\"t4\"]",
+            "gke_node_pool.gpu[\"a.b]c\\\"d\"]",
+            "module.gpu_pool.gke_node_pool.main",
+            "module.region[\"eu\"].module.pool[1].gke_node_pool.main[\"l4\"]",
+        ] {
+            let a = Address::parse(s).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(a.to_string(), s);
+        }
+        let a = Address::parse("module.m[2].kubernetes_job.shard[10]").expect("valid");
+        assert_eq!(
+            a.module,
+            vec![ModuleStep {
+                name: "m".into(),
+                key: Some(Key::Index(2))
+            }]
+        );
+        assert_eq!(a.key, Some(Key::Index(10)));
+    }
+
+    #[test]
+    fn a_block_address_covers_its_instances() {
+        let block = Address::parse("kubernetes_job.shard").expect("valid");
+        let one = Address::parse("kubernetes_job.shard[1]").expect("valid");
+        assert!(block.covers(&one));
+        assert!(!one.covers(&block));
+        assert!(!block.covers(&Address::parse("kubernetes_job.other[1]").expect("valid")));
+    }
+
+    #[test]
+    fn instances_sort_by_index_then_key() {
+        let mut v: Vec<Address> = ["a.b[10]", "a.b[2]", "a.b", "module.m.a.b", "a.b[\"x\"]"]
+            .iter()
+            .map(|s| Address::parse(s).expect("valid"))
+            .collect();
+        v.sort();
+        let shown: Vec<String> = v.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            shown,
+            ["a.b", "a.b[2]", "a.b[10]", "a.b[\"x\"]", "module.m.a.b"]
+        );
+    }
+
+    #[test]
     fn rejects_malformed() {
-        for bad in ["", "local_file", ".x", "x.", "a.b.c", "1a.b", "a b.c"] {
+        for bad in [
+            "",
+            "local_file",
+            ".x",
+            "x.",
+            "a.b.c",
+            "1a.b",
+            "a b.c",
+            "a.b[",
+            "a.b[x]",
+            "a.b[*]",
+            "a[0].b",
+            "a.b[0]x",
+            "a.b[\"x]",
+            "module.m.a",
+            "module.a.b",
+        ] {
             assert!(Address::parse(bad).is_err(), "{bad:?} should be rejected");
         }
     }

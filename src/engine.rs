@@ -617,13 +617,18 @@ impl Engine {
         let mut state = stored.unwrap_or_default();
         // The stored entries move into the refreshed state (those found in sync as
         // they are), so the plan holds one copy of the state, not two.
-        let resources = std::mem::take(&mut state.resources);
+        let mut resources = std::mem::take(&mut state.resources);
+        // `[[moved]]` entries rename stored objects before anything is read, so a
+        // renamed resource is planned as the same object.
+        let renamed = crate::stack::moved::rename(&self.stack.moved, &mut resources);
         let Refresh {
             state: refreshed,
             drift,
             mut warnings,
-            learned,
+            mut learned,
         } = self.refresh(&state, resources).await?;
+        learned |= !renamed.moved.is_empty();
+        warnings.extend(renamed.skipped);
         let env = self.env();
         let mut changes = plan::compute(
             &self.stack,
@@ -658,6 +663,11 @@ impl Engine {
             },
             serial: state.serial,
             changes,
+            moved: renamed
+                .moved
+                .into_iter()
+                .map(|(from, to)| plan::Moved { from, to })
+                .collect(),
             refreshed: refreshed.resources,
             warnings,
         };

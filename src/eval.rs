@@ -149,6 +149,12 @@ fn resolve(r: &Ref, span: Span, scope: &dyn Scope) -> Result<(Value, bool), Eval
             Resolved::Known(v, s) => Ok((v, s)),
             Resolved::Unknown(s) => Ok((Value::String(UNKNOWN.to_string()), s)),
         },
+        // Expanded or refused when the stack is loaded: never here in a checked stack.
+        Ref::Splat { .. }
+        | Ref::CountIndex
+        | Ref::EachKey
+        | Ref::EachValue(_)
+        | Ref::ModuleOutput { .. } => Err(fail(format!("`${{{r}}}` has no value here"))),
     }
 }
 

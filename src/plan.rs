@@ -130,11 +130,21 @@ pub struct Plan {
     /// Every resource, in graph order: stack resources dependencies first, then
     /// deletions, dependents first.
     pub changes: Vec<Change>,
+    /// State entries renamed by `[[moved]]` entries (the objects stay as they are).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moved: Vec<Moved>,
     /// The state as refreshed during planning (what apply starts from).
     pub refreshed: BTreeMap<String, ResourceState>,
     /// Non-fatal findings (an interrupted create that could not be adopted…).
     #[serde(default)]
     pub warnings: Vec<String>,
+}
+
+/// A state entry a `[[moved]]` entry renames.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Moved {
+    pub from: String,
+    pub to: String,
 }
 
 /// Counts of actions, for the summary line.
@@ -162,9 +172,9 @@ impl Plan {
         s
     }
 
-    /// Whether applying the plan would change anything.
+    /// Whether applying the plan would change anything (a move changes the state).
     pub fn has_changes(&self) -> bool {
-        self.changes.iter().any(Change::is_change)
+        !self.moved.is_empty() || self.changes.iter().any(Change::is_change)
     }
 
     /// The live spec of `c`'s object: its own `before`, or for a no-op the refreshed
@@ -275,8 +285,20 @@ pub fn compute(
     let selected: Option<BTreeSet<Address>> = if inputs.targets.is_empty() {
         None
     } else {
+        // A target names a resource, or every instance of a block with `count` or
+        // `for_each` when written without a key.
+        let mut targets: Vec<Address> = Vec::new();
         for t in inputs.targets {
-            if !stack.resources.contains_key(t) && !state.resources.contains_key(&t.to_string()) {
+            let before = targets.len();
+            targets.extend(stack.resources.keys().filter(|a| t.covers(a)).cloned());
+            targets.extend(
+                state
+                    .resources
+                    .keys()
+                    .filter_map(|k| Address::parse(k).ok())
+                    .filter(|a| t.covers(a) && !stack.resources.contains_key(a)),
+            );
+            if targets.len() == before {
                 return Err(PlanError::UnknownTarget(t.clone()));
             }
         }
@@ -285,9 +307,9 @@ pub fn compute(
             all.entry(a.clone()).or_default().extend(ds.iter().cloned());
         }
         Some(if inputs.destroy {
-            graph::with_dependents(&all, inputs.targets)
+            graph::with_dependents(&all, &targets)
         } else {
-            graph::with_dependencies(&all, inputs.targets)
+            graph::with_dependencies(&all, &targets)
         })
     };
     let in_scope = |a: &Address| selected.as_ref().is_none_or(|s| s.contains(a));

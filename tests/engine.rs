@@ -140,6 +140,33 @@ impl Fixture {
     }
 }
 
+impl Fixture {
+    /// The problems loading `toml` reports, rendered as a user sees them.
+    fn load_errors(&self, toml: &str) -> String {
+        let path = self.dir.path().join("stack.toml");
+        std::fs::write(&path, toml).expect("write stack");
+        let registry = self.cloud.registry();
+        let env = |_: &str| None;
+        let err = stack::load(&LoadOptions {
+            path: &path,
+            vars: &[],
+            var_files: &[],
+            environment: terrain::stack::DEFAULT_ENVIRONMENT,
+            env: &env,
+            registry: &registry,
+        })
+        .expect_err("the stack is refused");
+        err.diagnostics
+            .iter()
+            .map(|d| {
+                let at = d.span.map(|s| err.sources.locate(s)).unwrap_or_default();
+                format!("{at}: {}", d.message)
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
 async fn plan(e: &Engine) -> (Plan, Base) {
     e.plan(false, &[], "stack.toml", &[]).await.expect("plan")
 }
@@ -1191,4 +1218,226 @@ async fn provider_result_inconsistent_with_the_plan_fails_naming_the_field() {
     );
     // The others are unaffected.
     assert_eq!(state.resources["test_thing.c"].id.as_deref(), Some("c"));
+}
+
+/// A stack of `test_thing`s: one per key of `pools` (a variable), `shards` numbered
+/// copies, and one thing reading from both.
+fn instances_stack(pools: &str, shards: usize) -> String {
+    format!(
+        r#"
+[variables.pools]
+default = {pools}
+
+[test_thing.pool]
+for_each = "${{var.pools}}"
+name = "pool-${{each.key}}"
+size = "${{each.value.size}}"
+
+[test_thing.shard]
+count = {shards}
+name = "shard-${{count.index}}"
+value = "${{test_thing.pool[\"a\"].arn}}"
+
+[test_thing.all]
+name = "all"
+items = "${{test_thing.shard[*].name}}"
+"#
+    )
+}
+
+#[tokio::test]
+async fn count_and_for_each_make_one_object_per_instance_and_a_removed_key_destroys_only_it() {
+    let f = Fixture::new();
+    let e = f.engine(&instances_stack(
+        "{ a = { size = 2 }, b = { size = 3 } }",
+        2,
+    ));
+    let p = converge(&e).await;
+    assert_eq!(
+        actions(&p).keys().cloned().collect::<Vec<_>>(),
+        [
+            "test_thing.all",
+            "test_thing.pool[\"a\"]",
+            "test_thing.pool[\"b\"]",
+            "test_thing.shard[0]",
+            "test_thing.shard[1]",
+        ]
+    );
+    let objects = f.cloud.objects();
+    assert_eq!(objects["pool-b"]["size"], json!(3));
+    assert_eq!(objects["shard-1"]["value"], json!("test:thing/pool-a"));
+    assert_eq!(objects["all"]["items"], json!(["shard-0", "shard-1"]));
+    let state = f.backend.load().await.expect("load").expect("state");
+    assert!(state.resources.contains_key("test_thing.pool[\"b\"]"));
+
+    // Removing key b and one shard destroys exactly those; the splat follows.
+    let e = f.engine(&instances_stack("{ a = { size = 2 } }", 1));
+    f.cloud.clear_calls();
+    let (p, s) = plan(&e).await;
+    let changed: BTreeMap<String, Action> = actions(&p)
+        .into_iter()
+        .filter(|(_, a)| *a != Action::NoOp)
+        .collect();
+    assert_eq!(
+        changed,
+        BTreeMap::from([
+            ("test_thing.all".to_string(), Action::Update),
+            ("test_thing.pool[\"b\"]".to_string(), Action::Delete),
+            ("test_thing.shard[1]".to_string(), Action::Delete),
+        ])
+    );
+    e.apply(&p, s).await.expect("apply");
+    let mut deleted = calls_of(&f.cloud, Op::Delete);
+    deleted.sort();
+    assert_eq!(deleted, vec!["pool-b", "shard-1"]);
+    // Adding a key creates exactly one.
+    let e = f.engine(&instances_stack(
+        "{ a = { size = 2 }, c = { size = 1 } }",
+        1,
+    ));
+    f.cloud.clear_calls();
+    converge(&e).await;
+    assert_eq!(calls_of(&f.cloud, Op::Create), vec!["pool-c"]);
+    let (p, _) = plan(&e).await;
+    assert!(!p.has_changes(), "{:?}", actions(&p));
+}
+
+#[tokio::test]
+async fn a_target_without_a_key_covers_every_instance() {
+    let f = Fixture::new();
+    let e = f.engine(&instances_stack(
+        "{ a = { size = 2 }, b = { size = 3 } }",
+        3,
+    ));
+    let target = Address::parse("test_thing.shard").expect("address");
+    let (p, _) = e
+        .plan(false, &[target], "stack.toml", &[])
+        .await
+        .expect("plan");
+    let planned: Vec<String> = p
+        .changes
+        .iter()
+        .filter(|c| c.is_change())
+        .map(|c| c.address.to_string())
+        .collect();
+    assert_eq!(
+        planned,
+        [
+            "test_thing.pool[\"a\"]",
+            "test_thing.shard[0]",
+            "test_thing.shard[1]",
+            "test_thing.shard[2]"
+        ]
+    );
+}
+
+#[test]
+fn a_count_known_only_after_apply_is_refused_naming_the_field() {
+    let f = Fixture::new();
+    let err = f.load_errors(
+        "[test_thing.a]\nname = \"a\"\n\n[test_thing.b]\ncount = \"${test_thing.a.version}\"\nname = \"b\"\n",
+    );
+    assert!(
+        err.contains("stack.toml:5:10: test_thing.b.count must be known at plan: `${test_thing.a.version}` may be known only after apply"),
+        "{err}"
+    );
+}
+
+#[test]
+fn for_each_over_a_sensitive_variable_is_refused_without_showing_it() {
+    let f = Fixture::new();
+    let err = f.load_errors(
+        "[variables.keys]\ndefault = [\"hunter2\"]\nsensitive = true\n\n[test_thing.a]\nfor_each = \"${var.keys}\"\nname = \"${each.key}\"\n",
+    );
+    assert!(err.contains("variable `keys` is sensitive"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+#[test]
+fn references_to_instances_are_checked_against_the_keys() {
+    let f = Fixture::new();
+    let err = f.load_errors(&format!(
+        "{}\n[test_thing.bad]\nname = \"${{test_thing.pool[\\\"z\\\"].name}}\"\nvalue = \"${{test_thing.shard.name}}\"\nzone = \"${{test_thing.shard[5].name}}\"\nitems = \"${{test_thing.all[*].name}}\"\n",
+        instances_stack("{ a = { size = 2 } }", 2)
+    ));
+    for want in [
+        "test_thing.bad: `test_thing.pool` has no instance [\"z\"]",
+        "test_thing.bad: `test_thing.shard` has count = 2, so a reference names one instance",
+        "test_thing.bad: `test_thing.shard` has count = 2, so it has no instance [5]",
+        "test_thing.bad: `test_thing.all` has neither `count` nor `for_each`, so it has no `[*]`",
+    ] {
+        assert!(err.contains(want), "{want}:\n{err}");
+    }
+}
+
+#[tokio::test]
+async fn a_moved_block_keeps_its_objects_and_plans_no_replace() {
+    let f = Fixture::new();
+    let e = f.engine("[test_thing.single]\nname = \"one\"\n\n[test_thing.old]\ncount = 2\nname = \"old-${count.index}\"\n");
+    converge(&e).await;
+    f.cloud.clear_calls();
+    // A hand-written resource becomes instance [0] of a block; a block is renamed.
+    let e = f.engine(
+        "[test_thing.single]\ncount = 1\nname = \"one\"\n\n[test_thing.new]\ncount = 2\nname = \"old-${count.index}\"\n\n[[moved]]\nfrom = \"test_thing.single\"\nto = \"test_thing.single[0]\"\n\n[[moved]]\nfrom = \"test_thing.old\"\nto = \"test_thing.new\"\n",
+    );
+    let (p, s) = plan(&e).await;
+    assert!(
+        p.changes.iter().all(|c| c.action == Action::NoOp),
+        "{:?}",
+        actions(&p)
+    );
+    let moved: Vec<(String, String)> = p
+        .moved
+        .iter()
+        .map(|m| (m.from.clone(), m.to.clone()))
+        .collect();
+    assert_eq!(
+        moved,
+        [
+            (
+                "test_thing.old[0]".to_string(),
+                "test_thing.new[0]".to_string()
+            ),
+            (
+                "test_thing.old[1]".to_string(),
+                "test_thing.new[1]".to_string()
+            ),
+            (
+                "test_thing.single".to_string(),
+                "test_thing.single[0]".to_string()
+            ),
+        ]
+    );
+    assert!(p.has_changes(), "a move changes the state");
+    e.apply(&p, s).await.expect("apply");
+    assert!(calls_of(&f.cloud, Op::Create).is_empty());
+    assert!(calls_of(&f.cloud, Op::Delete).is_empty());
+    let state = f.backend.load().await.expect("load").expect("state");
+    let keys: Vec<&String> = state.resources.keys().collect();
+    assert_eq!(
+        keys,
+        [
+            "test_thing.new[0]",
+            "test_thing.new[1]",
+            "test_thing.single[0]"
+        ]
+    );
+    let (p, _) = plan(&e).await;
+    assert!(!p.has_changes(), "moves are done once: {:?}", p.moved);
+}
+
+#[test]
+fn a_moved_entry_whose_source_is_still_in_the_stack_is_refused() {
+    let f = Fixture::new();
+    let err = f.load_errors(
+        "[test_thing.a]\nname = \"a\"\n\n[test_thing.b]\nname = \"b\"\n\n[[moved]]\nfrom = \"test_thing.a\"\nto = \"test_thing.b\"\n\n[[moved]]\nfrom = \"test_thing.a\"\nto = \"test_pool.a\"\n",
+    );
+    assert!(
+        err.contains("stack.toml:8:9: moved test_thing.a → test_thing.b: `test_thing.a` is still in the stack; remove its block"),
+        "{err}"
+    );
+    assert!(
+        err.contains("a test_thing cannot become a test_pool"),
+        "{err}"
+    );
 }

@@ -573,10 +573,7 @@ mod tests {
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         writer.join().expect("writer");
-        assert_eq!(
-            std::fs::read_to_string(&path).expect("read"),
-            ACCESS_TOKEN
-        );
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), ACCESS_TOKEN);
         let mode = std::os::unix::fs::PermissionsExt::mode(
             &std::fs::metadata(&path).expect("stat").permissions(),
         ) & 0o777;

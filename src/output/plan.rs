@@ -56,12 +56,24 @@ pub fn render(plan: &Plan, style: Style) -> String {
         return out;
     }
     out.push_str("terrain will perform these actions:\n\n");
+    for m in &plan.moved {
+        out.push_str(&format!(
+            "  {} {} has moved to {}\n",
+            style.paint("36", "#"),
+            m.from,
+            m.to
+        ));
+    }
     for c in plan.changes.iter().filter(|c| c.is_change()) {
         out.push_str(&change_block(c, style));
     }
     let s = plan.summary();
+    let moved = match plan.moved.len() {
+        0 => String::new(),
+        n => format!(", {n} moved"),
+    };
     out.push_str(&format!(
-        "\nPlan: {} to add, {} to change, {} to replace, {} to destroy.\n",
+        "\nPlan: {} to add, {} to change, {} to replace, {} to destroy{moved}.\n",
         s.add, s.change, s.replace, s.destroy
     ));
     out
@@ -296,6 +308,7 @@ pub fn to_json(plan: &Plan) -> Value {
         "destroy": plan.destroy,
         "changes": changes,
         "summary": plan.summary(),
+        "moved": plan.moved,
         "has_changes": plan.has_changes(),
         "warnings": plan.warnings,
         "markers": { "sensitive": SENSITIVE, "unknown": KNOWN_AFTER_APPLY },

@@ -19,7 +19,7 @@ use crate::desired;
 use crate::eval;
 
 /// Keys of a resource table that configure terrain rather than the object.
-pub const META_KEYS: [&str; 3] = ["depends_on", "lifecycle", "sensitive"];
+pub const META_KEYS: [&str; 5] = ["depends_on", "lifecycle", "sensitive", "count", "for_each"];
 
 /// Validates a parsed stack.
 pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackErrors> {
@@ -45,11 +45,23 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         opts.env,
     );
     c.diags.extend(problems);
-    let resources = c.resources(raw_resources, opts);
+    let (mut raw_resources, blocks) =
+        super::expand::instances(raw_resources, &variables, opts, &mut c.diags);
+    for r in &mut raw_resources {
+        let addr = Address::new(&r.kind, &r.name)
+            .with_key(r.key.clone())
+            .within(&r.module);
+        blocks.resolve(&addr.to_string(), &mut r.body, &mut c.diags);
+    }
+    for (name, _, node) in &mut raw.outputs {
+        blocks.resolve(&format!("output.{name}"), node, &mut c.diags);
+    }
+    let resources = c.resources(raw_resources, &blocks, opts);
     let outputs = c.outputs(&raw.outputs, &variables, &resources, opts);
     for (addr, rc) in &resources {
         c.body_refs(addr, &rc.body, &variables, &resources, opts);
     }
+    let moved = super::moved::check(&raw.moved, &resources, &mut c.diags);
     c.cycles(&resources);
     if c.diags.is_empty() {
         c.kind_validation(&resources, &providers, &variables, opts);
@@ -75,6 +87,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         variables,
         resources,
         outputs,
+        moved,
     })
 }
 
@@ -490,6 +503,7 @@ impl Checker<'_> {
     fn resources(
         &mut self,
         raw: Vec<RawResource>,
+        blocks: &super::expand::Blocks,
         opts: &LoadOptions<'_>,
     ) -> BTreeMap<Address, ResourceConfig> {
         let mut out: BTreeMap<Address, ResourceConfig> = BTreeMap::new();
@@ -516,7 +530,9 @@ impl Checker<'_> {
                 }
                 continue;
             };
-            let addr = Address::new(&r.kind, &r.name);
+            let addr = Address::new(&r.kind, &r.name)
+                .with_key(r.key.clone())
+                .within(&r.module);
             if !is_identifier(&r.name) {
                 self.err(Diagnostic::at(r.name_span, format!("{addr}: resource names start with a letter or `_` and hold letters, digits, `_` and `-`"), "invalid name"));
                 continue;
@@ -583,10 +599,17 @@ impl Checker<'_> {
                 },
             );
         }
-        // depends_on targets must exist: checked once every address is known.
-        for rc in out.values() {
+        // depends_on targets must exist: checked once every address is known. A block
+        // with instances named without a key stands for all of them.
+        let addrs: Vec<Address> = out.keys().cloned().collect();
+        for addr in addrs {
+            let Some(rc) = out.get_mut(&addr) else {
+                continue;
+            };
+            let mut resolved = Vec::with_capacity(rc.depends_on.len());
             for dep in &rc.depends_on {
-                if !out.contains_key(dep) {
+                let found = blocks.depends_on(dep);
+                if found.is_empty() {
                     let span = depends_on_at.get(&rc.addr).copied().unwrap_or(rc.span);
                     let mut d = Diagnostic::at(
                         span,
@@ -596,10 +619,12 @@ impl Checker<'_> {
                         ),
                         "unknown resource",
                     );
-                    d.help = suggest_address(dep, out.keys());
+                    d.help = suggest_address(dep, blocks.addresses());
                     self.diags.push(d);
                 }
+                resolved.extend(found);
             }
+            rc.depends_on = resolved;
         }
         out
     }
@@ -900,8 +925,40 @@ impl Checker<'_> {
                 Some(Type::String)
             }
             Ref::Environment => Some(Type::String),
+            // Where expansion did not replace them: outside any resource block.
+            Ref::CountIndex | Ref::EachKey | Ref::EachValue(_) => {
+                self.err(Diagnostic::at(
+                    span,
+                    format!("{what}: `${{{r}}}` is only known inside a resource block with `count` or `for_each`"),
+                    "not available here",
+                ));
+                None
+            }
+            // A splat left in a string: reported when instances were resolved.
+            Ref::Splat { .. } => None,
+            Ref::ModuleOutput { module, output } => {
+                self.err(
+                    Diagnostic::at(
+                        span,
+                        format!("{what}: no module call `{module}` with an output `{output}`"),
+                        "unknown module",
+                    )
+                    .help("declare the call as [module.NAME] source = \"path/to/module\""),
+                );
+                None
+            }
             Ref::Resource { addr, path } => {
                 let Some(target) = resources.get(addr) else {
+                    // A block with instances named wrongly was reported when the
+                    // references were checked against its instances.
+                    let block = addr.resource();
+                    if resources
+                        .range(&block..)
+                        .next()
+                        .is_some_and(|(a, _)| a.resource() == block)
+                    {
+                        return None;
+                    }
                     let mut d = Diagnostic::at(
                         span,
                         format!("{what}: reference to `{addr}`, which is not in the stack"),
@@ -1034,7 +1091,13 @@ impl Checker<'_> {
                                 .is_some_and(|f| f.sensitive)
                                 || rc.sensitive.iter().any(|p| p == &path[0])
                         }),
-                        Ref::Env(_) | Ref::Environment => false,
+                        Ref::Env(_)
+                        | Ref::Environment
+                        | Ref::Splat { .. }
+                        | Ref::CountIndex
+                        | Ref::EachKey
+                        | Ref::EachValue(_)
+                        | Ref::ModuleOutput { .. } => false,
                     };
                     if secret {
                         self.err(

@@ -12,23 +12,44 @@ use crate::addr::{is_identifier, Address};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ref {
     /// An attribute of a resource: a spec field, a reported output, or `id`; `path`
-    /// descends into tables (`share.name`).
+    /// descends into tables (`share.name`). `addr` names one instance of a block with
+    /// `count` or `for_each`.
     Resource { addr: Address, path: Vec<String> },
+    /// `kind.name[*].attr`: the attribute of every instance of a block, as a list.
+    Splat { addr: Address, path: Vec<String> },
     /// A stack variable.
     Var(String),
     /// An environment variable, read when the stack is loaded.
     Env(String),
     /// `${env}`: the name of the environment the run is for (`--env`).
     Environment,
+    /// `${count.index}` inside a block with `count`.
+    CountIndex,
+    /// `${each.key}` inside a block with `for_each`.
+    EachKey,
+    /// `${each.value}` (and a path into it) inside a block with `for_each`.
+    EachValue(Vec<String>),
+    /// `${module.NAME.OUTPUT}`: an output of a module call (`module` holds the call,
+    /// and its key when it has `count` or `for_each`).
+    ModuleOutput {
+        module: crate::addr::ModuleStep,
+        output: String,
+    },
 }
 
 impl std::fmt::Display for Ref {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Ref::Resource { addr, path } => write!(f, "{addr}.{}", path.join(".")),
+            Ref::Splat { addr, path } => write!(f, "{addr}[*].{}", path.join(".")),
             Ref::Var(v) => write!(f, "var.{v}"),
             Ref::Env(e) => write!(f, "env.{e}"),
             Ref::Environment => write!(f, "env"),
+            Ref::CountIndex => write!(f, "count.index"),
+            Ref::EachKey => write!(f, "each.key"),
+            Ref::EachValue(path) if path.is_empty() => write!(f, "each.value"),
+            Ref::EachValue(path) => write!(f, "each.value.{}", path.join(".")),
+            Ref::ModuleOutput { module, output } => write!(f, "{module}.{output}"),
         }
     }
 }
@@ -195,36 +216,101 @@ pub fn parse_template(s: &str, file: usize, base: usize) -> Result<Vec<Part>, Pa
 
 /// Parses the inside of `${…}`.
 pub fn parse_ref(s: &str) -> Result<Ref, String> {
-    let segs: Vec<&str> = s.split('.').collect();
+    use crate::addr::{segments, Bracket, ModuleStep};
     let bad = |why: &str| {
-        format!("`${{{s}}}` is not a reference: {why}; references look like `${{kind.name.attr}}`, `${{var.name}}` or `${{env.NAME}}`")
+        format!("`${{{s}}}` is not a reference: {why}; references look like `${{kind.name.attr}}`, `${{kind.name[0].attr}}`, `${{var.name}}`, `${{env.NAME}}` or `${{module.NAME.output}}`")
     };
-    if segs.iter().any(|p| p.is_empty()) {
-        return Err(bad("empty part"));
-    }
-    match segs.as_slice() {
-        ["var", name] if is_identifier(name) => Ok(Ref::Var((*name).to_string())),
-        ["env", name]
+    let segs = segments(s).ok_or_else(|| bad("empty part or malformed `[…]`"))?;
+    // Brackets belong after a resource's or module call's name only.
+    let plain = |from: usize| -> Result<Vec<String>, String> {
+        segs[from..]
+            .iter()
+            .map(|g| match g.bracket {
+                None => Ok(g.name.clone()),
+                Some(_) => Err(bad("`[…]` goes right after a resource's name")),
+            })
+            .collect()
+    };
+    let first = &segs[0];
+    let names = plain(0).ok();
+    match names
+        .as_deref()
+        .map(|n| n.iter().map(String::as_str).collect::<Vec<_>>())
+        .as_deref()
+    {
+        Some(["var", name]) if is_identifier(name) => return Ok(Ref::Var((*name).to_string())),
+        Some(["env", name])
             if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
         {
-            Ok(Ref::Env((*name).to_string()))
+            return Ok(Ref::Env((*name).to_string()))
         }
-        ["env"] => Ok(Ref::Environment),
-        ["var", ..] | ["env", ..] => Err(bad("expected one name after `var.` or `env.`")),
-        [kind, name, path @ ..] if !path.is_empty() => {
-            if !is_identifier(kind) || !is_identifier(name) {
-                return Err(bad("kind and name must be identifiers"));
-            }
-            Ok(Ref::Resource {
-                addr: Address::new(*kind, *name),
-                path: path.iter().map(|p| (*p).to_string()).collect(),
-            })
+        Some(["env"]) => return Ok(Ref::Environment),
+        Some(["var", ..] | ["env", ..]) => {
+            return Err(bad("expected one name after `var.` or `env.`"))
         }
-        [_, _] => Err(bad(
-            "a resource reference needs an attribute after the name",
-        )),
-        _ => Err(bad("too few parts")),
+        Some(["count", "index"]) => return Ok(Ref::CountIndex),
+        Some(["count", ..]) => return Err(bad("`count` has one attribute: `count.index`")),
+        Some(["each", "key"]) => return Ok(Ref::EachKey),
+        Some(["each", "value", path @ ..]) => {
+            return Ok(Ref::EachValue(
+                path.iter().map(|p| (*p).to_string()).collect(),
+            ))
+        }
+        Some(["each", ..]) => {
+            return Err(bad(
+                "`each` has two attributes: `each.key` and `each.value`",
+            ))
+        }
+        _ => {}
     }
+    if first.name == "module" && first.bracket.is_none() {
+        let [_, call, output, rest @ ..] = segs.as_slice() else {
+            return Err(bad("a module output reference is `module.NAME.OUTPUT`"));
+        };
+        if !rest.is_empty() || output.bracket.is_some() || !is_identifier(&output.name) {
+            return Err(bad("a module output reference is `module.NAME.OUTPUT`"));
+        }
+        if !is_identifier(&call.name) {
+            return Err(bad("module names are identifiers"));
+        }
+        let key = match &call.bracket {
+            None => None,
+            Some(Bracket::Key(k)) => Some(k.clone()),
+            Some(Bracket::Splat) => {
+                return Err(bad(
+                    "`[*]` of a module call is not supported; name one instance",
+                ))
+            }
+        };
+        return Ok(Ref::ModuleOutput {
+            module: ModuleStep {
+                name: call.name.clone(),
+                key,
+            },
+            output: output.name.clone(),
+        });
+    }
+    let [kind, name, ..] = segs.as_slice() else {
+        return Err(bad("too few parts"));
+    };
+    if kind.bracket.is_some() || !is_identifier(&kind.name) || !is_identifier(&name.name) {
+        return Err(bad("kind and name must be identifiers"));
+    }
+    let path = plain(2)?;
+    if path.is_empty() {
+        return Err(bad(
+            "a resource reference needs an attribute after the name",
+        ));
+    }
+    let addr = Address::new(&kind.name, &name.name);
+    Ok(match &name.bracket {
+        None => Ref::Resource { addr, path },
+        Some(Bracket::Key(k)) => Ref::Resource {
+            addr: addr.with_key(Some(k.clone())),
+            path,
+        },
+        Some(Bracket::Splat) => Ref::Splat { addr, path },
+    })
 }
 
 #[cfg(test)]
@@ -269,8 +355,50 @@ mod tests {
     }
 
     #[test]
+    fn instance_splat_count_each_and_module_references() {
+        assert_eq!(
+            parse_ref("gke_node_pool.gpu[\"t4\"].name"),
+            Ok(Ref::Resource {
+                addr: Address::parse("gke_node_pool.gpu[\"t4\"]").expect("valid"),
+                path: vec!["name".into()]
+            })
+        );
+        assert_eq!(
+            parse_ref("kubernetes_job.shard[*].name"),
+            Ok(Ref::Splat {
+                addr: Address::new("kubernetes_job", "shard"),
+                path: vec!["name".into()]
+            })
+        );
+        assert_eq!(parse_ref("count.index"), Ok(Ref::CountIndex));
+        assert_eq!(parse_ref("each.key"), Ok(Ref::EachKey));
+        assert_eq!(
+            parse_ref("each.value.type"),
+            Ok(Ref::EachValue(vec!["type".into()]))
+        );
+        assert_eq!(
+            parse_ref("module.gpu_pool.pool_name").map(|r| r.to_string()),
+            Ok("module.gpu_pool.pool_name".to_string())
+        );
+    }
+
+    #[test]
     fn malformed_references_are_rejected() {
-        for bad in ["local_file.a", "var", "var.a.b", "a..b", "", "1x.y.z"] {
+        for bad in [
+            "local_file.a",
+            "var",
+            "var.a.b",
+            "a..b",
+            "",
+            "1x.y.z",
+            "count",
+            "count.value",
+            "each",
+            "a.b[x].c",
+            "a.b.c[0]",
+            "module.m",
+            "module.m.out.x",
+        ] {
             assert!(parse_ref(bad).is_err(), "{bad:?}");
         }
         let e = parse_template("x ${var.a", 0, 0).expect_err("unterminated");

@@ -13,7 +13,14 @@ use super::source::{Diagnostic, FileId, SourceFile, Sources, Span, StackErrors};
 use super::LoadOptions;
 
 /// Top-level tables with a meaning of their own; every other table is a resource kind.
-pub const RESERVED: [&str; 5] = ["stack", "providers", "variables", "outputs", "backend"];
+pub const RESERVED: [&str; 6] = [
+    "stack",
+    "providers",
+    "variables",
+    "outputs",
+    "backend",
+    "moved",
+];
 
 /// An entry of a section: its name, the span of the name, and its value.
 pub type Entry = (String, Span, Node);
@@ -25,6 +32,10 @@ pub struct RawResource {
     pub name: String,
     pub name_span: Span,
     pub body: Node,
+    /// The instance, once a block with `count` / `for_each` is expanded.
+    pub key: Option<crate::addr::Key>,
+    /// The module calls this resource sits under (none for the stack's own).
+    pub module: Vec<crate::addr::ModuleStep>,
 }
 
 /// Every file parsed, not yet validated.
@@ -41,6 +52,8 @@ pub struct RawStack {
     pub variables: Vec<Entry>,
     pub outputs: Vec<Entry>,
     pub resources: Vec<RawResource>,
+    /// `[[moved]]` entries, each a table node.
+    pub moved: Vec<Node>,
 }
 
 /// Reads the stack's files and sorts their contents into sections.
@@ -97,6 +110,7 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
         variables: Vec::new(),
         outputs: Vec::new(),
         resources: Vec::new(),
+        moved: Vec::new(),
     };
     for (file, source) in sources.files.iter().enumerate() {
         if not_utf8.contains(&file) {
@@ -144,6 +158,13 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
                         raw.stack = Some((key_span, node));
                     }
                 }
+                "moved" => match node.kind {
+                    NodeKind::List(items) => raw.moved.extend(items),
+                    _ => diags.push(
+                        Diagnostic::at(key_span, "`moved` is a list of tables", "not a list")
+                            .help("write each entry as [[moved]] with from = \"…\" and to = \"…\""),
+                    ),
+                },
                 "providers" | "variables" | "outputs" | "backend" => {
                     let section = match name.as_str() {
                         "providers" => &mut raw.providers,
@@ -187,6 +208,8 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
                                 name: rname,
                                 name_span: rspan,
                                 body: plain_meta(body),
+                                key: None,
+                                module: Vec::new(),
                             });
                         }
                     }

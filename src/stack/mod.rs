@@ -8,8 +8,10 @@
 
 pub mod backend;
 pub mod check;
+pub mod expand;
 pub mod expr;
 pub mod load;
+pub mod moved;
 pub mod source;
 
 use std::collections::BTreeMap;
@@ -44,6 +46,8 @@ pub struct Stack {
     pub variables: BTreeMap<String, Variable>,
     pub resources: BTreeMap<Address, ResourceConfig>,
     pub outputs: BTreeMap<String, OutputConfig>,
+    /// `[[moved]]` entries, in the order written.
+    pub moved: Vec<moved::Move>,
 }
 
 impl Stack {
