@@ -76,7 +76,7 @@ pub enum EngineError {
     #[error(transparent)]
     State(Box<StateError>),
     #[error(transparent)]
-    Plan(#[from] PlanError),
+    Plan(Box<PlanError>),
     #[error("{address}: refresh: {source}")]
     Refresh {
         address: Address,
@@ -104,6 +104,12 @@ fn refresh_error(address: &Address) -> impl FnOnce(ProviderError) -> EngineError
     move |source| EngineError::Refresh {
         address: address.clone(),
         source: Box::new(source),
+    }
+}
+
+impl From<PlanError> for EngineError {
+    fn from(e: PlanError) -> Self {
+        Self::Plan(Box::new(e))
     }
 }
 

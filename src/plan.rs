@@ -213,13 +213,13 @@ impl Plan {
 pub enum PlanError {
     #[error("{address}: lifecycle.prevent_destroy is set, but this plan would {verb} it{why}; remove prevent_destroy first if this is intended")]
     PreventDestroy {
-        address: Address,
+        address: Box<Address>,
         verb: &'static str,
         why: String,
     },
     #[error("{at}: {address}: {message}")]
     Eval {
-        address: Address,
+        address: Box<Address>,
         /// `file:line:col` of the reference.
         at: String,
         message: String,
@@ -228,15 +228,15 @@ pub enum PlanError {
     /// problem is located at its value in the stack (`file:line:col: field: rule`).
     #[error("{address}: invalid spec:\n  {}", .problems.join("\n  "))]
     Invalid {
-        address: Address,
+        address: Box<Address>,
         problems: Vec<String>,
     },
     /// An in-place update the provider's API would refuse (an EKS upgrade skipping a
     /// minor version): the plan fails rather than the apply.
     #[error("{address}: cannot be updated in place: {message}")]
-    ChangeRefused { address: Address, message: String },
+    ChangeRefused { address: Box<Address>, message: String },
     #[error("--target {0}: no such resource in the stack or the state")]
-    UnknownTarget(Address),
+    UnknownTarget(Box<Address>),
 }
 
 /// Inputs to planning besides the stack and the refreshed state.
@@ -299,7 +299,7 @@ pub fn compute(
                     .filter(|a| t.covers(a) && !stack.resources.contains_key(a)),
             );
             if targets.len() == before {
-                return Err(PlanError::UnknownTarget(t.clone()));
+                return Err(PlanError::UnknownTarget(Box::new(t.clone())));
             }
         }
         let mut all = state_deps.clone();
@@ -336,7 +336,7 @@ pub fn compute(
             let config = stack
                 .provider_config(rc.resource.provider(), inputs.env)
                 .map_err(|e| PlanError::Eval {
-                    address: addr.clone(),
+                    address: Box::new(addr.clone()),
                     at: stack.sources.locate(e.span),
                     message: format!("providers.{}: {}", rc.resource.provider(), e.message),
                 })?;
@@ -424,7 +424,7 @@ pub fn compute(
                         let message: Vec<String> =
                             refused.iter().map(ToString::to_string).collect();
                         return Err(PlanError::ChangeRefused {
-                            address: addr.clone(),
+                            address: Box::new(addr.clone()),
                             message: message.join("; "),
                         });
                     }
@@ -432,7 +432,7 @@ pub fn compute(
             }
             if change.action == Action::Replace && rc.lifecycle.prevent_destroy {
                 return Err(PlanError::PreventDestroy {
-                    address: addr.clone(),
+                    address: Box::new(addr.clone()),
                     verb: "replace",
                     why: format!(
                         " ({} forces replacement)",
@@ -484,7 +484,7 @@ pub fn compute(
             if let Some(rc) = stack.resources.get(&addr) {
                 if rc.lifecycle.prevent_destroy {
                     return Err(PlanError::PreventDestroy {
-                        address: addr.clone(),
+                        address: Box::new(addr.clone()),
                         verb: "destroy",
                         why: String::new(),
                     });
@@ -535,12 +535,12 @@ pub fn compute(
 fn located(stack: &Stack, rc: &crate::stack::ResourceConfig, e: DesiredError) -> PlanError {
     match e {
         DesiredError::Evaluate(e) => PlanError::Eval {
-            address: rc.addr.clone(),
+            address: Box::new(rc.addr.clone()),
             at: stack.sources.locate(e.span),
             message: e.message,
         },
         DesiredError::Check { problems } => PlanError::Invalid {
-            address: rc.addr.clone(),
+            address: Box::new(rc.addr.clone()),
             problems: problems
                 .iter()
                 .map(|p| {
