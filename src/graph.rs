@@ -145,24 +145,78 @@ fn closure(start: &[Address], next: impl Fn(&Address) -> Vec<Address>) -> BTreeS
     seen
 }
 
-/// The graph in Graphviz DOT, edges pointing from a resource to what it depends on.
+/// The graph in Graphviz DOT, edges pointing from a resource to what it depends on;
+/// the resources of each module call (instance) are drawn together in a cluster
+/// labelled with the call.
 pub fn to_dot(name: &str, deps: &Deps) -> String {
-    let mut s = format!("digraph \"{name}\" {{\n  rankdir = \"RL\";\n  node [shape = box];\n");
+    let mut s = format!(
+        "digraph {} {{\n  rankdir = \"RL\";\n  node [shape = box];\n",
+        dot_id(name)
+    );
+    let mut by_module: BTreeMap<String, Vec<&Address>> = BTreeMap::new();
     for a in deps.keys() {
-        s.push_str(&format!("  \"{a}\";\n"));
+        let module = a
+            .module
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(".");
+        by_module.entry(module).or_default().push(a);
+    }
+    for (i, (module, addrs)) in by_module.iter().enumerate() {
+        let indent = if module.is_empty() {
+            "  "
+        } else {
+            s.push_str(&format!(
+                "  subgraph cluster_{i} {{\n    label = {};\n",
+                dot_id(module)
+            ));
+            "    "
+        };
+        for a in addrs {
+            s.push_str(&format!("{indent}{};\n", dot_id(&a.to_string())));
+        }
+        if !module.is_empty() {
+            s.push_str("  }\n");
+        }
     }
     for (a, ds) in deps {
         for d in ds {
-            s.push_str(&format!("  \"{a}\" -> \"{d}\";\n"));
+            s.push_str(&format!(
+                "  {} -> {};\n",
+                dot_id(&a.to_string()),
+                dot_id(&d.to_string())
+            ));
         }
     }
     s.push_str("}\n");
     s
 }
 
+/// A DOT quoted ID: instance keys hold quotes, which must be escaped.
+fn dot_id(s: &str) -> String {
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dot_quotes_instance_keys_and_clusters_modules() {
+        let mut deps = Deps::new();
+        deps.insert(
+            a("module.m[\"x\"].local_file.b"),
+            vec![a("local_file.c[0]")],
+        );
+        deps.insert(a("local_file.c[0]"), vec![]);
+        let dot = to_dot("s", &deps);
+        assert!(dot.contains("  subgraph cluster_1 {\n    label = \"module.m[\\\"x\\\"]\";\n    \"module.m[\\\"x\\\"].local_file.b\";\n  }\n"), "{dot}");
+        assert!(
+            dot.contains("  \"module.m[\\\"x\\\"].local_file.b\" -> \"local_file.c[0]\";\n"),
+            "{dot}"
+        );
+    }
 
     fn a(s: &str) -> Address {
         Address::parse(s).expect("valid address")

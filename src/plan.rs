@@ -234,7 +234,10 @@ pub enum PlanError {
     /// An in-place update the provider's API would refuse (an EKS upgrade skipping a
     /// minor version): the plan fails rather than the apply.
     #[error("{address}: cannot be updated in place: {message}")]
-    ChangeRefused { address: Box<Address>, message: String },
+    ChangeRefused {
+        address: Box<Address>,
+        message: String,
+    },
     #[error("--target {0}: no such resource in the stack or the state")]
     UnknownTarget(Box<Address>),
 }

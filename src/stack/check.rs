@@ -45,6 +45,18 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         opts.env,
     );
     c.diags.extend(problems);
+    let mut raw_resources = raw_resources;
+    let inlined = super::module::inline(
+        &raw.calls,
+        &raw.modules,
+        &mut raw_resources,
+        &mut raw.outputs,
+        &variables,
+        opts,
+        &mut c.diags,
+    );
+    raw_resources.extend(inlined.resources);
+    raw.moved.extend(inlined.moved);
     let (mut raw_resources, blocks) =
         super::expand::instances(raw_resources, &variables, opts, &mut c.diags);
     for r in &mut raw_resources {

@@ -27,9 +27,9 @@ pub struct Blocks {
     blocks: BTreeMap<Address, Repeat>,
 }
 
-/// How a block is repeated.
+/// How a block (or a module call) is repeated.
 #[derive(Debug, Clone, PartialEq)]
-enum Repeat {
+pub(super) enum Repeat {
     /// One resource, addressed without a key.
     Single,
     Count(usize),
@@ -37,7 +37,7 @@ enum Repeat {
 }
 
 impl Repeat {
-    fn keys(&self) -> Vec<Option<Key>> {
+    pub(super) fn keys(&self) -> Vec<Option<Key>> {
         match self {
             Repeat::Single => vec![None],
             Repeat::Count(n) => (0..*n).map(|i| Some(Key::Index(i))).collect(),
@@ -47,7 +47,7 @@ impl Repeat {
 }
 
 /// What `${count.index}` and `${each.…}` are for one instance.
-enum Instance<'a> {
+pub(super) enum Instance<'a> {
     None,
     Count(usize),
     Each(&'a str, &'a Value),
@@ -66,13 +66,13 @@ pub fn instances(
     let mut blocks = Blocks::default();
     for mut r in raw {
         let block = Address::new(&r.kind, &r.name).within(&r.module);
-        let repeat = take_repeat(&block, &mut r.body, vars, opts, diags);
+        let repeat = take_repeat(&block.to_string(), &mut r.body, vars, opts, diags);
         let Some(repeat) = repeat else {
             continue;
         };
         match &repeat {
             Repeat::Single => {
-                let body = substitute(&r.body, &Instance::None, &block, diags);
+                let body = substitute(&r.body, &Instance::None, &block.to_string(), diags);
                 r.body = body;
                 out.push(r);
             }
@@ -80,19 +80,19 @@ pub fn instances(
                 for i in 0..*n {
                     let addr = block.clone().with_key(Some(Key::Index(i)));
                     out.push(RawResource {
-                        body: substitute(&r.body, &Instance::Count(i), &addr, diags),
+                        body: substitute(&r.body, &Instance::Count(i), &addr.to_string(), diags),
                         key: Some(Key::Index(i)),
                         ..r.clone_header()
                     });
                 }
             }
             Repeat::ForEach(_) => {
-                let values = for_each_values(&r.body_repeat_value());
+                let values = for_each_values(&repeat_value(&r.body));
                 for (k, v) in &values {
                     let key = Some(Key::Name(k.clone()));
                     let addr = block.clone().with_key(key.clone());
                     out.push(RawResource {
-                        body: substitute(&r.body, &Instance::Each(k, v), &addr, diags),
+                        body: substitute(&r.body, &Instance::Each(k, v), &addr.to_string(), diags),
                         key,
                         ..r.clone_header()
                     });
@@ -107,8 +107,8 @@ pub fn instances(
 /// Removes `count` / `for_each` from a block's body and works out its instances;
 /// `None` when they are wrong (reported). A `for_each` value is kept on the resource
 /// for [`instances`] to hand out.
-fn take_repeat(
-    block: &Address,
+pub(super) fn take_repeat(
+    block: &str,
     body: &mut Node,
     vars: &BTreeMap<String, Variable>,
     opts: &LoadOptions<'_>,
@@ -225,15 +225,14 @@ fn take_repeat(
 /// [`take_repeat`] and [`instances`]; no schema field can have this name.
 const FOR_EACH_VALUE: &str = "\u{0}for_each";
 
-impl RawResource {
-    /// The evaluated `for_each` value that [`take_repeat`] left in the body.
-    fn body_repeat_value(&self) -> Value {
-        self.body
-            .get(FOR_EACH_VALUE)
-            .and_then(Node::literal)
-            .unwrap_or(Value::Null)
-    }
+/// The evaluated `for_each` value that [`take_repeat`] left in `body`.
+pub(super) fn repeat_value(body: &Node) -> Value {
+    body.get(FOR_EACH_VALUE)
+        .and_then(Node::literal)
+        .unwrap_or(Value::Null)
+}
 
+impl RawResource {
     /// This block without its body: kind, name and spans, for its instances.
     fn clone_header(&self) -> RawResource {
         RawResource {
@@ -253,7 +252,7 @@ impl RawResource {
 
 /// The (key, value) pairs of an evaluated `for_each`: a map's entries, or each string
 /// of a list as both key and value.
-fn for_each_values(value: &Value) -> Vec<(String, Value)> {
+pub(super) fn for_each_values(value: &Value) -> Vec<(String, Value)> {
     match value {
         Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         Value::Array(items) => items
@@ -267,7 +266,7 @@ fn for_each_values(value: &Value) -> Vec<(String, Value)> {
 /// The value of `count` / `for_each`, which must be known now: literals, variables and
 /// the environment only, and no secret.
 fn known_value(
-    block: &Address,
+    block: &str,
     key: &str,
     node: &Node,
     vars: &BTreeMap<String, Variable>,
@@ -326,10 +325,10 @@ fn shape(v: &Value) -> String {
 
 /// `node` with `${count.index}` and `${each.…}` replaced by their values for
 /// `instance`; such a reference outside a repeated block is reported.
-fn substitute(
+pub(super) fn substitute(
     node: &Node,
     instance: &Instance<'_>,
-    addr: &Address,
+    addr: &str,
     diags: &mut Vec<Diagnostic>,
 ) -> Node {
     let kind = match &node.kind {
@@ -408,7 +407,7 @@ fn instance_value(
     r: &Ref,
     span: Span,
     instance: &Instance<'_>,
-    addr: &Address,
+    addr: &str,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Result<Value, ()>> {
     let mut fail = |message: String, help: &str| {

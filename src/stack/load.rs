@@ -13,7 +13,8 @@ use super::source::{Diagnostic, FileId, SourceFile, Sources, Span, StackErrors};
 use super::LoadOptions;
 
 /// Top-level tables with a meaning of their own; every other table is a resource kind.
-pub const RESERVED: [&str; 6] = [
+pub const RESERVED: [&str; 7] = [
+    "module",
     "stack",
     "providers",
     "variables",
@@ -26,6 +27,7 @@ pub const RESERVED: [&str; 6] = [
 pub type Entry = (String, Span, Node);
 
 /// A resource as written: kind, name, spans, body.
+#[derive(Clone)]
 pub struct RawResource {
     pub kind: String,
     pub kind_span: Span,
@@ -36,6 +38,27 @@ pub struct RawResource {
     pub key: Option<crate::addr::Key>,
     /// The module calls this resource sits under (none for the stack's own).
     pub module: Vec<crate::addr::ModuleStep>,
+}
+
+/// A `[module.NAME]` call as written: its arguments (and meta keys) in `body`.
+#[derive(Clone)]
+pub struct RawCall {
+    pub name: String,
+    pub name_span: Span,
+    pub body: Node,
+    /// The module's directory (canonical); `None` when `source` is missing or wrong
+    /// (reported).
+    pub source: Option<PathBuf>,
+}
+
+/// A module's files parsed: what a stack has, minus the settings its caller owns.
+#[derive(Default)]
+pub struct RawModule {
+    pub variables: Vec<Entry>,
+    pub outputs: Vec<Entry>,
+    pub resources: Vec<RawResource>,
+    pub calls: Vec<RawCall>,
+    pub moved: Vec<Node>,
 }
 
 /// Every file parsed, not yet validated.
@@ -54,6 +77,10 @@ pub struct RawStack {
     pub resources: Vec<RawResource>,
     /// `[[moved]]` entries, each a table node.
     pub moved: Vec<Node>,
+    /// `[module.NAME]` calls of the stack itself.
+    pub calls: Vec<RawCall>,
+    /// Every module called, by its directory (each read once however often called).
+    pub modules: std::collections::BTreeMap<PathBuf, RawModule>,
 }
 
 /// Reads the stack's files and sorts their contents into sections.
@@ -111,6 +138,8 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
         outputs: Vec::new(),
         resources: Vec::new(),
         moved: Vec::new(),
+        calls: Vec::new(),
+        modules: std::collections::BTreeMap::new(),
     };
     for (file, source) in sources.files.iter().enumerate() {
         if not_utf8.contains(&file) {
@@ -158,13 +187,8 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
                         raw.stack = Some((key_span, node));
                     }
                 }
-                "moved" => match node.kind {
-                    NodeKind::List(items) => raw.moved.extend(items),
-                    _ => diags.push(
-                        Diagnostic::at(key_span, "`moved` is a list of tables", "not a list")
-                            .help("write each entry as [[moved]] with from = \"…\" and to = \"…\""),
-                    ),
-                },
+                "moved" => moved_entries(node, key_span, &mut raw.moved, &mut diags),
+                "module" => calls(node, key_span, &raw.dir, &mut raw.calls, &mut diags),
                 "providers" | "variables" | "outputs" | "backend" => {
                     let section = match name.as_str() {
                         "providers" => &mut raw.providers,
@@ -172,58 +196,20 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
                         "variables" => &mut raw.variables,
                         _ => &mut raw.outputs,
                     };
-                    match node.kind {
-                        // One file cannot hold a name twice (TOML refuses it); two can.
-                        NodeKind::Table(entries) => {
-                            for entry in entries {
-                                match section.iter().find(|(n, _, _)| *n == entry.0) {
-                                    Some((_, first, _)) => diags.push(
-                                        Diagnostic::at(
-                                            entry.1,
-                                            format!("{name}.{} is defined twice", entry.0),
-                                            "second definition",
-                                        )
-                                        .help(format!(
-                                            "the first is at {}",
-                                            sources.locate(*first)
-                                        )),
-                                    ),
-                                    None => section.push(entry),
-                                }
-                            }
-                        }
-                        _ => diags.push(Diagnostic::at(
-                            key_span,
-                            format!("`{name}` must be a table"),
-                            "not a table",
-                        )),
-                    }
+                    section_entries(&name, node, key_span, section, &sources, &mut diags);
                 }
-                _ => match node.kind {
-                    NodeKind::Table(entries) => {
-                        for (rname, rspan, body) in entries {
-                            raw.resources.push(RawResource {
-                                kind: name.clone(),
-                                kind_span: key_span,
-                                name: rname,
-                                name_span: rspan,
-                                body: plain_meta(body),
-                                key: None,
-                                module: Vec::new(),
-                            });
-                        }
-                    }
-                    _ => diags.push(
-                        Diagnostic::at(
-                            key_span,
-                            format!("`{name}` must be a table of resources"),
-                            "not a table",
-                        )
-                        .help(format!("write resources as `[{name}.<name>]` tables; a file of variable values goes in envs/ or is passed with --var-file")),
-                    ),
-                },
+                _ => resource_entries(name, node, key_span, &mut raw.resources, &mut diags),
             }
         }
+    }
+    let mut pending: Vec<PathBuf> = raw.calls.iter().filter_map(|c| c.source.clone()).collect();
+    while let Some(dir) = pending.pop() {
+        if raw.modules.contains_key(&dir) {
+            continue;
+        }
+        let module = read_module(&dir, &mut sources, &mut diags);
+        pending.extend(module.calls.iter().filter_map(|c| c.source.clone()));
+        raw.modules.insert(dir, module);
     }
     raw.sources = sources;
     if diags.is_empty() {
@@ -233,6 +219,237 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
             sources: raw.sources,
             diagnostics: diags,
         })
+    }
+}
+
+/// `[[moved]]`: a list of tables.
+fn moved_entries(node: Node, key_span: Span, out: &mut Vec<Node>, diags: &mut Vec<Diagnostic>) {
+    match node.kind {
+        NodeKind::List(items) => out.extend(items),
+        _ => diags.push(
+            Diagnostic::at(key_span, "`moved` is a list of tables", "not a list")
+                .help("write each entry as [[moved]] with from = \"…\" and to = \"…\""),
+        ),
+    }
+}
+
+/// `[module.NAME]` tables: the calls, each with its module's directory found from
+/// `source` (a path relative to `dir`, the directory of the file holding the call).
+fn calls(
+    node: Node,
+    key_span: Span,
+    dir: &Path,
+    out: &mut Vec<RawCall>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let NodeKind::Table(entries) = node.kind else {
+        diags.push(
+            Diagnostic::at(
+                key_span,
+                "`module` must be a table of module calls",
+                "not a table",
+            )
+            .help("write each call as [module.NAME] with source = \"path/to/module\""),
+        );
+        return;
+    };
+    for (name, name_span, body) in entries {
+        let source = match body.get("source") {
+            Some(Node {
+                kind: NodeKind::Literal(Value::String(path)),
+                span,
+            }) => {
+                let full = dir.join(path);
+                match full.canonicalize() {
+                    Ok(found) if found.is_dir() => Some(found),
+                    Ok(_) => {
+                        diags.push(
+                            Diagnostic::at(
+                                *span,
+                                format!(
+                                    "module.{name}.source: {} is not a directory",
+                                    full.display()
+                                ),
+                                "not a directory",
+                            )
+                            .help("a module is a directory of .toml files"),
+                        );
+                        None
+                    }
+                    Err(e) => {
+                        diags.push(
+                            Diagnostic::at(
+                                *span,
+                                format!("module.{name}.source: {}: {e}", full.display()),
+                                "not found",
+                            )
+                            .help(format!("the path is relative to {}", dir.display())),
+                        );
+                        None
+                    }
+                }
+            }
+            Some(other) => {
+                diags.push(Diagnostic::at(
+                    other.span,
+                    format!("module.{name}.source: expected a path written out, not a reference"),
+                    "not a path",
+                ));
+                None
+            }
+            None => {
+                diags.push(
+                    Diagnostic::at(
+                        name_span,
+                        format!("module.{name}: no `source`"),
+                        "no source",
+                    )
+                    .help("add source = \"path/to/module\" (relative to this file's directory)"),
+                );
+                None
+            }
+        };
+        out.push(RawCall {
+            name,
+            name_span,
+            body,
+            source,
+        });
+    }
+}
+
+/// Reads the `.toml` files of module directory `dir` into `sources`.
+fn read_module(dir: &Path, sources: &mut Sources, diags: &mut Vec<Diagnostic>) -> RawModule {
+    let mut module = RawModule::default();
+    let paths = match stack_files(dir) {
+        Ok((_, paths)) => paths,
+        Err(e) => {
+            diags.extend(e.diagnostics);
+            return module;
+        }
+    };
+    for path in paths {
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) => {
+                diags.push(Diagnostic::nowhere(format!("read {}: {e}", path.display())));
+                continue;
+            }
+        };
+        let file = sources.files.len();
+        sources.files.push(SourceFile {
+            path: path.clone(),
+            text: text.clone().into(),
+        });
+        let parsed = match toml_span::parse(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                diags.push(Diagnostic::at(
+                    Span::new(file, e.span.start, e.span.end.max(e.span.start + 1)),
+                    format!("invalid TOML: {e}"),
+                    "here",
+                ));
+                continue;
+            }
+        };
+        let ValueInner::Table(top) = parsed.as_ref() else {
+            continue;
+        };
+        for (key, value) in sorted(top) {
+            let key_span = Span::new(file, key.span.start, key.span.end);
+            let node = to_node(value, file, &text, diags);
+            let name = key.name.to_string();
+            match name.as_str() {
+                "stack" | "providers" | "backend" => diags.push(
+                    Diagnostic::at(
+                        key_span,
+                        format!("a module cannot have [{name}]: the stack calling it settles that"),
+                        "not in a module",
+                    )
+                    .help("move it to the stack; a module has [variables], resources, [outputs] and module calls"),
+                ),
+                "variables" | "outputs" => {
+                    let section = if name == "variables" {
+                        &mut module.variables
+                    } else {
+                        &mut module.outputs
+                    };
+                    section_entries(&name, node, key_span, section, sources, diags);
+                }
+                "moved" => moved_entries(node, key_span, &mut module.moved, diags),
+                "module" => calls(node, key_span, dir, &mut module.calls, diags),
+                _ => resource_entries(name, node, key_span, &mut module.resources, diags),
+            }
+        }
+    }
+    module
+}
+
+/// The entries of a `[variables]`, `[outputs]`, `[providers]` or `[backend]` table,
+/// each name defined once across the files.
+fn section_entries(
+    name: &str,
+    node: Node,
+    key_span: Span,
+    section: &mut Vec<Entry>,
+    sources: &Sources,
+    diags: &mut Vec<Diagnostic>,
+) {
+    match node.kind {
+        // One file cannot hold a name twice (TOML refuses it); two can.
+        NodeKind::Table(entries) => {
+            for entry in entries {
+                match section.iter().find(|(n, _, _)| *n == entry.0) {
+                    Some((_, first, _)) => diags.push(
+                        Diagnostic::at(
+                            entry.1,
+                            format!("{name}.{} is defined twice", entry.0),
+                            "second definition",
+                        )
+                        .help(format!("the first is at {}", sources.locate(*first))),
+                    ),
+                    None => section.push(entry),
+                }
+            }
+        }
+        _ => diags.push(Diagnostic::at(
+            key_span,
+            format!("`{name}` must be a table"),
+            "not a table",
+        )),
+    }
+}
+
+/// The resources of a `[KIND.NAME]` table.
+fn resource_entries(
+    kind: String,
+    node: Node,
+    key_span: Span,
+    out: &mut Vec<RawResource>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    match node.kind {
+        NodeKind::Table(entries) => {
+            for (rname, rspan, body) in entries {
+                out.push(RawResource {
+                    kind: kind.clone(),
+                    kind_span: key_span,
+                    name: rname,
+                    name_span: rspan,
+                    body: plain_meta(body),
+                    key: None,
+                    module: Vec::new(),
+                });
+            }
+        }
+        _ => diags.push(
+            Diagnostic::at(
+                key_span,
+                format!("`{kind}` must be a table of resources"),
+                "not a table",
+            )
+            .help(format!("write resources as `[{kind}.<name>]` tables; a file of variable values goes in envs/ or is passed with --var-file")),
+        ),
     }
 }
 

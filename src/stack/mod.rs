@@ -11,6 +11,7 @@ pub mod check;
 pub mod expand;
 pub mod expr;
 pub mod load;
+pub mod module;
 pub mod moved;
 pub mod source;
 
