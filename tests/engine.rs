@@ -1441,3 +1441,177 @@ fn a_moved_entry_whose_source_is_still_in_the_stack_is_refused() {
         "{err}"
     );
 }
+
+impl Fixture {
+    /// Writes `files` (path relative to the fixture's directory, content).
+    fn write(&self, files: &[(&str, &str)]) {
+        for (path, text) in files {
+            let path = self.dir.path().join(path);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(path, text).expect("write");
+        }
+    }
+}
+
+/// A module making `replicas` things named after its `prefix`, with an inner module
+/// call for a tag, and outputs of both.
+const POOL_MODULE: &str = r#"
+[variables]
+prefix = "pool"
+replicas = 1
+token = { sensitive = true, default = "none" }
+
+[module.tag]
+source = "../tag"
+text = "${var.prefix}"
+
+[test_thing.node]
+count = "${var.replicas}"
+name = "${var.prefix}-${count.index}"
+value = "${module.tag.value}"
+
+[test_thing.key]
+name = "${var.prefix}-key"
+secret = "${var.token}"
+depends_on = ["test_thing.node"]
+
+[outputs.first]
+value = "${test_thing.node[0].arn}"
+
+[outputs.names]
+value = "${test_thing.node[*].name}"
+"#;
+
+const TAG_MODULE: &str = r#"
+[variables]
+text = { type = "string" }
+
+[test_thing.tag]
+name = "tag-${var.text}"
+
+[outputs.value]
+value = "${test_thing.tag.endpoint}"
+"#;
+
+fn module_stack(calls: &str) -> String {
+    format!(
+        r#"
+[variables.token]
+default = "hunter2"
+sensitive = true
+
+{calls}
+
+[test_thing.user]
+name = "user"
+value = '${{module.gpu["a"].first}}'
+items = '${{module.gpu["b"].names}}'
+"#
+    )
+}
+
+#[tokio::test]
+async fn modules_nest_their_outputs_reach_the_stack_and_keys_add_or_remove_one_instance() {
+    let f = Fixture::new();
+    f.write(&[
+        ("modules/pool/main.toml", POOL_MODULE),
+        ("modules/tag/main.toml", TAG_MODULE),
+    ]);
+    let calls = |keys: &str| {
+        format!(
+            "[module.gpu]\nsource = \"modules/pool\"\nfor_each = {keys}\nprefix = \"gpu-${{each.key}}\"\nreplicas = \"${{each.value}}\"\ntoken = \"${{var.token}}\"\n"
+        )
+    };
+    let e = f.engine(&module_stack(&calls("{ a = 1, b = 2 }")));
+    let p = converge(&e).await;
+    let addrs: Vec<String> = actions(&p).keys().cloned().collect();
+    for want in [
+        "module.gpu[\"a\"].module.tag.test_thing.tag",
+        "module.gpu[\"a\"].test_thing.key",
+        "module.gpu[\"a\"].test_thing.node[0]",
+        "module.gpu[\"b\"].test_thing.node[1]",
+        "test_thing.user",
+    ] {
+        assert!(addrs.iter().any(|a| a == want), "{want}: {addrs:?}");
+    }
+    let objects = f.cloud.objects();
+    assert_eq!(objects["user"]["value"], json!("test:thing/gpu-a-0"));
+    assert_eq!(objects["user"]["items"], json!(["gpu-b-0", "gpu-b-1"]));
+    assert_eq!(objects["gpu-b-1"]["value"], json!("https://tag-gpu-b.test"));
+    // A sensitive module variable keeps the field it fills secret.
+    let key = p
+        .changes
+        .iter()
+        .find(|c| c.address.to_string() == "module.gpu[\"a\"].test_thing.key")
+        .expect("key planned");
+    assert!(
+        key.sensitive_paths.iter().any(|s| s == "secret"),
+        "{:?}",
+        key.sensitive_paths
+    );
+
+    // Dropping key b destroys exactly b's instances (and nothing of a).
+    let e = f.engine(
+        &module_stack(&calls("{ a = 1 }")).replace("items = '${module.gpu[\"b\"].names}'", ""),
+    );
+    f.cloud.clear_calls();
+    converge(&e).await;
+    let mut deleted = calls_of(&f.cloud, Op::Delete);
+    deleted.sort();
+    assert_eq!(deleted, ["gpu-b-0", "gpu-b-1", "gpu-b-key", "tag-gpu-b"]);
+    assert!(calls_of(&f.cloud, Op::Create).is_empty());
+    let (p, _) = plan(&e).await;
+    assert!(!p.has_changes(), "{:?}", actions(&p));
+}
+
+#[test]
+fn a_problem_inside_a_module_is_located_in_the_module_file_and_named_by_the_call() {
+    let f = Fixture::new();
+    f.write(&[
+        (
+            "modules/pool/main.toml",
+            &POOL_MODULE.replace(
+                "name = \"${var.prefix}-key\"",
+                "name = \"${var.prefx}-key\"",
+            ),
+        ),
+        ("modules/tag/main.toml", TAG_MODULE),
+    ]);
+    let err = f.load_errors(&module_stack(
+        "[module.gpu]\nsource = \"modules/pool\"\nfor_each = [\"a\", \"b\"]\nreplicas = \"two\"\n\n[module.bad]\nsource = \"modules/pool\"\ncolour = \"red\"\n",
+    ));
+    for want in [
+        "modules/pool/main.toml:17:9: module.gpu[\"a\"].test_thing.key: the module has no variable `prefx`",
+        "stack.toml:9:13: module.gpu[\"a\"].test_thing.node.count: expected a whole number ≥ 0, found a string",
+        "stack.toml:13:1: module.bad: the module has no variable `colour`",
+    ] {
+        assert!(err.contains(want), "{want}:\n{err}");
+    }
+    // A call with wrong arguments is reported once, at the call: nothing inside it
+    // or downstream of its outputs piles up.
+    assert_eq!(err.matches("module.bad").count(), 1, "{err}");
+    assert!(!err.contains("not in the stack"), "{err}");
+}
+
+#[tokio::test]
+async fn a_resource_moved_into_a_module_keeps_its_object() {
+    let f = Fixture::new();
+    f.write(&[("modules/tag/main.toml", TAG_MODULE)]);
+    let e = f.engine("[test_thing.tag]\nname = \"tag-x\"\n");
+    converge(&e).await;
+    f.cloud.clear_calls();
+    let e = f.engine(
+        "[module.t]\nsource = \"modules/tag\"\ntext = \"x\"\n\n[[moved]]\nfrom = \"test_thing.tag\"\nto = \"module.t.test_thing.tag\"\n",
+    );
+    let (p, s) = plan(&e).await;
+    assert_eq!(p.moved.len(), 1);
+    assert!(
+        p.changes.iter().all(|c| c.action == Action::NoOp),
+        "{:?}",
+        actions(&p)
+    );
+    e.apply(&p, s).await.expect("apply");
+    assert!(calls_of(&f.cloud, Op::Create).is_empty() && calls_of(&f.cloud, Op::Delete).is_empty());
+    let state = f.backend.load().await.expect("load").expect("state");
+    assert!(state.resources.contains_key("module.t.test_thing.tag"));
+}

@@ -29,6 +29,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         sources: &raw.sources,
         diags: Vec::new(),
         declared_vars: raw.variables.iter().map(|(n, _, _)| n.clone()).collect(),
+        failed: BTreeSet::new(),
     };
     let (name, legacy_backend) = c.stack_section(&raw);
     let providers = c.providers(&raw.providers, opts);
@@ -59,6 +60,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
     raw.moved.extend(inlined.moved);
     let (mut raw_resources, blocks) =
         super::expand::instances(raw_resources, &variables, opts, &mut c.diags);
+    c.failed = blocks.failed().clone();
     for r in &mut raw_resources {
         let addr = Address::new(&r.kind, &r.name)
             .with_key(r.key.clone())
@@ -120,6 +122,9 @@ struct Checker<'a> {
     /// Every declared variable, with a value or not: a use of one already reported as
     /// having no value is not reported again.
     declared_vars: BTreeSet<String>,
+    /// Blocks whose `count` / `for_each` was refused (reported): uses of them are not
+    /// reported again.
+    failed: BTreeSet<Address>,
 }
 
 fn type_of(v: &Value) -> &'static str {
@@ -621,7 +626,7 @@ impl Checker<'_> {
             let mut resolved = Vec::with_capacity(rc.depends_on.len());
             for dep in &rc.depends_on {
                 let found = blocks.depends_on(dep);
-                if found.is_empty() {
+                if found.is_empty() && !self.failed.contains(&dep.resource()) {
                     let span = depends_on_at.get(&rc.addr).copied().unwrap_or(rc.span);
                     let mut d = Diagnostic::at(
                         span,
@@ -910,6 +915,7 @@ impl Checker<'_> {
             Ref::Var(name) => match vars.get(name) {
                 Some(v) => Some(type_of_value(&v.value)),
                 None if self.declared_vars.contains(name) => None,
+                None if name == super::module::FAILED_CALL => None,
                 None => {
                     let mut d = Diagnostic::at(
                         span,
@@ -964,10 +970,11 @@ impl Checker<'_> {
                     // A block with instances named wrongly was reported when the
                     // references were checked against its instances.
                     let block = addr.resource();
-                    if resources
-                        .range(&block..)
-                        .next()
-                        .is_some_and(|(a, _)| a.resource() == block)
+                    if self.failed.contains(&block)
+                        || resources
+                            .range(&block..)
+                            .next()
+                            .is_some_and(|(a, _)| a.resource() == block)
                     {
                         return None;
                     }

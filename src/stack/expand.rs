@@ -25,6 +25,9 @@ pub const REPEAT_KEYS: [&str; 2] = ["count", "for_each"];
 #[derive(Debug, Default)]
 pub struct Blocks {
     blocks: BTreeMap<Address, Repeat>,
+    /// Blocks whose `count` / `for_each` was refused: they have no instances, and
+    /// what names them is not reported again.
+    failed: BTreeSet<Address>,
 }
 
 /// How a block (or a module call) is repeated.
@@ -68,6 +71,7 @@ pub fn instances(
         let block = Address::new(&r.kind, &r.name).within(&r.module);
         let repeat = take_repeat(&block.to_string(), &mut r.body, vars, opts, diags);
         let Some(repeat) = repeat else {
+            blocks.failed.insert(block);
             continue;
         };
         match &repeat {
@@ -464,6 +468,11 @@ fn instance_value(
 }
 
 impl Blocks {
+    /// The blocks whose `count` / `for_each` was refused.
+    pub fn failed(&self) -> &BTreeSet<Address> {
+        &self.failed
+    }
+
     /// The address of every block (without instance keys).
     pub fn addresses(&self) -> impl Iterator<Item = &Address> {
         self.blocks.keys()

@@ -23,6 +23,11 @@ use crate::addr::{Address, Key, ModuleStep};
 /// Keys of a module call that are not arguments.
 const CALL_KEYS: [&str; 3] = ["source", "count", "for_each"];
 
+/// The variable a failed call's outputs stand for: no variable can have this name,
+/// and the checks pass over it (the call's own problem is already reported, and the
+/// stack is refused).
+pub const FAILED_CALL: &str = "\u{0}failed module call";
+
 /// How deep modules may nest: deeper is a module calling itself, directly or not.
 const MAX_DEPTH: usize = 16;
 
@@ -226,11 +231,17 @@ impl Context<'_> {
         }
         if diags.len() > reported {
             // A call with wrong arguments adds nothing (each problem is reported once
-            // at the call); its outputs are empty rather than unknown names.
+            // at the call); its outputs hold a placeholder nothing checks further.
             return module
                 .outputs
                 .iter()
-                .map(|(name, span, _)| (name.clone(), null_at(*span)))
+                .map(|(name, span, _)| {
+                    let failed = Node {
+                        span: *span,
+                        kind: NodeKind::Whole(Ref::Var(FAILED_CALL.to_string())),
+                    };
+                    (name.clone(), failed)
+                })
                 .collect();
         }
         let inner = Rewriter {
