@@ -120,7 +120,7 @@ impl From<StateError> for EngineError {
 }
 
 /// Reads an environment variable (the process environment, or a fixed map in tests).
-pub type EnvFn = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+pub use terrain_providers::EnvFn;
 
 /// What reading one unit of refresh found: each object's index among the reads and its
 /// live state (`None`: not found), and a warning when a list call failed.
@@ -198,6 +198,10 @@ pub struct Settings {
     /// Refresh objects whose kind can list them with one list call per key
     /// ([`Resource::batch_key`]); off, each object is read alone (benchmarks compare).
     pub batch_refresh: bool,
+    /// What the run's provider calls share: each provider instance's configured
+    /// clients, Kubernetes connections per cluster, discovery. One per engine (settings
+    /// made by [`Settings::default`] get a new one); never shared between engines.
+    pub session: Arc<terrain_providers::Session>,
 }
 
 impl Default for Settings {
@@ -207,6 +211,7 @@ impl Default for Settings {
             parallelism: 10,
             env: Arc::new(|k| std::env::var(k).ok()),
             provider_overrides: BTreeMap::new(),
+            session: terrain_providers::Session::new(),
         }
     }
 }
@@ -273,14 +278,14 @@ impl Engine {
         let observer = self.observer.clone();
         let addr = address.clone();
         Ok(
-            Ctx::new(address.to_string(), self.provider_config(provider)?).with_reporter(Arc::new(
-                move |m: &str| {
+            Ctx::new(address.to_string(), self.provider_config(provider)?)
+                .in_run(self.settings.session.clone(), self.settings.env.clone())
+                .with_reporter(Arc::new(move |m: &str| {
                     observer.event(Event::Progress {
                         address: addr.clone(),
                         message: m.to_string(),
                     })
-                },
-            )),
+                })),
         )
     }
 
@@ -454,7 +459,8 @@ impl Engine {
             [first, ..] => {
                 let kind = &reads[*first].kind;
                 let config = configs.get(kind.provider()).cloned().unwrap_or(Value::Null);
-                let ctx = Ctx::new(format!("{} (list of {})", kind.kind(), unit.len()), config);
+                let ctx = Ctx::new(format!("{} (list of {})", kind.kind(), unit.len()), config)
+                    .in_run(self.settings.session.clone(), self.settings.env.clone());
                 let items: Vec<(&str, &Value)> = unit
                     .iter()
                     .map(|&i| (reads[i].id, reads[i].prior))

@@ -13,6 +13,7 @@ pub mod local;
 pub mod protocol;
 pub mod registry;
 pub mod schema;
+pub mod session;
 pub mod testing;
 
 pub use error::ProviderError;
@@ -21,3 +22,4 @@ pub use protocol::{
 };
 pub use registry::Registry;
 pub use schema::{Field, Schema, Type};
+pub use session::{EnvFn, Session};

@@ -16,19 +16,24 @@ use async_trait::async_trait;
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::Value;
 
+use crate::session::{EnvFn, Session};
 use crate::{Field, ProviderError, Schema, Type};
 
 /// Receives progress messages from long operations (`creating: 40%`).
 pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// What a provider call gets besides the spec: the provider's configuration and a way
-/// to report progress.
+/// What a provider call gets besides the spec: the provider instance's configuration,
+/// the run's [`Session`] (its configured clients and caches), the environment as the
+/// run sees it, and a way to report progress.
 #[derive(Clone)]
 pub struct Ctx {
     /// The resource address (`kind.name`), for messages.
     pub address: String,
-    /// The `[providers.<name>]` table of the stack, as JSON (empty object when absent).
+    /// The provider instance's table (`[providers.<name>]`, or `[providers.<name>.<alias>]`),
+    /// as JSON (empty object when absent).
     pub config: Value,
+    session: Arc<Session>,
+    env: EnvFn,
     reporter: Option<Reporter>,
 }
 
@@ -42,12 +47,44 @@ impl std::fmt::Debug for Ctx {
 
 impl Ctx {
     /// A context for `address` with provider configuration `config`.
+    ///
+    /// It has a session of its own and the process environment: the engine gives every
+    /// call of one run the run's session and environment ([`Ctx::in_run`]).
     pub fn new(address: impl Into<String>, config: Value) -> Self {
         Self {
             address: address.into(),
             config,
+            session: Session::new(),
+            env: crate::session::process_env(),
             reporter: None,
         }
+    }
+
+    /// This context in the run with `session` and environment `env`.
+    pub fn in_run(mut self, session: Arc<Session>, env: EnvFn) -> Self {
+        self.session = session;
+        self.env = env;
+        self
+    }
+
+    /// The run's shared clients and caches.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// The run's session, to hand to a context made for another call.
+    pub fn session_handle(&self) -> Arc<Session> {
+        self.session.clone()
+    }
+
+    /// An environment variable as the run sees it.
+    pub fn env(&self, name: &str) -> Option<String> {
+        (self.env)(name)
+    }
+
+    /// The environment as the run sees it, for code that reads several variables.
+    pub fn env_fn(&self) -> &EnvFn {
+        &self.env
     }
 
     /// Routes progress messages to `reporter`.

@@ -55,6 +55,18 @@ impl Registry {
     }
 }
 
+/// The configure step of provider `provider`: its table (`[providers.<name>]`, or an
+/// instance's) completed with what the run's environment gives. Every use of a provider
+/// table (offline checks, plan, apply) goes through it, so none reads the environment
+/// by itself.
+pub fn configure(provider: &str, table: Value, env: &dyn Fn(&str) -> Option<String>) -> Value {
+    match provider {
+        "gcp" => gcp::config::configure(table, env),
+        "aws" => aws::config::configure(table, env),
+        _ => table,
+    }
+}
+
 /// The kinds shipped with terrain.
 pub fn builtin() -> Registry {
     let mut r = Registry::new();

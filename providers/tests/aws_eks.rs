@@ -322,8 +322,8 @@ async fn eks_lifecycle_against_the_sandbox() -> Result<(), ProviderError> {
             .is_some_and(|c| c.starts_with("-----BEGIN CERTIFICATE-----")),
         "{k}"
     );
-    let client = connect::client(k).await?;
-    let nodes: Api<Node> = Api::all(client);
+    let client = connect::client(&Ctx::new("eks_cluster.ml", serde_json::json!({})), k).await?;
+    let nodes: Api<Node> = Api::all(client.kube());
     let listed = nodes
         .list(&ListParams::default().labels("eks.amazonaws.com/nodegroup=gpu"))
         .await

@@ -16,7 +16,7 @@ use terrain_sandbox::{Options, Sandbox, Timing};
 struct Env {
     sandbox: Sandbox,
     cluster: Value,
-    client: kube::Client,
+    client: terrain_providers::kubernetes::connect::Conn,
     dir: tempfile::TempDir,
 }
 
@@ -75,7 +75,7 @@ impl Env {
         let cluster = created.outputs["kubernetes"].clone();
         assert_eq!(cluster["flavor"], "gke");
         assert_eq!(cluster["autopilot"], true);
-        let client = connect::client(&cluster)
+        let client = connect::client(&Ctx::new("test.connect", json!({})), &cluster)
             .await
             .expect("a client from the cluster's output");
         Env {
@@ -474,7 +474,7 @@ spec:
     // Someone else takes a field: the next apply is a conflict naming them and the remedy.
     let edit = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings", "namespace": "ml"}, "data": {"epochs": "9"}});
     let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
-        kube::Api::namespaced(env.client.clone(), "ml");
+        kube::Api::namespaced(env.client.kube(), "ml");
     config_maps
         .patch(
             "settings",
@@ -560,7 +560,7 @@ async fn a_kubeconfig_reference_reaches_the_same_cluster() {
         .expect("a kubeconfig for the cluster");
     let reference =
         json!({"kubeconfig": path.display().to_string(), "flavor": "gke", "autopilot": true});
-    let client = connect::client(&reference)
+    let client = connect::client(&Ctx::new("test.connect", json!({})), &reference)
         .await
         .expect("client from kubeconfig");
     let namespaces = apply::list(&client, "v1", "Namespace", None, "")

@@ -29,7 +29,7 @@ const WAIT: Duration = Duration::from_secs(60);
 struct Env {
     sandbox: Sandbox,
     cluster: Value,
-    client: kube::Client,
+    client: terrain_providers::kubernetes::connect::Conn,
     _kubeconfigs: tempfile::TempDir,
 }
 
@@ -117,7 +117,9 @@ impl Env {
             .find(|(name, _)| name == "batch")
             .expect("a kubeconfig for the cluster");
         let cluster = json!({"kubeconfig": path.display().to_string()});
-        let client = connect::client(&cluster).await.expect("client");
+        let client = connect::client(&ctx("test.connect"), &cluster)
+            .await
+            .expect("client");
 
         let volume = json!({
             "apiVersion": "v1",
@@ -206,7 +208,7 @@ impl Env {
     }
 
     fn pods(&self) -> kube::Api<Pod> {
-        kube::Api::namespaced(self.client.clone(), "default")
+        kube::Api::namespaced(self.client.kube(), "default")
     }
 
     /// The Redis list, read through a port-forward of its own.

@@ -1205,7 +1205,6 @@ impl Checker<'_> {
         opts: &LoadOptions<'_>,
     ) {
         let plain = desired::variables_only(vars, opts.env);
-        let empty = Value::Object(serde_json::Map::new());
         let mut configs: BTreeMap<&str, Value> = BTreeMap::new();
         // Providers whose table has problems: each is reported once, at the setting,
         // not again by every resource that cannot use the table.
@@ -1239,7 +1238,10 @@ impl Checker<'_> {
                             "invalid setting",
                         ));
                     }
-                    configs.insert(name.as_str(), e.value);
+                    configs.insert(
+                        name.as_str(),
+                        terrain_providers::registry::configure(name, e.value, opts.env),
+                    );
                 }
                 Err(e) => self.err(Diagnostic::at(
                     e.span,
@@ -1276,7 +1278,18 @@ impl Checker<'_> {
                     }
                 }
             };
-            let config = configs.get(rc.resource.provider()).unwrap_or(&empty);
+            let provider = rc.resource.provider();
+            if !configs.contains_key(provider) && !providers.contains_key(provider) {
+                // No table: what the environment gives, through the configure step.
+                let configured = terrain_providers::registry::configure(
+                    provider,
+                    Value::Object(serde_json::Map::new()),
+                    opts.env,
+                );
+                configs.insert(provider, configured);
+            }
+            let empty = Value::Object(serde_json::Map::new());
+            let config = configs.get(provider).unwrap_or(&empty);
             let peers = desired::peers(rc, resources, |a| specs.get(a).map(|d| &d.spec));
             let offline = desired::Offline {
                 resources,

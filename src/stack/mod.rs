@@ -53,17 +53,20 @@ pub struct Stack {
 
 impl Stack {
     /// The `[providers.<name>]` table with variables and environment filled in (an empty
-    /// table when the stack has none).
+    /// table when the stack has none), through the provider's configure step.
     pub fn provider_config(
         &self,
         name: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<serde_json::Value, crate::eval::EvalError> {
-        let Some(node) = self.providers.get(name) else {
-            return Ok(serde_json::Value::Object(serde_json::Map::new()));
+        let table = match self.providers.get(name) {
+            None => serde_json::Value::Object(serde_json::Map::new()),
+            Some(node) => {
+                let scope = crate::desired::variables_only(&self.variables, env);
+                crate::eval::eval(node, &scope)?.value
+            }
         };
-        let scope = crate::desired::variables_only(&self.variables, env);
-        crate::eval::eval(node, &scope).map(|e| e.value)
+        Ok(terrain_providers::registry::configure(name, table, env))
     }
 }
 

@@ -199,7 +199,7 @@ pub fn retrying(message: &str) -> String {
 ///
 /// Fails when `check` fails, the object cannot be read or `timeout` passes.
 pub async fn wait_for<F>(
-    client: &kube::Client,
+    client: &crate::kubernetes::connect::Conn,
     target: &ObjectRef,
     ctx: &Ctx,
     timeout: Duration,
@@ -239,7 +239,7 @@ fn not_installed(kind: &str, region: &str) -> ProviderError {
 
 /// Fails with the install hint when the cluster does not serve the ACK kind `kind`.
 pub async fn require_crd(
-    client: &kube::Client,
+    client: &crate::kubernetes::connect::Conn,
     kind: &str,
     region: &str,
 ) -> Result<(), ProviderError> {
@@ -253,7 +253,7 @@ pub async fn require_crd(
 /// looked into: discovery answers are cached per process by kind, not per cluster, so a
 /// cluster without the CRDs passes [`require_crd`] once another cluster had them.
 pub async fn apply_ack(
-    client: &kube::Client,
+    client: &crate::kubernetes::connect::Conn,
     object: &Value,
     region: &str,
 ) -> Result<Value, ProviderError> {
@@ -282,10 +282,10 @@ pub async fn submit<K: AckKind>(
     cluster: &Value,
     object: &Value,
     refuse: bool,
-) -> Result<(kube::Client, Value), ProviderError> {
-    let client = connect::client(cluster).await?;
+) -> Result<(connect::Conn, Value), ProviderError> {
+    let client = connect::client(ctx, cluster).await?;
     let region = config::of(ctx)?
-        .region_or_env()
+        .region_or_env(ctx)
         .unwrap_or_else(|| "<region>".to_string());
     require_crd(&client, K::ACK_KIND, &region).await?;
     if refuse {
@@ -303,9 +303,9 @@ pub async fn live_object<K: AckKind>(
     ctx: &Ctx,
     cluster: &Value,
     id: &str,
-) -> Result<Option<(kube::Client, Value)>, ProviderError> {
+) -> Result<Option<(connect::Conn, Value)>, ProviderError> {
     let refs = parse_id(K::KIND, id, &id_shape::<K>())?;
-    let client = connect::client(cluster).await?;
+    let client = connect::client(ctx, cluster).await?;
     let Some(object) = apply::get_ref(&client, &refs[0]).await? else {
         return Ok(None);
     };
@@ -355,9 +355,10 @@ pub fn batch_key<K: AckKind>(id: &str, prior: Option<&K::Spec>) -> Option<String
 ///
 /// Fails when the cluster cannot be reached or the list call fails.
 pub async fn read_batch<K: AckKind>(
+    ctx: &Ctx,
     items: &[(String, Option<K::Spec>)],
 ) -> Result<Vec<Option<Live<K>>>, ProviderError> {
-    let listed = list_batch(items, list_plan::<K>, K::KIND).await?;
+    let listed = list_batch(ctx, items, list_plan::<K>, K::KIND).await?;
     Ok(listed
         .into_iter()
         .zip(items)
@@ -461,7 +462,7 @@ pub fn check_max_parallel_steps(steps: Option<i64>, out: &mut Vec<Invalid>) {
 /// Fails when the provider table is invalid.
 pub async fn sagemaker(ctx: &Ctx) -> Result<(aws_sdk_sagemaker::Client, String), ProviderError> {
     let client = config::sagemaker(ctx).await?;
-    let region = config::of(ctx)?.region_or_env().unwrap_or_default();
+    let region = config::of(ctx)?.region_or_env(ctx).unwrap_or_default();
     Ok((client, region))
 }
 

@@ -21,7 +21,7 @@
 //! reporting each problem at the setting's key.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use aws_config::retry::RetryConfig;
@@ -135,14 +135,35 @@ impl AwsConfig {
             .map(String::as_str)
     }
 
-    /// The region the SDK will use: the table's, else the environment's.
-    pub fn region_or_env(&self) -> Option<String> {
+    /// The region the SDK will use: the table's, else the environment's (as the run
+    /// sees it).
+    pub fn region_or_env(&self, ctx: &Ctx) -> Option<String> {
         self.region
             .clone()
-            .or_else(|| std::env::var("AWS_REGION").ok())
-            .or_else(|| std::env::var("AWS_DEFAULT_REGION").ok())
+            .or_else(|| ctx.env("AWS_REGION"))
+            .or_else(|| ctx.env("AWS_DEFAULT_REGION"))
             .filter(|r| !r.is_empty())
     }
+}
+
+/// The provider's configure step: the stack's table with the region the environment
+/// gives (AWS_REGION, AWS_DEFAULT_REGION) written in where the table names none. The
+/// SDK's own chains (credentials, profiles, endpoint variables) are read by the SDK.
+pub fn configure(table: Value, env: &dyn Fn(&str) -> Option<String>) -> Value {
+    let mut map = match table {
+        Value::Object(map) => map,
+        Value::Null => serde_json::Map::new(),
+        other => return other,
+    };
+    if !map.contains_key("region") {
+        if let Some(region) = ["AWS_REGION", "AWS_DEFAULT_REGION"]
+            .iter()
+            .find_map(|n| env(n).filter(|v| !v.is_empty()))
+        {
+            map.insert("region".into(), Value::String(region));
+        }
+    }
+    Value::Object(map)
 }
 
 /// Keys `[providers.aws]` accepts (the fields of [`AwsConfig`]).
@@ -267,17 +288,20 @@ fn unknown_entry(what: &str, name: &str, known: &[&str]) -> String {
     )
 }
 
-/// Loaded SDK configurations, by provider table.
-fn cache() -> &'static Mutex<BTreeMap<String, SdkConfig>> {
-    static CACHE: OnceLock<Mutex<BTreeMap<String, SdkConfig>>> = OnceLock::new();
-    CACHE.get_or_init(Default::default)
-}
+/// The run's loaded SDK configurations, by provider table.
+type Loaded = Mutex<BTreeMap<String, SdkConfig>>;
 
 /// The SDK configuration for a provider table: credentials chain, region, retries and
-/// timeouts (endpoints are set per client).
-pub async fn sdk_config(cfg: &AwsConfig) -> Result<SdkConfig, ProviderError> {
+/// timeouts (endpoints are set per client). Loaded once per provider table in a run
+/// (kept in its session), so every client of one provider instance shares one
+/// credentials cache.
+pub async fn sdk_config(
+    session: &crate::Session,
+    cfg: &AwsConfig,
+) -> Result<SdkConfig, ProviderError> {
     let key = format!("{cfg:?}");
-    if let Some(found) = cache()
+    let cache = session.slot::<Loaded>("aws.sdk_configs");
+    if let Some(found) = cache
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .get(&key)
@@ -323,7 +347,7 @@ pub async fn sdk_config(cfg: &AwsConfig) -> Result<SdkConfig, ProviderError> {
             "no AWS credentials provider: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE, or run `aws sso login`; or run with --sandbox to try the stack without an account".into(),
         ));
     }
-    cache()
+    cache
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .insert(key, loaded.clone());
@@ -338,7 +362,7 @@ pub fn of(ctx: &Ctx) -> Result<AwsConfig, ProviderError> {
 /// An EKS client for `ctx`'s provider table.
 pub async fn eks(ctx: &Ctx) -> Result<aws_sdk_eks::Client, ProviderError> {
     let cfg = of(ctx)?;
-    let sdk = sdk_config(&cfg).await?;
+    let sdk = sdk_config(ctx.session(), &cfg).await?;
     let mut b = aws_sdk_eks::config::Builder::from(&sdk);
     if let Some(url) = cfg.endpoint_for("eks") {
         b = b.endpoint_url(url);
@@ -350,13 +374,13 @@ pub async fn eks(ctx: &Ctx) -> Result<aws_sdk_eks::Client, ProviderError> {
 /// is overridden (emulators on loopback have no per-bucket host names).
 pub async fn s3(ctx: &Ctx) -> Result<aws_sdk_s3::Client, ProviderError> {
     let cfg = of(ctx)?;
-    let sdk = sdk_config(&cfg).await?;
+    let sdk = sdk_config(ctx.session(), &cfg).await?;
     let mut b = aws_sdk_s3::config::Builder::from(&sdk);
     if let Some(url) = cfg.endpoint_for("s3") {
         b = b.endpoint_url(url);
     }
     // The SDK also takes endpoints from AWS_ENDPOINT_URL(_S3) and the shared config.
-    if cfg.endpoint_for("s3").is_some() || sdk.endpoint_url().is_some() || env_endpoint("S3") {
+    if cfg.endpoint_for("s3").is_some() || sdk.endpoint_url().is_some() || env_endpoint(ctx, "S3") {
         b = b.force_path_style(true);
     }
     Ok(aws_sdk_s3::Client::from_conf(b.build()))
@@ -364,19 +388,19 @@ pub async fn s3(ctx: &Ctx) -> Result<aws_sdk_s3::Client, ProviderError> {
 
 /// Whether the environment overrides `service`'s endpoint (`AWS_ENDPOINT_URL_S3`,
 /// `AWS_ENDPOINT_URL`), which the SDK honours by itself.
-fn env_endpoint(service: &str) -> bool {
+fn env_endpoint(ctx: &Ctx, service: &str) -> bool {
     [
         format!("AWS_ENDPOINT_URL_{service}"),
         "AWS_ENDPOINT_URL".to_string(),
     ]
     .iter()
-    .any(|k| std::env::var(k).is_ok_and(|v| !v.is_empty()))
+    .any(|k| ctx.env(k).is_some_and(|v| !v.is_empty()))
 }
 
 /// A SageMaker client for `ctx`'s provider table.
 pub async fn sagemaker(ctx: &Ctx) -> Result<aws_sdk_sagemaker::Client, ProviderError> {
     let cfg = of(ctx)?;
-    let sdk = sdk_config(&cfg).await?;
+    let sdk = sdk_config(ctx.session(), &cfg).await?;
     let mut b = aws_sdk_sagemaker::config::Builder::from(&sdk);
     if let Some(url) = cfg.endpoint_for("sagemaker") {
         b = b.endpoint_url(url);

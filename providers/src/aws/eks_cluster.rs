@@ -253,13 +253,13 @@ pub struct TokenSource {
 }
 
 impl TokenSource {
-    fn of(cfg: &config::AwsConfig, eks: &aws_sdk_eks::Client) -> TokenSource {
+    fn of(ctx: &Ctx, cfg: &config::AwsConfig, eks: &aws_sdk_eks::Client) -> TokenSource {
         TokenSource {
             region: eks
                 .config()
                 .region()
                 .map(|r| r.to_string())
-                .or_else(|| cfg.region_or_env())
+                .or_else(|| cfg.region_or_env(ctx))
                 .unwrap_or_default(),
             profile: cfg.profile.clone(),
             sts_endpoint: cfg.endpoint_for("sts").map(str::to_string),
@@ -528,7 +528,7 @@ impl Kind for EksCluster {
         Ok(Some(Live {
             id: id.to_string(),
             spec: spec_of(&live, prior),
-            outputs: outputs_of(&live, &TokenSource::of(&cfg, &eks)),
+            outputs: outputs_of(&live, &TokenSource::of(ctx, &cfg, &eks)),
         }))
     }
 
@@ -574,7 +574,7 @@ impl Kind for EksCluster {
         Ok(Live {
             id: name.to_string(),
             spec: spec_of(&live, Some(spec)),
-            outputs: outputs_of(&live, &TokenSource::of(&cfg, &eks)),
+            outputs: outputs_of(&live, &TokenSource::of(ctx, &cfg, &eks)),
         })
     }
 
@@ -652,7 +652,7 @@ impl Kind for EksCluster {
         Ok(Live {
             id: id.to_string(),
             spec: spec_of(&live, Some(spec)),
-            outputs: outputs_of(&live, &TokenSource::of(&cfg, &eks)),
+            outputs: outputs_of(&live, &TokenSource::of(ctx, &cfg, &eks)),
         })
     }
 

@@ -309,7 +309,7 @@ pub async fn cross_check_pipeline(
 /// generation's (ACK records no observed generation, and the controller needs a moment
 /// to see an updated spec), so it counts only once it outlasts `grace`.
 pub async fn wait_synced(
-    client: &kube::Client,
+    client: &crate::kubernetes::connect::Conn,
     target: &ObjectRef,
     ctx: &Ctx,
     timeout: Duration,
@@ -621,10 +621,10 @@ impl Kind for SageMakerPipeline {
 
     async fn read_batch(
         &self,
-        _ctx: &Ctx,
+        ctx: &Ctx,
         items: &[(String, Option<Spec>)],
     ) -> Result<Vec<Option<Live<Self>>>, ProviderError> {
-        ack::read_batch::<Self>(items).await
+        ack::read_batch::<Self>(ctx, items).await
     }
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
@@ -658,7 +658,7 @@ impl Kind for SageMakerPipeline {
         // What the server would store, when it can say (same object, CRD installed).
         let dry_run = match &live {
             Some(_) => {
-                let client = connect::client(&spec.cluster).await?;
+                let client = connect::client(ctx, &spec.cluster).await?;
                 apply::dry_run(&client, &planned, true).await.ok()
             }
             None => None,

@@ -253,7 +253,7 @@ pub async fn cross_check_execution(
 /// cross-checked once SageMaker knows the run.
 async fn follow(
     ctx: &Ctx,
-    client: &kube::Client,
+    client: &crate::kubernetes::connect::Conn,
     spec: &Spec,
     applied: Value,
 ) -> Result<Value, ProviderError> {
@@ -501,10 +501,10 @@ impl Kind for SageMakerPipelineExecution {
 
     async fn read_batch(
         &self,
-        _ctx: &Ctx,
+        ctx: &Ctx,
         items: &[(String, Option<Spec>)],
     ) -> Result<Vec<Option<Live<Self>>>, ProviderError> {
-        ack::read_batch::<Self>(items).await
+        ack::read_batch::<Self>(ctx, items).await
     }
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {

@@ -8,7 +8,7 @@
 //! construction is testable without a server.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::Rng;
@@ -76,25 +76,25 @@ pub struct Client {
     tokens: Tokens,
 }
 
-/// Clients by configuration, so every resource of a stack shares one connection pool
-/// and one token cache.
-fn cache() -> &'static Mutex<HashMap<String, Arc<Client>>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Client>>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
-}
+/// The run's clients, by provider table.
+type Clients = Mutex<HashMap<String, Arc<Client>>>;
 
-/// The client for the provider configuration in `ctx`.
+/// The client for the provider configuration in `ctx`: one per provider table in a
+/// run (kept in its session), so every resource of a provider instance shares one
+/// connection pool and one token cache. Settings the table leaves out come from the
+/// environment as the run sees it.
 ///
 /// Fails when the configuration is invalid or the HTTP client cannot be built.
 pub fn client(ctx: &Ctx) -> Result<Arc<Client>, ProviderError> {
     let key = ctx.config.to_string();
-    let mut clients = cache()
+    let cache = ctx.session().slot::<Clients>("gcp.clients");
+    let mut clients = cache
         .lock()
         .map_err(|_| ProviderError::Config("gcp client cache poisoned".to_string()))?;
     if let Some(c) = clients.get(&key) {
         return Ok(c.clone());
     }
-    let config = GcpConfig::from_ctx(&ctx.config)?;
+    let config = GcpConfig::resolve(&ctx.config, &|name| ctx.env(name))?;
     let client = Arc::new(Client::new(config)?);
     clients.insert(key, client.clone());
     Ok(client)

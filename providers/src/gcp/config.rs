@@ -220,9 +220,10 @@ impl GcpConfig {
         })
     }
 
-    /// Resolves with the process environment.
+    /// Resolves a table the engine has configured ([`configure`]): what the
+    /// environment gives is in it already, so nothing is read here.
     pub fn from_ctx(table: &Value) -> Result<Self, ProviderError> {
-        Self::resolve(table, &|name| std::env::var(name).ok())
+        Self::resolve(table, &|_| None)
     }
 
     /// The project, or an error saying how to set it.
@@ -256,6 +257,58 @@ impl GcpConfig {
             .copied()
             .unwrap_or_else(|| default_timeout(kind))
     }
+}
+
+/// The provider's configure step: the stack's table with what the environment gives
+/// written in where the table is silent (project, region, zone, endpoint overrides,
+/// the access token file), so every later use of the table, offline or not, sees one
+/// configuration. Secrets are not copied: a token in GOOGLE_OAUTH_ACCESS_TOKEN is read
+/// by the client, from the run's environment, when it is built.
+pub fn configure(table: Value, env: &dyn Fn(&str) -> Option<String>) -> Value {
+    let mut map = match table {
+        Value::Object(map) => map,
+        Value::Null => serde_json::Map::new(),
+        other => return other,
+    };
+    let env_any = |names: &[&str]| names.iter().find_map(|n| env(n).filter(|v| !v.is_empty()));
+    for (key, names) in [
+        (
+            "project",
+            &[
+                "GOOGLE_CLOUD_PROJECT",
+                "GOOGLE_PROJECT",
+                "CLOUDSDK_CORE_PROJECT",
+            ][..],
+        ),
+        ("region", &["GOOGLE_REGION", "CLOUDSDK_COMPUTE_REGION"][..]),
+        ("zone", &["GOOGLE_ZONE", "CLOUDSDK_COMPUTE_ZONE"][..]),
+        (
+            "access_token_file",
+            &["CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"][..],
+        ),
+    ] {
+        if !map.contains_key(key) {
+            if let Some(v) = env_any(names) {
+                map.insert(key.to_string(), Value::String(v));
+            }
+        }
+    }
+    for api in Api::ALL {
+        let var = format!(
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_{}",
+            api.name().to_uppercase()
+        );
+        let Some(url) = env(&var).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        let endpoints = map
+            .entry("endpoints")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+        if let Value::Object(e) = endpoints {
+            e.entry(api.name()).or_insert(Value::String(url));
+        }
+    }
+    Value::Object(map)
 }
 
 /// Where tokens come from, given the explicit settings and the environment, in gcloud's

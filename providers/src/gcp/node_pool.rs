@@ -6,7 +6,7 @@
 //! at creation, so changing them replaces the pool.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use reqwest::Method;
@@ -450,12 +450,15 @@ fn op_path(id: &str, op: &Value) -> Result<String, ProviderError> {
     ))
 }
 
-/// One lock per cluster: GKE runs one node pool operation per cluster at a time, so
-/// pools of the same cluster are changed one after another instead of colliding.
-fn cluster_lock(cluster: &str) -> Arc<tokio::sync::Mutex<()>> {
-    static LOCKS: OnceLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> = OnceLock::new();
-    let mut locks = LOCKS
-        .get_or_init(|| Mutex::new(HashMap::new()))
+/// The run's node pool locks, by cluster.
+type ClusterLocks = Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>;
+
+/// One lock per cluster for the run: GKE runs one node pool operation per cluster at
+/// a time, so pools of the same cluster are changed one after another instead of
+/// colliding.
+fn cluster_lock(ctx: &Ctx, cluster: &str) -> Arc<tokio::sync::Mutex<()>> {
+    let locks = ctx.session().slot::<ClusterLocks>("gcp.node_pool_locks");
+    let mut locks = locks
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     locks.entry(cluster.to_string()).or_default().clone()
@@ -483,7 +486,7 @@ async fn mutate(
     body: Value,
 ) -> Result<(), ProviderError> {
     let c = client(ctx)?;
-    let lock = cluster_lock(&cluster_of(id));
+    let lock = cluster_lock(ctx, &cluster_of(id));
     let _turn = lock.lock().await;
     let op = c
         .send(
@@ -754,7 +757,7 @@ impl Kind for GkeNodePool {
             format!("v1/{}/nodePools", spec.cluster),
         )
         .body(create_body(spec, &ctx.address)?);
-        let lock = cluster_lock(&spec.cluster);
+        let lock = cluster_lock(ctx, &spec.cluster);
         let _turn = lock.lock().await;
         match c.send(ctx, &req).await {
             Ok(op) => {
@@ -868,7 +871,7 @@ impl Kind for GkeNodePool {
     ) -> Result<(), ProviderError> {
         parts(id)?;
         let c = client(ctx)?;
-        let lock = cluster_lock(&cluster_of(id));
+        let lock = cluster_lock(ctx, &cluster_of(id));
         let _turn = lock.lock().await;
         match c
             .send(

@@ -7,14 +7,14 @@
 //! (plural, scope) is fixed by the API's definition, not by one cluster; only found
 //! kinds are cached, so a CRD installed during an apply is seen at once.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use kube::discovery::{ApiResource, Scope};
 use serde_json::Value;
 
+use super::connect::Conn;
 use super::{yaml_diff, ObjectRef, ADDRESS_ANNOTATION};
 use crate::{Ctx, ProviderError};
 
@@ -29,20 +29,14 @@ pub struct Applied {
 
 type Resolution = (ApiResource, bool);
 
-fn resolutions() -> &'static Mutex<HashMap<(String, String), Resolution>> {
-    static CACHE: OnceLock<Mutex<HashMap<(String, String), Resolution>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-/// The API resource serving `kind` in `api_version` and whether it is namespaced;
-/// `None` when the cluster does not serve it (a CRD that is not installed).
 async fn resolve(
-    client: &kube::Client,
+    client: &Conn,
     api_version: &str,
     kind: &str,
 ) -> Result<Option<Resolution>, ProviderError> {
     let key = (api_version.to_string(), kind.to_string());
-    if let Some(found) = resolutions()
+    if let Some(found) = client
+        .discovery()
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .get(&key)
@@ -54,7 +48,8 @@ async fn resolve(
     match kube::discovery::pinned_kind(client, &gvk).await {
         Ok((resource, caps)) => {
             let found = (resource, caps.scope == Scope::Namespaced);
-            resolutions()
+            client
+                .discovery()
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(key, found.clone());
@@ -78,7 +73,7 @@ fn resource_name(resource: &ApiResource, name: &str) -> String {
 /// The API for the object's resource, scoped to its namespace, and the call name for
 /// `verb`; `None` when the kind is not served.
 async fn api_for(
-    client: &kube::Client,
+    client: &Conn,
     target: &ObjectRef,
     verb: &str,
 ) -> Result<Option<(Api<DynamicObject>, String, bool)>, ProviderError> {
@@ -87,9 +82,9 @@ async fn api_for(
         return Ok(None);
     };
     let api = match (&target.namespace, namespaced) {
-        (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &resource),
-        (None, true) => Api::default_namespaced_with(client.clone(), &resource),
-        (_, false) => Api::all_with(client.clone(), &resource),
+        (Some(ns), true) => Api::namespaced_with(client.kube(), ns, &resource),
+        (None, true) => Api::default_namespaced_with(client.kube(), &resource),
+        (_, false) => Api::all_with(client.kube(), &resource),
     };
     let call = format!("{verb} {}", resource_name(&resource, &target.name));
     Ok(Some((api, call, namespaced)))
@@ -113,7 +108,7 @@ fn not_served(verb: &str, target: &ObjectRef) -> ProviderError {
 /// Whether the cluster serves `kind` as a namespaced resource; `None` when it does
 /// not serve the kind at all.
 pub async fn is_namespaced(
-    client: &kube::Client,
+    client: &Conn,
     api_version: &str,
     kind: &str,
 ) -> Result<Option<bool>, ProviderError> {
@@ -191,7 +186,7 @@ fn conflict(call: String, status: &kube::core::Status, object: &Value) -> Provid
 }
 
 async fn server_side_apply(
-    client: &kube::Client,
+    client: &Conn,
     object: &Value,
     force: bool,
     dry_run: bool,
@@ -239,7 +234,7 @@ fn to_value(call: &str, object: &DynamicObject) -> Result<Value, ProviderError> 
 /// Fails with `Conflict` naming the other managers when fields are owned elsewhere,
 /// with a 404 naming the CRD when the kind is not served, and with `Api` otherwise.
 pub async fn apply(
-    client: &kube::Client,
+    client: &Conn,
     object: &serde_json::Value,
     force: bool,
 ) -> Result<serde_json::Value, ProviderError> {
@@ -248,7 +243,7 @@ pub async fn apply(
 
 /// What [`apply`] would store, without storing it.
 pub async fn dry_run(
-    client: &kube::Client,
+    client: &Conn,
     object: &serde_json::Value,
     force: bool,
 ) -> Result<serde_json::Value, ProviderError> {
@@ -257,7 +252,7 @@ pub async fn dry_run(
 
 /// Applies `objects` in order.
 pub async fn apply_all(
-    client: &kube::Client,
+    client: &Conn,
     objects: &[Value],
     force: bool,
 ) -> Result<Vec<Applied>, ProviderError> {
@@ -272,7 +267,7 @@ pub async fn apply_all(
 
 /// The object, or `None` when it (or its kind) does not exist.
 pub async fn get(
-    client: &kube::Client,
+    client: &Conn,
     api_version: &str,
     kind: &str,
     namespace: Option<&str>,
@@ -290,10 +285,7 @@ pub async fn get(
 }
 
 /// The object `target` names (see [`get`]).
-pub async fn get_ref(
-    client: &kube::Client,
-    target: &ObjectRef,
-) -> Result<Option<Value>, ProviderError> {
+pub async fn get_ref(client: &Conn, target: &ObjectRef) -> Result<Option<Value>, ProviderError> {
     get(
         client,
         &target.api_version,
@@ -311,7 +303,7 @@ pub const LIST_PAGE: u32 = 500;
 /// `namespace` (every namespace when `None`); empty when the kind is not served. Pages of
 /// [`LIST_PAGE`] objects are followed to the last.
 pub async fn list(
-    client: &kube::Client,
+    client: &Conn,
     api_version: &str,
     kind: &str,
     namespace: Option<&str>,
@@ -336,7 +328,7 @@ pub async fn list(
 /// Fails when a page cannot be read (an expired continue token is a 410), or when the
 /// server hands back a continue token it gave before (a loop).
 pub async fn list_paged(
-    client: &kube::Client,
+    client: &Conn,
     api_version: &str,
     kind: &str,
     namespace: Option<&str>,
@@ -347,8 +339,8 @@ pub async fn list_paged(
         return Ok(Vec::new());
     };
     let api: Api<DynamicObject> = match namespace {
-        Some(ns) if namespaced => Api::namespaced_with(client.clone(), ns, &resource),
-        _ => Api::all_with(client.clone(), &resource),
+        Some(ns) if namespaced => Api::namespaced_with(client.kube(), ns, &resource),
+        _ => Api::all_with(client.kube(), &resource),
     };
     let call = format!("kubernetes list {}", resource.plural);
     let first = kube::api::ListParams::default()
@@ -424,7 +416,7 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(15);
 /// Deletes the object with background propagation (its dependents go after it) and
 /// waits until it is gone; `Ok` when it is already gone.
 pub async fn delete_and_wait(
-    client: &kube::Client,
+    client: &Conn,
     api_version: &str,
     kind: &str,
     namespace: Option<&str>,
@@ -478,7 +470,7 @@ pub async fn delete_and_wait(
 
 /// Deletes the object `target` names and waits until it is gone (see [`delete_and_wait`]).
 pub async fn delete_ref(
-    client: &kube::Client,
+    client: &Conn,
     target: &ObjectRef,
     ctx: &Ctx,
     timeout: Duration,
@@ -501,7 +493,7 @@ pub async fn delete_ref(
 /// progress and errors (`Job default/train to complete`).
 #[allow(clippy::too_many_arguments)] // the shared signature other kinds call
 pub async fn wait_until<F>(
-    client: &kube::Client,
+    client: &Conn,
     api_version: &str,
     kind: &str,
     namespace: Option<&str>,
@@ -674,7 +666,7 @@ fn redact_secrets(live: &Value, planned: &Value) -> (Value, Value) {
 /// dry-run in place (immutable fields, a namespace that does not exist yet) are
 /// diffed against their local form instead. `None` when nothing differs.
 pub async fn preview(
-    client: &kube::Client,
+    client: &Conn,
     prior: &[Value],
     objects: &[Value],
     force: bool,

@@ -9,7 +9,7 @@
 //! through a wait of hours keeps working. Tokens never appear in messages.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
@@ -21,7 +21,8 @@ use sha2::{Digest, Sha256};
 
 use crate::gcp::auth::Tokens;
 use crate::gcp::config::credential_source;
-use crate::ProviderError;
+use crate::session::{EnvFn, Session};
+use crate::{Ctx, ProviderError};
 
 /// What kind of cluster a reference points at: decides node labels for spot capacity,
 /// accelerators and TPUs.
@@ -254,10 +255,10 @@ fn ca_certificates(text: &str) -> Result<Vec<Vec<u8>>, String> {
     Ok(certs)
 }
 
-/// Expands a leading `~/` to the home directory.
-fn expand_home(path: &str) -> String {
-    match (path.strip_prefix("~/"), std::env::var("HOME")) {
-        (Some(rest), Ok(home)) if !home.is_empty() => {
+/// Expands a leading `~/` to the home directory (`HOME` as the run sees it).
+fn expand_home(path: &str, env: &EnvFn) -> String {
+    match (path.strip_prefix("~/"), env("HOME")) {
+        (Some(rest), Some(home)) if !home.is_empty() => {
             format!("{}/{rest}", home.trim_end_matches('/'))
         }
         _ => path.to_string(),
@@ -276,15 +277,54 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 const READ_TIMEOUT: Duration = Duration::from_secs(120);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
-struct Cached {
+/// What the API server serves, as discovered: `(apiVersion, kind)` → the resource
+/// and whether it is namespaced. Kept per connection: two clusters may serve a kind
+/// differently (a CRD installed on one only).
+pub type Discovery = Mutex<HashMap<(String, String), (kube::discovery::ApiResource, bool)>>;
+
+/// A connection to one cluster: its client (which it dereferences to) and what its
+/// API server was found to serve.
+#[derive(Clone)]
+pub struct Conn {
     client: kube::Client,
+    discovery: Arc<Discovery>,
+}
+
+impl std::ops::Deref for Conn {
+    type Target = kube::Client;
+    fn deref(&self) -> &kube::Client {
+        &self.client
+    }
+}
+
+impl Conn {
+    /// The client, to build typed APIs with.
+    pub fn kube(&self) -> kube::Client {
+        self.client.clone()
+    }
+
+    /// What the API server was found to serve.
+    pub fn discovery(&self) -> &Discovery {
+        &self.discovery
+    }
+
+    /// A connection over `client` that has discovered nothing yet (tests, and clients
+    /// made outside a run).
+    pub fn fresh(client: kube::Client) -> Self {
+        Self {
+            client,
+            discovery: Arc::default(),
+        }
+    }
+}
+
+struct Cached {
+    conn: Conn,
     built: Instant,
 }
 
-fn clients() -> &'static Mutex<HashMap<String, Cached>> {
-    static CLIENTS: OnceLock<Mutex<HashMap<String, Cached>>> = OnceLock::new();
-    CLIENTS.get_or_init(|| Mutex::new(HashMap::new()))
-}
+/// The run's connections, by [`Reference::key`].
+type Connections = Mutex<HashMap<String, Cached>>;
 
 impl Reference {
     /// The cache key: what identifies the server and the identity used on it (the CA
@@ -311,7 +351,7 @@ impl Reference {
         }
     }
 
-    async fn config(&self) -> Result<kube::Config, ProviderError> {
+    async fn config(&self, env: &EnvFn) -> Result<kube::Config, ProviderError> {
         let mut config = match self {
             Reference::Endpoint { host, ca_der, .. } => {
                 let mut config = kube_url(host).ok_or_else(|| {
@@ -323,7 +363,7 @@ impl Reference {
                 config
             }
             Reference::Kubeconfig { path, context } => {
-                let file = expand_home(path);
+                let file = expand_home(path, env);
                 let kubeconfig = Kubeconfig::read_from(&file).map_err(|e| {
                     ProviderError::Config(format!("cluster: cannot read kubeconfig {file}: {e}"))
                 })?;
@@ -357,24 +397,26 @@ pub fn connection_key(cluster: &Value) -> Option<String> {
     parse(cluster).ok().map(|r| r.key())
 }
 
-/// A client for the cluster `cluster` refers to, cached per cluster and rebuilt before
-/// its token expires (after 30 minutes for GKE, 10 for EKS).
+/// A connection to the cluster `cluster` refers to, kept for the run (in its
+/// session) per cluster and rebuilt before its token expires (after 30 minutes for
+/// GKE, 10 for EKS).
 ///
 /// Fails with `Config` when the reference is malformed, the kubeconfig cannot be read
 /// or no credentials are found; with `Api` (`kubernetes connect`) when the client
 /// cannot be built.
-pub async fn client(cluster: &Value) -> Result<kube::Client, ProviderError> {
+pub async fn client(ctx: &Ctx, cluster: &Value) -> Result<Conn, ProviderError> {
     let reference = parse(cluster)
         .map_err(|(path, message)| ProviderError::Config(format!("{path}: {message}")))?;
     let key = reference.key();
     let max_age = reference.max_client_age();
+    let connections = ctx.session().slot::<Connections>("kubernetes.connections");
     {
-        let cache = clients().lock().unwrap_or_else(PoisonError::into_inner);
+        let cache = connections.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(c) = cache.get(&key).filter(|c| c.built.elapsed() < max_age) {
-            return Ok(c.client.clone());
+            return Ok(c.conn.clone());
         }
     }
-    let config = reference.config().await?;
+    let config = reference.config(ctx.env_fn()).await?;
     // Both ring and aws-lc-rs are compiled in, so rustls cannot pick a provider by
     // itself; installing fails harmlessly when one is already installed.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
@@ -382,27 +424,38 @@ pub async fn client(cluster: &Value) -> Result<kube::Client, ProviderError> {
         .map_err(|e| ProviderError::api("kubernetes connect", 0, "", e.to_string()))?;
     let client = match &reference {
         Reference::Endpoint { auth, .. } => {
-            let token = Arc::new(RwLock::new(fetch_token(auth).await?));
-            keep_fresh(Arc::downgrade(&token), auth.clone());
+            let token = Arc::new(RwLock::new(
+                fetch_token(ctx.session(), ctx.env_fn(), auth).await?,
+            ));
+            keep_fresh(
+                Arc::downgrade(&token),
+                auth.clone(),
+                Arc::downgrade(&ctx.session_handle()),
+                ctx.env_fn().clone(),
+            );
             builder.with_layer(&BearerLayer { token }).build()
         }
         Reference::Kubeconfig { .. } => builder.build(),
     };
-    clients()
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(
-            key,
-            Cached {
-                client: client.clone(),
-                built: Instant::now(),
-            },
-        );
-    Ok(client)
+    // A rebuilt client keeps what was discovered: the server is the same.
+    let mut cache = connections.lock().unwrap_or_else(PoisonError::into_inner);
+    let discovery = cache
+        .get(&key)
+        .map(|c| c.conn.discovery.clone())
+        .unwrap_or_default();
+    let conn = Conn { client, discovery };
+    cache.insert(
+        key,
+        Cached {
+            conn: conn.clone(),
+            built: Instant::now(),
+        },
+    );
+    Ok(conn)
 }
 
 /// A fresh bearer token for `auth` (never shown in messages).
-async fn fetch_token(auth: &Auth) -> Result<String, ProviderError> {
+async fn fetch_token(session: &Session, env: &EnvFn, auth: &Auth) -> Result<String, ProviderError> {
     Ok(match auth {
         Auth::Google {
             access_token_file,
@@ -410,7 +463,7 @@ async fn fetch_token(auth: &Auth) -> Result<String, ProviderError> {
         } => {
             let source =
                 credential_source(access_token_file.clone(), credentials.clone(), &|name| {
-                    std::env::var(name).ok()
+                    env(name)
                 });
             Tokens::new(source).token().await?
         }
@@ -422,6 +475,7 @@ async fn fetch_token(auth: &Auth) -> Result<String, ProviderError> {
             sandbox,
         } => {
             crate::aws::token::eks_token(
+                session,
                 cluster_name,
                 region,
                 profile.as_deref(),
@@ -444,7 +498,8 @@ fn refresh_every(auth: &Auth) -> Duration {
 
 /// Renews the token in `slot` until the client holding it is gone. A failed renewal
 /// keeps the current token and tries again a minute later.
-fn keep_fresh(slot: Weak<RwLock<String>>, auth: Auth) {
+/// The task holds the run's session weakly: it ends with the run.
+fn keep_fresh(slot: Weak<RwLock<String>>, auth: Auth, session: Weak<Session>, env: EnvFn) {
     let every = refresh_every(&auth);
     tokio::spawn(async move {
         let mut wait = every;
@@ -453,7 +508,10 @@ fn keep_fresh(slot: Weak<RwLock<String>>, auth: Auth) {
             if slot.strong_count() == 0 {
                 return;
             }
-            wait = match fetch_token(&auth).await {
+            let Some(session) = session.upgrade() else {
+                return;
+            };
+            wait = match fetch_token(&session, &env, &auth).await {
                 Ok(token) => {
                     let Some(slot) = slot.upgrade() else { return };
                     *slot.write().unwrap_or_else(PoisonError::into_inner) = token;
@@ -717,22 +775,23 @@ j91E+rt0L6rpsimQwo2kBbIMrnjSou/TqIMfE1QCIBLzpfn/4Tw6iht+LynHoZOP
     }
 
     #[test]
-    fn home_is_expanded() {
-        let home = std::env::var("HOME").unwrap_or_default();
-        if home.is_empty() {
-            assert_eq!(expand_home("~/x"), "~/x");
-        } else {
-            assert_eq!(
-                expand_home("~/x"),
-                format!("{}/x", home.trim_end_matches('/'))
-            );
-        }
-        assert_eq!(expand_home("/etc/k"), "/etc/k");
+    fn home_is_expanded_from_the_runs_environment() {
+        let env: EnvFn = Arc::new(|name| (name == "HOME").then(|| "/home/ml/".to_string()));
+        assert_eq!(expand_home("~/x", &env), "/home/ml/x");
+        assert_eq!(expand_home("/etc/k", &env), "/etc/k");
+        let none: EnvFn = Arc::new(|_| None);
+        assert_eq!(expand_home("~/x", &none), "~/x");
     }
 
     #[tokio::test]
     async fn unreadable_kubeconfig_is_a_config_error() {
-        let Err(e) = client(&json!({"kubeconfig": "/nonexistent/terrain/kubeconfig"})).await else {
+        let ctx = Ctx::new("kubernetes_job.x", json!({}));
+        let Err(e) = client(
+            &ctx,
+            &json!({"kubeconfig": "/nonexistent/terrain/kubeconfig"}),
+        )
+        .await
+        else {
             panic!("a missing kubeconfig must fail");
         };
         assert!(matches!(e, ProviderError::Config(_)), "{e:?}");
@@ -743,8 +802,20 @@ j91E+rt0L6rpsimQwo2kBbIMrnjSou/TqIMfE1QCIBLzpfn/4Tw6iht+LynHoZOP
         );
     }
 
+    /// When the run's connection to `reference` was built, if it has one.
+    fn built(ctx: &Ctx, reference: &Value) -> Option<Instant> {
+        let key = parse(reference).expect("valid").key();
+        ctx.session()
+            .slot::<Connections>("kubernetes.connections")
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+            .map(|c| c.built)
+    }
+
     #[tokio::test]
-    async fn clients_are_cached_per_cluster() -> Result<(), ProviderError> {
+    async fn connections_are_kept_per_cluster_for_the_run_and_never_shared_across_runs(
+    ) -> Result<(), ProviderError> {
         let dir = tempfile::tempdir().map_err(|e| ProviderError::io("tempdir", "", e))?;
         let token = dir.path().join("token");
         std::fs::write(&token, "secret-token\n")
@@ -752,26 +823,28 @@ j91E+rt0L6rpsimQwo2kBbIMrnjSou/TqIMfE1QCIBLzpfn/4Tw6iht+LynHoZOP
         let mut reference = gke_reference();
         reference["auth"]["access_token_file"] = json!(token.to_string_lossy());
         reference["host"] = json!("https://127.0.0.1:1");
-        client(&reference).await?;
+        let run = Ctx::new("kubernetes_job.a", json!({}));
+        client(&run, &reference).await?;
         let key = parse(&reference).expect("valid").key();
         assert!(
             !key.contains("secret-token"),
             "the cache key holds no token"
         );
-        let built = clients()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-            .map(|c| c.built)
-            .expect("cached");
-        client(&reference).await?;
-        let again = clients()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-            .map(|c| c.built)
-            .expect("cached");
-        assert_eq!(built, again, "the second call reuses the client");
+        let first = built(&run, &reference).expect("kept for the run");
+        // Another call of the same run (another resource) reuses it.
+        let same_run = Ctx::new("kubernetes_job.b", json!({}))
+            .in_run(run.session_handle(), crate::session::process_env());
+        client(&same_run, &reference).await?;
+        assert_eq!(
+            built(&run, &reference),
+            Some(first),
+            "the second call reuses it"
+        );
+        // Another run has its own.
+        let other_run = Ctx::new("kubernetes_job.a", json!({}));
+        assert_eq!(built(&other_run, &reference), None);
+        client(&other_run, &reference).await?;
+        assert_ne!(built(&other_run, &reference), Some(first));
         Ok(())
     }
 }

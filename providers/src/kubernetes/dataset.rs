@@ -811,11 +811,11 @@ enum Work<'a> {
 /// whatever the outcome.
 async fn in_pod(
     ctx: &Ctx,
-    client: &kube::Client,
+    client: &crate::kubernetes::connect::Conn,
     spec: &Spec,
     work: Work<'_>,
 ) -> Result<Option<Summary>, ProviderError> {
-    let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), &spec.namespace);
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client.kube(), &spec.namespace);
     let what = match work {
         Work::Copy { .. } => "copy",
         Work::Remove => "removal",
@@ -915,7 +915,10 @@ fn cannot_start(pod: &Value) -> Option<String> {
 }
 
 /// Whether the claim exists (and is not being deleted).
-async fn claim_exists(client: &kube::Client, spec: &Spec) -> Result<bool, ProviderError> {
+async fn claim_exists(
+    client: &crate::kubernetes::connect::Conn,
+    spec: &Spec,
+) -> Result<bool, ProviderError> {
     let claim = apply::get(
         client,
         "v1",
@@ -929,7 +932,7 @@ async fn claim_exists(client: &kube::Client, spec: &Spec) -> Result<bool, Provid
 
 impl Dataset {
     async fn copy(&self, ctx: &Ctx, spec: &Spec, prune: bool) -> Result<Live<Self>, ProviderError> {
-        let client = connect::client(&spec.cluster).await?;
+        let client = connect::client(ctx, &spec.cluster).await?;
         if !claim_exists(&client, spec).await? {
             return Err(ProviderError::api(
                 format!(
@@ -1115,7 +1118,7 @@ impl Kind for Dataset {
 
     async fn read(
         &self,
-        _ctx: &Ctx,
+        ctx: &Ctx,
         id: &str,
         prior: Option<&Spec>,
     ) -> Result<Option<Live<Self>>, ProviderError> {
@@ -1126,7 +1129,7 @@ impl Kind for Dataset {
             )));
         };
         parse_id(id)?;
-        let client = connect::client(&prior.cluster).await?;
+        let client = connect::client(ctx, &prior.cluster).await?;
         if !claim_exists(&client, prior).await? {
             return Ok(None);
         }
@@ -1166,7 +1169,7 @@ impl Kind for Dataset {
             ctx.progress("keeping the copied files (delete_on_destroy is off)");
             return Ok(());
         }
-        let client = connect::client(&prior.cluster).await?;
+        let client = connect::client(ctx, &prior.cluster).await?;
         if !claim_exists(&client, prior).await? {
             return Ok(());
         }
@@ -1175,12 +1178,12 @@ impl Kind for Dataset {
 
     async fn health(
         &self,
-        _ctx: &Ctx,
+        ctx: &Ctx,
         _id: &str,
         prior: Option<&Spec>,
     ) -> Result<Option<Health>, ProviderError> {
         let Some(prior) = prior else { return Ok(None) };
-        let client = connect::client(&prior.cluster).await?;
+        let client = connect::client(ctx, &prior.cluster).await?;
         if !claim_exists(&client, prior).await? {
             return Ok(Some(Health {
                 ready: false,

@@ -593,13 +593,13 @@ fn progress_line(job: &Value) -> String {
     line
 }
 
-fn pods_api(client: &kube::Client, namespace: &str) -> kube::Api<Pod> {
-    kube::Api::namespaced(client.clone(), namespace)
+fn pods_api(client: &crate::kubernetes::connect::Conn, namespace: &str) -> kube::Api<Pod> {
+    kube::Api::namespaced(client.kube(), namespace)
 }
 
 /// The Job's pods, oldest first.
 async fn job_pods(
-    client: &kube::Client,
+    client: &crate::kubernetes::connect::Conn,
     spec_namespace: &str,
     job: &str,
 ) -> Result<Vec<Value>, ProviderError> {
@@ -621,7 +621,11 @@ async fn job_pods(
 
 /// The last log lines of the Job's most recent failed pod (else its most recent pod),
 /// for a failure message; empty when there are none to show.
-async fn failure_logs(client: &kube::Client, namespace: &str, job: &str) -> String {
+async fn failure_logs(
+    client: &crate::kubernetes::connect::Conn,
+    namespace: &str,
+    job: &str,
+) -> String {
     let Ok(pods) = job_pods(client, namespace, job).await else {
         return String::new();
     };
@@ -659,7 +663,7 @@ async fn failure_logs(client: &kube::Client, namespace: &str, job: &str) -> Stri
 }
 
 async fn apply_and_wait(ctx: &Ctx, spec: &Spec, create: bool) -> Result<Live<Job>, ProviderError> {
-    let client = connect::client(&spec.cluster).await?;
+    let client = connect::client(ctx, &spec.cluster).await?;
     let objects = marked(objects(spec)?, &ctx.address);
     if create {
         refuse_strangers(&client, &objects, Job::KIND, &ctx.address).await?;
@@ -1097,7 +1101,7 @@ impl Kind for Job {
     ) -> Result<Option<Live<Self>>, ProviderError> {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let client = connect::client(&prior.cluster).await?;
+        let client = connect::client(ctx, &prior.cluster).await?;
         let Some(job) = apply::get_ref(&client, &refs[0]).await? else {
             return Ok(None);
         };
@@ -1126,10 +1130,10 @@ impl Kind for Job {
     /// role allowed to get Secrets but not to list them).
     async fn read_batch(
         &self,
-        _ctx: &Ctx,
+        ctx: &Ctx,
         items: &[(String, Option<Spec>)],
     ) -> Result<Vec<Option<Live<Self>>>, ProviderError> {
-        let jobs = list_batch(items, job_plan, Self::KIND).await?;
+        let jobs = list_batch(ctx, items, job_plan, Self::KIND).await?;
         let with_secret = |(id, prior): &(String, Option<Spec>)| {
             prior.as_ref().is_some_and(|p| secret_plan(id, p).is_some())
         };
@@ -1138,7 +1142,7 @@ impl Kind for Job {
             .zip(&jobs)
             .any(|(i, j)| j.is_some() && with_secret(i))
         {
-            list_batch(items, secret_plan, Self::KIND)
+            list_batch(ctx, items, secret_plan, Self::KIND)
                 .await
                 .unwrap_or_else(|_| vec![None; items.len()])
         } else {
@@ -1198,7 +1202,7 @@ impl Kind for Job {
     ) -> Result<Option<Health>, ProviderError> {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let client = connect::client(&prior.cluster).await?;
+        let client = connect::client(ctx, &prior.cluster).await?;
         let job = apply::get_ref(&client, &refs[0])
             .await?
             .filter(|j| !matches!(ownership(j, &ctx.address), Ownership::Other(_)));
@@ -1222,7 +1226,7 @@ impl Kind for Job {
 
     async fn logs(
         &self,
-        _ctx: &Ctx,
+        ctx: &Ctx,
         id: &str,
         prior: Option<&Spec>,
         follow: bool,
@@ -1230,7 +1234,7 @@ impl Kind for Job {
     ) -> Result<(), ProviderError> {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let client = connect::client(&prior.cluster).await?;
+        let client = connect::client(ctx, &prior.cluster).await?;
         let job_ref = &refs[0];
         let namespace = job_ref
             .namespace

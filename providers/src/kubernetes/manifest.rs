@@ -818,7 +818,7 @@ const DISCOVERY_SETTLE: Duration = Duration::from_secs(10);
 /// kind not served yet is looked up again for a while, since the API server publishes
 /// a new group shortly after its CRD is established.
 async fn kind_scope(
-    client: &kube::Client,
+    client: &crate::kubernetes::connect::Conn,
     target: &ObjectRef,
     fresh_crds: bool,
 ) -> Result<Option<bool>, ProviderError> {
@@ -835,7 +835,7 @@ async fn kind_scope(
 /// Puts the namespace where the cluster wants it (discovery knows the scope of every
 /// kind it serves, CRDs' included) and orders cluster-scoped objects first.
 async fn scoped(
-    client: &kube::Client,
+    client: &crate::kubernetes::connect::Conn,
     objects: Vec<Value>,
     fresh_crds: bool,
 ) -> Result<Vec<Value>, ProviderError> {
@@ -866,7 +866,7 @@ async fn apply_objects(
     spec: &Spec,
     prior_id: Option<&str>,
 ) -> Result<Vec<Value>, ProviderError> {
-    let client = connect::client(&spec.cluster).await?;
+    let client = connect::client(ctx, &spec.cluster).await?;
     let wanted = marked(objects(spec)?, &ctx.address);
     if prior_id.is_none() {
         refuse_strangers(&client, &wanted, Manifest::KIND, &ctx.address).await?;
@@ -1088,7 +1088,7 @@ impl Kind for Manifest {
     ) -> Result<Option<Live<Self>>, ProviderError> {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let client = connect::client(&prior.cluster).await?;
+        let client = connect::client(ctx, &prior.cluster).await?;
         let mut present = Vec::new();
         for target in &refs {
             match apply::get_ref(&client, target).await? {
@@ -1149,7 +1149,7 @@ impl Kind for Manifest {
         prior: &Spec,
         spec: &Spec,
     ) -> Result<Option<String>, ProviderError> {
-        let client = connect::client(&spec.cluster).await?;
+        let client = connect::client(ctx, &spec.cluster).await?;
         let before = scoped(&client, marked(objects(prior)?, &ctx.address), false).await?;
         let after = scoped(&client, marked(objects(spec)?, &ctx.address), false).await?;
         apply::preview(&client, &before, &after, spec.force_conflicts).await
@@ -1163,7 +1163,7 @@ impl Kind for Manifest {
     ) -> Result<Option<Health>, ProviderError> {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let client = connect::client(&prior.cluster).await?;
+        let client = connect::client(ctx, &prior.cluster).await?;
         let (mut ready, mut missing, mut waiting) = (0usize, Vec::new(), Vec::new());
         for target in &refs {
             match apply::get_ref(&client, target)

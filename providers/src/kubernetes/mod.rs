@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::protocol::is_unknown;
-use crate::{Field, Invalid, ProviderError, Type};
+use crate::{Ctx, Field, Invalid, ProviderError, Type};
 
 /// The label every object terrain creates carries, with its value.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "terrain");
@@ -175,7 +175,7 @@ pub fn refs_of(objects: &[Value]) -> Result<Vec<ObjectRef>, ProviderError> {
 /// Before a create: fails when any of `objects` already exists without this address's
 /// marks (a stranger's object, which server-side apply would silently take over).
 pub async fn refuse_strangers(
-    client: &kube::Client,
+    client: &crate::kubernetes::connect::Conn,
     objects: &[Value],
     kind: &str,
     address: &str,
@@ -385,7 +385,7 @@ pub fn parse_id(kind: &str, id: &str, shape: &str) -> Result<Vec<ObjectRef>, Pro
 /// its Service), or `None` when either is gone or belongs to another resource. `what`
 /// names the pair for the error on an id that does not hold two objects.
 pub async fn live_pair(
-    client: &kube::Client,
+    client: &crate::kubernetes::connect::Conn,
     refs: &[ObjectRef],
     address: &str,
     kind: &str,
@@ -420,7 +420,7 @@ pub async fn delete_owned(
     ctx: &crate::Ctx,
     timeout: std::time::Duration,
 ) -> Result<(), ProviderError> {
-    let client = connect::client(cluster).await?;
+    let client = connect::client(ctx, cluster).await?;
     let ordered: Vec<&ObjectRef> = if reverse {
         refs.iter().rev().collect()
     } else {
@@ -445,7 +445,7 @@ pub async fn preview_marked(
     objects: Vec<Value>,
     ctx: &crate::Ctx,
 ) -> Result<Option<String>, ProviderError> {
-    let client = connect::client(cluster).await?;
+    let client = connect::client(ctx, cluster).await?;
     apply::preview(
         &client,
         &marked(prior, &ctx.address),
@@ -491,6 +491,7 @@ pub fn list_key(cluster: &Value, target: &ObjectRef) -> Option<String> {
 ///
 /// Fails when the cluster cannot be reached or the list call fails.
 pub async fn list_batch<S>(
+    ctx: &Ctx,
     items: &[(String, Option<S>)],
     plan: impl Fn(&str, &S) -> Option<(Value, ObjectRef)>,
     kind: &str,
@@ -505,7 +506,7 @@ pub async fn list_batch<S>(
     let Some((key, cluster, first)) = planned.iter().flatten().next() else {
         return Ok(vec![None; items.len()]);
     };
-    let client = connect::client(cluster).await?;
+    let client = connect::client(ctx, cluster).await?;
     let listed = apply::list(
         &client,
         &first.api_version,

@@ -214,7 +214,7 @@ async fn apply_and_bind(
     spec: &Spec,
     create: bool,
 ) -> Result<Live<NfsVolume>, ProviderError> {
-    let client = connect::client(&spec.cluster).await?;
+    let client = connect::client(ctx, &spec.cluster).await?;
     let objects = marked(objects(spec), &ctx.address);
     if create {
         refuse_strangers(&client, &objects, NfsVolume::KIND, &ctx.address).await?;
@@ -437,7 +437,7 @@ impl Kind for NfsVolume {
     ) -> Result<Option<Live<Self>>, ProviderError> {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let client = connect::client(&prior.cluster).await?;
+        let client = connect::client(ctx, &prior.cluster).await?;
         let Some((volume, claim)) = live_pair(
             &client,
             &refs,
@@ -496,7 +496,7 @@ impl Kind for NfsVolume {
     ) -> Result<Option<Health>, ProviderError> {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let client = connect::client(&prior.cluster).await?;
+        let client = connect::client(ctx, &prior.cluster).await?;
         Ok(Some(
             match live_pair(
                 &client,

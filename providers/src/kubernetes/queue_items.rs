@@ -498,15 +498,15 @@ async fn bounded<T>(
 /// The Redis a spec names, with a client for its cluster when it is a pod.
 struct Place {
     target: Target,
-    client: Option<kube::Client>,
+    client: Option<connect::Conn>,
 }
 
 impl Place {
-    async fn of(spec: &Spec) -> Result<Self, ProviderError> {
+    async fn of(ctx: &Ctx, spec: &Spec) -> Result<Self, ProviderError> {
         let target = Target::of(&spec.redis)
             .map_err(|m| ProviderError::Config(format!("{}: redis: {m}", QueueItems::KIND)))?;
         let client = match target {
-            Target::Pod { .. } => Some(connect::client(&spec.cluster).await?),
+            Target::Pod { .. } => Some(connect::client(ctx, &spec.cluster).await?),
             Target::Address(_) => None,
         };
         Ok(Self { target, client })
@@ -553,7 +553,7 @@ impl Place {
                 },
                 Some(client),
             ) => {
-                let pods: kube::Api<Pod> = kube::Api::namespaced(client.clone(), namespace);
+                let pods: kube::Api<Pod> = kube::Api::namespaced(client.kube(), namespace);
                 let call = || format!("kubernetes portforward {namespace}/{pod}:{port}");
                 let mut forward = pods
                     .portforward(pod, &[*port])
@@ -786,7 +786,7 @@ impl Kind for QueueItems {
 
     async fn read(
         &self,
-        _ctx: &Ctx,
+        ctx: &Ctx,
         id: &str,
         prior: Option<&Spec>,
     ) -> Result<Option<Live<Self>>, ProviderError> {
@@ -796,7 +796,7 @@ impl Kind for QueueItems {
                 Self::KIND
             )));
         };
-        let place = Place::of(prior).await?;
+        let place = Place::of(ctx, prior).await?;
         let uid = match place.uid().await? {
             Some(uid) if !place.restarted(id, &uid) => uid,
             // Gone or restarted empty: the items must be pushed again.
@@ -807,7 +807,7 @@ impl Kind for QueueItems {
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
         let items = wanted(spec)?;
-        let place = Place::of(spec).await?;
+        let place = Place::of(ctx, spec).await?;
         let uid = place.uid().await?.ok_or_else(|| place.gone())?;
         bounded(&place.target, async {
             let mut redis = place.open(spec.password.as_deref()).await?;
@@ -845,7 +845,7 @@ impl Kind for QueueItems {
         spec: &Spec,
     ) -> Result<Live<Self>, ProviderError> {
         let items = wanted(spec)?;
-        let place = Place::of(spec).await?;
+        let place = Place::of(ctx, spec).await?;
         let uid = place.uid().await?.ok_or_else(|| place.gone())?;
         let restarted = place.restarted(id, &uid);
         let (push, take_back) = if restarted {
@@ -887,7 +887,7 @@ impl Kind for QueueItems {
         if items.is_empty() {
             return Ok(());
         }
-        let place = Place::of(prior).await?;
+        let place = Place::of(ctx, prior).await?;
         match place.uid().await? {
             // The Redis that held them is gone, and its items with it.
             None => return Ok(()),
@@ -909,12 +909,12 @@ impl Kind for QueueItems {
 
     async fn health(
         &self,
-        _ctx: &Ctx,
+        ctx: &Ctx,
         id: &str,
         prior: Option<&Spec>,
     ) -> Result<Option<Health>, ProviderError> {
         let Some(prior) = prior else { return Ok(None) };
-        let place = Place::of(prior).await?;
+        let place = Place::of(ctx, prior).await?;
         let summary = match place.uid().await? {
             None => format!("redis {} is gone", place.target),
             Some(uid) if place.restarted(id, &uid) => {

@@ -261,7 +261,7 @@ fn outputs_of(spec: &Spec, pod_name: &str) -> Outputs {
 /// The pod serving now: the Pod itself, or the Deployment's newest running pod (empty
 /// while there is none).
 async fn serving_pod(
-    client: &kube::Client,
+    client: &crate::kubernetes::connect::Conn,
     workload: &Value,
     spec: &Spec,
 ) -> Result<String, ProviderError> {
@@ -298,7 +298,7 @@ async fn apply_and_wait(
     spec: &Spec,
     create: bool,
 ) -> Result<Live<Redis>, ProviderError> {
-    let client = connect::client(&spec.cluster).await?;
+    let client = connect::client(ctx, &spec.cluster).await?;
     let objects = marked(objects(spec), &ctx.address);
     if create {
         refuse_strangers(&client, &objects, Redis::KIND, &ctx.address).await?;
@@ -525,7 +525,7 @@ impl Kind for Redis {
     ) -> Result<Option<Live<Self>>, ProviderError> {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let client = connect::client(&prior.cluster).await?;
+        let client = connect::client(ctx, &prior.cluster).await?;
         let Some((workload, service)) = live_pair(
             &client,
             &refs,
@@ -584,7 +584,7 @@ impl Kind for Redis {
     ) -> Result<Option<Health>, ProviderError> {
         let refs = parse_id(Self::KIND, id, ID_SHAPE)?;
         let prior = prior.ok_or_else(|| needs_cluster(Self::KIND))?;
-        let client = connect::client(&prior.cluster).await?;
+        let client = connect::client(ctx, &prior.cluster).await?;
         Ok(Some(
             match live_pair(
                 &client,
