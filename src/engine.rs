@@ -256,6 +256,9 @@ impl Engine {
     }
 
     /// The `[providers.<name>]` table, evaluated (empty object when absent).
+    /// The configuration of provider instance `provider` (`gcp`, `gcp.europe`): the
+    /// stack's table through the provider's configure step, with the run's overrides
+    /// for the provider (`--sandbox`) laid over every instance of it.
     pub(crate) fn provider_config(&self, provider: &str) -> Result<Value, EngineError> {
         let env = self.env();
         let mut config = self.stack.provider_config(provider, &env).map_err(|e| {
@@ -264,8 +267,9 @@ impl Engine {
                 message: e.message,
             }
         })?;
+        let base = provider.split_once('.').map_or(provider, |(b, _)| b);
         if let (Some(extra), Value::Object(table)) =
-            (self.settings.provider_overrides.get(provider), &mut config)
+            (self.settings.provider_overrides.get(base), &mut config)
         {
             for (key, value) in extra {
                 table.insert(key.clone(), value.clone());
@@ -274,6 +278,31 @@ impl Engine {
         Ok(config)
     }
 
+    /// The provider instance that manages `address` (of a kind of provider `base`):
+    /// the stack's choice; for a resource the stack no longer has, the instance that
+    /// made it (`recorded`, from the state), so it is read and destroyed where it is.
+    pub(crate) fn instance(&self, address: &Address, base: &str, recorded: Option<&str>) -> String {
+        if let Some(rc) = self.stack.resources.get(address) {
+            return rc.provider.clone();
+        }
+        match recorded {
+            Some(p) if p == base || p.strip_prefix(base).is_some_and(|r| r.starts_with('.')) => {
+                p.to_string()
+            }
+            _ => base.to_string(),
+        }
+    }
+
+    /// The provider instance a refresh reads `read` through.
+    fn read_instance(&self, read: &ToRead<'_>) -> String {
+        self.instance(
+            &read.address,
+            read.kind.provider(),
+            Some(&read.entry.provider),
+        )
+    }
+
+    /// The context of a call for `address` through provider instance `provider`.
     pub(crate) fn ctx(&self, address: &Address, provider: &str) -> Result<Ctx, EngineError> {
         let observer = self.observer.clone();
         let addr = address.clone();
@@ -325,15 +354,16 @@ impl Engine {
         }
 
         // Group the reads into list calls where the kind can list them.
-        let mut configs: BTreeMap<&'static str, Value> = BTreeMap::new();
+        let mut configs: BTreeMap<String, Value> = BTreeMap::new();
         let mut batches: BTreeMap<(&'static str, String), Vec<usize>> = BTreeMap::new();
         let mut units: Vec<Vec<usize>> = Vec::new();
         for (i, read) in reads.iter().enumerate() {
-            let provider = read.kind.provider();
-            if !configs.contains_key(provider) {
-                configs.insert(provider, self.provider_config(provider)?);
+            let provider = self.read_instance(read);
+            if !configs.contains_key(&provider) {
+                let config = self.provider_config(&provider)?;
+                configs.insert(provider.clone(), config);
             }
-            let config = configs.get(provider).unwrap_or(&Value::Null);
+            let config = configs.get(&provider).unwrap_or(&Value::Null);
             let key = if self.settings.batch_refresh {
                 read.kind.batch_key(config, read.id, read.prior)
             } else {
@@ -444,7 +474,7 @@ impl Engine {
     async fn read_unit(
         &self,
         reads: &[ToRead<'_>],
-        configs: &BTreeMap<&'static str, Value>,
+        configs: &BTreeMap<String, Value>,
         unit: Vec<usize>,
     ) -> Result<UnitRead, EngineError> {
         for &i in &unit {
@@ -458,7 +488,10 @@ impl Engine {
             [_] => (unit, None),
             [first, ..] => {
                 let kind = &reads[*first].kind;
-                let config = configs.get(kind.provider()).cloned().unwrap_or(Value::Null);
+                let config = configs
+                    .get(&self.read_instance(&reads[*first]))
+                    .cloned()
+                    .unwrap_or(Value::Null);
                 let ctx = Ctx::new(format!("{} (list of {})", kind.kind(), unit.len()), config)
                     .in_run(self.settings.session.clone(), self.settings.env.clone());
                 let items: Vec<(&str, &Value)> = unit
@@ -503,7 +536,7 @@ impl Engine {
         stream::iter(unit)
             .map(|i| async move {
                 let read = &reads[i];
-                let ctx = self.ctx(&read.address, read.kind.provider())?;
+                let ctx = self.ctx(&read.address, &self.read_instance(read))?;
                 let live = read
                     .kind
                     .read(&ctx, read.id, read.prior)
@@ -530,7 +563,7 @@ impl Engine {
         let kind = &read.kind;
         let mut deposed = Vec::new();
         if !entry.deposed.is_empty() {
-            let ctx = self.ctx(address, kind.provider())?;
+            let ctx = self.ctx(address, &self.read_instance(read))?;
             for d in &entry.deposed {
                 if kind
                     .read(&ctx, &d.id, &d.spec)
@@ -706,7 +739,12 @@ impl Engine {
             let c = &changes[i];
             async move {
                 let kind = self.kind(&c.address, &c.kind).ok()?;
-                let ctx = self.ctx(&c.address, kind.provider()).ok()?;
+                let ctx = self
+                    .ctx(
+                        &c.address,
+                        &self.instance(&c.address, kind.provider(), None),
+                    )
+                    .ok()?;
                 let (id, before, after) = (c.id.as_deref()?, c.before.as_ref()?, c.after.as_ref()?);
                 Some(
                     kind.preview(&ctx, id, before, after)
@@ -888,7 +926,9 @@ impl Engine {
         let address = &change.address;
         let key = address.to_string();
         let kind = self.kind(address, &change.kind)?;
-        let ctx = self.ctx(address, kind.provider())?;
+        let recorded = persister.snapshot_entry(&key).map(|e| e.provider);
+        let instance = self.instance(address, kind.provider(), recorded.as_deref());
+        let ctx = self.ctx(address, &instance)?;
         let fail = |e: ProviderError| EngineError::Apply(vec![(address.clone(), e.to_string())]);
         let now = || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         match step {
@@ -899,7 +939,7 @@ impl Engine {
                 // Every dependency is applied by now: the same pipeline as plan, with
                 // real values.
                 let config = self
-                    .provider_config(kind.provider())
+                    .provider_config(&instance)
                     .map_err(|e| EngineError::Apply(vec![(address.clone(), e.to_string())]))?;
                 let entry = |k: &str| persister.snapshot_entry(k);
                 let prior = persister
@@ -1007,7 +1047,7 @@ impl Engine {
                                 .entry(key.clone())
                                 .or_insert_with(|| ResourceState {
                                     kind: change.kind.clone(),
-                                    provider: kind.provider().to_string(),
+                                    provider: instance.clone(),
                                     id: None,
                                     spec: Value::Null,
                                     outputs: Value::Null,
@@ -1237,7 +1277,7 @@ impl Engine {
                 message: "the stack has no such resource; add it to the stack first".into(),
             })?;
         let kind = rc.resource.clone();
-        let ctx = self.ctx(address, kind.provider())?;
+        let ctx = self.ctx(address, &rc.provider)?;
         // The stack's spec, as far as it is known offline, tells the provider how the
         // object is described (e.g. which field holds a secret); nothing else is used.
         let hint = {
@@ -1267,7 +1307,7 @@ impl Engine {
         sensitive.extend(rc.sensitive.iter().map(|p| format!("spec.{p}")));
         Ok(ResourceState {
             kind: address.kind.clone(),
-            provider: kind.provider().to_string(),
+            provider: rc.provider.clone(),
             id: Some(obs.id),
             spec: obs.spec,
             outputs: obs.outputs,

@@ -70,7 +70,7 @@ impl Engine {
             env: &env,
             attributes: &applied,
         };
-        let config = self.provider_config(rc.resource.provider())?;
+        let config = self.provider_config(&rc.provider)?;
         let peers = desired::applied_peers(rc, &entry);
         // The same pipeline as plan and apply: what is shown is what would be applied.
         desired::compute(
@@ -96,7 +96,7 @@ impl Engine {
     pub fn render(&self, address: &Address, state: &State) -> Result<Vec<Value>, InspectError> {
         let spec = self.spec_from_state(address, state)?;
         let kind = self.kind(address, &address.kind)?;
-        let config = self.provider_config(kind.provider())?;
+        let config = self.provider_config(&self.instance(address, kind.provider(), None))?;
         match kind.render(&spec, &config) {
             None => Err(InspectError::NoRender {
                 address: address.clone(),
@@ -189,7 +189,10 @@ impl Engine {
                 address: address.clone(),
             })?;
         let kind = self.kind(address, &r.kind)?;
-        let ctx = self.ctx(address, kind.provider())?;
+        let ctx = self.ctx(
+            address,
+            &self.instance(address, kind.provider(), Some(&r.provider)),
+        )?;
         kind.logs(
             &ctx,
             r.id.as_deref().unwrap_or_default(),

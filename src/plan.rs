@@ -337,11 +337,11 @@ pub fn compute(
             let resuming = existing.is_some_and(desired::resumes_create);
             let live = existing.filter(|r| r.id.is_some() && !resuming);
             let config = stack
-                .provider_config(rc.resource.provider(), inputs.env)
+                .provider_config(&rc.provider, inputs.env)
                 .map_err(|e| PlanError::Eval {
                     address: Box::new(addr.clone()),
                     at: stack.sources.locate(e.span),
-                    message: format!("providers.{}: {}", rc.resource.provider(), e.message),
+                    message: format!("providers.{}: {}", rc.provider, e.message),
                 })?;
             let peers = desired::peers(rc, &stack.resources, |a| planned.spec(a).map(|(s, _)| s));
             let scope = StackScope {

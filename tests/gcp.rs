@@ -631,3 +631,150 @@ async fn fields_in_use() {
         );
     }
 }
+
+impl World {
+    /// `[providers.gcp.europe]`: the same sandbox under another project and region.
+    fn europe(&self) -> String {
+        self.provider()
+            .replacen("[providers.gcp]", "[providers.gcp.europe]", 1)
+            .replace("project = \"ml-project\"", "project = \"eu-project\"")
+            .replace("region = \"us-central1\"", "region = \"europe-west4\"")
+            .replace("zone = \"us-central1-a\"", "zone = \"europe-west4-a\"")
+    }
+
+    /// The ids of the clusters the sandbox holds in `project`.
+    async fn clusters_in(&self, project: &str) -> Vec<String> {
+        let url = format!(
+            "{}v1/projects/{project}/locations/-/clusters",
+            self.sandbox.gcp_endpoints().container
+        );
+        let listed: Value = reqwest::Client::new()
+            .get(url)
+            .bearer_auth("sandbox-token")
+            .send()
+            .await
+            .expect("list clusters")
+            .json()
+            .await
+            .expect("clusters");
+        let mut out: Vec<String> = listed["clusters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                format!(
+                    "{} {}",
+                    c["location"].as_str().unwrap_or_default(),
+                    c["name"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_of_the_gcp_provider_manage_one_stack_in_two_projects_and_regions() {
+    let w = World::new().await;
+    let two = format!(
+        "{}\n[gke_cluster.us]\nname = \"train-us\"\nlocation = \"us-central1-a\"\nmode = \"standard\"\n\n[gke_cluster.eu]\nprovider = \"gcp.europe\"\nname = \"train-eu\"\nlocation = \"europe-west4-a\"\nmode = \"standard\"\n",
+        w.europe()
+    );
+    let plan = w.apply(&two).await;
+    assert_eq!(plan.summary().add, 2);
+    assert_eq!(
+        w.clusters_in("ml-project").await,
+        ["us-central1-a train-us"]
+    );
+    assert_eq!(
+        w.clusters_in("eu-project").await,
+        ["europe-west4-a train-eu"]
+    );
+    let state: Value = serde_json::from_str(
+        &std::fs::read_to_string(w.dir.path().join("terrain.tfstate")).expect("state"),
+    )
+    .expect("state json");
+    assert_eq!(
+        state["resources"]["gke_cluster.eu"]["provider"],
+        "gcp.europe"
+    );
+    assert_eq!(state["resources"]["gke_cluster.us"]["provider"], "gcp");
+    assert!(
+        !w.plan(&two).await.has_changes(),
+        "a re-plan reads each through its instance"
+    );
+
+    // The same cluster under the default instance is refused offline: its zone is not
+    // in that instance's region.
+    let path = w.dir.path().join("stack.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "{}\n{}",
+            w.provider(),
+            two.replace("provider = \"gcp.europe\"\n", "")
+        ),
+    )
+    .expect("write");
+    let registry = terrain_providers::registry::builtin();
+    let env = |_: &str| None;
+    let err = stack::load(&LoadOptions {
+        path: &path,
+        vars: &[],
+        var_files: &[],
+        environment: terrain::stack::DEFAULT_ENVIRONMENT,
+        env: &env,
+        registry: &registry,
+    })
+    .expect_err("refused");
+    assert!(
+        format!("{err:?}").contains(
+            "zone `europe-west4-a` is not in the provider's region us-central1"
+        ),
+        "{err:?}"
+    );
+
+    // Dropped from the stack, the European cluster is destroyed through the instance
+    // that made it (the state records it), in its own project.
+    w.apply(&format!("{}\n[gke_cluster.us]\nname = \"train-us\"\nlocation = \"us-central1-a\"\nmode = \"standard\"\n", w.europe())).await;
+    assert!(w.clusters_in("eu-project").await.is_empty());
+    assert_eq!(
+        w.clusters_in("ml-project").await,
+        ["us-central1-a train-us"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_engines_in_one_process_share_no_provider_client() {
+    let w = World::new().await;
+    let stack = "[gcs_bucket.data]\nname = \"shared-nothing\"\nlocation = \"us-central1\"\n";
+    let first = w.engine(stack);
+    let (plan, base) = first
+        .plan(false, &[], "stack.toml", &[])
+        .await
+        .expect("plan");
+    first.apply(&plan, base).await.expect("apply");
+    let made = terrain_providers::gcp::client::clients_in(&first.settings.session);
+    assert_eq!(made, 1, "one client for the one provider table of the run");
+    let second = w.engine(stack);
+    assert_eq!(
+        terrain_providers::gcp::client::clients_in(&second.settings.session),
+        0,
+        "another engine starts with none of the first's clients"
+    );
+    assert!(!second
+        .plan(false, &[], "stack.toml", &[])
+        .await
+        .expect("plan")
+        .0
+        .has_changes());
+    assert_eq!(
+        terrain_providers::gcp::client::clients_in(&second.settings.session),
+        1
+    );
+    assert_eq!(
+        terrain_providers::gcp::client::clients_in(&first.settings.session),
+        1
+    );
+}

@@ -46,6 +46,17 @@ impl Registry {
         }
     }
 
+    /// The settings provider `provider`'s table takes, when it has a fixed set: a
+    /// table under another key of `[providers.<name>]` is an instance of the provider
+    /// (`[providers.gcp.europe]`).
+    pub fn setting_keys(&self, provider: &str) -> Option<&'static [&'static str]> {
+        match provider {
+            "gcp" => Some(gcp::config::KEYS),
+            "aws" => Some(aws::config::KEYS),
+            _ => None,
+        }
+    }
+
     /// Every provider name that has at least one kind.
     pub fn providers(&self) -> Vec<&'static str> {
         let mut p: Vec<_> = self.kinds.values().map(|k| k.provider()).collect();

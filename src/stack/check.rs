@@ -19,7 +19,14 @@ use crate::desired;
 use crate::eval;
 
 /// Keys of a resource table that configure terrain rather than the object.
-pub const META_KEYS: [&str; 5] = ["depends_on", "lifecycle", "sensitive", "count", "for_each"];
+pub const META_KEYS: [&str; 6] = [
+    "depends_on",
+    "lifecycle",
+    "sensitive",
+    "count",
+    "for_each",
+    "provider",
+];
 
 /// Validates a parsed stack.
 pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackErrors> {
@@ -70,7 +77,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
     for (name, _, node) in &mut raw.outputs {
         blocks.resolve(&format!("output.{name}"), node, &mut c.diags);
     }
-    let resources = c.resources(raw_resources, &blocks, opts);
+    let resources = c.resources(raw_resources, &blocks, &providers, opts);
     let outputs = c.outputs(&raw.outputs, &variables, &resources, opts);
     for (addr, rc) in &resources {
         c.body_refs(addr, &rc.body, &variables, &resources, opts);
@@ -290,7 +297,29 @@ impl Checker<'_> {
                 continue;
             }
             self.table(&format!("providers.{name}"), node);
-            out.insert(name.clone(), node.clone());
+            // `[providers.gcp.europe]`: a table under a key that is no setting of the
+            // provider is another instance of it, configured on its own.
+            let settings = opts.registry.setting_keys(name);
+            let mut default = node.clone();
+            if let (Some(settings), NodeKind::Table(entries)) = (settings, &mut default.kind) {
+                let (instances, own): (Vec<_>, Vec<_>) =
+                    std::mem::take(entries).into_iter().partition(|(k, _, v)| {
+                        matches!(v.kind, NodeKind::Table(_)) && !settings.contains(&k.as_str())
+                    });
+                *entries = own;
+                for (alias, aspan, table) in instances {
+                    if !is_identifier(&alias) {
+                        self.err(Diagnostic::at(
+                            aspan,
+                            format!("providers.{name}.{alias}: an instance name is an identifier"),
+                            "invalid name",
+                        ));
+                        continue;
+                    }
+                    out.insert(format!("{name}.{alias}"), table);
+                }
+            }
+            out.insert(name.clone(), default);
         }
         out
     }
@@ -521,6 +550,7 @@ impl Checker<'_> {
         &mut self,
         raw: Vec<RawResource>,
         blocks: &super::expand::Blocks,
+        providers: &BTreeMap<String, Node>,
         opts: &LoadOptions<'_>,
     ) -> BTreeMap<Address, ResourceConfig> {
         let mut out: BTreeMap<Address, ResourceConfig> = BTreeMap::new();
@@ -584,6 +614,7 @@ impl Checker<'_> {
             let mut depends_on = Vec::new();
             let mut lifecycle = Lifecycle::default();
             let mut sensitive = Vec::new();
+            let mut provider = resource.provider().to_string();
             let schema = resource.schema();
             for (key, kspan, value) in entries {
                 match key.as_str() {
@@ -594,6 +625,13 @@ impl Checker<'_> {
                     "lifecycle" => lifecycle = self.lifecycle(&addr, &value, schema),
                     "sensitive" => {
                         sensitive = self.field_list(&format!("{addr}.sensitive"), &value, schema)
+                    }
+                    "provider" => {
+                        if let Some(p) =
+                            self.provider_instance(&addr, resource.provider(), &value, providers)
+                        {
+                            provider = p;
+                        }
                     }
                     _ => fields.push((key, kspan, value)),
                 }
@@ -612,6 +650,7 @@ impl Checker<'_> {
                     depends_on,
                     lifecycle,
                     sensitive,
+                    provider,
                     resource: resource.clone(),
                 },
             );
@@ -644,6 +683,46 @@ impl Checker<'_> {
             rc.depends_on = resolved;
         }
         out
+    }
+
+    /// The provider instance a resource's `provider = "…"` names: its kind's provider
+    /// (`gcp`) or an instance of it (`gcp.europe`) the stack configures.
+    fn provider_instance(
+        &mut self,
+        addr: &Address,
+        base: &str,
+        node: &Node,
+        providers: &BTreeMap<String, Node>,
+    ) -> Option<String> {
+        let what = format!("{addr}.provider");
+        let name = self.literal_str(&what, node)?;
+        let instances: Vec<&str> = providers
+            .keys()
+            .map(String::as_str)
+            .filter(|p| {
+                p.strip_prefix(base)
+                    .is_some_and(|rest| rest.starts_with('.'))
+            })
+            .collect();
+        if name == base || instances.contains(&name.as_str()) {
+            return Some(name);
+        }
+        let problem = match name.split_once('.') {
+            Some((other, _)) if other != base => format!(
+                "{what}: `{name}` is an instance of provider {other}, but {} belongs to {base}",
+                addr.kind
+            ),
+            _ => format!("{what}: no provider instance `{name}`"),
+        };
+        let mut d = Diagnostic::at(node.span, problem, "unknown provider instance");
+        d.help = did_you_mean(&name, instances.iter().copied()).or_else(|| {
+            Some(format!(
+                "configure it as [providers.{base}.NAME] and write provider = \"{base}.NAME\"; this stack has: {}",
+                std::iter::once(base).chain(instances.iter().copied()).collect::<Vec<_>>().join(", ")
+            ))
+        });
+        self.err(d);
+        None
     }
 
     fn depends_on(&mut self, addr: &Address, node: &Node) -> Vec<Address> {
@@ -1213,7 +1292,8 @@ impl Checker<'_> {
             match eval::eval(node, &plain) {
                 Ok(e) => {
                     let secrets = desired::secret_values(&e.value, &e.sensitive_paths);
-                    let problems = opts.registry.validate_config(name, &e.value);
+                    let base = name.split_once('.').map_or(name.as_str(), |(b, _)| b);
+                    let problems = opts.registry.validate_config(base, &e.value);
                     if !problems.is_empty() {
                         broken.insert(name.as_str());
                     }
@@ -1240,7 +1320,7 @@ impl Checker<'_> {
                     }
                     configs.insert(
                         name.as_str(),
-                        terrain_providers::registry::configure(name, e.value, opts.env),
+                        terrain_providers::registry::configure(base, e.value, opts.env),
                     );
                 }
                 Err(e) => self.err(Diagnostic::at(
@@ -1278,11 +1358,11 @@ impl Checker<'_> {
                     }
                 }
             };
-            let provider = rc.resource.provider();
+            let provider = rc.provider.as_str();
             if !configs.contains_key(provider) && !providers.contains_key(provider) {
                 // No table: what the environment gives, through the configure step.
                 let configured = terrain_providers::registry::configure(
-                    provider,
+                    rc.resource.provider(),
                     Value::Object(serde_json::Map::new()),
                     opts.env,
                 );

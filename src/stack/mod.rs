@@ -42,7 +42,8 @@ pub struct Stack {
     pub backend: BackendConfig,
     /// The environment this stack was loaded for (`${env}`).
     pub environment: String,
-    /// `[providers.<name>]` tables.
+    /// `[providers.<name>]` tables, and each instance's (`[providers.gcp.europe]`)
+    /// under `gcp.europe`.
     pub providers: BTreeMap<String, Node>,
     pub variables: BTreeMap<String, Variable>,
     pub resources: BTreeMap<Address, ResourceConfig>,
@@ -66,7 +67,8 @@ impl Stack {
                 crate::eval::eval(node, &scope)?.value
             }
         };
-        Ok(terrain_providers::registry::configure(name, table, env))
+        let base = name.split_once('.').map_or(name, |(b, _)| b);
+        Ok(terrain_providers::registry::configure(base, table, env))
     }
 }
 
@@ -121,6 +123,9 @@ pub struct ResourceConfig {
     pub lifecycle: Lifecycle,
     /// Extra spec fields (dotted paths) to treat as secret, beyond the schema's own.
     pub sensitive: Vec<String>,
+    /// The provider instance that manages it: its kind's provider (`gcp`), or an
+    /// instance of it (`gcp.europe`, from `provider = "gcp.europe"`).
+    pub provider: String,
     /// The kind's implementation.
     pub resource: Arc<dyn Resource>,
 }

@@ -21,7 +21,7 @@ use super::{LoadOptions, Variable};
 use crate::addr::{Address, Key, ModuleStep};
 
 /// Keys of a module call that are not arguments.
-const CALL_KEYS: [&str; 3] = ["source", "count", "for_each"];
+const CALL_KEYS: [&str; 4] = ["source", "count", "for_each", "provider"];
 
 /// The variable a failed call's outputs stand for: no variable can have this name,
 /// and the checks pass over it (the call's own problem is already reported, and the
@@ -61,6 +61,7 @@ pub fn inline(
         args: None,
         outputs: BTreeMap::new(),
         calls: BTreeMap::new(),
+        providers: BTreeMap::new(),
     };
     let ctx = Context {
         modules,
@@ -131,6 +132,7 @@ impl Context<'_> {
                 calls: repeats.clone(),
                 path: parent.path.clone(),
                 args: parent.args.clone(),
+                providers: parent.providers.clone(),
             };
             let mut body = sibling.rewrite(&here, &call.body, &mut BTreeSet::new(), diags);
             let Some(repeat) = expand::take_repeat(&here, &mut body, self.vars, self.opts, diags)
@@ -155,7 +157,8 @@ impl Context<'_> {
                 let args = expand::substitute(&body, &instance, &what, diags);
                 let mut path = parent.path.clone();
                 path.push(step.clone());
-                let made = self.instance(call, module, path, &args, out, diags);
+                let providers = call_providers(&here, &args, &parent.providers, diags);
+                let made = self.instance(call, module, path, &args, providers, out, diags);
                 outputs.insert(step, made);
             }
             repeats.insert(call.name.clone(), repeat);
@@ -171,6 +174,7 @@ impl Context<'_> {
         module: &RawModule,
         path: Vec<ModuleStep>,
         args: &Node,
+        providers: BTreeMap<String, String>,
         out: &mut Inlined,
         diags: &mut Vec<Diagnostic>,
     ) -> BTreeMap<String, Node> {
@@ -249,6 +253,7 @@ impl Context<'_> {
             args: Some(values),
             outputs: BTreeMap::new(),
             calls: BTreeMap::new(),
+            providers,
         };
         let (nested, repeats) = self.calls(&module.calls, &inner, out, diags);
         let inner = Rewriter {
@@ -261,6 +266,10 @@ impl Context<'_> {
             let mut secret_fields = BTreeSet::new();
             let mut body = inner.rewrite(&name, &r.body, &mut secret_fields, diags);
             inner.prefix_meta(&mut body, &secret_fields);
+            let base = self.opts.registry.get(&r.kind).map(|k| k.provider());
+            if let Some(instance) = base.and_then(|b| inner.providers.get(b)) {
+                set_default_provider(&mut body, instance);
+            }
             out.resources.push(RawResource {
                 body,
                 module: path.clone(),
@@ -346,6 +355,9 @@ struct Rewriter {
     outputs: Outputs,
     /// How each call made in this context is repeated.
     calls: BTreeMap<String, Repeat>,
+    /// The provider instance each provider's resources use here unless they name one
+    /// (`provider = "gcp.europe"` on the call, or on a call above it), by provider.
+    providers: BTreeMap<String, String>,
 }
 
 impl Rewriter {
@@ -608,6 +620,56 @@ impl Rewriter {
             }
         }
         entry
+    }
+}
+
+/// The provider instances a call's resources use: the caller's, with the call's own
+/// `provider = "gcp.europe"` (or a list of them, one per provider) laid over them.
+fn call_providers(
+    what: &str,
+    args: &Node,
+    inherited: &BTreeMap<String, String>,
+    diags: &mut Vec<Diagnostic>,
+) -> BTreeMap<String, String> {
+    let mut out = inherited.clone();
+    let Some(node) = args.get("provider") else {
+        return out;
+    };
+    let names: Vec<Value> = match node.literal() {
+        Some(Value::Array(items)) => items,
+        Some(v @ Value::String(_)) => vec![v],
+        _ => {
+            diags.push(Diagnostic::at(
+                node.span,
+                format!("{what}.provider: expected a provider instance like \"gcp.europe\", or a list of them"),
+                "not a provider instance",
+            ));
+            return out;
+        }
+    };
+    for name in names {
+        let Some(name) = name.as_str() else { continue };
+        let base = name.split_once('.').map_or(name, |(b, _)| b);
+        out.insert(base.to_string(), name.to_string());
+    }
+    out
+}
+
+/// Gives a module resource the call's provider instance unless it names its own.
+fn set_default_provider(body: &mut Node, instance: &str) {
+    let span = body.span;
+    if let NodeKind::Table(entries) = &mut body.kind {
+        if entries.iter().any(|(k, _, _)| k == "provider") {
+            return;
+        }
+        entries.push((
+            "provider".to_string(),
+            span,
+            Node {
+                span,
+                kind: NodeKind::Literal(Value::String(instance.to_string())),
+            },
+        ));
     }
 }
 

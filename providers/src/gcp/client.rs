@@ -100,6 +100,14 @@ pub fn client(ctx: &Ctx) -> Result<Arc<Client>, ProviderError> {
     Ok(client)
 }
 
+/// How many clients a run's session holds (one per provider table it used).
+pub fn clients_in(session: &crate::Session) -> usize {
+    session
+        .slot::<Clients>("gcp.clients")
+        .lock()
+        .map_or(0, |c| c.len())
+}
+
 /// A bucket or object name as one path segment of a URL.
 pub fn segment(s: &str) -> String {
     s.bytes()
