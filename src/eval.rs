@@ -154,7 +154,8 @@ fn resolve(r: &Ref, span: Span, scope: &dyn Scope) -> Result<(Value, bool), Eval
         | Ref::CountIndex
         | Ref::EachKey
         | Ref::EachValue(_)
-        | Ref::ModuleOutput { .. } => Err(fail(format!("`${{{r}}}` has no value here"))),
+        | Ref::ModuleOutput { .. }
+        | Ref::Path { .. } => Err(fail(format!("`${{{r}}}` has no value here"))),
     }
 }
 

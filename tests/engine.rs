@@ -1615,3 +1615,43 @@ async fn a_resource_moved_into_a_module_keeps_its_object() {
     let state = f.backend.load().await.expect("load").expect("state");
     assert!(state.resources.contains_key("module.t.test_thing.tag"));
 }
+
+#[tokio::test]
+async fn for_each_over_a_written_table_takes_values_known_only_after_apply() {
+    let f = Fixture::new();
+    let e = f.engine(
+        r#"
+[variables.token]
+default = "hunter2"
+sensitive = true
+
+[test_thing.cluster]
+for_each = ["us", "eu"]
+name = "cluster-${each.key}"
+
+[test_thing.job]
+for_each = { us = { endpoint = "${test_thing.cluster[\"us\"].endpoint}", size = 2 }, eu = { endpoint = "${test_thing.cluster[\"eu\"].endpoint}", size = 3 } }
+name = "job-${each.key}"
+value = "${each.value.endpoint}"
+size = "${each.value.size}"
+secret = "${var.token}"
+"#,
+    );
+    let (p, s) = plan(&e).await;
+    let job = p
+        .changes
+        .iter()
+        .find(|c| c.address.to_string() == "test_thing.job[\"eu\"]")
+        .expect("planned");
+    assert_eq!(job.dependencies.len(), 1, "{:?}", job.dependencies);
+    assert_eq!(
+        job.dependencies[0].to_string(),
+        "test_thing.cluster[\"eu\"]"
+    );
+    e.apply(&p, s).await.expect("apply");
+    let objects = f.cloud.objects();
+    assert_eq!(objects["job-eu"]["value"], json!("https://cluster-eu.test"));
+    assert_eq!(objects["job-us"]["size"], json!(2));
+    let (p, _) = plan(&e).await;
+    assert!(!p.has_changes(), "{:?}", actions(&p));
+}

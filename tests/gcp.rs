@@ -729,9 +729,8 @@ async fn two_instances_of_the_gcp_provider_manage_one_stack_in_two_projects_and_
     })
     .expect_err("refused");
     assert!(
-        format!("{err:?}").contains(
-            "zone `europe-west4-a` is not in the provider's region us-central1"
-        ),
+        format!("{err:?}")
+            .contains("zone `europe-west4-a` is not in the provider's region us-central1"),
         "{err:?}"
     );
 

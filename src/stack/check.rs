@@ -55,6 +55,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
     c.diags.extend(problems);
     let mut raw_resources = raw_resources;
     let inlined = super::module::inline(
+        &raw.dir,
         &raw.calls,
         &raw.modules,
         &mut raw_resources,
@@ -1033,6 +1034,15 @@ impl Checker<'_> {
             }
             // A splat left in a string: reported when instances were resolved.
             Ref::Splat { .. } => None,
+            // Outside resources and outputs (a provider table, a backend).
+            Ref::Path { .. } => {
+                self.err(Diagnostic::at(
+                    span,
+                    format!("{what}: `${{{r}}}` is only known in resources and outputs"),
+                    "not available here",
+                ));
+                None
+            }
             Ref::ModuleOutput { module, output } => {
                 self.err(
                     Diagnostic::at(
@@ -1195,7 +1205,8 @@ impl Checker<'_> {
                         | Ref::CountIndex
                         | Ref::EachKey
                         | Ref::EachValue(_)
-                        | Ref::ModuleOutput { .. } => false,
+                        | Ref::ModuleOutput { .. }
+                        | Ref::Path { .. } => false,
                     };
                     if secret {
                         self.err(

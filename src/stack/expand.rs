@@ -53,7 +53,8 @@ impl Repeat {
 pub(super) enum Instance<'a> {
     None,
     Count(usize),
-    Each(&'a str, &'a Value),
+    /// The key and the value as written (or evaluated) for it.
+    Each(&'a str, &'a Node),
 }
 
 /// Expands every block with `count` or `for_each` into its instances. Problems (a bad
@@ -91,7 +92,7 @@ pub fn instances(
                 }
             }
             Repeat::ForEach(_) => {
-                let values = for_each_values(&repeat_value(&r.body));
+                let values = for_each_nodes(&r.body);
                 for (k, v) in &values {
                     let key = Some(Key::Name(k.clone()));
                     let addr = block.clone().with_key(key.clone());
@@ -142,6 +143,29 @@ pub(super) fn take_repeat(
                 .help("keep `count` for numbered copies, or `for_each` for one per key"),
             );
             None
+        }
+        // A table written out: its keys are known now, and its values may be known
+        // only after apply (a cluster per key); they are put in each instance as
+        // written, references and secrets kept.
+        [(key, _, node)] if key == "for_each" && matches!(node.kind, NodeKind::Table(_)) => {
+            let NodeKind::Table(written) = &node.kind else {
+                return None;
+            };
+            for (_, _, v) in written {
+                for (r, span) in v.refs() {
+                    if matches!(r, Ref::CountIndex | Ref::EachKey | Ref::EachValue(_)) {
+                        diags.push(Diagnostic::at(
+                            span,
+                            format!("{block}.for_each: `${{{r}}}` cannot be used in the for_each of a block"),
+                            "not available here",
+                        ));
+                        return None;
+                    }
+                }
+            }
+            let keys = written.iter().map(|(k, _, _)| k.clone()).collect();
+            entries.push((FOR_EACH_VALUE.to_string(), node.span, node.clone()));
+            Some(Repeat::ForEach(keys))
         }
         [(key, _, node)] => {
             let value = known_value(block, key, node, vars, opts, diags)?;
@@ -229,11 +253,31 @@ pub(super) fn take_repeat(
 /// [`take_repeat`] and [`instances`]; no schema field can have this name.
 const FOR_EACH_VALUE: &str = "\u{0}for_each";
 
-/// The evaluated `for_each` value that [`take_repeat`] left in `body`.
-pub(super) fn repeat_value(body: &Node) -> Value {
-    body.get(FOR_EACH_VALUE)
-        .and_then(Node::literal)
-        .unwrap_or(Value::Null)
+/// The (key, value) pairs of the `for_each` that [`take_repeat`] left in `body`: a
+/// written table's entries as written, an evaluated map's entries, or each string of a
+/// list as both key and value.
+pub(super) fn for_each_nodes(body: &Node) -> Vec<(String, Node)> {
+    let Some(node) = body.get(FOR_EACH_VALUE) else {
+        return Vec::new();
+    };
+    let literal = |v: &Value| Node {
+        span: node.span,
+        kind: NodeKind::Literal(v.clone()),
+    };
+    match &node.kind {
+        NodeKind::Table(entries) => entries
+            .iter()
+            .map(|(k, _, v)| (k.clone(), v.clone()))
+            .collect(),
+        NodeKind::Literal(Value::Object(map)) => {
+            map.iter().map(|(k, v)| (k.clone(), literal(v))).collect()
+        }
+        NodeKind::Literal(Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(|s| (s.to_string(), literal(v))))
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 impl RawResource {
@@ -251,19 +295,6 @@ impl RawResource {
             key: self.key.clone(),
             module: self.module.clone(),
         }
-    }
-}
-
-/// The (key, value) pairs of an evaluated `for_each`: a map's entries, or each string
-/// of a list as both key and value.
-pub(super) fn for_each_values(value: &Value) -> Vec<(String, Value)> {
-    match value {
-        Value::Object(map) => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        Value::Array(items) => items
-            .iter()
-            .filter_map(|v| v.as_str().map(|s| (s.to_string(), v.clone())))
-            .collect(),
-        _ => Vec::new(),
     }
 }
 
@@ -338,46 +369,20 @@ pub(super) fn substitute(
     let kind = match &node.kind {
         NodeKind::Literal(_) => return node.clone(),
         NodeKind::Whole(r) => match instance_value(r, node.span, instance, addr, diags) {
-            Some(Ok(v)) => NodeKind::Literal(v),
+            Some(Ok(value)) => return value,
             Some(Err(())) => NodeKind::Literal(Value::Null),
             None => NodeKind::Whole(r.clone()),
         },
         NodeKind::Template(parts) => {
             let mut out: Vec<Part> = Vec::with_capacity(parts.len());
             for p in parts {
-                let text = match p {
-                    Part::Lit(l) => Some(l.clone()),
+                match p {
+                    Part::Lit(l) => push_text(&mut out, l),
                     Part::Ref(r, span) => match instance_value(r, *span, instance, addr, diags) {
-                        None => {
-                            out.push(p.clone());
-                            continue;
-                        }
-                        Some(Err(())) => Some(String::new()),
-                        Some(Ok(Value::String(s))) => Some(s),
-                        Some(Ok(v @ (Value::Number(_) | Value::Bool(_)))) => Some(v.to_string()),
-                        Some(Ok(v)) => {
-                            diags.push(
-                                Diagnostic::at(
-                                    *span,
-                                    format!(
-                                        "{addr}: `${{{r}}}` is {} and cannot be part of a string",
-                                        shape(&v)
-                                    ),
-                                    "not text",
-                                )
-                                .help(format!(
-                                    "use `\"${{{r}}}\"` alone as the value to keep it whole"
-                                )),
-                            );
-                            Some(String::new())
-                        }
+                        None => out.push(p.clone()),
+                        Some(Err(())) => {}
+                        Some(Ok(value)) => splice(addr, &mut out, &value, r, *span, diags),
                     },
-                };
-                if let Some(text) = text {
-                    match out.last_mut() {
-                        Some(Part::Lit(prev)) => prev.push_str(&text),
-                        _ => out.push(Part::Lit(text)),
-                    }
                 }
             }
             match out.as_slice() {
@@ -405,6 +410,91 @@ pub(super) fn substitute(
     }
 }
 
+/// Appends literal text to a template's parts.
+pub(super) fn push_text(out: &mut Vec<Part>, text: &str) {
+    match out.last_mut() {
+        Some(Part::Lit(prev)) => prev.push_str(text),
+        _ => out.push(Part::Lit(text.to_string())),
+    }
+}
+
+/// Puts `value` (an argument, an output, `each.value`) where reference `r` was inside
+/// a string: text as text, a reference as a reference; a list or table cannot be.
+pub(super) fn splice(
+    what: &str,
+    out: &mut Vec<Part>,
+    value: &Node,
+    r: &Ref,
+    span: Span,
+    diags: &mut Vec<Diagnostic>,
+) {
+    match &value.kind {
+        NodeKind::Literal(Value::String(s)) => push_text(out, s),
+        NodeKind::Literal(Value::Null) => {}
+        NodeKind::Literal(v @ (Value::Number(_) | Value::Bool(_))) => {
+            push_text(out, &v.to_string())
+        }
+        NodeKind::Whole(inner) => out.push(Part::Ref(inner.clone(), value.span)),
+        NodeKind::Template(parts) => {
+            for p in parts {
+                match p {
+                    Part::Lit(l) => push_text(out, l),
+                    other => out.push(other.clone()),
+                }
+            }
+        }
+        NodeKind::Literal(_) | NodeKind::List(_) | NodeKind::Table(_) => diags.push(
+            Diagnostic::at(
+                span,
+                format!("{what}: `${{{r}}}` is a list or table and cannot be part of a string"),
+                "not text",
+            )
+            .help(format!(
+                "use `\"${{{r}}}\"` alone as the value to keep it whole"
+            )),
+        ),
+    }
+}
+
+/// The node at `path` inside `node`: through written tables and lists, then inside a
+/// literal value. `Err` names the first step that leads nowhere, and what was there.
+fn node_at(node: &Node, path: &[String]) -> Result<Node, (usize, Vec<String>)> {
+    let mut at = node.clone();
+    for (n, p) in path.iter().enumerate() {
+        let next = match &at.kind {
+            NodeKind::Table(entries) => entries
+                .iter()
+                .find(|(k, _, _)| k == p)
+                .map(|(_, _, v)| v.clone()),
+            NodeKind::List(items) => p.parse::<usize>().ok().and_then(|i| items.get(i).cloned()),
+            NodeKind::Literal(v) => {
+                let inner = match v {
+                    Value::Object(m) => m.get(p),
+                    Value::Array(items) => p.parse::<usize>().ok().and_then(|i| items.get(i)),
+                    _ => None,
+                };
+                inner.map(|v| Node {
+                    span: at.span,
+                    kind: NodeKind::Literal(v.clone()),
+                })
+            }
+            _ => None,
+        };
+        match next {
+            Some(next) => at = next,
+            None => {
+                let keys = match &at.kind {
+                    NodeKind::Table(entries) => entries.iter().map(|(k, _, _)| k.clone()).collect(),
+                    NodeKind::Literal(Value::Object(m)) => m.keys().cloned().collect(),
+                    _ => Vec::new(),
+                };
+                return Err((n, keys));
+            }
+        }
+    }
+    Ok(at)
+}
+
 /// The value of an instance reference: `None` when `r` is not one, `Some(Err)` when it
 /// is one that has no value here (reported).
 fn instance_value(
@@ -413,48 +503,40 @@ fn instance_value(
     instance: &Instance<'_>,
     addr: &str,
     diags: &mut Vec<Diagnostic>,
-) -> Option<Result<Value, ()>> {
+) -> Option<Result<Node, ()>> {
+    let literal = |v: Value| Node {
+        span,
+        kind: NodeKind::Literal(v),
+    };
     let mut fail = |message: String, help: &str| {
         diags.push(Diagnostic::at(span, message, "not available here").help(help));
         Some(Err(()))
     };
     match (r, instance) {
-        (Ref::CountIndex, Instance::Count(i)) => Some(Ok(Value::from(*i))),
-        (Ref::EachKey, Instance::Each(k, _)) => Some(Ok(Value::String((*k).to_string()))),
-        (Ref::EachValue(path), Instance::Each(_, v)) => {
-            let mut at: &Value = v;
-            for (n, p) in path.iter().enumerate() {
-                let next = match at {
-                    Value::Object(m) => m.get(p),
-                    Value::Array(items) => p.parse::<usize>().ok().and_then(|i| items.get(i)),
-                    _ => None,
-                };
-                let Some(next) = next else {
-                    let shown = ["each", "value"]
-                        .into_iter()
-                        .chain(path[..n].iter().map(String::as_str))
-                        .collect::<Vec<_>>()
-                        .join(".");
-                    let mut d = Diagnostic::at(
-                        span,
-                        format!("{addr}: `{shown}` has no `{p}`"),
-                        "no such key",
-                    );
-                    if let Value::Object(m) = at {
-                        d.help = did_you_mean(p, m.keys().map(String::as_str)).or_else(|| {
-                            Some(format!(
-                                "its keys: {}",
-                                m.keys().cloned().collect::<Vec<_>>().join(", ")
-                            ))
-                        });
-                    }
-                    diags.push(d);
-                    return Some(Err(()));
-                };
-                at = next;
+        (Ref::CountIndex, Instance::Count(i)) => Some(Ok(literal(Value::from(*i)))),
+        (Ref::EachKey, Instance::Each(k, _)) => Some(Ok(literal(Value::String((*k).to_string())))),
+        (Ref::EachValue(path), Instance::Each(_, v)) => match node_at(v, path) {
+            Ok(found) => Some(Ok(found)),
+            Err((n, keys)) => {
+                let shown = ["each", "value"]
+                    .into_iter()
+                    .chain(path[..n].iter().map(String::as_str))
+                    .collect::<Vec<_>>()
+                    .join(".");
+                let p = &path[n];
+                let mut d = Diagnostic::at(
+                    span,
+                    format!("{addr}: `{shown}` has no `{p}`"),
+                    "no such key",
+                );
+                if !keys.is_empty() {
+                    d.help = did_you_mean(p, keys.iter().map(String::as_str))
+                        .or_else(|| Some(format!("its keys: {}", keys.join(", "))));
+                }
+                diags.push(d);
+                Some(Err(()))
             }
-            Some(Ok(at.clone()))
-        }
+        },
         (Ref::CountIndex, _) => fail(
             format!("{addr}: `${{count.index}}` is only known in a block with `count`"),
             "add `count = N` to the block, or remove the reference",

@@ -29,6 +29,11 @@ pub enum Ref {
     EachKey,
     /// `${each.value}` (and a path into it) inside a block with `for_each`.
     EachValue(Vec<String>),
+    /// `${path.module}` (`module` true): the directory of the module the value is
+    /// written in, relative to the stack's; `${path.root}`: the stack's directory.
+    /// Relative paths in a resource (manifest files, dataset sources) are relative to
+    /// the stack's directory, so a module names its own files with `${path.module}/…`.
+    Path { module: bool },
     /// `${module.NAME.OUTPUT}`: an output of a module call (`module` holds the call,
     /// and its key when it has `count` or `for_each`).
     ModuleOutput {
@@ -50,6 +55,8 @@ impl std::fmt::Display for Ref {
             Ref::EachValue(path) if path.is_empty() => write!(f, "each.value"),
             Ref::EachValue(path) => write!(f, "each.value.{}", path.join(".")),
             Ref::ModuleOutput { module, output } => write!(f, "{module}.{output}"),
+            Ref::Path { module: true } => write!(f, "path.module"),
+            Ref::Path { module: false } => write!(f, "path.root"),
         }
     }
 }
@@ -247,6 +254,13 @@ pub fn parse_ref(s: &str) -> Result<Ref, String> {
         Some(["env"]) => return Ok(Ref::Environment),
         Some(["var", ..] | ["env", ..]) => {
             return Err(bad("expected one name after `var.` or `env.`"))
+        }
+        Some(["path", "module"]) => return Ok(Ref::Path { module: true }),
+        Some(["path", "root"]) => return Ok(Ref::Path { module: false }),
+        Some(["path", ..]) => {
+            return Err(bad(
+                "`path` has two attributes: `path.module` and `path.root`",
+            ))
         }
         Some(["count", "index"]) => return Ok(Ref::CountIndex),
         Some(["count", ..]) => return Err(bad("`count` has one attribute: `count.index`")),

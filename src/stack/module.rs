@@ -44,6 +44,7 @@ pub struct Inlined {
 /// Inlines every module call of the stack, and replaces `${module.…}` references in
 /// the stack's own resources and outputs by the modules' outputs.
 pub fn inline(
+    dir: &std::path::Path,
     calls: &[RawCall],
     modules: &BTreeMap<PathBuf, RawModule>,
     resources: &mut [RawResource],
@@ -62,11 +63,13 @@ pub fn inline(
         outputs: BTreeMap::new(),
         calls: BTreeMap::new(),
         providers: BTreeMap::new(),
+        dir: ".".to_string(),
     };
     let ctx = Context {
         modules,
         vars,
         opts,
+        root: dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()),
     };
     let (outs, repeats) = ctx.calls(calls, &root, &mut out, diags);
     let root = Rewriter {
@@ -88,6 +91,8 @@ struct Context<'a> {
     modules: &'a BTreeMap<PathBuf, RawModule>,
     vars: &'a BTreeMap<String, Variable>,
     opts: &'a LoadOptions<'a>,
+    /// The stack's directory, canonical: `${path.module}` is relative to it.
+    root: PathBuf,
 }
 
 impl Context<'_> {
@@ -133,13 +138,14 @@ impl Context<'_> {
                 path: parent.path.clone(),
                 args: parent.args.clone(),
                 providers: parent.providers.clone(),
+                dir: parent.dir.clone(),
             };
             let mut body = sibling.rewrite(&here, &call.body, &mut BTreeSet::new(), diags);
             let Some(repeat) = expand::take_repeat(&here, &mut body, self.vars, self.opts, diags)
             else {
                 continue;
             };
-            let for_each = expand::for_each_values(&expand::repeat_value(&body));
+            let for_each = expand::for_each_nodes(&body);
             for key in repeat.keys() {
                 let instance = match &key {
                     None => Instance::None,
@@ -254,6 +260,10 @@ impl Context<'_> {
             outputs: BTreeMap::new(),
             calls: BTreeMap::new(),
             providers,
+            dir: call
+                .source
+                .as_deref()
+                .map_or_else(|| ".".to_string(), |d| relative(&self.root, d)),
         };
         let (nested, repeats) = self.calls(&module.calls, &inner, out, diags);
         let inner = Rewriter {
@@ -358,6 +368,8 @@ struct Rewriter {
     /// The provider instance each provider's resources use here unless they name one
     /// (`provider = "gcp.europe"` on the call, or on a call above it), by provider.
     providers: BTreeMap<String, String>,
+    /// `${path.module}`: this context's directory, relative to the stack's.
+    dir: String,
 }
 
 impl Rewriter {
@@ -391,11 +403,11 @@ impl Rewriter {
                 let mut out: Vec<Part> = Vec::with_capacity(parts.len());
                 for p in parts {
                     match p {
-                        Part::Lit(l) => push_lit(&mut out, l),
+                        Part::Lit(l) => expand::push_text(&mut out, l),
                         Part::Ref(r, span) => {
                             match self.value_of(what, r, *span, field, secret, diags) {
                                 Some(replacement) => {
-                                    splice(what, &mut out, &replacement, r, *span, diags)
+                                    expand::splice(what, &mut out, &replacement, r, *span, diags)
                                 }
                                 None => out.push(Part::Ref(self.moved_ref(r), *span)),
                             }
@@ -473,6 +485,14 @@ impl Rewriter {
                     }
                 }
             }
+            Ref::Path { module } => Some(Node {
+                span,
+                kind: NodeKind::Literal(Value::String(if *module {
+                    self.dir.clone()
+                } else {
+                    ".".to_string()
+                })),
+            }),
             Ref::ModuleOutput { module, output } => {
                 let found = self.outputs.get(module).and_then(|o| o.get(output));
                 if let Some(node) = found {
@@ -673,6 +693,24 @@ fn set_default_provider(body: &mut Node, instance: &str) {
     }
 }
 
+/// `to` relative to `from` (both canonical directories), `/`-separated: `../modules/x`.
+fn relative(from: &std::path::Path, to: &std::path::Path) -> String {
+    let from: Vec<_> = from.components().collect();
+    let to: Vec<_> = to.components().collect();
+    let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".to_string(); from.len() - common];
+    parts.extend(
+        to[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    if parts.is_empty() {
+        ".".to_string()
+    } else {
+        parts.join("/")
+    }
+}
+
 /// `module.a.module.b[0].` for a path (empty for the stack itself).
 fn prefix(path: &[ModuleStep]) -> String {
     path.iter().map(|s| format!("{s}.")).collect()
@@ -682,48 +720,6 @@ fn null_at(span: Span) -> Node {
     Node {
         span,
         kind: NodeKind::Literal(Value::Null),
-    }
-}
-
-fn push_lit(out: &mut Vec<Part>, text: &str) {
-    match out.last_mut() {
-        Some(Part::Lit(prev)) => prev.push_str(text),
-        _ => out.push(Part::Lit(text.to_string())),
-    }
-}
-
-/// Puts `value` (an argument or output) where reference `r` was inside a string.
-fn splice(
-    what: &str,
-    out: &mut Vec<Part>,
-    value: &Node,
-    r: &Ref,
-    span: Span,
-    diags: &mut Vec<Diagnostic>,
-) {
-    match &value.kind {
-        NodeKind::Literal(Value::String(s)) => push_lit(out, s),
-        NodeKind::Literal(Value::Null) => {}
-        NodeKind::Literal(v @ (Value::Number(_) | Value::Bool(_))) => push_lit(out, &v.to_string()),
-        NodeKind::Whole(inner) => out.push(Part::Ref(inner.clone(), value.span)),
-        NodeKind::Template(parts) => {
-            for p in parts {
-                match p {
-                    Part::Lit(l) => push_lit(out, l),
-                    other => out.push(other.clone()),
-                }
-            }
-        }
-        NodeKind::Literal(_) | NodeKind::List(_) | NodeKind::Table(_) => diags.push(
-            Diagnostic::at(
-                span,
-                format!("{what}: `${{{r}}}` is a list or table and cannot be part of a string"),
-                "not text",
-            )
-            .help(format!(
-                "use `\"${{{r}}}\"` alone as the value to keep it whole"
-            )),
-        ),
     }
 }
 
@@ -773,4 +769,26 @@ fn order<'c>(calls: &'c [RawCall], diags: &mut Vec<Diagnostic>) -> Vec<&'c RawCa
         left = waiting;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn module_directories_are_named_relative_to_the_stack() {
+        assert_eq!(
+            relative(Path::new("/r/stacks/a"), Path::new("/r/stacks/modules/m")),
+            "../modules/m"
+        );
+        assert_eq!(
+            relative(Path::new("/r/stacks/a"), Path::new("/r/stacks/a/mods/m")),
+            "mods/m"
+        );
+        assert_eq!(
+            relative(Path::new("/r/stacks/a"), Path::new("/r/stacks/a")),
+            "."
+        );
+    }
 }
