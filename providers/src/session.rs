@@ -20,10 +20,13 @@ pub fn process_env() -> EnvFn {
     Arc::new(|name| std::env::var(name).ok())
 }
 
+/// What a slot holds: one cache, of the type its key names.
+type Slot = Arc<dyn Any + Send + Sync>;
+
 /// The state a run's provider calls share, by type and name.
 #[derive(Default)]
 pub struct Session {
-    slots: Mutex<HashMap<(TypeId, &'static str), Arc<dyn Any + Send + Sync>>>,
+    slots: Mutex<HashMap<(TypeId, &'static str), Slot>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -44,7 +47,7 @@ impl Session {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
         let any = slots
             .entry((TypeId::of::<T>(), name))
-            .or_insert_with(|| Arc::new(T::default()) as Arc<dyn Any + Send + Sync>)
+            .or_insert_with(|| Arc::new(T::default()) as Slot)
             .clone();
         drop(slots);
         // The key holds T's TypeId, so the value is a T.

@@ -55,9 +55,11 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
     c.diags.extend(problems);
     let mut raw_resources = raw_resources;
     let inlined = super::module::inline(
-        &raw.dir,
-        &raw.calls,
-        &raw.modules,
+        &super::module::Calls {
+            dir: &raw.dir,
+            calls: &raw.calls,
+            modules: &raw.modules,
+        },
         &mut raw_resources,
         &mut raw.outputs,
         &variables,

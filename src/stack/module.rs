@@ -41,12 +41,18 @@ pub struct Inlined {
     pub moved: Vec<Node>,
 }
 
+/// The stack's module calls and every module they reach.
+pub struct Calls<'a> {
+    /// The stack's directory.
+    pub dir: &'a std::path::Path,
+    pub calls: &'a [RawCall],
+    pub modules: &'a BTreeMap<PathBuf, RawModule>,
+}
+
 /// Inlines every module call of the stack, and replaces `${module.…}` references in
 /// the stack's own resources and outputs by the modules' outputs.
 pub fn inline(
-    dir: &std::path::Path,
-    calls: &[RawCall],
-    modules: &BTreeMap<PathBuf, RawModule>,
+    stack: &Calls<'_>,
     resources: &mut [RawResource],
     outputs: &mut [Entry],
     vars: &BTreeMap<String, Variable>,
@@ -66,12 +72,15 @@ pub fn inline(
         dir: ".".to_string(),
     };
     let ctx = Context {
-        modules,
+        modules: stack.modules,
         vars,
         opts,
-        root: dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf()),
+        root: stack
+            .dir
+            .canonicalize()
+            .unwrap_or_else(|_| stack.dir.to_path_buf()),
     };
-    let (outs, repeats) = ctx.calls(calls, &root, &mut out, diags);
+    let (outs, repeats) = ctx.calls(stack.calls, &root, &mut out, diags);
     let root = Rewriter {
         outputs: outs,
         calls: repeats,
@@ -164,7 +173,7 @@ impl Context<'_> {
                 let mut path = parent.path.clone();
                 path.push(step.clone());
                 let providers = call_providers(&here, &args, &parent.providers, diags);
-                let made = self.instance(call, module, path, &args, providers, out, diags);
+                let made = self.instance((call, module), path, &args, providers, out, diags);
                 outputs.insert(step, made);
             }
             repeats.insert(call.name.clone(), repeat);
@@ -176,8 +185,7 @@ impl Context<'_> {
     /// body, already in the stack's terms): adds its resources, returns its outputs.
     fn instance(
         &self,
-        call: &RawCall,
-        module: &RawModule,
+        (call, module): (&RawCall, &RawModule),
         path: Vec<ModuleStep>,
         args: &Node,
         providers: BTreeMap<String, String>,
