@@ -19,11 +19,12 @@ use terrain_sandbox::{Options, Sandbox, Timing};
 /// but quick.
 const TIME_SCALE: &str = "0.2";
 
-/// A scratch directory holding a copy of `stacks/<name>`.
+/// A scratch directory holding a copy of `stacks/<name>` and the shared modules.
 fn work_with(name: &str) -> Work {
     let work = Work::new();
-    let from = common::manifest_dir().join("stacks").join(name);
-    common::copy_dir(&from, &work.join(&format!("stacks/{name}")));
+    let stacks = common::manifest_dir().join("stacks");
+    common::copy_dir(&stacks.join(name), &work.join(&format!("stacks/{name}")));
+    common::copy_dir(&stacks.join("modules"), &work.join("stacks/modules"));
     work
 }
 
@@ -116,9 +117,9 @@ fn gke_gpu_pipelines_plans_applies_scales_and_destroys() {
     edit_one(
         &work,
         name,
-        "max = 4",
-        "max = 6",
-        "gke_node_pool.preemptible_gpu",
+        "max_nodes = 4",
+        "max_nodes = 6",
+        "module.preemptible_gpu.gke_node_pool.main",
     );
     destroy(&work, name);
     assert_eq!(inventory(&work), "The sandbox holds nothing.\n");
@@ -135,7 +136,13 @@ fn gke_accelerators_plans_applies_scales_and_destroys() {
         "{}",
         apply.stdout
     );
-    edit_one(&work, name, "max = 5", "max = 6", "gke_node_pool.gpu");
+    edit_one(
+        &work,
+        name,
+        "max_nodes = 5",
+        "max_nodes = 6",
+        "module.gpu.gke_node_pool.main",
+    );
     destroy(&work, name);
     assert_eq!(inventory(&work), "The sandbox holds nothing.\n");
 }

@@ -56,7 +56,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
     let mut raw_resources = raw_resources;
     let inlined = super::module::inline(
         &super::module::Calls {
-            dir: &raw.dir,
+            dir: &raw.root,
             calls: &raw.calls,
             modules: &raw.modules,
         },

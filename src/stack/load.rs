@@ -64,6 +64,9 @@ pub struct RawModule {
 /// Every file parsed, not yet validated.
 pub struct RawStack {
     pub dir: PathBuf,
+    /// `dir`, canonical, as found when the files were read (the run may change its
+    /// working directory before the stack is checked).
+    pub root: PathBuf,
     pub sources: Sources,
     /// The `[stack]` table and the span of its key, if any file has one.
     pub stack: Option<(Span, Node)>,
@@ -127,7 +130,9 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
             text: text.into(),
         });
     }
+    let root = dir.canonicalize().unwrap_or_else(|_| dir.clone());
     let mut raw = RawStack {
+        root,
         dir,
         sources: Sources::default(),
         stack: None,

@@ -43,7 +43,7 @@ pub struct Inlined {
 
 /// The stack's module calls and every module they reach.
 pub struct Calls<'a> {
-    /// The stack's directory.
+    /// The stack's directory, canonical.
     pub dir: &'a std::path::Path,
     pub calls: &'a [RawCall],
     pub modules: &'a BTreeMap<PathBuf, RawModule>,
