@@ -284,3 +284,57 @@ fn find_file(dir: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
     }
     None
 }
+
+#[test]
+fn multi_region_gpu_applies_in_two_regions_and_a_removed_key_destroys_its_pools_only() {
+    let name = "multi-region-gpu";
+    let work = work_with(name);
+    let apply = create(&work, name);
+    assert!(
+        apply
+            .stdout
+            .contains("shard_status = [\"Complete\",\"Complete\"]"),
+        "{}",
+        apply.stdout
+    );
+    let held = inventory(&work);
+    for pool in [
+        "gke node pool terrain-sandbox-project/us-central1-a/train-us/l4-pool",
+        "gke node pool terrain-sandbox-project/europe-west4-a/train-eu/t4-pool",
+    ] {
+        assert!(held.contains(pool), "{pool}:\n{held}");
+    }
+    // One accelerator type fewer: exactly its pool in each region goes.
+    work.edit(
+        &format!("stacks/{name}/stack.toml"),
+        ", t4 = { machine_type = \"n1-standard-8\", gpu_type = \"nvidia-tesla-t4\", max_nodes = 2 }",
+        "",
+    );
+    work.edit(
+        &format!("stacks/{name}/stack.toml"),
+        ", '${module.us_gpus[\"t4\"].name}'",
+        "",
+    );
+    work.edit(
+        &format!("stacks/{name}/stack.toml"),
+        ", '${module.eu_gpus[\"t4\"].name}'",
+        "",
+    );
+    let plan = run(&work, name, &["plan", "--detailed-exitcode"]);
+    plan.expect_code(2);
+    expect_file(
+        &format!("stacks/{name}/plan-edit.txt"),
+        &stable(&plan.stdout),
+    );
+    assert!(
+        plan.stdout
+            .contains("Plan: 0 to add, 0 to change, 0 to replace, 2 to destroy."),
+        "{}",
+        plan.stdout
+    );
+    run(&work, name, &["apply", "--auto-approve"]).success();
+    run(&work, name, &["plan", "--detailed-exitcode"]).expect_code(0);
+    assert!(!inventory(&work).contains("t4-pool"));
+    destroy(&work, name);
+    assert_eq!(inventory(&work), "The sandbox holds nothing.\n");
+}
