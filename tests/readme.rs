@@ -371,3 +371,50 @@ fn readme_team_walk_is_what_terrain_prints() {
         check_shown(shown, &run.stdout);
     }
 }
+
+/// The README's section on count, for_each, modules and provider instances: its TOML
+/// is `stacks/multi-region-gpu`'s (the moved entry is the engine tests' to prove), and
+/// its commands print what it shows.
+#[test]
+fn readme_reuse_walk_is_what_terrain_prints() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("read README");
+    let heading = "## Stacks that scale";
+    let blocks = console_blocks(&readme, heading);
+    assert_eq!(blocks.len(), 2, "the walk has its commands");
+    let stack = std::fs::read_to_string(root.join("stacks/multi-region-gpu/stack.toml"))
+        .expect("read stack");
+    let section = &readme[readme.find(heading).expect("section")..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let mut rest = section;
+    let mut snippets = 0;
+    while let Some(open) = rest.find("```toml\n") {
+        let body = &rest[open + "```toml\n".len()..];
+        let close = body.find("```").expect("the block closes");
+        let snippet = &body[..close];
+        if !snippet.contains("[[moved]]") {
+            for line in snippet.lines().filter(|l| !l.is_empty()) {
+                assert!(
+                    stack.lines().any(|s| s == line),
+                    "README shows `{line}`, which stacks/multi-region-gpu/stack.toml does not have"
+                );
+            }
+            snippets += 1;
+        }
+        rest = &body[close + 3..];
+    }
+    assert_eq!(snippets, 3, "count/for_each, module and provider snippets");
+    let work = common::Sandbox::new();
+    common::copy_dir(
+        &root.join("stacks/multi-region-gpu"),
+        &work.join("stacks/multi-region-gpu"),
+    );
+    common::copy_dir(&root.join("stacks/modules"), &work.join("stacks/modules"));
+    for shown in &blocks {
+        let words: Vec<&str> = shown.command.split_whitespace().collect();
+        assert_eq!(words[0], "terrain", "{}", shown.command);
+        let run = work.run_env(&words[1..], &[("TERRAIN_SANDBOX_TIME_SCALE", "0.2")]);
+        run.success();
+        check_shown(shown, &run.stdout);
+    }
+}
