@@ -83,6 +83,10 @@ const CLASSES: &[(&str, &str)] = &[
     ),
     ("usage", "command-line mistakes"),
     (
+        "reuse",
+        "count, for_each, modules, moved entries and provider instances",
+    ),
+    (
         "backend",
         "where the state lives: types, settings, references, secrets",
     ),

@@ -49,6 +49,9 @@ pub struct RawCall {
     /// The module's directory (canonical); `None` when `source` is missing or wrong
     /// (reported).
     pub source: Option<PathBuf>,
+    /// The directory as the call names it (relative to where terrain runs, as the
+    /// stack's own files are shown), for messages.
+    pub shown: PathBuf,
 }
 
 /// A module's files parsed: what a stack has, minus the settings its caller owns.
@@ -207,13 +210,14 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
             }
         }
     }
-    let mut pending: Vec<PathBuf> = raw.calls.iter().filter_map(|c| c.source.clone()).collect();
-    while let Some(dir) = pending.pop() {
+    let sourced = |c: &RawCall| c.source.clone().map(|s| (s, c.shown.clone()));
+    let mut pending: Vec<(PathBuf, PathBuf)> = raw.calls.iter().filter_map(sourced).collect();
+    while let Some((dir, shown)) = pending.pop() {
         if raw.modules.contains_key(&dir) {
             continue;
         }
-        let module = read_module(&dir, &mut sources, &mut diags);
-        pending.extend(module.calls.iter().filter_map(|c| c.source.clone()));
+        let module = read_module(&dir, &shown, &mut sources, &mut diags);
+        pending.extend(module.calls.iter().filter_map(sourced));
         raw.modules.insert(dir, module);
     }
     raw.sources = sources;
@@ -314,17 +318,28 @@ fn calls(
                 None
             }
         };
+        let shown = match body.get("source").map(|n| &n.kind) {
+            Some(NodeKind::Literal(Value::String(path))) => dir.join(path),
+            _ => dir.to_path_buf(),
+        };
         out.push(RawCall {
             name,
             name_span,
             body,
             source,
+            shown,
         });
     }
 }
 
-/// Reads the `.toml` files of module directory `dir` into `sources`.
-fn read_module(dir: &Path, sources: &mut Sources, diags: &mut Vec<Diagnostic>) -> RawModule {
+/// Reads the `.toml` files of module directory `dir` (named `shown` in messages) into
+/// `sources`.
+fn read_module(
+    dir: &Path,
+    shown: &Path,
+    sources: &mut Sources,
+    diags: &mut Vec<Diagnostic>,
+) -> RawModule {
     let mut module = RawModule::default();
     let paths = match stack_files(dir) {
         Ok((_, paths)) => paths,
@@ -343,7 +358,9 @@ fn read_module(dir: &Path, sources: &mut Sources, diags: &mut Vec<Diagnostic>) -
         };
         let file = sources.files.len();
         sources.files.push(SourceFile {
-            path: path.clone(),
+            path: path
+                .file_name()
+                .map_or_else(|| path.clone(), |name| shown.join(name)),
             text: text.clone().into(),
         });
         let parsed = match toml_span::parse(&text) {
@@ -382,7 +399,7 @@ fn read_module(dir: &Path, sources: &mut Sources, diags: &mut Vec<Diagnostic>) -
                     section_entries(&name, node, key_span, section, sources, diags);
                 }
                 "moved" => moved_entries(node, key_span, &mut module.moved, diags),
-                "module" => calls(node, key_span, dir, &mut module.calls, diags),
+                "module" => calls(node, key_span, shown, &mut module.calls, diags),
                 _ => resource_entries(name, node, key_span, &mut module.resources, diags),
             }
         }
