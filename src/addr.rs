@@ -46,15 +46,23 @@ impl fmt::Display for ModuleStep {
     }
 }
 
-/// The address of a resource in a stack: the module calls it sits under (none for the
-/// stack's own), its kind, its name and its instance key.
+/// The address of a resource in a stack: its kind, its name, the module calls it sits
+/// under (none for the stack's own) and its instance key.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Address {
-    pub module: Vec<ModuleStep>,
     pub kind: String,
     pub name: String,
-    pub key: Option<Key>,
+    /// Boxed, and absent for most: addresses key every map a plan keeps, so one costs
+    /// a pointer more than `kind.name`, not the size of what few have.
+    place: Option<Box<Place>>,
+}
+
+/// Where an address is besides its kind and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+struct Place {
+    module: Vec<ModuleStep>,
+    key: Option<Key>,
 }
 
 /// Why a string is not an address.
@@ -145,39 +153,62 @@ impl Address {
     /// The address of resource `name` of `kind`, in the stack itself, not an instance.
     pub fn new(kind: impl Into<String>, name: impl Into<String>) -> Self {
         Self {
-            module: Vec::new(),
             kind: kind.into(),
             name: name.into(),
-            key: None,
+            place: None,
         }
     }
 
-    /// This address with instance key `key`.
-    pub fn with_key(mut self, key: Option<Key>) -> Self {
-        self.key = key;
+    /// The module calls this resource sits under, outermost first.
+    pub fn module(&self) -> &[ModuleStep] {
+        self.place.as_deref().map_or(&[], |p| p.module.as_slice())
+    }
+
+    /// The instance key, for a block with `count` or `for_each`.
+    pub fn key(&self) -> Option<&Key> {
+        self.place.as_deref().and_then(|p| p.key.as_ref())
+    }
+
+    fn set(mut self, module: Vec<ModuleStep>, key: Option<Key>) -> Self {
+        self.place = (!module.is_empty() || key.is_some()).then(|| Box::new(Place { module, key }));
         self
     }
 
+    /// This address with instance key `key`.
+    pub fn with_key(self, key: Option<Key>) -> Self {
+        let module = self.module().to_vec();
+        self.set(module, key)
+    }
+
     /// This address under module calls `outer` (prefixed to its own).
-    pub fn within(mut self, outer: &[ModuleStep]) -> Self {
-        let mut module = outer.to_vec();
-        module.append(&mut self.module);
-        self.module = module;
-        self
+    pub fn within(self, outer: &[ModuleStep]) -> Self {
+        if outer.is_empty() {
+            return self;
+        }
+        let module: Vec<ModuleStep> = outer.iter().chain(self.module()).cloned().collect();
+        let key = self.key().cloned();
+        self.set(module, key)
+    }
+
+    /// This address with its module calls replaced by `module`.
+    pub fn with_module(self, module: Vec<ModuleStep>) -> Self {
+        let key = self.key().cloned();
+        self.set(module, key)
     }
 
     /// The resource block this is an instance of: the address without its key.
     pub fn resource(&self) -> Address {
-        Self {
-            key: None,
-            ..self.clone()
-        }
+        self.clone().with_key(None)
     }
 
     /// Whether this address, used as a target or in `depends_on`, covers `other`: the
     /// same address, or one without a key naming every instance of a block.
     pub fn covers(&self, other: &Address) -> bool {
-        self == other || (self.key.is_none() && other.resource() == *self)
+        self == other
+            || (self.key().is_none()
+                && other.kind == self.kind
+                && other.name == self.name
+                && other.module() == self.module())
     }
 
     /// Parses `module.M[K].kind.name[K]` (module calls and keys optional).
@@ -217,12 +248,7 @@ impl Address {
             Some(Bracket::Key(k)) => Some(k.clone()),
             Some(Bracket::Splat) => return Err(bad()),
         };
-        Ok(Self {
-            module,
-            kind: kind.name.clone(),
-            name: name.name.clone(),
-            key,
-        })
+        Ok(Self::new(&kind.name, &name.name).set(module, key))
     }
 }
 
@@ -236,11 +262,11 @@ pub fn is_identifier(s: &str) -> bool {
 
 impl fmt::Display for Address {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for step in &self.module {
+        for step in self.module() {
             write!(f, "{step}.")?;
         }
         write!(f, "{}.{}", self.kind, self.name)?;
-        if let Some(k) = &self.key {
+        if let Some(k) = self.key() {
             write!(f, "{k}")?;
         }
         Ok(())
@@ -293,13 +319,18 @@ mod tests {
         }
         let a = Address::parse("module.m[2].kubernetes_job.shard[10]").expect("valid");
         assert_eq!(
-            a.module,
-            vec![ModuleStep {
+            a.module(),
+            [ModuleStep {
                 name: "m".into(),
                 key: Some(Key::Index(2))
             }]
         );
-        assert_eq!(a.key, Some(Key::Index(10)));
+        assert_eq!(a.key(), Some(&Key::Index(10)));
+        assert_eq!(
+            std::mem::size_of::<Address>(),
+            56,
+            "an address is kind, name and a pointer"
+        );
     }
 
     #[test]

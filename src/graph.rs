@@ -156,7 +156,7 @@ pub fn to_dot(name: &str, deps: &Deps) -> String {
     let mut by_module: BTreeMap<String, Vec<&Address>> = BTreeMap::new();
     for a in deps.keys() {
         let module = a
-            .module
+            .module()
             .iter()
             .map(ToString::to_string)
             .collect::<Vec<_>>()

@@ -287,10 +287,10 @@ pub fn to_json(plan: &Plan) -> Value {
                 // Where the address comes from, for scripts: the module calls it sits
                 // under and its instance key (a number for count, a string for
                 // for_each).
-                "module_address": (!c.address.module.is_empty()).then(|| {
-                    c.address.module.iter().map(ToString::to_string).collect::<Vec<_>>().join(".")
+                "module_address": (!c.address.module().is_empty()).then(|| {
+                    c.address.module().iter().map(ToString::to_string).collect::<Vec<_>>().join(".")
                 }),
-                "index": c.address.key.as_ref().map(|k| match k {
+                "index": c.address.key().map(|k| match k {
                     crate::addr::Key::Index(i) => json!(i),
                     crate::addr::Key::Name(n) => json!(n),
                 }),

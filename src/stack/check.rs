@@ -72,13 +72,17 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         super::expand::instances(raw_resources, &variables, opts, &mut c.diags);
     c.failed = blocks.failed().clone();
     for r in &mut raw_resources {
-        let addr = Address::new(&r.kind, &r.name)
-            .with_key(r.key.clone())
-            .within(&r.module);
-        blocks.resolve(&addr.to_string(), &mut r.body, &mut c.diags);
+        let (kind, name, key, module) = (&r.kind, &r.name, &r.key, &r.module);
+        let what = || {
+            Address::new(kind, name)
+                .with_key(key.clone())
+                .within(module)
+                .to_string()
+        };
+        blocks.resolve(&what, &mut r.body, &mut c.diags);
     }
     for (name, _, node) in &mut raw.outputs {
-        blocks.resolve(&format!("output.{name}"), node, &mut c.diags);
+        blocks.resolve(&|| format!("output.{name}"), node, &mut c.diags);
     }
     let resources = c.resources(raw_resources, &blocks, &providers, opts);
     let outputs = c.outputs(&raw.outputs, &variables, &resources, opts);

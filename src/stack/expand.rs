@@ -40,6 +40,16 @@ pub(super) enum Repeat {
 }
 
 impl Repeat {
+    /// Whether `key` names an instance (`None`: the block itself, when not repeated).
+    pub(super) fn has(&self, key: Option<&Key>) -> bool {
+        match (self, key) {
+            (Repeat::Single, None) => true,
+            (Repeat::Count(n), Some(Key::Index(i))) => i < n,
+            (Repeat::ForEach(keys), Some(Key::Name(k))) => keys.iter().any(|x| x == k),
+            _ => false,
+        }
+    }
+
     pub(super) fn keys(&self) -> Vec<Option<Key>> {
         match self {
             Repeat::Single => vec![None],
@@ -77,8 +87,13 @@ pub fn instances(
         };
         match &repeat {
             Repeat::Single => {
-                let body = substitute(&r.body, &Instance::None, &block.to_string(), diags);
-                r.body = body;
+                // Only a body that names an instance value is rebuilt (to report it):
+                // most are moved through untouched.
+                if r.body
+                    .any_ref(&|r| matches!(r, Ref::CountIndex | Ref::EachKey | Ref::EachValue(_)))
+                {
+                    r.body = substitute(&r.body, &Instance::None, &block.to_string(), diags);
+                }
                 out.push(r);
             }
             Repeat::Count(n) => {
@@ -562,7 +577,7 @@ impl Blocks {
 
     /// Checks every resource reference in `node` (written in `what`) against the
     /// instances, and turns each splat into a list of references to them.
-    pub fn resolve(&self, what: &str, node: &mut Node, diags: &mut Vec<Diagnostic>) {
+    pub fn resolve(&self, what: &dyn Fn() -> String, node: &mut Node, diags: &mut Vec<Diagnostic>) {
         match &mut node.kind {
             NodeKind::Literal(_) => {}
             NodeKind::Whole(r) => {
@@ -579,6 +594,7 @@ impl Blocks {
                 for p in parts.iter() {
                     if let Part::Ref(r, span) = p {
                         if let Ref::Splat { .. } = r {
+                            let what = what();
                             diags.push(
                                 Diagnostic::at(
                                     *span,
@@ -602,7 +618,7 @@ impl Blocks {
 
     fn splat(
         &self,
-        what: &str,
+        what: &dyn Fn() -> String,
         block: &Address,
         path: &[String],
         span: Span,
@@ -618,6 +634,7 @@ impl Blocks {
                 }),
             }]),
             Some(Repeat::Single) => {
+                let what = what();
                 diags.push(
                     Diagnostic::at(
                         span,
@@ -644,7 +661,7 @@ impl Blocks {
         }
     }
 
-    fn check(&self, what: &str, r: &Ref, span: Span, diags: &mut Vec<Diagnostic>) {
+    fn check(&self, what: &dyn Fn() -> String, r: &Ref, span: Span, diags: &mut Vec<Diagnostic>) {
         let Ref::Resource { addr, path } = r else {
             return;
         };
@@ -653,8 +670,12 @@ impl Blocks {
             // Not in the stack: the reference check says so, with a suggestion.
             return;
         };
+        if repeat.has(addr.key()) {
+            return;
+        }
+        let what = what();
         let attr = path.join(".");
-        let problem = match (&addr.key, repeat) {
+        let problem = match (addr.key(), repeat) {
             (None, Repeat::Single) => return,
             (None, Repeat::Count(_) | Repeat::ForEach(_)) => {
                 let example = repeat
@@ -672,7 +693,7 @@ impl Blocks {
                 format!("{what}: `{block}` has neither `count` nor `for_each`, so it has no instance `{addr}`"),
                 format!("write `${{{block}.{attr}}}`"),
             ),
-            (Some(key), repeat) if repeat.keys().contains(&Some(key.clone())) => return,
+            (Some(key), repeat) if repeat.has(Some(key)) => return,
             (Some(key), Repeat::Count(n)) => (
                 format!("{what}: `{block}` has count = {n}, so it has no instance {key}"),
                 match (key, n) {
@@ -706,12 +727,12 @@ impl Blocks {
     pub fn depends_on(&self, dep: &Address) -> Vec<Address> {
         match self.blocks.get(&dep.resource()) {
             None => Vec::new(),
-            Some(repeat) if dep.key.is_none() => repeat
+            Some(repeat) if dep.key().is_none() => repeat
                 .keys()
                 .into_iter()
                 .map(|k| dep.clone().with_key(k))
                 .collect(),
-            Some(repeat) if repeat.keys().contains(&dep.key) => vec![dep.clone()],
+            Some(repeat) if repeat.has(dep.key()) => vec![dep.clone()],
             Some(_) => Vec::new(),
         }
     }

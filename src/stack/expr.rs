@@ -113,6 +113,19 @@ impl Node {
         }
     }
 
+    /// Whether any reference in this value satisfies `pred` (without collecting them).
+    pub fn any_ref(&self, pred: &dyn Fn(&Ref) -> bool) -> bool {
+        match &self.kind {
+            NodeKind::Literal(_) => false,
+            NodeKind::Whole(r) => pred(r),
+            NodeKind::Template(parts) => parts
+                .iter()
+                .any(|p| matches!(p, Part::Ref(r, _) if pred(r))),
+            NodeKind::List(items) => items.iter().any(|n| n.any_ref(pred)),
+            NodeKind::Table(entries) => entries.iter().any(|(_, _, n)| n.any_ref(pred)),
+        }
+    }
+
     /// The entry `key` of a table node.
     pub fn get(&self, key: &str) -> Option<&Node> {
         match &self.kind {

@@ -2,9 +2,11 @@
 //! against the kinds' schemas, variables given values, graph acyclic). Nothing past
 //! this module touches raw TOML.
 //!
-//! Two phases: [`load`] reads and parses every file into nodes that keep their spans,
-//! then [`check`] validates them against the registry; every problem found is reported
-//! at once with file:line:col.
+//! Two phases: [`load`] reads and parses every file into nodes that keep their spans
+//! (the modules the stack calls too), then [`check`] validates them against the
+//! registry, after [`module`] has inlined module calls and [`expand`] has made one
+//! resource per `count`/`for_each` instance; [`moved`] checks `[[moved]]` entries.
+//! Every problem found is reported at once with file:line:col.
 
 pub mod backend;
 pub mod check;

@@ -86,7 +86,9 @@ pub fn inline(
         calls: repeats,
         ..root
     };
-    for r in resources.iter_mut() {
+    // Only what reads a module output or `${path.…}` changes: the rest is left as is.
+    let touched = |r: &Ref| matches!(r, Ref::ModuleOutput { .. } | Ref::Path { .. });
+    for r in resources.iter_mut().filter(|r| r.body.any_ref(&touched)) {
         let what = Address::new(&r.kind, &r.name).to_string();
         r.body = root.rewrite(&what, &r.body, &mut BTreeSet::new(), diags);
     }

@@ -75,7 +75,7 @@ impl Endpoint {
     fn holds(&self, addr: &Address) -> bool {
         match self {
             Endpoint::Resource(a) => a.covers(addr),
-            Endpoint::Module(steps) => addr.module.starts_with(steps),
+            Endpoint::Module(steps) => addr.module().starts_with(steps),
         }
     }
 }
@@ -96,17 +96,16 @@ impl Move {
             (Endpoint::Resource(from), Endpoint::Resource(to)) => {
                 if addr == from {
                     Some(to.clone())
-                } else if from.key.is_none() && to.key.is_none() && addr.resource() == *from {
-                    Some(to.clone().with_key(addr.key.clone()))
+                } else if from.key().is_none() && to.key().is_none() && addr.resource() == *from {
+                    Some(to.clone().with_key(addr.key().cloned()))
                 } else {
                     None
                 }
             }
             (Endpoint::Module(from), Endpoint::Module(to)) => {
-                let rest = addr.module.strip_prefix(from.as_slice())?;
-                let mut moved = addr.clone();
-                moved.module = to.iter().chain(rest).cloned().collect();
-                Some(moved)
+                let rest = addr.module().strip_prefix(from.as_slice())?;
+                let module = to.iter().chain(rest).cloned().collect();
+                Some(addr.clone().with_module(module))
             }
             _ => None,
         }
