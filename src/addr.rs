@@ -48,7 +48,7 @@ impl fmt::Display for ModuleStep {
 
 /// The address of a resource in a stack: its kind, its name, the module calls it sits
 /// under (none for the stack's own) and its instance key.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Address {
     pub kind: String,
@@ -56,6 +56,24 @@ pub struct Address {
     /// Boxed, and absent for most: addresses key every map a plan keeps, so one costs
     /// a pointer more than `kind.name`, not the size of what few have.
     place: Option<Box<Place>>,
+}
+
+/// The stack's own resources first, then each module call's; within them by kind,
+/// name and instance (indexes in numeric order, then keys).
+impl Ord for Address {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.module()
+            .cmp(other.module())
+            .then_with(|| self.kind.cmp(&other.kind))
+            .then_with(|| self.name.cmp(&other.name))
+            .then_with(|| self.key().cmp(&other.key()))
+    }
+}
+
+impl PartialOrd for Address {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
 }
 
 /// Where an address is besides its kind and name.
