@@ -234,6 +234,7 @@ fn readme_walkthrough_is_what_terrain_and_kubectl_print() {
         &root.join("stacks/gke-batch-ml"),
         &work.join("stacks/gke-batch-ml"),
     );
+    common::copy_dir(&root.join("stacks/modules"), &work.join("stacks/modules"));
     let kubectl_runs = Command::new("kubectl")
         .arg("version")
         .arg("--client")

@@ -257,7 +257,7 @@ async fn gke_batch_ml_queues_runs_grows_the_share_and_destroys() {
         name,
         "default = 1024",
         "default = 2048",
-        "filestore_instance.nfs",
+        "module.share.filestore_instance.main",
     );
     destroy(&work, name);
     assert_eq!(inventory(&work), "The sandbox holds nothing.\n");
