@@ -163,7 +163,13 @@ fn eks_sagemaker_plans_applies_scales_and_destroys() {
             && held.contains("s3 object ml-pipelines-123456789012/"),
         "{held}"
     );
-    edit_one(&work, name, "max = 4", "max = 6", "eks_node_group.gpu");
+    edit_one(
+        &work,
+        name,
+        "max_nodes = 4",
+        "max_nodes = 6",
+        "module.gpu.eks_node_group.main",
+    );
     destroy(&work, name);
     assert_eq!(inventory(&work), "The sandbox holds nothing.\n");
 }
