@@ -1506,3 +1506,47 @@ fn plan_shows_known_after_apply_for_a_multiline_value() {
     );
     sb.expect("happy/plan_unknown_multiline.stdout", &run.stdout);
 }
+
+#[test]
+fn state_mv_takes_a_resource_into_an_instance_and_a_module_and_the_plan_follows() {
+    let sb = applied_happy();
+    let run = sb.run(&[
+        "state",
+        "mv",
+        "local_file.secret",
+        "local_file.secret[0]",
+        "-s",
+        "stack.toml",
+    ]);
+    run.success();
+    assert_eq!(
+        run.stdout,
+        "Moved local_file.secret to local_file.secret[0].\n"
+    );
+    // The block becomes count = 1: instance [0] is the object already made.
+    sb.edit(
+        "stack.toml",
+        "[local_file.secret]\n",
+        "[local_file.secret]\ncount = 1\n",
+    );
+    let plan = sb.run(&["plan", "-s", "stack.toml", "--detailed-exitcode"]);
+    plan.expect_code(0);
+    let run = sb.run(&[
+        "state",
+        "mv",
+        "local_file.secret[0]",
+        "module.files[\"a\"].local_file.secret",
+        "-s",
+        "stack.toml",
+    ]);
+    run.success();
+    let list = sb.run(&["state", "list", "-s", "stack.toml"]);
+    list.success();
+    assert!(
+        list.stdout
+            .lines()
+            .any(|l| l == "module.files[\"a\"].local_file.secret"),
+        "{}",
+        list.stdout
+    );
+}
