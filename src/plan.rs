@@ -326,6 +326,7 @@ pub fn compute(
         changed: BTreeMap::new(),
     };
     let mut changes = Vec::with_capacity(stack.resources.len().max(state.resources.len()));
+    let mut configs: BTreeMap<&str, Value> = BTreeMap::new();
     if !inputs.destroy {
         for addr in &order {
             let Some(rc) = stack.resources.get(addr) else {
@@ -336,13 +337,19 @@ pub fn compute(
             // An interrupted create whose object was found: the create resumes.
             let resuming = existing.is_some_and(desired::resumes_create);
             let live = existing.filter(|r| r.id.is_some() && !resuming);
-            let config = stack
-                .provider_config(&rc.provider, inputs.env)
-                .map_err(|e| PlanError::Eval {
-                    address: Box::new(addr.clone()),
-                    at: stack.sources.locate(e.span),
-                    message: format!("providers.{}: {}", rc.provider, e.message),
-                })?;
+            // Each provider instance is configured once per plan, not once per resource.
+            let config: &Value = match configs.entry(rc.provider.as_str()) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(slot) => slot.insert(
+                    stack
+                        .provider_config(&rc.provider, inputs.env)
+                        .map_err(|e| PlanError::Eval {
+                            address: Box::new(addr.clone()),
+                            at: stack.sources.locate(e.span),
+                            message: format!("providers.{}: {}", rc.provider, e.message),
+                        })?,
+                ),
+            };
             let peers = desired::peers(rc, &stack.resources, |a| planned.spec(a).map(|(s, _)| s));
             let scope = StackScope {
                 variables: &stack.variables,
@@ -353,7 +360,7 @@ pub fn compute(
                 rc,
                 &scope,
                 &desired::Inputs {
-                    config: &config,
+                    config,
                     peers: &peers,
                     prior: live.map(|r| &r.spec),
                 },

@@ -112,23 +112,28 @@ impl Fixture {
         self.engine_with(toml, Arc::new(Quiet), 4)
     }
 
-    fn engine_with(&self, toml: &str, observer: Arc<dyn Observer>, parallelism: usize) -> Engine {
+    /// Writes `toml` as the fixture's stack and loads it.
+    fn load(&self, toml: &str) -> Result<terrain::stack::Stack, terrain::stack::StackErrors> {
         let path = self.dir.path().join("stack.toml");
         std::fs::write(&path, toml).expect("write stack");
-        let registry = self.cloud.registry();
         let env = |_: &str| None;
-        let stack = stack::load(&LoadOptions {
+        stack::load(&LoadOptions {
             path: &path,
             vars: &[],
             var_files: &[],
             environment: terrain::stack::DEFAULT_ENVIRONMENT,
             env: &env,
-            registry: &registry,
+            registry: &self.cloud.registry(),
         })
-        .unwrap_or_else(|e| panic!("stack loads: {e}"));
+    }
+
+    fn engine_with(&self, toml: &str, observer: Arc<dyn Observer>, parallelism: usize) -> Engine {
+        let stack = self
+            .load(toml)
+            .unwrap_or_else(|e| panic!("stack loads: {e}"));
         Engine {
             stack,
-            registry,
+            registry: self.cloud.registry(),
             backend: Arc::new(self.backend.clone()),
             settings: Settings {
                 parallelism,
@@ -143,19 +148,7 @@ impl Fixture {
 impl Fixture {
     /// The problems loading `toml` reports, rendered as a user sees them.
     fn load_errors(&self, toml: &str) -> String {
-        let path = self.dir.path().join("stack.toml");
-        std::fs::write(&path, toml).expect("write stack");
-        let registry = self.cloud.registry();
-        let env = |_: &str| None;
-        let err = stack::load(&LoadOptions {
-            path: &path,
-            vars: &[],
-            var_files: &[],
-            environment: terrain::stack::DEFAULT_ENVIRONMENT,
-            env: &env,
-            registry: &registry,
-        })
-        .expect_err("the stack is refused");
+        let err = self.load(toml).expect_err("the stack is refused");
         err.diagnostics
             .iter()
             .map(|d| {

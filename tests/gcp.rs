@@ -59,23 +59,28 @@ endpoints = {{ container = "{}", file = "{}", storage = "{}" }}
         )
     }
 
-    fn engine(&self, resources: &str) -> Engine {
+    /// Writes `text` as the stack and loads it (offline: no API call).
+    fn load(&self, text: &str) -> Result<terrain::stack::Stack, terrain::stack::StackErrors> {
         let path = self.dir.path().join("stack.toml");
-        std::fs::write(&path, format!("{}\n{resources}", self.provider())).expect("write stack");
-        let registry = terrain_providers::registry::builtin();
+        std::fs::write(&path, text).expect("write stack");
         let env = |_: &str| None;
-        let stack = stack::load(&LoadOptions {
+        stack::load(&LoadOptions {
             path: &path,
             vars: &[],
             var_files: &[],
             environment: terrain::stack::DEFAULT_ENVIRONMENT,
             env: &env,
-            registry: &registry,
+            registry: &terrain_providers::registry::builtin(),
         })
-        .unwrap_or_else(|e| panic!("stack loads: {e:?}"));
+    }
+
+    fn engine(&self, resources: &str) -> Engine {
+        let stack = self
+            .load(&format!("{}\n{resources}", self.provider()))
+            .unwrap_or_else(|e| panic!("stack loads: {e:?}"));
         Engine {
             stack,
-            registry,
+            registry: terrain_providers::registry::builtin(),
             backend: Arc::new(LocalBackend::new(self.dir.path().join("terrain.tfstate"))),
             settings: Settings {
                 parallelism: 4,
@@ -578,26 +583,12 @@ async fn non_empty_bucket_refuses_destroy_unless_force_destroy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn node_pool_on_autopilot_cluster_is_refused_before_any_call() {
     let w = World::new().await;
-    let path = w.dir.path().join("stack.toml");
-    std::fs::write(
-        &path,
-        format!(
+    let err = w
+        .load(&format!(
             "{}\n[gke_cluster.batch]\nname = \"batch\"\nmode = \"autopilot\"\n\n[gke_node_pool.gpu]\nname = \"gpu\"\ncluster = \"${{gke_cluster.batch.id}}\"\n",
             w.provider()
-        ),
-    )
-    .expect("write");
-    let registry = terrain_providers::registry::builtin();
-    let env = |_: &str| None;
-    let err = stack::load(&LoadOptions {
-        path: &path,
-        vars: &[],
-        var_files: &[],
-        environment: terrain::stack::DEFAULT_ENVIRONMENT,
-        env: &env,
-        registry: &registry,
-    })
-    .expect_err("refused");
+        ))
+        .expect_err("refused");
     let text = format!("{err:?}");
     assert!(
         text.contains("gke_cluster.batch is an Autopilot cluster"),
@@ -707,27 +698,13 @@ async fn two_instances_of_the_gcp_provider_manage_one_stack_in_two_projects_and_
 
     // The same cluster under the default instance is refused offline: its zone is not
     // in that instance's region.
-    let path = w.dir.path().join("stack.toml");
-    std::fs::write(
-        &path,
-        format!(
+    let err = w
+        .load(&format!(
             "{}\n{}",
             w.provider(),
             two.replace("provider = \"gcp.europe\"\n", "")
-        ),
-    )
-    .expect("write");
-    let registry = terrain_providers::registry::builtin();
-    let env = |_: &str| None;
-    let err = stack::load(&LoadOptions {
-        path: &path,
-        vars: &[],
-        var_files: &[],
-        environment: terrain::stack::DEFAULT_ENVIRONMENT,
-        env: &env,
-        registry: &registry,
-    })
-    .expect_err("refused");
+        ))
+        .expect_err("refused");
     assert!(
         format!("{err:?}")
             .contains("zone `europe-west4-a` is not in the provider's region us-central1"),

@@ -158,25 +158,7 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
                 .extend(var_file(file, &source.text, &sources, &mut diags));
             continue;
         }
-        let text = source.text.clone();
-        let parsed = match toml_span::parse(&text) {
-            Ok(v) => v,
-            Err(e) => {
-                diags.push(Diagnostic::at(
-                    Span::new(file, e.span.start, e.span.end.max(e.span.start + 1)),
-                    format!("invalid TOML: {e}"),
-                    "here",
-                ));
-                continue;
-            }
-        };
-        let ValueInner::Table(top) = parsed.as_ref() else {
-            continue;
-        };
-        for (key, value) in sorted(top) {
-            let key_span = Span::new(file, key.span.start, key.span.end);
-            let node = to_node(value, file, &text, &mut diags);
-            let name = key.name.to_string();
+        for (name, key_span, node) in top_entries(file, &source.text, &mut diags) {
             match name.as_str() {
                 "stack" => {
                     if let Some((first, _)) = &raw.stack {
@@ -363,24 +345,7 @@ fn read_module(
                 .map_or_else(|| path.clone(), |name| shown.join(name)),
             text: text.clone().into(),
         });
-        let parsed = match toml_span::parse(&text) {
-            Ok(v) => v,
-            Err(e) => {
-                diags.push(Diagnostic::at(
-                    Span::new(file, e.span.start, e.span.end.max(e.span.start + 1)),
-                    format!("invalid TOML: {e}"),
-                    "here",
-                ));
-                continue;
-            }
-        };
-        let ValueInner::Table(top) = parsed.as_ref() else {
-            continue;
-        };
-        for (key, value) in sorted(top) {
-            let key_span = Span::new(file, key.span.start, key.span.end);
-            let node = to_node(value, file, &text, diags);
-            let name = key.name.to_string();
+        for (name, key_span, node) in top_entries(file, &text, diags) {
             match name.as_str() {
                 "stack" | "providers" | "backend" => diags.push(
                     Diagnostic::at(
@@ -483,6 +448,30 @@ fn var_file(
     sources: &Sources,
     diags: &mut Vec<Diagnostic>,
 ) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::new();
+    for (name, key_span, node) in top_entries(file, text, diags) {
+        if node.literal().is_none() {
+            diags.push(
+                Diagnostic::at(
+                    node.span,
+                    format!("{name}: a variables file holds plain values, not references"),
+                    "reference",
+                )
+                .help(format!(
+                    "in {}, write `name = value` lines",
+                    sources.locate(key_span)
+                )),
+            );
+            continue;
+        }
+        out.push((name, key_span, node));
+    }
+    out
+}
+
+/// The top-level entries of file `file` (`text`) in the order written, each with the
+/// span of its key; none when it is not valid TOML (reported at the problem).
+fn top_entries(file: FileId, text: &str, diags: &mut Vec<Diagnostic>) -> Vec<Entry> {
     let parsed = match toml_span::parse(text) {
         Ok(v) => v,
         Err(e) => {
@@ -497,30 +486,16 @@ fn var_file(
     let ValueInner::Table(top) = parsed.as_ref() else {
         return Vec::new();
     };
-    let mut out: Vec<Entry> = Vec::new();
-    for (key, value) in sorted(top) {
-        let key_span = Span::new(file, key.span.start, key.span.end);
-        let node = to_node(value, file, text, diags);
-        if node.literal().is_none() {
-            diags.push(
-                Diagnostic::at(
-                    node.span,
-                    format!(
-                        "{}: a variables file holds plain values, not references",
-                        key.name
-                    ),
-                    "reference",
-                )
-                .help(format!(
-                    "in {}, write `name = value` lines",
-                    sources.locate(key_span)
-                )),
-            );
-            continue;
-        }
-        out.push((key.name.to_string(), key_span, node));
-    }
-    out
+    sorted(top)
+        .into_iter()
+        .map(|(key, value)| {
+            (
+                key.name.to_string(),
+                Span::new(file, key.span.start, key.span.end),
+                to_node(value, file, text, diags),
+            )
+        })
+        .collect()
 }
 
 /// The diagnostic for a file that is not UTF-8, at its first bad byte (the column
