@@ -16,6 +16,7 @@
 //! ```
 
 mod aws;
+mod common;
 mod faults;
 pub mod gcp;
 mod http;
@@ -291,7 +292,8 @@ impl Sandbox {
         self.app
             .running_clusters()
             .into_iter()
-            .filter_map(|(key, name, _, _)| {
+            .filter_map(|cluster| {
+                let (key, name) = (cluster.key, cluster.name);
                 let parts: Vec<&str> = key.split('/').collect();
                 let command = match parts.as_slice() {
                     ["gke", "projects", project, "locations", location, "clusters", _] => format!(
@@ -316,14 +318,15 @@ impl Sandbox {
             source,
         })?;
         let mut written = Vec::new();
-        for (key, name, port, ca_pem) in self.app.running_clusters() {
+        for cluster in self.app.running_clusters() {
+            let (key, name, port, ca_pem) = (cluster.key, cluster.name, cluster.port, cluster.ca_cert_pem);
             let path = dir.join(format!("{name}.kubeconfig"));
             let token = match key.strip_prefix("eks/").and_then(|k| k.split('/').next()) {
                 Some(region) => aws::sandbox_eks_token(region, &name),
                 None => k8s::kubeconfig::TOKEN.to_string(),
             };
             let text = k8s::kubeconfig::render(
-                &k8s::context_name(&key, &name),
+                &cluster.context,
                 &format!("https://127.0.0.1:{port}"),
                 &ca_pem,
                 &token,

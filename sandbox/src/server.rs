@@ -1,7 +1,9 @@
 //! The HTTP side of the sandbox: routes each request to an emulator by its first path
-//! segment (`/container/`, `/file/`, `/storage/`) or to the control endpoints under
-//! `/_sandbox/`, and around every API request applies faults, checks the bearer token,
-//! settles finished operations, persists state and records the exchange. It also keeps
+//! segment (`/container/`, `/file/`, `/storage/`, `/serviceusage/`; AWS by its
+//! signature) or to the control endpoints under `/_sandbox/`, and owns the one pipeline
+//! every API request goes through ([`Call`], [`App::call`]: faults, authentication,
+//! settling, persisting, lost responses, the traffic record), the clusters' API servers
+//! included. It also keeps
 //! the emulated clusters' Kubernetes API servers in step with the clouds: one listener
 //! per cluster (see `k8s/server.rs`), started and stopped as clusters come and go.
 
@@ -22,12 +24,23 @@ use crate::aws::{self, AwsResponse};
 use crate::faults::{FaultSpec, Faults, Injected};
 use crate::gcp::error::{ApiError, Code};
 use crate::gcp::operation::OpCtx;
-use crate::gcp::Api;
+use crate::gcp::{self, Api};
 use crate::http::{parse_query, ApiRequest, ApiResponse, Body};
 use crate::k8s::processes::Processes;
 use crate::k8s::{self, controllers, ClusterState, SettleCtx};
 use crate::persist::{self, World};
 use crate::{Exchange, SandboxError, Timing};
+
+/// An emulated cluster whose API server listens.
+#[derive(Debug, Clone)]
+pub(crate) struct RunningCluster {
+    pub key: String,
+    pub name: String,
+    /// The kubeconfig context name its cloud's CLI would give it.
+    pub context: String,
+    pub port: u16,
+    pub ca_cert_pem: String,
+}
 
 /// Uploads beyond this are refused; the sandbox keeps objects in memory.
 const MAX_BODY: usize = 64 * 1024 * 1024;
@@ -75,7 +88,7 @@ impl DataDir {
                 std::env::temp_dir().join(format!(
                     "terrain-sandbox-{}-{}",
                     std::process::id(),
-                    crate::gcp::random_hex(12)
+                    crate::common::ids::random_hex(12)
                 )),
                 true,
             ),
@@ -147,7 +160,7 @@ impl App {
     /// inside a tokio runtime.
     fn reconcile(&self, world: &mut World) {
         let now = self.now();
-        let clusters = k8s::gke_clusters(world.gcp.container.kube_clusters());
+        let clusters = gcp::kube::gke_clusters(world.gcp.container.kube_clusters());
         let mut removed = world.kubernetes.reconcile("gke/", clusters, now);
         removed.extend(
             world
@@ -180,6 +193,7 @@ impl App {
                     self.me.clone(),
                     key,
                     &cluster.name,
+                    cluster.cloud.clone(),
                     cluster.port,
                     &cluster.ca_cert_pem,
                     &cluster.ca_key_pem,
@@ -239,20 +253,7 @@ impl App {
         let mut stored = lock(&self.world);
         stored.world.gcp.settle(now);
         stored.world.aws.settle(now);
-        self.reconcile(&mut stored.world);
-        let ctx = self.settle_ctx(now);
-        let World {
-            kubernetes, aws, ..
-        } = &mut stored.world;
-        let result = kubernetes.clusters.get_mut(key).map(|cluster| {
-            controllers::settle(cluster, &ctx);
-            run_ack(key, cluster, aws, &ctx, &self.faults);
-            let result = f(cluster, &ctx);
-            // What the request changed (a new Pipeline) is picked up at once, as the
-            // controller's watch would.
-            run_ack(key, cluster, aws, &ctx, &self.faults);
-            result
-        });
+        let result = self.on_cluster(&mut stored.world, key, now, f);
         let saved = self.persist(&mut stored);
         result.map(|r| saved.map(|()| r))
     }
@@ -274,7 +275,7 @@ impl App {
     }
 
     /// `(key, cluster name, port, CA PEM)` of every cluster with a running API server.
-    pub(crate) fn running_clusters(&self) -> Vec<(String, String, u16, String)> {
+    pub(crate) fn running_clusters(&self) -> Vec<RunningCluster> {
         let stored = lock(&self.world);
         let listeners = lock(&self.listeners);
         stored
@@ -283,7 +284,13 @@ impl App {
             .clusters
             .iter()
             .filter(|(k, _)| listeners.contains_key(*k))
-            .map(|(k, c)| (k.clone(), c.name.clone(), c.port, c.ca_cert_pem.clone()))
+            .map(|(k, c)| RunningCluster {
+                context: c.cloud.context_name(k, &c.name),
+                key: k.clone(),
+                name: c.name.clone(),
+                port: c.port,
+                ca_cert_pem: c.ca_cert_pem.clone(),
+            })
             .collect()
     }
 
@@ -347,136 +354,93 @@ impl App {
     }
 
     /// Serves one API request and records it.
-    pub(crate) fn serve(
-        &self,
-        api: Api,
-        req: &ApiRequest,
-        authorization: Option<&str>,
-    ) -> ApiResponse {
-        let (response, injected) = self.serve_unrecorded(api, req, authorization);
-        lock(&self.traffic).push(Exchange {
-            api: api.name().to_string(),
-            method: req.method.to_string(),
-            path: req.path.clone(),
-            query: req
-                .query
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join("&"),
-            request: req.json(),
-            status: response.status,
-            response: response.json_body().cloned(),
-            injected,
-        });
+    /// Serves one call through the pipeline every emulated API shares, in this order:
+    /// an injected fault answers before anything happens (so a retry is always safe);
+    /// the call's own authentication; the call under the world lock, after settling
+    /// what came due, followed by reconciling the clusters with the clouds and saving
+    /// the state; for a call that may change something, maybe a lost response (the
+    /// effect happened, the answer never arrived); and the exchange recorded.
+    pub(crate) fn call<C: Call>(&self, call: &C) -> C::Response {
+        let (response, injected) = self.pass(call);
+        lock(&self.traffic).push(call.exchange(&response, injected));
         response
     }
 
-    fn serve_unrecorded(
-        &self,
-        api: Api,
-        req: &ApiRequest,
-        authorization: Option<&str>,
-    ) -> (ApiResponse, bool) {
-        // Injected before anything else happens, so a retry is always safe.
+    /// [`App::call`] without the record, for a caller that records once it knows how the
+    /// exchange ended (a stream upgrade can still be refused); also whether a fault made
+    /// the response.
+    pub(crate) fn pass<C: Call>(&self, call: &C) -> (C::Response, bool) {
         if let Some(injected) = self.faults.before_request() {
-            return (injected_response(api, injected), true);
+            return (call.injected(injected), true);
         }
-        if !bearer_token_present(authorization) {
-            let err = ApiError::new(
-                Code::Unauthenticated,
-                "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
-            );
-            return (err.response(api), false);
-        }
-        let now = self.now();
-        let response = {
-            let mut stored = lock(&self.world);
-            stored.world.gcp.settle(now);
-            let ctx = OpCtx {
-                now,
-                scale: self.timing.scale,
-                faults: &self.faults,
-            };
-            let response = stored.world.gcp.handle(api, req, &ctx);
-            self.reconcile(&mut stored.world);
-            match self.persist(&mut stored) {
-                Ok(()) => response,
-                Err(message) => ApiError::internal(message).response(api),
-            }
-        };
-        if req.is_mutating() && self.faults.lose_response() {
-            let lost = Injected {
-                status: 503,
-                retry_after: None,
-            };
-            return (injected_response(api, lost), true);
-        }
-        (response, false)
-    }
-
-    /// Serves one AWS request and records it.
-    pub(crate) fn serve_aws(&self, service: aws::Service, req: &aws::AwsRequest) -> AwsResponse {
-        let (response, injected) = self.serve_aws_unrecorded(service, req);
-        let json_of = |body: &[u8]| serde_json::from_slice::<Value>(body).ok();
-        lock(&self.traffic).push(Exchange {
-            api: service.name().to_string(),
-            method: req.method.to_string(),
-            path: req.path.trim_start_matches('/').to_string(),
-            query: req
-                .query
-                .iter()
-                .map(|(k, v)| {
-                    if v.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{k}={v}")
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("&"),
-            request: json_of(&req.body),
-            status: response.status,
-            response: json_of(&response.body),
-            injected,
-        });
-        response
-    }
-
-    fn serve_aws_unrecorded(
-        &self,
-        service: aws::Service,
-        req: &aws::AwsRequest,
-    ) -> (AwsResponse, bool) {
-        if let Some(injected) = self.faults.before_request() {
-            return (
-                aws::injected(service, req, injected.status, injected.retry_after),
-                true,
-            );
+        if let Some(refusal) = call.authenticate() {
+            return (refusal, false);
         }
         let now = self.now();
         let response = {
             let mut stored = lock(&self.world);
             stored.world.gcp.settle(now);
             stored.world.aws.settle(now);
-            let ctx = aws::AwsCtx {
-                now,
-                scale: self.timing.scale,
-                faults: &self.faults,
-            };
-            let response = stored.world.aws.handle(service, req, &ctx);
+            let response = call.run(self, &mut stored.world, now);
             self.reconcile(&mut stored.world);
             match self.persist(&mut stored) {
                 Ok(()) => response,
-                Err(message) => {
-                    aws::AwsError::new(500, "InternalError", message).response(service, req)
-                }
+                Err(message) => call.unsaved(message),
             }
         };
-        if req.method != Method::GET && req.method != Method::HEAD && self.faults.lose_response() {
-            return (aws::injected(service, req, 503, None), true);
+        if call.may_lose_response() && self.faults.lose_response() {
+            let lost = Injected {
+                status: 503,
+                retry_after: None,
+            };
+            return (call.injected(lost), true);
         }
         (response, false)
+    }
+
+    /// Serves one Google Cloud request and records it.
+    pub(crate) fn serve(
+        &self,
+        api: Api,
+        req: &ApiRequest,
+        authorization: Option<&str>,
+    ) -> ApiResponse {
+        self.call(&GcpCall {
+            api,
+            req,
+            authorization,
+        })
+    }
+
+    /// Serves one AWS request and records it.
+    pub(crate) fn serve_aws(&self, service: aws::Service, req: &aws::AwsRequest) -> AwsResponse {
+        self.call(&AwsCall { service, req })
+    }
+
+    /// Runs `f` on the cluster `key` of `world`, after reconciling the clusters with the
+    /// clouds and settling the cluster, with the ACK controller's passes around it.
+    /// `None` when there is no such cluster.
+    pub(crate) fn on_cluster<R>(
+        &self,
+        world: &mut World,
+        key: &str,
+        now: DateTime<Utc>,
+        f: impl FnOnce(&mut ClusterState, &SettleCtx) -> R,
+    ) -> Option<R> {
+        self.reconcile(world);
+        let ctx = self.settle_ctx(now);
+        let World {
+            kubernetes, aws, ..
+        } = world;
+        kubernetes.clusters.get_mut(key).map(|cluster| {
+            controllers::settle(cluster, &ctx);
+            run_ack(key, cluster, aws, &ctx, &self.faults);
+            let result = f(cluster, &ctx);
+            // What the request changed (a new Pipeline) is picked up at once, as the
+            // controller's watch would.
+            run_ack(key, cluster, aws, &ctx, &self.faults);
+            result
+        })
     }
 
     /// Rewrites the state file if the world changed.
@@ -561,6 +525,153 @@ impl App {
                     json!({"error": format!("no sandbox control endpoint {method} /_sandbox/{path}")}),
                 ),
             ),
+        }
+    }
+}
+
+/// One request to an emulated API, as the shared pipeline ([`App::call`]) sees it: each
+/// API answers faults and refusals in its own error format and records its own exchange.
+pub(crate) trait Call {
+    type Response;
+    /// The answer an injected fault gives.
+    fn injected(&self, injected: Injected) -> Self::Response;
+    /// The API's own authentication: the refusal when the credentials do not pass.
+    fn authenticate(&self) -> Option<Self::Response>;
+    /// The call itself, under the world lock.
+    fn run(&self, app: &App, world: &mut World, now: DateTime<Utc>) -> Self::Response;
+    /// The answer when the state could not be saved after the call.
+    fn unsaved(&self, message: String) -> Self::Response;
+    /// Whether the response may be lost after the effect (a call that changes something).
+    fn may_lose_response(&self) -> bool;
+    /// What the traffic log keeps of the call.
+    fn exchange(&self, response: &Self::Response, injected: bool) -> Exchange;
+}
+
+/// A Google Cloud request.
+struct GcpCall<'a> {
+    api: Api,
+    req: &'a ApiRequest,
+    authorization: Option<&'a str>,
+}
+
+impl Call for GcpCall<'_> {
+    type Response = ApiResponse;
+
+    fn injected(&self, injected: Injected) -> ApiResponse {
+        injected_response(self.api, injected)
+    }
+
+    fn authenticate(&self) -> Option<ApiResponse> {
+        (!bearer_token_present(self.authorization)).then(|| {
+            ApiError::new(
+                Code::Unauthenticated,
+                "Request is missing required authentication credential. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
+            )
+            .response(self.api)
+        })
+    }
+
+    fn run(&self, app: &App, world: &mut World, now: DateTime<Utc>) -> ApiResponse {
+        let ctx = OpCtx {
+            now,
+            scale: app.timing.scale,
+            faults: &app.faults,
+        };
+        world.gcp.handle(self.api, self.req, &ctx)
+    }
+
+    fn unsaved(&self, message: String) -> ApiResponse {
+        ApiError::internal(message).response(self.api)
+    }
+
+    fn may_lose_response(&self) -> bool {
+        self.req.is_mutating()
+    }
+
+    fn exchange(&self, response: &ApiResponse, injected: bool) -> Exchange {
+        Exchange {
+            api: self.api.name().to_string(),
+            method: self.req.method.to_string(),
+            path: self.req.path.clone(),
+            query: self
+                .req
+                .query
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("&"),
+            request: self.req.json(),
+            status: response.status,
+            response: response.json_body().cloned(),
+            injected,
+        }
+    }
+}
+
+/// An AWS request (SigV4-signed for one service).
+struct AwsCall<'a> {
+    service: aws::Service,
+    req: &'a aws::AwsRequest,
+}
+
+impl Call for AwsCall<'_> {
+    type Response = AwsResponse;
+
+    fn injected(&self, injected: Injected) -> AwsResponse {
+        aws::injected(
+            self.service,
+            self.req,
+            injected.status,
+            injected.retry_after,
+        )
+    }
+
+    fn authenticate(&self) -> Option<AwsResponse> {
+        // The signature's presence routed the request here; the sandbox accepts its
+        // own access key and any other, as moto does.
+        None
+    }
+
+    fn run(&self, app: &App, world: &mut World, now: DateTime<Utc>) -> AwsResponse {
+        let ctx = aws::AwsCtx {
+            now,
+            scale: app.timing.scale,
+            faults: &app.faults,
+        };
+        world.aws.handle(self.service, self.req, &ctx)
+    }
+
+    fn unsaved(&self, message: String) -> AwsResponse {
+        aws::AwsError::new(500, "InternalError", message).response(self.service, self.req)
+    }
+
+    fn may_lose_response(&self) -> bool {
+        self.req.method != Method::GET && self.req.method != Method::HEAD
+    }
+
+    fn exchange(&self, response: &AwsResponse, injected: bool) -> Exchange {
+        let json_of = |body: &[u8]| serde_json::from_slice::<Value>(body).ok();
+        Exchange {
+            api: self.service.name().to_string(),
+            method: self.req.method.to_string(),
+            path: self.req.path.trim_start_matches('/').to_string(),
+            query: self
+                .req
+                .query
+                .iter()
+                .map(|(k, v)| {
+                    if v.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{k}={v}")
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("&"),
+            request: json_of(&self.req.body),
+            status: response.status,
+            response: json_of(&response.body),
+            injected,
         }
     }
 }
@@ -943,10 +1054,7 @@ mod tests {
             .map(|s| s["kubernetes"]["clusters"][key].clone())
             .unwrap_or_default();
         assert_eq!(cluster["name"], "k");
-        assert_eq!(
-            cluster["flavor"],
-            json!({"type": "gke", "autopilot": false})
-        );
+        assert_eq!(cluster["cloud"], "GKE Standard");
         assert_eq!(
             cluster["nodePools"][0]["nodeCount"], 6,
             "two nodes in each of three zones"
@@ -975,10 +1083,11 @@ mod tests {
         app.serve(Api::Container, &create, Some("Bearer t"));
         let running = app.running_clusters();
         assert_eq!(running.len(), 1, "a listener runs inside a runtime");
-        let (key, name, port, _) = &running[0];
-        assert_eq!(name, "k");
-        assert_ne!(*port, 0);
-        let list = app.with_cluster(key, |cluster, _| {
+        let cluster = &running[0];
+        assert_eq!(cluster.name, "k");
+        assert_eq!(cluster.context, "gke_p_us-central1_k");
+        assert_ne!(cluster.port, 0);
+        let list = app.with_cluster(&cluster.key, |cluster, _| {
             cluster.store.list("", "namespaces", None).len()
         });
         assert_eq!(list, Some(Ok(4)));

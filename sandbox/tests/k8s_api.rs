@@ -558,7 +558,7 @@ async fn server_side_apply_owns_removes_and_conflicts() {
     assert_eq!((conflict.code, conflict.reason.as_str()), (409, "Conflict"));
     assert_eq!(
         conflict.message,
-        "Apply failed with 1 conflict: conflict with \"mine\" using apps/v1: .spec.replicas"
+        "Apply failed with 1 conflict: conflict with \"mine\": .spec.replicas"
     );
     let causes = conflict
         .details

@@ -300,7 +300,7 @@ fn warn(
     let namespace = object["metadata"]["namespace"]
         .as_str()
         .unwrap_or("default");
-    let hash = crate::gcp::fnv1a(format!("{uid}/{reason}/{message}").as_bytes());
+    let hash = crate::common::hash::fnv1a(format!("{uid}/{reason}/{message}").as_bytes());
     let key = ObjKey::new("", "events", namespace, &format!("{name}.{hash:016x}"));
     if store.get(&key).is_some() {
         return;
@@ -790,7 +790,6 @@ fn mirror_execution(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::k8s::Flavor;
 
     const ROLE: &str = "arn:aws:iam::123456789012:role/SageMakerRole";
 
@@ -804,7 +803,7 @@ mod tests {
         fn new(with_crds: bool) -> Harness {
             let mut cluster = ClusterState::new(
                 "ml",
-                Flavor::Eks,
+                std::sync::Arc::new(crate::aws::kube::EksCloud),
                 String::new(),
                 String::new(),
                 Vec::new(),

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::{AwsCtx, AwsError, AwsRequest, AwsResponse, ACCOUNT};
-use crate::k8s::{CloudCluster, Flavor, NodePoolInfo};
+use crate::k8s::{CloudCluster, NodePoolInfo};
 
 /// Realistic durations in seconds, multiplied by the sandbox's time scale.
 mod base {
@@ -438,7 +438,7 @@ fn stable_hex(seed: &str, n: usize) -> String {
     while out.len() < n {
         out.push_str(&format!(
             "{:016x}",
-            crate::gcp::fnv1a(format!("{seed}/{i}").as_bytes())
+            crate::common::hash::fnv1a(format!("{seed}/{i}").as_bytes())
         ));
         i = i.wrapping_add(1);
     }
@@ -962,7 +962,7 @@ impl ClusterRecord {
         secs: f64,
     ) -> Value {
         let update = UpdateRecord {
-            id: crate::k8s::store::new_uid(),
+            id: crate::common::ids::new_uid(),
             nodegroup,
             status: "InProgress".to_string(),
             update_type: update_type.to_string(),
@@ -1076,7 +1076,7 @@ impl Eks {
                 version: server_version(&c.version),
                 key: kube_key(&c.region, &c.name),
                 name: c.name.clone(),
-                flavor: Flavor::Eks,
+                cloud: std::sync::Arc::new(super::kube::EksCloud),
                 ca_cert_pem: c.ca_cert_pem.clone(),
                 ca_key_pem: c.ca_key_pem.clone(),
                 node_pools: c
@@ -1186,8 +1186,13 @@ impl Eks {
             )));
         }
         let tags = string_map(&body, "tags")?;
-        let (ca_cert_pem, ca_key_pem) = crate::gcp::container::cluster_ca(&name)
-            .map_err(|e| AwsError::new(500, "ServerException", e.message))?;
+        let (ca_cert_pem, ca_key_pem) = crate::common::ca::cluster_ca(&name).map_err(|e| {
+            AwsError::new(
+                500,
+                "ServerException",
+                format!("could not generate the cluster CA: {e}"),
+            )
+        })?;
         let record = ClusterRecord {
             region: region.to_string(),
             name: name.clone(),
@@ -1203,7 +1208,7 @@ impl Eks {
             endpoint: String::new(),
             ca_cert_pem,
             ca_key_pem,
-            oidc_id: crate::gcp::random_hex(32).to_uppercase(),
+            oidc_id: crate::common::ids::random_hex(32).to_uppercase(),
             vpc,
             kubernetes_network_config: network,
             enabled_logs,
@@ -1474,7 +1479,7 @@ impl Eks {
         };
         let record = NodegroupRecord {
             name: name.clone(),
-            uid: crate::k8s::store::new_uid(),
+            uid: crate::common::ids::new_uid(),
             status: CREATING.to_string(),
             created_at: ctx.now,
             modified_at: ctx.now,
@@ -2338,7 +2343,13 @@ mod tests {
             .expect("created");
         let text = serde_json::to_string(&h.eks).expect("serializes");
         let back: Eks = serde_json::from_str(&text).expect("reads back");
-        assert_eq!(back.kube_clusters(), h.eks.kube_clusters());
+        let facts = |e: &Eks| -> Vec<String> {
+            e.kube_clusters()
+                .iter()
+                .map(|c| format!("{} {} {} {:?}", c.key, c.version, c.cloud.describe(), c.node_pools))
+                .collect()
+        };
+        assert_eq!(facts(&back), facts(&h.eks));
         let empty: Eks =
             serde_json::from_str(r#"{"clusters": [{"name": "x"}]}"#).expect("defaults fill in");
         assert_eq!(empty.clusters[0].name, "x");

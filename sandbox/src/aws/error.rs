@@ -35,7 +35,7 @@ impl AwsError {
 
     /// The answer in `service`'s wire format.
     pub(crate) fn response(&self, service: Service, req: &AwsRequest) -> AwsResponse {
-        let request_id = crate::gcp::random_hex(16).to_uppercase();
+        let request_id = crate::common::ids::random_hex(16).to_uppercase();
         match service {
             Service::Eks => AwsResponse::json(
                 self.status,

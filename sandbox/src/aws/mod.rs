@@ -11,6 +11,7 @@
 pub(crate) mod ack;
 pub(crate) mod eks;
 pub(crate) mod error;
+pub(crate) mod kube;
 pub(crate) mod s3;
 pub(crate) mod sagemaker;
 pub(crate) mod xml;

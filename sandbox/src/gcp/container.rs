@@ -15,10 +15,11 @@ use super::error::ApiError;
 use super::operation::{progress, Lro, OpCtx};
 use super::schema::Rules;
 use super::tables;
-use super::{
-    fingerprint, int_of, operation_id, parse_body, random_hex, set_or_remove, str_of, time_nanos,
-    time_secs, Api,
-};
+use super::{int_of, operation_id, parse_body, set_or_remove, str_of, Api};
+use crate::common::ca::cluster_ca;
+use crate::common::hash::fingerprint;
+use crate::common::ids::random_hex;
+use crate::common::time::{time_nanos, time_secs};
 use crate::http::{ApiRequest, ApiResponse};
 
 const CLUSTER_CREATE: Duration = Duration::from_secs(6);
@@ -438,7 +439,8 @@ impl State {
             pools.push(pool);
         }
 
-        let (ca_pem, ca_key_pem) = cluster_ca(name)?;
+        let (ca_pem, ca_key_pem) = cluster_ca(name)
+            .map_err(|e| ApiError::internal(format!("could not generate the cluster CA: {e}")))?;
         let range = self.next_range;
         self.next_range += 1;
         let labels = input
@@ -1466,26 +1468,6 @@ fn string_list(v: &Value, key: &str) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// A fresh self-signed CA for a cluster: its PEM certificate and PEM private key.
-pub(crate) fn cluster_ca(cluster: &str) -> Result<(String, String), ApiError> {
-    let fail =
-        |e: rcgen::Error| ApiError::internal(format!("could not generate the cluster CA: {e}"));
-    let key = rcgen::KeyPair::generate().map_err(fail)?;
-    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(fail)?;
-    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    params.key_usages = vec![
-        rcgen::KeyUsagePurpose::KeyCertSign,
-        rcgen::KeyUsagePurpose::CrlSign,
-        rcgen::KeyUsagePurpose::DigitalSignature,
-    ];
-    params.distinguished_name.push(
-        rcgen::DnType::CommonName,
-        format!("{}-{cluster}", random_hex(8)),
-    );
-    let cert = params.self_signed(&key).map_err(fail)?;
-    Ok((cert.pem(), key.serialize_pem()))
 }
 
 #[cfg(test)]

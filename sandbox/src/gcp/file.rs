@@ -16,7 +16,9 @@ use super::error::{ApiError, Code};
 use super::operation::{Lro, OpCtx};
 use super::schema::{snake, Rules};
 use super::tables;
-use super::{int_of, operation_id, parse_body, random_hex, set_or_remove, str_of, time_nanos, Api};
+use super::{int_of, operation_id, parse_body, set_or_remove, str_of, Api};
+use crate::common::ids::random_hex;
+use crate::common::time::time_nanos;
 use crate::http::{ApiRequest, ApiResponse};
 
 const CREATE: Duration = Duration::from_secs(4);

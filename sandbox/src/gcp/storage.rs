@@ -12,7 +12,9 @@ use super::error::{ApiError, Code};
 use super::operation::OpCtx;
 use super::schema::Rules;
 use super::tables;
-use super::{fnv1a, parse_body, set_or_remove, str_of, time_millis};
+use super::{parse_body, set_or_remove, str_of};
+use crate::common::hash::fnv1a;
+use crate::common::time::time_millis;
 use crate::http::{percent_encode, ApiRequest, ApiResponse, Body};
 
 /// How long after enabling uniform bucket-level access it can still be disabled.

@@ -17,10 +17,11 @@ use serde_json::{json, Value};
 use super::apply::{self, Writer};
 use super::discovery::{self, ResourceType};
 use super::status::{self, Cause, StatusError};
-use super::store::{new_uid, timestamp};
+use super::store::timestamp;
+use crate::common::ids::new_uid;
 use super::stream::ExecTarget;
 use super::table::{self, Include};
-use super::{controllers, defaults, volumes, ClusterState, ObjKey, SettleCtx};
+use super::{controllers, defaults, environment, volumes, ClusterState, ObjKey, SettleCtx};
 use crate::http::{percent_decode, ApiResponse, Body};
 
 /// Watches without `timeoutSeconds` end after this long, as the API server's default.
@@ -172,9 +173,13 @@ pub(crate) fn handle(cluster: &mut ClusterState, req: &KubeRequest, ctx: &Settle
             None => StatusError::no_route().into(),
         }
     };
+    // fieldValidation=Strict: the schemas behind /openapi reject undeclared fields first.
+    if let Some(refused) = super::openapi::strict_field_check(cluster, req, &seg) {
+        return Outcome::Done(refused);
+    }
     match seg.as_slice() {
         [] => get_only(Some(
-            json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v3", "/readyz", "/version"]}),
+            json!({"paths": ["/api", "/api/v1", "/apis", "/healthz", "/livez", "/openapi/v2", "/openapi/v3", "/readyz", "/version"]}),
         )),
         ["healthz" | "livez" | "readyz"] => Outcome::Done(ApiResponse {
             status: 200,
@@ -200,10 +205,12 @@ pub(crate) fn handle(cluster: &mut ClusterState, req: &KubeRequest, ctx: &Settle
         ["apis", group] => get_only(discovery::group(cluster, group)),
         ["api", "v1"] => get_only(discovery::resource_list(cluster, "", "v1")),
         ["apis", group, version] => get_only(discovery::resource_list(cluster, group, version)),
-        ["openapi", "v3"] => get_only(Some(discovery::openapi_root(cluster))),
-        ["openapi", "v3", rest @ ..] => {
-            get_only(discovery::openapi_group_version(cluster, &rest.join("/")))
-        }
+        ["openapi", rest @ ..] => Outcome::Done(super::openapi::respond(
+            cluster,
+            &req.method,
+            req.accept(),
+            rest,
+        )),
         ["api", "v1", rest @ ..] => resource(cluster, req, ctx, "", "v1", rest),
         ["apis", group, version, rest @ ..] => resource(cluster, req, ctx, group, version, rest),
         _ => StatusError::no_route().into(),
@@ -2279,8 +2286,10 @@ fn exec(cluster: &ClusterState, t: &Target, req: &KubeRequest, ctx: &SettleCtx) 
         let mounts = volumes::mounts(cluster, ctx.data_dir, t.ns(), t.name(), Some(&container))
             .map_err(StatusError::bad_request)?;
         let redis = volumes::redis_of(cluster, ctx.processes, t.ns(), t.name());
+        let env = environment::container_env(cluster, p, &container);
         Ok(Outcome::Exec(ExecTarget {
             command,
+            env,
             mounts,
             redis,
             stdin: req.flag("stdin"),
@@ -2465,7 +2474,6 @@ impl Watch {
 mod tests {
     use super::*;
     use crate::k8s::processes::Processes;
-    use crate::k8s::Flavor;
 
     struct Fixture {
         cluster: ClusterState,
@@ -2480,7 +2488,7 @@ mod tests {
             Fixture {
                 cluster: ClusterState::new(
                     "c",
-                    Flavor::Gke { autopilot: false },
+                    crate::k8s::controllers::testkit::cloud(false),
                     String::new(),
                     String::new(),
                     Vec::new(),
@@ -2825,11 +2833,11 @@ mod tests {
         assert_eq!(code, 409);
         assert_eq!(
             err["message"],
-            "Apply failed with 1 conflict: conflict with \"kubectl\" using apps/v1: .spec.replicas"
+            "Apply failed with 1 conflict: conflict with \"kubectl\": .spec.replicas"
         );
         assert_eq!(
             err["details"]["causes"][0],
-            json!({"reason": "FieldManagerConflict", "message": "conflict with \"kubectl\" using apps/v1", "field": ".spec.replicas"})
+            json!({"reason": "FieldManagerConflict", "message": "conflict with \"kubectl\"", "field": ".spec.replicas"})
         );
         let (code, forced) = f.reply(
             Method::PATCH,

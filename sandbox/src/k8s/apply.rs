@@ -2,15 +2,20 @@
 //! in the real FieldsV1 format), merging an applied configuration into the live object,
 //! removing fields a manager stopped applying, and the conflicts between managers.
 //!
-//! Simplifications of the real structured-merge-diff: lists of objects that all carry a
-//! `name` are associative (keyed `k:{"name":…}`), every other list is an atomic leaf,
-//! and maps are always granular.
+//! Lists and maps follow the kind's schema (`schema.rs`) as structured-merge-diff does:
+//! `x-kubernetes-list-type: map` lists are merged and owned item by item by their
+//! `x-kubernetes-list-map-keys` (`k:{"containerPort":80,"protocol":"TCP"}`, a key the item
+//! omits taken from its default), sets by value (`v:"x"`), atomic lists and
+//! `x-kubernetes-map-type: atomic` maps whole. Where no schema is known (a kind neither
+//! built in nor registered by a CRD) the old heuristic stands: lists of objects that all
+//! carry a `name` are keyed by it, every other list is atomic.
 
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
+use super::schema::{ListKind, Node, Root, KEY_DEFAULTS};
 use super::store::timestamp;
 
 /// A field path in FieldsV1 segments: `f:<field>` or `k:{"name":"x"}`.
@@ -46,22 +51,51 @@ pub(crate) struct Writer<'a> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Conflict {
     pub manager: String,
+    /// `Apply` or `Update`.
+    pub operation: String,
     pub api_version: String,
+    pub subresource: Option<String>,
     /// As the API server prints it: `.spec.replicas`.
     pub field: String,
 }
 
 impl Conflict {
-    /// `conflict with "kubectl" using apps/v1`.
+    /// The manager as the API server names it: `"kubectl"` for an applier, `"kubectl-edit"
+    /// using apps/v1` for an updater (whose entry is per API version), with the
+    /// subresource when there is one.
+    fn manager_display(&self) -> String {
+        let mut out = format!("{:?}", self.manager);
+        if let Some(sub) = &self.subresource {
+            out.push_str(&format!(" with subresource {sub:?}"));
+        }
+        if self.operation == "Update" {
+            out.push_str(&format!(" using {}", self.api_version));
+        }
+        out
+    }
+
+    /// `conflict with "kubectl"`.
     pub(crate) fn cause(&self) -> String {
-        format!(
-            "conflict with \"{}\" using {}",
-            self.manager, self.api_version
-        )
+        format!("conflict with {}", self.manager_display())
+    }
+
+    /// structured-merge-diff's manager identifier (the entry's JSON without fields, time
+    /// and, for appliers, API version): it groups and orders a message's conflicts.
+    fn identifier(&self) -> String {
+        let mut id = Map::new();
+        id.insert("manager".into(), json!(self.manager));
+        id.insert("operation".into(), json!(self.operation));
+        if self.operation != "Apply" {
+            id.insert("apiVersion".into(), json!(self.api_version));
+        }
+        if let Some(sub) = &self.subresource {
+            id.insert("subresource".into(), json!(sub));
+        }
+        Value::Object(id).to_string()
     }
 }
 
-/// The message of a 409 apply conflict.
+/// The message of a 409 apply conflict, worded as the API server words it.
 pub(crate) fn conflict_message(conflicts: &[Conflict]) -> String {
     if let [one] = conflicts {
         return format!(
@@ -70,19 +104,16 @@ pub(crate) fn conflict_message(conflicts: &[Conflict]) -> String {
             one.field
         );
     }
-    let mut managers: Vec<(&str, &str)> = conflicts
-        .iter()
-        .map(|c| (c.manager.as_str(), c.api_version.as_str()))
-        .collect();
-    managers.sort();
-    managers.dedup();
+    let mut ids: Vec<String> = conflicts.iter().map(Conflict::identifier).collect();
+    ids.sort();
+    ids.dedup();
     let mut lines = Vec::new();
-    for (manager, api_version) in managers {
-        lines.push(format!("conflicts with \"{manager}\" using {api_version}:"));
-        for c in conflicts
-            .iter()
-            .filter(|c| c.manager == manager && c.api_version == api_version)
-        {
+    for id in ids {
+        let group: Vec<&Conflict> = conflicts.iter().filter(|c| c.identifier() == id).collect();
+        if let Some(first) = group.first() {
+            lines.push(format!("conflicts with {}:", first.manager_display()));
+        }
+        for c in group {
             lines.push(format!("- {}", c.field));
         }
     }
@@ -169,8 +200,8 @@ fn store_entries(object: &mut Value, entries: Vec<Entry>) {
     }
 }
 
-/// The FieldsV1 tree of a set: a path that is also the prefix of others gets a `"."`
-/// member, as an associative list item always does.
+/// The FieldsV1 tree of a set: a path that is in the set and also the prefix of others
+/// gets a `"."` member (a list item owned with its fields, a free-form map entry).
 pub(crate) fn to_fields_v1(set: &FieldSet) -> Value {
     let mut root = Map::new();
     for path in set {
@@ -187,10 +218,10 @@ pub(crate) fn to_fields_v1(set: &FieldSet) -> Value {
         }
     }
     for path in set {
-        if path.last().is_some_and(|s| s.starts_with("k:"))
-            || set
-                .iter()
-                .any(|o| o.len() > path.len() && o.starts_with(path))
+        if set
+            .range(path.clone()..)
+            .nth(1)
+            .is_some_and(|o| o.len() > path.len() && o.starts_with(path))
         {
             let mut node = &mut root;
             for seg in path {
@@ -202,7 +233,24 @@ pub(crate) fn to_fields_v1(set: &FieldSet) -> Value {
             node.insert(".".into(), json!({}));
         }
     }
-    Value::Object(root)
+    dot_first(Value::Object(root))
+}
+
+/// Puts each `"."` member first, where the API server writes it.
+fn dot_first(tree: Value) -> Value {
+    let Value::Object(m) = tree else {
+        return tree;
+    };
+    let mut out = Map::new();
+    if let Some(dot) = m.get(".") {
+        out.insert(".".into(), dot.clone());
+    }
+    for (k, v) in m {
+        if k != "." {
+            out.insert(k, dot_first(v));
+        }
+    }
+    Value::Object(out)
 }
 
 /// The paths of a FieldsV1 tree.
@@ -227,13 +275,97 @@ pub(crate) fn from_fields_v1(tree: &Value, prefix: &mut Path, out: &mut FieldSet
     }
 }
 
-/// Whether a list is associative: non-empty, and every item an object with a string name.
+/// Whether a list is associative by the heuristic for unknown schemas: non-empty, and
+/// every item an object with a string name.
 fn associative(items: &[Value]) -> bool {
     !items.is_empty() && items.iter().all(|i| i["name"].is_string())
 }
 
-fn key_segment(item: &Value) -> String {
-    format!("k:{}", json!({"name": item["name"]}))
+/// A list's kind: its schema's, else (no schema) keyed by name when every item is named.
+fn list_kind<'a>(node: Node<'a>, lists: &[&[Value]]) -> ListKind<'a> {
+    node.list_kind().unwrap_or_else(|| {
+        let named = lists.iter().any(|l| !l.is_empty())
+            && lists.iter().all(|l| l.is_empty() || associative(l));
+        if named {
+            ListKind::Map(vec!["name"])
+        } else {
+            ListKind::Atomic
+        }
+    })
+}
+
+/// JSON as Go's encoder writes it into FieldsV1 keys (`<`, `>` and `&` escaped).
+fn go_json(v: &Value) -> String {
+    v.to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+/// The FieldsV1 segment of a list item: `k:{…}` with the keys sorted by name (one the item
+/// omits taken from its schema default), `v:<json>` for a set. `None` for atomic lists
+/// and for items missing a key that has no default.
+fn item_segment(kind: &ListKind, items_node: Node, item: &Value) -> Option<String> {
+    match kind {
+        ListKind::Map(keys) => {
+            let mut sorted = keys.clone();
+            sorted.sort_unstable();
+            let mut parts = Vec::new();
+            for k in sorted {
+                let v = item
+                    .get(k)
+                    .filter(|v| !v.is_null())
+                    .or_else(|| items_node.field(k).0.ext("default"))?;
+                parts.push(format!("{}:{}", go_json(&json!(k)), go_json(v)));
+            }
+            Some(format!("k:{{{}}}", parts.join(",")))
+        }
+        ListKind::Set => Some(format!("v:{}", go_json(item))),
+        ListKind::Atomic => None,
+    }
+}
+
+/// Every item's segment, or `None` when the list must be treated whole.
+fn item_segments(kind: &ListKind, items_node: Node, items: &[Value]) -> Option<Vec<String>> {
+    items
+        .iter()
+        .map(|i| item_segment(kind, items_node, i))
+        .collect()
+}
+
+/// Whether a list item is the one a `k:` or `v:` segment names, without the schema: a key
+/// field the item omits matches its default from [`KEY_DEFAULTS`].
+fn item_matches(item: &Value, seg: &str) -> bool {
+    if let Some(key) = seg.strip_prefix("k:") {
+        let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(key) else {
+            return false;
+        };
+        fields.iter().all(|(name, want)| match item.get(name) {
+            Some(v) if !v.is_null() => v == want,
+            _ => KEY_DEFAULTS
+                .iter()
+                .any(|(_, field, default)| field == name && want.as_str() == Some(default)),
+        })
+    } else if let Some(value) = seg.strip_prefix("v:") {
+        serde_json::from_str::<Value>(value).is_ok_and(|want| *item == want)
+    } else {
+        false
+    }
+}
+
+/// Whether a path is a key field of a list-map item (`…/k:{"name":"c"}/f:name`).
+fn is_key_field(path: &[String]) -> bool {
+    let [.., item, field] = path else {
+        return false;
+    };
+    let (Some(key), Some(field)) = (item.strip_prefix("k:"), field.strip_prefix("f:")) else {
+        return false;
+    };
+    serde_json::from_str::<Value>(key).is_ok_and(|k| k.get(field).is_some())
+}
+
+fn is_item(seg: &str) -> bool {
+    seg.starts_with("k:") || seg.starts_with("v:")
 }
 
 /// The part of an object managers can own: no apiVersion/kind, no server-set metadata,
@@ -265,29 +397,46 @@ pub(crate) fn owned_view(object: &Value, subresource: Option<&str>) -> Value {
     v
 }
 
-/// The leaf fields (and associative list items) of a value.
-pub(crate) fn field_set(value: &Value) -> FieldSet {
-    fn walk(v: &Value, prefix: &mut Path, out: &mut FieldSet) {
+/// The fields a value sets, as structured-merge-diff counts them: leaves, empty maps,
+/// atomic lists and maps whole, list items (and their fields), free-form map entries.
+pub(crate) fn field_set(value: &Value, node: Node) -> FieldSet {
+    fn walk(v: &Value, node: Node, prefix: &mut Path, out: &mut FieldSet) {
         match v {
             Value::Object(m) if !m.is_empty() => {
+                if node.map_atomic() && !prefix.is_empty() {
+                    out.insert(prefix.clone());
+                    return;
+                }
                 for (k, child) in m {
+                    let (child_node, declared) = node.field(k);
                     prefix.push(format!("f:{k}"));
-                    walk(child, prefix, out);
+                    walk(child, child_node, prefix, out);
+                    if node.is_known() && !declared {
+                        // An entry of a free-form map is owned itself, besides what it holds.
+                        out.insert(prefix.clone());
+                    }
                     prefix.pop();
                 }
             }
-            Value::Array(items) if associative(items) => {
-                for item in items {
-                    prefix.push(key_segment(item));
-                    out.insert(prefix.clone());
-                    if let Some(m) = item.as_object() {
-                        for (k, child) in m {
-                            prefix.push(format!("f:{k}"));
-                            walk(child, prefix, out);
+            Value::Array(items) => {
+                let kind = list_kind(node, &[items]);
+                let items_node = node.items();
+                match item_segments(&kind, items_node, items) {
+                    Some(segs) => {
+                        for (item, seg) in items.iter().zip(segs) {
+                            prefix.push(seg);
+                            out.insert(prefix.clone());
+                            if item.is_object() {
+                                walk(item, items_node, prefix, out);
+                            }
                             prefix.pop();
                         }
                     }
-                    prefix.pop();
+                    None => {
+                        if !prefix.is_empty() {
+                            out.insert(prefix.clone());
+                        }
+                    }
                 }
             }
             _ => {
@@ -298,7 +447,7 @@ pub(crate) fn field_set(value: &Value) -> FieldSet {
         }
     }
     let mut out = FieldSet::new();
-    walk(value, &mut Vec::new(), &mut out);
+    walk(value, node, &mut Vec::new(), &mut out);
     out
 }
 
@@ -308,8 +457,8 @@ pub(crate) fn value_at<'a>(value: &'a Value, path: &[String]) -> Option<&'a Valu
     for seg in path {
         v = if let Some(field) = seg.strip_prefix("f:") {
             v.as_object()?.get(field)?
-        } else if seg.starts_with("k:") {
-            v.as_array()?.iter().find(|i| &key_segment(i) == seg)?
+        } else if is_item(seg) {
+            v.as_array()?.iter().find(|i| item_matches(i, seg))?
         } else {
             return None;
         };
@@ -320,7 +469,7 @@ pub(crate) fn value_at<'a>(value: &'a Value, path: &[String]) -> Option<&'a Valu
 /// Whether two views agree at a path (list items only need to be present in both).
 fn same_at(a: &Value, b: &Value, path: &[String]) -> bool {
     match (value_at(a, path), value_at(b, path)) {
-        (Some(x), Some(y)) => path.last().is_some_and(|s| s.starts_with("k:")) || x == y,
+        (Some(x), Some(y)) => path.last().is_some_and(|s| is_item(s)) || x == y,
         (None, None) => true,
         _ => false,
     }
@@ -342,6 +491,8 @@ pub(crate) fn display_path(path: &[String]) -> String {
                 .map(|(k, v)| format!("{k}={v}"))
                 .collect();
             out.push_str(&format!("[{}]", parts.join(",")));
+        } else if let Some(value) = seg.strip_prefix("v:") {
+            out.push_str(&format!("[={value}]"));
         }
     }
     out
@@ -361,7 +512,7 @@ fn remove_at(value: &mut Value, path: &[String]) {
             m.remove(field);
         }
     } else if let Some(items) = parent.as_array_mut() {
-        items.retain(|i| &key_segment(i) != last);
+        items.retain(|i| !item_matches(i, last));
     }
     let mut prefix = parent_path.to_vec();
     while prefix.len() > 1 || prefix.first().is_some_and(|s| s != "f:metadata") {
@@ -391,10 +542,10 @@ fn value_at_mut<'a>(value: &'a mut Value, path: &[String]) -> Option<&'a mut Val
     for seg in path {
         v = if let Some(field) = seg.strip_prefix("f:") {
             v.as_object_mut()?.get_mut(field)?
-        } else if seg.starts_with("k:") {
+        } else if is_item(seg) {
             v.as_array_mut()?
                 .iter_mut()
-                .find(|i| &key_segment(i) == seg)?
+                .find(|i| item_matches(i, seg))?
         } else {
             return None;
         };
@@ -402,27 +553,51 @@ fn value_at_mut<'a>(value: &'a mut Value, path: &[String]) -> Option<&'a mut Val
     Some(v)
 }
 
-/// Merges an applied configuration into a live value: maps field by field, associative
-/// lists item by item (by name), everything else replaced.
-pub(crate) fn merge(live: &mut Value, config: &Value) {
+/// Merges an applied configuration into a live value: granular maps field by field,
+/// list maps item by item (by key), sets by value, atomic lists and maps (and scalars)
+/// replaced.
+pub(crate) fn merge(live: &mut Value, config: &Value, node: Node) {
     match (live, config) {
-        (Value::Object(l), Value::Object(c)) => {
+        (Value::Object(l), Value::Object(c)) if !node.map_atomic() => {
             for (k, cv) in c {
+                let child = node.field(k).0;
                 match l.get_mut(k) {
-                    Some(lv) => merge(lv, cv),
+                    Some(lv) => merge(lv, cv, child),
                     None => {
                         l.insert(k.clone(), cv.clone());
                     }
                 }
             }
         }
-        (Value::Array(l), Value::Array(c))
-            if associative(c) && (l.is_empty() || associative(l)) =>
-        {
-            for item in c {
-                match l.iter_mut().find(|e| e["name"] == item["name"]) {
-                    Some(existing) => merge(existing, item),
-                    None => l.push(item.clone()),
+        (Value::Array(l), Value::Array(c)) => {
+            let kind = list_kind(node, &[l, c]);
+            let items_node = node.items();
+            match kind {
+                ListKind::Atomic => *l = c.clone(),
+                ListKind::Set => {
+                    for item in c {
+                        if !l.contains(item) {
+                            l.push(item.clone());
+                        }
+                    }
+                }
+                ListKind::Map(_) => {
+                    let Some(config_segs) = item_segments(&kind, items_node, c) else {
+                        // Applied items without their keys cannot be told apart.
+                        *l = c.clone();
+                        return;
+                    };
+                    // A live item without its keys matches nothing and stays.
+                    let live_segs: Vec<Option<String>> = l
+                        .iter()
+                        .map(|i| item_segment(&kind, items_node, i))
+                        .collect();
+                    for (item, seg) in c.iter().zip(config_segs) {
+                        match live_segs.iter().position(|s| s.as_ref() == Some(&seg)) {
+                            Some(i) => merge(&mut l[i], item, items_node),
+                            None => l.push(item.clone()),
+                        }
+                    }
                 }
             }
         }
@@ -456,8 +631,9 @@ pub(crate) fn apply(
 ) -> Result<Value, Vec<Conflict>> {
     let config = strip_nulls(config);
     let sub = writer.subresource;
+    let root = Root::of_object(&config);
     let cfg_view = owned_view(&config, sub);
-    let applied = field_set(&cfg_view);
+    let applied = field_set(&cfg_view, root.node());
     let live_view = live
         .map(|l| owned_view(l, sub))
         .unwrap_or_else(|| json!({}));
@@ -473,7 +649,9 @@ pub(crate) fn apply(
             if !same_at(&cfg_view, &live_view, path) {
                 conflicts.push(Conflict {
                     manager: e.manager.clone(),
+                    operation: e.operation.clone(),
                     api_version: e.api_version.clone(),
+                    subresource: e.subresource.clone(),
                     field: display_path(path),
                 });
                 conflict_paths.push((i, path.clone()));
@@ -515,18 +693,19 @@ pub(crate) fn apply(
             base
         }
     };
-    // Longest first, so an item's fields go before the item.
+    // Shortest first: an item nobody else holds goes whole before its fields are looked
+    // at, and a held item keeps its key fields, which name it.
     let mut removed: Vec<&Path> = previous.difference(&applied).collect();
-    removed.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    removed.sort_by_key(|p| p.len());
     for path in removed {
-        let shared = others.iter().any(|o| {
-            o == path || (path.last().is_some_and(|s| s.starts_with("k:")) && o.starts_with(path))
-        });
-        if !shared {
+        let shared = others
+            .iter()
+            .any(|o| o == path || (path.last().is_some_and(|s| is_item(s)) && o.starts_with(path)));
+        if !shared && !is_key_field(path) {
             remove_at(&mut object, path);
         }
     }
-    merge(&mut object, &cfg_view);
+    merge(&mut object, &cfg_view, root.node());
 
     let entry = Entry {
         manager: writer.manager.to_string(),
@@ -546,21 +725,35 @@ pub(crate) fn apply(
 
 /// Records a non-apply write (create, update, patch) in `new`'s managedFields: the
 /// writer's Update entry gains the fields it set or changed, which other managers lose;
-/// fields the write removed leave every entry. Managed fields sent by the client are
-/// replaced by the server's bookkeeping.
+/// fields the write removed leave every entry. Managed fields the client sent (non-empty,
+/// on the main resource) are the starting point, as the API server takes them — that is
+/// how kubectl moves client-side-apply ownership to its applier; otherwise the live
+/// object's are.
 pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer) {
     let sub = writer.subresource;
+    let root = match Root::of_object(new) {
+        Root::Unknown => old.map(Root::of_object).unwrap_or(Root::Unknown),
+        known => known,
+    };
     let old_view = old.map(|o| owned_view(o, sub)).unwrap_or_else(|| json!({}));
     let new_view = owned_view(new, sub);
-    let old_set = field_set(&old_view);
-    let new_set = field_set(&new_view);
+    let old_set = field_set(&old_view, root.node());
+    let new_set = field_set(&new_view, root.node());
     let changed: FieldSet = new_set
         .iter()
         .filter(|p| !old_set.contains(*p) || !same_at(&old_view, &new_view, p))
         .cloned()
         .collect();
     let removed: FieldSet = old_set.difference(&new_set).cloned().collect();
-    let mut entries = entries_of(old);
+    let sent = new["metadata"]["managedFields"]
+        .as_array()
+        .filter(|list| !list.is_empty() && sub.is_none())
+        .and_then(|list| {
+            list.iter()
+                .map(Entry::from_value)
+                .collect::<Option<Vec<Entry>>>()
+        });
+    let mut entries = sent.unwrap_or_else(|| entries_of(old));
     for e in &mut entries {
         e.fields.retain(|p| !removed.contains(p));
         if !e.is(writer.manager, "Update", sub) {
@@ -635,7 +828,8 @@ mod tests {
             }),
             None,
         );
-        let tree = to_fields_v1(&field_set(&view));
+        let node = Root::of("apps/v1", "Deployment");
+        let tree = to_fields_v1(&field_set(&view, node.node()));
         assert_eq!(
             tree,
             json!({
@@ -651,7 +845,7 @@ mod tests {
         );
         let mut back = FieldSet::new();
         from_fields_v1(&tree, &mut Vec::new(), &mut back);
-        assert_eq!(back, field_set(&view), "the tree round-trips");
+        assert_eq!(back, field_set(&view, node.node()), "the tree round-trips");
     }
 
     #[test]
@@ -682,7 +876,7 @@ mod tests {
     }
 
     #[test]
-    fn merge_rules() {
+    fn merge_rules_without_a_schema() {
         let cases = [
             // maps merge field by field
             (
@@ -706,7 +900,7 @@ mod tests {
             ),
         ];
         for (mut live, config, want) in cases {
-            merge(&mut live, &config);
+            merge(&mut live, &config, Node::UNKNOWN);
             assert_eq!(live, want);
         }
     }
@@ -774,7 +968,11 @@ mod tests {
             apply(None, &deployment(json!({"replicas": 1})), &kubectl, false).expect("create");
         let cases = [
             (json!({"replicas": 1}), false, None),
-            (json!({"replicas": 2}), false, Some("Apply failed with 1 conflict: conflict with \"kubectl\" using apps/v1: .spec.replicas")),
+            (
+                json!({"replicas": 2}),
+                false,
+                Some("Apply failed with 1 conflict: conflict with \"kubectl\": .spec.replicas"),
+            ),
         ];
         for (spec, force, want) in cases {
             let got = apply(Some(&obj), &deployment(spec), &mine, force)
@@ -797,26 +995,32 @@ mod tests {
             false,
         )
         .expect_err("now kubectl conflicts with mine");
-        assert_eq!(back[0].cause(), "conflict with \"mine\" using apps/v1");
+        assert_eq!(back[0].cause(), "conflict with \"mine\"");
     }
 
     #[test]
-    fn several_conflicts_are_grouped_by_manager() {
+    fn several_conflicts_are_grouped_by_manager_as_the_api_server_words_them() {
+        let conflict = |manager: &str, operation: &str, sub: Option<&str>, field: &str| Conflict {
+            manager: manager.into(),
+            operation: operation.into(),
+            api_version: "apps/v1".into(),
+            subresource: sub.map(str::to_string),
+            field: field.into(),
+        };
         let conflicts = vec![
-            Conflict {
-                manager: "b".into(),
-                api_version: "v1".into(),
-                field: ".x".into(),
-            },
-            Conflict {
-                manager: "a".into(),
-                api_version: "v1".into(),
-                field: ".y".into(),
-            },
+            conflict("kubectl-client-side-apply", "Update", None, ".x"),
+            conflict("kubectl", "Apply", None, ".x"),
+            conflict("kubectl", "Apply", None, ".y"),
+            conflict("ctl", "Update", Some("status"), ".status.z"),
         ];
+        // Ordered by the manager identifier (its JSON), not by the printed name.
         assert_eq!(
             conflict_message(&conflicts),
-            "Apply failed with 2 conflicts: conflicts with \"a\" using v1:\n- .y\nconflicts with \"b\" using v1:\n- .x"
+            "Apply failed with 4 conflicts: conflicts with \"ctl\" with subresource \"status\" using apps/v1:\n- .status.z\nconflicts with \"kubectl\":\n- .x\n- .y\nconflicts with \"kubectl-client-side-apply\" using apps/v1:\n- .x"
+        );
+        assert_eq!(
+            conflicts[0].cause(),
+            "conflict with \"kubectl-client-side-apply\" using apps/v1"
         );
     }
 
@@ -863,6 +1067,205 @@ mod tests {
         assert_eq!(
             managers(&removed),
             [("kubectl".to_string(), "Update".to_string())]
+        );
+    }
+
+    fn labelled_deployment(containers: Value) -> Value {
+        deployment(json!({
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": containers}},
+        }))
+    }
+
+    fn fields_of(object: &Value, manager: &str) -> Value {
+        object["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["manager"] == manager)
+            .map(|e| e["fieldsV1"].clone())
+            .unwrap_or(Value::Null)
+    }
+
+    fn container_fields(fields: &Value) -> &Value {
+        &fields["f:spec"]["f:template"]["f:spec"]["f:containers"]["k:{\"name\":\"web\"}"]
+    }
+
+    #[test]
+    fn server_side_apply_after_client_side_apply_merges_ports_by_key() {
+        let manifest = |port: i64| {
+            labelled_deployment(json!([{"name": "web", "image": "nginx",
+                "ports": [{"containerPort": port}], "env": [{"name": "A", "value": "1"}]}]))
+        };
+        // Client-side apply creates the object as an Update by kubectl-client-side-apply.
+        let mut created = manifest(80);
+        record_update(None, &mut created, &writer("kubectl-client-side-apply"));
+        let csa = fields_of(&created, "kubectl-client-side-apply");
+        assert_eq!(
+            container_fields(&csa)["f:ports"],
+            json!({"k:{\"containerPort\":80,\"protocol\":\"TCP\"}": {".": {}, "f:containerPort": {}}}),
+            "ports are keyed by containerPort and protocol, defaulted to TCP"
+        );
+        // kubectl apply --server-side of the same file with the port changed: a new item,
+        // not a conflict on the list.
+        let applied = apply(Some(&created), &manifest(8080), &writer("kubectl"), false)
+            .expect("no conflict: the new port is a new item");
+        let ports: Vec<&Value> = applied["spec"]["template"]["spec"]["containers"][0]["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .map(|p| &p["containerPort"])
+            .collect();
+        assert_eq!(
+            ports,
+            [&json!(80), &json!(8080)],
+            "80 stays while its owner keeps it"
+        );
+        assert_eq!(
+            managers(&applied),
+            [
+                (
+                    "kubectl-client-side-apply".to_string(),
+                    "Update".to_string()
+                ),
+                ("kubectl".to_string(), "Apply".to_string())
+            ]
+        );
+        let ssa = fields_of(&applied, "kubectl");
+        assert!(container_fields(&ssa)["f:ports"]
+            ["k:{\"containerPort\":8080,\"protocol\":\"TCP\"}"]
+            .is_object());
+        assert!(
+            container_fields(&ssa)["f:env"]["k:{\"name\":\"A\"}"]["f:value"].is_object(),
+            "co-owned"
+        );
+    }
+
+    #[test]
+    fn list_maps_sets_and_atomic_values_are_owned_as_the_schema_says() {
+        let mut pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "finalizers": ["a/b"], "labels": {"x": "y"}},
+            "spec": {
+                "nodeSelector": {"pool": "gpu"},
+                "volumes": [{"name": "data", "emptyDir": {}}],
+                "containers": [{"name": "c", "image": "i", "args": ["--x"],
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                    "ports": [{"containerPort": 53, "protocol": "UDP"}]}]}});
+        record_update(None, &mut pod, &writer("maker"));
+        let fields = fields_of(&pod, "maker");
+        assert_eq!(
+            fields,
+            json!({
+                "f:metadata": {"f:finalizers": {"v:\"a/b\"": {}}, "f:labels": {"f:x": {}}},
+                "f:spec": {
+                    "f:containers": {"k:{\"name\":\"c\"}": {
+                        ".": {}, "f:args": {}, "f:image": {}, "f:name": {},
+                        "f:ports": {"k:{\"containerPort\":53,\"protocol\":\"UDP\"}": {".": {}, "f:containerPort": {}, "f:protocol": {}}},
+                        "f:volumeMounts": {"k:{\"mountPath\":\"/data\"}": {".": {}, "f:mountPath": {}, "f:name": {}}},
+                    }},
+                    "f:nodeSelector": {},
+                    "f:volumes": {"k:{\"name\":\"data\"}": {".": {}, "f:emptyDir": {}, "f:name": {}}},
+                }
+            })
+        );
+        let mut back = FieldSet::new();
+        from_fields_v1(&fields, &mut Vec::new(), &mut back);
+        assert_eq!(to_fields_v1(&back), fields, "the tree round-trips");
+    }
+
+    #[test]
+    fn merging_follows_list_map_keys_sets_and_atomic_lists() {
+        let root = Root::of("v1", "Pod");
+        let mut live = json!({"metadata": {"finalizers": ["a"]}, "spec": {
+            "nodeSelector": {"pool": "cpu", "zone": "z"},
+            "containers": [{"name": "c", "args": ["1", "2"], "env": [{"name": "A", "value": "1"}],
+                "ports": [{"containerPort": 80, "protocol": "TCP"}]}]}});
+        let config = json!({"metadata": {"finalizers": ["b", "a"]}, "spec": {
+            "nodeSelector": {"pool": "gpu"},
+            "containers": [{"name": "c", "args": ["3"], "env": [{"name": "B", "value": "2"}],
+                "ports": [{"containerPort": 80, "name": "http"}]}]}});
+        merge(&mut live, &config, root.node());
+        assert_eq!(
+            live,
+            json!({"metadata": {"finalizers": ["a", "b"]}, "spec": {
+                "nodeSelector": {"pool": "gpu"},
+                "containers": [{"name": "c", "args": ["3"],
+                    "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                    "ports": [{"containerPort": 80, "protocol": "TCP", "name": "http"}]}]}}),
+            "sets by value, env by name, ports by key with TCP defaulted; args and the atomic nodeSelector replaced"
+        );
+    }
+
+    #[test]
+    fn conflicts_arise_only_where_another_manager_owns_a_changed_value() {
+        let a = writer("a");
+        let b = writer("b");
+        let env = |pairs: &[(&str, &str)]| {
+            labelled_deployment(json!([{"name": "web", "env": pairs
+                .iter()
+                .map(|(n, v)| json!({"name": n, "value": v}))
+                .collect::<Vec<_>>()}]))
+        };
+        let obj = apply(None, &env(&[("A", "1")]), &a, false).expect("create");
+        // b adds its own item: the list is not owned whole, so no conflict.
+        let obj = apply(Some(&obj), &env(&[("B", "2")]), &b, false).expect("b's own item");
+        let names: Vec<&Value> = obj["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .expect("env")
+            .iter()
+            .map(|e| &e["name"])
+            .collect();
+        assert_eq!(names, [&json!("A"), &json!("B")]);
+        let err =
+            apply(Some(&obj), &env(&[("A", "changed")]), &b, false).expect_err("a owns A's value");
+        assert_eq!(
+            conflict_message(&err),
+            "Apply failed with 1 conflict: conflict with \"a\": .spec.template.spec.containers[name=\"web\"].env[name=\"A\"].value"
+        );
+        // b dropping B removes it; A (a's) stays.
+        let obj = apply(Some(&obj), &env(&[]), &b, false).expect("drop B");
+        assert_eq!(
+            obj["spec"]["template"]["spec"]["containers"][0]["env"],
+            json!([{"name": "A", "value": "1"}])
+        );
+        let forced = apply(Some(&obj), &env(&[("A", "changed")]), &b, true).expect("forced");
+        assert_eq!(
+            forced["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"],
+            "changed"
+        );
+        assert!(
+            container_fields(&fields_of(&forced, "a"))["f:env"]["k:{\"name\":\"A\"}"]
+                .get("f:value")
+                .is_none(),
+            "a lost the value it was forced off"
+        );
+    }
+
+    #[test]
+    fn updates_start_from_the_managed_fields_a_client_sends() {
+        let mut obj = labelled_deployment(json!([{"name": "web", "image": "i"}]));
+        record_update(None, &mut obj, &writer("kubectl-client-side-apply"));
+        // kubectl's migration to server-side apply: the same object, its entries renamed.
+        let mut migrated = obj.clone();
+        migrated["metadata"]["managedFields"][0]["manager"] = json!("kubectl");
+        migrated["metadata"]["managedFields"][0]["operation"] = json!("Apply");
+        record_update(Some(&obj), &mut migrated, &writer("kubectl"));
+        assert_eq!(
+            managers(&migrated),
+            [("kubectl".to_string(), "Apply".to_string())]
+        );
+        // Without managed fields in the body the live ones are kept.
+        let mut plain = obj.clone();
+        if let Some(m) = plain["metadata"].as_object_mut() {
+            m.remove("managedFields");
+        }
+        record_update(Some(&obj), &mut plain, &writer("kubectl-edit"));
+        assert_eq!(
+            managers(&plain),
+            [(
+                "kubectl-client-side-apply".to_string(),
+                "Update".to_string()
+            )]
         );
     }
 

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use serde_json::{json, Value};
 
 use super::controllers::obj::{self, default};
-use super::store::{self, ObjKey};
+use super::store::ObjKey;
 use super::ClusterState;
 
 /// A field problem, reported as a 422 Invalid Status cause: `(field path, message)`,
@@ -329,7 +329,7 @@ fn job_checks(object: &Value, causes: &mut Vec<Cause>) {
 fn job_create(key: &ObjKey, object: &mut Value, causes: &mut Vec<Cause>) {
     let uid = match obj::str_at(object, &["metadata", "uid"]) {
         Some(u) => u.to_string(),
-        None => store::new_uid(),
+        None => crate::common::ids::new_uid(),
     };
     obj::set(object, &["metadata", "uid"], json!(uid));
     if object["spec"]["manualSelector"] != true && !object["spec"]["selector"].is_null() {
@@ -526,7 +526,7 @@ fn node_ports(cluster: &ClusterState, skip: &ObjKey) -> BTreeSet<i64> {
 /// A free address in 10.96.0.0/16, starting from one derived from the name so the same
 /// Service tends to get the same address.
 fn allocate_ip(key: &ObjKey, taken: &BTreeSet<String>) -> Option<String> {
-    let start = obj::fnv64(&[&key.namespace, &key.name]) % 65_000;
+    let start = crate::common::hash::fnv64(&[&key.namespace, &key.name]) % 65_000;
     (0..65_000u64)
         .map(|i| (start + i) % 65_000 + 256)
         .filter(|o| o % 256 != 0 && o % 256 != 255)
@@ -604,7 +604,7 @@ fn service(
                     .iter()
                     .find(|o| o["port"] == p["port"] && o["protocol"] == p["protocol"])
                     .and_then(|o| o["nodePort"].as_i64());
-                let start = (obj::fnv64(&[&key.namespace, &key.name, &p["port"].to_string()])
+                let start = (crate::common::hash::fnv64(&[&key.namespace, &key.name, &p["port"].to_string()])
                     % 2768) as i64;
                 let port = kept.or_else(|| {
                     (0..2768)

@@ -1,12 +1,13 @@
 //! The resource types an emulated API server serves — a built-in table plus whatever
 //! CustomResourceDefinitions register — and the discovery documents built from them:
-//! `/version`, `/api`, `/apis` (legacy and aggregated v2), the APIResourceLists, and the
-//! minimal OpenAPI v3 documents kubectl reads to learn that the server validates fields.
+//! `/version`, `/api`, `/apis` (legacy and aggregated v2) and the APIResourceLists. The
+//! served kinds' schemas (`schema.rs`) and the OpenAPI documents built from them
+//! (`openapi.rs`) are its submodules.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 use super::ClusterState;
-use super::ObjKey;
+use super::{openapi, schema, ObjKey};
 
 const ALL_VERBS: &[&str] = &[
     "create",
@@ -179,6 +180,12 @@ fn strings(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
 
+/// The built-in types, for tests that check every one of them.
+#[cfg(test)]
+pub(crate) fn builtin_types() -> Vec<ResourceType> {
+    builtins().collect()
+}
+
 fn builtins() -> impl Iterator<Item = ResourceType> {
     BUILTINS.iter().map(
         |&(group, version, plural, singular, kind, namespaced, short, categories, subs)| {
@@ -287,6 +294,8 @@ pub(crate) fn all(cluster: &ClusterState) -> Vec<ResourceType> {
         .store
         .list("apiextensions.k8s.io", "customresourcedefinitions", None)
     {
+        // Apply and strict validation find a custom resource's schema by its GVK.
+        schema::register_crd(crd);
         for rt in crd_types(crd) {
             // A CRD cannot shadow a built-in type.
             if !out
@@ -313,7 +322,7 @@ pub(crate) fn find(
 }
 
 /// Groups in discovery order with their versions (preferred first).
-fn groups(types: &[ResourceType]) -> Vec<(String, Vec<String>)> {
+pub(crate) fn groups(types: &[ResourceType]) -> Vec<(String, Vec<String>)> {
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
     for t in types {
         match out.iter_mut().find(|(g, _)| *g == t.group) {
@@ -525,7 +534,7 @@ pub(crate) fn aggregated(cluster: &ClusterState, core: bool) -> Value {
 }
 
 /// `api/v1` or `apis/<group>/<version>`, the OpenAPI v3 name of a group/version.
-fn openapi_name(group: &str, version: &str) -> String {
+pub(crate) fn openapi_name(group: &str, version: &str) -> String {
     if group.is_empty() {
         format!("api/{version}")
     } else {
@@ -533,75 +542,28 @@ fn openapi_name(group: &str, version: &str) -> String {
     }
 }
 
-/// `/openapi/v3`: one entry per served group/version.
+/// `/openapi/v3`, parsed (the server answers the cached bytes).
+#[cfg(test)]
 pub(crate) fn openapi_root(cluster: &ClusterState) -> Value {
-    let mut paths = Map::new();
-    for (g, versions) in groups(&all(cluster)) {
-        for v in versions {
-            let name = openapi_name(&g, &v);
-            let doc = openapi_group_version(cluster, &name).unwrap_or(Value::Null);
-            let hash = format!("{:016X}", crate::gcp::fnv1a(doc.to_string().as_bytes()));
-            paths.insert(
-                name.clone(),
-                json!({"serverRelativeURL": format!("/openapi/v3/{name}?hash={hash}")}),
-            );
-        }
-    }
-    json!({"paths": paths})
+    serde_json::from_slice(openapi::documents(cluster).v3_root()).unwrap_or(Value::Null)
 }
 
-/// `/openapi/v3/<api/v1|apis/g/v>`: just enough OpenAPI for a client to see, per kind,
-/// a PATCH operation accepting `fieldValidation` (the server checks fields itself); no
-/// schemas.
+/// `/openapi/v3/<api/v1|apis/g/v>`, parsed.
+#[cfg(test)]
 pub(crate) fn openapi_group_version(cluster: &ClusterState, name: &str) -> Option<Value> {
-    let types: Vec<ResourceType> = all(cluster)
-        .into_iter()
-        .filter(|t| openapi_name(&t.group, &t.version) == name)
-        .collect();
-    if types.is_empty() {
-        return None;
-    }
-    let mut paths = Map::new();
-    for t in &types {
-        let base = format!("/{}", openapi_name(&t.group, &t.version));
-        let path = if t.namespaced {
-            format!("{base}/namespaces/{{namespace}}/{}/{{name}}", t.plural)
-        } else {
-            format!("{base}/{}/{{name}}", t.plural)
-        };
-        let gvk = json!({"group": t.group, "version": t.version, "kind": t.kind});
-        let query = |n: &str| json!({"name": n, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
-        paths.insert(
-            path,
-            json!({
-                "patch": {
-                    "operationId": format!("patch{}", t.kind),
-                    "parameters": [query("dryRun"), query("fieldManager"), query("fieldValidation"), query("force")],
-                    "responses": {"200": {"description": "OK"}},
-                    "x-kubernetes-action": "patch",
-                    "x-kubernetes-group-version-kind": gvk,
-                }
-            }),
-        );
-    }
-    Some(json!({
-        "openapi": "3.0.0",
-        "info": {"title": "Kubernetes", "version": cluster.version},
-        "paths": paths,
-        "components": {"schemas": {}},
-    }))
+    serde_json::from_slice(openapi::documents(cluster).v3(name)?).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::k8s::{ClusterState, Flavor};
+    use crate::k8s::ClusterState;
     use chrono::Utc;
 
     fn cluster() -> ClusterState {
         ClusterState::new(
             "c",
-            Flavor::Gke { autopilot: false },
+            crate::k8s::controllers::testkit::cloud(false),
             String::new(),
             String::new(),
             Vec::new(),

@@ -8,12 +8,17 @@
 
 pub(crate) mod api;
 pub(crate) mod apply;
+pub(crate) mod cloud;
 pub(crate) mod controllers;
 pub(crate) mod defaults;
 pub(crate) mod discovery;
+pub(crate) mod environment;
 pub(crate) mod kubeconfig;
+pub(crate) mod openapi;
 pub(crate) mod processes;
+pub(crate) mod schema;
 pub(crate) mod server;
+pub(crate) mod spdy;
 pub(crate) mod status;
 pub(crate) mod store;
 pub(crate) mod stream;
@@ -21,13 +26,13 @@ pub(crate) mod table;
 pub(crate) mod volumes;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::gcp::container::{KubeCluster, KubePool};
-
+pub(crate) use cloud::CloudSide;
 pub(crate) use store::{ObjKey, Store};
 
 /// Every emulated cluster's Kubernetes API, by cluster key (`gke/projects/p/locations/l/clusters/n`).
@@ -35,14 +40,6 @@ pub(crate) use store::{ObjKey, Store};
 pub(crate) struct KubeState {
     #[serde(default)]
     pub clusters: BTreeMap<String, ClusterState>,
-}
-
-/// Which cloud made the cluster; decides node labels and how Autopilot-style scheduling works.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
-pub(crate) enum Flavor {
-    Gke { autopilot: bool },
-    Eks,
 }
 
 /// A node pool (GKE) or node group (EKS) as the cloud side describes it; the cluster's
@@ -75,7 +72,9 @@ pub(crate) struct NodePoolInfo {
 pub(crate) struct ClusterState {
     /// The cluster's name in its cloud (for kubeconfig contexts and messages).
     pub name: String,
-    pub flavor: Flavor,
+    /// Its cloud, as the cloud side hands it over on every reconcile.
+    #[serde(serialize_with = "cloud::serialize", skip_deserializing, default = "cloud::unknown")]
+    pub cloud: Arc<dyn CloudSide>,
     /// The loopback port the API server listens on (0 until first bound).
     pub port: u16,
     pub ca_cert_pem: String,
@@ -133,7 +132,7 @@ impl ClusterState {
     /// A fresh API server's state: the initial namespaces and the `kubernetes` Service.
     pub(crate) fn new(
         name: &str,
-        flavor: Flavor,
+        cloud: Arc<dyn CloudSide>,
         ca_cert_pem: String,
         ca_key_pem: String,
         node_pools: Vec<NodePoolInfo>,
@@ -193,7 +192,7 @@ impl ClusterState {
         );
         ClusterState {
             name: name.to_string(),
-            flavor,
+            cloud,
             port: 0,
             ca_cert_pem,
             ca_key_pem,
@@ -207,12 +206,12 @@ impl ClusterState {
 }
 
 /// A cluster as its cloud reports it, in cloud-neutral terms.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) struct CloudCluster {
     /// `gke/projects/p/locations/l/clusters/n`.
     pub key: String,
     pub name: String,
-    pub flavor: Flavor,
+    pub cloud: Arc<dyn CloudSide>,
     pub ca_cert_pem: String,
     pub ca_key_pem: String,
     pub node_pools: Vec<NodePoolInfo>,
@@ -243,6 +242,7 @@ impl KubeState {
         for c in clouds {
             match self.clusters.get_mut(&c.key) {
                 Some(existing) => {
+                    existing.cloud = c.cloud;
                     if existing.node_pools != c.node_pools {
                         existing.node_pools = c.node_pools;
                     }
@@ -252,7 +252,7 @@ impl KubeState {
                 None => {
                     let state = ClusterState::new(
                         &c.name,
-                        c.flavor,
+                        c.cloud,
                         c.ca_cert_pem,
                         c.ca_key_pem,
                         c.node_pools,
@@ -267,397 +267,16 @@ impl KubeState {
     }
 }
 
-/// The kubeconfig context name of a cluster, as its cloud's CLI names it
-/// (`gke_<project>_<location>_<name>` for GKE).
-pub(crate) fn context_name(key: &str, name: &str) -> String {
-    // `aws eks update-kubeconfig` names contexts by the cluster ARN.
-    if let Some(region) = key.strip_prefix("eks/").and_then(|k| k.split('/').next()) {
-        return format!(
-            "arn:aws:eks:{region}:{}:cluster/{name}",
-            crate::aws::ACCOUNT
-        );
-    }
-    match key
-        .strip_prefix("gke/")
-        .map(|k| k.split('/').collect::<Vec<_>>())
-    {
-        Some(parts) => match parts.as_slice() {
-            ["projects", project, "locations", location, "clusters", cluster] => {
-                format!("gke_{project}_{location}_{cluster}")
-            }
-            _ => name.to_string(),
-        },
-        None => name.to_string(),
-    }
-}
-
-/// The GKE clusters in cloud-neutral terms.
-pub(crate) fn gke_clusters(clusters: Vec<KubeCluster>) -> Vec<CloudCluster> {
-    clusters
-        .into_iter()
-        .map(|c| CloudCluster {
-            node_pools: c.pools.iter().map(gke_node_pool).collect(),
-            version: format!("v{}", c.version),
-            key: c.key,
-            name: c.name,
-            flavor: Flavor::Gke {
-                autopilot: c.autopilot,
-            },
-            ca_cert_pem: c.ca_cert_pem,
-            ca_key_pem: c.ca_key_pem,
-        })
-        .collect()
-}
-
-/// vCPUs and memory (MiB) of a Compute Engine machine type; unknown types count as
-/// e2-medium.
-fn machine_shape(machine_type: &str) -> (i64, i64) {
-    const GIB: f64 = 1024.0;
-    let parts: Vec<&str> = machine_type.split('-').collect();
-    let n = |s: &str| s.trim_end_matches(['g', 't']).parse::<i64>().ok();
-    let shape = match parts.as_slice() {
-        ["e2", "micro"] => Some((2, 1.0)),
-        ["e2", "small"] => Some((2, 2.0)),
-        ["e2", "medium"] => Some((2, 4.0)),
-        ["custom", cpu, mem] => n(cpu).zip(n(mem)).map(|(c, m)| (c, m as f64 / GIB)),
-        ["a2", "highgpu", g] => n(g).map(|g| (12 * g, 85.0 * g as f64)),
-        ["a2", "ultragpu", g] => n(g).map(|g| (12 * g, 170.0 * g as f64)),
-        ["a2", "megagpu", _] => Some((96, 1360.0)),
-        ["a3", _, _] => Some((208, 1872.0)),
-        ["ct4p", _, t] | ["ct5p", _, t] => n(t).map(|t| (52 * t, 112.0 * t as f64)),
-        ["ct5lp", _, "1t"] | ["ct5l", _, "1t"] => Some((24, 48.0)),
-        ["ct5lp", _, t] | ["ct5l", _, t] => n(t).map(|t| (28 * t, 48.0 * t as f64)),
-        ["ct6e", _, "1t"] => Some((44, 176.0)),
-        ["ct6e", _, t] => n(t).map(|t| (180, 180.0 * t as f64)),
-        ["n1", "standard", c] => n(c).map(|c| (c, 3.75 * c as f64)),
-        ["n1", "highmem", c] => n(c).map(|c| (c, 6.5 * c as f64)),
-        ["n1", "highcpu", c] => n(c).map(|c| (c, 0.9 * c as f64)),
-        [_, "standard", c] => n(c).map(|c| (c, 4.0 * c as f64)),
-        [_, "highmem", c] => n(c).map(|c| (c, 8.0 * c as f64)),
-        [_, "highcpu", c] => n(c).map(|c| (c, c as f64)),
-        _ => None,
-    };
-    let (cpu, gib) = shape.unwrap_or((2, 4.0));
-    (cpu, (gib * GIB).round() as i64)
-}
-
-/// The GPUs some machine types come with when no accelerator is configured.
-fn bundled_gpus(machine_type: &str) -> Option<(&'static str, i64)> {
-    let parts: Vec<&str> = machine_type.split('-').collect();
-    let count = |s: &str| s.trim_end_matches('g').parse::<i64>().ok();
-    match parts.as_slice() {
-        ["a2", "highgpu", g] => count(g).map(|c| ("nvidia-tesla-a100", c)),
-        ["a2", "megagpu", g] => count(g).map(|c| ("nvidia-tesla-a100", c)),
-        ["a2", "ultragpu", g] => count(g).map(|c| ("nvidia-a100-80gb", c)),
-        ["a3", "megagpu", g] => count(g).map(|c| ("nvidia-h100-mega-80gb", c)),
-        ["a3", _, g] => count(g).map(|c| ("nvidia-h100-80gb", c)),
-        ["g2", "standard", cpu] => cpu.parse::<i64>().ok().map(|cpu| {
-            let gpus = match cpu {
-                24 => 2,
-                48 => 4,
-                96 => 8,
-                _ => 1,
-            };
-            ("nvidia-l4", gpus)
-        }),
-        _ => None,
-    }
-}
-
-/// A TPU machine type's accelerator label value, chip count and default topology.
-fn tpu_shape(machine_type: &str) -> Option<(&'static str, i64, &'static str)> {
-    let parts: Vec<&str> = machine_type.split('-').collect();
-    let [family, _, chips] = parts.as_slice() else {
-        return None;
-    };
-    let chips: i64 = chips.strip_suffix('t')?.parse().ok()?;
-    let (accelerator, three_d) = match *family {
-        "ct4p" => ("tpu-v4-podslice", true),
-        "ct5p" => ("tpu-v5p-slice", true),
-        "ct5lp" => ("tpu-v5-lite-podslice", false),
-        "ct5l" => ("tpu-v5-lite-device", false),
-        "ct6e" => ("tpu-v6e-slice", false),
-        _ => return None,
-    };
-    let topology = match (three_d, chips) {
-        (true, _) => "2x2x1",
-        (false, 1) => "1x1",
-        (false, 4) => "2x2",
-        (false, 8) => "2x4",
-        (false, _) => "1x1",
-    };
-    Some((accelerator, chips, topology))
-}
-
-fn gke_effect(effect: &str) -> &str {
-    match effect {
-        "NO_SCHEDULE" => "NoSchedule",
-        "PREFER_NO_SCHEDULE" => "PreferNoSchedule",
-        "NO_EXECUTE" => "NoExecute",
-        other => other,
-    }
-}
-
-/// A GKE node pool as the Kubernetes side sees it: the labels, taints and extended
-/// resources GKE puts on its nodes.
-pub(crate) fn gke_node_pool(pool: &KubePool) -> NodePoolInfo {
-    let config = &pool.config;
-    let machine_type = config["machineType"]
-        .as_str()
-        .unwrap_or("e2-medium")
-        .to_string();
-    let mut labels = BTreeMap::new();
-    for (k, v) in config["labels"].as_object().into_iter().flatten() {
-        if let Some(v) = v.as_str() {
-            labels.insert(k.clone(), v.to_string());
-        }
-    }
-    labels.insert("cloud.google.com/gke-nodepool".into(), pool.name.clone());
-    labels.insert(
-        "cloud.google.com/machine-family".into(),
-        machine_type
-            .split('-')
-            .next()
-            .unwrap_or_default()
-            .to_string(),
-    );
-    labels.insert(
-        "node.kubernetes.io/instance-type".into(),
-        machine_type.clone(),
-    );
-    if config["spot"] == Value::Bool(true) {
-        labels.insert("cloud.google.com/gke-spot".into(), "true".into());
-    }
-    if config["preemptible"] == Value::Bool(true) {
-        labels.insert("cloud.google.com/gke-preemptible".into(), "true".into());
-    }
-    let mut taints: Vec<Value> = config["taints"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|t| {
-            let mut taint = json!({
-                "key": t["key"].as_str().unwrap_or_default(),
-                "effect": gke_effect(t["effect"].as_str().unwrap_or_default()),
-            });
-            if let Some(v) = t["value"].as_str().filter(|v| !v.is_empty()) {
-                taint["value"] = json!(v);
-            }
-            taint
-        })
-        .collect();
-    let mut add_taint = |key: &str| {
-        if !taints.iter().any(|t| t["key"] == key) {
-            taints.push(json!({"key": key, "value": "present", "effect": "NoSchedule"}));
-        }
-    };
-    let mut extended_resources = BTreeMap::new();
-    let configured: Vec<(String, i64)> = config["accelerators"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|a| {
-            let kind = a["acceleratorType"].as_str()?.to_string();
-            let count = match &a["acceleratorCount"] {
-                Value::String(s) => s.parse().ok(),
-                other => other.as_i64(),
-            }?;
-            Some((kind, count))
-        })
-        .collect();
-    let gpus = match configured.first() {
-        Some((kind, _)) => Some((kind.clone(), configured.iter().map(|(_, c)| c).sum::<i64>())),
-        None => bundled_gpus(&machine_type).map(|(k, c)| (k.to_string(), c)),
-    };
-    if let Some((kind, count)) = gpus {
-        labels.insert("cloud.google.com/gke-accelerator".into(), kind);
-        extended_resources.insert("nvidia.com/gpu".into(), count.to_string());
-        add_taint("nvidia.com/gpu");
-    }
-    if let Some((accelerator, chips, default_topology)) = tpu_shape(&machine_type) {
-        let topology = pool.placement_policy["tpuTopology"]
-            .as_str()
-            .filter(|t| !t.is_empty())
-            .unwrap_or(default_topology);
-        labels.insert(
-            "cloud.google.com/gke-tpu-accelerator".into(),
-            accelerator.into(),
-        );
-        labels.insert("cloud.google.com/gke-tpu-topology".into(), topology.into());
-        extended_resources.insert("google.com/tpu".into(), chips.to_string());
-        add_taint("google.com/tpu");
-    }
-    let node_count = pool.size * pool.zones;
-    let autoscaling = &pool.autoscaling;
-    let max_nodes = if autoscaling["enabled"] == Value::Bool(true) {
-        let number = |key: &str| match &autoscaling[key] {
-            Value::String(s) => s.parse::<i64>().ok(),
-            other => other.as_i64(),
-        };
-        number("totalMaxNodeCount")
-            .or_else(|| number("maxNodeCount").map(|m| m * pool.zones))
-            .unwrap_or(node_count)
-            .max(node_count)
-    } else {
-        node_count
-    };
-    let (cpu, memory_mib) = machine_shape(&machine_type);
-    NodePoolInfo {
-        name: pool.name.clone(),
-        machine_type,
-        node_count,
-        max_nodes,
-        labels,
-        taints,
-        extended_resources,
-        cpu: cpu.to_string(),
-        memory: format!("{memory_mib}Mi"),
-        version: pool.version.as_ref().map(|v| format!("v{v}")),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn pool(config: Value) -> KubePool {
-        KubePool {
-            name: "p".into(),
-            config,
-            size: 2,
-            zones: 3,
-            autoscaling: Value::Null,
-            placement_policy: Value::Null,
-            version: Some("1.32.4-gke.1415000".into()),
-        }
-    }
-
-    /// A pool config and the labels, extended resources and taints its nodes get.
-    type PoolCase = (
-        Value,
-        &'static [(&'static str, &'static str)],
-        &'static [(&'static str, &'static str)],
-        &'static [&'static str],
-    );
-
-    #[test]
-    fn node_pools_get_gke_labels_taints_and_resources() {
-        let cases: Vec<PoolCase> = vec![
-            (
-                json!({"machineType": "e2-standard-4", "labels": {"role": "cpu"}}),
-                &[
-                    ("cloud.google.com/gke-nodepool", "p"),
-                    ("cloud.google.com/machine-family", "e2"),
-                    ("node.kubernetes.io/instance-type", "e2-standard-4"),
-                    ("role", "cpu"),
-                ],
-                &[],
-                &[],
-            ),
-            (
-                json!({"machineType": "g2-standard-8", "spot": true,
-                       "accelerators": [{"acceleratorType": "nvidia-l4", "acceleratorCount": "2"}],
-                       "taints": [{"key": "dedicated", "value": "ml", "effect": "NO_EXECUTE"}]}),
-                &[
-                    ("cloud.google.com/gke-spot", "true"),
-                    ("cloud.google.com/gke-accelerator", "nvidia-l4"),
-                ],
-                &[("nvidia.com/gpu", "2")],
-                &[
-                    "dedicated=ml:NoExecute",
-                    "nvidia.com/gpu=present:NoSchedule",
-                ],
-            ),
-            (
-                json!({"machineType": "n1-standard-4", "preemptible": true}),
-                &[("cloud.google.com/gke-preemptible", "true")],
-                &[],
-                &[],
-            ),
-            (
-                json!({"machineType": "ct5lp-hightpu-4t"}),
-                &[
-                    (
-                        "cloud.google.com/gke-tpu-accelerator",
-                        "tpu-v5-lite-podslice",
-                    ),
-                    ("cloud.google.com/gke-tpu-topology", "2x2"),
-                ],
-                &[("google.com/tpu", "4")],
-                &["google.com/tpu=present:NoSchedule"],
-            ),
-            (
-                json!({"machineType": "a2-highgpu-1g"}),
-                &[("cloud.google.com/gke-accelerator", "nvidia-tesla-a100")],
-                &[("nvidia.com/gpu", "1")],
-                &["nvidia.com/gpu=present:NoSchedule"],
-            ),
-        ];
-        for (config, labels, resources, taints) in cases {
-            let info = gke_node_pool(&pool(config.clone()));
-            for (k, v) in labels {
-                assert_eq!(
-                    info.labels.get(*k).map(String::as_str),
-                    Some(*v),
-                    "{config}: {k}"
-                );
-            }
-            let got: Vec<(&str, &str)> = info
-                .extended_resources
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            assert_eq!(got, resources.to_vec(), "{config}");
-            let got: Vec<String> = info
-                .taints
-                .iter()
-                .map(|t| {
-                    format!(
-                        "{}={}:{}",
-                        t["key"].as_str().unwrap_or(""),
-                        t["value"].as_str().unwrap_or(""),
-                        t["effect"].as_str().unwrap_or("")
-                    )
-                })
-                .collect();
-            assert_eq!(got, taints.to_vec(), "{config}");
-            assert_eq!(info.node_count, 6, "size per zone times zones");
-        }
-    }
-
-    #[test]
-    fn machine_shapes_and_autoscaling_ceilings() {
-        let cases = [
-            ("e2-medium", (2, 4096)),
-            ("e2-standard-8", (8, 32768)),
-            ("n2-highmem-4", (4, 32768)),
-            ("n1-standard-1", (1, 3840)),
-            ("ct5lp-hightpu-4t", (112, 196608)),
-            ("mystery", (2, 4096)),
-        ];
-        for (machine, want) in cases {
-            assert_eq!(machine_shape(machine), want, "{machine}");
-        }
-        let mut p = pool(json!({"machineType": "e2-medium"}));
-        p.autoscaling = json!({"enabled": true, "maxNodeCount": 4});
-        assert_eq!(gke_node_pool(&p).max_nodes, 12);
-        p.autoscaling = json!({"enabled": true, "totalMaxNodeCount": "5"});
-        assert_eq!(
-            gke_node_pool(&p).max_nodes,
-            6,
-            "never below the current size"
-        );
-        p.autoscaling = json!({"enabled": false, "maxNodeCount": 9});
-        assert_eq!(gke_node_pool(&p).max_nodes, 6);
-    }
-
     #[test]
     fn reconcile_adds_refreshes_and_removes_clusters() {
         let now = Utc::now();
         let cloud = |key: &str, pools: Vec<NodePoolInfo>| CloudCluster {
             key: key.into(),
             name: key.rsplit('/').next().unwrap_or_default().into(),
-            flavor: Flavor::Gke { autopilot: false },
+            cloud: controllers::testkit::cloud(false),
             ca_cert_pem: String::new(),
             ca_key_pem: String::new(),
             node_pools: pools,
@@ -693,7 +312,7 @@ mod tests {
             .get(&ObjKey::new("", "endpoints", "default", "kubernetes"))
             .expect("its endpoints");
         assert_eq!(ep["subsets"][0]["ports"][0]["port"], 443);
-        let pools = vec![gke_node_pool(&pool(json!({})))];
+        let pools = vec![controllers::testkit::pool("p", 2, 2)];
         let removed = state.reconcile("gke/", vec![cloud("gke/a", pools.clone())], now);
         assert_eq!(
             removed.into_iter().map(|(k, _)| k).collect::<Vec<_>>(),
@@ -704,7 +323,7 @@ mod tests {
             "eks/x".into(),
             ClusterState::new(
                 "x",
-                Flavor::Eks,
+                controllers::testkit::cloud(false),
                 String::new(),
                 String::new(),
                 vec![],
@@ -719,21 +338,6 @@ mod tests {
         assert!(
             state.clusters.contains_key("eks/x"),
             "another cloud's clusters stay"
-        );
-    }
-
-    #[test]
-    fn contexts_are_named_like_gcloud() {
-        assert_eq!(
-            context_name(
-                "gke/projects/p/locations/us-central1/clusters/batch",
-                "batch"
-            ),
-            "gke_p_us-central1_batch"
-        );
-        assert_eq!(
-            context_name("eks/us-east-1/x", "x"),
-            "arn:aws:eks:us-east-1:123456789012:cluster/x"
         );
     }
 }

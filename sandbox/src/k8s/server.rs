@@ -16,15 +16,21 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use base64::Engine as _;
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
 use super::api::{self, KubeRequest, LogFollow, Outcome, Watch};
+use super::spdy;
 use super::status::StatusError;
 use super::stream::{self, Protocol};
+use super::volumes;
+use super::CloudSide;
+use crate::faults::Injected;
 use crate::http::{parse_query, ApiResponse, Body as ApiBody};
-use crate::server::{bearer_token_present, App};
+use crate::persist::World;
+use crate::server::{bearer_token_present, App, Call};
 use crate::Exchange;
 
 /// Request bodies beyond this are refused.
@@ -39,6 +45,17 @@ const SUBPROTOCOLS: [&str; 3] = [
     "v4.channel.k8s.io",
     "portforward.k8s.io",
 ];
+
+/// The port-forward protocol SPDY carries, plainly upgraded or tunnelled.
+const PORTFORWARD_PROTOCOL: &str = "portforward.k8s.io";
+
+/// The WebSocket subprotocol of SPDY/3.1 port-forward tunnelled in binary messages
+/// (KEP-4006), kubectl's default since 1.31.
+const TUNNEL_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
+
+/// What `api::handle` is told to resolve for a SPDY port-forward, whose ports come per
+/// stream rather than in the query (see [`handle`]); its answer is not used.
+const PLACEHOLDER_PORT: &str = "1";
 
 /// A running API server listener; dropping it stops the listener and its connections.
 #[derive(Debug)]
@@ -71,6 +88,7 @@ struct Ctx {
     app: Weak<App>,
     key: String,
     name: String,
+    cloud: Arc<dyn CloudSide>,
 }
 
 /// Binds `127.0.0.1:<port>` (any free port when 0 or when that one is taken) and serves
@@ -79,6 +97,7 @@ pub(crate) fn start(
     app: Weak<App>,
     key: &str,
     name: &str,
+    cloud: Arc<dyn CloudSide>,
     port: u16,
     ca_cert_pem: &str,
     ca_key_pem: &str,
@@ -101,6 +120,7 @@ pub(crate) fn start(
         app,
         key: key.to_string(),
         name: name.to_string(),
+        cloud,
     }));
     let task = tokio::spawn(async move {
         // Owned here, so stopping the listener also ends its connections (and watches).
@@ -286,6 +306,16 @@ async fn handle(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
         return status_response(&StatusError::unavailable("the sandbox is shutting down"));
     };
     let (mut parts, body) = request.into_parts();
+    // A plain SPDY upgrade (kubectl's port-forward fallback) is hyper's to carry out.
+    let spdy_upgrade = header_str(&parts.headers, header::UPGRADE).is_some_and(|u| {
+        u.split(',')
+            .any(|p| p.trim().eq_ignore_ascii_case(spdy::UPGRADE_PROTOCOL))
+    });
+    let on_spdy_upgrade = if spdy_upgrade {
+        parts.extensions.remove::<hyper::upgrade::OnUpgrade>()
+    } else {
+        None
+    };
     let bytes: Bytes = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(b) => b,
         Err(e) => {
@@ -303,64 +333,46 @@ async fn handle(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
         user_agent: header_str(&parts.headers, header::USER_AGENT),
         body: bytes.to_vec(),
     };
-    let mut exchange = Exchange {
-        api: "kubernetes".into(),
-        method: req.method.to_string(),
-        path: format!("{}{}", ctx.name, req.path),
-        query: req
-            .query
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join("&"),
-        request: request_json(&req),
-        status: 0,
-        response: None,
-        injected: false,
-    };
     let answer = |app: &App, mut exchange: Exchange, response: ApiResponse| {
         exchange.status = response.status;
         exchange.response = response.json_body().cloned();
         app.record(exchange);
         to_http(response)
     };
-    if let Some(injected) = app.faults.before_request() {
-        exchange.injected = true;
-        let e = StatusError::injected(injected.status, injected.retry_after);
-        return answer(&app, exchange, e.response());
-    }
     let authorization = header_str(&parts.headers, header::AUTHORIZATION);
-    if !bearer_token_present(authorization.as_deref()) {
-        return answer(&app, exchange, StatusError::unauthorized().response());
-    }
-    // EKS authenticates with a presigned STS request; GKE accepts any Google token.
-    if ctx.key.starts_with("eks/") {
-        let token = authorization
-            .as_deref()
-            .and_then(|h| h.split_once(' '))
-            .map(|(_, t)| t.trim())
-            .unwrap_or_default();
-        if crate::aws::eks_token_valid(token).is_err() {
-            return answer(&app, exchange, StatusError::unauthorized().response());
-        }
-    }
     let wants_upgrade = parts.headers.contains_key(header::UPGRADE);
-    let upgrade = if wants_upgrade {
+    let upgrade = if wants_upgrade && !spdy_upgrade {
         WebSocketUpgrade::from_request_parts(&mut parts, &())
             .await
             .ok()
     } else {
         None
     };
-    let outcome = match app.with_cluster(&ctx.key, |cluster, settle| {
-        api::handle(cluster, &req, settle)
-    }) {
-        None => Outcome::Done(
-            StatusError::unavailable(format!("cluster {} is being deleted", ctx.name)).response(),
-        ),
-        Some(Err(message)) => Outcome::Done(StatusError::internal(message).response()),
-        Some(Ok(outcome)) => outcome,
-    };
+    let tunnel = upgrade
+        .as_ref()
+        .is_some_and(|ws| ws.requested_protocols().any(|p| p == TUNNEL_PROTOCOL));
+    let spdy_portforward = (spdy_upgrade || tunnel) && pod_of_portforward(&req.path).is_some();
+    // SPDY names each stream's port in its headers, so the query has none; the handler
+    // still checks the pod (it exists, it runs) when given any port to look up. The
+    // traffic record keeps the query as sent.
+    let spdy_req = (spdy_portforward && req.param("ports").is_none()).then(|| {
+        let mut with_port = req.clone();
+        with_port
+            .query
+            .push(("ports".to_string(), PLACEHOLDER_PORT.to_string()));
+        with_port
+    });
+    let (outcome, injected) = app.pass(&KubeCall {
+        ctx: &ctx,
+        req: spdy_req.as_ref().unwrap_or(&req),
+        authorization: authorization.as_deref(),
+    });
+    let mut exchange = KubeCall {
+        ctx: &ctx,
+        req: &req,
+        authorization: None,
+    }
+    .exchange(&outcome, injected);
     match outcome {
         Outcome::Done(response) => answer(&app, exchange, response),
         Outcome::Watch(watch, initial) => {
@@ -387,6 +399,42 @@ async fn handle(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
             }
             Err(e) => answer(&app, exchange, e.response()),
         },
+        Outcome::PortForward(_) if spdy_portforward => {
+            let resolve = pod_port_resolver(ctx.app.clone(), ctx.key.clone(), &req.path);
+            match (resolve, on_spdy_upgrade, upgrade) {
+                (Some(resolve), Some(on_upgrade), _) => {
+                    match spdy_handshake(&parts.headers) {
+                        Ok(response) => {
+                            exchange.status = 101;
+                            app.record(exchange);
+                            tokio::spawn(async move {
+                                // The client may leave before the switch completes.
+                                if let Ok(upgraded) = on_upgrade.await {
+                                    let io = hyper_util::rt::TokioIo::new(upgraded);
+                                    spdy::serve(io, resolve).await;
+                                }
+                            });
+                            response
+                        }
+                        Err(e) => answer(&app, exchange, e.response()),
+                    }
+                }
+                (Some(resolve), None, Some(ws)) => {
+                    exchange.status = 101;
+                    app.record(exchange);
+                    ws.protocols([TUNNEL_PROTOCOL])
+                        .on_upgrade(move |socket| spdy::serve_tunnel(socket, resolve))
+                }
+                _ => answer(
+                    &app,
+                    exchange,
+                    StatusError::bad_request(
+                        "unable to upgrade connection: the connection cannot be upgraded",
+                    )
+                    .response(),
+                ),
+            }
+        }
         Outcome::PortForward(ports) => match negotiate(upgrade) {
             Ok((ws, protocol)) => {
                 exchange.status = 101;
@@ -398,6 +446,81 @@ async fn handle(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
     }
 }
 
+/// One request to a cluster's API server, through the sandbox's one pipeline. The
+/// exchange is recorded by [`handle`] once it knows how a stream upgrade went.
+struct KubeCall<'a> {
+    ctx: &'a Ctx,
+    req: &'a KubeRequest,
+    authorization: Option<&'a str>,
+}
+
+impl Call for KubeCall<'_> {
+    type Response = Outcome;
+
+    fn injected(&self, injected: Injected) -> Outcome {
+        Outcome::Done(StatusError::injected(injected.status, injected.retry_after).response())
+    }
+
+    fn authenticate(&self) -> Option<Outcome> {
+        // Each cloud checks its own tokens (EKS: a presigned STS request).
+        let token = self
+            .authorization
+            .filter(|a| bearer_token_present(Some(a)))
+            .and_then(|h| h.split_once(' '))
+            .map(|(_, t)| t.trim());
+        match token {
+            Some(token) if self.ctx.cloud.accepts_token(token) => None,
+            _ => Some(Outcome::Done(StatusError::unauthorized().response())),
+        }
+    }
+
+    fn run(&self, app: &App, world: &mut World, now: DateTime<Utc>) -> Outcome {
+        app.on_cluster(world, &self.ctx.key, now, |cluster, settle| {
+            api::handle(cluster, self.req, settle)
+        })
+        .unwrap_or_else(|| {
+            Outcome::Done(
+                StatusError::unavailable(format!("cluster {} is being deleted", self.ctx.name))
+                    .response(),
+            )
+        })
+    }
+
+    fn unsaved(&self, message: String) -> Outcome {
+        Outcome::Done(StatusError::internal(message).response())
+    }
+
+    fn may_lose_response(&self) -> bool {
+        // Lost responses model a flaky cloud front end; the clusters' API servers are
+        // reached directly.
+        false
+    }
+
+    fn exchange(&self, response: &Outcome, injected: bool) -> Exchange {
+        let (status, body) = match response {
+            Outcome::Done(r) => (r.status, r.json_body().cloned()),
+            Outcome::Watch(..) | Outcome::FollowLog(_) => (200, None),
+            Outcome::Exec(_) | Outcome::PortForward(_) => (101, None),
+        };
+        Exchange {
+            api: "kubernetes".into(),
+            method: self.req.method.to_string(),
+            path: format!("{}{}", self.ctx.name, self.req.path),
+            query: self
+                .req
+                .query
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join("&"),
+            request: request_json(self.req),
+            status,
+            response: body,
+            injected,
+        }
+    }
+}
+
 /// The request body for the traffic log: JSON as is, YAML (apply patches) as JSON.
 fn request_json(req: &KubeRequest) -> Option<Value> {
     if req.body.is_empty() {
@@ -406,6 +529,65 @@ fn request_json(req: &KubeRequest) -> Option<Value> {
     serde_json::from_slice(&req.body)
         .ok()
         .or_else(|| serde_yaml_ng::from_slice(&req.body).ok())
+}
+
+/// `(namespace, pod)` of a pod's `portforward` subresource path.
+fn pod_of_portforward(path: &str) -> Option<(String, String)> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match parts.as_slice() {
+        ["api", "v1", "namespaces", ns, "pods", pod, "portforward"] => {
+            Some(((*ns).to_string(), (*pod).to_string()))
+        }
+        _ => None,
+    }
+}
+
+/// Finds what listens behind a port of the pod a SPDY port-forward names, per stream:
+/// under the state lock, as `api::handle` does for ports in the query.
+fn pod_port_resolver(app: Weak<App>, key: String, path: &str) -> Option<spdy::Resolver> {
+    let (namespace, pod) = pod_of_portforward(path)?;
+    Some(Arc::new(move |port| {
+        let app = app.upgrade()?;
+        app.with_cluster(&key, |cluster, settle| {
+            volumes::port_target(cluster, settle.processes, &namespace, &pod, port)
+        })
+        .and_then(Result::ok)
+        .flatten()
+    }))
+}
+
+/// The answer to a SPDY/3.1 port-forward upgrade, as the kubelet's `httpstream.Handshake`
+/// and SPDY upgrader give it: 101 with the negotiated `X-Stream-Protocol-Version`, or 403
+/// when the client offers only protocols this server does not speak.
+fn spdy_handshake(headers: &HeaderMap) -> Result<Response, StatusError> {
+    let offered: Vec<&str> = headers
+        .get_all(spdy::PROTOCOL_VERSION_HEADER)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .collect();
+    if !offered.is_empty() && !offered.contains(&PORTFORWARD_PROTOCOL) {
+        return Err(StatusError::forbidden(format!(
+            "unable to upgrade: unable to negotiate protocol: client supports {offered:?}, server supports [{PORTFORWARD_PROTOCOL:?}]"
+        )));
+    }
+    let mut response = StatusCode::SWITCHING_PROTOCOLS.into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+    headers.insert(
+        header::UPGRADE,
+        HeaderValue::from_static(spdy::UPGRADE_PROTOCOL),
+    );
+    // Old clients that offer no version get none back, as from the kubelet.
+    if !offered.is_empty() {
+        headers.insert(
+            spdy::PROTOCOL_VERSION_HEADER,
+            HeaderValue::from_static(PORTFORWARD_PROTOCOL),
+        );
+    }
+    Ok(response)
 }
 
 /// Picks the subprotocol of an exec or port-forward upgrade; anything but a WebSocket

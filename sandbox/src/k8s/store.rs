@@ -9,6 +9,8 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::common::ids::new_uid;
+
 /// How many changes the log keeps for watches; older resourceVersions get 410 Gone.
 const LOG_CAPACITY: usize = 4096;
 
@@ -107,21 +109,6 @@ pub(crate) fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-/// A random RFC 4122 version-4 uid, as the API server assigns.
-pub(crate) fn new_uid() -> String {
-    let a: u128 = rand::random();
-    let b = (a & !(0xf << 76) & !(0x3 << 62)) | (0x4 << 76) | (0x2 << 62);
-    let h = format!("{b:032x}");
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
-
 impl Store {
     pub(crate) fn get(&self, key: &ObjKey) -> Option<&Value> {
         self.objects.get(key)
@@ -196,7 +183,8 @@ impl Store {
     /// Replaces a stored object, bumping `resourceVersion` and, when anything outside
     /// metadata and status changed, `generation`; returns the stored object. A write
     /// that changes nothing is not recorded and keeps the resourceVersion, as the API
-    /// server does.
+    /// server does; a change of managers counts, a change of their timestamps alone does
+    /// not (the server's field manager skips those).
     pub(crate) fn update(&mut self, key: &ObjKey, mut object: Value) -> Value {
         let Some(old) = self.objects.get(key) else {
             return object;
@@ -205,8 +193,12 @@ impl Store {
             let mut v = v.clone();
             if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
                 m.remove("resourceVersion");
-                m.remove("managedFields");
                 m.remove("generation");
+                if let Some(Value::Array(managers)) = m.get_mut("managedFields") {
+                    for entry in managers.iter_mut().filter_map(Value::as_object_mut) {
+                        entry.remove("time");
+                    }
+                }
             }
             v
         };

@@ -41,6 +41,8 @@ pub(crate) enum Protocol {
 #[derive(Debug, Clone)]
 pub(crate) struct ExecTarget {
     pub command: Vec<String>,
+    /// The container's environment (see `environment.rs`), which commands run with.
+    pub env: Vec<(String, String)>,
     pub mounts: Vec<Mount>,
     /// The redis-server behind the pod, for `redis-cli`.
     pub redis: Option<SocketAddr>,
@@ -69,7 +71,7 @@ const CLOSE_WAIT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Output is read and sent in chunks of at most this size.
-const CHUNK: usize = 32 * 1024;
+pub(crate) const CHUNK: usize = 32 * 1024;
 
 /// Output whose host paths are mapped back is held until a line ends, but never more than this.
 const MAX_PENDING_LINE: usize = 64 * 1024;
@@ -231,8 +233,9 @@ fn data_channel(port_index: usize) -> u8 {
     u8::try_from(2 * port_index).unwrap_or(u8::MAX - 1)
 }
 
-/// The connection to what listens behind a pod port, or the kubelet's error text.
-async fn connect(port: u16, addr: Option<SocketAddr>) -> Result<TcpStream, String> {
+/// The connection to what listens behind a pod port, or the kubelet's error text (also
+/// what `spdy` bridges its port-forward streams with).
+pub(crate) async fn connect(port: u16, addr: Option<SocketAddr>) -> Result<TcpStream, String> {
     let failure = |reason: String| {
         format!("error forwarding port {port} to pod: failed to connect to localhost:{port} inside the pod: {reason}")
     };
@@ -327,10 +330,14 @@ async fn run_process(
         .stdout(piped(target.stdout))
         .stderr(piped(target.stderr))
         .kill_on_drop(true);
+    // The host's PATH finds the jailed commands; the rest is the container's own.
     for key in ["PATH", "HOME", "LANG"] {
         if let Some(value) = std::env::var_os(key) {
             command.env(key, value);
         }
+    }
+    for (key, value) in target.env.iter().filter(|(k, _)| k != "PATH") {
+        command.env(key, value);
     }
     let mut child = match command.spawn() {
         Ok(child) => child,
@@ -1887,6 +1894,7 @@ mod tests {
     fn target(command: &[&str], mounts: Vec<Mount>) -> ExecTarget {
         ExecTarget {
             command: command.iter().map(|s| s.to_string()).collect(),
+            env: vec![("QUEUE".into(), "datasets".into())],
             mounts,
             redis: None,
             stdin: false,
@@ -2094,6 +2102,15 @@ mod tests {
             "{}",
             outcome.stderr()
         );
+    }
+
+    #[tokio::test]
+    async fn env_in_a_container_prints_the_containers_environment() {
+        let mut client = start_exec(V5, target(&["env"], Vec::new())).await;
+        let outcome = finish(&mut client).await;
+        assert_eq!(outcome.status(), &success());
+        let stdout = outcome.stdout();
+        assert!(stdout.lines().any(|l| l == "QUEUE=datasets"), "{stdout}");
     }
 
     #[tokio::test]

@@ -1082,12 +1082,12 @@ pub(crate) fn table(
 mod tests {
     use super::*;
     use crate::k8s::discovery;
-    use crate::k8s::{ClusterState, Flavor};
+    use crate::k8s::ClusterState;
 
     fn rt(group: &str, plural: &str) -> ResourceType {
         let c = ClusterState::new(
             "c",
-            Flavor::Gke { autopilot: false },
+            crate::k8s::controllers::testkit::cloud(false),
             String::new(),
             String::new(),
             Vec::new(),

@@ -9,12 +9,13 @@ use serde_json::{json, Value};
 
 use super::events::{self, Event, Involved};
 use super::nodes::{self, Shape};
-use super::obj::{self, fnv64, ts};
+use super::obj::{self, ts};
+use crate::common::hash::fnv64;
 use super::workers::{self, is_queue_worker, Drain};
 use super::{base, scaled};
 use crate::k8s::processes::RedisStatus;
 use crate::k8s::store::ObjKey;
-use crate::k8s::{ClusterState, Flavor, SettleCtx};
+use crate::k8s::{ClusterState, SettleCtx};
 
 /// Holds a pod that reached a node until its containers have stopped, so a deleted pod
 /// shows as terminating for its grace period and its processes are stopped.
@@ -709,7 +710,7 @@ fn step(
                 return false;
             }
         }
-        let (end, code) = if is_queue_worker(&image) && runs_to_completion(pod) {
+        let (end, code) = if is_queue_worker(pod, &image) && runs_to_completion(pod) {
             // The batch-ML worker runs until its queue is empty.
             match workers::drain(cluster, pass.ctx, pod, spec, started, own_restarts) {
                 Drain::Working => return false,
@@ -1074,7 +1075,7 @@ pub(super) fn preempt(
         );
     }
     cluster.store.remove(&nodes::node_key(&node_name));
-    let autopilot = cluster.flavor == Flavor::Gke { autopilot: true };
+    let autopilot = cluster.cloud.provisions_per_pod();
     let pool = cluster
         .node_pools
         .iter()

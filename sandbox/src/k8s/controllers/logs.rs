@@ -82,7 +82,7 @@ pub(super) fn pod_logs(
         if !words.is_empty() {
             lines.push(format!("Running: {}", words.join(" ")));
         }
-        if kubelet::runs_to_completion(pod) && workers::is_queue_worker(image) {
+        if kubelet::runs_to_completion(pod) && workers::is_queue_worker(pod, image) {
             let key = workers::run_key(pod, name, kubelet::restarts(pod));
             lines.extend(workers::log_lines(cluster, &key, now));
         } else if kubelet::runs_to_completion(pod) {

@@ -14,7 +14,7 @@ mod jobs;
 mod kubelet;
 mod logs;
 mod nodes;
-pub(super) mod obj;
+pub(crate) mod obj;
 mod scheduler;
 mod services;
 mod storage;

@@ -8,10 +8,11 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use super::events::{self, Event, Involved};
-use super::obj::{self, fnv64, stable_suffix, ts};
+use super::obj::{self, ts};
+use crate::common::hash::fnv64;
 use super::{base, scaled};
 use crate::k8s::store::ObjKey;
-use crate::k8s::{ClusterState, Flavor, NodePoolInfo, SettleCtx};
+use crate::k8s::{ClusterState, NodePoolInfo, SettleCtx};
 
 /// When an autoscaled node was last seen without pods (kept on the Node).
 const UNNEEDED_SINCE: &str = "sandbox.terrain.dev/unneeded-since";
@@ -24,41 +25,23 @@ pub(super) fn node_key(name: &str) -> ObjKey {
 }
 
 fn autopilot(cluster: &ClusterState) -> bool {
-    cluster.flavor == Flavor::Gke { autopilot: true }
+    cluster.cloud.provisions_per_pod()
 }
 
 /// The label naming a node's pool.
 fn pool_label(cluster: &ClusterState) -> &'static str {
-    match cluster.flavor {
-        Flavor::Gke { .. } => "cloud.google.com/gke-nodepool",
-        Flavor::Eks => "eks.amazonaws.com/nodegroup",
-    }
+    cluster.cloud.pool_label()
 }
 
 /// The name of VM `index` of a pool, stable so a settle finds the nodes it made before.
 pub(super) fn pool_node_name(cluster: &ClusterState, pool: &str, index: i64) -> String {
-    let index = index.to_string();
-    match cluster.flavor {
-        Flavor::Gke { .. } => {
-            let group = fnv64(&[&cluster.name, pool]) as u32;
-            let suffix = stable_suffix(&[&cluster.name, pool, &index], 4);
-            format!("gke-{}-{pool}-{group:08x}-{suffix}", cluster.name)
-        }
-        Flavor::Eks => {
-            let h = fnv64(&[&cluster.name, pool, &index]);
-            format!("ip-10-0-{}-{}.ec2.internal", (h >> 8) % 256, h % 254 + 1)
-        }
-    }
+    cluster.cloud.pool_node_name(&cluster.name, pool, index)
 }
 
-/// The node Autopilot provisions for a pod, named after the pod so that every settle
-/// agrees on which node that is.
+/// The node made for a pod where the cloud provisions per pod, named after the pod so
+/// that every settle agrees on which node that is.
 pub(super) fn autopilot_node_name(cluster: &ClusterState, pod_uid: &str) -> String {
-    format!(
-        "gk3-{}-nap-{:08x}",
-        cluster.name,
-        fnv64(&[&cluster.name, pod_uid]) as u32
-    )
+    cluster.cloud.pod_node_name(&cluster.name, pod_uid)
 }
 
 /// What a node looks like, whoever asks for it.
@@ -202,16 +185,10 @@ pub(super) fn build(
         capacity[k.as_str()] = json!(v);
     }
     let internal_ip = format!("10.128.{}.{}", slot / 250, slot % 250 + 2);
-    let provider_id = match cluster.flavor {
-        Flavor::Gke { .. } => format!("gce://sandbox/{zone}/{name}"),
-        Flavor::Eks => format!("aws:///{zone}/i-{:017x}", fnv64(&[name]) >> 4),
-    };
+    let provider_id = cluster.cloud.provider_id(&zone, name);
     // One version source: the pool's nodes run its version, else the control plane's.
     let kubelet = shape.version.as_deref().unwrap_or(&cluster.version);
-    let (os_image, runtime) = match cluster.flavor {
-        Flavor::Gke { .. } => ("Container-Optimized OS from Google", "containerd://1.7.24"),
-        Flavor::Eks => ("Amazon Linux 2023.6.20250203", "containerd://1.7.25"),
-    };
+    let (os_image, runtime) = cluster.cloud.node_os();
     let machine_id = format!(
         "{:016x}{:016x}",
         fnv64(&[name, "machine"]),
@@ -515,7 +492,7 @@ mod tests {
         let nodes = h.names("", "nodes", "");
         assert_eq!(nodes.len(), 3, "{nodes:?}");
         let gpu = pool_node_name(&h.cluster, "gpu", 0);
-        assert!(gpu.starts_with("gke-batch-gpu-"), "{gpu}");
+        assert_eq!(gpu, "batch-gpu-0", "the cloud names the VMs");
         let node = h.get("", "nodes", "", &gpu);
         assert_eq!(
             node["metadata"]["labels"]["cloud.google.com/gke-nodepool"],

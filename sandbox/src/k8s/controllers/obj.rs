@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::super::store::{self, ObjKey, Store};
+use crate::common::hash::fnv64;
 
 /// The value at `path`, `Null` when any step is missing (indexing JSON never panics).
 pub(crate) fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
@@ -206,23 +207,6 @@ pub(crate) fn list_where(
         .filter(|(_, v)| keep(v))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
-}
-
-/// FNV-1a: a hash that stays the same across builds and platforms, for names that must
-/// survive a sandbox restart (node names, event names, pod-template-hash labels).
-pub(crate) fn fnv64(parts: &[&str]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (i, part) in parts.iter().enumerate() {
-        if i > 0 {
-            h ^= 0xff;
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        for b in part.bytes() {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    h
 }
 
 /// The alphabet Kubernetes draws generated name suffixes from (no vowels, no look-alikes).

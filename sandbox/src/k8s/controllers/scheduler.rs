@@ -13,7 +13,7 @@ use super::nodes::{self, Shape};
 use super::obj::{self, ts};
 use super::{base, scaled};
 use crate::k8s::store::ObjKey;
-use crate::k8s::{ClusterState, Flavor, SettleCtx};
+use crate::k8s::{ClusterState, SettleCtx};
 
 const SCHEDULER: &str = "default-scheduler";
 const AUTOSCALER: &str = "cluster-autoscaler";
@@ -310,9 +310,10 @@ fn schedule_pod(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, p
         .find(|c| c["type"] == "PodScheduled")
         .and_then(|c| obj::parse_time(&c["lastTransitionTime"]))
         .unwrap_or(ctx.now);
-    let added = match cluster.flavor {
-        Flavor::Gke { autopilot: true } => provision_for(cluster, ctx, &pod, since),
-        _ => scale_up_for(cluster, ctx, &pod, since),
+    let added = if cluster.cloud.provisions_per_pod() {
+        provision_for(cluster, ctx, &pod, since)
+    } else {
+        scale_up_for(cluster, ctx, &pod, since)
     };
     if let Some(node) = added {
         let node = cluster.store.get(&nodes::node_key(&node)).cloned();

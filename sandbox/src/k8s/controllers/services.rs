@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::events::{self, Event, Involved};
-use super::obj::{self, fnv64};
+use super::obj;
+use crate::common::hash::fnv64;
 use super::{base, scaled};
 use crate::k8s::store::ObjKey;
 use crate::k8s::{ClusterState, SettleCtx};

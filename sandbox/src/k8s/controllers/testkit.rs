@@ -10,7 +10,10 @@ use serde_json::{json, Value};
 use super::obj;
 use crate::k8s::processes::Processes;
 use crate::k8s::store::{ObjKey, Store};
-use crate::k8s::{defaults, ClusterState, Flavor, NodePoolInfo, SettleCtx};
+use std::sync::Arc;
+
+use crate::common::hash::fnv64;
+use crate::k8s::{defaults, CloudSide, ClusterState, NodePoolInfo, SettleCtx};
 
 pub(crate) struct Harness {
     pub cluster: ClusterState,
@@ -18,6 +21,47 @@ pub(crate) struct Harness {
     pub scale: f64,
     pub processes: Processes,
     pub dir: tempfile::TempDir,
+}
+
+/// The tests' cloud: it labels pools and names per-pod nodes as GKE does, so that the
+/// tests read like the clusters users meet, without the emulator knowing GKE.
+#[derive(Debug)]
+pub(crate) struct TestCloud {
+    per_pod: bool,
+}
+
+pub(crate) fn cloud(per_pod: bool) -> Arc<dyn CloudSide> {
+    Arc::new(TestCloud { per_pod })
+}
+
+impl CloudSide for TestCloud {
+    fn describe(&self) -> &'static str {
+        "test"
+    }
+    fn pool_label(&self) -> &'static str {
+        "cloud.google.com/gke-nodepool"
+    }
+    fn provisions_per_pod(&self) -> bool {
+        self.per_pod
+    }
+    fn pool_node_name(&self, cluster: &str, pool: &str, index: i64) -> String {
+        format!("{cluster}-{pool}-{index}")
+    }
+    fn pod_node_name(&self, cluster: &str, pod_uid: &str) -> String {
+        format!("gk3-{cluster}-nap-{:08x}", fnv64(&[cluster, pod_uid]) as u32)
+    }
+    fn provider_id(&self, zone: &str, node: &str) -> String {
+        format!("test://{zone}/{node}")
+    }
+    fn node_os(&self) -> (&'static str, &'static str) {
+        ("Test OS", "containerd://1.7.24")
+    }
+    fn accepts_token(&self, token: &str) -> bool {
+        token != "refused"
+    }
+    fn context_name(&self, _key: &str, name: &str) -> String {
+        name.to_string()
+    }
 }
 
 pub(crate) fn pool(name: &str, count: i64, max: i64) -> NodePoolInfo {
@@ -67,7 +111,7 @@ pub(crate) fn nfs_pv(name: &str, server: &str, path: &str, size: &str) -> Value 
 }
 
 impl Harness {
-    fn new(flavor: Flavor, pools: Vec<NodePoolInfo>) -> Harness {
+    fn new(cloud: Arc<dyn CloudSide>, pools: Vec<NodePoolInfo>) -> Harness {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let now = Utc
             .with_ymd_and_hms(2025, 1, 1, 0, 0, 0)
@@ -75,7 +119,7 @@ impl Harness {
             .expect("a valid date");
         let cluster = ClusterState {
             name: "batch".into(),
-            flavor,
+            cloud,
             port: 0,
             ca_cert_pem: String::new(),
             ca_key_pem: String::new(),
@@ -105,11 +149,11 @@ impl Harness {
     }
 
     pub(crate) fn standard(pools: Vec<NodePoolInfo>) -> Harness {
-        Harness::new(Flavor::Gke { autopilot: false }, pools)
+        Harness::new(cloud(false), pools)
     }
 
     pub(crate) fn autopilot() -> Harness {
-        Harness::new(Flavor::Gke { autopilot: true }, Vec::new())
+        Harness::new(cloud(true), Vec::new())
     }
 
     pub(crate) fn settle(&mut self) {

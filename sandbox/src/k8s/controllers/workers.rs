@@ -5,7 +5,8 @@
 //! line of `report.txt` to `output/` on its shared volume, and exits 0 ("Queue empty,
 //! exiting") once the list is empty. A preempted pod loses the item it was on; its
 //! replacement goes on with the rest of the queue. `REDIS_HOST` and `QUEUE` in the
-//! container's environment name another Service and list.
+//! container's environment name another Service and list. Any other image behaves so when
+//! its pod carries the annotation [`QUEUE_ANNOTATION`] (`<service>/<list>`).
 //!
 //! What each run took is kept per pod, container and restart, for the logs, until the
 //! pod is gone.
@@ -43,12 +44,29 @@ pub(crate) struct Drained {
     pub empty_at: Option<DateTime<Utc>>,
 }
 
+/// Pod annotation: the container drains this Redis list (`<service>/<list>`) as the
+/// batch-ML worker does, whatever its image.
+pub(crate) const QUEUE_ANNOTATION: &str = "sandbox.terrain.dev/queue";
+
 /// Whether `image` is the batch-ML worker.
-pub(crate) fn is_queue_worker(image: &str) -> bool {
+fn is_worker_image(image: &str) -> bool {
     normalize_image(image)
         .rsplit('/')
         .next()
         .is_some_and(|name| name.split(':').next() == Some(WORKER_IMAGE))
+}
+
+/// Whether the container running `image` in `pod` drains a queue: the batch-ML worker's
+/// image, or any image its pod annotates with a queue.
+pub(crate) fn is_queue_worker(pod: &Value, image: &str) -> bool {
+    is_worker_image(image) || queue_annotation(pod).is_some()
+}
+
+/// The Service and list a pod's annotation names.
+fn queue_annotation(pod: &Value) -> Option<(String, String)> {
+    let value = obj::annotation(pod, QUEUE_ANNOTATION)?;
+    let (service, list) = value.trim().split_once('/')?;
+    (!service.is_empty() && !list.is_empty()).then(|| (service.to_string(), list.to_string()))
 }
 
 /// The key of one run's record.
@@ -95,8 +113,12 @@ pub(super) fn drain(
             .and_then(|e| e["value"].as_str())
             .map(str::to_string)
     };
-    let host = env("REDIS_HOST").unwrap_or_else(|| DEFAULT_HOST.to_string());
-    let queue = env("QUEUE").unwrap_or_else(|| DEFAULT_QUEUE.to_string());
+    let (host, queue) = queue_annotation(pod).unwrap_or_else(|| {
+        (
+            env("REDIS_HOST").unwrap_or_else(|| DEFAULT_HOST.to_string()),
+            env("QUEUE").unwrap_or_else(|| DEFAULT_QUEUE.to_string()),
+        )
+    });
     let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
     let Some(addr) = redis_behind(cluster, ctx, namespace, &host) else {
         // No queue to reach yet: the worker retries its connection.
@@ -258,10 +280,10 @@ mod tests {
             "us-docker.pkg.dev/google-samples/containers/gke/batch-ml-workload:latest",
             "batch-ml-workload:v2",
         ] {
-            assert!(is_queue_worker(image), "{image}");
+            assert!(is_worker_image(image), "{image}");
         }
         for image in ["python:3.12", "batch-ml-workload-exporter", "redis:7.2"] {
-            assert!(!is_queue_worker(image), "{image}");
+            assert!(!is_worker_image(image), "{image}");
         }
     }
 
@@ -281,6 +303,155 @@ mod tests {
             .insert("gone-uid/main/0".into(), Drained::default());
         h.settle();
         assert_eq!(h.cluster.drained.keys().collect::<Vec<_>>(), [&kept]);
+    }
+
+    /// `RPUSH queue items…` and `LLEN queue` on a real Redis.
+    fn redis(addr: SocketAddr, args: &[&str]) -> String {
+        use std::io::Read;
+        let mut stream = TcpStream::connect(addr).expect("connect to redis");
+        let mut command = format!("*{}\r\n", args.len());
+        for a in args {
+            command.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+        }
+        stream.write_all(command.as_bytes()).expect("send");
+        let mut buf = [0u8; 64];
+        let n = stream.read(&mut buf).expect("reply");
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    #[test]
+    fn a_preempted_worker_is_replaced_and_the_replacement_drains_the_rest_of_the_queue() {
+        use super::super::testkit::{self, Harness};
+        use serde_json::json;
+        if std::process::Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            eprintln!("skipping: redis-server is not installed (scripts/deps.sh installs it)");
+            return;
+        }
+        let mut h = Harness::standard(vec![
+            testkit::pool("default-pool", 1, 1),
+            testkit::pool("spot", 1, 1),
+        ]);
+        let on = |pool: &str| json!({"cloud.google.com/gke-nodepool": pool});
+        h.create("", "pods", "default", json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "redis-leader", "labels": {"app": "redis"}},
+            "spec": {"nodeSelector": on("default-pool"),
+                     "containers": [{"name": "leader", "image": "redis:7.2", "ports": [{"containerPort": 6379}]}]},
+        }));
+        h.create(
+            "",
+            "services",
+            "default",
+            json!({
+                "apiVersion": "v1", "kind": "Service", "metadata": {"name": "redis-leader"},
+                "spec": {"selector": {"app": "redis"}, "ports": [{"port": 6379}]},
+            }),
+        );
+        let mut addr = None;
+        for _ in 0..200 {
+            h.advance(0.5);
+            addr =
+                crate::k8s::volumes::redis_of(&h.cluster, &h.processes, "default", "redis-leader");
+            if addr.is_some()
+                && h.get("", "pods", "default", "redis-leader")["status"]["containerStatuses"][0]
+                    ["ready"]
+                    == true
+            {
+                break;
+            }
+            std::thread::sleep(StdDuration::from_millis(50));
+        }
+        let addr = addr.expect("redis is up");
+        assert_eq!(
+            redis(
+                addr,
+                &["RPUSH", "shards", "s/1.csv", "s/2.csv", "s/3.csv", "s/4.csv"]
+            ),
+            ":4\r\n"
+        );
+        // Not the worker's image: the annotation makes it drain `shards`.
+        h.create(
+            "batch",
+            "jobs",
+            "default",
+            json!({
+                "apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
+                "spec": {"backoffLimit": 3, "template": {
+                    "metadata": {"annotations": {QUEUE_ANNOTATION: "redis-leader/shards"}},
+                    "spec": {"restartPolicy": "Never", "nodeSelector": on("spot"),
+                             "containers": [{"name": "main", "image": "python:3.12"}]}}},
+            }),
+        );
+        let mut first = None;
+        for _ in 0..100 {
+            h.advance(0.5);
+            first = h
+                .list("", "pods", "default")
+                .into_iter()
+                .find(|p| obj::name(p).starts_with("train-"))
+                .filter(|p| cluster_took(&h.cluster, p) >= 1);
+            if first.is_some() {
+                break;
+            }
+        }
+        let first = first.expect("the first worker took an item");
+        let took_before = cluster_took(&h.cluster, &first);
+        let name = obj::name(&first).to_string();
+        assert!(crate::k8s::controllers::preempt(
+            &mut h.cluster,
+            "default",
+            &name,
+            h.now
+        ));
+        let mut job = Value::Null;
+        for _ in 0..200 {
+            h.advance(0.5);
+            job = h.get("batch", "jobs", "default", "train");
+            if job["status"]["succeeded"] == 1 {
+                break;
+            }
+        }
+        assert_eq!(job["status"]["succeeded"], 1, "{job}");
+        assert_eq!(
+            job["status"]["failed"], 1,
+            "the preempted pod counts as failed: {job}"
+        );
+        assert_eq!(
+            redis(addr, &["LLEN", "shards"]),
+            ":0\r\n",
+            "the queue is drained"
+        );
+        let workers: Vec<Value> = h
+            .list("", "pods", "default")
+            .into_iter()
+            .filter(|p| obj::name(p).starts_with("train-"))
+            .collect();
+        assert_eq!(workers.len(), 2, "the preempted pod and its replacement");
+        let second = workers
+            .iter()
+            .find(|p| obj::uid(p) != obj::uid(&first))
+            .expect("a replacement");
+        let rest = cluster_took(&h.cluster, second);
+        assert_eq!(
+            took_before + rest,
+            4,
+            "the replacement went on where the preempted worker stopped"
+        );
+        assert!(rest >= 1);
+        let record = &h.cluster.drained[&run_key(second, "main", 0)];
+        assert!(record.empty_at.is_some(), "it exited on the empty queue");
+    }
+
+    /// Items the pod's first run of `main` has taken.
+    fn cluster_took(cluster: &ClusterState, pod: &Value) -> usize {
+        cluster
+            .drained
+            .get(&run_key(pod, "main", 0))
+            .map_or(0, |r| r.items.len())
     }
 
     #[test]

@@ -1,0 +1,541 @@
+//! The GKE side of the emulated clusters: GKE's clusters and node pools in the Kubernetes
+//! emulator's cloud-neutral terms (machine shapes, the labels, taints and extended
+//! resources GKE gives its nodes), and [`GkeCloud`], the [`CloudSide`] GKE's nodes, tokens and
+//! contexts follow.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+
+use super::container::{KubeCluster, KubePool};
+use crate::common::hash::fnv64;
+use crate::k8s::controllers::obj::stable_suffix;
+use crate::k8s::{CloudCluster, CloudSide, NodePoolInfo};
+
+/// A GKE cluster, Standard or Autopilot.
+#[derive(Debug)]
+pub(crate) struct GkeCloud {
+    pub autopilot: bool,
+}
+
+impl CloudSide for GkeCloud {
+    fn describe(&self) -> &'static str {
+        if self.autopilot {
+            "GKE Autopilot"
+        } else {
+            "GKE Standard"
+        }
+    }
+
+    fn pool_label(&self) -> &'static str {
+        "cloud.google.com/gke-nodepool"
+    }
+
+    fn provisions_per_pod(&self) -> bool {
+        self.autopilot
+    }
+
+    fn pool_node_name(&self, cluster: &str, pool: &str, index: i64) -> String {
+        // `gke-<cluster>-<pool>-<instance group hash>-<suffix>`, as GKE names its VMs.
+        let group = fnv64(&[cluster, pool]) as u32;
+        let suffix = stable_suffix(&[cluster, pool, &index.to_string()], 4);
+        format!("gke-{cluster}-{pool}-{group:08x}-{suffix}")
+    }
+
+    fn pod_node_name(&self, cluster: &str, pod_uid: &str) -> String {
+        // Autopilot's auto-provisioned nodes: `gk3-<cluster>-nap-<hash>`.
+        format!(
+            "gk3-{cluster}-nap-{:08x}",
+            fnv64(&[cluster, pod_uid]) as u32
+        )
+    }
+
+    fn provider_id(&self, zone: &str, node: &str) -> String {
+        format!("gce://sandbox/{zone}/{node}")
+    }
+
+    fn node_os(&self) -> (&'static str, &'static str) {
+        ("Container-Optimized OS from Google", "containerd://1.7.24")
+    }
+
+    fn accepts_token(&self, _token: &str) -> bool {
+        // GKE takes any Google access token the sandbox handed out; their presence is
+        // what the API server checks.
+        true
+    }
+
+    fn device_env(&self, node: &Value, resource: &str, count: i64) -> Vec<(String, String)> {
+        if resource != "google.com/tpu" {
+            return Vec::new();
+        }
+        // What GKE sets in a TPU container, here for a single-host slice: the worker is
+        // the only one, and the slice is named from the node's TPU labels.
+        let labels = &node["metadata"]["labels"];
+        let accelerator = labels["cloud.google.com/gke-tpu-accelerator"]
+            .as_str()
+            .unwrap_or_default();
+        let topology = labels["cloud.google.com/gke-tpu-topology"]
+            .as_str()
+            .unwrap_or_default();
+        let mut env = vec![
+            ("TPU_WORKER_ID".to_string(), "0".to_string()),
+            ("TPU_WORKER_HOSTNAMES".to_string(), "localhost".to_string()),
+            ("TPU_SKIP_MDS_QUERY".to_string(), "true".to_string()),
+            (
+                "TPU_VISIBLE_CHIPS".to_string(),
+                (0..count)
+                    .map(|i| i.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            ),
+        ];
+        if let Some(kind) = tpu_accelerator_type(accelerator, topology) {
+            env.push(("TPU_ACCELERATOR_TYPE".to_string(), kind));
+        }
+        if !topology.is_empty() {
+            env.push(("TPU_TOPOLOGY".to_string(), topology.to_string()));
+        }
+        env
+    }
+
+    fn context_name(&self, key: &str, name: &str) -> String {
+        // `gcloud container clusters get-credentials` names contexts
+        // `gke_<project>_<location>_<name>`.
+        let parts: Vec<&str> = key.strip_prefix("gke/").unwrap_or(key).split('/').collect();
+        match parts.as_slice() {
+            ["projects", project, "locations", location, "clusters", cluster] => {
+                format!("gke_{project}_{location}_{cluster}")
+            }
+            _ => name.to_string(),
+        }
+    }
+}
+
+/// The Cloud TPU accelerator type of a slice (`v5litepod-4`, `v4-8`) from GKE's node
+/// labels: v4 and v5p count TensorCores (two per chip), the lite and v6e slices chips.
+fn tpu_accelerator_type(accelerator: &str, topology: &str) -> Option<String> {
+    let chips: i64 = topology
+        .split('x')
+        .map(|d| d.parse::<i64>().ok())
+        .product::<Option<i64>>()?;
+    let name = match accelerator {
+        "tpu-v4-podslice" => format!("v4-{}", chips * 2),
+        "tpu-v5p-slice" => format!("v5p-{}", chips * 2),
+        "tpu-v5-lite-podslice" | "tpu-v5-lite-device" => format!("v5litepod-{chips}"),
+        "tpu-v6e-slice" => format!("v6e-{chips}"),
+        _ => return None,
+    };
+    Some(name)
+}
+
+/// The GKE clusters in cloud-neutral terms.
+pub(crate) fn gke_clusters(clusters: Vec<KubeCluster>) -> Vec<CloudCluster> {
+    clusters
+        .into_iter()
+        .map(|c| CloudCluster {
+            node_pools: c.pools.iter().map(gke_node_pool).collect(),
+            version: format!("v{}", c.version),
+            key: c.key,
+            name: c.name,
+            cloud: Arc::new(GkeCloud {
+                autopilot: c.autopilot,
+            }),
+            ca_cert_pem: c.ca_cert_pem,
+            ca_key_pem: c.ca_key_pem,
+        })
+        .collect()
+}
+
+/// vCPUs and memory (MiB) of a Compute Engine machine type; unknown types count as
+/// e2-medium.
+fn machine_shape(machine_type: &str) -> (i64, i64) {
+    const GIB: f64 = 1024.0;
+    let parts: Vec<&str> = machine_type.split('-').collect();
+    let n = |s: &str| s.trim_end_matches(['g', 't']).parse::<i64>().ok();
+    let shape = match parts.as_slice() {
+        ["e2", "micro"] => Some((2, 1.0)),
+        ["e2", "small"] => Some((2, 2.0)),
+        ["e2", "medium"] => Some((2, 4.0)),
+        ["custom", cpu, mem] => n(cpu).zip(n(mem)).map(|(c, m)| (c, m as f64 / GIB)),
+        ["a2", "highgpu", g] => n(g).map(|g| (12 * g, 85.0 * g as f64)),
+        ["a2", "ultragpu", g] => n(g).map(|g| (12 * g, 170.0 * g as f64)),
+        ["a2", "megagpu", _] => Some((96, 1360.0)),
+        ["a3", _, _] => Some((208, 1872.0)),
+        ["ct4p", _, t] | ["ct5p", _, t] => n(t).map(|t| (52 * t, 112.0 * t as f64)),
+        ["ct5lp", _, "1t"] | ["ct5l", _, "1t"] => Some((24, 48.0)),
+        ["ct5lp", _, t] | ["ct5l", _, t] => n(t).map(|t| (28 * t, 48.0 * t as f64)),
+        ["ct6e", _, "1t"] => Some((44, 176.0)),
+        ["ct6e", _, t] => n(t).map(|t| (180, 180.0 * t as f64)),
+        ["n1", "standard", c] => n(c).map(|c| (c, 3.75 * c as f64)),
+        ["n1", "highmem", c] => n(c).map(|c| (c, 6.5 * c as f64)),
+        ["n1", "highcpu", c] => n(c).map(|c| (c, 0.9 * c as f64)),
+        [_, "standard", c] => n(c).map(|c| (c, 4.0 * c as f64)),
+        [_, "highmem", c] => n(c).map(|c| (c, 8.0 * c as f64)),
+        [_, "highcpu", c] => n(c).map(|c| (c, c as f64)),
+        _ => None,
+    };
+    let (cpu, gib) = shape.unwrap_or((2, 4.0));
+    (cpu, (gib * GIB).round() as i64)
+}
+
+/// The GPUs some machine types come with when no accelerator is configured.
+fn bundled_gpus(machine_type: &str) -> Option<(&'static str, i64)> {
+    let parts: Vec<&str> = machine_type.split('-').collect();
+    let count = |s: &str| s.trim_end_matches('g').parse::<i64>().ok();
+    match parts.as_slice() {
+        ["a2", "highgpu", g] => count(g).map(|c| ("nvidia-tesla-a100", c)),
+        ["a2", "megagpu", g] => count(g).map(|c| ("nvidia-tesla-a100", c)),
+        ["a2", "ultragpu", g] => count(g).map(|c| ("nvidia-a100-80gb", c)),
+        ["a3", "megagpu", g] => count(g).map(|c| ("nvidia-h100-mega-80gb", c)),
+        ["a3", _, g] => count(g).map(|c| ("nvidia-h100-80gb", c)),
+        ["g2", "standard", cpu] => cpu.parse::<i64>().ok().map(|cpu| {
+            let gpus = match cpu {
+                24 => 2,
+                48 => 4,
+                96 => 8,
+                _ => 1,
+            };
+            ("nvidia-l4", gpus)
+        }),
+        _ => None,
+    }
+}
+
+/// A TPU machine type's accelerator label value, chip count and default topology.
+fn tpu_shape(machine_type: &str) -> Option<(&'static str, i64, &'static str)> {
+    let parts: Vec<&str> = machine_type.split('-').collect();
+    let [family, _, chips] = parts.as_slice() else {
+        return None;
+    };
+    let chips: i64 = chips.strip_suffix('t')?.parse().ok()?;
+    let (accelerator, three_d) = match *family {
+        "ct4p" => ("tpu-v4-podslice", true),
+        "ct5p" => ("tpu-v5p-slice", true),
+        "ct5lp" => ("tpu-v5-lite-podslice", false),
+        "ct5l" => ("tpu-v5-lite-device", false),
+        "ct6e" => ("tpu-v6e-slice", false),
+        _ => return None,
+    };
+    let topology = match (three_d, chips) {
+        (true, _) => "2x2x1",
+        (false, 1) => "1x1",
+        (false, 4) => "2x2",
+        (false, 8) => "2x4",
+        (false, _) => "1x1",
+    };
+    Some((accelerator, chips, topology))
+}
+
+fn gke_effect(effect: &str) -> &str {
+    match effect {
+        "NO_SCHEDULE" => "NoSchedule",
+        "PREFER_NO_SCHEDULE" => "PreferNoSchedule",
+        "NO_EXECUTE" => "NoExecute",
+        other => other,
+    }
+}
+
+/// A GKE node pool as the Kubernetes side sees it: the labels, taints and extended
+/// resources GKE puts on its nodes.
+pub(crate) fn gke_node_pool(pool: &KubePool) -> NodePoolInfo {
+    let config = &pool.config;
+    let machine_type = config["machineType"]
+        .as_str()
+        .unwrap_or("e2-medium")
+        .to_string();
+    let mut labels = BTreeMap::new();
+    for (k, v) in config["labels"].as_object().into_iter().flatten() {
+        if let Some(v) = v.as_str() {
+            labels.insert(k.clone(), v.to_string());
+        }
+    }
+    labels.insert("cloud.google.com/gke-nodepool".into(), pool.name.clone());
+    labels.insert(
+        "cloud.google.com/machine-family".into(),
+        machine_type
+            .split('-')
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+    );
+    labels.insert(
+        "node.kubernetes.io/instance-type".into(),
+        machine_type.clone(),
+    );
+    if config["spot"] == Value::Bool(true) {
+        labels.insert("cloud.google.com/gke-spot".into(), "true".into());
+    }
+    if config["preemptible"] == Value::Bool(true) {
+        labels.insert("cloud.google.com/gke-preemptible".into(), "true".into());
+    }
+    let mut taints: Vec<Value> = config["taints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let mut taint = json!({
+                "key": t["key"].as_str().unwrap_or_default(),
+                "effect": gke_effect(t["effect"].as_str().unwrap_or_default()),
+            });
+            if let Some(v) = t["value"].as_str().filter(|v| !v.is_empty()) {
+                taint["value"] = json!(v);
+            }
+            taint
+        })
+        .collect();
+    let mut add_taint = |key: &str| {
+        if !taints.iter().any(|t| t["key"] == key) {
+            taints.push(json!({"key": key, "value": "present", "effect": "NoSchedule"}));
+        }
+    };
+    let mut extended_resources = BTreeMap::new();
+    let configured: Vec<(String, i64)> = config["accelerators"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| {
+            let kind = a["acceleratorType"].as_str()?.to_string();
+            let count = match &a["acceleratorCount"] {
+                Value::String(s) => s.parse().ok(),
+                other => other.as_i64(),
+            }?;
+            Some((kind, count))
+        })
+        .collect();
+    let gpus = match configured.first() {
+        Some((kind, _)) => Some((kind.clone(), configured.iter().map(|(_, c)| c).sum::<i64>())),
+        None => bundled_gpus(&machine_type).map(|(k, c)| (k.to_string(), c)),
+    };
+    if let Some((kind, count)) = gpus {
+        labels.insert("cloud.google.com/gke-accelerator".into(), kind);
+        extended_resources.insert("nvidia.com/gpu".into(), count.to_string());
+        add_taint("nvidia.com/gpu");
+    }
+    if let Some((accelerator, chips, default_topology)) = tpu_shape(&machine_type) {
+        let topology = pool.placement_policy["tpuTopology"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+            .unwrap_or(default_topology);
+        labels.insert(
+            "cloud.google.com/gke-tpu-accelerator".into(),
+            accelerator.into(),
+        );
+        labels.insert("cloud.google.com/gke-tpu-topology".into(), topology.into());
+        extended_resources.insert("google.com/tpu".into(), chips.to_string());
+        add_taint("google.com/tpu");
+    }
+    let node_count = pool.size * pool.zones;
+    let autoscaling = &pool.autoscaling;
+    let max_nodes = if autoscaling["enabled"] == Value::Bool(true) {
+        let number = |key: &str| match &autoscaling[key] {
+            Value::String(s) => s.parse::<i64>().ok(),
+            other => other.as_i64(),
+        };
+        number("totalMaxNodeCount")
+            .or_else(|| number("maxNodeCount").map(|m| m * pool.zones))
+            .unwrap_or(node_count)
+            .max(node_count)
+    } else {
+        node_count
+    };
+    let (cpu, memory_mib) = machine_shape(&machine_type);
+    NodePoolInfo {
+        name: pool.name.clone(),
+        machine_type,
+        node_count,
+        max_nodes,
+        labels,
+        taints,
+        extended_resources,
+        cpu: cpu.to_string(),
+        memory: format!("{memory_mib}Mi"),
+        version: pool.version.as_ref().map(|v| format!("v{v}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(config: Value) -> KubePool {
+        KubePool {
+            name: "p".into(),
+            config,
+            size: 2,
+            zones: 3,
+            autoscaling: Value::Null,
+            placement_policy: Value::Null,
+            version: Some("1.32.4-gke.1415000".into()),
+        }
+    }
+
+    /// A pool config and the labels, extended resources and taints its nodes get.
+    type PoolCase = (
+        Value,
+        &'static [(&'static str, &'static str)],
+        &'static [(&'static str, &'static str)],
+        &'static [&'static str],
+    );
+
+    #[test]
+    fn node_pools_get_gke_labels_taints_and_resources() {
+        let cases: Vec<PoolCase> = vec![
+            (
+                json!({"machineType": "e2-standard-4", "labels": {"role": "cpu"}}),
+                &[
+                    ("cloud.google.com/gke-nodepool", "p"),
+                    ("cloud.google.com/machine-family", "e2"),
+                    ("node.kubernetes.io/instance-type", "e2-standard-4"),
+                    ("role", "cpu"),
+                ],
+                &[],
+                &[],
+            ),
+            (
+                json!({"machineType": "g2-standard-8", "spot": true,
+                       "accelerators": [{"acceleratorType": "nvidia-l4", "acceleratorCount": "2"}],
+                       "taints": [{"key": "dedicated", "value": "ml", "effect": "NO_EXECUTE"}]}),
+                &[
+                    ("cloud.google.com/gke-spot", "true"),
+                    ("cloud.google.com/gke-accelerator", "nvidia-l4"),
+                ],
+                &[("nvidia.com/gpu", "2")],
+                &[
+                    "dedicated=ml:NoExecute",
+                    "nvidia.com/gpu=present:NoSchedule",
+                ],
+            ),
+            (
+                json!({"machineType": "n1-standard-4", "preemptible": true}),
+                &[("cloud.google.com/gke-preemptible", "true")],
+                &[],
+                &[],
+            ),
+            (
+                json!({"machineType": "ct5lp-hightpu-4t"}),
+                &[
+                    (
+                        "cloud.google.com/gke-tpu-accelerator",
+                        "tpu-v5-lite-podslice",
+                    ),
+                    ("cloud.google.com/gke-tpu-topology", "2x2"),
+                ],
+                &[("google.com/tpu", "4")],
+                &["google.com/tpu=present:NoSchedule"],
+            ),
+            (
+                json!({"machineType": "a2-highgpu-1g"}),
+                &[("cloud.google.com/gke-accelerator", "nvidia-tesla-a100")],
+                &[("nvidia.com/gpu", "1")],
+                &["nvidia.com/gpu=present:NoSchedule"],
+            ),
+        ];
+        for (config, labels, resources, taints) in cases {
+            let info = gke_node_pool(&pool(config.clone()));
+            for (k, v) in labels {
+                assert_eq!(
+                    info.labels.get(*k).map(String::as_str),
+                    Some(*v),
+                    "{config}: {k}"
+                );
+            }
+            let got: Vec<(&str, &str)> = info
+                .extended_resources
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            assert_eq!(got, resources.to_vec(), "{config}");
+            let got: Vec<String> = info
+                .taints
+                .iter()
+                .map(|t| {
+                    format!(
+                        "{}={}:{}",
+                        t["key"].as_str().unwrap_or(""),
+                        t["value"].as_str().unwrap_or(""),
+                        t["effect"].as_str().unwrap_or("")
+                    )
+                })
+                .collect();
+            assert_eq!(got, taints.to_vec(), "{config}");
+            assert_eq!(info.node_count, 6, "size per zone times zones");
+        }
+    }
+
+    #[test]
+    fn machine_shapes_and_autoscaling_ceilings() {
+        let cases = [
+            ("e2-medium", (2, 4096)),
+            ("e2-standard-8", (8, 32768)),
+            ("n2-highmem-4", (4, 32768)),
+            ("n1-standard-1", (1, 3840)),
+            ("ct5lp-hightpu-4t", (112, 196608)),
+            ("mystery", (2, 4096)),
+        ];
+        for (machine, want) in cases {
+            assert_eq!(machine_shape(machine), want, "{machine}");
+        }
+        let mut p = pool(json!({"machineType": "e2-medium"}));
+        p.autoscaling = json!({"enabled": true, "maxNodeCount": 4});
+        assert_eq!(gke_node_pool(&p).max_nodes, 12);
+        p.autoscaling = json!({"enabled": true, "totalMaxNodeCount": "5"});
+        assert_eq!(
+            gke_node_pool(&p).max_nodes,
+            6,
+            "never below the current size"
+        );
+        p.autoscaling = json!({"enabled": false, "maxNodeCount": 9});
+        assert_eq!(gke_node_pool(&p).max_nodes, 6);
+    }
+
+    #[test]
+    fn a_tpu_container_learns_its_slice_from_the_node() {
+        let node = json!({"metadata": {"labels": {
+            "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+            "cloud.google.com/gke-tpu-topology": "2x2",
+        }}});
+        let env: BTreeMap<String, String> = GkeCloud { autopilot: false }
+            .device_env(&node, "google.com/tpu", 4)
+            .into_iter()
+            .collect();
+        assert_eq!(env["TPU_ACCELERATOR_TYPE"], "v5litepod-4");
+        assert_eq!(env["TPU_TOPOLOGY"], "2x2");
+        assert_eq!(env["TPU_WORKER_ID"], "0");
+        assert_eq!(env["TPU_VISIBLE_CHIPS"], "0,1,2,3");
+        assert_eq!(
+            tpu_accelerator_type("tpu-v4-podslice", "2x2x1").as_deref(),
+            Some("v4-8")
+        );
+        assert_eq!(tpu_accelerator_type("tpu-v9", "2x2"), None);
+        assert!(GkeCloud { autopilot: false }
+            .device_env(&node, "nvidia.com/gpu", 1)
+            .is_empty());
+    }
+
+    #[test]
+    fn contexts_are_named_like_gcloud() {
+        assert_eq!(
+            GkeCloud { autopilot: false }.context_name(
+                "gke/projects/p/locations/us-central1/clusters/batch",
+                "batch"
+            ),
+            "gke_p_us-central1_batch"
+        );
+    }
+
+    #[test]
+    fn autopilot_makes_a_node_per_pod_standard_does_not() {
+        assert!(GkeCloud { autopilot: true }.provisions_per_pod());
+        assert!(!GkeCloud { autopilot: false }.provisions_per_pod());
+        assert!(GkeCloud { autopilot: true }
+            .pod_node_name("batch", "uid")
+            .starts_with("gk3-batch-nap-"));
+        let a = GkeCloud { autopilot: false }.pool_node_name("batch", "gpu", 0);
+        assert!(a.starts_with("gke-batch-gpu-"), "{a}");
+        assert_ne!(
+            a,
+            GkeCloud { autopilot: false }.pool_node_name("batch", "gpu", 1)
+        );
+    }
+}

@@ -1,0 +1,89 @@
+//! How the Kubernetes emulator sees the cloud a cluster lives in. Everything that differs
+//! between clouds — how nodes are named and labelled, their provider ids and OS image,
+//! whether the cloud makes a node per pod (Autopilot), how bearer tokens are checked, what
+//! kubeconfig contexts are called — comes through [`CloudSide`], which each cloud's module
+//! implements. The emulator itself names no cloud.
+
+use std::fmt::Debug;
+use std::sync::Arc;
+
+/// One cloud's answers about its clusters' Kubernetes side.
+pub(crate) trait CloudSide: Debug + Send + Sync {
+    /// The cloud and mode, as listings show it (`GKE Autopilot`).
+    fn describe(&self) -> &'static str;
+    /// The node label naming the pool a node belongs to.
+    fn pool_label(&self) -> &'static str;
+    /// The cloud makes a node for each pod that needs one, instead of declared pools
+    /// (GKE Autopilot).
+    fn provisions_per_pod(&self) -> bool;
+    /// The name of VM `index` of `pool`; stable, so a settle finds the nodes it made before.
+    fn pool_node_name(&self, cluster: &str, pool: &str, index: i64) -> String;
+    /// The name of the node made for the pod `pod_uid` (when [`Self::provisions_per_pod`]).
+    fn pod_node_name(&self, cluster: &str, pod_uid: &str) -> String;
+    /// A node's `spec.providerID`.
+    fn provider_id(&self, zone: &str, node: &str) -> String;
+    /// The node's OS image and container runtime, as `status.nodeInfo` reports them.
+    fn node_os(&self) -> (&'static str, &'static str);
+    /// Whether the API server accepts this bearer token (its presence is checked first).
+    fn accepts_token(&self, token: &str) -> bool;
+    /// The kubeconfig context name the cloud's CLI gives the cluster `key` named `name`.
+    fn context_name(&self, key: &str, name: &str) -> String;
+    /// What the cloud's device plugins and webhooks tell a container given `count` of the
+    /// extended resource `resource` on `node` (the emulator adds NVIDIA's itself: that
+    /// plugin is the same on every cloud).
+    fn device_env(
+        &self,
+        _node: &serde_json::Value,
+        _resource: &str,
+        _count: i64,
+    ) -> Vec<(String, String)> {
+        Vec::new()
+    }
+}
+
+/// The cloud of a cluster state read back from disk, until the next reconcile hands the
+/// real one over (every request reconciles first, so nothing is served with it).
+#[derive(Debug)]
+pub(crate) struct Unknown;
+
+impl CloudSide for Unknown {
+    fn describe(&self) -> &'static str {
+        "unknown"
+    }
+    fn pool_label(&self) -> &'static str {
+        "sandbox.terrain.dev/pool"
+    }
+    fn provisions_per_pod(&self) -> bool {
+        false
+    }
+    fn pool_node_name(&self, cluster: &str, pool: &str, index: i64) -> String {
+        format!("{cluster}-{pool}-{index}")
+    }
+    fn pod_node_name(&self, cluster: &str, pod_uid: &str) -> String {
+        format!("{cluster}-{pod_uid}")
+    }
+    fn provider_id(&self, zone: &str, node: &str) -> String {
+        format!("sandbox://{zone}/{node}")
+    }
+    fn node_os(&self) -> (&'static str, &'static str) {
+        ("Linux", "containerd://1.7.24")
+    }
+    fn accepts_token(&self, _token: &str) -> bool {
+        true
+    }
+    fn context_name(&self, _key: &str, name: &str) -> String {
+        name.to_string()
+    }
+}
+
+pub(crate) fn unknown() -> Arc<dyn CloudSide> {
+    Arc::new(Unknown)
+}
+
+/// Cluster states show their cloud as [`CloudSide::describe`] says it.
+pub(crate) fn serialize<S: serde::Serializer>(
+    cloud: &Arc<dyn CloudSide>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(cloud.describe())
+}
