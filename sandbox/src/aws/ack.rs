@@ -524,6 +524,7 @@ pub(crate) fn install_crds(cluster: &mut ClusterState, ctx: &SettleCtx) -> Vec<S
             accept: Some("application/json".into()),
             user_agent: Some(HELM_USER_AGENT.into()),
             body: crd.to_string().into_bytes(),
+            port_streams: false,
         };
         // The definitions are the sandbox's own and always valid; a refusal would leave
         // the cluster as one without the chart, which is what clients then see.

@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 
 use super::ClusterState;
-use super::{openapi, schema, ObjKey};
+use super::{schema, ObjKey};
 
 const ALL_VERBS: &[&str] = &[
     "create",
@@ -545,13 +545,13 @@ pub(crate) fn openapi_name(group: &str, version: &str) -> String {
 /// `/openapi/v3`, parsed (the server answers the cached bytes).
 #[cfg(test)]
 pub(crate) fn openapi_root(cluster: &ClusterState) -> Value {
-    serde_json::from_slice(openapi::documents(cluster).v3_root()).unwrap_or(Value::Null)
+    serde_json::from_slice(super::openapi::documents(cluster).v3_root()).unwrap_or(Value::Null)
 }
 
 /// `/openapi/v3/<api/v1|apis/g/v>`, parsed.
 #[cfg(test)]
 pub(crate) fn openapi_group_version(cluster: &ClusterState, name: &str) -> Option<Value> {
-    serde_json::from_slice(openapi::documents(cluster).v3(name)?).ok()
+    serde_json::from_slice(super::openapi::documents(cluster).v3(name)?).ok()
 }
 
 #[cfg(test)]

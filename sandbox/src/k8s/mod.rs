@@ -13,6 +13,7 @@ pub(crate) mod controllers;
 pub(crate) mod defaults;
 pub(crate) mod discovery;
 pub(crate) mod environment;
+pub(crate) mod jail;
 pub(crate) mod kubeconfig;
 pub(crate) mod openapi;
 pub(crate) mod processes;

@@ -664,6 +664,7 @@ mod tests {
             accept: None,
             user_agent: None,
             body: body.to_string().into_bytes(),
+            port_streams: false,
         }
     }
 

@@ -53,10 +53,6 @@ const PORTFORWARD_PROTOCOL: &str = "portforward.k8s.io";
 /// (KEP-4006), kubectl's default since 1.31.
 const TUNNEL_PROTOCOL: &str = "SPDY/3.1+portforward.k8s.io";
 
-/// What `api::handle` is told to resolve for a SPDY port-forward, whose ports come per
-/// stream rather than in the query (see [`handle`]); its answer is not used.
-const PLACEHOLDER_PORT: &str = "1";
-
 /// A running API server listener; dropping it stops the listener and its connections.
 #[derive(Debug)]
 pub(crate) struct Listener {
@@ -324,7 +320,7 @@ async fn handle(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
             )))
         }
     };
-    let req = KubeRequest {
+    let mut req = KubeRequest {
         method: parts.method.clone(),
         path: parts.uri.path().to_string(),
         query: parse_query(parts.uri.query().unwrap_or("")),
@@ -332,6 +328,7 @@ async fn handle(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
         accept: header_str(&parts.headers, header::ACCEPT),
         user_agent: header_str(&parts.headers, header::USER_AGENT),
         body: bytes.to_vec(),
+        port_streams: false,
     };
     let answer = |app: &App, mut exchange: Exchange, response: ApiResponse| {
         exchange.status = response.status;
@@ -352,19 +349,11 @@ async fn handle(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
         .as_ref()
         .is_some_and(|ws| ws.requested_protocols().any(|p| p == TUNNEL_PROTOCOL));
     let spdy_portforward = (spdy_upgrade || tunnel) && pod_of_portforward(&req.path).is_some();
-    // SPDY names each stream's port in its headers, so the query has none; the handler
-    // still checks the pod (it exists, it runs) when given any port to look up. The
-    // traffic record keeps the query as sent.
-    let spdy_req = (spdy_portforward && req.param("ports").is_none()).then(|| {
-        let mut with_port = req.clone();
-        with_port
-            .query
-            .push(("ports".to_string(), PLACEHOLDER_PORT.to_string()));
-        with_port
-    });
+    // SPDY names each stream's port in its headers, so the query has none.
+    req.port_streams = spdy_portforward;
     let (outcome, injected) = app.pass(&KubeCall {
         ctx: &ctx,
-        req: spdy_req.as_ref().unwrap_or(&req),
+        req: &req,
         authorization: authorization.as_deref(),
     });
     let mut exchange = KubeCall {
