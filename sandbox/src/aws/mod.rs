@@ -5,8 +5,8 @@
 //! tells an EKS `GET /clusters` from an S3 `GET /clusters` (a bucket named `clusters`).
 //! This file owns the transport-neutral request and response values, the routing by
 //! signature and the persisted AWS world; `error.rs` the three error formats, `eks.rs`,
-//! `s3.rs` and `sagemaker.rs` the services, `ack.rs` the ACK SageMaker controller that
-//! runs inside emulated EKS clusters.
+//! `s3/` and `sagemaker.rs` the services, `ack.rs` the ACK SageMaker controller that
+//! runs inside emulated EKS clusters, `kube.rs` what EKS is to the Kubernetes emulator.
 
 pub(crate) mod ack;
 pub(crate) mod eks;

@@ -1,7 +1,7 @@
 //! The Google Cloud emulators — GKE (container v1), Filestore (file v1), Cloud Storage
 //! (storage v1) and the Service Usage calls gcloud makes first (serviceusage v1) — and
-//! what they share: the persisted state, request-body parsing against
-//! the field tables, timestamps and identifiers.
+//! what they share: the persisted state, request-body parsing against the field tables
+//! and GKE-style operation ids; `kube.rs` is what GKE is to the Kubernetes emulator.
 
 pub(crate) mod container;
 pub(crate) mod error;
@@ -19,8 +19,7 @@ use serde_json::{json, Value};
 
 use crate::http::{ApiRequest, ApiResponse};
 use error::ApiError;
-// Until aws/s3 names them from `common` itself.
-pub(crate) use crate::common::{ids::random_hex, time::time_millis};
+use crate::common::ids::random_hex;
 use operation::OpCtx;
 use schema::{Message, Rules};
 
