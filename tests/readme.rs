@@ -1,7 +1,7 @@
 //! The README's examples are produced by the binary: the quickstart plan shown there
 //! must be exactly what `terrain plan` prints, and every command of the first-ten-minutes
-//! walk (scenario 1 on the sandbox) is run and its output compared with what the README
-//! shows, so the README cannot go stale.
+//! walk (scenario 1 on the sandbox, with kubectl, gcloud and the aws CLI) is run and its
+//! output compared with what the README shows, so the README cannot go stale.
 
 mod common;
 
@@ -271,6 +271,28 @@ fn readme_walkthrough_is_what_terrain_and_kubectl_print() {
     let banner = banner.replace(&work.path().display().to_string(), "/home/you/terrain");
     check_shown(serve, &banner);
 
+    // gcloud and the aws CLI run with what the banner exports, the aws CLI at the
+    // sandbox's port (the README shows the one it was written with), from a config of
+    // their own.
+    let exports: Vec<(String, String)> = printed.lock().expect("lock")[..serve.output.len()]
+        .iter()
+        .filter_map(|l| l.trim().strip_prefix("export "))
+        .flat_map(|l| l.split_whitespace())
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let url = printed.lock().expect("lock")[0]
+        .split_whitespace()
+        .find(|w| w.starts_with("http://127.0.0.1:"))
+        .expect("the banner names the sandbox's URL")
+        .to_string();
+    let home = tempfile::tempdir().expect("a home for the clients");
+    let installed = |program: &str| {
+        Command::new(program)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
     for shown in &blocks[1..] {
         let words: Vec<&str> = shown.command.split_whitespace().collect();
         let output = match words[0] {
@@ -279,10 +301,51 @@ fn readme_walkthrough_is_what_terrain_and_kubectl_print() {
                 run.success();
                 run.stdout
             }
+            "gcloud" | "aws" if !installed(words[0]) => {
+                eprintln!(
+                    "{} is not installed; skipping `{}`",
+                    words[0], shown.command
+                );
+                continue;
+            }
+            "gcloud" | "aws" => {
+                let args: Vec<String> = words[1..]
+                    .iter()
+                    .map(|w| {
+                        if w.starts_with("http://127.0.0.1:") {
+                            url.clone()
+                        } else {
+                            w.to_string()
+                        }
+                    })
+                    .collect();
+                let out = Command::new(words[0])
+                    .args(&args)
+                    .envs(exports.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                    .env("HOME", home.path())
+                    .env("CLOUDSDK_CONFIG", home.path().join("gcloud"))
+                    .env("CLOUDSDK_CORE_DISABLE_PROMPTS", "1")
+                    .env("AWS_CONFIG_FILE", home.path().join("aws-config"))
+                    .env(
+                        "AWS_SHARED_CREDENTIALS_FILE",
+                        home.path().join("aws-credentials"),
+                    )
+                    .current_dir(work.path())
+                    .output()
+                    .expect("run the cloud CLI");
+                assert!(
+                    out.status.success(),
+                    "{}: {}",
+                    shown.command,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            }
             "kubectl" if !kubectl_runs => {
                 eprintln!("kubectl not runnable; skipping `{}`", shown.command);
                 continue;
             }
+            "kubectl" if words.contains(&"port-forward") => port_forward(&work, &words[1..]),
             "kubectl" => {
                 let out = Command::new("kubectl")
                     .args(&words[1..])
@@ -297,7 +360,7 @@ fn readme_walkthrough_is_what_terrain_and_kubectl_print() {
                 );
                 String::from_utf8_lossy(&out.stdout).into_owned()
             }
-            other => panic!("the walk runs terrain and kubectl, not {other}"),
+            other => panic!("the walk runs terrain, kubectl, gcloud and aws, not {other}"),
         };
         check_shown(shown, &output);
     }
@@ -315,6 +378,62 @@ fn readme_walkthrough_is_what_terrain_and_kubectl_print() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(!work.exists("state/sandbox/serve.json"), "serve cleans up");
+}
+
+/// Runs `kubectl port-forward` as the README shows it until it says it forwards, then
+/// talks to Redis through the forwarded port (PING answers PONG) and stops it as Ctrl-C
+/// would. Returns what it printed.
+fn port_forward(work: &common::Sandbox, args: &[&str]) -> String {
+    use std::io::{Read as _, Write as _};
+    let local: u16 = args
+        .iter()
+        .find_map(|a| a.split_once(':').and_then(|(l, _)| l.parse().ok()))
+        .expect("a LOCAL:REMOTE port pair");
+    let mut child = Command::new("kubectl")
+        .args(args)
+        .current_dir(work.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start kubectl port-forward");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx.recv_timeout(Duration::from_secs(30));
+    let Ok(first) = first else {
+        let _ = child.kill();
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        panic!("kubectl port-forward printed nothing: {err}");
+    };
+    let mut conn =
+        std::net::TcpStream::connect(("127.0.0.1", local)).expect("connect to the forwarded port");
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("a read timeout");
+    conn.write_all(b"*1\r\n$4\r\nPING\r\n").expect("send PING");
+    let mut reply = [0u8; 7];
+    conn.read_exact(&mut reply)
+        .expect("Redis answers through the tunnel");
+    assert_eq!(&reply, b"+PONG\r\n");
+    drop(conn);
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    let mut lines = vec![first];
+    lines.extend(rx.try_iter());
+    lines.join("\n") + "\n"
 }
 
 #[test]

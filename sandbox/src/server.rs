@@ -1,6 +1,7 @@
 //! The HTTP side of the sandbox: routes each request to an emulator by its first path
-//! segment (`/container/`, `/file/`, `/storage/`, `/serviceusage/`; AWS by its
-//! signature) or to the control endpoints under `/_sandbox/`, and owns the one pipeline
+//! segment (`/container/`, `/file/`, `/storage/` with Cloud Storage's media roots
+//! `/upload/`, `/resumable/` and `/download/`, `/serviceusage/`; AWS by its signature)
+//! or to the control endpoints under `/_sandbox/`, and owns the one pipeline
 //! every API request goes through ([`Call`], [`App::call`]: faults, authentication,
 //! settling, persisting, lost responses, the traffic record), the clusters' API servers
 //! included. It also keeps
@@ -412,6 +413,23 @@ impl App {
         })
     }
 
+    /// Serves one Cloud Storage request with its headers and records it.
+    pub(crate) fn serve_storage(
+        &self,
+        req: &ApiRequest,
+        headers: &[(String, String)],
+        authorization: Option<&str>,
+    ) -> gcp::storage::Answer {
+        self.call(&StorageCall {
+            gcp: GcpCall {
+                api: Api::Storage,
+                req,
+                authorization,
+            },
+            headers,
+        })
+    }
+
     /// Serves one AWS request and records it.
     pub(crate) fn serve_aws(&self, service: aws::Service, req: &aws::AwsRequest) -> AwsResponse {
         self.call(&AwsCall { service, req })
@@ -608,6 +626,47 @@ impl Call for GcpCall<'_> {
     }
 }
 
+/// A Cloud Storage request: a Google call whose headers matter both ways (upload
+/// sessions, byte ranges, download hashes); everything but the call itself is the
+/// Google pipeline's.
+struct StorageCall<'a> {
+    gcp: GcpCall<'a>,
+    headers: &'a [(String, String)],
+}
+
+impl Call for StorageCall<'_> {
+    type Response = gcp::storage::Answer;
+
+    fn injected(&self, injected: Injected) -> Self::Response {
+        self.gcp.injected(injected).into()
+    }
+
+    fn authenticate(&self) -> Option<Self::Response> {
+        self.gcp.authenticate().map(Into::into)
+    }
+
+    fn run(&self, app: &App, world: &mut World, now: DateTime<Utc>) -> Self::Response {
+        let ctx = OpCtx {
+            now,
+            scale: app.timing.scale,
+            faults: &app.faults,
+        };
+        world.gcp.storage.serve(self.gcp.req, self.headers, &ctx)
+    }
+
+    fn unsaved(&self, message: String) -> Self::Response {
+        self.gcp.unsaved(message).into()
+    }
+
+    fn may_lose_response(&self) -> bool {
+        self.gcp.may_lose_response()
+    }
+
+    fn exchange(&self, response: &Self::Response, injected: bool) -> Exchange {
+        self.gcp.exchange(&response.response, injected)
+    }
+}
+
 /// An AWS request (SigV4-signed for one service).
 struct AwsCall<'a> {
     service: aws::Service,
@@ -778,6 +837,14 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
         let (status, value) = app.control(&parts.method, rest, &bytes);
         return json_response(status, value);
     }
+    // Cloud Storage's media endpoints (`/upload/…`, `/resumable/upload/…`,
+    // `/download/…`) sit at the host's root, where clients put them whatever their
+    // endpoint override says; the storage emulator routes them by their full path.
+    let (root, rest) = if gcp::storage::is_media_root(root) {
+        (Api::Storage.name(), path)
+    } else {
+        (root, rest)
+    };
     let Some(api) = Api::from_name(root) else {
         return (
             StatusCode::NOT_FOUND,
@@ -795,6 +862,30 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let authorization = header_str(header::AUTHORIZATION);
     // Synchronous on purpose: the state lock is a std mutex that is never held across an
     // await, and the state file is small enough to write inline.
+    if api == Api::Storage {
+        // Storage reads headers (ranges, upload sessions) and answers with some.
+        let mut headers: Vec<(String, String)> = parts
+            .headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_string(), v.to_str().ok()?.to_string())))
+            .collect();
+        if !parts.headers.contains_key(header::HOST) {
+            if let Some(authority) = parts.uri.authority() {
+                headers.push(("host".to_string(), authority.to_string()));
+            }
+        }
+        let answer = app.serve_storage(&req, &headers, authorization.as_deref());
+        let mut out = to_http(answer.response);
+        for (name, value) in answer.headers {
+            if let (Ok(name), Ok(value)) = (
+                header::HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(&value),
+            ) {
+                out.headers_mut().append(name, value);
+            }
+        }
+        return out;
+    }
     let response = app.serve(api, &req, authorization.as_deref());
     to_http(response)
 }

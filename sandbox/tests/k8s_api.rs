@@ -987,3 +987,254 @@ async fn clusters_survive_a_restart_and_go_away_with_their_cloud_cluster() {
         .is_empty());
     c.sandbox.shutdown().await;
 }
+
+/// The kube-system pods once every one wanted is Running (or after a few seconds of
+/// polling): `(name, phase, node)`.
+async fn system_pods(client: &kube::Client, want_running: usize) -> Vec<(String, String, String)> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        seen = pods
+            .list(&ListParams::default())
+            .await
+            .expect("kube-system pods")
+            .items
+            .into_iter()
+            .map(|p| {
+                let status = p.status.unwrap_or_default();
+                (
+                    p.metadata.name.unwrap_or_default(),
+                    status.phase.unwrap_or_default(),
+                    p.spec.and_then(|s| s.node_name).unwrap_or_default(),
+                )
+            })
+            .collect();
+        if seen
+            .iter()
+            .filter(|(_, phase, _)| phase == "Running")
+            .count()
+            >= want_running
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    seen
+}
+
+fn running_named<'a>(
+    pods: &'a [(String, String, String)],
+    prefix: &str,
+) -> Vec<&'a (String, String, String)> {
+    pods.iter()
+        .filter(|(name, phase, node)| {
+            name.starts_with(prefix) && phase == "Running" && !node.is_empty()
+        })
+        .collect()
+}
+
+/// The `kube-dns` Service: its cluster IP and `(name, port, protocol)` of its ports.
+async fn dns_service(client: &kube::Client) -> (String, Vec<(String, i32, String)>) {
+    let services: Api<k8s_openapi::api::core::v1::Service> =
+        Api::namespaced(client.clone(), "kube-system");
+    let svc = services
+        .get("kube-dns")
+        .await
+        .expect("the kube-dns Service");
+    let spec = svc.spec.unwrap_or_default();
+    let ports = spec
+        .ports
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| {
+            (
+                p.name.unwrap_or_default(),
+                p.port,
+                p.protocol.unwrap_or_default(),
+            )
+        })
+        .collect();
+    (spec.cluster_ip.unwrap_or_default(), ports)
+}
+
+async fn node_names(client: &kube::Client) -> Vec<String> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    nodes
+        .list(&ListParams::default())
+        .await
+        .expect("nodes")
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_gke_cluster_runs_kube_dns_and_kube_proxy_in_kube_system() {
+    let c = Cluster::start("dns").await;
+    let nodes = node_names(&c.client).await;
+    assert!(!nodes.is_empty());
+    let pods = system_pods(&c.client, 2 + nodes.len()).await;
+    let dns = running_named(&pods, "kube-dns-");
+    assert_eq!(dns.len(), 2, "{pods:?}");
+    let mut proxied: Vec<String> = running_named(&pods, "kube-proxy-")
+        .into_iter()
+        .map(|(_, _, node)| node.clone())
+        .collect();
+    proxied.sort();
+    let mut all_nodes = nodes.clone();
+    all_nodes.sort();
+    assert_eq!(proxied, all_nodes, "one kube-proxy per node: {pods:?}");
+    assert_eq!(pods.len(), 2 + nodes.len(), "{pods:?}");
+    let (ip, ports) = dns_service(&c.client).await;
+    assert_eq!(ip, "10.96.0.10");
+    assert_eq!(
+        ports,
+        [
+            ("dns".to_string(), 53, "UDP".to_string()),
+            ("dns-tcp".to_string(), 53, "TCP".to_string())
+        ]
+    );
+    // The address is taken: a user's Service cannot have it.
+    let services = c.dynamic("", "v1", "Service");
+    let clash = DynamicObject::new(
+        "clash",
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Service")),
+    )
+    .data(json!({"spec": {"clusterIP": "10.96.0.10", "ports": [{"port": 53}]}}));
+    let refused = api_error(services.create(&PostParams::default(), &clash).await);
+    assert_eq!(refused.code, 422, "{refused:?}");
+    c.sandbox.shutdown().await;
+}
+
+/// An EKS call as the aws CLI makes it: the SigV4 credential scope names service and
+/// region (the sandbox reads the scope, it does not check signatures).
+async fn eks(
+    http: &reqwest::Client,
+    sandbox: &Sandbox,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> Value {
+    let mut req = http
+        .request(method, format!("{}{path}", sandbox.url().trim_end_matches('/')))
+        .header(
+            "authorization",
+            "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20260101/eu-west-1/eks/aws4_request, SignedHeaders=host;x-amz-date, Signature=0",
+        );
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let resp = req.send().await.expect("EKS answers");
+    let status = resp.status();
+    let body: Value = resp.json().await.expect("JSON");
+    assert!(status.is_success(), "{path}: {status} {body}");
+    body
+}
+
+#[tokio::test]
+async fn an_eks_cluster_runs_coredns_kube_proxy_and_aws_node() {
+    let sandbox = Sandbox::start(Options {
+        timing: Timing::instant(),
+        ..Options::default()
+    })
+    .await
+    .expect("sandbox starts");
+    let http = reqwest::Client::new();
+    eks(
+        &http,
+        &sandbox,
+        reqwest::Method::POST,
+        "/clusters",
+        Some(
+            json!({"name": "ml", "roleArn": "arn:aws:iam::123456789012:role/eks-cluster",
+                    "resourcesVpcConfig": {"subnetIds": ["subnet-a"]}}),
+        ),
+    )
+    .await;
+    eks(
+        &http,
+        &sandbox,
+        reqwest::Method::POST,
+        "/clusters/ml/node-groups",
+        Some(
+            json!({"nodegroupName": "cpu", "nodeRole": "arn:aws:iam::123456789012:role/eks-node",
+                    "subnets": ["subnet-a"], "instanceTypes": ["m5.xlarge"],
+                    "scalingConfig": {"minSize": 1, "maxSize": 2, "desiredSize": 2}}),
+        ),
+    )
+    .await;
+    for _ in 0..100 {
+        let ng = eks(
+            &http,
+            &sandbox,
+            reqwest::Method::GET,
+            "/clusters/ml/node-groups/cpu",
+            None,
+        )
+        .await;
+        if ng["nodegroup"]["status"] == "ACTIVE" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let configs = tempfile::tempdir().expect("temp dir");
+    let written = sandbox
+        .kubeconfig(configs.path())
+        .expect("kubeconfig written");
+    assert_eq!(written.len(), 1, "{written:?}");
+    let kubeconfig = kube::config::Kubeconfig::read_from(&written[0].1).expect("kubeconfig parses");
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("kube config");
+    let client = kube::Client::try_from(config).expect("client");
+
+    let mut nodes = Vec::new();
+    for _ in 0..100 {
+        nodes = node_names(&client).await;
+        if nodes.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+    let pods = system_pods(&client, 6).await;
+    assert_eq!(running_named(&pods, "coredns-").len(), 2, "{pods:?}");
+    for agent in ["kube-proxy-", "aws-node-"] {
+        let mut on: Vec<String> = running_named(&pods, agent)
+            .into_iter()
+            .map(|(_, _, node)| node.clone())
+            .collect();
+        on.sort();
+        nodes.sort();
+        assert_eq!(on, nodes, "one {agent} per node: {pods:?}");
+    }
+    assert_eq!(pods.len(), 6, "{pods:?}");
+    let (ip, ports) = dns_service(&client).await;
+    assert_eq!(ip, "10.96.0.10");
+    assert_eq!(
+        ports[..2],
+        [
+            ("dns".to_string(), 53, "UDP".to_string()),
+            ("dns-tcp".to_string(), 53, "TCP".to_string())
+        ]
+    );
+    let coredns: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), "kube-system");
+    let image = coredns
+        .get("coredns")
+        .await
+        .expect("the coredns Deployment")
+        .spec
+        .and_then(|s| s.template.spec)
+        .and_then(|s| s.containers.first().and_then(|c| c.image.clone()))
+        .unwrap_or_default();
+    assert_eq!(
+        image,
+        "602401143452.dkr.ecr.eu-west-1.amazonaws.com/eks/coredns:v1.11.4-eksbuild.2"
+    );
+    sandbox.shutdown().await;
+}

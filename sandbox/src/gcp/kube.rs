@@ -1,7 +1,7 @@
 //! The GKE side of the emulated clusters: GKE's clusters and node pools in the Kubernetes
 //! emulator's cloud-neutral terms (machine shapes, the labels, taints and extended
-//! resources GKE gives its nodes), and [`GkeCloud`], the [`CloudSide`] GKE's nodes, tokens and
-//! contexts follow.
+//! resources GKE gives its nodes), and [`GkeCloud`], the [`CloudSide`] GKE's nodes, tokens,
+//! contexts and system add-ons (kube-dns, kube-proxy) follow.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 
 use super::container::{KubeCluster, KubePool};
 use crate::common::hash::fnv64;
+use crate::k8s::cloud::DNS_SERVICE_IP;
 use crate::k8s::controllers::obj::stable_suffix;
 use crate::k8s::{CloudCluster, CloudSide, NodePoolInfo};
 
@@ -99,6 +100,16 @@ impl CloudSide for GkeCloud {
         env
     }
 
+    fn system_objects(&self, _key: &str, version: &str) -> Vec<Value> {
+        let mut objects = kube_dns();
+        if !self.autopilot {
+            // Autopilot uses Dataplane V2, whose agent (anetd) does kube-proxy's work;
+            // Standard clusters without it run kube-proxy on every node.
+            objects.push(kube_proxy(version));
+        }
+        objects
+    }
+
     fn context_name(&self, key: &str, name: &str) -> String {
         // `gcloud container clusters get-credentials` names contexts
         // `gke_<project>_<location>_<name>`.
@@ -110,6 +121,186 @@ impl CloudSide for GkeCloud {
             _ => name.to_string(),
         }
     }
+}
+
+/// The tag of GKE's kube-dns images (kube-dns, dnsmasq-nanny and the sidecar share it).
+const KUBE_DNS_TAG: &str = "1.23.0-gke.9";
+
+/// The labels GKE's addon manager puts on the add-ons it keeps reconciled.
+fn addon_labels(app: &str) -> Value {
+    json!({
+        "addonmanager.kubernetes.io/mode": "Reconcile",
+        "k8s-app": app,
+        "kubernetes.io/cluster-service": "true",
+    })
+}
+
+/// One kube-dns container: GKE's image, its ports and requests.
+fn dns_container(name: &str, image: &str, args: &[&str], ports: Value, requests: Value) -> Value {
+    let mut c = json!({
+        "name": name,
+        "image": format!("gke.gcr.io/{image}"),
+        "args": args,
+        "resources": {"requests": requests},
+        "securityContext": {"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+                            "runAsUser": 1001, "runAsGroup": 1001},
+    });
+    if ports.as_array().is_some_and(|p| !p.is_empty()) {
+        c["ports"] = ports;
+    }
+    c
+}
+
+/// GKE's cluster DNS: the `kube-dns` Deployment (two replicas, as kube-dns-autoscaler keeps
+/// a small cluster), its ServiceAccount and the `kube-dns` Service at the fixed address
+/// pods' resolv.conf names.
+fn kube_dns() -> Vec<Value> {
+    let mut labels = addon_labels("kube-dns");
+    let mut pod_labels = json!({"k8s-app": "kube-dns"});
+    for l in [&mut labels, &mut pod_labels] {
+        l["components.gke.io/gke-managed-components"] = json!("true");
+    }
+    let containers = vec![
+        dns_container(
+            "kubedns",
+            &format!("k8s-dns-kube-dns:{KUBE_DNS_TAG}"),
+            &["--domain=cluster.local.", "--dns-port=10053", "--config-dir=/kube-dns-config", "--v=2"],
+            json!([
+                {"containerPort": 10053, "name": "dns-local", "protocol": "UDP"},
+                {"containerPort": 10053, "name": "dns-tcp-local", "protocol": "TCP"},
+                {"containerPort": 10055, "name": "metrics", "protocol": "TCP"},
+            ]),
+            json!({"cpu": "100m", "memory": "70Mi"}),
+        ),
+        dns_container(
+            "dnsmasq",
+            &format!("k8s-dns-dnsmasq-nanny:{KUBE_DNS_TAG}"),
+            &["-v=2", "-logtostderr", "-configDir=/etc/k8s/dns/dnsmasq-nanny", "-restartDnsmasq=true",
+              "--", "-k", "--cache-size=1000", "--no-negcache", "--dns-forward-max=1500",
+              "--log-facility=-", "--server=/cluster.local/127.0.0.1#10053",
+              "--server=/in-addr.arpa/127.0.0.1#10053", "--server=/ip6.arpa/127.0.0.1#10053"],
+            json!([
+                {"containerPort": 53, "name": "dns", "protocol": "UDP"},
+                {"containerPort": 53, "name": "dns-tcp", "protocol": "TCP"},
+            ]),
+            json!({"cpu": "150m", "memory": "20Mi"}),
+        ),
+        dns_container(
+            "sidecar",
+            &format!("k8s-dns-sidecar:{KUBE_DNS_TAG}"),
+            &["--v=2", "--logtostderr",
+              "--probe=kubedns,127.0.0.1:10053,kubernetes.default.svc.cluster.local,5,SRV",
+              "--probe=dnsmasq,127.0.0.1:53,kubernetes.default.svc.cluster.local,5,SRV"],
+            json!([{"containerPort": 10054, "name": "metrics", "protocol": "TCP"}]),
+            json!({"cpu": "10m", "memory": "20Mi"}),
+        ),
+        dns_container(
+            "prometheus-to-sd",
+            "prometheus-to-sd:v0.11.12-gke.11",
+            &["--source=kubedns:http://localhost:10054?allowlisted=probe_kubedns_latency_ms,probe_kubedns_errors,dnsmasq_misses,dnsmasq_hits",
+              "--stackdriver-prefix=container.googleapis.com/internal/addons", "--v=2"],
+            json!([]),
+            json!({"cpu": "1m", "memory": "5Mi"}),
+        ),
+    ];
+    vec![
+        json!({
+            "apiVersion": "v1", "kind": "ServiceAccount",
+            "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": addon_labels("kube-dns")},
+        }),
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": labels},
+            "spec": {
+                "replicas": 2,
+                "selector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "10%", "maxUnavailable": 0}},
+                "template": {
+                    "metadata": {
+                        "labels": pod_labels,
+                        "annotations": {"components.gke.io/component-name": "kubedns",
+                                        "prometheus.io/port": "10054", "prometheus.io/scrape": "true"},
+                    },
+                    "spec": {
+                        "priorityClassName": "system-cluster-critical",
+                        "serviceAccountName": "kube-dns",
+                        // Its own upstream is the node's resolver, not itself.
+                        "dnsPolicy": "Default",
+                        "nodeSelector": {"kubernetes.io/os": "linux"},
+                        // Only GKE's system taints: kube-dns stays off tainted GPU and TPU
+                        // pools, as on GKE.
+                        "tolerations": [
+                            {"key": "CriticalAddonsOnly", "operator": "Exists"},
+                            {"key": "components.gke.io/gke-managed-components", "operator": "Exists"},
+                        ],
+                        "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                            "weight": 100,
+                            "podAffinityTerm": {
+                                "labelSelector": {"matchExpressions": [{"key": "k8s-app", "operator": "In", "values": ["kube-dns"]}]},
+                                "topologyKey": "kubernetes.io/hostname",
+                            },
+                        }]}},
+                        "securityContext": {"fsGroup": 65534, "supplementalGroups": [65534],
+                                            "seccompProfile": {"type": "RuntimeDefault"}},
+                        "containers": containers,
+                        "volumes": [{"name": "kube-dns-config",
+                                     "configMap": {"name": "kube-dns", "optional": true}}],
+                    },
+                },
+            },
+        }),
+        dns_service(addon_labels("kube-dns"), "KubeDNS"),
+    ]
+}
+
+/// The `kube-dns` Service: GKE's DNS at its fixed address, on UDP and TCP port 53.
+fn dns_service(mut labels: Value, display_name: &str) -> Value {
+    labels["kubernetes.io/name"] = json!(display_name);
+    json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kube-dns", "namespace": "kube-system", "labels": labels},
+        "spec": {
+            "type": "ClusterIP",
+            "clusterIP": DNS_SERVICE_IP,
+            "selector": {"k8s-app": "kube-dns"},
+            "ports": [
+                {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53},
+            ],
+        },
+    })
+}
+
+/// kube-proxy on every node of a Standard cluster, at the nodes' version. GKE runs it as a
+/// static pod (`kube-proxy-<node>`); the emulator has no static pods, so a DaemonSet that
+/// tolerates every taint stands in for them and puts one on every node, GPU and TPU
+/// nodes included, as GKE does.
+fn kube_proxy(version: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "kube-proxy", "namespace": "kube-system",
+                     "labels": {"k8s-app": "kube-proxy", "component": "kube-proxy", "tier": "node"}},
+        "spec": {
+            "selector": {"matchLabels": {"k8s-app": "kube-proxy"}},
+            "template": {
+                "metadata": {"labels": {"k8s-app": "kube-proxy", "component": "kube-proxy", "tier": "node"}},
+                "spec": {
+                    "priorityClassName": "system-node-critical",
+                    "hostNetwork": true,
+                    "nodeSelector": {"kubernetes.io/os": "linux"},
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [{
+                        "name": "kube-proxy",
+                        "image": format!("gke.gcr.io/kube-proxy-amd64:{version}"),
+                        "command": ["/bin/sh", "-c",
+                                    "exec kube-proxy --kubeconfig=/var/lib/kube-proxy/kubeconfig --cluster-cidr=10.4.0.0/14 --oom-score-adj=-998 --v=2 --iptables-sync-period=1m --iptables-min-sync-period=10s 1>>/var/log/kube-proxy.log 2>&1"],
+                        "resources": {"requests": {"cpu": "100m"}},
+                        "securityContext": {"privileged": true},
+                    }],
+                },
+            },
+        },
+    })
 }
 
 /// The Cloud TPU accelerator type of a slice (`v5litepod-4`, `v4-8`) from GKE's node
@@ -521,6 +712,276 @@ mod tests {
                 "batch"
             ),
             "gke_p_us-central1_batch"
+        );
+    }
+
+    const KEY: &str = "gke/projects/p/locations/us-central1/clusters/batch";
+
+    /// A cluster's Kubernetes side as the sandbox makes it from GKE's report, after a few
+    /// instant settles (nodes, then scheduling, then the kubelet).
+    fn settled(autopilot: bool, pools: Vec<NodePoolInfo>) -> crate::k8s::ClusterState {
+        use crate::k8s::{controllers, processes::Processes, KubeState, SettleCtx};
+        let mut now = chrono::Utc::now();
+        let mut state = KubeState::default();
+        state.reconcile(
+            "gke/",
+            vec![CloudCluster {
+                key: KEY.into(),
+                name: "batch".into(),
+                cloud: Arc::new(GkeCloud { autopilot }),
+                ca_cert_pem: String::new(),
+                ca_key_pem: String::new(),
+                node_pools: pools,
+                version: "v1.32.4-gke.1415000".into(),
+            }],
+            now,
+        );
+        let mut cluster = state
+            .clusters
+            .remove(KEY)
+            .expect("the cluster's API server");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let processes = Processes::new(dir.path().to_path_buf());
+        for _ in 0..4 {
+            now += chrono::Duration::seconds(1);
+            let ctx = SettleCtx {
+                now,
+                scale: 0.0,
+                processes: &processes,
+                data_dir: dir.path(),
+            };
+            controllers::settle(&mut cluster, &ctx);
+        }
+        cluster
+    }
+
+    /// `(k8s-app label, phase, node)` of the kube-system pods, whose names start with
+    /// their workload's.
+    fn system_pods(cluster: &crate::k8s::ClusterState) -> Vec<(String, String, String)> {
+        cluster
+            .store
+            .list("", "pods", Some("kube-system"))
+            .into_iter()
+            .map(|(k, p)| {
+                let app = p["metadata"]["labels"]["k8s-app"]
+                    .as_str()
+                    .unwrap_or_default();
+                assert!(k.name.starts_with(&format!("{app}-")), "{}", k.name);
+                (
+                    app.to_string(),
+                    p["status"]["phase"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    p["spec"]["nodeName"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn gke_declares_kube_dns_and_on_standard_kube_proxy() {
+        let names = |autopilot: bool| -> Vec<String> {
+            GkeCloud { autopilot }
+                .system_objects(KEY, "v1.32.4-gke.1415000")
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{}/{}",
+                        o["kind"].as_str().unwrap_or(""),
+                        o["metadata"]["name"].as_str().unwrap_or("")
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(
+            names(false),
+            [
+                "ServiceAccount/kube-dns",
+                "Deployment/kube-dns",
+                "Service/kube-dns",
+                "DaemonSet/kube-proxy"
+            ]
+        );
+        assert_eq!(
+            names(true),
+            [
+                "ServiceAccount/kube-dns",
+                "Deployment/kube-dns",
+                "Service/kube-dns"
+            ],
+            "Autopilot's Dataplane V2 has no kube-proxy"
+        );
+        let objects = GkeCloud { autopilot: false }.system_objects(KEY, "v1.32.4-gke.1415000");
+        assert!(objects
+            .iter()
+            .all(|o| o["metadata"]["namespace"] == "kube-system"));
+        let dns = &objects[1];
+        assert_eq!(dns["spec"]["replicas"], 2);
+        assert_eq!(dns["metadata"]["labels"]["k8s-app"], "kube-dns");
+        assert_eq!(
+            dns["metadata"]["labels"]["components.gke.io/gke-managed-components"],
+            "true"
+        );
+        let pod = &dns["spec"]["template"]["spec"];
+        assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+        assert!(pod["tolerations"].as_array().is_some_and(
+            |t| t.contains(&json!({"key": "CriticalAddonsOnly", "operator": "Exists"}))
+        ));
+        assert_eq!(
+            pod["containers"][0]["image"],
+            format!("gke.gcr.io/k8s-dns-kube-dns:{KUBE_DNS_TAG}")
+        );
+        let svc = &objects[2];
+        assert_eq!(svc["spec"]["clusterIP"], "10.96.0.10");
+        assert_eq!(
+            svc["spec"]["ports"],
+            json!([{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
+                   {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53}])
+        );
+        let proxy = &objects[3]["spec"]["template"]["spec"];
+        assert_eq!(proxy["tolerations"], json!([{"operator": "Exists"}]));
+        assert_eq!(
+            proxy["containers"][0]["image"], "gke.gcr.io/kube-proxy-amd64:v1.32.4-gke.1415000",
+            "kube-proxy runs the nodes' version"
+        );
+    }
+
+    #[test]
+    fn a_standard_cluster_runs_kube_dns_and_kube_proxy_on_its_pool() {
+        let mut p = pool(json!({"machineType": "e2-standard-4"}));
+        p.zones = 1;
+        let cluster = settled(false, vec![gke_node_pool(&p)]);
+        let svc = cluster
+            .store
+            .get(&crate::k8s::ObjKey::new(
+                "",
+                "services",
+                "kube-system",
+                "kube-dns",
+            ))
+            .expect("the kube-dns Service");
+        assert_eq!(svc["spec"]["clusterIPs"], json!(["10.96.0.10"]));
+        assert!(
+            svc["metadata"]["uid"].is_string() && svc["metadata"]["creationTimestamp"].is_string()
+        );
+        for (group, resource, name) in [
+            ("", "serviceaccounts", "kube-dns"),
+            ("apps", "daemonsets", "kube-proxy"),
+        ] {
+            assert!(
+                cluster
+                    .store
+                    .get(&crate::k8s::ObjKey::new(
+                        group,
+                        resource,
+                        "kube-system",
+                        name
+                    ))
+                    .is_some(),
+                "{resource}/{name}"
+            );
+        }
+        let deployment = cluster
+            .store
+            .get(&crate::k8s::ObjKey::new(
+                "apps",
+                "deployments",
+                "kube-system",
+                "kube-dns",
+            ))
+            .expect("the kube-dns Deployment");
+        assert_eq!(
+            deployment["spec"]["template"]["spec"]["schedulerName"], "default-scheduler",
+            "defaulted as a create is"
+        );
+        let pods = system_pods(&cluster);
+        let running = |prefix: &str| {
+            pods.iter()
+                .filter(|(p, phase, node)| p == prefix && phase == "Running" && !node.is_empty())
+                .count()
+        };
+        assert_eq!(running("kube-dns"), 2, "{pods:?}");
+        assert_eq!(running("kube-proxy"), 2, "one per node: {pods:?}");
+        assert_eq!(pods.len(), 4, "{pods:?}");
+        let endpoints = cluster
+            .store
+            .get(&crate::k8s::ObjKey::new(
+                "",
+                "endpoints",
+                "kube-system",
+                "kube-dns",
+            ))
+            .expect("kube-dns endpoints");
+        assert_eq!(
+            endpoints["subsets"][0]["addresses"]
+                .as_array()
+                .map(Vec::len),
+            Some(2),
+            "{endpoints}"
+        );
+    }
+
+    #[test]
+    fn dns_stays_off_gpu_pools_but_scales_an_untainted_pool_from_zero() {
+        let mut gpu = pool(json!({"machineType": "g2-standard-8"}));
+        gpu.zones = 1;
+        gpu.size = 1;
+        let cluster = settled(false, vec![gke_node_pool(&gpu)]);
+        let pods = system_pods(&cluster);
+        let dns: Vec<_> = pods.iter().filter(|(p, ..)| p == "kube-dns").collect();
+        assert_eq!(dns.len(), 2, "{pods:?}");
+        assert!(
+            dns.iter()
+                .all(|(_, phase, node)| phase == "Pending" && node.is_empty()),
+            "{pods:?}"
+        );
+        assert!(
+            pods.iter()
+                .any(|(p, phase, _)| p == "kube-proxy" && phase == "Running"),
+            "kube-proxy tolerates the GPU taint: {pods:?}"
+        );
+
+        let mut cpu = pool(json!({"machineType": "e2-standard-4"}));
+        cpu.name = "cpu".into();
+        cpu.zones = 1;
+        cpu.size = 0;
+        cpu.autoscaling = json!({"enabled": true, "maxNodeCount": 3});
+        let cluster = settled(false, vec![gke_node_pool(&gpu), gke_node_pool(&cpu)]);
+        let pods = system_pods(&cluster);
+        let cpu_nodes: Vec<String> = cluster
+            .store
+            .list("", "nodes", None)
+            .into_iter()
+            .filter(|(_, n)| n["metadata"]["labels"]["cloud.google.com/gke-nodepool"] == "cpu")
+            .map(|(k, _)| k.name.clone())
+            .collect();
+        assert_eq!(
+            cpu_nodes.len(),
+            1,
+            "the autoscaler adds a node for kube-dns"
+        );
+        assert!(
+            pods.iter()
+                .filter(|(p, ..)| p == "kube-dns")
+                .all(|(_, phase, node)| phase == "Running" && *node == cpu_nodes[0]),
+            "{pods:?}"
+        );
+    }
+
+    #[test]
+    fn autopilot_runs_kube_dns_on_nodes_made_for_it() {
+        let cluster = settled(true, Vec::new());
+        let pods = system_pods(&cluster);
+        assert_eq!(pods.len(), 2, "kube-dns only: {pods:?}");
+        assert!(
+            pods.iter().all(|(p, phase, node)| p == "kube-dns"
+                && phase == "Running"
+                && node.starts_with("gk3-batch-nap-")),
+            "{pods:?}"
         );
     }
 

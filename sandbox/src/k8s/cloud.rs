@@ -1,11 +1,17 @@
 //! How the Kubernetes emulator sees the cloud a cluster lives in. Everything that differs
 //! between clouds — how nodes are named and labelled, their provider ids and OS image,
 //! whether the cloud makes a node per pod (Autopilot), how bearer tokens are checked, what
-//! kubeconfig contexts are called — comes through [`CloudSide`], which each cloud's module
-//! implements. The emulator itself names no cloud.
+//! kubeconfig contexts are called, which system add-ons a fresh cluster runs — comes
+//! through [`CloudSide`], which each cloud's module implements. The emulator itself names
+//! no cloud.
 
 use std::fmt::Debug;
 use std::sync::Arc;
+
+/// The address clouds give their cluster DNS Service (`kube-dns`): the tenth of the
+/// emulator's Service range (10.96.0.0/16), as GKE, EKS and kubeadm put it. Services are
+/// allocated from 10.96.1.0 up, so no other Service is handed this one.
+pub(crate) const DNS_SERVICE_IP: &str = "10.96.0.10";
 
 /// One cloud's answers about its clusters' Kubernetes side.
 pub(crate) trait CloudSide: Debug + Send + Sync {
@@ -28,6 +34,14 @@ pub(crate) trait CloudSide: Debug + Send + Sync {
     fn accepts_token(&self, token: &str) -> bool;
     /// The kubeconfig context name the cloud's CLI gives the cluster `key` named `name`.
     fn context_name(&self, key: &str, name: &str) -> String;
+    /// The manifests of the system add-ons the cloud puts in a new cluster (its DNS
+    /// Deployment and Service, kube-proxy, network agents, with their ServiceAccounts and
+    /// ConfigMaps), each with `apiVersion`, `kind`, `metadata.name` and
+    /// `metadata.namespace`. They are created once, when the cluster's API server state is
+    /// made, with the defaulting any create gets, so the controllers run them like any
+    /// workload. `key` is the cluster's key (`eks/<region>/<name>`: image registries are
+    /// regional), `version` its control plane's (kube-proxy runs the nodes' version).
+    fn system_objects(&self, key: &str, version: &str) -> Vec<serde_json::Value>;
     /// What the cloud's device plugins and webhooks tell a container given `count` of the
     /// extended resource `resource` on `node` (the emulator adds NVIDIA's itself: that
     /// plugin is the same on every cloud).
@@ -73,6 +87,10 @@ impl CloudSide for Unknown {
     }
     fn context_name(&self, _key: &str, name: &str) -> String {
         name.to_string()
+    }
+    fn system_objects(&self, _key: &str, _version: &str) -> Vec<serde_json::Value> {
+        // A state read back from disk already has whatever its cloud put in it.
+        Vec::new()
     }
 }
 

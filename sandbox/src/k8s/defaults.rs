@@ -188,7 +188,14 @@ fn pod(object: &mut Value) {
     default(spec, &["serviceAccountName"], json!("default"));
     let sa = spec["serviceAccountName"].clone();
     default(spec, &["serviceAccount"], sa);
-    default(spec, &["priority"], json!(0));
+    // The Priority admission plugin resolves the class; the two system classes every API
+    // server creates at start are known without objects.
+    let priority = match spec["priorityClassName"].as_str() {
+        Some("system-node-critical") => 2_000_001_000,
+        Some("system-cluster-critical") => 2_000_000_000,
+        _ => 0,
+    };
+    default(spec, &["priority"], json!(priority));
     default(spec, &["preemptionPolicy"], json!("PreemptLowerPriority"));
     let tolerations = obj::array_mut(spec, &["tolerations"]);
     for key in [
@@ -604,8 +611,11 @@ fn service(
                     .iter()
                     .find(|o| o["port"] == p["port"] && o["protocol"] == p["protocol"])
                     .and_then(|o| o["nodePort"].as_i64());
-                let start = (crate::common::hash::fnv64(&[&key.namespace, &key.name, &p["port"].to_string()])
-                    % 2768) as i64;
+                let start = (crate::common::hash::fnv64(&[
+                    &key.namespace,
+                    &key.name,
+                    &p["port"].to_string(),
+                ]) % 2768) as i64;
                 let port = kept.or_else(|| {
                     (0..2768)
                         .map(|i| 30_000 + (start + i) % 2768)
@@ -813,6 +823,20 @@ mod tests {
     fn job() -> Value {
         json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
                "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "python:3.12"}]}}}})
+    }
+
+    #[test]
+    fn the_system_priority_classes_resolve_to_their_values() {
+        for (class, want) in [
+            (Some("system-cluster-critical"), 2_000_000_000),
+            (Some("system-node-critical"), 2_000_001_000),
+            (None, 0),
+        ] {
+            let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dns"},
+                "spec": {"priorityClassName": class, "containers": [{"name": "c", "image": "x"}]}});
+            super::pod(&mut p);
+            assert_eq!(p["spec"]["priority"], want, "{class:?}");
+        }
     }
 
     #[test]

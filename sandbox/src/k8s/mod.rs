@@ -204,6 +204,40 @@ impl ClusterState {
             drained: std::collections::BTreeMap::new(),
         }
     }
+
+    /// Creates the cloud's system add-ons ([`CloudSide::system_objects`]) in a new cluster,
+    /// defaulted as an API create is, so they carry what the API server fills (uids,
+    /// timestamps, pod template defaults, the DNS Service's fixed address checked against
+    /// the others) and the controllers run them like any workload. Kept apart from
+    /// [`Self::new`] because the manifests depend on the cluster's key (EKS's image
+    /// registries are regional), which only the reconcile knows.
+    pub(crate) fn add_system_objects(&mut self, key: &str, now: DateTime<Utc>) {
+        let types = discovery::all(self);
+        for mut object in self.cloud.system_objects(key, &self.version) {
+            let api_version = object["apiVersion"].as_str().unwrap_or_default();
+            let kind = object["kind"].as_str().unwrap_or_default();
+            let Some(rt) = types
+                .iter()
+                .find(|t| t.api_version() == api_version && t.kind == kind)
+            else {
+                continue;
+            };
+            let obj_key = rt.key(
+                object["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("default"),
+                object["metadata"]["name"].as_str().unwrap_or_default(),
+            );
+            if self.store.get(&obj_key).is_some() {
+                continue;
+            }
+            // The clouds' unit tests check that every manifest is accepted.
+            if defaults::on_create(&obj_key, &mut object, self).is_err() {
+                continue;
+            }
+            self.store.insert_new(obj_key, object, now);
+        }
+    }
 }
 
 /// A cluster as its cloud reports it, in cloud-neutral terms.
@@ -222,8 +256,9 @@ pub(crate) struct CloudCluster {
 
 impl KubeState {
     /// Makes the clusters whose keys start with `prefix` (one cloud's) match what that
-    /// cloud reports: new ones get an API server state, existing ones fresh node pools,
-    /// and the ones that are gone are removed and returned for teardown.
+    /// cloud reports: new ones get an API server state with the cloud's system add-ons,
+    /// existing ones fresh node pools, and the ones that are gone are removed and returned
+    /// for teardown.
     pub(crate) fn reconcile(
         &mut self,
         prefix: &str,
@@ -251,7 +286,7 @@ impl KubeState {
                     existing.version = c.version;
                 }
                 None => {
-                    let state = ClusterState::new(
+                    let mut state = ClusterState::new(
                         &c.name,
                         c.cloud,
                         c.ca_cert_pem,
@@ -260,6 +295,7 @@ impl KubeState {
                         c.version,
                         now,
                     );
+                    state.add_system_objects(&c.key, now);
                     self.clusters.insert(c.key, state);
                 }
             }
