@@ -294,7 +294,10 @@ fn gcloud_creates_describes_and_deletes_what_the_sandbox_emulates() {
     );
     gcloud(&["storage", "rm", "gs://clients-data/datasets/shard.csv"]);
     gcloud(&["storage", "buckets", "delete", "gs://clients-data"]);
-    assert_eq!(gcloud(&["storage", "ls"]).trim(), "");
+    assert_eq!(
+        gcloud(&["storage", "buckets", "list", "--format=value(name)"]).trim(),
+        ""
+    );
 
     run(with_zone(&["container", "clusters", "delete", "std-1"]));
     assert_eq!(
@@ -508,10 +511,13 @@ fn kubectl_explores_a_cluster_terrain_made_on_the_sandbox() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start kubectl port-forward");
+    let mut stdout = std::io::BufReader::new(forward.stdout.take().expect("piped stdout"));
     let mut first = String::new();
-    std::io::BufReader::new(forward.stdout.take().expect("piped stdout"))
+    stdout
         .read_line(&mut first)
         .expect("port-forward says where it listens");
+    // Keep reading: kubectl reports each connection, and a closed pipe would end it.
+    std::thread::spawn(move || for _ in stdout.lines().map_while(Result::ok) {});
     // `Forwarding from 127.0.0.1:PORT -> 6379`
     let port: u16 = first
         .split_whitespace()

@@ -385,12 +385,21 @@ fn readme_walkthrough_is_what_terrain_and_kubectl_print() {
 /// would. Returns what it printed.
 fn port_forward(work: &common::Sandbox, args: &[&str]) -> String {
     use std::io::{Read as _, Write as _};
-    let local: u16 = args
+    // The README's local port may be taken on this machine: a free one stands in for it
+    // (ports are compared as PORT).
+    let local = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free local port")
+        .port();
+    let args: Vec<String> = args
         .iter()
-        .find_map(|a| a.split_once(':').and_then(|(l, _)| l.parse().ok()))
-        .expect("a LOCAL:REMOTE port pair");
+        .map(|a| match a.split_once(':') {
+            Some((l, remote)) if l.parse::<u16>().is_ok() => format!("{local}:{remote}"),
+            _ => a.to_string(),
+        })
+        .collect();
     let mut child = Command::new("kubectl")
-        .args(args)
+        .args(&args)
         .current_dir(work.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
