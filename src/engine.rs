@@ -202,6 +202,9 @@ pub struct Settings {
     /// clients, Kubernetes connections per cluster, discovery. One per engine (settings
     /// made by [`Settings::default`] get a new one); never shared between engines.
     pub session: Arc<terrain_providers::Session>,
+    /// The prices plans are costed with: the shipped catalog, with the stack's or the
+    /// command line's price file laid over it.
+    pub catalog: Arc<crate::cost::Catalog>,
 }
 
 impl Default for Settings {
@@ -212,6 +215,7 @@ impl Default for Settings {
             env: Arc::new(|k| std::env::var(k).ok()),
             provider_overrides: BTreeMap::new(),
             session: terrain_providers::Session::new(),
+            catalog: Arc::new(crate::cost::Catalog::shipped()),
         }
     }
 }
@@ -715,8 +719,153 @@ impl Engine {
                 .collect(),
             refreshed: refreshed.resources,
             warnings,
+            cost: None,
+        };
+        let plan = Plan {
+            cost: Some(self.cost_of(&plan)),
+            ..plan
         };
         Ok((plan, Base { state, learned }))
+    }
+
+    /// What `plan` costs (see `cost.rs`): each resource's usage as its kind reads it from
+    /// the live spec (before) and the desired one (after), with the specs of what it
+    /// references, priced from the run's catalog.
+    pub fn cost_of(&self, plan: &Plan) -> crate::cost::PlanCost {
+        use terrain_providers::Peer;
+        let by_address: BTreeMap<&Address, &Change> =
+            plan.changes.iter().map(|c| (&c.address, c)).collect();
+        let peers = |c: &Change, after: bool| -> Vec<Peer> {
+            c.dependencies
+                .iter()
+                .filter_map(|d| by_address.get(d))
+                .filter_map(|p| {
+                    let spec = if after {
+                        plan.after(p).map(std::borrow::Cow::into_owned)
+                    } else {
+                        plan.before(p).cloned()
+                    }?;
+                    Some(Peer {
+                        kind: p.kind.clone(),
+                        address: p.address.to_string(),
+                        spec,
+                    })
+                })
+                .collect()
+        };
+        let mut out = crate::cost::PlanCost {
+            max_hourly: self.stack.pricing.max_hourly,
+            ..Default::default()
+        };
+        let mut configs = BTreeMap::new();
+        for c in &plan.changes {
+            // Most kinds bill nothing: no spec is copied for them.
+            if !self.kind(&c.address, &c.kind).is_ok_and(|k| k.bills()) {
+                continue;
+            }
+            let recorded = plan
+                .refreshed
+                .get(&c.address.to_string())
+                .map(|r| r.provider.as_str());
+            if let Some(before) = plan.before(c) {
+                if let Some(priced) = self.price(
+                    &mut configs,
+                    &c.address,
+                    &c.kind,
+                    recorded,
+                    before,
+                    &peers(c, false),
+                ) {
+                    out.before.0 += priced.hourly.0;
+                    out.before.1 += priced.hourly.1;
+                }
+            }
+            if c.action == Action::Delete {
+                continue;
+            }
+            let Some(after) = plan.after(c) else {
+                continue;
+            };
+            if let Some(priced) = self.price(
+                &mut configs,
+                &c.address,
+                &c.kind,
+                recorded,
+                &after,
+                &peers(c, true),
+            ) {
+                out.after.0 += priced.hourly.0;
+                out.after.1 += priced.hourly.1;
+                out.resources.push(priced);
+            }
+        }
+        out
+    }
+
+    /// What the objects of `state` cost as last applied (`terrain cost`), offline.
+    pub fn cost_of_state(&self, state: &State) -> crate::cost::PlanCost {
+        use terrain_providers::Peer;
+        let mut out = crate::cost::PlanCost {
+            max_hourly: self.stack.pricing.max_hourly,
+            ..Default::default()
+        };
+        let mut configs = BTreeMap::new();
+        for (address, r) in &state.resources {
+            let Ok(addr) = address.parse::<Address>() else {
+                continue;
+            };
+            if !self.kind(&addr, &r.kind).is_ok_and(|k| k.bills()) {
+                continue;
+            }
+            let peers: Vec<Peer> = r
+                .dependencies
+                .iter()
+                .filter_map(|d| {
+                    state.resources.get(d).map(|p| Peer {
+                        kind: p.kind.clone(),
+                        address: d.clone(),
+                        spec: p.spec.clone(),
+                    })
+                })
+                .collect();
+            if let Some(priced) = self.price(
+                &mut configs,
+                &addr,
+                &r.kind,
+                Some(&r.provider),
+                &r.spec,
+                &peers,
+            ) {
+                out.after.0 += priced.hourly.0;
+                out.after.1 += priced.hourly.1;
+                out.resources.push(priced);
+            }
+        }
+        out.before = out.after;
+        out
+    }
+
+    /// One resource's spec priced; `None` when it bills for nothing (or its kind or
+    /// provider table is unknown, which fails the run elsewhere). `configs` keeps each
+    /// provider instance's table, evaluated once per pricing.
+    fn price(
+        &self,
+        configs: &mut BTreeMap<String, Option<Value>>,
+        address: &Address,
+        kind: &str,
+        recorded: Option<&str>,
+        spec: &Value,
+        peers: &[terrain_providers::Peer],
+    ) -> Option<crate::cost::ResourceCost> {
+        let kind = self.kind(address, kind).ok().filter(|k| k.bills())?;
+        let instance = self.instance(address, kind.provider(), recorded);
+        let config = configs
+            .entry(instance)
+            .or_insert_with_key(|instance| self.provider_config(instance).ok())
+            .as_ref()?;
+        let usage = kind.usage(spec, config, peers);
+        (!usage.is_empty())
+            .then(|| crate::cost::resource(&address.to_string(), &usage, &self.settings.catalog))
     }
 
     /// Asks the providers what each update or replace will change on the live object.

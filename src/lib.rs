@@ -6,6 +6,7 @@
 
 pub mod addr;
 pub mod cli;
+pub mod cost;
 pub mod desired;
 pub mod diff;
 pub mod engine;

@@ -138,6 +138,10 @@ pub struct Plan {
     /// Non-fatal findings (an interrupted create that could not be adopted…).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// What the stack costs before and after the plan (absent from plans saved before
+    /// terrain priced them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::cost::PlanCost>,
 }
 
 /// A state entry a `[[moved]]` entry renames.

@@ -180,10 +180,15 @@ fn is_duration(word: &str) -> bool {
         if digits == 0 || digits == rest.len() {
             return false;
         }
-        if !"smhd".contains(&rest[digits..=digits]) {
+        // Not a byte slice: what follows the digits may be any character (`0–4`).
+        let Some(unit) = rest[digits..]
+            .chars()
+            .next()
+            .filter(|c| "smhd".contains(*c))
+        else {
             return false;
-        }
-        rest = &rest[digits + 1..];
+        };
+        rest = &rest[digits + unit.len_utf8()..];
         parts += 1;
     }
     parts > 0
@@ -447,6 +452,8 @@ fn port_forward(work: &common::Sandbox, args: &[&str]) -> String {
 
 #[test]
 fn readme_comparisons_catch_what_they_should() {
+    // Regression: a range with an en dash (`0–4`) panicked the duration check.
+    assert_eq!(comparable("0–4 nodes"), "0–4 nodes");
     assert_eq!(
         comparable("redis-leader     1/1     Running     0          21s"),
         comparable("redis-leader     1/1     Running     0          5s")
@@ -499,6 +506,48 @@ fn readme_team_walk_is_what_terrain_prints() {
         run.success();
         check_shown(shown, &run.stdout);
     }
+}
+
+/// The README's cost section: its commands print what it shows, and the budget it
+/// shows is one a stack takes.
+#[test]
+fn readme_cost_walk_is_what_terrain_prints() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("read README");
+    let blocks = console_blocks(&readme, "## What will it cost?");
+    assert!(blocks.len() >= 3, "the walk has its commands");
+    let work = common::Sandbox::new();
+    common::copy_dir(
+        &root.join("stacks/gke-accelerators"),
+        &work.join("stacks/gke-accelerators"),
+    );
+    common::copy_dir(&root.join("stacks/modules"), &work.join("stacks/modules"));
+    for shown in &blocks {
+        let words: Vec<&str> = shown.command.split_whitespace().collect();
+        assert_eq!(words[0], "terrain", "{}", shown.command);
+        let run = work.run(&words[1..]);
+        run.success();
+        check_shown(shown, &run.stdout);
+    }
+    let budget = block_after(&readme, "names what drives the cost:");
+    let stack = work.join("stacks/gke-accelerators/stack.toml");
+    let text = std::fs::read_to_string(&stack).expect("read the stack");
+    let table = budget
+        .trim()
+        .strip_prefix("[stack]\n")
+        .expect("a [stack] table");
+    std::fs::write(
+        &stack,
+        text.replacen("[stack]\n", &format!("[stack]\n{table}\n"), 1),
+    )
+    .expect("write the stack");
+    let run = work.run(&["plan", "-s", "stacks/gke-accelerators", "--sandbox"]);
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains("over the stack's budget"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// The README's section on count, for_each, modules and provider instances: its TOML

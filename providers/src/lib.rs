@@ -15,6 +15,7 @@ pub mod registry;
 pub mod schema;
 pub mod session;
 pub mod testing;
+pub mod usage;
 
 pub use error::ProviderError;
 pub use protocol::{
@@ -22,4 +23,5 @@ pub use protocol::{
 };
 pub use registry::Registry;
 pub use schema::{Field, Schema, Type};
+pub use usage::Usage;
 pub use session::{EnvFn, Session};

@@ -177,6 +177,17 @@ pub trait Resource: Send + Sync {
     fn validate_change(&self, _prior: &Value, _spec: &Value) -> Vec<Invalid> {
         Vec::new()
     }
+    /// What the object bills for (see [`crate::usage`]), read offline from `spec`
+    /// (defaults filled; it may hold unknown values), the provider's table and the
+    /// resources it references. The default bills nothing.
+    fn usage(&self, _spec: &Value, _config: &Value, _peers: &[Peer]) -> Vec<crate::Usage> {
+        Vec::new()
+    }
+    /// Whether objects of this kind can bill at all: a plan prices only those, so a
+    /// stack of free kinds costs no pricing work.
+    fn bills(&self) -> bool {
+        false
+    }
     /// The id the object will have, when it can be known before create (ids often
     /// include provider settings such as the project, hence `config`).
     fn planned_id(&self, spec: &Value, config: &Value) -> Option<String>;
@@ -483,6 +494,9 @@ pub trait Kind: Send + Sync + 'static {
     const KIND: &'static str;
     /// The provider it belongs to.
     const PROVIDER: &'static str;
+    /// Whether objects of the kind bill (see [`Resource::bills`]); set with
+    /// [`Kind::usage`].
+    const BILLS: bool = false;
 
     /// The kind's fields; must agree with `Spec` and `Outputs` (each kind tests that).
     fn schema() -> Schema;
@@ -497,6 +511,11 @@ pub trait Kind: Send + Sync + 'static {
     /// Checks that an in-place update can take the object from `prior` to `spec` (see
     /// [`Resource::validate_change`]); `spec` may hold the unknown marker in strings.
     fn validate_change(_prior: &Self::Spec, _spec: &Self::Spec) -> Vec<Invalid> {
+        Vec::new()
+    }
+    /// What the object bills for (see [`Resource::usage`]); untyped, as `spec` may hold
+    /// unknown values.
+    fn usage(_spec: &Value, _config: &Value, _peers: &[Peer]) -> Vec<crate::Usage> {
         Vec::new()
     }
     /// The id the object will have, when known before create.
@@ -696,6 +715,14 @@ impl<K: Kind> Resource for Adapter<K> {
 
     fn validate_peers(&self, spec: &Value, peers: &[Peer]) -> Vec<Invalid> {
         K::validate_peers(spec, peers)
+    }
+
+    fn usage(&self, spec: &Value, config: &Value, peers: &[Peer]) -> Vec<crate::Usage> {
+        K::usage(&self.schema.with_defaults(spec), config, peers)
+    }
+
+    fn bills(&self) -> bool {
+        K::BILLS
     }
 
     fn validate_change(&self, prior: &Value, spec: &Value) -> Vec<Invalid> {

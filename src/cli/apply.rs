@@ -82,6 +82,7 @@ async fn converge(
             output::print(&banner);
         }
         output::print(&output::plan::render(&plan, style));
+        common::within_budget(&plan)?;
         if !plan.has_changes() {
             // Still record what refresh learned (adopted creates, vanished objects).
             engine.apply(&plan, state).await?;

@@ -458,6 +458,19 @@ fn with_environment(key: &str, env: &str) -> String {
     }
 }
 
+/// Refuses a plan whose hourly maximum exceeds the stack's budget, naming what drives
+/// the cost.
+pub fn within_budget(plan: &crate::plan::Plan) -> anyhow::Result<()> {
+    match plan
+        .cost
+        .as_ref()
+        .and_then(|c| c.over_budget().map(|max| (c, max)))
+    {
+        Some((cost, max)) => Err(anyhow::anyhow!(output::cost::over_budget(cost, max))),
+        None => Ok(()),
+    }
+}
+
 /// An engine for `stack`, attached to the sandbox on `--sandbox` runs. With
 /// `TERRAIN_LOG_PATH` set, events also go to that file.
 pub async fn engine(
@@ -485,6 +498,12 @@ pub async fn engine(
         None
     };
     let backend = open_backend(&stack, args, sandbox.as_ref())?;
+    // Both paths are as written, from where terrain was started (the stack's own is
+    // under the stack's directory as given).
+    let catalog = match args.prices.as_ref().or(stack.pricing.file.as_ref()) {
+        Some(file) => crate::cost::Catalog::with_file(&absolute(file))?,
+        None => crate::cost::Catalog::shipped(),
+    };
     // Every path of terrain's own (state, log, sandbox) is absolute by now.
     enter_stack_dir(&stack.dir)?;
     let provider_overrides = sandbox
@@ -499,6 +518,7 @@ pub async fn engine(
             settings: Settings {
                 parallelism: usize::from(parallelism),
                 provider_overrides,
+                catalog: Arc::new(catalog),
                 ..Settings::default()
             },
             observer,

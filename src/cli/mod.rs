@@ -5,6 +5,7 @@
 
 mod apply;
 mod common;
+mod cost;
 mod force_unlock;
 mod graph;
 mod import;
@@ -75,6 +76,10 @@ pub struct StackArgs {
     /// persists between runs.
     #[arg(long, env = "TERRAIN_SANDBOX", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0, default_missing_value = "true", default_value = "false")]
     pub sandbox: bool,
+    /// Prices laid over the catalog terrain ships (`[[price]]` entries, as in the stack's
+    /// `[pricing] file`, which this replaces): negotiated rates, or prices it lacks.
+    #[arg(long = "prices", value_name = "FILE")]
+    pub prices: Option<PathBuf>,
 }
 
 /// Options of commands that change state.
@@ -106,6 +111,8 @@ enum Command {
     State(state::StateCommand),
     /// Prints the stack's outputs from the state.
     Output(outputs::OutputArgs),
+    /// Prints what the stack's objects cost per hour as last applied.
+    Cost(cost::CostArgs),
     /// Brings an existing object under management at ADDR.
     Import(import::ImportArgs),
     /// Prints the dependency graph in Graphviz DOT.
@@ -209,6 +216,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Destroy(a) => apply::run_destroy(a).await,
         Command::State(c) => state::run(c).await,
         Command::Output(a) => outputs::run(a).await,
+        Command::Cost(a) => cost::run(a).await,
         Command::Import(a) => import::run(a).await,
         Command::Graph(a) => graph::run(a),
         Command::ForceUnlock(a) => force_unlock::run(a).await,

@@ -71,6 +71,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
             Style::detect(args.stack.no_color),
         ));
     }
+    common::within_budget(&plan)?;
     if let (Some(path), Some(file)) = (&args.out, &out_file) {
         save(file, &plan)?;
         if !args.json {

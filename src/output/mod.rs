@@ -1,6 +1,7 @@
 //! The output layer: the only code that prints. Plans, progress, diagnostics, state
 //! listings and outputs are rendered here; colours only on a terminal.
 
+pub mod cost;
 pub mod diag;
 pub mod log;
 pub mod plan;

@@ -64,8 +64,20 @@ pub fn render(plan: &Plan, style: Style) -> String {
             m.to
         ));
     }
+    let cost_of = |c: &Change| {
+        let address = c.address.to_string();
+        plan.cost
+            .as_ref()
+            .and_then(|cost| cost.resources.iter().find(|r| r.address == address))
+    };
     for c in plan.changes.iter().filter(|c| c.is_change()) {
         out.push_str(&change_block(c, style));
+        if let Some(rc) = cost_of(c) {
+            out.push_str(&super::cost::resource_lines(rc, style));
+        }
+    }
+    if let Some(cost) = &plan.cost {
+        out.push_str(&super::cost::summary(cost, style));
     }
     let s = plan.summary();
     let moved = match plan.moved.len() {
@@ -308,6 +320,10 @@ pub fn to_json(plan: &Plan) -> Value {
                 "deposed": c.deposed.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
                 "tainted": c.tainted,
                 "live_diff": c.live_diff,
+                "cost": plan.cost.as_ref().and_then(|cost| {
+                    let address = c.address.to_string();
+                    cost.resources.iter().find(|r| r.address == address)
+                }).map(super::cost::resource_json),
             })
         })
         .collect();
@@ -321,6 +337,7 @@ pub fn to_json(plan: &Plan) -> Value {
         "moved": plan.moved,
         "has_changes": plan.has_changes(),
         "warnings": plan.warnings,
+        "cost": plan.cost.as_ref().map(super::cost::totals_json),
         "markers": { "sensitive": SENSITIVE, "unknown": KNOWN_AFTER_APPLY },
     })
 }

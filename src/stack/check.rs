@@ -28,6 +28,10 @@ pub const META_KEYS: [&str; 6] = [
     "provider",
 ];
 
+/// What `[stack]` says: the name, a legacy `backend` (its path and where it is written)
+/// and the `budget` table.
+type StackSection = (String, Option<(Option<PathBuf>, Span)>, Option<Node>);
+
 /// Validates a parsed stack.
 pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackErrors> {
     // The resources' bodies move into the checked stack rather than being copied.
@@ -38,7 +42,13 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         declared_vars: raw.variables.iter().map(|(n, _, _)| n.clone()).collect(),
         failed: BTreeSet::new(),
     };
-    let (name, legacy_backend) = c.stack_section(&raw);
+    let (name, legacy_backend, budget) = c.stack_section(&raw);
+    let pricing = super::pricing::check(
+        raw.pricing.as_ref(),
+        budget.as_ref(),
+        &raw.dir,
+        &mut c.diags,
+    );
     let providers = c.providers(&raw.providers, opts);
     let variables = c.variables(&raw.variables, &raw.var_values, opts);
     let (backend, problems) = super::backend::check(
@@ -116,6 +126,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         resources,
         outputs,
         moved,
+        pricing,
     })
 }
 
@@ -211,7 +222,9 @@ impl Checker<'_> {
 
     /// The stack's name, and `backend = {…}` if written: its local path, and the span of
     /// the key.
-    fn stack_section(&mut self, raw: &RawStack) -> (String, Option<(Option<PathBuf>, Span)>) {
+    /// The stack's name, its legacy `[stack] backend` (path and where it is written)
+    /// and its `budget` table.
+    fn stack_section(&mut self, raw: &RawStack) -> StackSection {
         let default_name = raw
             .dir
             .canonicalize()
@@ -222,6 +235,7 @@ impl Checker<'_> {
         let mut name = default_name;
         let mut backend_path: Option<PathBuf> = None;
         let mut legacy: Option<Span> = None;
+        let mut budget: Option<Node> = None;
         if let Some((_, node)) = &raw.stack {
             for (key, kspan, value) in self.table("[stack]", node).to_vec() {
                 match key.as_str() {
@@ -241,6 +255,7 @@ impl Checker<'_> {
                     "description" => {
                         self.literal_str("stack.description", &value);
                     }
+                    "budget" => budget = Some(value.clone()),
                     "backend" => {
                         legacy = Some(kspan);
                         for (bkey, bspan, bvalue) in self.table("stack.backend", &value).to_vec() {
@@ -280,12 +295,12 @@ impl Checker<'_> {
                         "[stack]",
                         other,
                         kspan,
-                        &["name", "description", "backend"],
+                        &["name", "description", "backend", "budget"],
                     ),
                 }
             }
         }
-        (name, legacy.map(|at| (backend_path, at)))
+        (name, legacy.map(|at| (backend_path, at)), budget)
     }
 
     fn providers(&mut self, entries: &[Entry], opts: &LoadOptions<'_>) -> BTreeMap<String, Node> {

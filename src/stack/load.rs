@@ -13,9 +13,10 @@ use super::source::{Diagnostic, FileId, SourceFile, Sources, Span, StackErrors};
 use super::LoadOptions;
 
 /// Top-level tables with a meaning of their own; every other table is a resource kind.
-pub const RESERVED: [&str; 7] = [
+pub const RESERVED: [&str; 8] = [
     "module",
     "stack",
+    "pricing",
     "providers",
     "variables",
     "outputs",
@@ -73,6 +74,8 @@ pub struct RawStack {
     pub sources: Sources,
     /// The `[stack]` table and the span of its key, if any file has one.
     pub stack: Option<(Span, Node)>,
+    /// The `[pricing]` table and the span of its key, if any file has one.
+    pub pricing: Option<(Span, Node)>,
     pub providers: Vec<Entry>,
     /// `[backend.<type>]` tables.
     pub backends: Vec<Entry>,
@@ -139,6 +142,7 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
         dir,
         sources: Sources::default(),
         stack: None,
+        pricing: None,
         providers: Vec::new(),
         backends: Vec::new(),
         var_values: Vec::new(),
@@ -175,6 +179,23 @@ pub fn read(opts: &LoadOptions<'_>) -> Result<RawStack, StackErrors> {
                         );
                     } else {
                         raw.stack = Some((key_span, node));
+                    }
+                }
+                "pricing" => {
+                    if let Some((first, _)) = &raw.pricing {
+                        diags.push(
+                            Diagnostic::at(
+                                key_span,
+                                "[pricing] is defined twice",
+                                "second definition",
+                            )
+                            .help(format!(
+                                "the first is at {}; keep one",
+                                sources.locate(*first)
+                            )),
+                        );
+                    } else {
+                        raw.pricing = Some((key_span, node));
                     }
                 }
                 "moved" => moved_entries(node, key_span, &mut raw.moved, &mut diags),

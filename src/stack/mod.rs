@@ -15,6 +15,7 @@ pub mod expr;
 pub mod load;
 pub mod module;
 pub mod moved;
+pub mod pricing;
 pub mod source;
 
 use std::collections::BTreeMap;
@@ -52,6 +53,8 @@ pub struct Stack {
     pub outputs: BTreeMap<String, OutputConfig>,
     /// `[[moved]]` entries, in the order written.
     pub moved: Vec<moved::Move>,
+    /// `[pricing]` and `[stack] budget`.
+    pub pricing: pricing::Pricing,
 }
 
 impl Stack {

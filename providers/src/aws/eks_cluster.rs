@@ -388,6 +388,7 @@ impl Kind for EksCluster {
     type Outputs = Outputs;
     const KIND: &'static str = "eks_cluster";
     const PROVIDER: &'static str = "aws";
+    const BILLS: bool = true;
 
     fn schema() -> Schema {
         let strings = || Type::List(Box::new(Type::String));
@@ -503,6 +504,18 @@ impl Kind for EksCluster {
             Ok(()) => Vec::new(),
             Err(m) => vec![Invalid::at("version", m)],
         }
+    }
+
+    /// EKS's cluster fee (standard support).
+    fn usage(_spec: &Value, config: &Value, _peers: &[crate::Peer]) -> Vec<crate::Usage> {
+        let region = crate::usage::known(&config["region"]).unwrap_or_default();
+        vec![crate::Usage::fixed(
+            "eks.cluster",
+            "standard",
+            region,
+            1.0,
+            "cluster fee".to_string(),
+        )]
     }
 
     fn planned_id(spec: &Spec, _config: &Value) -> Option<String> {

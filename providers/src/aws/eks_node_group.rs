@@ -557,6 +557,7 @@ impl Kind for EksNodeGroup {
     type Outputs = Outputs;
     const KIND: &'static str = "eks_node_group";
     const PROVIDER: &'static str = "aws";
+    const BILLS: bool = true;
 
     fn schema() -> Schema {
         let strings = || Type::List(Box::new(Type::String));
@@ -700,6 +701,38 @@ impl Kind for EksNodeGroup {
                     .map(|m| Invalid::at("ami_type", format!("{}: {m}", p.address)))
             })
             .collect()
+    }
+
+    /// The group's instances between its scaling bounds, priced by its first instance
+    /// type (EKS launches that one while it has capacity).
+    fn usage(spec: &Value, config: &Value, _peers: &[crate::Peer]) -> Vec<crate::Usage> {
+        let Ok(typed) = serde_json::from_value::<Spec>(spec.clone()) else {
+            return Vec::new();
+        };
+        let Some(instance) = typed.instance_types.first() else {
+            return Vec::new();
+        };
+        let region = crate::usage::known(&config["region"]).unwrap_or_default();
+        let (min, max) = (typed.scaling.min, typed.scaling.max);
+        let nodes = if min == max {
+            format!("{max} node{}", if max == 1 { "" } else { "s" })
+        } else {
+            format!("{min}–{max} nodes")
+        };
+        let others = if typed.instance_types.len() > 1 {
+            format!(" (first of {})", typed.instance_types.join(", "))
+        } else {
+            String::new()
+        };
+        vec![crate::Usage::fixed(
+            "ec2.instance",
+            instance,
+            region,
+            0.0,
+            format!("{nodes} × {instance}{others}"),
+        )
+        .ranging(min as f64, max as f64)
+        .spot(typed.capacity_type == "SPOT")]
     }
 
     fn planned_id(spec: &Spec, _config: &Value) -> Option<String> {
@@ -961,6 +994,20 @@ mod tests {
             .disk_size(to_i32(s.disk_size))
             .set_tags(Some(hash_map(tags_with_ours(&s.tags, address))))
             .build()
+    }
+
+    #[test]
+    fn usage_is_the_first_instance_type_between_the_scaling_bounds() {
+        let spec = serde_json::to_value(base()).expect("a spec");
+        let usage = EksNodeGroup::usage(&spec, &json!({"region": "us-east-1"}), &[]);
+        assert_eq!(usage.len(), 1);
+        let u = &usage[0];
+        assert_eq!(
+            (u.meter.as_str(), u.item.as_str(), u.region.as_str()),
+            ("ec2.instance", "g5.xlarge", "us-east-1")
+        );
+        assert!(u.spot);
+        assert_eq!(u.min, 0.0);
     }
 
     #[test]

@@ -1020,6 +1020,7 @@ impl Kind for S3Bucket {
     type Outputs = Outputs;
     const KIND: &'static str = "s3_bucket";
     const PROVIDER: &'static str = "aws";
+    const BILLS: bool = true;
 
     fn schema() -> Schema {
         let rule = Type::Object(vec![
@@ -1170,6 +1171,19 @@ impl Kind for S3Bucket {
         check_lifecycle(&spec.lifecycle, &mut out);
         check_tags(&spec.tags, &mut out);
         out
+    }
+
+    /// Storage by class, per GiB-month of what is stored (not known before); objects
+    /// land in STANDARD until a lifecycle rule moves them.
+    fn usage(_spec: &Value, config: &Value, _peers: &[crate::Peer]) -> Vec<crate::Usage> {
+        let region = crate::usage::known(&config["region"]).unwrap_or_default();
+        vec![crate::Usage::fixed(
+            "s3.storage",
+            "STANDARD",
+            region,
+            0.0,
+            "STANDARD storage, by what is stored".to_string(),
+        )]
     }
 
     fn planned_id(spec: &Spec, _config: &Value) -> Option<String> {

@@ -208,6 +208,7 @@ impl Kind for GcsBucket {
     type Outputs = Outputs;
     const KIND: &'static str = "gcs_bucket";
     const PROVIDER: &'static str = "gcp";
+    const BILLS: bool = true;
 
     fn schema() -> Schema {
         Schema {
@@ -280,6 +281,21 @@ impl Kind for GcsBucket {
             out.push(Invalid::at("labels", m));
         }
         out
+    }
+
+    /// Storage by class, per GiB-month of what is stored (not known before).
+    fn usage(spec: &Value, _config: &Value, _peers: &[crate::Peer]) -> Vec<crate::Usage> {
+        let class = crate::usage::known(&spec["storage_class"]).unwrap_or("STANDARD");
+        let location = crate::usage::known(&spec["location"])
+            .unwrap_or("US")
+            .to_lowercase();
+        vec![crate::Usage::fixed(
+            "gcs.storage",
+            class,
+            &location,
+            0.0,
+            format!("{class} storage, by what is stored"),
+        )]
     }
 
     fn planned_id(spec: &Spec, _config: &Value) -> Option<String> {

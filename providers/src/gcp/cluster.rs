@@ -309,6 +309,7 @@ impl Kind for GkeCluster {
     type Outputs = Outputs;
     const KIND: &'static str = "gke_cluster";
     const PROVIDER: &'static str = "gcp";
+    const BILLS: bool = true;
 
     fn schema() -> Schema {
         Schema {
@@ -399,6 +400,21 @@ impl Kind for GkeCluster {
             }
         }
         out
+    }
+
+    /// GKE's cluster management fee, by mode.
+    fn usage(spec: &Value, config: &Value, _peers: &[crate::Peer]) -> Vec<crate::Usage> {
+        let mode = crate::usage::known(&spec["mode"]).unwrap_or("standard");
+        let region = crate::usage::gcp_location(&spec["location"], config)
+            .map(|l| crate::usage::gcp_region(&l))
+            .unwrap_or_default();
+        vec![crate::Usage::fixed(
+            "gke.cluster",
+            mode,
+            &region,
+            1.0,
+            format!("{mode} cluster fee"),
+        )]
     }
 
     fn planned_id(spec: &Spec, config: &Value) -> Option<String> {

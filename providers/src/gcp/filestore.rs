@@ -297,6 +297,7 @@ impl Kind for FilestoreInstance {
     type Outputs = Outputs;
     const KIND: &'static str = "filestore_instance";
     const PROVIDER: &'static str = "gcp";
+    const BILLS: bool = true;
 
     fn schema() -> Schema {
         Schema {
@@ -390,6 +391,24 @@ impl Kind for FilestoreInstance {
             _ => {}
         }
         out
+    }
+
+    /// Provisioned capacity by tier, billed per GiB-month whatever is stored.
+    fn usage(spec: &Value, config: &Value, _peers: &[crate::Peer]) -> Vec<crate::Usage> {
+        let tier = crate::usage::known(&spec["tier"]).unwrap_or("BASIC_HDD");
+        let Some(gib) = spec["share"]["capacity_gb"].as_f64() else {
+            return Vec::new();
+        };
+        let region = crate::usage::gcp_location(&spec["location"], config)
+            .map(|l| crate::usage::gcp_region(&l))
+            .unwrap_or_default();
+        vec![crate::Usage::fixed(
+            "filestore.capacity",
+            tier,
+            &region,
+            gib,
+            format!("{gib} GiB {tier}"),
+        )]
     }
 
     fn planned_id(spec: &Spec, config: &Value) -> Option<String> {

@@ -513,6 +513,7 @@ impl Kind for GkeNodePool {
     type Outputs = Outputs;
     const KIND: &'static str = "gke_node_pool";
     const PROVIDER: &'static str = "gcp";
+    const BILLS: bool = true;
 
     fn schema() -> Schema {
         Schema {
@@ -687,6 +688,96 @@ impl Kind for GkeNodePool {
                 )
             })
             .collect()
+    }
+
+    /// The pool's VMs between its autoscaling bounds (nodes per zone × the cluster's
+    /// zones), their GPUs where the machine type does not include them, and TPU chips
+    /// (whose price includes the VM).
+    fn usage(spec: &Value, config: &Value, peers: &[Peer]) -> Vec<crate::Usage> {
+        let Ok(typed) = serde_json::from_value::<Spec>(spec.clone()) else {
+            return Vec::new();
+        };
+        // The cluster says where the pool runs: its spec when the stack makes it, else
+        // the location in the pool's cluster id.
+        let location = peers
+            .iter()
+            .find(|p| p.kind == "gke_cluster")
+            .and_then(|c| crate::usage::gcp_location(&c.spec["location"], config))
+            .or_else(|| {
+                let parts: Vec<&str> = crate::usage::known(&spec["cluster"])?.split('/').collect();
+                match parts.as_slice() {
+                    ["projects", _, "locations", l, "clusters", _] => Some((*l).to_string()),
+                    _ => None,
+                }
+            })
+            .or_else(|| crate::usage::gcp_location(&Value::Null, config))
+            .unwrap_or_default();
+        let region = crate::usage::gcp_region(&location);
+        // A regional cluster puts the pool's nodes in each of its (by default three)
+        // zones; counts are per zone.
+        let zonal = location.is_empty() || region != location;
+        let zones: i64 = if zonal { 1 } else { 3 };
+        let (min, max) = match &typed.autoscaling {
+            Some(a) => (a.min * zones, a.max * zones),
+            None => {
+                let n = initial_count(&typed) * zones;
+                (n, n)
+            }
+        };
+        let nodes = if min == max {
+            format!("{max} node{}", if max == 1 { "" } else { "s" })
+        } else {
+            format!("{min}–{max} nodes")
+        };
+        let spot = typed.spot || typed.preemptible;
+        let (min, max) = (min as f64, max as f64);
+        let mut out = Vec::new();
+        let machine = typed.machine_type.as_str();
+        if let Some(tpu) = catalog::tpu(machine) {
+            let family = machine.split('-').next().unwrap_or(machine);
+            let chips = f64::from(tpu.chips_per_vm);
+            out.push(
+                crate::Usage::fixed(
+                    "tpu.chip",
+                    family,
+                    &region,
+                    0.0,
+                    format!("{nodes} × {} chips ({machine})", tpu.chips_per_vm),
+                )
+                .ranging(min * chips, max * chips)
+                .spot(spot),
+            );
+            return out;
+        }
+        out.push(
+            crate::Usage::fixed(
+                "gce.vm",
+                machine,
+                &region,
+                0.0,
+                format!("{nodes} × {machine}"),
+            )
+            .ranging(min, max)
+            .spot(spot),
+        );
+        if let Some(gpu) = &typed.gpu {
+            // g2, a2 and a3 machine types carry their GPUs in the machine's price.
+            if catalog::built_in_gpus(machine).is_none() {
+                let per = gpu.count as f64;
+                out.push(
+                    crate::Usage::fixed(
+                        "gce.gpu",
+                        &gpu.kind,
+                        &region,
+                        0.0,
+                        format!("{nodes} × {} {}", gpu.count, gpu.kind),
+                    )
+                    .ranging(min * per, max * per)
+                    .spot(spot),
+                );
+            }
+        }
+        out
     }
 
     fn planned_id(spec: &Spec, _config: &Value) -> Option<String> {
@@ -926,6 +1017,70 @@ mod tests {
             disk_size_gb: None,
             disk_type: None,
         }
+    }
+
+    #[test]
+    fn usage_counts_nodes_per_zone_gpus_apart_and_tpu_chips_with_their_vm() {
+        let json = |s: &Spec| serde_json::to_value(s).expect("a spec");
+        // Zonal, from the id: 0–4 spot VMs and their T4s, priced apart.
+        let usage = GkeNodePool::usage(&json(&base()), &json!({}), &[]);
+        assert_eq!(usage.len(), 2, "{usage:?}");
+        assert_eq!(
+            (usage[0].meter.as_str(), usage[0].item.as_str()),
+            ("gce.vm", "n1-highmem-8")
+        );
+        assert_eq!(
+            (usage[0].min, usage[0].max, usage[0].spot),
+            (0.0, 4.0, true)
+        );
+        assert_eq!(usage[0].region, "us-central1");
+        assert_eq!(
+            (usage[1].meter.as_str(), usage[1].max),
+            ("gce.gpu", 16.0),
+            "4 nodes × 4 T4s"
+        );
+        // Regional, from the cluster the stack makes: three zones of nodes.
+        let peer = Peer {
+            kind: "gke_cluster".into(),
+            address: "gke_cluster.c".into(),
+            spec: json!({"location": "europe-west4"}),
+        };
+        let mut regional = base();
+        regional.cluster = format!("{}-x", crate::protocol::UNKNOWN);
+        let usage = GkeNodePool::usage(&json(&regional), &json!({}), &[peer]);
+        assert_eq!(
+            (usage[0].max, usage[0].region.as_str()),
+            (12.0, "europe-west4")
+        );
+        // A g2 machine carries its L4s: no GPU line.
+        let mut g2 = base();
+        g2.machine_type = "g2-standard-24".into();
+        g2.gpu = Some(Gpu {
+            kind: "nvidia-l4".into(),
+            count: 2,
+            driver: "default".into(),
+        });
+        let usage = GkeNodePool::usage(&json(&g2), &json!({}), &[]);
+        assert_eq!(usage.len(), 1, "{usage:?}");
+        // A TPU pool bills chips, the VM included.
+        let mut tpu = base();
+        tpu.machine_type = "ct5lp-hightpu-4t".into();
+        tpu.gpu = None;
+        tpu.spot = false;
+        tpu.tpu = Some(Tpu {
+            topology: "2x2".into(),
+        });
+        tpu.autoscaling = Some(Autoscaling { min: 0, max: 1 });
+        let usage = GkeNodePool::usage(&json(&tpu), &json!({}), &[]);
+        assert_eq!(usage.len(), 1);
+        assert_eq!(
+            (
+                usage[0].meter.as_str(),
+                usage[0].item.as_str(),
+                usage[0].max
+            ),
+            ("tpu.chip", "ct5lp", 4.0)
+        );
     }
 
     #[test]
