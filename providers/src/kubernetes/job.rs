@@ -817,6 +817,74 @@ impl Kind for Job {
     const KIND: &'static str = "kubernetes_job";
     const PROVIDER: &'static str = "kubernetes";
     const RENDERS: bool = true;
+    const BILLS: bool = true;
+
+    /// On GKE Autopilot, a Job's pods bill by what they request while they run (from
+    /// none, once done, to `parallelism` pods); elsewhere its nodes bill, as their pool.
+    fn usage(spec: &Value, _config: &Value, peers: &[Peer]) -> Vec<crate::Usage> {
+        let autopilot = ClusterSide::of(&spec["cluster"], peers)
+            .is_some_and(|c| c.flavor == Flavor::Gke { autopilot: true });
+        if !autopilot {
+            return Vec::new();
+        }
+        let location = crate::usage::known(&spec["cluster"]["location"])
+            .map(str::to_string)
+            .or_else(|| {
+                peers
+                    .iter()
+                    .find(|p| p.kind == "gke_cluster")
+                    .and_then(|p| crate::usage::known(&p.spec["location"]).map(str::to_string))
+            })
+            .unwrap_or_default();
+        let region = crate::usage::gcp_region(&location);
+        let pods = spec["parallelism"].as_f64().unwrap_or(1.0);
+        // Autopilot's defaults for a general-purpose pod that asks for nothing.
+        let request = |name: &str, default: f64| {
+            crate::usage::known(&spec["resources"][name])
+                .and_then(super::quantity_value)
+                .unwrap_or(default)
+        };
+        let cpu = request("cpu", 0.5);
+        let gib = request("memory", 2.0 * 1024.0 * 1024.0 * 1024.0) / (1024.0 * 1024.0 * 1024.0);
+        let spot = spec["spot"] == true;
+        let pods_text = format!("0–{pods} pods while running");
+        let mut out = vec![
+            crate::Usage::fixed(
+                "autopilot.vcpu",
+                "",
+                &region,
+                0.0,
+                format!("{pods_text} × {cpu} vCPU"),
+            )
+            .ranging(0.0, pods * cpu)
+            .spot(spot),
+            crate::Usage::fixed(
+                "autopilot.memory",
+                "",
+                &region,
+                0.0,
+                format!("{pods_text} × {gib} GiB"),
+            )
+            .ranging(0.0, pods * gib)
+            .spot(spot),
+        ];
+        let gpus = spec["gpus"].as_f64().unwrap_or(0.0);
+        if gpus > 0.0 {
+            let kind = crate::usage::known(&spec["gpu_type"]).unwrap_or("nvidia-tesla-t4");
+            out.push(
+                crate::Usage::fixed(
+                    "autopilot.gpu",
+                    kind,
+                    &region,
+                    0.0,
+                    format!("{pods_text} × {gpus} {kind}"),
+                )
+                .ranging(0.0, pods * gpus)
+                .spot(spot),
+            );
+        }
+        out
+    }
 
     fn schema() -> Schema {
         let strings = || Type::List(Box::new(Type::String));
@@ -2326,6 +2394,29 @@ mod tests {
             &asking(json!({"gpus": 4})),
             &[eks_group("gpu", json!({"instance_types": ["g5.12xlarge"]}))],
         );
+    }
+
+    #[test]
+    fn on_autopilot_a_jobs_pods_bill_their_requests_while_they_run() {
+        let spec = asking(
+            json!({"parallelism": 3, "spot": true, "resources": {"cpu": "2", "memory": "8Gi"}}),
+        );
+        let mut value = serde_json::to_value(&spec).expect("encodes");
+        value["cluster"] = json!(UNKNOWN);
+        let usage = Job::usage(&value, &json!({}), &[gke_cluster("autopilot")]);
+        let got: Vec<(&str, f64, f64, bool, &str)> = usage
+            .iter()
+            .map(|u| (u.meter.as_str(), u.min, u.max, u.spot, u.region.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("autopilot.vcpu", 0.0, 6.0, true, "us-central1"),
+                ("autopilot.memory", 0.0, 24.0, true, "us-central1"),
+            ]
+        );
+        // On Standard the pool's nodes bill, not the pods.
+        assert!(Job::usage(&value, &json!({}), &[gke_cluster("standard")]).is_empty());
     }
 
     #[test]
