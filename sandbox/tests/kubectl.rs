@@ -8,56 +8,11 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use terrain_sandbox::{Options, Sandbox, Timing};
 
-const KUBECTL: &str = "/usr/bin/kubectl";
+mod common;
+use common::{Kubectl, KUBECTL};
+
 const PROJECT: &str = "kubectl-proj";
 
-struct Kubectl<'a> {
-    kubeconfig: &'a Path,
-    home: &'a Path,
-}
-
-struct Run {
-    ok: bool,
-    stdout: String,
-    stderr: String,
-}
-
-impl Kubectl<'_> {
-    async fn run(&self, args: &[&str]) -> Run {
-        let mut cmd = tokio::process::Command::new(KUBECTL);
-        cmd.arg("--kubeconfig")
-            .arg(self.kubeconfig)
-            .arg("--cache-dir")
-            .arg(self.home.join("cache"))
-            .args(args)
-            // Nothing from the developer's own setup may leak in.
-            .env_remove("KUBECONFIG")
-            .env("HOME", self.home)
-            .env("CLOUDSDK_CONFIG", self.home.join("gcloud"));
-        let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
-            .await
-            .expect("kubectl finishes within two minutes")
-            .expect("kubectl runs");
-        Run {
-            ok: out.status.success(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    /// Runs kubectl and fails the test with its output when it fails.
-    async fn ok(&self, args: &[&str]) -> Run {
-        let run = self.run(args).await;
-        assert!(
-            run.ok,
-            "kubectl {} failed:\nstdout:\n{}\nstderr:\n{}",
-            args.join(" "),
-            run.stdout,
-            run.stderr
-        );
-        run
-    }
-}
 
 async fn cloud(
     http: &reqwest::Client,

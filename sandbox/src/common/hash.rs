@@ -31,9 +31,9 @@ pub(crate) fn fnv64(parts: &[&str]) -> u64 {
     h
 }
 
-/// A content fingerprint of a JSON value with object keys sorted, so equal maps always
-/// fingerprint equally whatever their insertion order.
-pub(crate) fn fingerprint(value: &Value) -> String {
+/// A JSON rendering with object keys sorted, so equal objects hash equally whatever order
+/// their fields arrived in.
+pub(crate) fn canonical(v: &Value) -> String {
     fn sorted(v: &Value) -> Value {
         match v {
             Value::Object(m) => {
@@ -41,7 +41,7 @@ pub(crate) fn fingerprint(value: &Value) -> String {
                 keys.sort();
                 Value::Object(
                     keys.into_iter()
-                        .map(|k| (k.clone(), sorted(&m[k])))
+                        .map(|k| (k.clone(), sorted(&m[k.as_str()])))
                         .collect(),
                 )
             }
@@ -49,7 +49,13 @@ pub(crate) fn fingerprint(value: &Value) -> String {
             other => other.clone(),
         }
     }
-    format!("{:08x}", fnv1a(sorted(value).to_string().as_bytes()) as u32)
+    sorted(v).to_string()
+}
+
+/// A content fingerprint of a JSON value with object keys sorted, so equal maps always
+/// fingerprint equally whatever their insertion order.
+pub(crate) fn fingerprint(value: &Value) -> String {
+    format!("{:08x}", fnv1a(canonical(value).as_bytes()) as u32)
 }
 
 #[cfg(test)]

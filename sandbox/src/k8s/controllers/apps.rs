@@ -42,7 +42,7 @@ pub(super) fn sync(cluster: &mut ClusterState, ctx: &SettleCtx<'_>) {
 /// The deployment controller's pod-template-hash: FNV-32a of the template, rendered with
 /// Kubernetes' safe alphabet.
 pub(super) fn template_hash(template: &Value) -> String {
-    let h = fnv64(&[&obj::canonical(template)]);
+    let h = fnv64(&[&crate::common::hash::canonical(template)]);
     let h32 = (h ^ (h >> 32)) as u32;
     obj::safe_encode(&h32.to_string())
 }

@@ -7,6 +7,8 @@ use serde_json::{Map, Value};
 
 use super::super::store::{self, ObjKey, Store};
 use crate::common::hash::fnv64;
+#[cfg(test)]
+use crate::common::hash::canonical;
 
 /// The value at `path`, `Null` when any step is missing (indexing JSON never panics).
 pub(crate) fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
@@ -254,27 +256,6 @@ pub(crate) fn generate_name(
             return name;
         }
     }
-}
-
-/// A JSON rendering with object keys sorted, so equal objects hash equally whatever order
-/// their fields arrived in.
-pub(crate) fn canonical(v: &Value) -> String {
-    fn sorted(v: &Value) -> Value {
-        match v {
-            Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                Value::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), sorted(&m[k.as_str()])))
-                        .collect(),
-                )
-            }
-            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-            other => other.clone(),
-        }
-    }
-    sorted(v).to_string()
 }
 
 /// Whether a `metav1.LabelSelector` (`matchLabels` and `matchExpressions`) selects `labels`;

@@ -114,7 +114,7 @@ fn endpoints(cluster: &mut ClusterState, key: &ObjKey, svc: &Value, ctx: &Settle
             .iter()
             .any(|c| c["type"] == "Ready" && c["status"] == "True");
         let entry = subsets
-            .entry(obj::canonical(&json!(ports)))
+            .entry(crate::common::hash::canonical(&json!(ports)))
             .or_insert_with(|| Subset {
                 ready: Vec::new(),
                 not_ready: Vec::new(),
