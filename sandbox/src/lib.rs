@@ -2,9 +2,11 @@
 //! and for running the official CLIs against (e.g. `gcloud` with endpoint overrides, or
 //! `kubectl` with a kubeconfig from [`Sandbox::kubeconfig`]).
 //! This file owns the public surface — starting and stopping a sandbox, its options and
-//! timing, the traffic log — while `gcp/` holds the Google emulators (GKE, Filestore,
-//! Cloud Storage), `k8s/` one Kubernetes API server per emulated cluster, `server.rs` the
-//! HTTP wiring and `faults.rs` fault injection.
+//! timing, the traffic log, the capacity (quotas, stockouts) — while `gcp/` holds the
+//! Google emulators (GKE, Filestore, Cloud Storage, Compute Engine and Cloud TPU
+//! capacity), `aws/` the AWS ones, `k8s/` one Kubernetes API server per emulated cluster,
+//! `server.rs` the HTTP wiring, `faults.rs` fault injection and `capacity.rs` the
+//! capacity configuration.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), terrain_sandbox::SandboxError> {
@@ -16,6 +18,7 @@
 //! ```
 
 mod aws;
+mod capacity;
 mod common;
 mod faults;
 pub mod gcp;
@@ -88,12 +91,18 @@ pub struct GcpEndpoints {
     pub file: String,
     pub storage: String,
     pub serviceusage: String,
+    /// Compute Engine's root: its paths are `compute/v1/…` under it, so gcloud's
+    /// override is this plus `compute/v1/`.
+    pub compute: String,
+    pub tpu: String,
 }
 
 /// One API request and its response, as recorded in the traffic log.
 #[derive(Clone, Debug, Serialize)]
 pub struct Exchange {
-    /// `container`, `file`, `storage`, or `kubernetes` for a cluster's API server.
+    /// The Google API's root (`container`, `file`, `storage`, `serviceusage`,
+    /// `compute`, `tpu`), the AWS service's signing name (`eks`, `s3`, `sagemaker`,
+    /// `ec2`, `servicequotas`), or `kubernetes` for a cluster's API server.
     pub api: String,
     pub method: String,
     /// The path after the API root, e.g. `v1/projects/p/locations/l/clusters` or
@@ -143,6 +152,10 @@ pub enum SandboxError {
         #[source]
         source: std::io::Error,
     },
+    /// The capacity description (`Sandbox::set_capacity`, `TERRAIN_SANDBOX_CAPACITY`)
+    /// is not one; the message says why.
+    #[error("{0}")]
+    Capacity(String),
     #[error("could not write the kubeconfig {path}")]
     Kubeconfig {
         path: PathBuf,
@@ -170,7 +183,7 @@ impl Sandbox {
     /// Binds 127.0.0.1 on a free port and serves in a tokio task. Fails when the state
     /// file cannot be read or parsed, or no port can be bound.
     pub async fn start(opts: Options) -> Result<Sandbox, SandboxError> {
-        let (world, saved) = match &opts.state_file {
+        let (mut world, saved) = match &opts.state_file {
             Some(path) => {
                 let world = persist::load(path)?;
                 // What the file holds (or would hold): it is written only once this changes.
@@ -179,6 +192,12 @@ impl Sandbox {
             }
             None => (persist::World::new(), String::new()),
         };
+        // `terrain sandbox serve` users configure capacity through the environment; it
+        // replaces what the state file kept, and is saved with the state from then on.
+        if let Some(spec) = capacity::CapacitySpec::from_env().map_err(SandboxError::Capacity)? {
+            world.gcp.capacity = spec.gcp;
+            world.aws.capacity = spec.aws;
+        }
         let data_dir = server::DataDir::create(opts.state_file.as_deref())?;
         let preferred = match opts.port {
             Some(port) if port != 0 => tokio::net::TcpListener::bind(("127.0.0.1", port))
@@ -259,7 +278,26 @@ impl Sandbox {
             file: format!("{url}/file/"),
             storage: format!("{url}/storage/"),
             serviceusage: format!("{url}/serviceusage/"),
+            compute: format!("{url}/compute/"),
+            tpu: format!("{url}/tpu/"),
         }
+    }
+
+    /// Replaces the emulated clouds' capacity — quotas, stockouts, subnet zones — with
+    /// `spec`, in the JSON form `POST /_sandbox/capacity` takes:
+    /// `{"gcp": {"quotas": [{"project", "region", "metric", "limit"}], "stockouts":
+    /// [{"zone", "machineType", "acceleratorType"}]}, "aws": {"quotas": [{"account",
+    /// "region", "code", "value"}], "stockouts": [{"zone", "instanceType",
+    /// "capacityType"}], "subnets": {"subnet-…": "us-east-1a"}}}`. What is left out is
+    /// the default; an unknown field, metric or quota code is an error.
+    pub fn set_capacity(&self, spec: serde_json::Value) -> Result<(), SandboxError> {
+        let spec = capacity::CapacitySpec::from_json(spec).map_err(SandboxError::Capacity)?;
+        self.app.set_capacity(spec).map_err(SandboxError::SaveState)
+    }
+
+    /// The capacity configured, in the JSON form [`Sandbox::set_capacity`] takes.
+    pub fn capacity(&self) -> serde_json::Value {
+        serde_json::to_value(self.app.capacity()).unwrap_or_default()
     }
 
     /// The fault switches of this sandbox.

@@ -1,7 +1,8 @@
 //! The HTTP side of the sandbox: routes each request to an emulator by its first path
 //! segment (`/container/`, `/file/`, `/storage/` with Cloud Storage's media roots
-//! `/upload/`, `/resumable/` and `/download/`, `/serviceusage/`; AWS by its signature)
-//! or to the control endpoints under `/_sandbox/`, and owns the one pipeline
+//! `/upload/`, `/resumable/` and `/download/`, `/serviceusage/`, `/compute/`, `/tpu/`;
+//! AWS by its signature) or to the control endpoints under `/_sandbox/` (traffic,
+//! faults, state, clock, capacity), and owns the one pipeline
 //! every API request goes through ([`Call`], [`App::call`]: faults, authentication,
 //! settling, persisting, lost responses, the traffic record), the clusters' API servers
 //! included. It also keeps
@@ -22,6 +23,7 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use crate::aws::{self, AwsResponse};
+use crate::capacity::CapacitySpec;
 use crate::faults::{FaultSpec, Faults, Injected};
 use crate::gcp::error::{ApiError, Code};
 use crate::gcp::operation::OpCtx;
@@ -461,6 +463,23 @@ impl App {
         })
     }
 
+    /// The capacity the clouds are configured with.
+    pub(crate) fn capacity(&self) -> CapacitySpec {
+        let stored = lock(&self.world);
+        CapacitySpec {
+            gcp: stored.world.gcp.capacity.clone(),
+            aws: stored.world.aws.capacity.clone(),
+        }
+    }
+
+    /// Replaces the clouds' capacity and saves it with the state.
+    pub(crate) fn set_capacity(&self, spec: CapacitySpec) -> Result<(), String> {
+        let mut stored = lock(&self.world);
+        stored.world.gcp.capacity = spec.gcp;
+        stored.world.aws.capacity = spec.aws;
+        self.persist(&mut stored)
+    }
+
     /// Rewrites the state file if the world changed.
     fn persist(&self, stored: &mut Stored) -> Result<(), String> {
         let Some(path) = &self.state_file else {
@@ -517,6 +536,28 @@ impl App {
                 }
                 let stored = lock(&self.world);
                 (StatusCode::OK, serde_json::to_value(&stored.world).ok())
+            }
+            ("GET", "capacity") => (StatusCode::OK, serde_json::to_value(self.capacity()).ok()),
+            // POST replaces the whole capacity (what it leaves out goes back to the
+            // defaults); DELETE resets it.
+            ("POST" | "DELETE", "capacity") => {
+                let spec = if method == Method::DELETE {
+                    Ok(CapacitySpec::default())
+                } else {
+                    serde_json::from_slice::<Value>(body)
+                        .map_err(|e| format!("invalid capacity description: {e}"))
+                        .and_then(CapacitySpec::from_json)
+                };
+                match spec {
+                    Ok(spec) => match self.set_capacity(spec) {
+                        Ok(()) => (StatusCode::OK, serde_json::to_value(self.capacity()).ok()),
+                        Err(message) => (
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            Some(json!({"error": message})),
+                        ),
+                    },
+                    Err(message) => (StatusCode::BAD_REQUEST, Some(json!({"error": message}))),
+                }
             }
             ("POST", "clock") => {
                 let secs = serde_json::from_slice::<Value>(body)
@@ -807,7 +848,7 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             return (
                 StatusCode::NOT_FOUND,
                 format!(
-                    "the sandbox does not emulate the AWS service {:?}; it serves eks, s3 and sagemaker",
+                    "the sandbox does not emulate the AWS service {:?}; it serves eks, s3, sagemaker, ec2 and servicequotas",
                     signature.service
                 ),
             )
@@ -848,7 +889,7 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let Some(api) = Api::from_name(root) else {
         return (
             StatusCode::NOT_FOUND,
-            format!("no API at /{root}/: the sandbox serves /container/, /file/, /storage/ and /serviceusage/, and AWS requests signed for eks, s3 or sagemaker at /"),
+            format!("no API at /{root}/: the sandbox serves /container/, /file/, /storage/, /serviceusage/, /compute/ and /tpu/, and AWS requests signed for eks, s3, sagemaker, ec2 or servicequotas at /"),
         )
             .into_response();
     };
@@ -1121,6 +1162,62 @@ mod tests {
         assert_eq!(
             app.control(&Method::GET, "nothing", b"").0,
             StatusCode::NOT_FOUND
+        );
+    }
+
+    #[test]
+    fn capacity_is_set_read_back_and_reset_at_the_control_endpoint() {
+        let app = app();
+        let body = br#"{"gcp": {"quotas": [{"project": "p", "region": "us-central1", "metric": "NVIDIA_T4_GPUS", "limit": 0}],
+                                "stockouts": [{"zone": "us-central1-a", "machineType": "n1-standard-8"}]},
+                        "aws": {"quotas": [{"region": "us-east-1", "code": "L-DB2E81BA", "value": 0}],
+                                "stockouts": [{"zone": "us-east-1a", "instanceType": "g5.xlarge"}]}}"#;
+        let (status, set) = app.control(&Method::POST, "capacity", body);
+        assert_eq!(status, StatusCode::OK);
+        let set = set.unwrap_or_default();
+        assert_eq!(set["gcp"]["stockouts"][0]["machineType"], "n1-standard-8");
+        assert_eq!(set["aws"]["quotas"][0]["value"], 0.0);
+        assert_eq!(app.control(&Method::GET, "capacity", b"").1, Some(set));
+        let (_, state) = app.control(&Method::GET, "state", b"");
+        let state = state.unwrap_or_default();
+        assert_eq!(
+            state["gcp"]["capacity"]["quotas"][0]["metric"], "NVIDIA_T4_GPUS",
+            "kept with the state"
+        );
+        assert_eq!(
+            state["aws"]["capacity"]["stockouts"][0]["zone"],
+            "us-east-1a"
+        );
+        let region = ApiRequest::new(
+            Method::GET,
+            "compute/v1/projects/p/regions/us-central1",
+            None,
+        );
+        let answer = app.serve(Api::Compute, &region, Some("Bearer t"));
+        assert_eq!(answer.status, 200);
+        let t4 = answer
+            .json_body()
+            .and_then(|r| r["quotas"].as_array().cloned())
+            .unwrap_or_default()
+            .into_iter()
+            .find(|q| q["metric"] == "NVIDIA_T4_GPUS");
+        assert_eq!(t4.map(|q| q["limit"].clone()), Some(json!(0.0)));
+        let (status, err) = app.control(
+            &Method::POST,
+            "capacity",
+            br#"{"gcp": {"quotas": [{"metric": "T4", "limit": 1}]}}"#,
+        );
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+        assert!(err.is_some_and(|e| e["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("NVIDIA_T4_GPUS"))));
+        let (status, reset) = app.control(&Method::DELETE, "capacity", b"");
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(
+            reset,
+            Some(
+                json!({"gcp": {"quotas": [], "stockouts": []}, "aws": {"quotas": [], "stockouts": [], "subnets": {}}})
+            )
         );
     }
 

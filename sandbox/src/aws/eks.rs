@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::{AwsCtx, AwsError, AwsRequest, AwsResponse, ACCOUNT};
+use crate::capacity::AwsCapacity;
 use crate::k8s::{CloudCluster, NodePoolInfo};
 
 /// Realistic durations in seconds, multiplied by the sandbox's time scale.
@@ -179,6 +180,9 @@ struct NodegroupRecord {
     modified_at: DateTime<Utc>,
     until: Option<DateTime<Utc>>,
     failure: Option<String>,
+    /// The health issue code the planned failure is reported with;
+    /// `NodeCreationFailure` when unset.
+    failure_code: Option<String>,
     scaling: Scaling,
     instance_types: Vec<String>,
     subnets: Vec<String>,
@@ -908,8 +912,12 @@ impl ClusterRecord {
                 match n.failure.take() {
                     Some(message) => {
                         n.status = CREATE_FAILED.to_string();
+                        let code = n
+                            .failure_code
+                            .take()
+                            .unwrap_or_else(|| "NodeCreationFailure".to_string());
                         n.health_issues = vec![json!({
-                            "code": "NodeCreationFailure",
+                            "code": code,
                             "message": message,
                             "resourceIds": [format!("eks-{}-{}", n.name, n.uid)],
                         })];
@@ -1007,10 +1015,13 @@ impl Eks {
             .retain(|c| !(c.status == DELETING && due(c.until, now)));
     }
 
+    /// Serves one EKS request; `capacity` is what node groups that launch instances run
+    /// into (vCPU quotas, stockouts).
     pub(crate) fn handle(
         &mut self,
         req: &AwsRequest,
         ctx: &AwsCtx,
+        capacity: &AwsCapacity,
     ) -> Result<AwsResponse, AwsError> {
         let segments = req.segments();
         let s: Vec<&str> = segments.iter().map(String::as_str).collect();
@@ -1034,7 +1045,7 @@ impl Eks {
                 self.describe_update(region, name, id, req)
             }
             ("POST", ["clusters", name, "node-groups"]) => {
-                self.create_nodegroup(region, name, req, ctx)
+                self.create_nodegroup(region, name, req, ctx, capacity)
             }
             ("GET", ["clusters", name, "node-groups"]) => self.list_nodegroups(region, name, req),
             ("GET", ["clusters", name, "node-groups", ng]) => {
@@ -1393,7 +1404,22 @@ impl Eks {
         cluster: &str,
         req: &AwsRequest,
         ctx: &AwsCtx,
+        capacity: &AwsCapacity,
     ) -> Result<AwsResponse, AwsError> {
+        // What the region's node groups already run, for the vCPU quotas their Auto
+        // Scaling groups launch under (a failed group runs nothing).
+        let running: Vec<(String, String, i64)> = self
+            .clusters
+            .iter()
+            .filter(|c| c.region == region)
+            .flat_map(|c| c.nodegroups.iter())
+            .filter(|n| n.status != CREATE_FAILED)
+            .filter_map(|n| {
+                n.instance_types
+                    .first()
+                    .map(|t| (t.clone(), n.capacity_type.clone(), n.scaling.desired_size))
+            })
+            .collect();
         let i = self.cluster_index(region, cluster)?;
         let body = body_of(req)?;
         let name = req_str(&body, "nodegroupName")?;
@@ -1477,6 +1503,44 @@ impl Eks {
             None if launch_template.is_some() => None,
             None => Some(20),
         };
+        // EKS accepts the node group; its Auto Scaling group then fails to launch the
+        // first instances when the vCPU quota or every zone's capacity is exhausted, and
+        // the group ends CREATE_FAILED with that as a health issue. A failure a fault
+        // planned comes first.
+        let fault = ctx
+            .faults
+            .take_operation_failure("eks")
+            .map(|(_, message)| message);
+        let launch = if fault.is_some() {
+            None
+        } else {
+            instance_types
+                .first()
+                .and_then(|t| {
+                    super::servicequotas::launch_failure(
+                        capacity,
+                        region,
+                        t,
+                        &capacity_type,
+                        scaling.desired_size,
+                        &running,
+                        |t| instance_shape(t).0,
+                    )
+                })
+                .or_else(|| {
+                    super::ec2::launch_failure(
+                        capacity,
+                        region,
+                        &instance_types,
+                        &subnets,
+                        &capacity_type,
+                        scaling.desired_size,
+                    )
+                })
+        };
+        let failure_code = launch
+            .as_ref()
+            .map(|_| "AsgInstanceLaunchFailures".to_string());
         let record = NodegroupRecord {
             name: name.clone(),
             uid: crate::common::ids::new_uid(),
@@ -1484,10 +1548,8 @@ impl Eks {
             created_at: ctx.now,
             modified_at: ctx.now,
             until: Some(ctx.now + duration(ctx, base::NODEGROUP_CREATE)),
-            failure: ctx
-                .faults
-                .take_operation_failure("eks")
-                .map(|(_, message)| message),
+            failure: fault.or(launch),
+            failure_code,
             scaling,
             instance_types,
             subnets,
@@ -1825,6 +1887,7 @@ mod tests {
     struct Harness {
         eks: Eks,
         faults: Faults,
+        capacity: AwsCapacity,
         secs: i64,
         region: String,
     }
@@ -1834,6 +1897,7 @@ mod tests {
             Harness {
                 eks: Eks::default(),
                 faults: Faults::default(),
+                capacity: AwsCapacity::default(),
                 secs: 0,
                 region: "us-east-1".into(),
             }
@@ -1864,7 +1928,7 @@ mod tests {
                 scale: 1.0,
                 faults: &self.faults,
             };
-            let resp = self.eks.handle(&req, &ctx)?;
+            let resp = self.eks.handle(&req, &ctx, &self.capacity)?;
             assert_eq!(resp.status, 200);
             Ok(resp.json_body().unwrap_or(Value::Null))
         }
@@ -2353,5 +2417,115 @@ mod tests {
         let empty: Eks =
             serde_json::from_str(r#"{"clusters": [{"name": "x"}]}"#).expect("defaults fill in");
         assert_eq!(empty.clusters[0].name, "x");
+    }
+
+    fn capacity(spec: Value) -> AwsCapacity {
+        crate::capacity::CapacitySpec::from_json(json!({"aws": spec}))
+            .expect("valid capacity")
+            .aws
+    }
+
+    fn on_demand_g5(name: &str, subnets: &[&str], desired: i64) -> Value {
+        json!({
+            "nodegroupName": name,
+            "nodeRole": "arn:aws:iam::123456789012:role/node",
+            "subnets": subnets,
+            "instanceTypes": ["g5.xlarge"],
+            "scalingConfig": {"minSize": 0, "maxSize": 4, "desiredSize": desired},
+        })
+    }
+
+    #[test]
+    fn a_node_group_stocked_out_in_every_zone_ends_create_failed() {
+        let mut h = Harness::new();
+        h.capacity = capacity(json!({
+            "stockouts": [{"zone": "us-east-1a", "instanceType": "g5.xlarge"}],
+            "subnets": {"subnet-a1": "us-east-1a", "subnet-a2": "us-east-1a", "subnet-b": "us-east-1b"},
+        }));
+        active_cluster(&mut h, "ml");
+        let ng = h
+            .at(10)
+            .post(
+                "/clusters/ml/node-groups",
+                on_demand_g5("gpu", &["subnet-a1", "subnet-a2"], 1),
+            )
+            .expect("EKS accepts the node group");
+        assert_eq!(ng["nodegroup"]["status"], CREATING);
+        let ng = h
+            .at(20)
+            .get("/clusters/ml/node-groups/gpu")
+            .expect("described");
+        assert_eq!(ng["nodegroup"]["status"], CREATE_FAILED);
+        let issue = &ng["nodegroup"]["health"]["issues"][0];
+        assert_eq!(issue["code"], "AsgInstanceLaunchFailures");
+        assert!(
+            issue["message"].as_str().is_some_and(|m| m.starts_with(
+                "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested (us-east-1a)."
+            )),
+            "{issue}"
+        );
+        assert!(
+            h.eks.kube_clusters()[0].node_pools.is_empty(),
+            "a failed group has no nodes"
+        );
+        // Subnets in a zone with capacity get their nodes.
+        h.post(
+            "/clusters/ml/node-groups",
+            on_demand_g5("spread", &["subnet-a1", "subnet-b"], 1),
+        )
+        .expect("created");
+        let ng = h
+            .at(30)
+            .get("/clusters/ml/node-groups/spread")
+            .expect("described");
+        assert_eq!(ng["nodegroup"]["status"], ACTIVE);
+    }
+
+    #[test]
+    fn a_node_group_beyond_its_vcpu_quota_fails_to_launch() {
+        let mut h = Harness::new();
+        h.capacity = capacity(
+            json!({"quotas": [{"region": "us-east-1", "code": "L-DB2E81BA", "value": 8}]}),
+        );
+        active_cluster(&mut h, "ml");
+        h.at(10)
+            .post(
+                "/clusters/ml/node-groups",
+                on_demand_g5("two", &["subnet-a"], 2),
+            )
+            .expect("8 vCPUs fit");
+        h.at(20)
+            .post(
+                "/clusters/ml/node-groups",
+                on_demand_g5("more", &["subnet-a"], 1),
+            )
+            .expect("accepted");
+        let ng = h
+            .at(30)
+            .get("/clusters/ml/node-groups/more")
+            .expect("described");
+        assert_eq!(ng["nodegroup"]["status"], CREATE_FAILED);
+        assert_eq!(
+            ng["nodegroup"]["health"]["issues"][0]["message"],
+            "Could not launch On-Demand Instances. VcpuLimitExceeded - You have requested more vCPU capacity than your current vCPU limit of 8 allows for the instance bucket that the specified instance type belongs to. Please visit http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit. Launching EC2 instance failed."
+        );
+        assert_eq!(
+            h.get("/clusters/ml/node-groups/two").expect("described")["nodegroup"]["status"],
+            ACTIVE
+        );
+        // Other regions count apart.
+        h.region = "us-west-2".into();
+        active_cluster(&mut h, "west");
+        h.at(40)
+            .post(
+                "/clusters/west/node-groups",
+                on_demand_g5("gpu", &["subnet-a"], 2),
+            )
+            .expect("accepted");
+        let ng = h
+            .at(50)
+            .get("/clusters/west/node-groups/gpu")
+            .expect("described");
+        assert_eq!(ng["nodegroup"]["status"], ACTIVE);
     }
 }

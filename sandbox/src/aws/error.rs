@@ -1,7 +1,9 @@
 //! AWS errors in each protocol's wire format: REST-JSON (EKS) puts the code in the
-//! `x-amzn-ErrorType` header and `{"message": …}` in the body; JSON 1.1 (SageMaker) puts
-//! `{"__type": code, "message": …}` in the body; REST-XML (S3) answers
-//! `<Error><Code/><Message/><RequestId/></Error>`, with no body at all for HEAD.
+//! `x-amzn-ErrorType` header and `{"message": …}` in the body; JSON 1.1 (SageMaker,
+//! Service Quotas) puts `{"__type": code, "message": …}` in the body; REST-XML (S3)
+//! answers `<Error><Code/><Message/><RequestId/></Error>`, with no body at all for HEAD;
+//! the EC2 query protocol answers `<Response><Errors><Error><Code/><Message/></Error>
+//! </Errors><RequestID/></Response>`.
 
 use serde_json::json;
 
@@ -44,12 +46,21 @@ impl AwsError {
             )
             .with_header("x-amzn-ErrorType", format!("{}:", self.code))
             .with_header("x-amzn-RequestId", request_id),
-            Service::SageMaker => AwsResponse::json(
+            Service::SageMaker | Service::Quotas => AwsResponse::json(
                 self.status,
                 "application/x-amz-json-1.1",
                 &json!({"__type": self.code, "message": self.message}),
             )
             .with_header("x-amzn-RequestId", request_id),
+            Service::Ec2 => {
+                let xml = format!(
+                    "<Response><Errors><Error><Code>{}</Code><Message>{}</Message></Error></Errors><RequestID>{}</RequestID></Response>",
+                    escape(&self.code),
+                    escape(&self.message),
+                    crate::common::ids::new_uid()
+                );
+                AwsResponse::xml(self.status, &xml)
+            }
             Service::S3 => {
                 if req.method == axum::http::Method::HEAD {
                     return AwsResponse::empty(self.status)

@@ -1,19 +1,24 @@
-//! The AWS side of the sandbox: EKS (REST-JSON), S3 (REST-XML) and SageMaker (JSON 1.1),
-//! all served at the sandbox's root URL the way a `--endpoint-url` client reaches them.
+//! The AWS side of the sandbox: EKS (REST-JSON), S3 (REST-XML), SageMaker (JSON 1.1),
+//! and the capacity a plan reads — EC2's instance type offerings and Availability Zones
+//! (the EC2 query protocol) and Service Quotas (JSON 1.1) — all served at the sandbox's
+//! root URL the way a `--endpoint-url` client reaches them.
 //! AWS clients sign every request with SigV4, and the credential scope in that signature
 //! (`…/us-east-1/eks/aws4_request`) names the service and region: that is how one port
 //! tells an EKS `GET /clusters` from an S3 `GET /clusters` (a bucket named `clusters`).
 //! This file owns the transport-neutral request and response values, the routing by
-//! signature and the persisted AWS world; `error.rs` the three error formats, `eks.rs`,
-//! `s3/` and `sagemaker.rs` the services, `ack.rs` the ACK SageMaker controller that
-//! runs inside emulated EKS clusters, `kube.rs` what EKS is to the Kubernetes emulator.
+//! signature and the persisted AWS world (the configured capacity included); `error.rs`
+//! the error formats, `eks.rs`, `s3/`, `sagemaker.rs`, `ec2.rs` and `servicequotas.rs`
+//! the services, `ack.rs` the ACK SageMaker controller that runs inside emulated EKS
+//! clusters, `kube.rs` what EKS is to the Kubernetes emulator.
 
 pub(crate) mod ack;
+pub(crate) mod ec2;
 pub(crate) mod eks;
 pub(crate) mod error;
 pub(crate) mod kube;
 pub(crate) mod s3;
 pub(crate) mod sagemaker;
+pub(crate) mod servicequotas;
 pub(crate) mod xml;
 
 use axum::http::Method;
@@ -34,15 +39,21 @@ pub(crate) enum Service {
     Eks,
     S3,
     SageMaker,
+    Ec2,
+    /// Service Quotas (signing name `servicequotas`).
+    Quotas,
 }
 
 impl Service {
-    /// The service whose signing name is `name` (`eks`, `s3`, `sagemaker`).
+    /// The service whose signing name is `name` (`eks`, `s3`, `sagemaker`, `ec2`,
+    /// `servicequotas`).
     pub(crate) fn from_signing_name(name: &str) -> Option<Service> {
         match name {
             "eks" => Some(Service::Eks),
             "s3" => Some(Service::S3),
             "sagemaker" => Some(Service::SageMaker),
+            "ec2" => Some(Service::Ec2),
+            "servicequotas" => Some(Service::Quotas),
             _ => None,
         }
     }
@@ -53,6 +64,8 @@ impl Service {
             Service::Eks => "eks",
             Service::S3 => "s3",
             Service::SageMaker => "sagemaker",
+            Service::Ec2 => "ec2",
+            Service::Quotas => "servicequotas",
         }
     }
 }
@@ -230,6 +243,10 @@ pub(crate) struct AwsWorld {
     pub s3: s3::S3,
     #[serde(default)]
     pub sagemaker: sagemaker::SageMaker,
+    /// The quotas, stockouts and subnet zones configured at `/_sandbox/capacity`, which
+    /// EKS node groups run into and EC2 and Service Quotas report.
+    #[serde(default)]
+    pub capacity: crate::capacity::AwsCapacity,
 }
 
 impl AwsWorld {
@@ -254,9 +271,11 @@ impl AwsWorld {
         ctx: &AwsCtx,
     ) -> AwsResponse {
         let result = match service {
-            Service::Eks => self.eks.handle(req, ctx),
+            Service::Eks => self.eks.handle(req, ctx, &self.capacity),
             Service::S3 => self.s3.handle(req, ctx),
             Service::SageMaker => self.sagemaker.handle(req, ctx),
+            Service::Ec2 => ec2::handle(req),
+            Service::Quotas => servicequotas::handle(req, &self.capacity),
         };
         result.unwrap_or_else(|e| e.response(service, req))
     }
@@ -306,6 +325,11 @@ pub(crate) fn injected(
         (Service::SageMaker, 503) => (503, "ServiceUnavailable", "Service unavailable"),
         (Service::Eks, s) => (s, "ServerException", "Internal server error"),
         (Service::SageMaker, s) => (s, "InternalFailure", "Internal failure"),
+        // EC2 throttles with 503 RequestLimitExceeded.
+        (Service::Ec2, 429 | 503) => (503, "RequestLimitExceeded", "Request limit exceeded."),
+        (Service::Ec2, _) => (500, "InternalError", "An internal error has occurred"),
+        (Service::Quotas, 429) => (400, "TooManyRequestsException", "Rate exceeded"),
+        (Service::Quotas, s) => (s, "ServiceException", "Something went wrong."),
     };
     let response = AwsError::new(status, code, message).response(service, req);
     match retry_after {

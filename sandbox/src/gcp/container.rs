@@ -15,7 +15,8 @@ use super::error::ApiError;
 use super::operation::{progress, Lro, OpCtx};
 use super::schema::Rules;
 use super::tables;
-use super::{int_of, operation_id, parse_body, set_or_remove, str_of, Api};
+use super::{compute, int_of, operation_id, parse_body, set_or_remove, str_of, Api};
+use crate::capacity::GcpCapacity;
 use crate::common::ca::cluster_ca;
 use crate::common::hash::fingerprint;
 use crate::common::ids::random_hex;
@@ -100,6 +101,11 @@ struct Op {
     target_link: String,
     lro: Lro,
     action: Action,
+    /// Set when Compute Engine could not make the pool's nodes (a stockout): the status
+    /// the pool is left in when the operation fails, instead of a failed create leaving
+    /// no pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    failed_pool_status: Option<String>,
 }
 
 /// What an operation does to the objects when it completes.
@@ -240,10 +246,13 @@ impl State {
         }
     }
 
+    /// Serves one GKE request; `capacity` is what node pools that make nodes run into
+    /// (regional quotas, stockouts).
     pub(crate) fn handle(
         &mut self,
         req: &ApiRequest,
         ctx: &OpCtx,
+        capacity: &GcpCapacity,
     ) -> Result<ApiResponse, ApiError> {
         let segments = req.segments();
         let s: Vec<&str> = segments.iter().map(String::as_str).collect();
@@ -274,16 +283,18 @@ impl State {
             }
             ("GET", ["clusters", cluster, "nodePools"]) => self.list_pools(loc, cluster),
             ("POST", ["clusters", cluster, "nodePools"]) => {
-                self.create_pool(loc, cluster, req, ctx)
+                self.create_pool(loc, cluster, req, ctx, capacity)
             }
             (_, ["clusters", cluster, "nodePools", name]) => {
                 let (pool, verb) = split_verb(name);
                 match (method, verb) {
                     ("GET", None) => self.get_pool(loc, cluster, pool),
-                    ("PUT", None) => self.pool_change(loc, cluster, pool, "update", req, ctx),
+                    ("PUT", None) => {
+                        self.pool_change(loc, cluster, pool, "update", req, ctx, capacity)
+                    }
                     ("DELETE", None) => self.delete_pool(loc, cluster, pool, ctx),
                     ("POST", Some(v @ ("setAutoscaling" | "setSize" | "setManagement"))) => {
-                        self.pool_change(loc, cluster, pool, v, req, ctx)
+                        self.pool_change(loc, cluster, pool, v, req, ctx, capacity)
                     }
                     _ => Err(no_route()),
                 }
@@ -296,7 +307,7 @@ impl State {
                     "update" => "update",
                     _ => return Err(no_route()),
                 };
-                self.pool_change(loc, cluster, pool, verb, req, ctx)
+                self.pool_change(loc, cluster, pool, verb, req, ctx, capacity)
             }
             ("GET", ["operations"]) => Ok(self.list_operations(loc, ctx.now)),
             ("GET", ["operations", name]) => self.get_operation(loc, name, ctx.now),
@@ -686,6 +697,7 @@ impl State {
         cluster: &str,
         req: &ApiRequest,
         ctx: &OpCtx,
+        capacity: &GcpCapacity,
     ) -> Result<ApiResponse, ApiError> {
         let body = parse_body(req, &tables::CREATE_NODE_POOL_REQUEST, "", Rules::PROTO3)?;
         let i = self.cluster_index(loc, cluster)?;
@@ -717,6 +729,20 @@ impl State {
             &region,
         )?;
         let pool_name = pool.name.clone();
+        // GKE asks Compute Engine for the nodes' quota before it accepts the request,
+        // and learns of a stockout only while the instance groups create the nodes.
+        let zones = string_list(&pool.pool, "locations");
+        let nodes = pool.size * zones.len() as i64;
+        let demand = compute::demand(&pool.pool["config"], nodes);
+        compute::check_quota(
+            capacity,
+            &self.kube_clusters(),
+            loc.project,
+            &region,
+            &demand,
+        )?;
+        let config = pool.pool["config"].clone();
+        let size = pool.size;
         let record = &mut self.clusters[i];
         record.pools.push(pool);
         record.cluster["status"] = json!("RECONCILING");
@@ -728,6 +754,9 @@ impl State {
             POOL_CREATE,
             Action::CreatePool,
             ctx,
+        );
+        let op = self.plan_stockout(
+            capacity, loc, cluster, &pool_name, &zones, &config, size, "ERROR", op, ctx,
         );
         Ok(ApiResponse::ok(op))
     }
@@ -759,6 +788,7 @@ impl State {
 
     /// The node pool mutations other than create and delete: `update` (PUT), and the
     /// `setAutoscaling`, `setSize` and `setManagement` verbs.
+    #[allow(clippy::too_many_arguments)]
     fn pool_change(
         &mut self,
         loc: Loc,
@@ -767,6 +797,7 @@ impl State {
         verb: &str,
         req: &ApiRequest,
         ctx: &OpCtx,
+        capacity: &GcpCapacity,
     ) -> Result<ApiResponse, ApiError> {
         let table = match verb {
             "update" => &tables::UPDATE_NODE_POOL_REQUEST,
@@ -838,6 +869,19 @@ impl State {
                         "Invalid value for field \"node_count\": {count}. Must be at least 0."
                     )));
                 }
+                // Growing needs quota for the new nodes, as creating them does.
+                let current = &record.pools[p];
+                let zones = string_list(&current.pool, "locations");
+                let added = (count - current.size).max(0);
+                let demand = compute::demand(&current.pool["config"], added * zones.len() as i64);
+                let region = region_of(&record.location)?;
+                compute::check_quota(
+                    capacity,
+                    &self.kube_clusters(),
+                    loc.project,
+                    &region,
+                    &demand,
+                )?;
                 ("SET_NODE_POOL_SIZE", POOL_UPDATE, Action::SetSize { count })
             }
             _ => {
@@ -849,9 +893,71 @@ impl State {
                 )
             }
         };
+        let grows = match &action {
+            Action::SetSize { count } => (count - self.clusters[i].pools[p].size).max(0),
+            _ => 0,
+        };
+        let zones = string_list(&self.clusters[i].pools[p].pool, "locations");
+        let config = self.clusters[i].pools[p].pool["config"].clone();
         self.clusters[i].pools[p].pool["status"] = json!("RECONCILING");
         let op = self.start(loc, cluster, Some(pool), op_type, duration, action, ctx);
+        // A resize that cannot get its new nodes fails; the pool keeps its old size.
+        let op = self.plan_stockout(
+            capacity,
+            loc,
+            cluster,
+            pool,
+            &zones,
+            &config,
+            grows,
+            "RUNNING_WITH_ERROR",
+            op,
+            ctx,
+        );
         Ok(ApiResponse::ok(op))
+    }
+
+    /// Makes the operation just started (`op`, as rendered) end with GKE's
+    /// `GCE_STOCKOUT` when every zone of the pool is out of its machines and
+    /// `nodes_per_zone` new nodes are wanted, leaving the pool in `status`; returns the
+    /// operation as rendered. A failure a fault already planned stays.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_stockout(
+        &mut self,
+        capacity: &GcpCapacity,
+        loc: Loc,
+        cluster: &str,
+        pool: &str,
+        zones: &[String],
+        config: &Value,
+        nodes_per_zone: i64,
+        status: &str,
+        op: Value,
+        ctx: &OpCtx,
+    ) -> Value {
+        let Some(last) = self.operations.last_mut() else {
+            return op;
+        };
+        if last.lro.failure.is_some() {
+            return op;
+        }
+        let Some(message) = compute::stockout(
+            capacity,
+            loc.project,
+            cluster,
+            pool,
+            zones,
+            config,
+            nodes_per_zone,
+            last.lro.duration_ms,
+        ) else {
+            return op;
+        };
+        // GKE reports a stockout as StatusCondition GCE_STOCKOUT, whose canonical code
+        // is RESOURCE_EXHAUSTED.
+        last.lro.failure = Some(super::operation::RpcStatus { code: 8, message });
+        last.failed_pool_status = Some(status.to_string());
+        render_op(last, ctx.now)
     }
 
     // ------------------------------------------------------------ operations
@@ -912,6 +1018,7 @@ impl State {
             target_link: format!("{SELF_LINK_ROOT}/{target}"),
             lro: ctx.start(Api::Container, base),
             action,
+            failed_pool_status: None,
         };
         let rendered = render_op(&op, ctx.now);
         self.operations.push(op);
@@ -946,6 +1053,8 @@ impl State {
                 self.clusters.remove(ci);
                 return;
             }
+            // A pool Compute Engine could not make nodes for stays, in ERROR.
+            (Action::CreatePool, true) if op.failed_pool_status.is_some() => {}
             (Action::CreatePool, true) | (Action::DeletePool, false) => {
                 if let Some(p) = pool_index {
                     record.pools.remove(p);
@@ -1019,6 +1128,20 @@ impl State {
         record.cluster["status"] = json!("RUNNING");
         for pool in &mut record.pools {
             pool.pool["status"] = json!("RUNNING");
+            if let Some(m) = pool.pool.as_object_mut() {
+                m.remove("statusMessage");
+            }
+        }
+        if let (true, Some(status), Some(p)) = (failed, &op.failed_pool_status, pool_index) {
+            let pool = &mut record.pools[p];
+            pool.pool["status"] = json!(status);
+            if let Some(error) = &op.lro.failure {
+                pool.pool["statusMessage"] = json!(error.message);
+            }
+            // A pool whose create failed this way has no nodes (and holds no quota).
+            if matches!(op.action, Action::CreatePool) {
+                pool.size = 0;
+            }
         }
     }
 
@@ -1497,6 +1620,7 @@ mod tests {
     struct Harness {
         state: State,
         faults: Faults,
+        capacity: GcpCapacity,
         now: i64,
     }
 
@@ -1523,7 +1647,7 @@ mod tests {
             let req = ApiRequest::new(method, path, body);
             let body = self
                 .state
-                .handle(&req, &ctx)?
+                .handle(&req, &ctx, &self.capacity)?
                 .json_body()
                 .cloned()
                 .unwrap_or(Value::Null);
@@ -1910,5 +2034,233 @@ mod tests {
         assert!(region_of("nowhere").is_err());
         assert_eq!(region_of("europe-west4-b").expect("zone"), "europe-west4");
         assert_eq!(default_zones("europe-west4-b"), ["europe-west4-b"]);
+    }
+
+    fn capacity(spec: Value) -> GcpCapacity {
+        crate::capacity::CapacitySpec::from_json(json!({"gcp": spec}))
+            .expect("valid capacity")
+            .gcp
+    }
+
+    fn t4_pool(name: &str, nodes: i64, gpus: i64) -> Value {
+        json!({"nodePool": {"name": name, "initialNodeCount": nodes, "config": {
+            "machineType": "n1-standard-8",
+            "accelerators": [{"acceleratorType": "nvidia-tesla-t4", "acceleratorCount": gpus}],
+        }}})
+    }
+
+    /// A zonal cluster in `zone`, running at second 10.
+    fn zonal_cluster(h: &mut Harness, name: &str, zone: &str) -> String {
+        let root = format!("v1/projects/p/locations/{zone}/clusters");
+        h.at(0)
+            .post(
+                &root,
+                json!({"cluster": {"name": name, "initialNodeCount": 1}}),
+            )
+            .expect("create cluster");
+        h.at(10).get(&format!("{root}/{name}")).expect("running");
+        format!("{root}/{name}")
+    }
+
+    #[test]
+    fn a_pool_in_a_stocked_out_zone_ends_in_error_as_gke_leaves_it() {
+        let mut h = Harness {
+            capacity: capacity(
+                json!({"stockouts": [{"zone": "us-central1-a", "machineType": "n1-standard-8"}]}),
+            ),
+            ..Harness::default()
+        };
+        let a = zonal_cluster(&mut h, "a", "us-central1-a");
+        let op = h
+            .at(20)
+            .post(&format!("{a}/nodePools"), t4_pool("gpu", 2, 1))
+            .expect("GKE accepts the request");
+        assert_eq!(op["status"], "RUNNING");
+        assert!(op.get("error").is_none(), "no error before it ends");
+        let op = h
+            .at(30)
+            .get(&format!(
+                "v1/projects/p/locations/us-central1-a/operations/{}",
+                str_of(&op, "name")
+            ))
+            .expect("operation");
+        assert_eq!(op["status"], "DONE");
+        assert_eq!(op["error"]["code"], 8);
+        let message = op["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("Google Compute Engine: Not all instances running in IGM after 3s. Expected 2, running 0, transitioning 2. Current errors: [GCE_STOCKOUT]: Instance 'gke-a-gpu-")
+                && message.contains("The zone 'projects/p/zones/us-central1-a' does not have enough resources available to fulfill the request."),
+            "{message}"
+        );
+        assert_eq!(op["statusMessage"], op["error"]["message"]);
+        let failed = h
+            .get(&format!("{a}/nodePools/gpu"))
+            .expect("the pool stays");
+        assert_eq!(failed["status"], "ERROR");
+        assert_eq!(failed["statusMessage"], op["error"]["message"]);
+        assert_eq!(h.get(&a).expect("cluster")["status"], "RUNNING");
+        let kube = h.state.kube_clusters();
+        assert_eq!(
+            kube[0]
+                .pools
+                .iter()
+                .find(|p| p.name == "gpu")
+                .map(|p| p.size),
+            Some(0),
+            "no nodes"
+        );
+        h.at(40)
+            .delete(&format!("{a}/nodePools/gpu"))
+            .expect("an ERROR pool can be deleted");
+
+        // The same pool in another zone is made; so is one spread over a stocked-out
+        // zone and one with capacity.
+        let b = zonal_cluster(&mut h, "b", "us-central1-b");
+        h.at(50)
+            .post(&format!("{b}/nodePools"), t4_pool("gpu", 2, 1))
+            .expect("create");
+        assert_eq!(
+            h.at(60).get(&format!("{b}/nodePools/gpu")).expect("pool")["status"],
+            "RUNNING"
+        );
+        h.at(70)
+            .post(
+                &clusters(),
+                json!({"cluster": {"name": "r", "initialNodeCount": 1}}),
+            )
+            .expect("regional cluster");
+        let mut spread = t4_pool("gpu", 1, 1);
+        spread["nodePool"]["locations"] = json!(["us-central1-a", "us-central1-b"]);
+        h.at(80)
+            .post(&format!("{}/nodePools", cluster("r")), spread)
+            .expect("create");
+        assert_eq!(
+            h.at(90).get(&pool("r", "gpu")).expect("pool")["status"],
+            "RUNNING"
+        );
+        // An autoscaled pool starting empty makes no node, so nothing is short yet.
+        let mut empty = t4_pool("later", 0, 1);
+        empty["nodePool"]["autoscaling"] =
+            json!({"enabled": true, "minNodeCount": 0, "maxNodeCount": 3});
+        h.at(100)
+            .post(&format!("{a}/nodePools"), empty)
+            .expect("create");
+        assert_eq!(
+            h.at(110)
+                .get(&format!("{a}/nodePools/later"))
+                .expect("pool")["status"],
+            "RUNNING"
+        );
+    }
+
+    #[test]
+    fn a_pool_beyond_the_regional_quota_is_refused_with_gkes_403() {
+        let mut h = Harness {
+            capacity: capacity(
+                json!({"quotas": [{"project": "p", "region": "us-central1", "metric": "NVIDIA_T4_GPUS", "limit": 0}]}),
+            ),
+            ..Harness::default()
+        };
+        let a = zonal_cluster(&mut h, "a", "us-central1-a");
+        let err = h
+            .at(20)
+            .post(&format!("{a}/nodePools"), t4_pool("gpu", 1, 4))
+            .expect_err("no T4 quota");
+        assert_eq!((err.code, err.http), (Code::PermissionDenied, 403));
+        assert_eq!(
+            err.message,
+            "Insufficient regional quota to satisfy request: resource \"NVIDIA_T4_GPUS\": request requires '4.0' and is short '4.0'. project has a quota of '0.0' with '0.0' available. View and manage quotas at https://console.cloud.google.com/iam-admin/quotas?usage=USED&project=p."
+        );
+        assert_eq!(
+            h.get(&format!("{a}/nodePools/gpu"))
+                .expect_err("not made")
+                .code,
+            Code::NotFound
+        );
+        assert_eq!(
+            h.get(&a).expect("cluster")["status"],
+            "RUNNING",
+            "no operation started"
+        );
+
+        // Quota counts what the region's pools already hold.
+        h.capacity = capacity(json!({"quotas": [{"metric": "NVIDIA_T4_GPUS", "limit": 6}]}));
+        h.at(30)
+            .post(&format!("{a}/nodePools"), t4_pool("first", 1, 4))
+            .expect("4 of 6");
+        let err = h
+            .at(40)
+            .post(&format!("{a}/nodePools"), t4_pool("second", 1, 4))
+            .expect_err("only 2 left");
+        assert!(err.message.contains("request requires '4.0' and is short '2.0'. project has a quota of '6.0' with '2.0' available."), "{}", err.message);
+        // Other projects and regions have quota of their own.
+        let eu = "v1/projects/p/locations/europe-west4-a/clusters";
+        h.at(50)
+            .post(
+                eu,
+                json!({"cluster": {"name": "eu", "initialNodeCount": 1}}),
+            )
+            .expect("cluster");
+        h.at(60)
+            .post(&format!("{eu}/eu/nodePools"), t4_pool("gpu", 1, 4))
+            .expect("europe-west4 has its own");
+    }
+
+    #[test]
+    fn growing_a_pool_needs_quota_and_capacity_for_the_new_nodes() {
+        let mut h = Harness::default();
+        let a = zonal_cluster(&mut h, "a", "us-central1-a");
+        h.at(20)
+            .post(&format!("{a}/nodePools"), t4_pool("gpu", 1, 2))
+            .expect("create");
+        h.at(30)
+            .get(&format!("{a}/nodePools/gpu"))
+            .expect("running");
+        let resize = format!("{a}/nodePools/gpu:setSize");
+        let err = h
+            .post(&resize, json!({"nodeCount": 9}))
+            .expect_err("18 T4s exceed the default 16");
+        assert_eq!(err.code, Code::PermissionDenied);
+        assert!(
+            err.message
+                .contains("request requires '16.0' and is short '2.0'"),
+            "{}",
+            err.message
+        );
+
+        h.capacity = capacity(
+            json!({"stockouts": [{"zone": "us-central1-a", "acceleratorType": "nvidia-tesla-t4"}]}),
+        );
+        let op = h
+            .at(40)
+            .post(&resize, json!({"nodeCount": 3}))
+            .expect("accepted");
+        let op = h
+            .at(50)
+            .get(&format!(
+                "v1/projects/p/locations/us-central1-a/operations/{}",
+                str_of(&op, "name")
+            ))
+            .expect("operation");
+        assert!(
+            op["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("[GCE_STOCKOUT]")),
+            "{op}"
+        );
+        let pool = h.get(&format!("{a}/nodePools/gpu")).expect("pool");
+        assert_eq!(pool["status"], "RUNNING_WITH_ERROR");
+        assert_eq!(
+            h.get(&a).expect("cluster")["currentNodeCount"],
+            2,
+            "the old size stays"
+        );
+        // Shrinking needs nothing new.
+        h.at(60)
+            .post(&resize, json!({"nodeCount": 0}))
+            .expect("shrink");
+        let pool = h.at(70).get(&format!("{a}/nodePools/gpu")).expect("pool");
+        assert_eq!(pool["status"], "RUNNING");
+        assert!(pool.get("statusMessage").is_none());
     }
 }

@@ -20,6 +20,7 @@ pub(crate) enum Code {
     Unavailable,
     Internal,
     Unauthenticated,
+    PermissionDenied,
 }
 
 impl Code {
@@ -32,6 +33,7 @@ impl Code {
             Code::Unavailable => 503,
             Code::Internal => 500,
             Code::Unauthenticated => 401,
+            Code::PermissionDenied => 403,
         }
     }
 
@@ -46,6 +48,7 @@ impl Code {
             Code::Unavailable => "UNAVAILABLE",
             Code::Internal => "INTERNAL",
             Code::Unauthenticated => "UNAUTHENTICATED",
+            Code::PermissionDenied => "PERMISSION_DENIED",
         }
     }
 
@@ -59,6 +62,7 @@ impl Code {
             Code::ResourceExhausted => "rateLimitExceeded",
             Code::Unavailable | Code::Internal => "backendError",
             Code::Unauthenticated => "required",
+            Code::PermissionDenied => "forbidden",
         }
     }
 
@@ -67,6 +71,7 @@ impl Code {
         match status {
             400 => Code::InvalidArgument,
             401 => Code::Unauthenticated,
+            403 => Code::PermissionDenied,
             404 => Code::NotFound,
             409 => Code::Aborted,
             429 => Code::ResourceExhausted,
@@ -139,7 +144,8 @@ impl ApiError {
     /// The JSON error body in the format of `api`.
     pub(crate) fn body(&self, api: Api) -> Value {
         match api {
-            Api::Storage => json!({
+            // Compute Engine answers in the same legacy JSON-API format as storage.
+            Api::Storage | Api::Compute => json!({
                 "error": {
                     "code": self.http,
                     "message": self.message,
@@ -150,7 +156,7 @@ impl ApiError {
                     }],
                 }
             }),
-            Api::Container | Api::File | Api::ServiceUsage => {
+            Api::Container | Api::File | Api::ServiceUsage | Api::Tpu => {
                 let mut error = json!({
                     "code": self.http,
                     "message": self.message,
@@ -185,6 +191,7 @@ mod tests {
             (Code::Unavailable, 503, "UNAVAILABLE"),
             (Code::Internal, 500, "INTERNAL"),
             (Code::Unauthenticated, 401, "UNAUTHENTICATED"),
+            (Code::PermissionDenied, 403, "PERMISSION_DENIED"),
         ];
         for (code, http, status) in table {
             assert_eq!((code.http(), code.status()), (http, status));

@@ -371,7 +371,7 @@ fn machine_shape(machine_type: &str) -> (i64, i64) {
 }
 
 /// The GPUs some machine types come with when no accelerator is configured.
-fn bundled_gpus(machine_type: &str) -> Option<(&'static str, i64)> {
+pub(crate) fn bundled_gpus(machine_type: &str) -> Option<(&'static str, i64)> {
     let parts: Vec<&str> = machine_type.split('-').collect();
     let count = |s: &str| s.trim_end_matches('g').parse::<i64>().ok();
     match parts.as_slice() {

@@ -1,17 +1,23 @@
 //! The Google Cloud emulators — GKE (container v1), Filestore (file v1), Cloud Storage
-//! (storage v1) and the Service Usage calls gcloud makes first (serviceusage v1) — and
-//! what they share: the persisted state, request-body parsing against the field tables
-//! and GKE-style operation ids; `kube.rs` is what GKE is to the Kubernetes emulator.
+//! (storage v1), the Service Usage calls gcloud makes first (serviceusage v1), and the
+//! capacity a plan reads: Compute Engine's zones, accelerator types and regional quotas
+//! (compute v1) and Cloud TPU's accelerator types (tpu v2) — and what they share: the
+//! persisted state (the configured capacity included), request-body parsing against the
+//! field tables and GKE-style operation ids; `kube.rs` is what GKE is to the Kubernetes
+//! emulator.
 
+pub(crate) mod compute;
 pub(crate) mod container;
 pub(crate) mod error;
 pub(crate) mod file;
+pub(crate) mod filter;
 pub(crate) mod kube;
 pub(crate) mod operation;
 pub mod schema;
 pub(crate) mod serviceusage;
 pub(crate) mod storage;
 pub mod tables;
+pub(crate) mod tpu;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -30,10 +36,19 @@ pub(crate) enum Api {
     File,
     Storage,
     ServiceUsage,
+    Compute,
+    Tpu,
 }
 
 impl Api {
-    pub(crate) const ALL: [Api; 4] = [Api::Container, Api::File, Api::Storage, Api::ServiceUsage];
+    pub(crate) const ALL: [Api; 6] = [
+        Api::Container,
+        Api::File,
+        Api::Storage,
+        Api::ServiceUsage,
+        Api::Compute,
+        Api::Tpu,
+    ];
 
     /// The root path segment and the name used in traffic records and faults.
     pub(crate) fn name(self) -> &'static str {
@@ -42,6 +57,8 @@ impl Api {
             Api::File => "file",
             Api::Storage => "storage",
             Api::ServiceUsage => "serviceusage",
+            Api::Compute => "compute",
+            Api::Tpu => "tpu",
         }
     }
 
@@ -61,6 +78,10 @@ pub(crate) struct GcpState {
     pub storage: storage::State,
     #[serde(default)]
     pub serviceusage: serviceusage::State,
+    /// The quotas and stockouts configured at `/_sandbox/capacity`, which GKE's node
+    /// pools run into and Compute Engine reports.
+    #[serde(default)]
+    pub capacity: crate::capacity::GcpCapacity,
 }
 
 impl GcpState {
@@ -80,10 +101,12 @@ impl GcpState {
     /// Serves one request of `api`; errors are rendered in that API's format.
     pub(crate) fn handle(&mut self, api: Api, req: &ApiRequest, ctx: &OpCtx) -> ApiResponse {
         let result = match api {
-            Api::Container => self.container.handle(req, ctx),
+            Api::Container => self.container.handle(req, ctx, &self.capacity),
             Api::File => self.file.handle(req, ctx),
             Api::Storage => self.storage.handle(req, ctx),
             Api::ServiceUsage => self.serviceusage.handle(req, ctx),
+            Api::Compute => compute::handle(req, &self.capacity, &self.container),
+            Api::Tpu => tpu::handle(req),
         };
         result.unwrap_or_else(|e| e.response(api))
     }
