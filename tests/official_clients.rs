@@ -299,6 +299,24 @@ fn gcloud_creates_describes_and_deletes_what_the_sandbox_emulates() {
         ""
     );
 
+    // Capacity: the regions' quotas and the zones' accelerators, as plans will check them.
+    let quotas = gcloud(&[
+        "compute",
+        "regions",
+        "describe",
+        "us-central1",
+        "--format=value(quotas.metric)",
+    ]);
+    assert!(quotas.contains("NVIDIA_T4_GPUS"), "{quotas}");
+    let offered = gcloud(&[
+        "compute",
+        "accelerator-types",
+        "list",
+        "--filter=zone:us-central1-a",
+        "--format=value(name)",
+    ]);
+    assert!(offered.lines().any(|l| l == "nvidia-tesla-t4"), "{offered}");
+
     run(with_zone(&["container", "clusters", "delete", "std-1"]));
     assert_eq!(
         run(with_zone(&[

@@ -424,6 +424,8 @@ fn serve_banner(url: &str, dir: &Path, scale: f64) -> String {
            export CLOUDSDK_API_ENDPOINT_OVERRIDES_FILE={url}/file/\n  \
            export CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE={url}/storage/storage/v1/\n  \
            export CLOUDSDK_API_ENDPOINT_OVERRIDES_SERVICEUSAGE={url}/serviceusage/\n  \
+           export CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE={url}/compute/compute/v1/\n  \
+           export CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU={url}/tpu/\n  \
            export CLOUDSDK_AUTH_ACCESS_TOKEN_FILE={token}\n\
          \n\
          aws:\n  \
