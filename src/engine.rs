@@ -735,8 +735,12 @@ impl Engine {
         use terrain_providers::Peer;
         let by_address: BTreeMap<&Address, &Change> =
             plan.changes.iter().map(|c| (&c.address, c)).collect();
-        let peers = |c: &Change, after: bool| -> Vec<Peer> {
-            c.dependencies
+        // The specs of what `c` references, and their secret values (a cost line must not
+        // show a location or machine type that came from a sensitive value).
+        let peers = |c: &Change, after: bool| -> (Vec<Peer>, Vec<String>) {
+            let mut secrets = Vec::new();
+            let peers = c
+                .dependencies
                 .iter()
                 .filter_map(|d| by_address.get(d))
                 .filter_map(|p| {
@@ -745,13 +749,15 @@ impl Engine {
                     } else {
                         plan.before(p).cloned()
                     }?;
+                    secrets.extend(crate::desired::secret_values(&spec, &p.sensitive_paths));
                     Some(Peer {
                         kind: p.kind.clone(),
                         address: p.address.to_string(),
                         spec,
                     })
                 })
-                .collect()
+                .collect();
+            (peers, secrets)
         };
         let mut out = crate::cost::PlanCost {
             max_hourly: self.stack.pricing.max_hourly,
@@ -768,14 +774,17 @@ impl Engine {
                 .get(&c.address.to_string())
                 .map(|r| r.provider.as_str());
             if let Some(before) = plan.before(c) {
-                if let Some(priced) = self.price(
-                    &mut configs,
-                    &c.address,
-                    &c.kind,
+                let (peers, secrets) = peers(c, false);
+                let billed = Billed {
+                    address: &c.address,
+                    kind: &c.kind,
                     recorded,
-                    before,
-                    &peers(c, false),
-                ) {
+                    spec: before,
+                    sensitive_paths: &c.sensitive_paths,
+                    peers: &peers,
+                    peer_secrets: secrets,
+                };
+                if let Some(priced) = self.price(&mut configs, billed) {
                     out.before.0 += priced.hourly.0;
                     out.before.1 += priced.hourly.1;
                 }
@@ -786,14 +795,17 @@ impl Engine {
             let Some(after) = plan.after(c) else {
                 continue;
             };
-            if let Some(priced) = self.price(
-                &mut configs,
-                &c.address,
-                &c.kind,
+            let (peers, secrets) = peers(c, true);
+            let billed = Billed {
+                address: &c.address,
+                kind: &c.kind,
                 recorded,
-                &after,
-                &peers(c, true),
-            ) {
+                spec: &after,
+                sensitive_paths: &c.sensitive_paths,
+                peers: &peers,
+                peer_secrets: secrets,
+            };
+            if let Some(priced) = self.price(&mut configs, billed) {
                 out.after.0 += priced.hourly.0;
                 out.after.1 += priced.hourly.1;
                 out.resources.push(priced);
@@ -817,25 +829,35 @@ impl Engine {
             if !self.kind(&addr, &r.kind).is_ok_and(|k| k.bills()) {
                 continue;
             }
+            let mut peer_secrets = Vec::new();
             let peers: Vec<Peer> = r
                 .dependencies
                 .iter()
                 .filter_map(|d| {
-                    state.resources.get(d).map(|p| Peer {
-                        kind: p.kind.clone(),
-                        address: d.clone(),
-                        spec: p.spec.clone(),
+                    state.resources.get(d).map(|p| {
+                        peer_secrets.extend(crate::desired::secret_values(
+                            &p.spec,
+                            &spec_paths(&p.sensitive_paths),
+                        ));
+                        Peer {
+                            kind: p.kind.clone(),
+                            address: d.clone(),
+                            spec: p.spec.clone(),
+                        }
                     })
                 })
                 .collect();
-            if let Some(priced) = self.price(
-                &mut configs,
-                &addr,
-                &r.kind,
-                Some(&r.provider),
-                &r.spec,
-                &peers,
-            ) {
+            let own_paths = spec_paths(&r.sensitive_paths);
+            let billed = Billed {
+                address: &addr,
+                kind: &r.kind,
+                recorded: Some(&r.provider),
+                spec: &r.spec,
+                sensitive_paths: &own_paths,
+                peers: &peers,
+                peer_secrets,
+            };
+            if let Some(priced) = self.price(&mut configs, billed) {
                 out.after.0 += priced.hourly.0;
                 out.after.1 += priced.hourly.1;
                 out.resources.push(priced);
@@ -851,21 +873,36 @@ impl Engine {
     fn price(
         &self,
         configs: &mut BTreeMap<String, Option<Value>>,
-        address: &Address,
-        kind: &str,
-        recorded: Option<&str>,
-        spec: &Value,
-        peers: &[terrain_providers::Peer],
+        billed: Billed<'_>,
     ) -> Option<crate::cost::ResourceCost> {
-        let kind = self.kind(address, kind).ok().filter(|k| k.bills())?;
-        let instance = self.instance(address, kind.provider(), recorded);
+        let kind = self
+            .kind(billed.address, billed.kind)
+            .ok()
+            .filter(|k| k.bills())?;
+        let instance = self.instance(billed.address, kind.provider(), billed.recorded);
         let config = configs
             .entry(instance)
             .or_insert_with_key(|instance| self.provider_config(instance).ok())
             .as_ref()?;
-        let usage = kind.usage(spec, config, peers);
-        (!usage.is_empty())
-            .then(|| crate::cost::resource(&address.to_string(), &usage, &self.settings.catalog))
+        let usage = kind.usage(billed.spec, config, billed.peers);
+        if usage.is_empty() {
+            return None;
+        }
+        let mut priced =
+            crate::cost::resource(&billed.address.to_string(), &usage, &self.settings.catalog);
+        // What a kind says of its usage quotes its spec (a machine type, a location): a
+        // value that came from a secret is priced, then hidden there as everywhere else.
+        let mut secrets = crate::desired::secret_values(billed.spec, billed.sensitive_paths);
+        secrets.extend(billed.peer_secrets);
+        if !secrets.is_empty() {
+            for line in &mut priced.lines {
+                let u = &mut line.usage;
+                for text in [&mut u.item, &mut u.region, &mut u.basis] {
+                    *text = crate::desired::hide(text, &secrets, true);
+                }
+            }
+        }
+        Some(priced)
     }
 
     /// Asks the providers what each update or replace will change on the live object.
@@ -1692,6 +1729,30 @@ impl Persister {
         }
         self.compact_locked(&mut written).await
     }
+}
+
+/// One resource to price: its spec, the secrets that must not show in its cost lines, and
+/// what it references.
+struct Billed<'a> {
+    address: &'a Address,
+    kind: &'a str,
+    /// The provider instance the state records for it.
+    recorded: Option<&'a str>,
+    spec: &'a Value,
+    /// Its secret spec paths.
+    sensitive_paths: &'a [String],
+    peers: &'a [terrain_providers::Peer],
+    /// Secret values of the resources it references.
+    peer_secrets: Vec<String>,
+}
+
+/// The spec paths among a state entry's sensitive paths (`spec.password` → `password`).
+fn spec_paths(paths: &[String]) -> Vec<String> {
+    paths
+        .iter()
+        .filter_map(|p| p.strip_prefix("spec."))
+        .map(str::to_string)
+        .collect()
 }
 
 #[cfg(test)]

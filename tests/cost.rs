@@ -296,3 +296,47 @@ fn a_bad_budget_or_price_file_setting_is_located_at_its_value() {
         run.stderr
     );
 }
+
+/// A machine type that comes from a sensitive variable is hidden in the cost lines as in
+/// the plan's fields, for a pool on the cluster the same stack creates.
+#[test]
+fn cost_lines_never_show_a_value_that_came_from_a_secret() {
+    let work = with_stacks();
+    let stack = work.join("stacks/gke-accelerators/stack.toml");
+    let text = std::fs::read_to_string(&stack).expect("read the stack");
+    let text = text
+        .replace(
+            "machine_type = \"g2-standard-24\"",
+            "machine_type = \"${var.gpu_machine}\"",
+        )
+        .replacen(
+            "[variables.zone]",
+            "[variables.gpu_machine]\ndefault = \"g2-standard-24\"\nsensitive = true\n\n[variables.zone]",
+            1,
+        );
+    std::fs::write(&stack, text).expect("write the stack");
+    let run = work.run(&[
+        "plan",
+        "-s",
+        "stacks/gke-accelerators",
+        "--sandbox",
+        "--no-color",
+    ]);
+    run.success();
+    assert!(!run.stdout.contains("g2-standard-24"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("0–5 nodes × (sensitive value): $2.00/h per node"),
+        "priced all the same: {}",
+        run.stdout
+    );
+    let json = work.run(&[
+        "plan",
+        "-s",
+        "stacks/gke-accelerators",
+        "--sandbox",
+        "--json",
+    ]);
+    json.success();
+    assert!(!json.stdout.contains("g2-standard-24"), "{}", json.stdout);
+}
