@@ -65,14 +65,22 @@ pub struct Catalog {
 }
 
 impl Catalog {
-    /// The prices terrain ships.
-    pub fn shipped() -> Catalog {
-        let mut catalog = Catalog::default();
-        // The shipped file is checked by a test; a broken one would fail it, not a plan.
-        if let Ok(prices) = parse(SHIPPED, Path::new("src/cost/prices.toml")) {
-            catalog.lay_over(prices);
-        }
-        catalog
+    /// The prices terrain ships, parsed once per process and shared: every engine starts
+    /// with them.
+    pub fn shipped() -> std::sync::Arc<Catalog> {
+        static SHIPPED_CATALOG: std::sync::OnceLock<std::sync::Arc<Catalog>> =
+            std::sync::OnceLock::new();
+        SHIPPED_CATALOG
+            .get_or_init(|| {
+                let mut catalog = Catalog::default();
+                // The shipped file is checked by a test; a broken one would fail it, not
+                // a plan.
+                if let Ok(prices) = parse(SHIPPED, Path::new("src/cost/prices.toml")) {
+                    catalog.lay_over(prices);
+                }
+                std::sync::Arc::new(catalog)
+            })
+            .clone()
     }
 
     /// The shipped prices with the entries of `file` laid over them (same meter, item
@@ -82,7 +90,7 @@ impl Catalog {
             path: file.to_path_buf(),
             source,
         })?;
-        let mut catalog = Catalog::shipped();
+        let mut catalog = Catalog::clone(&Catalog::shipped());
         catalog.lay_over(parse(&text, file)?);
         Ok(catalog)
     }

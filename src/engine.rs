@@ -215,7 +215,7 @@ impl Default for Settings {
             env: Arc::new(|k| std::env::var(k).ok()),
             provider_overrides: BTreeMap::new(),
             session: terrain_providers::Session::new(),
-            catalog: Arc::new(crate::cost::Catalog::shipped()),
+            catalog: crate::cost::Catalog::shipped(),
         }
     }
 }

@@ -501,7 +501,7 @@ pub async fn engine(
     // Both paths are as written, from where terrain was started (the stack's own is
     // under the stack's directory as given).
     let catalog = match args.prices.as_ref().or(stack.pricing.file.as_ref()) {
-        Some(file) => crate::cost::Catalog::with_file(&absolute(file))?,
+        Some(file) => Arc::new(crate::cost::Catalog::with_file(&absolute(file))?),
         None => crate::cost::Catalog::shipped(),
     };
     // Every path of terrain's own (state, log, sandbox) is absolute by now.
@@ -518,7 +518,7 @@ pub async fn engine(
             settings: Settings {
                 parallelism: usize::from(parallelism),
                 provider_overrides,
-                catalog: Arc::new(catalog),
+                catalog,
                 ..Settings::default()
             },
             observer,
