@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{json, Value};
+mod common;
+use common::{assert_botocore, reference};
 use terrain_sandbox::{Options, Sandbox, Timing};
 
 const REGION: &str = "us-east-1";
@@ -17,14 +19,6 @@ const KUBECTL: &str = "/usr/bin/kubectl";
 const ROLE: &str = "arn:aws:iam::123456789012:role/eks-cluster";
 const NODE_ROLE: &str = "arn:aws:iam::123456789012:role/eks-node";
 const SAGEMAKER_ROLE: &str = "arn:aws:iam::123456789012:role/SageMakerRole";
-
-fn reference(path: &str) -> PathBuf {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/reference"
-    ))
-    .join(path)
-}
 
 /// A botocore service model (stored gzipped).
 fn model(service: &str, version: &str) -> Value {
@@ -38,65 +32,6 @@ fn model(service: &str, version: &str) -> Value {
         .expect("gzip runs");
     assert!(out.status.success(), "gzip -dc {}", path.display());
     serde_json::from_slice(&out.stdout).expect("the model is JSON")
-}
-
-/// Where `value` strays from shape `shape` of `model`: members the shape does not have,
-/// values of the wrong type, strings outside an enum.
-fn violations(model: &Value, shape: &str, value: &Value, at: &str) -> Vec<String> {
-    let s = &model["shapes"][shape];
-    let mut out = Vec::new();
-    let wrong = |what: &str| vec![format!("{at}: expected {what} ({shape}), got {value}")];
-    match s["type"].as_str().unwrap_or_default() {
-        "structure" => {
-            let Some(obj) = value.as_object() else {
-                return wrong("an object");
-            };
-            for (k, v) in obj {
-                match s["members"][k]["shape"].as_str() {
-                    Some(member) => out.extend(violations(model, member, v, &format!("{at}.{k}"))),
-                    None => out.push(format!("{at}.{k} is not a member of {shape}")),
-                }
-            }
-        }
-        "list" => {
-            let Some(items) = value.as_array() else {
-                return wrong("a list");
-            };
-            let member = s["member"]["shape"].as_str().unwrap_or_default();
-            for (i, v) in items.iter().enumerate() {
-                out.extend(violations(model, member, v, &format!("{at}[{i}]")));
-            }
-        }
-        "map" => {
-            let Some(obj) = value.as_object() else {
-                return wrong("a map");
-            };
-            let member = s["value"]["shape"].as_str().unwrap_or_default();
-            for (k, v) in obj {
-                out.extend(violations(model, member, v, &format!("{at}.{k}")));
-            }
-        }
-        "string" => match value.as_str() {
-            None => return wrong("a string"),
-            Some(v) => {
-                if let Some(values) = s["enum"].as_array() {
-                    if !values.iter().any(|e| e == v) {
-                        out.push(format!("{at}: {v:?} is not a value of {shape}"));
-                    }
-                }
-            }
-        },
-        "integer" | "long" if !value.is_i64() && !value.is_u64() => return wrong("an integer"),
-        "boolean" if !value.is_boolean() => return wrong("a boolean"),
-        "timestamp" | "double" | "float" if !value.is_number() => return wrong("a number"),
-        _ => {}
-    }
-    out
-}
-
-fn assert_conforms(model: &Value, shape: &str, value: &Value) {
-    let problems = violations(model, shape, value, shape);
-    assert!(problems.is_empty(), "{problems:#?}\nin {value:#}");
 }
 
 struct Out {
@@ -357,7 +292,7 @@ async fn eks_clusters_and_node_groups_through_the_cli() {
             "team=ml",
         ])
         .await;
-    assert_conforms(&eks, "CreateClusterResponse", &made);
+    assert_botocore(&eks, "CreateClusterResponse", &made);
     assert_eq!(made["cluster"]["status"], "CREATING");
     assert_eq!(
         made["cluster"]["arn"],
@@ -419,7 +354,7 @@ async fn eks_clusters_and_node_groups_through_the_cli() {
     assert_eq!(listed["clusters"], json!(["ml"]));
 
     let described = cluster_until(&aws, "ml", "ACTIVE").await;
-    assert_conforms(&eks, "DescribeClusterResponse", &described);
+    assert_botocore(&eks, "DescribeClusterResponse", &described);
     let cluster = &described["cluster"];
     assert!(
         cluster["endpoint"]
@@ -470,7 +405,7 @@ async fn eks_clusters_and_node_groups_through_the_cli() {
             "key=gpu,value=true,effect=NO_SCHEDULE",
         ])
         .await;
-    assert_conforms(&eks, "CreateNodegroupResponse", &ng);
+    assert_botocore(&eks, "CreateNodegroupResponse", &ng);
     assert_eq!(ng["nodegroup"]["status"], "CREATING");
     let described = aws
         .json(&[
@@ -482,7 +417,7 @@ async fn eks_clusters_and_node_groups_through_the_cli() {
             "gpu",
         ])
         .await;
-    assert_conforms(&eks, "DescribeNodegroupResponse", &described);
+    assert_botocore(&eks, "DescribeNodegroupResponse", &described);
     assert_eq!(described["nodegroup"]["status"], "ACTIVE");
 
     let update = aws
@@ -499,7 +434,7 @@ async fn eks_clusters_and_node_groups_through_the_cli() {
             "addOrUpdateLabels={tier=a}",
         ])
         .await;
-    assert_conforms(&eks, "UpdateNodegroupConfigResponse", &update);
+    assert_botocore(&eks, "UpdateNodegroupConfigResponse", &update);
     let id = update["update"]["id"]
         .as_str()
         .expect("an update id")
@@ -516,7 +451,7 @@ async fn eks_clusters_and_node_groups_through_the_cli() {
             "gpu",
         ])
         .await;
-    assert_conforms(&eks, "DescribeUpdateResponse", &done);
+    assert_botocore(&eks, "DescribeUpdateResponse", &done);
     assert_eq!(done["update"]["status"], "Successful");
     let described = aws
         .json(&[
@@ -613,7 +548,7 @@ async fn eks_clusters_and_node_groups_through_the_cli() {
     }
     assert_eq!(left["nodegroups"], json!([]));
     let deleting = aws.json(&["eks", "delete-cluster", "--name", "ml"]).await;
-    assert_conforms(&eks, "DeleteClusterResponse", &deleting);
+    assert_botocore(&eks, "DeleteClusterResponse", &deleting);
     assert_eq!(deleting["cluster"]["status"], "DELETING");
     let mut gone = None;
     for _ in 0..50 {
@@ -700,7 +635,7 @@ async fn sagemaker_pipelines_and_executions_through_the_cli() {
     let described = aws
         .json(&["sagemaker", "describe-pipeline", "--pipeline-name", "train"])
         .await;
-    assert_conforms(&sm, "DescribePipelineResponse", &described);
+    assert_botocore(&sm, "DescribePipelineResponse", &described);
     assert_eq!(described["PipelineStatus"], "Active");
     assert_eq!(described["PipelineDefinition"], definition);
 
@@ -786,7 +721,7 @@ async fn sagemaker_pipelines_and_executions_through_the_cli() {
         "{ok_arn}"
     );
     let succeeded = execution_until(&aws, &ok_arn, |s| s != "Executing").await;
-    assert_conforms(&sm, "DescribePipelineExecutionResponse", &succeeded);
+    assert_botocore(&sm, "DescribePipelineExecutionResponse", &succeeded);
     assert_eq!(succeeded["PipelineExecutionStatus"], "Succeeded");
     // Two steps of 2 s each at half speed, on the sandbox clock.
     let ran = secs(&succeeded["LastModifiedTime"]) - secs(&succeeded["CreationTime"]);
@@ -799,7 +734,7 @@ async fn sagemaker_pipelines_and_executions_through_the_cli() {
             &ok_arn,
         ])
         .await;
-    assert_conforms(&sm, "ListPipelineExecutionStepsResponse", &steps);
+    assert_botocore(&sm, "ListPipelineExecutionStepsResponse", &steps);
     let statuses: Vec<(&str, &str)> = steps["PipelineExecutionSteps"]
         .as_array()
         .into_iter()
@@ -844,7 +779,7 @@ async fn sagemaker_pipelines_and_executions_through_the_cli() {
             &ok_arn,
         ])
         .await;
-    assert_conforms(
+    assert_botocore(
         &sm,
         "ListPipelineParametersForExecutionResponse",
         &parameters,
@@ -926,7 +861,7 @@ async fn sagemaker_pipelines_and_executions_through_the_cli() {
             "train",
         ])
         .await;
-    assert_conforms(&sm, "ListPipelineExecutionsResponse", &listed);
+    assert_botocore(&sm, "ListPipelineExecutionsResponse", &listed);
     let arns: Vec<&str> = listed["PipelineExecutionSummaries"]
         .as_array()
         .into_iter()
@@ -935,7 +870,7 @@ async fn sagemaker_pipelines_and_executions_through_the_cli() {
         .collect();
     assert_eq!(arns, [failing.as_str(), ok_arn.as_str()], "newest first");
     let pipelines = aws.json(&["sagemaker", "list-pipelines"]).await;
-    assert_conforms(&sm, "ListPipelinesResponse", &pipelines);
+    assert_botocore(&sm, "ListPipelinesResponse", &pipelines);
     sandbox.shutdown().await;
 }
 

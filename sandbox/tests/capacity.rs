@@ -8,21 +8,14 @@
 //! regional usage follows the pools, and an EKS node group stocked out in every zone of
 //! its subnets ends CREATE_FAILED. `gcloud` and the `aws` CLI are driven when installed.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{json, Value};
+mod common;
+use common::{assert_botocore, reference};
 use terrain_sandbox::{Options, Sandbox, Timing};
 
 const PROJECT: &str = "capacity-proj";
-
-fn reference(path: &str) -> PathBuf {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/reference"
-    ))
-    .join(path)
-}
 
 /// A reference document, gunzipped when it ends in `.gz`; `None` (and a message) when
 /// it is absent.
@@ -103,66 +96,6 @@ fn discovery_violations(doc: &Value, schema: &Value, value: &Value, at: &str) ->
 
 fn assert_discovery(doc: &Value, schema: &str, value: &Value) {
     let problems = discovery_violations(doc, &json!({"$ref": schema}), value, schema);
-    assert!(problems.is_empty(), "{problems:#?}\nin {value:#}");
-}
-
-/// Where `value` strays from shape `shape` of a botocore model.
-fn botocore_violations(model: &Value, shape: &str, value: &Value, at: &str) -> Vec<String> {
-    let s = &model["shapes"][shape];
-    let wrong = |what: &str| vec![format!("{at}: expected {what} ({shape}), got {value}")];
-    let mut out = Vec::new();
-    match s["type"].as_str().unwrap_or_default() {
-        "structure" => {
-            let Some(obj) = value.as_object() else {
-                return wrong("an object");
-            };
-            for (k, v) in obj {
-                match s["members"][k]["shape"].as_str() {
-                    Some(member) => {
-                        out.extend(botocore_violations(model, member, v, &format!("{at}.{k}")))
-                    }
-                    None => out.push(format!("{at}.{k} is not a member of {shape}")),
-                }
-            }
-        }
-        "list" => {
-            let Some(items) = value.as_array() else {
-                return wrong("a list");
-            };
-            let member = s["member"]["shape"].as_str().unwrap_or_default();
-            for (i, v) in items.iter().enumerate() {
-                out.extend(botocore_violations(model, member, v, &format!("{at}[{i}]")));
-            }
-        }
-        "map" => {
-            let Some(obj) = value.as_object() else {
-                return wrong("a map");
-            };
-            let member = s["value"]["shape"].as_str().unwrap_or_default();
-            for (k, v) in obj {
-                out.extend(botocore_violations(model, member, v, &format!("{at}.{k}")));
-            }
-        }
-        "string" => match value.as_str() {
-            None => return wrong("a string"),
-            Some(v) => {
-                if let Some(values) = s["enum"].as_array() {
-                    if !values.iter().any(|e| e == v) {
-                        out.push(format!("{at}: {v:?} is not a value of {shape}"));
-                    }
-                }
-            }
-        },
-        "integer" | "long" if !value.is_i64() && !value.is_u64() => return wrong("an integer"),
-        "boolean" if !value.is_boolean() => return wrong("a boolean"),
-        "double" | "float" if !value.is_number() => return wrong("a number"),
-        _ => {}
-    }
-    out
-}
-
-fn assert_botocore(model: &Value, shape: &str, value: &Value) {
-    let problems = botocore_violations(model, shape, value, shape);
     assert!(problems.is_empty(), "{problems:#?}\nin {value:#}");
 }
 

@@ -13,7 +13,6 @@ use common::{Kubectl, KUBECTL};
 
 const PROJECT: &str = "kubectl-proj";
 
-
 async fn cloud(
     http: &reqwest::Client,
     method: reqwest::Method,

@@ -15,7 +15,6 @@ use common::{Kubectl, KUBECTL};
 
 const PROJECT: &str = "kubectl-schema-proj";
 
-
 async fn cloud(
     http: &reqwest::Client,
     method: reqwest::Method,
@@ -384,7 +383,11 @@ async fn kubectl_apply_validates_strictly_and_moves_from_client_side_to_server_s
         .iter()
         .map(|p| &p["containerPort"])
         .collect();
-    assert_eq!(ports, [&json!(8080)], "the port the file no longer has is gone");
+    assert_eq!(
+        ports,
+        [&json!(8080)],
+        "the port the file no longer has is gone"
+    );
 
     // Another manager changing a value others own conflicts, worded as the API server
     // words it; --force-conflicts takes the field.

@@ -1,12 +1,24 @@
-//! What the sandbox's kubectl tests share: running the real `kubectl` with a kubeconfig
-//! the sandbox wrote and a home of its own, so nothing of the developer's setup leaks in.
+//! What the sandbox's test suites share: running the real `kubectl` with a kubeconfig
+//! the sandbox wrote and a home of its own (so nothing of the developer's setup leaks
+//! in), and checking AWS answers against a botocore model's shapes.
 
 #![allow(dead_code)] // each test crate uses what it needs
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use serde_json::Value;
+
 pub const KUBECTL: &str = "/usr/bin/kubectl";
+
+/// A file of the official contracts kept beside the project (`../shared/reference`).
+pub fn reference(path: &str) -> PathBuf {
+    Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../shared/reference"
+    ))
+    .join(path)
+}
 
 pub struct Kubectl<'a> {
     pub kubeconfig: &'a Path,
@@ -66,4 +78,65 @@ impl Kubectl<'_> {
         );
         run
     }
+}
+
+/// Where `value` strays from shape `shape` of `model`: members the shape does not have,
+/// values of the wrong type, strings outside an enum.
+pub fn botocore_violations(model: &Value, shape: &str, value: &Value, at: &str) -> Vec<String> {
+    let s = &model["shapes"][shape];
+    let mut out = Vec::new();
+    let wrong = |what: &str| vec![format!("{at}: expected {what} ({shape}), got {value}")];
+    match s["type"].as_str().unwrap_or_default() {
+        "structure" => {
+            let Some(obj) = value.as_object() else {
+                return wrong("an object");
+            };
+            for (k, v) in obj {
+                match s["members"][k]["shape"].as_str() {
+                    Some(member) => {
+                        out.extend(botocore_violations(model, member, v, &format!("{at}.{k}")))
+                    }
+                    None => out.push(format!("{at}.{k} is not a member of {shape}")),
+                }
+            }
+        }
+        "list" => {
+            let Some(items) = value.as_array() else {
+                return wrong("a list");
+            };
+            let member = s["member"]["shape"].as_str().unwrap_or_default();
+            for (i, v) in items.iter().enumerate() {
+                out.extend(botocore_violations(model, member, v, &format!("{at}[{i}]")));
+            }
+        }
+        "map" => {
+            let Some(obj) = value.as_object() else {
+                return wrong("a map");
+            };
+            let member = s["value"]["shape"].as_str().unwrap_or_default();
+            for (k, v) in obj {
+                out.extend(botocore_violations(model, member, v, &format!("{at}.{k}")));
+            }
+        }
+        "string" => match value.as_str() {
+            None => return wrong("a string"),
+            Some(v) => {
+                if let Some(values) = s["enum"].as_array() {
+                    if !values.iter().any(|e| e == v) {
+                        out.push(format!("{at}: {v:?} is not a value of {shape}"));
+                    }
+                }
+            }
+        },
+        "integer" | "long" if !value.is_i64() && !value.is_u64() => return wrong("an integer"),
+        "boolean" if !value.is_boolean() => return wrong("a boolean"),
+        "timestamp" | "double" | "float" if !value.is_number() => return wrong("a number"),
+        _ => {}
+    }
+    out
+}
+
+pub fn assert_botocore(model: &Value, shape: &str, value: &Value) {
+    let problems = botocore_violations(model, shape, value, shape);
+    assert!(problems.is_empty(), "{problems:#?}\nin {value:#}");
 }
