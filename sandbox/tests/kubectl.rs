@@ -5,28 +5,13 @@
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use terrain_sandbox::{Options, Sandbox, Timing};
 
 mod common;
-use common::{Kubectl, KUBECTL};
+use common::{gke_cluster, Kubectl, KUBECTL};
 
 const PROJECT: &str = "kubectl-proj";
-
-async fn cloud(
-    http: &reqwest::Client,
-    method: reqwest::Method,
-    url: &str,
-    body: Option<Value>,
-) -> Value {
-    let mut req = http.request(method, url).bearer_auth("setup-token");
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let resp = req.send().await.expect("the container API answers");
-    assert!(resp.status().is_success(), "{url}: {}", resp.status());
-    resp.json().await.expect("JSON")
-}
 
 #[tokio::test]
 async fn kubectl_gets_applies_describes_and_deletes() {
@@ -40,37 +25,15 @@ async fn kubectl_gets_applies_describes_and_deletes() {
     })
     .await
     .expect("sandbox starts");
-    let http = reqwest::Client::new();
-    let root = format!(
-        "{}v1/projects/{PROJECT}/locations/us-central1",
-        sandbox.gcp_endpoints().container
-    );
-    let op = cloud(
-        &http,
-        reqwest::Method::POST,
-        &format!("{root}/clusters"),
-        Some(json!({"cluster": {"name": "batch", "initialNodeCount": 1}})),
-    )
-    .await;
-    let op_url = format!(
-        "{root}/operations/{}",
-        op["name"].as_str().expect("operation")
-    );
-    for _ in 0..100 {
-        if cloud(&http, reqwest::Method::GET, &op_url, None).await["status"] == "DONE" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-
     let home = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = gke_cluster(&sandbox, PROJECT, "batch", home.path()).await;
     let written = sandbox.kubeconfig(home.path()).expect("kubeconfig");
-    let [(name, kubeconfig)] = written.as_slice() else {
+    let [(name, _)] = written.as_slice() else {
         panic!("one kubeconfig per cluster, got {written:?}");
     };
     assert_eq!(name, "batch");
     let kubectl = Kubectl {
-        kubeconfig,
+        kubeconfig: &kubeconfig,
         home: home.path(),
     };
 
@@ -173,38 +136,6 @@ async fn kubectl_gets_applies_describes_and_deletes() {
     sandbox.shutdown().await;
 }
 
-/// Creates the GKE cluster `name` and writes its kubeconfig under `home`.
-async fn gke_cluster(sandbox: &Sandbox, name: &str, home: &Path) -> std::path::PathBuf {
-    let http = reqwest::Client::new();
-    let root = format!(
-        "{}v1/projects/{PROJECT}/locations/us-central1",
-        sandbox.gcp_endpoints().container
-    );
-    let op = cloud(
-        &http,
-        reqwest::Method::POST,
-        &format!("{root}/clusters"),
-        Some(json!({"cluster": {"name": name, "initialNodeCount": 1}})),
-    )
-    .await;
-    let op_url = format!(
-        "{root}/operations/{}",
-        op["name"].as_str().expect("operation")
-    );
-    for _ in 0..100 {
-        if cloud(&http, reqwest::Method::GET, &op_url, None).await["status"] == "DONE" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let written = sandbox.kubeconfig(home).expect("kubeconfig");
-    written
-        .into_iter()
-        .find(|(n, _)| n == name)
-        .map(|(_, path)| path)
-        .unwrap_or_else(|| panic!("a kubeconfig for {name}"))
-}
-
 /// Reads exactly `n` bytes, or fails the test after a minute.
 async fn read_exactly(conn: &mut tokio::net::TcpStream, n: usize) -> Vec<u8> {
     use tokio::io::AsyncReadExt as _;
@@ -230,7 +161,7 @@ async fn cluster_with_redis() -> Option<(Sandbox, tempfile::TempDir, std::path::
     .await
     .expect("sandbox starts");
     let home = tempfile::tempdir().expect("temp dir");
-    let kubeconfig = gke_cluster(&sandbox, "forward", home.path()).await;
+    let kubeconfig = gke_cluster(&sandbox, PROJECT, "forward", home.path()).await;
     let kubectl = Kubectl {
         kubeconfig: &kubeconfig,
         home: home.path(),

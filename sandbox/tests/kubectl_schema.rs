@@ -5,30 +5,14 @@
 //! Skipped (with a message) when kubectl is not installed.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::{json, Value};
 use terrain_sandbox::{Options, Sandbox, Timing};
 
 mod common;
-use common::{Kubectl, KUBECTL};
+use common::{gke_cluster, Kubectl, KUBECTL};
 
 const PROJECT: &str = "kubectl-schema-proj";
-
-async fn cloud(
-    http: &reqwest::Client,
-    method: reqwest::Method,
-    url: &str,
-    body: Option<Value>,
-) -> Value {
-    let mut req = http.request(method, url).bearer_auth("setup-token");
-    if let Some(body) = body {
-        req = req.json(&body);
-    }
-    let resp = req.send().await.expect("the container API answers");
-    assert!(resp.status().is_success(), "{url}: {}", resp.status());
-    resp.json().await.expect("JSON")
-}
 
 /// A sandbox with one GKE cluster and the kubeconfig for it, in a temp home.
 async fn cluster() -> (Sandbox, tempfile::TempDir, PathBuf) {
@@ -38,34 +22,14 @@ async fn cluster() -> (Sandbox, tempfile::TempDir, PathBuf) {
     })
     .await
     .expect("sandbox starts");
-    let http = reqwest::Client::new();
-    let root = format!(
-        "{}v1/projects/{PROJECT}/locations/us-central1",
-        sandbox.gcp_endpoints().container
-    );
-    let op = cloud(
-        &http,
-        reqwest::Method::POST,
-        &format!("{root}/clusters"),
-        Some(json!({"cluster": {"name": "schemas", "initialNodeCount": 1}})),
-    )
-    .await;
-    let op_url = format!(
-        "{root}/operations/{}",
-        op["name"].as_str().expect("operation")
-    );
-    for _ in 0..100 {
-        if cloud(&http, reqwest::Method::GET, &op_url, None).await["status"] == "DONE" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     let home = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = gke_cluster(&sandbox, PROJECT, "schemas", home.path()).await;
     let written = sandbox.kubeconfig(home.path()).expect("kubeconfig");
-    let [(_, kubeconfig)] = written.as_slice() else {
-        panic!("one kubeconfig per cluster, got {written:?}");
-    };
-    let kubeconfig = kubeconfig.clone();
+    assert_eq!(
+        written.len(),
+        1,
+        "one kubeconfig per cluster, got {written:?}"
+    );
     (sandbox, home, kubeconfig)
 }
 

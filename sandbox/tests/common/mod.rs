@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 pub const KUBECTL: &str = "/usr/bin/kubectl";
 
@@ -139,4 +139,57 @@ pub fn botocore_violations(model: &Value, shape: &str, value: &Value, at: &str) 
 pub fn assert_botocore(model: &Value, shape: &str, value: &Value) {
     let problems = botocore_violations(model, shape, value, shape);
     assert!(problems.is_empty(), "{problems:#?}\nin {value:#}");
+}
+
+/// A call to an emulated cloud API, which must succeed; its JSON answer.
+pub async fn cloud(
+    http: &reqwest::Client,
+    method: reqwest::Method,
+    url: &str,
+    body: Option<Value>,
+) -> Value {
+    let mut req = http.request(method, url).bearer_auth("setup-token");
+    if let Some(body) = body {
+        req = req.json(&body);
+    }
+    let resp = req.send().await.expect("the container API answers");
+    assert!(resp.status().is_success(), "{url}: {}", resp.status());
+    resp.json().await.expect("JSON")
+}
+
+/// Creates the GKE cluster `name` in `project` and writes its kubeconfig under `home`.
+pub async fn gke_cluster(
+    sandbox: &terrain_sandbox::Sandbox,
+    project: &str,
+    name: &str,
+    home: &Path,
+) -> PathBuf {
+    let http = reqwest::Client::new();
+    let root = format!(
+        "{}v1/projects/{project}/locations/us-central1",
+        sandbox.gcp_endpoints().container
+    );
+    let op = cloud(
+        &http,
+        reqwest::Method::POST,
+        &format!("{root}/clusters"),
+        Some(json!({"cluster": {"name": name, "initialNodeCount": 1}})),
+    )
+    .await;
+    let op_url = format!(
+        "{root}/operations/{}",
+        op["name"].as_str().expect("operation")
+    );
+    for _ in 0..100 {
+        if cloud(&http, reqwest::Method::GET, &op_url, None).await["status"] == "DONE" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let written = sandbox.kubeconfig(home).expect("kubeconfig");
+    written
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, path)| path)
+        .unwrap_or_else(|| panic!("a kubeconfig for {name}"))
 }
