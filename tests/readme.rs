@@ -227,6 +227,18 @@ fn check_shown(shown: &Shown, actual: &str) {
     }
 }
 
+/// Runs each `terrain` block of a README section in `work` (with `envs`), each of which
+/// must succeed and print what the README shows.
+fn run_terrain_blocks(work: &common::Sandbox, blocks: &[Shown], envs: &[(&str, &str)]) {
+    for shown in blocks {
+        let words: Vec<&str> = shown.command.split_whitespace().collect();
+        assert_eq!(words[0], "terrain", "{}", shown.command);
+        let run = work.run_env(&words[1..], envs);
+        run.success();
+        check_shown(shown, &run.stdout);
+    }
+}
+
 /// The README's walk through scenario 1, every command run as the README shows it.
 #[test]
 fn readme_walkthrough_is_what_terrain_and_kubectl_print() {
@@ -499,13 +511,7 @@ fn readme_team_walk_is_what_terrain_prints() {
     }
     let work = common::Sandbox::new();
     common::copy_dir(&root.join("stacks/team"), &work.join("stacks/team"));
-    for shown in &blocks {
-        let words: Vec<&str> = shown.command.split_whitespace().collect();
-        assert_eq!(words[0], "terrain", "{}", shown.command);
-        let run = work.run(&words[1..]);
-        run.success();
-        check_shown(shown, &run.stdout);
-    }
+    run_terrain_blocks(&work, &blocks, &[]);
 }
 
 /// The README's cost section: its commands print what it shows, and the budget it
@@ -522,13 +528,7 @@ fn readme_cost_walk_is_what_terrain_prints() {
         &work.join("stacks/gke-accelerators"),
     );
     common::copy_dir(&root.join("stacks/modules"), &work.join("stacks/modules"));
-    for shown in &blocks {
-        let words: Vec<&str> = shown.command.split_whitespace().collect();
-        assert_eq!(words[0], "terrain", "{}", shown.command);
-        let run = work.run(&words[1..]);
-        run.success();
-        check_shown(shown, &run.stdout);
-    }
+    run_terrain_blocks(&work, &blocks, &[]);
     let budget = block_after(&readme, "names what drives the cost:");
     let stack = work.join("stacks/gke-accelerators/stack.toml");
     let text = std::fs::read_to_string(&stack).expect("read the stack");
@@ -588,11 +588,5 @@ fn readme_reuse_walk_is_what_terrain_prints() {
         &work.join("stacks/multi-region-gpu"),
     );
     common::copy_dir(&root.join("stacks/modules"), &work.join("stacks/modules"));
-    for shown in &blocks {
-        let words: Vec<&str> = shown.command.split_whitespace().collect();
-        assert_eq!(words[0], "terrain", "{}", shown.command);
-        let run = work.run_env(&words[1..], &[("TERRAIN_SANDBOX_TIME_SCALE", "0.2")]);
-        run.success();
-        check_shown(shown, &run.stdout);
-    }
+    run_terrain_blocks(&work, &blocks, &[("TERRAIN_SANDBOX_TIME_SCALE", "0.2")]);
 }
