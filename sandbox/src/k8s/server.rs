@@ -351,17 +351,13 @@ async fn handle(State(ctx): State<Arc<Ctx>>, request: Request) -> Response {
     let spdy_portforward = (spdy_upgrade || tunnel) && pod_of_portforward(&req.path).is_some();
     // SPDY names each stream's port in its headers, so the query has none.
     req.port_streams = spdy_portforward;
-    let (outcome, injected) = app.pass(&KubeCall {
+    let call = KubeCall {
         ctx: &ctx,
         req: &req,
         authorization: authorization.as_deref(),
-    });
-    let mut exchange = KubeCall {
-        ctx: &ctx,
-        req: &req,
-        authorization: None,
-    }
-    .exchange(&outcome, injected);
+    };
+    let (outcome, injected) = app.pass(&call);
+    let mut exchange = call.exchange(&outcome, injected);
     match outcome {
         Outcome::Done(response) => answer(&app, exchange, response),
         Outcome::Watch(watch, initial) => {
