@@ -6,6 +6,7 @@
 //! typed [`Kind`] trait and registered once in [`registry::builtin`].
 
 pub mod aws;
+pub mod capacity;
 pub mod error;
 pub mod gcp;
 pub mod kubernetes;
@@ -17,11 +18,12 @@ pub mod session;
 pub mod testing;
 pub mod usage;
 
+pub use capacity::{Demand, Finding, Need, Severity};
 pub use error::ProviderError;
 pub use protocol::{
     Adapter, Ctx, Health, Invalid, Kind, LineSink, Live, Observed, Peer, Reporter, Resource,
 };
 pub use registry::Registry;
 pub use schema::{Field, Schema, Type};
-pub use usage::Usage;
 pub use session::{EnvFn, Session};
+pub use usage::Usage;

@@ -188,6 +188,16 @@ pub trait Resource: Send + Sync {
     fn bills(&self) -> bool {
         false
     }
+    /// What the object's nodes ask of their cloud's capacity (see [`crate::capacity`]),
+    /// read offline as [`Resource::usage`] is. The default asks for nothing.
+    fn demand(&self, _spec: &Value, _config: &Value, _peers: &[Peer]) -> Vec<crate::Demand> {
+        Vec::new()
+    }
+    /// Whether objects of this kind run nodes at all: a plan's capacity preflight reads
+    /// only those.
+    fn needs_capacity(&self) -> bool {
+        false
+    }
     /// The id the object will have, when it can be known before create (ids often
     /// include provider settings such as the project, hence `config`).
     fn planned_id(&self, spec: &Value, config: &Value) -> Option<String>;
@@ -497,6 +507,9 @@ pub trait Kind: Send + Sync + 'static {
     /// Whether objects of the kind bill (see [`Resource::bills`]); set with
     /// [`Kind::usage`].
     const BILLS: bool = false;
+    /// Whether objects of the kind run nodes (see [`Resource::needs_capacity`]); set
+    /// with [`Kind::demand`].
+    const NEEDS_CAPACITY: bool = false;
 
     /// The kind's fields; must agree with `Spec` and `Outputs` (each kind tests that).
     fn schema() -> Schema;
@@ -516,6 +529,11 @@ pub trait Kind: Send + Sync + 'static {
     /// What the object bills for (see [`Resource::usage`]); untyped, as `spec` may hold
     /// unknown values.
     fn usage(_spec: &Value, _config: &Value, _peers: &[Peer]) -> Vec<crate::Usage> {
+        Vec::new()
+    }
+    /// What the object's nodes ask of their cloud (see [`Resource::demand`]); untyped,
+    /// as `spec` may hold unknown values.
+    fn demand(_spec: &Value, _config: &Value, _peers: &[Peer]) -> Vec<crate::Demand> {
         Vec::new()
     }
     /// The id the object will have, when known before create.
@@ -723,6 +741,14 @@ impl<K: Kind> Resource for Adapter<K> {
 
     fn bills(&self) -> bool {
         K::BILLS
+    }
+
+    fn demand(&self, spec: &Value, config: &Value, peers: &[Peer]) -> Vec<crate::Demand> {
+        K::demand(&self.schema.with_defaults(spec), config, peers)
+    }
+
+    fn needs_capacity(&self) -> bool {
+        K::NEEDS_CAPACITY
     }
 
     fn validate_change(&self, prior: &Value, spec: &Value) -> Vec<Invalid> {

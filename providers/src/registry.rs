@@ -78,6 +78,23 @@ pub fn configure(provider: &str, table: Value, env: &dyn Fn(&str) -> Option<Stri
     }
 }
 
+/// The capacity preflight of provider `provider` (see [`crate::capacity`]): whether the
+/// machines `needs` ask for are offered where they land and fit the quotas, for one
+/// provider instance (`ctx` carries its table). Providers without capacity find
+/// nothing. Fails when the cloud cannot be asked (offline, no permission): the caller
+/// says the check was skipped.
+pub async fn preflight(
+    provider: &str,
+    ctx: &crate::Ctx,
+    needs: &[crate::Need],
+) -> Result<Vec<crate::Finding>, crate::ProviderError> {
+    match provider {
+        "gcp" => gcp::capacity::preflight(ctx, needs).await,
+        "aws" => aws::capacity::preflight(ctx, needs).await,
+        _ => Ok(Vec::new()),
+    }
+}
+
 /// The kinds shipped with terrain.
 pub fn builtin() -> Registry {
     let mut r = Registry::new();

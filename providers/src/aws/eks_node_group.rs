@@ -558,6 +558,7 @@ impl Kind for EksNodeGroup {
     const KIND: &'static str = "eks_node_group";
     const PROVIDER: &'static str = "aws";
     const BILLS: bool = true;
+    const NEEDS_CAPACITY: bool = true;
 
     fn schema() -> Schema {
         let strings = || Type::List(Box::new(Type::String));
@@ -733,6 +734,53 @@ impl Kind for EksNodeGroup {
         )
         .ranging(min as f64, max as f64)
         .spot(typed.capacity_type == "SPOT")]
+    }
+
+    /// The group's instances at its desired size (EKS starts it there; the minimum when
+    /// none is set) and at its maximum, over its subnets.
+    fn demand(spec: &Value, config: &Value, _peers: &[crate::Peer]) -> Vec<crate::Demand> {
+        let Ok(typed) = serde_json::from_value::<Spec>(spec.clone()) else {
+            return Vec::new();
+        };
+        let known_types = spec["instance_types"]
+            .as_array()
+            .is_some_and(|a| a.iter().all(|t| crate::usage::known(t).is_some()));
+        if typed.instance_types.is_empty() || !known_types {
+            return Vec::new();
+        }
+        let region = crate::usage::known(&config["region"])
+            .unwrap_or_default()
+            .to_string();
+        let count = |n: i64| u32::try_from(n.max(0)).unwrap_or(0);
+        let at_start = count(typed.scaling.desired.unwrap_or(typed.scaling.min));
+        let at_most = count(typed.scaling.max).max(at_start);
+        let subnets: Vec<String> = spec["subnet_ids"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| crate::usage::known(s).map(str::to_string))
+            .collect();
+        let first = &typed.instance_types[0];
+        let others = if typed.instance_types.len() > 1 {
+            format!(" (first of {})", typed.instance_types.join(", "))
+        } else {
+            String::new()
+        };
+        vec![crate::Demand {
+            region,
+            zones: Vec::new(),
+            zone_count: 0,
+            subnets,
+            machine_types: typed.instance_types.clone(),
+            accelerators: Vec::new(),
+            tpu: None,
+            spot: typed.capacity_type == "SPOT",
+            nodes: (at_start, at_most),
+            basis: format!(
+                "{} × {first}{others}",
+                crate::capacity::nodes_text(at_start, at_most)
+            ),
+        }]
     }
 
     fn planned_id(spec: &Spec, _config: &Value) -> Option<String> {

@@ -13,6 +13,7 @@
 //! the object already there, those tags prove it is ours to adopt.
 
 pub mod ack;
+pub mod capacity;
 pub mod catalog;
 pub mod config;
 pub mod definition;

@@ -12,6 +12,7 @@
 
 pub mod auth;
 pub mod bucket;
+pub mod capacity;
 pub mod catalog;
 pub mod client;
 pub mod cluster;

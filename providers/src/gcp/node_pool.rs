@@ -139,6 +139,41 @@ fn driver_of(api: &str) -> &'static str {
         .map_or("default", |(n, _)| n)
 }
 
+/// Where a pool runs: its cluster's location, from the cluster's spec when the stack
+/// makes it, else from the pool's cluster id, else the provider's region or zone; ""
+/// when none is known yet.
+fn location_of(spec: &Value, config: &Value, peers: &[Peer]) -> String {
+    peers
+        .iter()
+        .find(|p| p.kind == "gke_cluster")
+        .and_then(|c| crate::usage::gcp_location(&c.spec["location"], config))
+        .or_else(|| {
+            let parts: Vec<&str> = crate::usage::known(&spec["cluster"])?.split('/').collect();
+            match parts.as_slice() {
+                ["projects", _, "locations", l, "clusters", _] => Some((*l).to_string()),
+                _ => None,
+            }
+        })
+        .or_else(|| crate::usage::gcp_location(&Value::Null, config))
+        .unwrap_or_default()
+}
+
+/// The Cloud TPU accelerator type of a slice (`ct5lp-hightpu-4t` in `2x2` →
+/// `v5litepod-4`): v5e and v6e names count chips, the others TensorCores (two a chip).
+fn tpu_accelerator_type(machine_type: &str, topology: &str) -> Option<String> {
+    let tpu = catalog::tpu(machine_type)?;
+    let chips: u32 = topology
+        .split('x')
+        .map(|d| d.parse::<u32>().ok())
+        .try_fold(1u32, |acc, d| d.map(|d| acc * d))?;
+    match tpu.version {
+        "v5e" => Some(format!("v5litepod-{chips}")),
+        "v6e" => Some(format!("v6e-{chips}")),
+        "v2" | "v3" | "v4" | "v5p" => Some(format!("{}-{}", tpu.version, chips * 2)),
+        _ => None,
+    }
+}
+
 /// The number of nodes a pool starts with.
 fn initial_count(spec: &Spec) -> i64 {
     if let Some(n) = spec.node_count {
@@ -514,6 +549,7 @@ impl Kind for GkeNodePool {
     const KIND: &'static str = "gke_node_pool";
     const PROVIDER: &'static str = "gcp";
     const BILLS: bool = true;
+    const NEEDS_CAPACITY: bool = true;
 
     fn schema() -> Schema {
         Schema {
@@ -697,21 +733,7 @@ impl Kind for GkeNodePool {
         let Ok(typed) = serde_json::from_value::<Spec>(spec.clone()) else {
             return Vec::new();
         };
-        // The cluster says where the pool runs: its spec when the stack makes it, else
-        // the location in the pool's cluster id.
-        let location = peers
-            .iter()
-            .find(|p| p.kind == "gke_cluster")
-            .and_then(|c| crate::usage::gcp_location(&c.spec["location"], config))
-            .or_else(|| {
-                let parts: Vec<&str> = crate::usage::known(&spec["cluster"])?.split('/').collect();
-                match parts.as_slice() {
-                    ["projects", _, "locations", l, "clusters", _] => Some((*l).to_string()),
-                    _ => None,
-                }
-            })
-            .or_else(|| crate::usage::gcp_location(&Value::Null, config))
-            .unwrap_or_default();
+        let location = location_of(spec, config, peers);
         let region = crate::usage::gcp_region(&location);
         // A regional cluster puts the pool's nodes in each of its (by default three)
         // zones; counts are per zone.
@@ -778,6 +800,69 @@ impl Kind for GkeNodePool {
             }
         }
         out
+    }
+
+    /// The pool's nodes: in the cluster's zone, or in each of a regional cluster's
+    /// zones (which GKE picks: three), at their initial size and autoscaling maximum.
+    fn demand(spec: &Value, config: &Value, peers: &[Peer]) -> Vec<crate::Demand> {
+        let Ok(typed) = serde_json::from_value::<Spec>(spec.clone()) else {
+            return Vec::new();
+        };
+        let machine = typed.machine_type.as_str();
+        if crate::usage::known(&spec["machine_type"]).is_none() {
+            return Vec::new();
+        }
+        let location = location_of(spec, config, peers);
+        let region = crate::usage::gcp_region(&location);
+        let zonal = !location.is_empty() && region != location;
+        let (zones, zone_count) = if zonal {
+            (vec![location.clone()], 1)
+        } else {
+            (Vec::new(), 3)
+        };
+        let per_zone = |n: i64| u32::try_from(n.max(0)).unwrap_or(0) * zone_count;
+        let at_start = per_zone(initial_count(&typed));
+        let at_most = per_zone(
+            typed
+                .autoscaling
+                .as_ref()
+                .map_or(initial_count(&typed), |a| a.max),
+        )
+        .max(at_start);
+        let nodes = crate::capacity::nodes_text(at_start, at_most);
+        let accelerators: Vec<(String, u32)> = match &typed.gpu {
+            Some(g) if catalog::built_in_gpus(machine).is_none() => {
+                vec![(g.kind.clone(), u32::try_from(g.count).unwrap_or(0))]
+            }
+            _ => catalog::built_in_gpus(machine)
+                .map(|(g, n)| vec![(g.to_string(), n)])
+                .unwrap_or_default(),
+        };
+        let tpu = typed
+            .tpu
+            .as_ref()
+            .and_then(|t| tpu_accelerator_type(machine, &t.topology))
+            .or_else(|| {
+                let t = catalog::tpu(machine)?;
+                tpu_accelerator_type(machine, t.topologies.first()?)
+            });
+        let basis = match (&tpu, accelerators.first()) {
+            (Some(t), _) => format!("{nodes} × {machine} ({t})"),
+            (None, Some((g, n))) => format!("{nodes} × {machine} with {n} {g}"),
+            (None, None) => format!("{nodes} × {machine}"),
+        };
+        vec![crate::Demand {
+            region,
+            zones,
+            zone_count,
+            subnets: Vec::new(),
+            machine_types: vec![machine.to_string()],
+            accelerators,
+            tpu,
+            spot: typed.spot || typed.preemptible,
+            nodes: (at_start, at_most),
+            basis,
+        }]
     }
 
     fn planned_id(spec: &Spec, _config: &Value) -> Option<String> {
