@@ -97,6 +97,8 @@ pub enum EngineError {
     Output { name: String, message: String },
     #[error("import {address}: {message}")]
     Import { address: Address, message: String },
+    #[error("the stack does not fit what the cloud offers (nothing was changed):\n{}", .0.iter().map(|m| format!("  {m}")).collect::<Vec<_>>().join("\n"))]
+    Capacity(Vec<String>),
 }
 
 /// Wraps a provider's read failure with the resource's address.
@@ -205,11 +207,16 @@ pub struct Settings {
     /// The prices plans are costed with: the shipped catalog, with the stack's or the
     /// command line's price file laid over it.
     pub catalog: Arc<crate::cost::Catalog>,
+    /// Read every object through its provider before planning (`--refresh=false`
+    /// plans against the state as last recorded, and asks the clouds nothing: neither
+    /// the live objects nor their capacity).
+    pub refresh: bool,
 }
 
 impl Default for Settings {
     fn default() -> Self {
         Self {
+            refresh: true,
             batch_refresh: true,
             parallelism: 10,
             env: Arc::new(|k| std::env::var(k).ok()),
@@ -675,7 +682,22 @@ impl Engine {
             drift,
             mut warnings,
             mut learned,
-        } = self.refresh(&state, resources).await?;
+        } = if self.settings.refresh {
+            self.refresh(&state, resources).await?
+        } else {
+            Refresh {
+                state: State {
+                    resources,
+                    outputs: state.outputs.clone(),
+                    ..state.clone_header()
+                },
+                drift: BTreeMap::new(),
+                warnings: vec![
+                    "refresh skipped (--refresh=false): the plan compares the stack with the state as last recorded, and capacity is not checked".to_string(),
+                ],
+                learned: false,
+            }
+        };
         learned |= !renamed.moved.is_empty();
         warnings.extend(renamed.skipped);
         let env = self.env();
@@ -689,7 +711,9 @@ impl Engine {
                 env: &env,
             },
         )?;
-        self.live_diffs(&mut changes, &mut warnings).await;
+        if self.settings.refresh {
+            self.live_diffs(&mut changes, &mut warnings).await;
+        }
         warnings.sort();
         let plan = Plan {
             format_version: plan::PLAN_FORMAT_VERSION,
@@ -721,10 +745,17 @@ impl Engine {
             warnings,
             cost: None,
         };
-        let plan = Plan {
+        let mut plan = Plan {
             cost: Some(self.cost_of(&plan)),
             ..plan
         };
+        if self.settings.refresh && !destroy {
+            let (errors, found) = self.preflight(&plan).await?;
+            if !errors.is_empty() {
+                return Err(EngineError::Capacity(errors));
+            }
+            plan.warnings.extend(found);
+        }
         Ok((plan, Base { state, learned }))
     }
 
@@ -732,33 +763,11 @@ impl Engine {
     /// the live spec (before) and the desired one (after), with the specs of what it
     /// references, priced from the run's catalog.
     pub fn cost_of(&self, plan: &Plan) -> crate::cost::PlanCost {
-        use terrain_providers::Peer;
         let by_address: BTreeMap<&Address, &Change> =
             plan.changes.iter().map(|c| (&c.address, c)).collect();
         // The specs of what `c` references, and their secret values (a cost line must not
         // show a location or machine type that came from a sensitive value).
-        let peers = |c: &Change, after: bool| -> (Vec<Peer>, Vec<String>) {
-            let mut secrets = Vec::new();
-            let peers = c
-                .dependencies
-                .iter()
-                .filter_map(|d| by_address.get(d))
-                .filter_map(|p| {
-                    let spec = if after {
-                        plan.after(p).map(std::borrow::Cow::into_owned)
-                    } else {
-                        plan.before(p).cloned()
-                    }?;
-                    secrets.extend(crate::desired::secret_values(&spec, &p.sensitive_paths));
-                    Some(Peer {
-                        kind: p.kind.clone(),
-                        address: p.address.to_string(),
-                        spec,
-                    })
-                })
-                .collect();
-            (peers, secrets)
-        };
+        let peers = |c: &Change, after: bool| peers_of(plan, &by_address, c, after);
         let mut out = crate::cost::PlanCost {
             max_hourly: self.stack.pricing.max_hourly,
             ..Default::default()
@@ -1729,6 +1738,37 @@ impl Persister {
         }
         self.compact_locked(&mut written).await
     }
+}
+
+/// The specs of what `c` references in `plan` (as planned, or as live when `after` is
+/// false), and their secret values: what a kind reads its usage or capacity from must
+/// not show a location or machine type that came from a sensitive value.
+pub(crate) fn peers_of(
+    plan: &Plan,
+    by_address: &BTreeMap<&Address, &Change>,
+    c: &Change,
+    after: bool,
+) -> (Vec<terrain_providers::Peer>, Vec<String>) {
+    let mut secrets = Vec::new();
+    let peers = c
+        .dependencies
+        .iter()
+        .filter_map(|d| by_address.get(d))
+        .filter_map(|p| {
+            let spec = if after {
+                plan.after(p).map(std::borrow::Cow::into_owned)
+            } else {
+                plan.before(p).cloned()
+            }?;
+            secrets.extend(crate::desired::secret_values(&spec, &p.sensitive_paths));
+            Some(terrain_providers::Peer {
+                kind: p.kind.clone(),
+                address: p.address.to_string(),
+                spec,
+            })
+        })
+        .collect();
+    (peers, secrets)
 }
 
 /// One resource to price: its spec, the secrets that must not show in its cost lines, and

@@ -263,6 +263,28 @@ async fn compute_and_tpu_answers_follow_their_discovery_documents() {
             ))
             .await;
         assert_discovery(&doc, "AcceleratorType", &l4);
+        let machine = [
+            ("project", PROJECT),
+            ("zone", "us-central1-a"),
+            ("machineType", "n1-standard-8"),
+        ];
+        let n1 = http
+            .get(&format!(
+                "{}{}",
+                e.compute,
+                method_path(&doc, &["machineTypes"], "get", &machine)
+            ))
+            .await;
+        assert_discovery(&doc, "MachineType", &n1);
+        assert_eq!(n1["guestCpus"], 8);
+        let machines = http
+            .get(&format!(
+                "{}{}",
+                e.compute,
+                method_path(&doc, &["machineTypes"], "list", &zone)
+            ))
+            .await;
+        assert_discovery(&doc, "MachineTypeList", &machines);
         let agg = http
             .get(&format!(
                 "{}{}?filter=name+eq+nvidia-l4",

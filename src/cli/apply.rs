@@ -51,7 +51,7 @@ async fn build(
     let registry = common::registry();
     let stack = common::load_stack(stack_args, &registry)?;
     let style = Style::detect(stack_args.no_color);
-    let engine = common::engine(
+    let mut engine = common::engine(
         stack_args,
         operation,
         stack,
@@ -60,6 +60,7 @@ async fn build(
         Progress::new(style),
     )
     .await?;
+    engine.engine.settings.refresh = run.refresh;
     common::handle_interrupts(engine.cancel.clone());
     Ok((engine, style))
 }

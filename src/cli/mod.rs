@@ -94,6 +94,10 @@ pub struct RunArgs {
     /// Limits the run to these resources and what they need (repeatable).
     #[arg(long = "target", value_name = "ADDR")]
     pub targets: Vec<crate::addr::Address>,
+    /// Reads the live objects (and checks the clouds' capacity) before planning;
+    /// `--refresh=false` plans against the state as last recorded.
+    #[arg(long, value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true")]
+    pub refresh: bool,
 }
 
 #[derive(Subcommand, Debug)]

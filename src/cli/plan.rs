@@ -38,7 +38,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     let out_file = args.out.as_deref().map(common::absolute);
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
-    let engine = common::engine(
+    let mut engine = common::engine(
         &args.stack,
         "terrain plan",
         stack,
@@ -47,6 +47,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         std::sync::Arc::new(Quiet),
     )
     .await?;
+    engine.engine.settings.refresh = args.run.refresh;
     let stack_path = args.stack.stack.display().to_string();
     let (plan, _) = engine
         .plan(

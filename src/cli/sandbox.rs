@@ -97,6 +97,8 @@ fn overrides(url: &str, token_file: &Path) -> BTreeMap<String, Map<String, Value
                 "container": format!("{url}/container/"),
                 "file": format!("{url}/file/"),
                 "storage": format!("{url}/storage/"),
+                "compute": format!("{url}/compute/"),
+                "tpu": format!("{url}/tpu/"),
             },
             "access_token_file": token_file.display().to_string(),
             "credentials": null,

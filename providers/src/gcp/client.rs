@@ -32,6 +32,10 @@ pub struct Request {
     pub body: Option<Value>,
     /// A raw body and its content type, for media uploads (instead of `body`).
     pub media: Option<(&'static str, Vec<u8>)>,
+    /// Retries of a transport failure, when fewer than the provider's: a check that
+    /// can be skipped (the plan's capacity preflight) does not wait minutes for a
+    /// network that is not there.
+    pub transport_retries: Option<u32>,
 }
 
 impl Request {
@@ -44,6 +48,7 @@ impl Request {
             query: Vec::new(),
             body: None,
             media: None,
+            transport_retries: None,
         }
     }
 
@@ -58,6 +63,12 @@ impl Request {
 
     pub fn body(mut self, body: Value) -> Self {
         self.body = Some(body);
+        self
+    }
+
+    /// At most `n` retries when the API cannot be reached.
+    pub fn transport_retries(mut self, n: u32) -> Self {
+        self.transport_retries = Some(n);
         self
     }
 
@@ -243,7 +254,10 @@ impl Client {
                     (format!("{status} {code}"), retry_after)
                 }
                 Err(Failure::Transport(message)) => {
-                    if attempt >= self.config.max_retries {
+                    let most = req
+                        .transport_retries
+                        .map_or(self.config.max_retries, |n| n.min(self.config.max_retries));
+                    if attempt >= most {
                         return Err(ProviderError::api(req.call, 0, "UNREACHABLE", message));
                     }
                     (message, None)

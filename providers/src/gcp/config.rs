@@ -17,12 +17,16 @@ use crate::local::duration::{format_duration, parse_duration};
 use crate::protocol::is_unknown;
 use crate::{Invalid, ProviderError};
 
-/// The three Google APIs the provider calls.
+/// The Google APIs the provider calls: the three it manages objects with, and the two
+/// its capacity preflight reads (Compute Engine quotas, machine and accelerator types;
+/// Cloud TPU accelerator types).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Api {
     Container,
     File,
     Storage,
+    Compute,
+    Tpu,
 }
 
 impl Api {
@@ -33,6 +37,8 @@ impl Api {
             Api::Container => "container",
             Api::File => "file",
             Api::Storage => "storage",
+            Api::Compute => "compute",
+            Api::Tpu => "tpu",
         }
     }
 
@@ -42,10 +48,12 @@ impl Api {
             Api::Container => "https://container.googleapis.com/",
             Api::File => "https://file.googleapis.com/",
             Api::Storage => "https://storage.googleapis.com/",
+            Api::Compute => "https://compute.googleapis.com/",
+            Api::Tpu => "https://tpu.googleapis.com/",
         }
     }
 
-    const ALL: [Api; 3] = [Api::Container, Api::File, Api::Storage];
+    const ALL: [Api; 5] = [Api::Container, Api::File, Api::Storage, Api::Compute, Api::Tpu];
 }
 
 /// Where the access token comes from.
@@ -342,10 +350,15 @@ fn normalize_root(api: Api, given: &str) -> String {
     if !root.ends_with('/') {
         root.push('/');
     }
-    if api == Api::Storage {
-        if let Some(stripped) = root.strip_suffix("storage/v1/") {
-            root = stripped.to_string();
-        }
+    // gcloud's overrides include the service path (`…/storage/v1/`, `…/compute/v1/`);
+    // requests here carry it themselves.
+    let service_path = match api {
+        Api::Storage => Some("storage/v1/"),
+        Api::Compute => Some("compute/v1/"),
+        _ => None,
+    };
+    if let Some(stripped) = service_path.and_then(|p| root.strip_suffix(p)) {
+        root = stripped.to_string();
     }
     root
 }

@@ -1,5 +1,6 @@
 //! Compute Engine (compute v1), as far as capacity planning reads it: `zones.list/get`,
-//! `regions.list/get` with the regional `quotas` (limit and usage), and
+//! `regions.list/get` with the regional `quotas` (limit and usage),
+//! `machineTypes.list/get` (vCPUs and memory), and
 //! `acceleratorTypes.list/get/aggregatedList` with the `filter` parameter. Served under
 //! the `/compute/` root at `compute/v1/…`, the discovery document's `servicePath`.
 //!
@@ -362,21 +363,10 @@ fn gpu(name: &str) -> Option<&'static Gpu> {
 
 // ---------------------------------------------------------------- what a node consumes
 
-/// The vCPUs of a machine type (the same shapes the Kubernetes side gives its nodes);
-/// unknown types count as an e2-medium.
+/// The vCPUs of a machine type: the shapes the Kubernetes side gives its nodes, so a
+/// node's capacity and its quota agree; unknown types count as an e2-medium.
 fn machine_cpus(machine_type: &str) -> i64 {
-    let parts: Vec<&str> = machine_type.split('-').collect();
-    let n = |s: &str| s.trim_end_matches(['g', 't']).parse::<i64>().ok();
-    let cpus = match parts.as_slice() {
-        ["e2", "micro" | "small" | "medium"] => Some(2),
-        ["custom", cpu, _] | [_, "custom", cpu, _] => n(cpu),
-        ["a2", "highgpu" | "ultragpu", g] => n(g).map(|g| 12 * g),
-        ["a2", "megagpu", _] => Some(96),
-        ["a3", _, _] => Some(208),
-        [_, "standard" | "highmem" | "highcpu", c] => n(c),
-        _ => None,
-    };
-    cpus.unwrap_or(2)
+    super::kube::known_machine_shape(machine_type).map_or(2, |(cpus, _)| cpus)
 }
 
 /// The TPU chips of a TPU machine type and the quota metrics they count against
@@ -751,6 +741,71 @@ fn accelerator_types_in(project: &str, zone: &str) -> Vec<Value> {
         .collect()
 }
 
+/// The machine families a zone lists in full (`machineTypes.list`): shared-core e2 and
+/// the general-purpose sizes; `machineTypes.get` also answers any other shape the
+/// sandbox knows, where its GPUs are sold.
+const LISTED_MACHINES: &[&str] = &[
+    "e2-micro",
+    "e2-small",
+    "e2-medium",
+    "e2-standard-2",
+    "e2-standard-4",
+    "e2-standard-8",
+    "e2-standard-16",
+    "n1-standard-1",
+    "n1-standard-2",
+    "n1-standard-4",
+    "n1-standard-8",
+    "n1-standard-16",
+    "n1-highmem-8",
+    "n2-standard-4",
+    "n2-standard-8",
+    "n2-standard-16",
+];
+
+/// `machine` as `zone` serves it: a shape the sandbox knows, in a zone that sells the
+/// GPUs it comes with (an a2 only where A100s are, a g2 only where L4s are).
+fn machine_type(project: &str, zone: &str, machine: &str) -> Option<Value> {
+    let (cpus, memory_mb) = super::kube::known_machine_shape(machine)?;
+    let bundled = super::kube::bundled_gpus(machine);
+    if let Some((gpu, _)) = bundled {
+        let sold = ZONES
+            .iter()
+            .any(|(z, gpus)| *z == zone && gpus.contains(&gpu));
+        if !sold {
+            return None;
+        }
+    }
+    let shared = matches!(machine, "e2-micro" | "e2-small" | "e2-medium");
+    let mut out = json!({
+        "kind": "compute#machineType",
+        "id": id_of(machine),
+        "creationTimestamp": EPOCH,
+        "name": machine,
+        "description": format!("{cpus} vCPUs, {} GB RAM", memory_mb as f64 / 1024.0),
+        "guestCpus": cpus,
+        "memoryMb": memory_mb,
+        "maximumPersistentDisks": if shared { 16 } else { 128 },
+        "maximumPersistentDisksSizeGb": if shared { "3072" } else { "263168" },
+        "zone": zone,
+        "selfLink": format!("{}/machineTypes/{machine}", zone_url(project, zone)),
+        "isSharedCpu": shared,
+        "architecture": "X86_64",
+    });
+    if let Some((gpu, count)) = bundled {
+        out["accelerators"] =
+            json!([{"guestAcceleratorType": gpu, "guestAcceleratorCount": count}]);
+    }
+    Some(out)
+}
+
+fn machine_types_in(project: &str, zone: &str) -> Vec<Value> {
+    LISTED_MACHINES
+        .iter()
+        .filter_map(|m| machine_type(project, zone, m))
+        .collect()
+}
+
 fn filter_of(req: &ApiRequest) -> Result<Option<Filter>, ApiError> {
     match req.param("filter").map(str::trim).filter(|f| !f.is_empty()) {
         None => Ok(None),
@@ -884,6 +939,29 @@ pub(crate) fn handle(
                     "projects/{project}/zones/{zone}/acceleratorTypes/{name}"
                 ))
             })?,
+        ["zones", zone, "machineTypes"] => {
+            if !ZONES.iter().any(|(z, _)| z == zone) {
+                return Err(not_found(&format!("projects/{project}/zones/{zone}")));
+            }
+            let items = keep(&filter_of(req)?, machine_types_in(project, zone));
+            list(
+                req,
+                "compute#machineTypeList",
+                &format!("projects/{project}/zones/{zone}/machineTypes"),
+                format!("{root}/zones/{zone}/machineTypes"),
+                items,
+            )?
+        }
+        ["zones", zone, "machineTypes", name] => {
+            if !ZONES.iter().any(|(z, _)| z == zone) {
+                return Err(not_found(&format!("projects/{project}/zones/{zone}")));
+            }
+            machine_type(project, zone, name).ok_or_else(|| {
+                not_found(&format!(
+                    "projects/{project}/zones/{zone}/machineTypes/{name}"
+                ))
+            })?
+        }
         ["aggregated", "acceleratorTypes"] => {
             let filter = filter_of(req)?;
             let mut items = serde_json::Map::new();
@@ -934,6 +1012,55 @@ mod tests {
             .flatten()
             .filter_map(|i| i["name"].as_str().map(str::to_string))
             .collect()
+    }
+
+    #[test]
+    fn machine_types_give_vcpus_and_exist_only_where_their_gpus_are_sold() {
+        let (cap, gke) = (GcpCapacity::default(), container::State::default());
+        let n1 = get(
+            "compute/v1/projects/p/zones/us-central1-a/machineTypes/n1-standard-8",
+            &cap,
+            &gke,
+        )
+        .expect("n1-standard-8");
+        assert_eq!(n1["guestCpus"], 8);
+        assert_eq!(n1["memoryMb"], 30720);
+        assert_eq!(n1["zone"], "us-central1-a");
+        let a2 = get(
+            "compute/v1/projects/p/zones/us-central1-a/machineTypes/a2-highgpu-2g",
+            &cap,
+            &gke,
+        )
+        .expect("a2 where A100s are");
+        assert_eq!(a2["guestCpus"], 24);
+        assert_eq!(
+            a2["accelerators"][0]["guestAcceleratorType"],
+            "nvidia-tesla-a100"
+        );
+        // us-central1-f has no L4s, so no g2 machines.
+        let g2 = get(
+            "compute/v1/projects/p/zones/us-central1-f/machineTypes/g2-standard-8",
+            &cap,
+            &gke,
+        )
+        .expect_err("no g2 without L4s");
+        assert_eq!(g2.http, 404);
+        assert!(get(
+            "compute/v1/projects/p/zones/us-central1-a/machineTypes/n9-mystery-4",
+            &cap,
+            &gke,
+        )
+        .is_err());
+        let list = get(
+            "compute/v1/projects/p/zones/us-east1-b/machineTypes",
+            &cap,
+            &gke,
+        )
+        .expect("list");
+        assert!(names(&list).contains(&"e2-medium".to_string()));
+        // The shape every field has is the discovery document's (checked in the
+        // sandbox's contract tests for every Compute response).
+        assert_eq!(list["kind"], "compute#machineTypeList");
     }
 
     #[test]

@@ -341,6 +341,12 @@ pub(crate) fn gke_clusters(clusters: Vec<KubeCluster>) -> Vec<CloudCluster> {
 /// vCPUs and memory (MiB) of a Compute Engine machine type; unknown types count as
 /// e2-medium.
 fn machine_shape(machine_type: &str) -> (i64, i64) {
+    known_machine_shape(machine_type).unwrap_or((2, 4096))
+}
+
+/// vCPUs and memory (MiB) of a machine type the sandbox's Compute Engine has (what
+/// `machineTypes.get` serves and node pools consume); `None` for others.
+pub(crate) fn known_machine_shape(machine_type: &str) -> Option<(i64, i64)> {
     const GIB: f64 = 1024.0;
     let parts: Vec<&str> = machine_type.split('-').collect();
     let n = |s: &str| s.trim_end_matches(['g', 't']).parse::<i64>().ok();
@@ -348,7 +354,9 @@ fn machine_shape(machine_type: &str) -> (i64, i64) {
         ["e2", "micro"] => Some((2, 1.0)),
         ["e2", "small"] => Some((2, 2.0)),
         ["e2", "medium"] => Some((2, 4.0)),
-        ["custom", cpu, mem] => n(cpu).zip(n(mem)).map(|(c, m)| (c, m as f64 / GIB)),
+        ["custom", cpu, mem] | [_, "custom", cpu, mem] => {
+            n(cpu).zip(n(mem)).map(|(c, m)| (c, m as f64 / GIB))
+        }
         ["a2", "highgpu", g] => n(g).map(|g| (12 * g, 85.0 * g as f64)),
         ["a2", "ultragpu", g] => n(g).map(|g| (12 * g, 170.0 * g as f64)),
         ["a2", "megagpu", _] => Some((96, 1360.0)),
@@ -366,8 +374,7 @@ fn machine_shape(machine_type: &str) -> (i64, i64) {
         [_, "highcpu", c] => n(c).map(|c| (c, c as f64)),
         _ => None,
     };
-    let (cpu, gib) = shape.unwrap_or((2, 4.0));
-    (cpu, (gib * GIB).round() as i64)
+    shape.map(|(cpu, gib)| (cpu, (gib * GIB).round() as i64))
 }
 
 /// The GPUs some machine types come with when no accelerator is configured.

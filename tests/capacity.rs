@@ -1,0 +1,189 @@
+//! The plan's capacity preflight, through the CLI on the sandbox with its capacity set
+//! (`TERRAIN_SANDBOX_CAPACITY`), always with the cluster created by the same stack: a
+//! GPU quota of 0 fails the plan (and the apply) before anything is created, naming
+//! the quota, the region, the need, the limit and how to ask for more; a quota enough
+//! at the minimum only is a warning; a zone that does not sell the pool's GPUs or TPU
+//! slice is an error naming where they are sold; spot pools count against the
+//! preemptible quotas; EKS node groups against their vCPU quota; `--refresh=false`
+//! skips the check and says so; and a machine type from a secret stays hidden.
+
+mod common;
+
+use std::path::Path;
+
+use common::Sandbox as Work;
+
+/// A work directory holding the example stacks and their shared modules.
+fn with_stacks() -> Work {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let work = Work::new();
+    for s in ["gke-gpu-pipelines", "gke-accelerators", "eks-sagemaker"] {
+        common::copy_dir(
+            &root.join("stacks").join(s),
+            &work.join(&format!("stacks/{s}")),
+        );
+    }
+    common::copy_dir(&root.join("stacks/modules"), &work.join("stacks/modules"));
+    work
+}
+
+const CAPACITY: &str = "TERRAIN_SANDBOX_CAPACITY";
+
+fn plan(work: &Work, stack: &str, capacity: &str, extra: &[&str]) -> common::Run {
+    let mut args = vec!["plan", "-s", stack, "--sandbox", "--no-color"];
+    args.extend_from_slice(extra);
+    work.run_env(&args, &[(CAPACITY, capacity)])
+}
+
+#[test]
+fn a_gpu_quota_of_zero_fails_the_plan_and_the_apply_before_anything_is_created() {
+    let work = with_stacks();
+    let capacity = r#"{"gcp": {"quotas": [{"metric": "NVIDIA_T4_GPUS", "limit": 0}]}}"#;
+    let run = plan(&work, "stacks/gke-gpu-pipelines", capacity, &[]);
+    run.expect_code(1);
+    let err = &run.stderr;
+    assert!(
+        err.contains("quota NVIDIA_T4_GPUS in us-central1 (project terrain-sandbox-project): 0 left of 0 (0 in use; compute.regions.get)"),
+        "{err}"
+    );
+    // The always-on pool needs its one node's T4 at once.
+    assert!(
+        err.contains("the stack's node pools need 1 more at their initial size and 1 at their maximum (module.gpu.gke_node_pool.main: 1 node × 1 nvidia-tesla-t4)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("metric compute.googleapis.com/nvidia_t4_gpus, region us-central1, project terrain-sandbox-project"),
+        "{err}"
+    );
+    // The preemptible pool counts against its own quota, which is not short.
+    assert!(!err.contains("PREEMPTIBLE_NVIDIA_T4_GPUS"), "{err}");
+
+    let apply = work.run_env(
+        &[
+            "apply",
+            "-s",
+            "stacks/gke-gpu-pipelines",
+            "--sandbox",
+            "--auto-approve",
+            "--no-color",
+        ],
+        &[(CAPACITY, capacity)],
+    );
+    apply.expect_code(1);
+    assert!(apply.stderr.contains("NVIDIA_T4_GPUS"), "{}", apply.stderr);
+    // Nothing was made: no cluster in the sandbox, nothing in the state.
+    let state = work.join("stacks/gke-gpu-pipelines/state/sandbox");
+    let recorded = std::fs::read_dir(&state)
+        .map(|d| d.filter_map(Result::ok).count())
+        .unwrap_or(0);
+    let resources = (recorded > 0)
+        .then(|| work.run(&["state", "list", "-s", "stacks/gke-gpu-pipelines", "--sandbox"]))
+        .map(|r| r.stdout.clone())
+        .unwrap_or_default();
+    assert!(resources.trim().is_empty(), "state: {resources}");
+}
+
+#[test]
+fn a_quota_enough_only_at_the_minimum_is_a_warning() {
+    let work = with_stacks();
+    // The preemptible pool scales 0–4 nodes × 4 T4s: 16 at most, 8 left.
+    let capacity =
+        r#"{"gcp": {"quotas": [{"metric": "PREEMPTIBLE_NVIDIA_T4_GPUS", "limit": 8}]}}"#;
+    let run = plan(&work, "stacks/gke-gpu-pipelines", capacity, &[]);
+    run.success();
+    assert!(
+        run.stdout.contains("Warning: capacity: quota PREEMPTIBLE_NVIDIA_T4_GPUS in us-central1 (project terrain-sandbox-project): 8 left of 8 (0 in use; compute.regions.get): enough for the node pools' initial size (0) but not their maximum (16), so the autoscaler stops short (module.preemptible_gpu.gke_node_pool.main: 0–4 nodes × 4 nvidia-tesla-t4)"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn a_zone_that_does_not_sell_the_pools_accelerators_fails_the_plan() {
+    let work = with_stacks();
+    // us-central1-f sells neither L4s (so no g2 machines) nor TPU v5e.
+    let run = plan(
+        &work,
+        "stacks/gke-accelerators",
+        "{}",
+        &["--var", "zone=us-central1-f"],
+    );
+    run.expect_code(1);
+    let err = &run.stderr;
+    assert!(
+        err.contains("module.gpu.gke_node_pool.main: machine type g2-standard-24 is not offered in us-central1-f (compute.machineTypes.get); us-central1 offers it in us-central1-a, us-central1-b, us-central1-c"),
+        "{err}"
+    );
+    assert!(
+        err.contains("gke_node_pool.tpu: TPU slice v5litepod-4 is not offered in us-central1-f (tpu.projects.locations.acceleratorTypes.get); us-central1 offers it in us-central1-a"),
+        "{err}"
+    );
+    // The same stack in its own zone fits.
+    plan(&work, "stacks/gke-accelerators", "{}", &[]).success();
+}
+
+#[test]
+fn refresh_false_skips_the_check_and_says_so() {
+    let work = with_stacks();
+    let capacity = r#"{"gcp": {"quotas": [{"metric": "NVIDIA_T4_GPUS", "limit": 0}]}}"#;
+    let run = plan(
+        &work,
+        "stacks/gke-gpu-pipelines",
+        capacity,
+        &["--refresh=false"],
+    );
+    run.success();
+    assert!(
+        run.stdout.contains("Warning: refresh skipped (--refresh=false): the plan compares the stack with the state as last recorded, and capacity is not checked"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn a_node_group_over_its_vcpu_quota_fails_the_plan() {
+    let work = with_stacks();
+    // The spot GPU group starts at 1 × g5.xlarge (4 vCPUs) and may grow to 4 of
+    // g5.xlarge.
+    let capacity = r#"{"aws": {"quotas": [{"code": "L-3819A6DF", "value": 0}]}}"#;
+    let run = plan(&work, "stacks/eks-sagemaker", capacity, &[]);
+    run.expect_code(1);
+    assert!(run.stderr.contains("L-3819A6DF"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-3819A6DF"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A machine type from a sensitive variable is checked all the same and never shown.
+#[test]
+fn capacity_messages_never_show_a_value_that_came_from_a_secret() {
+    let work = with_stacks();
+    let stack = work.join("stacks/gke-accelerators/stack.toml");
+    let text = std::fs::read_to_string(&stack).expect("read the stack");
+    let text = text
+        .replace(
+            "machine_type = \"g2-standard-24\"",
+            "machine_type = \"${var.gpu_machine}\"",
+        )
+        .replacen(
+            "[variables.zone]",
+            "[variables.gpu_machine]\ndefault = \"g2-standard-24\"\nsensitive = true\n\n[variables.zone]",
+            1,
+        );
+    std::fs::write(&stack, text).expect("write the stack");
+    let run = plan(
+        &work,
+        "stacks/gke-accelerators",
+        "{}",
+        &["--var", "zone=us-central1-f"],
+    );
+    run.expect_code(1);
+    assert!(!run.all_output().contains("g2-standard-24"), "{}", run.all_output());
+    assert!(
+        run.stderr.contains("module.gpu.gke_node_pool.main: machine type (sensitive value) is not offered in us-central1-f"),
+        "{}",
+        run.stderr
+    );
+}
