@@ -357,7 +357,8 @@ impl Sandbox {
         })?;
         let mut written = Vec::new();
         for cluster in self.app.running_clusters() {
-            let (key, name, port, ca_pem) = (cluster.key, cluster.name, cluster.port, cluster.ca_cert_pem);
+            let (key, name, port, ca_pem) =
+                (cluster.key, cluster.name, cluster.port, cluster.ca_cert_pem);
             let path = dir.join(format!("{name}.kubeconfig"));
             let token = match key.strip_prefix("eks/").and_then(|k| k.split('/').next()) {
                 Some(region) => aws::sandbox_eks_token(region, &name),

@@ -79,7 +79,8 @@ mod tests {
     #[test]
     fn fingerprints_ignore_key_order() {
         let a = json!({"x": 1, "y": {"b": 2, "a": [1, 2]}});
-        let b: Value = serde_json::from_str(r#"{"y": {"a": [1, 2], "b": 2}, "x": 1}"#).expect("JSON");
+        let b: Value =
+            serde_json::from_str(r#"{"y": {"a": [1, 2], "b": 2}, "x": 1}"#).expect("JSON");
         assert_eq!(fingerprint(&a), fingerprint(&b));
         assert_ne!(fingerprint(&a), fingerprint(&json!({"x": 2})));
     }

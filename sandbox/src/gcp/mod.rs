@@ -23,9 +23,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use crate::common::ids::random_hex;
 use crate::http::{ApiRequest, ApiResponse};
 use error::ApiError;
-use crate::common::ids::random_hex;
 use operation::OpCtx;
 use schema::{Message, Rules};
 

@@ -74,7 +74,11 @@ pub(crate) struct ClusterState {
     /// The cluster's name in its cloud (for kubeconfig contexts and messages).
     pub name: String,
     /// Its cloud, as the cloud side hands it over on every reconcile.
-    #[serde(serialize_with = "cloud::serialize", skip_deserializing, default = "cloud::unknown")]
+    #[serde(
+        serialize_with = "cloud::serialize",
+        skip_deserializing,
+        default = "cloud::unknown"
+    )]
     pub cloud: Arc<dyn CloudSide>,
     /// The loopback port the API server listens on (0 until first bound).
     pub port: u16,

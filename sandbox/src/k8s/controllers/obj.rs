@@ -6,9 +6,9 @@ use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
 use super::super::store::{self, ObjKey, Store};
-use crate::common::hash::fnv64;
 #[cfg(test)]
 use crate::common::hash::canonical;
+use crate::common::hash::fnv64;
 
 /// The value at `path`, `Null` when any step is missing (indexing JSON never panics).
 pub(crate) fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 
 use super::events::{self, Event, Involved};
 use super::obj;
-use crate::common::hash::fnv64;
 use super::{base, scaled};
+use crate::common::hash::fnv64;
 use crate::k8s::store::ObjKey;
 use crate::k8s::{ClusterState, SettleCtx};
 

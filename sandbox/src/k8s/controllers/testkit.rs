@@ -49,7 +49,10 @@ impl CloudSide for TestCloud {
         format!("{cluster}-{pool}-{index}")
     }
     fn pod_node_name(&self, cluster: &str, pod_uid: &str) -> String {
-        format!("gk3-{cluster}-nap-{:08x}", fnv64(&[cluster, pod_uid]) as u32)
+        format!(
+            "gk3-{cluster}-nap-{:08x}",
+            fnv64(&[cluster, pod_uid]) as u32
+        )
     }
     fn provider_id(&self, zone: &str, node: &str) -> String {
         format!("test://{zone}/{node}")
