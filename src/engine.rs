@@ -97,7 +97,7 @@ pub enum EngineError {
     Output { name: String, message: String },
     #[error("import {address}: {message}")]
     Import { address: Address, message: String },
-    #[error("the stack does not fit what the cloud offers (nothing was changed):\n{}", .0.iter().map(|m| format!("  {m}")).collect::<Vec<_>>().join("\n"))]
+    #[error("the stack does not fit what the cloud offers (nothing was changed):\n{}", .0.iter().map(|m| m.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")).collect::<Vec<_>>().join("\n"))]
     Capacity(Vec<String>),
 }
 

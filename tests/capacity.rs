@@ -43,16 +43,14 @@ fn a_gpu_quota_of_zero_fails_the_plan_and_the_apply_before_anything_is_created()
     run.expect_code(1);
     let err = &run.stderr;
     assert!(
-        err.contains("quota NVIDIA_T4_GPUS in us-central1 (project terrain-sandbox-project): 0 left of 0 (0 in use; compute.regions.get)"),
-        "{err}"
-    );
-    // The always-on pool needs its one node's T4 at once.
-    assert!(
-        err.contains("the stack's node pools need 1 more at their initial size and 1 at their maximum (module.gpu.gke_node_pool.main: 1 node × 1 nvidia-tesla-t4)"),
-        "{err}"
-    );
-    assert!(
-        err.contains("metric compute.googleapis.com/nvidia_t4_gpus, region us-central1, project terrain-sandbox-project"),
+        err.contains(
+            "Error: the stack does not fit what the cloud offers (nothing was changed):
+  quota NVIDIA_T4_GPUS in us-central1 (project terrain-sandbox-project): 0 left of 0, 0 in use (compute.regions.get)
+    the stack's node pools need 1 more at their initial size and 1 at their maximum:
+      module.gpu.gke_node_pool.main: 1 node × 1 nvidia-tesla-t4
+    to ask for more: the console's Quotas page (IAM & Admin → Quotas & System Limits), metric compute.googleapis.com/nvidia_t4_gpus, region us-central1
+"
+        ),
         "{err}"
     );
     // The preemptible pool counts against its own quota, which is not short.
@@ -92,7 +90,12 @@ fn a_quota_enough_only_at_the_minimum_is_a_warning() {
     let run = plan(&work, "stacks/gke-gpu-pipelines", capacity, &[]);
     run.success();
     assert!(
-        run.stdout.contains("Warning: capacity: quota PREEMPTIBLE_NVIDIA_T4_GPUS in us-central1 (project terrain-sandbox-project): 8 left of 8 (0 in use; compute.regions.get): enough for the node pools' initial size (0) but not their maximum (16), so the autoscaler stops short (module.preemptible_gpu.gke_node_pool.main: 0–4 nodes × 4 nvidia-tesla-t4)"),
+        run.stdout.contains(
+            "Warning: capacity: quota PREEMPTIBLE_NVIDIA_T4_GPUS in us-central1 (project terrain-sandbox-project): 8 left of 8, 0 in use (compute.regions.get)
+  enough for the node pools' initial size (0) but not their maximum (16): the autoscaler will stop short
+    module.preemptible_gpu.gke_node_pool.main: 0–4 nodes × 4 nvidia-tesla-t4
+"
+        ),
         "{}",
         run.stdout
     );
@@ -111,7 +114,7 @@ fn a_zone_that_does_not_sell_the_pools_accelerators_fails_the_plan() {
     run.expect_code(1);
     let err = &run.stderr;
     assert!(
-        err.contains("module.gpu.gke_node_pool.main: machine type g2-standard-24 is not offered in us-central1-f (compute.machineTypes.get); us-central1 offers it in us-central1-a, us-central1-b, us-central1-c"),
+        err.contains("module.gpu.gke_node_pool.main: machine type g2-standard-24 is not offered in us-central1-f (compute.machineTypes.get); us-central1 offers it in us-central1-a, us-central1-b, us-central1-c: place the pool's cluster in one of those zones."),
         "{err}"
     );
     assert!(

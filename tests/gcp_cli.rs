@@ -34,6 +34,12 @@ impl Env {
                 "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE".to_string(),
                 e.storage,
             ),
+            // The plan's capacity preflight reads Compute Engine and Cloud TPU.
+            (
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE".to_string(),
+                e.compute,
+            ),
+            ("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU".to_string(), e.tpu),
             (
                 "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE".to_string(),
                 work.join("token").display().to_string(),

@@ -550,6 +550,44 @@ fn readme_cost_walk_is_what_terrain_prints() {
     );
 }
 
+/// The README's section on capacity: a warning for a quota enough only to start, and a
+/// plan stopped by a T4 quota of 0, set in the sandbox as the README says.
+#[test]
+fn readme_capacity_walk_is_what_terrain_prints() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("read README");
+    let blocks = console_blocks(&readme, "## Will it fit?");
+    assert!(blocks.len() >= 2, "the walk has its commands");
+    let work = common::Sandbox::new();
+    for s in ["gke-accelerators", "gke-gpu-pipelines"] {
+        common::copy_dir(
+            &root.join("stacks").join(s),
+            &work.join(&format!("stacks/{s}")),
+        );
+    }
+    common::copy_dir(&root.join("stacks/modules"), &work.join("stacks/modules"));
+    for shown in &blocks {
+        // `VAR='value' terrain …`: the value is the sandbox's capacity.
+        let (envs, command) = match shown.command.strip_prefix("TERRAIN_SANDBOX_CAPACITY='") {
+            Some(rest) => {
+                let (value, command) = rest.split_once("' ").expect("a quoted value");
+                (vec![("TERRAIN_SANDBOX_CAPACITY", value)], command)
+            }
+            None => (Vec::new(), shown.command.as_str()),
+        };
+        let words: Vec<&str> = command.split_whitespace().collect();
+        assert_eq!(words[0], "terrain", "{}", shown.command);
+        let run = work.run_env(&words[1..], &envs);
+        if shown.output.first().is_some_and(|l| l.starts_with("Error:")) {
+            run.expect_code(1);
+            check_shown(shown, &run.stderr);
+        } else {
+            run.success();
+            check_shown(shown, &run.stdout);
+        }
+    }
+}
+
 /// The README's section on count, for_each, modules and provider instances: its TOML
 /// is `stacks/multi-region-gpu`'s (the moved entry is the engine tests' to prove), and
 /// its commands print what it shows.

@@ -131,15 +131,16 @@ impl Tally {
         shares.into_iter().map(|s| s.0.clone()).collect()
     }
 
-    /// `gke_node_pool.gpu (0–4 nodes × 1 nvidia-tesla-t4)`, one per resource.
-    pub fn who(&self) -> String {
+    /// One line per resource asking, largest first, each `indent`ed:
+    /// `gke_node_pool.gpu: 0–4 nodes × 1 nvidia-tesla-t4`.
+    pub fn listing(&self, indent: &str) -> String {
         let mut shares: Vec<&(String, f64, f64, String)> = self.shares.iter().collect();
         shares.sort_by(|a, b| b.2.total_cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
         shares
             .iter()
-            .map(|(address, _, _, basis)| format!("{address}: {basis}"))
+            .map(|(address, _, _, basis)| format!("{indent}{address}: {basis}"))
             .collect::<Vec<_>>()
-            .join("; ")
+            .join("\n")
     }
 }
 
@@ -177,7 +178,7 @@ mod tests {
         t.add("d", (0.0, 0.0), (4.0, 4.0), "shrunk");
         assert_eq!((t.min, t.max), (2.0, 12.0));
         assert_eq!(t.addresses(), ["a", "c"]);
-        assert_eq!(t.who(), "a: new; c: grown");
+        assert_eq!(t.listing("  "), "  a: new\n  c: grown");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! region = "us-west-2"
 //! profile = "ml"                        # optional
 //! endpoint = "http://127.0.0.1:5000"    # optional: one URL for every service (sandbox, moto)
-//! endpoints = { s3 = "http://…" }       # optional: per service (eks, s3, sagemaker, sts)
+//! endpoints = { s3 = "http://…" }       # optional: per service (see SERVICES)
 //! retry_mode = "standard"               # or "adaptive" (client-side rate limiting)
 //! max_attempts = 5
 //! connect_timeout_secs = 10
@@ -73,7 +73,8 @@ pub struct AwsConfig {
     /// One endpoint for every service (the sandbox, moto, LocalStack).
     #[serde(default)]
     pub endpoint: Option<String>,
-    /// Per-service endpoints (`eks`, `s3`, `sagemaker`, `sts`), overriding `endpoint`.
+    /// Per-service endpoints (`ec2`, `eks`, `s3`, `sagemaker`, `servicequotas`, `sts`),
+    /// overriding `endpoint`.
     #[serde(default)]
     pub endpoints: BTreeMap<String, String>,
     #[serde(default)]
@@ -96,8 +97,9 @@ pub struct AwsConfig {
 /// shape and scope, not the key, so this is no secret).
 pub const SANDBOX_ACCESS_KEY: &str = "TERRAINSANDBOX";
 
-/// The services terrain calls.
-pub const SERVICES: &[&str] = &["eks", "s3", "sagemaker", "sts"];
+/// The services terrain calls (`ec2` and `servicequotas` only to read capacity at plan
+/// time).
+pub const SERVICES: &[&str] = &["ec2", "eks", "s3", "sagemaker", "servicequotas", "sts"];
 
 impl AwsConfig {
     /// Reads the provider table (`Value::Null` or `{}` when the stack has none).
@@ -425,9 +427,9 @@ mod tests {
 
     #[test]
     fn bad_tables_say_what_is_wrong() {
-        let e =
-            AwsConfig::from_ctx(&json!({"endpoints": {"ec2": "x"}})).expect_err("unknown service");
-        assert!(e.to_string().contains("unknown service \"ec2\""), "{e}");
+        let e = AwsConfig::from_ctx(&json!({"endpoints": {"lambda": "x"}}))
+            .expect_err("unknown service");
+        assert!(e.to_string().contains("unknown service \"lambda\""), "{e}");
         let e = AwsConfig::from_ctx(&json!({"regoin": "x"})).expect_err("typo");
         assert!(e.to_string().contains("regoin"), "{e}");
         let e = AwsConfig::from_ctx(&json!({"retry_mode": "eager"})).expect_err("mode");
@@ -504,9 +506,9 @@ mod tests {
                 "`localhost:5000` is not an http or https URL",
             ),
             (
-                json!({"endpoints": {"ec2": "http://x"}}),
-                "endpoints.ec2",
-                "unknown service; known: eks, s3, sagemaker, sts",
+                json!({"endpoints": {"lambda": "http://x"}}),
+                "endpoints.lambda",
+                "unknown service; known: ec2, eks, s3, sagemaker, servicequotas, sts",
             ),
             (
                 json!({"endpoints": {"s4": "http://x"}}),

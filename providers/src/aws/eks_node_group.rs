@@ -7,6 +7,16 @@
 //! subnets, disk size and the node role are fixed at creation, so changing them
 //! replaces the group. The id is `CLUSTER/NAME`. The `placement` output tells
 //! kubernetes_* workloads how to land on these nodes.
+//!
+//! Creation survives capacity shortages: a group that ends CREATE_FAILED for
+//! `InsufficientInstanceCapacity` or `UnfulfillableCapacity` is deleted and made again
+//! in each `fallback` subnet alone, then with each fallback instance type
+//! ([`candidates`]); the `landed` output says where it went, and reads report the
+//! declared spec for any of those placements, so a fallback is not drift. `fallback`
+//! only steers create: changing it touches no API. A group that was made but did not
+//! come out right (CREATE_FAILED, a wait that failed) is returned as tainted, so the
+//! engine keeps it in the state and the next plan replaces it instead of leaving it
+//! behind.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -21,8 +31,8 @@ use serde_json::{json, Value};
 
 use super::catalog::{self, Accel, Arch};
 use super::eks::{
-    self, code_of, found, hash_map, in_prior_order, problems_line, retag, tag_changes, tag_map,
-    wait_update, Creating, UpdateWait, IN_USE,
+    self, code_of, found, hash_map, in_prior_order, problems_line, retag, same_set, tag_changes,
+    tag_map, wait_update, Creating, UpdateWait, IN_USE,
 };
 use super::{config, is_not_found, sdk_error, tags_with_ours, user_tags};
 use crate::kubernetes::{check_labels, check_qualified_name};
@@ -51,6 +61,26 @@ pub struct NodeTaint {
     pub value: Option<String>,
     /// NO_SCHEDULE, NO_EXECUTE or PREFER_NO_SCHEDULE.
     pub effect: String,
+}
+
+/// Where else create may put the group when its declared placement is out of
+/// capacity: subnets to try one at a time, instance types to try one at a time with the
+/// declared subnets. Only create reads it (see [`candidates`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fallback {
+    #[serde(default)]
+    pub subnet_ids: Vec<String>,
+    #[serde(default)]
+    pub instance_types: Vec<String>,
+}
+
+/// Where the group's nodes went: its subnets and instance types.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Landed {
+    pub subnet_ids: Vec<String>,
+    pub instance_types: Vec<String>,
 }
 
 // serde's defaults, the same as the schema's (checked by `schema_mismatches`).
@@ -89,6 +119,8 @@ pub struct Spec {
     pub taints: Vec<NodeTaint>,
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
+    /// Create-time only: where to try next when the declared placement has no capacity.
+    pub fallback: Option<Fallback>,
 }
 
 /// What `eks_node_group` reports after apply.
@@ -100,6 +132,9 @@ pub struct Outputs {
     /// What a workload needs to run on this group — its node selector, its taints (to
     /// tolerate), its GPUs and whether it is Spot — for kubernetes_* `node_pool` fields.
     pub placement: Value,
+    /// Where the nodes are: a fallback's subnet or instance type when the declared
+    /// placement was out of capacity.
+    pub landed: Landed,
 }
 
 const CREATE: &str = "eks:CreateNodegroup";
@@ -277,6 +312,188 @@ pub fn taint_changes(prior: &[NodeTaint], spec: &[NodeTaint]) -> Option<UpdateTa
 }
 
 // ---------------------------------------------------------------------------------
+// Fallbacks
+// ---------------------------------------------------------------------------------
+
+/// One placement a create tries: the subnets and instance types of the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub subnet_ids: Vec<String>,
+    pub instance_types: Vec<String>,
+}
+
+impl Candidate {
+    /// How a progress line names this candidate as the next one tried.
+    fn as_fallback(&self, spec: &Spec) -> String {
+        if self.subnet_ids != spec.subnet_ids {
+            format!("fallback subnet {}", self.subnet_ids.join(", "))
+        } else {
+            format!("fallback instance type {}", self.instance_types.join(", "))
+        }
+    }
+
+    /// `g5.xlarge in subnet-…`, for the list of what was tried.
+    fn describe(&self) -> String {
+        format!(
+            "{} in {}",
+            self.instance_types.join("/"),
+            self.subnet_ids.join(", ")
+        )
+    }
+}
+
+/// The placements a create tries, in order: the declared subnets and instance types;
+/// each fallback subnet alone with the declared instance types; each fallback instance
+/// type alone in the declared subnets.
+pub fn candidates(spec: &Spec) -> Vec<Candidate> {
+    let mut out = vec![Candidate {
+        subnet_ids: spec.subnet_ids.clone(),
+        instance_types: spec.instance_types.clone(),
+    }];
+    if let Some(f) = &spec.fallback {
+        out.extend(f.subnet_ids.iter().map(|s| Candidate {
+            subnet_ids: vec![s.clone()],
+            instance_types: spec.instance_types.clone(),
+        }));
+        out.extend(f.instance_types.iter().map(|t| Candidate {
+            subnet_ids: spec.subnet_ids.clone(),
+            instance_types: vec![t.clone()],
+        }));
+    }
+    // Validation refuses repeats; were one to slip through, trying it again would only
+    // repeat its failure.
+    let mut seen = Vec::new();
+    out.retain(|c| {
+        let new = !seen.contains(c);
+        if new {
+            seen.push(c.clone());
+        }
+        new
+    });
+    out
+}
+
+/// The capacity error in a failed group's reason — EC2's `InsufficientInstanceCapacity`
+/// or `UnfulfillableCapacity`, as the `AsgInstanceLaunchFailures` health issue quotes
+/// it — or `None` when the group failed for another reason (a vCPU quota, a subnet
+/// without free addresses), which another placement would not fix.
+pub fn capacity_reason(message: &str) -> Option<&'static str> {
+    ["InsufficientInstanceCapacity", "UnfulfillableCapacity"]
+        .into_iter()
+        .find(|code| message.contains(code))
+}
+
+/// The error a create ends with after the placements `tried` (`types in subnets (why)`
+/// each, and whether it was capacity): `error` itself when only the declared
+/// placement was tried, else one naming every placement tried before it.
+fn after_tries(error: ProviderError, tried: &[(String, bool)]) -> ProviderError {
+    if tried.len() < 2 {
+        return error;
+    }
+    let list: Vec<String> = tried.iter().map(|(t, _)| t.clone()).collect();
+    let message = if tried.iter().all(|(_, capacity)| *capacity) {
+        format!(
+            "every placement tried was out of capacity: {}; the last attempt failed: {error}",
+            list.join("; ")
+        )
+    } else {
+        format!(
+            "tried {}; the last attempt failed: {error}",
+            list.join("; ")
+        )
+    };
+    ProviderError::Failed {
+        call: CREATE.to_string(),
+        message,
+    }
+}
+
+/// Problems with `fallback`, at `fallback.subnet_ids.N` and `fallback.instance_types.N`:
+/// a fallback with nothing in it, malformed subnet ids, instance types EC2 does not
+/// have or that the group's AMI cannot boot (another architecture or accelerator) or
+/// with fewer GPUs than its placement promises, and anything listed twice or already
+/// declared.
+fn check_fallback(spec: &Spec, f: &Fallback, out: &mut Vec<Invalid>) {
+    if f.subnet_ids.is_empty() && f.instance_types.is_empty() {
+        out.push(Invalid::at(
+            "fallback",
+            "names no fallback; list subnet_ids = [\"subnet-…\", …] or instance_types = [\"g5.2xlarge\", …], or leave fallback out",
+        ));
+    }
+    for (i, id) in f.subnet_ids.iter().enumerate() {
+        let at = format!("fallback.subnet_ids.{i}");
+        if let Err(m) = catalog::check_subnet_id(id) {
+            out.push(Invalid::at(&at, m));
+        } else if f.subnet_ids[..i].contains(id) {
+            out.push(Invalid::at(&at, format!("{id} is listed twice")));
+        } else if spec.subnet_ids.contains(id) {
+            out.push(Invalid::at(
+                &at,
+                format!("{id} is in subnet_ids already; a fallback subnet is tried alone, so name one in another Availability Zone"),
+            ));
+        }
+    }
+    // The AMI is chosen from the declared types at creation, and the placement output
+    // promises their GPUs: a fallback must keep both true.
+    let declared = shape(&spec.instance_types).ok();
+    let gpus = gpus_per_instance(&spec.instance_types);
+    for (i, t) in f.instance_types.iter().enumerate() {
+        let at = format!("fallback.instance_types.{i}");
+        let parsed = match catalog::instance_type(t) {
+            Ok(p) => p,
+            Err(m) => {
+                out.push(Invalid::at(&at, m));
+                continue;
+            }
+        };
+        if f.instance_types[..i].contains(t) {
+            out.push(Invalid::at(&at, format!("{t} is listed twice")));
+        } else if spec.instance_types.contains(t) {
+            out.push(Invalid::at(
+                &at,
+                format!("{t} is in instance_types already"),
+            ));
+        } else if let Some((arch, accel)) = declared {
+            if parsed.arch != arch || parsed.accel != accel {
+                out.push(Invalid::at(
+                    &at,
+                    format!(
+                        "{t} is {} with {}, but the group's instance types are {} with {}; its AMI is chosen for them at creation, so a fallback needs the same architecture and accelerators",
+                        arch_words(parsed.arch),
+                        accel_words(parsed.accel),
+                        arch_words(arch),
+                        accel_words(accel)
+                    ),
+                ));
+            } else if let Some(n) = gpus.filter(|n| parsed.accelerators < *n) {
+                out.push(Invalid::at(
+                    &at,
+                    format!(
+                        "{t} has {} GPU(s), fewer than the {n} per node this group's placement promises its workloads",
+                        parsed.accelerators
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+fn arch_words(arch: Arch) -> &'static str {
+    match arch {
+        Arch::X86 => "x86_64",
+        Arch::Arm => "arm64 (Graviton)",
+    }
+}
+
+fn accel_words(accel: Accel) -> &'static str {
+    match accel {
+        Accel::None => "no accelerators",
+        Accel::Nvidia => "NVIDIA GPUs",
+        Accel::Neuron => "Neuron devices",
+    }
+}
+
+// ---------------------------------------------------------------------------------
 // Reading
 // ---------------------------------------------------------------------------------
 
@@ -320,12 +537,27 @@ pub fn spec_of(live: &Nodegroup, prior: Option<&Spec>) -> Spec {
         }
         _ => taints,
     };
+    let subnets = live.subnets().to_vec();
+    // A group that landed on one of the prior's fallbacks is the group the stack
+    // declared.
+    let declared = prior.filter(|p| {
+        candidates(p).iter().any(|c| {
+            same_set(&c.subnet_ids, &subnets) && same_set(&c.instance_types, &instance_types)
+        })
+    });
+    let (subnet_ids, instance_types) = match declared {
+        Some(p) => (p.subnet_ids.clone(), p.instance_types.clone()),
+        None => (
+            in_prior_order(subnets, prior.map(|p| &p.subnet_ids)),
+            in_prior_order(instance_types, prior.map(|p| &p.instance_types)),
+        ),
+    };
     Spec {
         cluster_name: live.cluster_name().unwrap_or_default().to_string(),
         name: live.nodegroup_name().unwrap_or_default().to_string(),
         node_role_arn: live.node_role().unwrap_or_default().to_string(),
-        subnet_ids: in_prior_order(live.subnets().to_vec(), prior.map(|p| &p.subnet_ids)),
-        instance_types: in_prior_order(instance_types, prior.map(|p| &p.instance_types)),
+        subnet_ids,
+        instance_types,
         ami_type,
         capacity_type: live
             .capacity_type()
@@ -346,6 +578,8 @@ pub fn spec_of(live: &Nodegroup, prior: Option<&Spec>) -> Spec {
         labels: tag_map(live.labels()),
         taints,
         tags: user_tags(&tag_map(live.tags())),
+        // Never sent to EKS: what the stack last applied.
+        fallback: prior.and_then(|p| p.fallback.clone()),
     }
 }
 
@@ -358,6 +592,10 @@ fn outputs_of(live: &Nodegroup, spec: &Spec) -> Outputs {
             .unwrap_or_default()
             .to_string(),
         placement: placement(spec),
+        landed: Landed {
+            subnet_ids: live.subnets().to_vec(),
+            instance_types: live.instance_types().to_vec(),
+        },
     }
 }
 
@@ -454,6 +692,33 @@ async fn wait_gone(
         },
     )
     .await
+}
+
+/// Deletes the node group and waits until it is gone; a group (or cluster) already
+/// gone is fine, one already being deleted is waited for.
+async fn remove(
+    ctx: &Ctx,
+    eks: &aws_sdk_eks::Client,
+    (cluster, name): (&str, &str),
+) -> Result<(), ProviderError> {
+    match eks
+        .delete_nodegroup()
+        .cluster_name(cluster)
+        .nodegroup_name(name)
+        .send()
+        .await
+        .map_err(|e| sdk_error(DELETE, e))
+    {
+        Ok(_) => {}
+        // The group, or its whole cluster, is already gone.
+        Err(e) if is_not_found(&e) => return Ok(()),
+        // Already being deleted (an earlier attempt): wait for the end below.
+        Err(e) if code_of(&e) == IN_USE => {
+            eks::already_deleting(e, || describe(eks, cluster, name)).await?;
+        }
+        Err(e) => return Err(e),
+    }
+    wait_gone(ctx, eks, (cluster, name)).await
 }
 
 fn gone(id: &str) -> ProviderError {
@@ -594,11 +859,28 @@ impl Kind for EksNodeGroup {
                 )
                 .default(json!([])),
                 Field::new("tags", Type::Map(Box::new(Type::String)), "AWS tags on the node group.").default(json!({})),
+                // Not force_new, and never sent to EKS: it steers create only.
+                Field::new(
+                    "fallback",
+                    Type::Object(vec![
+                        Field::new("subnet_ids", strings(), "Subnets to try one at a time (in other Availability Zones), with the declared instance types.").default(json!([])),
+                        Field::new("instance_types", strings(), "Instance types to try one at a time in the declared subnets; same architecture and accelerators as instance_types.").default(json!([])),
+                    ]),
+                    "Where create tries next when the declared placement has no capacity (InsufficientInstanceCapacity); changing it changes nothing in the cloud.",
+                ),
             ],
             outputs: vec![
                 Field::new("arn", Type::String, "The node group's ARN."),
                 Field::new("status", Type::String, "CREATING, ACTIVE, UPDATING, DEGRADED, DELETING…"),
                 Field::new("placement", Type::Any, "How workloads land on these nodes: the `node_pool` of kubernetes_* resources.").derived_from(&["name", "instance_types", "capacity_type", "taints"]),
+                Field::new(
+                    "landed",
+                    Type::Object(vec![
+                        Field::new("subnet_ids", strings(), "The subnets the nodes run in."),
+                        Field::new("instance_types", strings(), "The nodes' instance types."),
+                    ]),
+                    "Where the group went: a fallback's subnet or instance type when the declared placement had no capacity.",
+                ),
             ],
         }
     }
@@ -682,6 +964,9 @@ impl Kind for EksNodeGroup {
         }
         check_taints(&spec.taints, &mut out);
         eks::check_tags_and_config(&spec.tags, config, &mut out);
+        if let Some(f) = &spec.fallback {
+            check_fallback(spec, f, &mut out);
+        }
         out
     }
 
@@ -810,27 +1095,13 @@ impl Kind for EksNodeGroup {
         }))
     }
 
+    /// Tries each placement of [`candidates`] in turn while the last one failed for
+    /// capacity, deleting each failed group before the next try; see the module docs.
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
         let eks = config::eks(ctx).await?;
         let (cluster, name) = (spec.cluster_name.as_str(), spec.name.as_str());
         let id = format!("{cluster}/{name}");
         let tags = hash_map(tags_with_ours(&spec.tags, &ctx.address));
-        let send = || {
-            eks.create_nodegroup()
-                .cluster_name(cluster)
-                .nodegroup_name(name)
-                .node_role(&spec.node_role_arn)
-                .set_subnets(Some(spec.subnet_ids.clone()))
-                .set_instance_types(Some(spec.instance_types.clone()))
-                .ami_type(AmiTypes::from(resolved_ami_type(spec).as_str()))
-                .capacity_type(CapacityTypes::from(spec.capacity_type.as_str()))
-                .scaling_config(scaling_config(&spec.scaling, None))
-                .disk_size(to_i32(spec.disk_size))
-                .set_labels(Some(hash_map(spec.labels.clone())))
-                .set_taints(Some(taints_api(&spec.taints)))
-                .set_tags(Some(tags.clone()))
-                .send()
-        };
         let what = Creating {
             call: CREATE,
             noun: "node group",
@@ -838,29 +1109,87 @@ impl Kind for EksNodeGroup {
             id: &id,
             kind: Self::KIND,
         };
-        eks::create_or_adopt(
-            ctx,
-            &what,
-            send,
-            || describe(&eks, cluster, name),
-            || wait_gone(ctx, &eks, (cluster, name)),
-        )
-        .await?;
-        let live = wait_active(
-            ctx,
-            &eks,
-            (cluster, name),
-            CREATE,
-            &format!("creating node group {name} of EKS cluster {cluster}"),
-            CREATE_TIMEOUT,
-        )
-        .await?;
-        let spec = spec_of(&live, Some(spec));
-        Ok(Live {
-            id,
-            outputs: outputs_of(&live, &spec),
-            spec,
-        })
+        let candidates = candidates(spec);
+        // Each failed placement, `types in subnets (why)`, and whether it was capacity.
+        let mut tried: Vec<(String, bool)> = Vec::new();
+        for (i, candidate) in candidates.iter().enumerate() {
+            let send = || {
+                eks.create_nodegroup()
+                    .cluster_name(cluster)
+                    .nodegroup_name(name)
+                    .node_role(&spec.node_role_arn)
+                    .set_subnets(Some(candidate.subnet_ids.clone()))
+                    .set_instance_types(Some(candidate.instance_types.clone()))
+                    .ami_type(AmiTypes::from(resolved_ami_type(spec).as_str()))
+                    .capacity_type(CapacityTypes::from(spec.capacity_type.as_str()))
+                    .scaling_config(scaling_config(&spec.scaling, None))
+                    .disk_size(to_i32(spec.disk_size))
+                    .set_labels(Some(hash_map(spec.labels.clone())))
+                    .set_taints(Some(taints_api(&spec.taints)))
+                    .set_tags(Some(tags.clone()))
+                    .send()
+            };
+            // Refused: this attempt made nothing (an earlier one's group was deleted).
+            eks::create_or_adopt(
+                ctx,
+                &what,
+                send,
+                || describe(&eks, cluster, name),
+                || wait_gone(ctx, &eks, (cluster, name)),
+            )
+            .await
+            .map_err(|e| after_tries(e, &tried))?;
+            let error = match wait_active(
+                ctx,
+                &eks,
+                (cluster, name),
+                CREATE,
+                &format!("creating node group {name} of EKS cluster {cluster}"),
+                CREATE_TIMEOUT,
+            )
+            .await
+            {
+                Ok(live) => {
+                    let spec = spec_of(&live, Some(spec));
+                    return Ok(Live {
+                        id,
+                        outputs: outputs_of(&live, &spec),
+                        spec,
+                    });
+                }
+                Err(e) => e,
+            };
+            let reason = capacity_reason(&error.to_string());
+            tried.push((
+                format!("{} ({})", candidate.describe(), reason.unwrap_or("failed")),
+                reason.is_some(),
+            ));
+            let (Some(reason), Some(next)) = (reason, candidates.get(i + 1)) else {
+                // Another placement cannot fix it, or none is left: keep this group.
+                return Err(ProviderError::tainted(&id, after_tries(error, &tried)));
+            };
+            let plural = candidate.subnet_ids.len() > 1;
+            ctx.progress(&format!(
+                "{} {} no {} capacity ({reason}): trying {}",
+                candidate.subnet_ids.join(", "),
+                if plural { "have" } else { "has" },
+                candidate.instance_types.join("/"),
+                next.as_fallback(spec)
+            ));
+            // The failed group holds the name: it goes before the next try. Should it
+            // not go, it is what the state keeps.
+            remove(ctx, &eks, (cluster, name))
+                .await
+                .map_err(|e| ProviderError::tainted(&id, e))?;
+        }
+        // Not reached: the last candidate's failure returns above.
+        Err(ProviderError::tainted(
+            &id,
+            ProviderError::Failed {
+                call: CREATE.to_string(),
+                message: format!("node group {id}: no placement left to try"),
+            },
+        ))
     }
 
     async fn update(
@@ -943,24 +1272,7 @@ impl Kind for EksNodeGroup {
     ) -> Result<(), ProviderError> {
         let (cluster, name) = parts(id)?;
         let eks = config::eks(ctx).await?;
-        match eks
-            .delete_nodegroup()
-            .cluster_name(cluster)
-            .nodegroup_name(name)
-            .send()
-            .await
-            .map_err(|e| sdk_error(DELETE, e))
-        {
-            Ok(_) => {}
-            // The group, or its whole cluster, is already gone.
-            Err(e) if is_not_found(&e) => return Ok(()),
-            // Already being deleted (an earlier attempt): wait for the end below.
-            Err(e) if code_of(&e) == IN_USE => {
-                eks::already_deleting(e, || describe(&eks, cluster, name)).await?;
-            }
-            Err(e) => return Err(e),
-        }
-        wait_gone(ctx, &eks, (cluster, name)).await
+        remove(ctx, &eks, (cluster, name)).await
     }
 
     async fn health(
@@ -1018,6 +1330,7 @@ mod tests {
                 effect: "NO_SCHEDULE".into(),
             }],
             tags: BTreeMap::new(),
+            fallback: None,
         }
     }
 
@@ -1063,6 +1376,10 @@ mod tests {
         let full = Spec {
             ami_type: Some("AL2023_x86_64_NVIDIA".into()),
             tags: BTreeMap::from([("team".to_string(), "ml".to_string())]),
+            fallback: Some(Fallback {
+                subnet_ids: vec!["subnet-0bbbbbbbbbbbbbbbb".into()],
+                instance_types: vec!["g5.2xlarge".into()],
+            }),
             ..base()
         };
         let outputs = outputs_of(&live_of(&full, "eks_node_group.gpu"), &full);
@@ -1454,5 +1771,191 @@ mod tests {
         assert!(EksNodeGroup::validate_peers(&al2, &[peer("1.32")]).is_empty());
         assert!(EksNodeGroup::validate_peers(&json!({}), &[peer("1.33")]).is_empty());
         assert!(EksNodeGroup::validate_peers(&al2, &[peer(UNKNOWN)]).is_empty());
+    }
+
+    fn with_fallback(subnet_ids: &[&str], instance_types: &[&str]) -> Spec {
+        Spec {
+            fallback: Some(Fallback {
+                subnet_ids: subnet_ids.iter().map(|s| s.to_string()).collect(),
+                instance_types: instance_types.iter().map(|t| t.to_string()).collect(),
+            }),
+            ..base()
+        }
+    }
+
+    const B: &str = "subnet-0bbbbbbbbbbbbbbbb";
+    const C: &str = "subnet-0cccccccccccccccc";
+
+    #[test]
+    fn candidates_try_each_fallback_subnet_then_each_fallback_instance_type() {
+        let c = |subnets: &[&str], types: &[&str]| Candidate {
+            subnet_ids: subnets.iter().map(|s| s.to_string()).collect(),
+            instance_types: types.iter().map(|t| t.to_string()).collect(),
+        };
+        let declared = c(&["subnet-0aaaaaaaaaaaaaaaa"], &["g5.xlarge"]);
+        assert_eq!(candidates(&base()), vec![declared.clone()]);
+        let spec = with_fallback(&[B, C], &["g5.2xlarge", "g6.xlarge"]);
+        let all = candidates(&spec);
+        assert_eq!(
+            all,
+            vec![
+                declared,
+                c(&[B], &["g5.xlarge"]),
+                c(&[C], &["g5.xlarge"]),
+                c(&["subnet-0aaaaaaaaaaaaaaaa"], &["g5.2xlarge"]),
+                c(&["subnet-0aaaaaaaaaaaaaaaa"], &["g6.xlarge"]),
+            ]
+        );
+        assert_eq!(all[1].as_fallback(&spec), format!("fallback subnet {B}"));
+        assert_eq!(
+            all[3].as_fallback(&spec),
+            "fallback instance type g5.2xlarge"
+        );
+    }
+
+    #[test]
+    fn only_capacity_failures_fall_back() {
+        // What wait_active reports for the sandbox's (and EKS's) CREATE_FAILED group.
+        let launch = "eks:CreateNodegroup failed: node group gpu of cluster ml is CREATE_FAILED: AsgInstanceLaunchFailures: Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested (us-east-1a). (eks-gpu-1)";
+        assert_eq!(
+            capacity_reason(launch),
+            Some("InsufficientInstanceCapacity")
+        );
+        assert_eq!(
+            capacity_reason("AsgInstanceLaunchFailures: Could not launch Spot Instances. UnfulfillableCapacity - Unable to fulfill capacity due to your request configuration."),
+            Some("UnfulfillableCapacity")
+        );
+        for other in [
+            "AsgInstanceLaunchFailures: Could not launch On-Demand Instances. VcpuLimitExceeded - You have requested more vCPU capacity than your current vCPU limit of 8 allows",
+            "InsufficientFreeAddresses: subnet is full",
+            "NodeCreationFailure: Instances failed to join the kubernetes cluster",
+        ] {
+            assert_eq!(capacity_reason(other), None, "{other}");
+        }
+        let tried = vec![
+            (
+                "g5.xlarge in subnet-a (InsufficientInstanceCapacity)".to_string(),
+                true,
+            ),
+            ("g5.2xlarge in subnet-a (failed)".to_string(), false),
+        ];
+        let e = after_tries(ProviderError::Unsupported("boom".into()), &tried);
+        assert_eq!(
+            e.to_string(),
+            "eks:CreateNodegroup failed: tried g5.xlarge in subnet-a (InsufficientInstanceCapacity); g5.2xlarge in subnet-a (failed); the last attempt failed: boom"
+        );
+        let alone = after_tries(ProviderError::Unsupported("boom".into()), &tried[..1]);
+        assert_eq!(alone.to_string(), "boom");
+    }
+
+    #[test]
+    fn a_group_on_a_fallback_reads_back_as_declared_and_says_where_it_landed() {
+        let spec = with_fallback(&[B], &["g5.2xlarge"]);
+        for placed in candidates(&spec) {
+            let live = live_of(
+                &Spec {
+                    subnet_ids: placed.subnet_ids.clone(),
+                    instance_types: placed.instance_types.clone(),
+                    ..spec.clone()
+                },
+                "eks_node_group.gpu",
+            );
+            assert_eq!(spec_of(&live, Some(&spec)), spec, "{placed:?}");
+            let landed = outputs_of(&live, &spec).landed;
+            assert_eq!(
+                (landed.subnet_ids, landed.instance_types),
+                (placed.subnet_ids.clone(), placed.instance_types.clone())
+            );
+        }
+        // Not a candidate: drift, shown as the live group is.
+        let elsewhere = live_of(
+            &Spec {
+                instance_types: vec!["g6.xlarge".into()],
+                ..spec.clone()
+            },
+            "eks_node_group.gpu",
+        );
+        assert_eq!(
+            spec_of(&elsewhere, Some(&spec)).instance_types,
+            ["g6.xlarge"]
+        );
+        let fallback_type = live_of(&candidate_spec(&spec, 2), "eks_node_group.gpu");
+        assert_eq!(
+            spec_of(&fallback_type, Some(&base())).instance_types,
+            ["g5.2xlarge"],
+            "without the prior's fallback it is drift"
+        );
+        // The fallback itself is the prior's: changing it is no change of the group.
+        let other = with_fallback(&[C], &[]);
+        assert_eq!(
+            spec_of(&live_of(&base(), "x.y"), Some(&other)).fallback,
+            other.fallback
+        );
+    }
+
+    fn candidate_spec(spec: &Spec, i: usize) -> Spec {
+        let c = &candidates(spec)[i];
+        Spec {
+            subnet_ids: c.subnet_ids.clone(),
+            instance_types: c.instance_types.clone(),
+            ..spec.clone()
+        }
+    }
+
+    #[test]
+    fn fallback_validation() {
+        let cases: Vec<(Spec, &str, &str)> = vec![
+            (with_fallback(&[B, C], &["g5.2xlarge", "g6.xlarge"]), "", ""),
+            (with_fallback(&[], &[]), "fallback", "names no fallback"),
+            (
+                with_fallback(&["subnet-zz"], &[]),
+                "fallback.subnet_ids.0",
+                "not a subnet id",
+            ),
+            (
+                with_fallback(&[B, B], &[]),
+                "fallback.subnet_ids.1",
+                "listed twice",
+            ),
+            (
+                with_fallback(&["subnet-0aaaaaaaaaaaaaaaa"], &[]),
+                "fallback.subnet_ids.0",
+                "in subnet_ids already",
+            ),
+            (
+                with_fallback(&[], &["g5.2xlarge", "g5.2xlarge"]),
+                "fallback.instance_types.1",
+                "listed twice",
+            ),
+            (
+                with_fallback(&[], &["g5.xlarge"]),
+                "fallback.instance_types.0",
+                "in instance_types already",
+            ),
+            (
+                with_fallback(&[], &["g5-2xlarge"]),
+                "fallback.instance_types.0",
+                "not an EC2 instance type",
+            ),
+            (
+                with_fallback(&[], &["m5.large"]),
+                "fallback.instance_types.0",
+                "same architecture and accelerators",
+            ),
+            (
+                with_fallback(&[], &["g5g.xlarge"]),
+                "fallback.instance_types.0",
+                "arm64",
+            ),
+            (
+                Spec {
+                    instance_types: vec!["g5.12xlarge".into()],
+                    ..with_fallback(&[], &["g5.2xlarge"])
+                },
+                "fallback.instance_types.0",
+                "fewer than the 4 per node",
+            ),
+        ];
+        assert_validation::<EksNodeGroup>(cases, &Value::Null);
     }
 }

@@ -259,34 +259,33 @@ pub async fn preflight(ctx: &Ctx, needs: &[Need]) -> Result<Vec<Finding>, Provid
             continue;
         }
         let project = &reader.project;
-        let request = format!(
-            "Request more on the console's Quotas page (IAM & Admin → Quotas & System Limits): metric compute.googleapis.com/{}, region {region_name}, project {project}",
-            metric.to_lowercase()
-        );
         let head = format!(
-            "quota {metric} in {region_name} (project {project}): {} left of {} ({} in use; compute.regions.get)",
+            "quota {metric} in {region_name} (project {project}): {} left of {}, {} in use (compute.regions.get)",
             amount(left),
             amount(limit),
             amount(usage)
         );
+        let request = format!(
+            "  to ask for more: the console's Quotas page (IAM & Admin → Quotas & System Limits), metric compute.googleapis.com/{}, region {region_name}",
+            metric.to_lowercase()
+        );
+        let who = tally.listing("    ");
         if tally.min > left {
             findings.push(Finding::error(
                 tally.addresses(),
                 format!(
-                    "{head}; the stack's node pools need {} more at their initial size and {} at their maximum ({}). {request}.",
+                    "{head}\n  the stack's node pools need {} more at their initial size and {} at their maximum:\n{who}\n{request}",
                     amount(tally.min),
                     amount(tally.max),
-                    tally.who()
                 ),
             ));
         } else {
             findings.push(Finding::warning(
                 tally.addresses(),
                 format!(
-                    "{head}: enough for the node pools' initial size ({}) but not their maximum ({}), so the autoscaler stops short ({}). {request}.",
+                    "{head}\n  enough for the node pools' initial size ({}) but not their maximum ({}): the autoscaler will stop short\n{who}\n{request}",
                     amount(tally.min),
                     amount(tally.max),
-                    tally.who()
                 ),
             ));
         }
@@ -368,15 +367,22 @@ async fn check_offered(
             let where_else = if elsewhere.is_empty() {
                 format!("no zone of {region_name} offers it")
             } else {
-                format!("{region_name} offers it in {}", elsewhere.join(", "))
+                format!(
+                    "{region_name} offers it in {}: place the pool's cluster in one of those zones",
+                    elsewhere.join(", ")
+                )
             };
             ok = false;
             findings.push(Finding::error(
                 vec![address.to_string()],
                 format!(
-                    "{address}: {} {name} is not offered in {} ({}); {where_else}. Place the pool's cluster there, or declare a fallback zone.",
+                    "{address}: {} {name} is not offered in {} ({}); {where_else}.",
                     what.noun(),
-                    missing.iter().map(|z| z.as_str()).collect::<Vec<_>>().join(", "),
+                    missing
+                        .iter()
+                        .map(|z| z.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     what.call()
                 ),
             ));
@@ -511,6 +517,40 @@ fn tpu_metric(machine: &str, spot: bool) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Offline, the preflight gives up after one retry, naming the call, instead of
+    /// holding the plan through the provider's eight.
+    #[tokio::test]
+    async fn an_unreachable_compute_api_fails_at_once_naming_the_call() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let token = dir.path().join("token");
+        std::fs::write(&token, "t\n").expect("token file");
+        let config = serde_json::json!({
+            "project": "p",
+            "access_token_file": token.display().to_string(),
+            "retry_base_delay": "1ms",
+            "max_retries": 8,
+            "endpoints": {"compute": "http://127.0.0.1:9/"},
+        });
+        let ctx = Ctx::new("gke_node_pool.gpu", config);
+        let need = Need {
+            address: "gke_node_pool.gpu".into(),
+            after: vec![Demand {
+                region: "us-central1".into(),
+                machine_types: vec!["n1-standard-8".into()],
+                nodes: (1, 1),
+                ..Demand::default()
+            }],
+            before: Vec::new(),
+        };
+        let started = std::time::Instant::now();
+        let e = preflight(&ctx, &[need]).await.expect_err("nothing listens");
+        assert!(
+            e.to_string().starts_with("compute.regions.get failed"),
+            "{e}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
 
     #[test]
     fn quota_metrics_are_named_as_compute_engine_names_them() {

@@ -4,6 +4,16 @@
 //! Autoscaling, node count, taints and labels change in place (setAutoscaling, setSize,
 //! update); machine type, accelerators, Spot/preemptible, scopes and disks are fixed
 //! at creation, so changing them replaces the pool.
+//!
+//! Creation survives stockouts: a pool whose create operation fails for capacity
+//! (`GCE_STOCKOUT`, `ZONE_RESOURCE_POOL_EXHAUSTED`) is deleted and made again in each
+//! `fallback` zone, then with each fallback machine type ([`candidates`]); the
+//! `landed` output says where it went, and reads report the declared spec for any of
+//! those placements, so a fallback is not drift. `fallback` itself only steers create:
+//! changing it touches no API. A pool that was made but did not come out right (every
+//! placement out of capacity, an operation that failed, a wait that timed out) is
+//! returned as tainted, so the engine keeps it in the state and the next plan replaces
+//! it instead of leaving it behind.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -13,7 +23,7 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::client::{client, status_of, Request};
+use super::client::{client, status_of, Client, Request};
 use super::config::Api;
 use super::{
     by_parent, catalog, id_parts, is_ours, labels_with_ours, list_key, not_ours, operation,
@@ -51,6 +61,26 @@ pub struct Gpu {
 #[serde(deny_unknown_fields)]
 pub struct Tpu {
     pub topology: String,
+}
+
+/// Where else create may put the pool when its declared placement is out of capacity:
+/// other zones of the cluster's region (the pool's `locations`), other machine types.
+/// Only create reads it (see [`candidates`]).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fallback {
+    #[serde(default)]
+    pub zones: Vec<String>,
+    #[serde(default)]
+    pub machine_types: Vec<String>,
+}
+
+/// Where the pool's nodes went: its zones and machine type.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Landed {
+    pub zones: Vec<String>,
+    pub machine_type: String,
 }
 
 // serde's defaults, the same as the schema's (checked by `schema_mismatches`).
@@ -95,6 +125,8 @@ pub struct Spec {
     pub scopes: Vec<String>,
     pub disk_size_gb: Option<i64>,
     pub disk_type: Option<String>,
+    /// Create-time only: where to try next on a stockout.
+    pub fallback: Option<Fallback>,
 }
 
 /// What `gke_node_pool` reports after apply.
@@ -109,6 +141,9 @@ pub struct Outputs {
     pub placement: Value,
     pub version: String,
     pub status: String,
+    /// Where the nodes are: a fallback's zone or machine type when the declared
+    /// placement was out of capacity.
+    pub landed: Landed,
 }
 
 const CREATE: &str = "container.projects.locations.clusters.nodePools.create";
@@ -258,6 +293,127 @@ pub fn create_body(spec: &Spec, address: &str) -> Result<Value, ProviderError> {
     Ok(json!({ "nodePool": pool }))
 }
 
+/// One placement a create tries: a machine type, in the cluster's own zones (`zone`
+/// `None`) or in one fallback zone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    pub zone: Option<String>,
+    pub machine_type: String,
+}
+
+impl Candidate {
+    /// How a progress line names this candidate as the next one tried.
+    fn as_fallback(&self, declared_machine_type: &str) -> String {
+        match (&self.zone, self.machine_type == declared_machine_type) {
+            (Some(z), true) => format!("fallback zone {z}"),
+            (None, _) => format!("fallback machine type {}", self.machine_type),
+            (Some(z), false) => format!(
+                "fallback machine type {} in fallback zone {z}",
+                self.machine_type
+            ),
+        }
+    }
+}
+
+/// The placements a create tries, in order: the declared one; the declared machine
+/// type in each fallback zone; then each fallback machine type in the declared
+/// placement and in each fallback zone. Moving zones first keeps the machine the stack
+/// asked for whenever any zone has it.
+pub fn candidates(spec: &Spec) -> Vec<Candidate> {
+    let at = |zone: Option<&String>, machine_type: &String| Candidate {
+        zone: zone.cloned(),
+        machine_type: machine_type.clone(),
+    };
+    let mut out = vec![at(None, &spec.machine_type)];
+    if let Some(f) = &spec.fallback {
+        out.extend(f.zones.iter().map(|z| at(Some(z), &spec.machine_type)));
+        for m in &f.machine_types {
+            out.push(at(None, m));
+            out.extend(f.zones.iter().map(|z| at(Some(z), m)));
+        }
+    }
+    // Validation refuses repeats; were one to slip through, trying it again would only
+    // repeat its failure.
+    let mut seen = Vec::new();
+    out.retain(|c| {
+        let new = !seen.contains(c);
+        if new {
+            seen.push(c.clone());
+        }
+        new
+    });
+    out
+}
+
+/// The CreateNodePoolRequest body for `spec` placed at `candidate`: its machine type,
+/// and `nodePool.locations` set to the candidate's zone when it has one.
+///
+/// Fails as [`create_body`].
+pub fn candidate_body(
+    spec: &Spec,
+    address: &str,
+    candidate: &Candidate,
+) -> Result<Value, ProviderError> {
+    let placed = Spec {
+        machine_type: candidate.machine_type.clone(),
+        ..spec.clone()
+    };
+    let mut body = create_body(&placed, address)?;
+    if let Some(zone) = &candidate.zone {
+        body["nodePool"]["locations"] = json!([zone]);
+    }
+    Ok(body)
+}
+
+/// The capacity marker in a failed create's message — GKE's `GCE_STOCKOUT`, Compute
+/// Engine's `ZONE_RESOURCE_POOL_EXHAUSTED`, or its plain-words form — or `None` when the
+/// pool failed for another reason (which another placement would not fix).
+pub fn stockout_reason(message: &str) -> Option<&'static str> {
+    if message.contains("GCE_STOCKOUT") {
+        Some("GCE_STOCKOUT")
+    } else if message.contains("ZONE_RESOURCE_POOL_EXHAUSTED") {
+        Some("ZONE_RESOURCE_POOL_EXHAUSTED")
+    } else if message.contains("does not have enough resources available") {
+        Some("not enough resources available")
+    } else {
+        None
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// The error a create ends with after `tried` placements (`machine in zones (why)`
+/// each): `error` itself when only the declared placement was tried, else one naming
+/// every placement tried before it.
+fn after_tries(error: ProviderError, tried: &[(String, bool)]) -> ProviderError {
+    if tried.len() < 2 {
+        return error;
+    }
+    let list: Vec<String> = tried.iter().map(|(t, _)| t.clone()).collect();
+    let message = if tried.iter().all(|(_, capacity)| *capacity) {
+        format!(
+            "every placement tried was out of capacity: {}; the last attempt failed: {error}",
+            list.join(", ")
+        )
+    } else {
+        format!(
+            "tried {}; the last attempt failed: {error}",
+            list.join(", ")
+        )
+    };
+    ProviderError::Failed {
+        call: CREATE.to_string(),
+        message,
+    }
+}
+
 /// The spec a live pool shows; what the API cannot report comes from `prior`.
 pub fn spec_of(live: &Value, cluster: &str, prior: Option<&Spec>) -> Spec {
     let config = &live["config"];
@@ -336,6 +492,17 @@ pub fn spec_of(live: &Value, cluster: &str, prior: Option<&Spec>) -> Spec {
                 .collect()
         })
         .unwrap_or_default();
+    // A pool that landed on a fallback machine type is the pool the stack declared.
+    let machine_type = match prior {
+        Some(p)
+            if p.fallback
+                .as_ref()
+                .is_some_and(|f| f.machine_types.contains(&machine_type)) =>
+        {
+            p.machine_type.clone()
+        }
+        _ => machine_type,
+    };
     Spec {
         name: live["name"].as_str().unwrap_or_default().to_string(),
         cluster: cluster.to_string(),
@@ -363,6 +530,8 @@ pub fn spec_of(live: &Value, cluster: &str, prior: Option<&Spec>) -> Spec {
         } else {
             config["diskType"].as_str().map(str::to_string)
         },
+        // Never sent to GKE: what the stack last applied.
+        fallback: prior.and_then(|p| p.fallback.clone()),
     }
 }
 
@@ -437,12 +606,30 @@ pub fn placement(spec: &Spec) -> Value {
     })
 }
 
+/// The strings of a JSON list; empty when it is not one.
+fn strings(list: &Value) -> Vec<String> {
+    list.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn outputs_of(live: &Value, spec: &Spec) -> Outputs {
     Outputs {
         node_selector: node_selector(spec),
         placement: placement(spec),
         version: live["version"].as_str().unwrap_or_default().to_string(),
         status: live["status"].as_str().unwrap_or_default().to_string(),
+        landed: Landed {
+            zones: strings(&live["locations"]),
+            machine_type: live["config"]["machineType"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+        },
     }
 }
 
@@ -542,6 +729,207 @@ async fn mutate(
     .await
 }
 
+/// What is wrong with `zone` as a fallback zone of a pool on a cluster at `location`
+/// (a region or a zone): not a zone of the cluster's region, or the cluster's own zone
+/// (where the pool goes first anyway).
+fn fallback_zone_problem(zone: &str, location: &str) -> Option<String> {
+    let region = catalog::region_of_zone(location).unwrap_or(location);
+    if let Err(m) = catalog::check_zone_in_region(zone, region) {
+        return Some(format!(
+            "{m}; a node pool's zones are zones of its cluster's region"
+        ));
+    }
+    (zone == location).then(|| {
+        format!("{zone} is the cluster's zone, where the pool is created first; name other zones of {region}")
+    })
+}
+
+/// Problems with `fallback`, at `fallback.zones.N` and `fallback.machine_types.N`: a
+/// fallback with nothing in it, zones that do not exist (or lie outside the cluster's
+/// region when its id says where it is), machine types GKE does not have or that do not
+/// take the pool's GPUs, and anything listed twice or already declared.
+fn check_fallback(spec: &Spec, f: &Fallback, out: &mut Vec<Invalid>) {
+    if f.zones.is_empty() && f.machine_types.is_empty() {
+        out.push(Invalid::at(
+            "fallback",
+            "names no fallback; list zones = [\"us-central1-b\", …] or machine_types = [\"n1-standard-16\", …], or leave fallback out",
+        ));
+    }
+    let location = id_parts(&spec.cluster, &["projects", "locations", "clusters"])
+        .and_then(|p| p.get(1).map(|l| (*l).to_string()))
+        .filter(|l| catalog::check_location(l).is_ok());
+    for (i, zone) in f.zones.iter().enumerate() {
+        let at = format!("fallback.zones.{i}");
+        if f.zones[..i].contains(zone) {
+            out.push(Invalid::at(&at, format!("{zone} is listed twice")));
+            continue;
+        }
+        let problem = match &location {
+            Some(l) => fallback_zone_problem(zone, l),
+            None => catalog::check_zone(zone).err(),
+        };
+        if let Some(m) = problem {
+            out.push(Invalid::at(&at, m));
+        }
+    }
+    let is_tpu = catalog::is_tpu_machine_type(&spec.machine_type);
+    for (i, machine) in f.machine_types.iter().enumerate() {
+        let at = format!("fallback.machine_types.{i}");
+        if f.machine_types[..i].contains(machine) {
+            out.push(Invalid::at(&at, format!("{machine} is listed twice")));
+            continue;
+        }
+        if *machine == spec.machine_type {
+            out.push(Invalid::at(
+                &at,
+                format!("{machine} is the pool's machine_type already"),
+            ));
+            continue;
+        }
+        if let Err(m) = catalog::check_machine_type(machine) {
+            out.push(Invalid::at(&at, m));
+            continue;
+        }
+        // The pool's placement output (node labels, accelerators) is what workloads
+        // are scheduled by: a fallback must not change it.
+        if is_tpu || catalog::is_tpu_machine_type(machine) {
+            out.push(Invalid::at(
+                &at,
+                "a TPU slice's machine type fixes its generation and shape; TPU pools fall back over zones only",
+            ));
+        } else if let Some(gpu) = &spec.gpu {
+            if let Ok(count) = u32::try_from(gpu.count) {
+                if let Err(m) = catalog::check_gpu(machine, &gpu.kind, count) {
+                    out.push(Invalid::at(&at, m));
+                }
+            }
+        } else if catalog::built_in_gpus(machine) != catalog::built_in_gpus(&spec.machine_type) {
+            out.push(Invalid::at(
+                &at,
+                format!(
+                    "{machine} carries other GPUs than {} (built in), so workloads placed on this pool would not fit it; pick a machine type of the same family",
+                    spec.machine_type
+                ),
+            ));
+        }
+    }
+}
+
+/// How one create attempt ended.
+enum Attempt {
+    /// The pool is RUNNING.
+    Made,
+    /// The create call was refused: this attempt made nothing.
+    Refused(ProviderError),
+    /// The pool exists but did not come out right (its operation failed, the wait
+    /// timed out, an adopted pool is in ERROR).
+    Failed(ProviderError),
+}
+
+/// Creates the pool at `candidate` and waits for it, adopting the pool an earlier
+/// attempt of this address made when the name is taken. The caller holds the cluster's
+/// lock.
+async fn attempt(ctx: &Ctx, c: &Client, spec: &Spec, id: &str, candidate: &Candidate) -> Attempt {
+    let body = match candidate_body(spec, &ctx.address, candidate) {
+        Ok(body) => body,
+        Err(e) => return Attempt::Refused(e),
+    };
+    let req = Request::new(
+        CREATE,
+        Api::Container,
+        Method::POST,
+        format!("v1/{}/nodePools", spec.cluster),
+    )
+    .body(body);
+    let timeout = c.config.timeout(GkeNodePool::KIND);
+    let waited = match c.send(ctx, &req).await {
+        Ok(op) => match op_path(id, &op) {
+            Ok(path) => {
+                operation::wait(ctx, c, &operation::CONTAINER, CREATE, &path, &op, timeout).await
+            }
+            Err(e) => Err(e),
+        },
+        Err(e) if status_of(&e) == Some(409) => {
+            let live = match get(ctx, id).await {
+                Ok(Some(live)) => live,
+                Ok(None) => return Attempt::Refused(e),
+                Err(g) => return Attempt::Refused(g),
+            };
+            if !is_ours(&live["config"]["resourceLabels"], &ctx.address) {
+                return Attempt::Refused(not_ours(
+                    CREATE,
+                    "node pool",
+                    id,
+                    GkeNodePool::KIND,
+                    &ctx.address,
+                ));
+            }
+            ctx.progress("adopting the node pool an earlier attempt created");
+            operation::until_ready(ctx, c, GET, &format!("node pool {id}"), timeout, || async {
+                let Some(l) = get(ctx, id).await? else {
+                    return Ok(None);
+                };
+                let s = l["status"].as_str().unwrap_or("PROVISIONING");
+                // An ERROR pool stays so: waiting longer would only time out.
+                if s == "ERROR" {
+                    return Err(ProviderError::Failed {
+                        call: CREATE.to_string(),
+                        message: format!(
+                            "node pool {id} is in ERROR: {}",
+                            l["statusMessage"].as_str().unwrap_or("GKE gave no reason")
+                        ),
+                    });
+                }
+                Ok(Some((s == "RUNNING", s.to_lowercase())))
+            })
+            .await
+        }
+        Err(e) => return Attempt::Refused(e),
+    };
+    match waited {
+        Ok(()) => Attempt::Made,
+        Err(e) => Attempt::Failed(e),
+    }
+}
+
+/// The zones the pool `id` was put in (GKE's `locations`), or its cluster's location
+/// when they cannot be read: for the messages about a failed placement.
+async fn landed_zones(ctx: &Ctx, id: &str) -> Vec<String> {
+    let zones = match get(ctx, id).await {
+        Ok(Some(live)) => strings(&live["locations"]),
+        _ => Vec::new(),
+    };
+    if !zones.is_empty() {
+        return zones;
+    }
+    parts(id)
+        .ok()
+        .and_then(|p| p.get(1).map(|l| vec![(*l).to_string()]))
+        .unwrap_or_default()
+}
+
+/// Deletes the pool `id` and waits until it is gone; a pool already gone is fine. The
+/// caller holds the cluster's lock.
+async fn remove(ctx: &Ctx, c: &Client, id: &str) -> Result<(), ProviderError> {
+    let req = Request::new(DELETE, Api::Container, Method::DELETE, format!("v1/{id}"));
+    match c.send(ctx, &req).await {
+        Ok(op) => {
+            operation::wait(
+                ctx,
+                c,
+                &operation::CONTAINER,
+                DELETE,
+                &op_path(id, &op)?,
+                &op,
+                c.config.timeout(GkeNodePool::KIND),
+            )
+            .await
+        }
+        Err(e) if status_of(&e) == Some(404) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 #[async_trait]
 impl Kind for GkeNodePool {
     type Spec = Spec;
@@ -593,12 +981,29 @@ impl Kind for GkeNodePool {
                     .force_new(),
                 Field::new("disk_size_gb", Type::Int, "Boot disk size per node.").force_new(),
                 Field::new("disk_type", Type::String, "Boot disk type (pd-standard, pd-balanced, pd-ssd).").force_new(),
+                // Not force_new, and never sent to GKE: it steers create only.
+                Field::new(
+                    "fallback",
+                    Type::Object(vec![
+                        Field::new("zones", Type::List(Box::new(Type::String)), "Zones of the cluster's region to put the pool in instead, in order.").default(json!([])),
+                        Field::new("machine_types", Type::List(Box::new(Type::String)), "Machine types to use instead, in order: in the declared zones, then in each fallback zone.").default(json!([])),
+                    ]),
+                    "Where create tries next when the declared placement is out of capacity (GCE_STOCKOUT); changing it changes nothing in the cloud.",
+                ),
             ],
             outputs: vec![
                 Field::new("node_selector", Type::Map(Box::new(Type::String)), "Node labels that select this pool's nodes."),
                 Field::new("placement", Type::Any, "Selector, taints, accelerators and spot-ness, for a kubernetes_job's node_pool.").derived_from(&["name", "machine_type", "gpu", "tpu", "spot", "preemptible", "taints"]),
                 Field::new("version", Type::String, "The nodes' Kubernetes version."),
                 Field::new("status", Type::String, "The pool's status."),
+                Field::new(
+                    "landed",
+                    Type::Object(vec![
+                        Field::new("zones", Type::List(Box::new(Type::String)), "The zones the nodes are in."),
+                        Field::new("machine_type", Type::String, "The nodes' machine type."),
+                    ]),
+                    "Where the pool went: a fallback's zone or machine type when the declared placement was out of capacity.",
+                ),
             ],
         }
     }
@@ -710,11 +1115,14 @@ impl Kind for GkeNodePool {
         if spec.disk_size_gb.is_some_and(|d| d < 10) {
             out.push(Invalid::at("disk_size_gb", "must be at least 10"));
         }
+        if let Some(f) = &spec.fallback {
+            check_fallback(spec, f, &mut out);
+        }
         out
     }
 
-    fn validate_peers(_spec: &Value, peers: &[Peer]) -> Vec<Invalid> {
-        peers
+    fn validate_peers(spec: &Value, peers: &[Peer]) -> Vec<Invalid> {
+        let mut out: Vec<Invalid> = peers
             .iter()
             .filter(|p| p.kind == "gke_cluster" && p.spec["mode"] == "autopilot")
             .map(|p| {
@@ -723,7 +1131,27 @@ impl Kind for GkeNodePool {
                     format!("{} is an Autopilot cluster, which manages its nodes itself and has no node pools; remove this pool or set mode = \"standard\" on {}", p.address, p.address),
                 )
             })
-            .collect()
+            .collect();
+        // The cluster this stack makes has no id before apply, so its location (which
+        // the fallback zones must agree with) comes from its spec.
+        let location = peers
+            .iter()
+            .filter(|p| p.kind == "gke_cluster")
+            .find_map(|p| crate::usage::known(&p.spec["location"]));
+        if let Some(location) = location.filter(|l| catalog::check_location(l).is_ok()) {
+            let zones = spec["fallback"]["zones"]
+                .as_array()
+                .map_or(&[][..], Vec::as_slice);
+            for (i, zone) in zones.iter().enumerate() {
+                let Some(zone) = crate::usage::known(zone) else {
+                    continue;
+                };
+                if let Some(m) = fallback_zone_problem(zone, location) {
+                    out.push(Invalid::at(&format!("fallback.zones.{i}"), m));
+                }
+            }
+        }
+        out
     }
 
     /// The pool's VMs between its autoscaling bounds (nodes per zone × the cluster's
@@ -921,64 +1349,69 @@ impl Kind for GkeNodePool {
         Ok(out)
     }
 
+    /// Tries each placement of [`candidates`] in turn while the last one failed for
+    /// capacity, deleting each failed pool before the next try; see the module docs.
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
         let id = format!("{}/nodePools/{}", spec.cluster, spec.name);
         parts(&id)?;
         let c = client(ctx)?;
-        let timeout = c.config.timeout(Self::KIND);
-        let req = Request::new(
-            CREATE,
-            Api::Container,
-            Method::POST,
-            format!("v1/{}/nodePools", spec.cluster),
-        )
-        .body(create_body(spec, &ctx.address)?);
         let lock = cluster_lock(ctx, &spec.cluster);
         let _turn = lock.lock().await;
-        match c.send(ctx, &req).await {
-            Ok(op) => {
-                operation::wait(
-                    ctx,
-                    &c,
-                    &operation::CONTAINER,
-                    CREATE,
-                    &op_path(&id, &op)?,
-                    &op,
-                    timeout,
-                )
-                .await?
-            }
-            Err(e) if status_of(&e) == Some(409) => {
-                let live = get(ctx, &id).await?.ok_or(e)?;
-                if !is_ours(&live["config"]["resourceLabels"], &ctx.address) {
-                    return Err(not_ours(CREATE, "node pool", &id, Self::KIND, &ctx.address));
-                }
-                ctx.progress("adopting the node pool an earlier attempt created");
-                operation::until_ready(
-                    ctx,
-                    &c,
-                    GET,
-                    &format!("node pool {id}"),
-                    timeout,
-                    || async {
-                        Ok(get(ctx, &id).await?.map(|l| {
-                            let s = l["status"].as_str().unwrap_or("PROVISIONING").to_string();
-                            (s == "RUNNING", s.to_lowercase())
-                        }))
-                    },
-                )
-                .await?;
-            }
-            Err(e) => return Err(e),
+        let candidates = candidates(spec);
+        // Each failed placement, `machine in zones (why)`, and whether it was capacity.
+        let mut tried: Vec<(String, bool)> = Vec::new();
+        for (i, candidate) in candidates.iter().enumerate() {
+            let error = match attempt(ctx, &c, spec, &id, candidate).await {
+                Attempt::Made => break,
+                // Nothing of this attempt exists (an earlier one's pool was deleted).
+                Attempt::Refused(e) => return Err(after_tries(e, &tried)),
+                Attempt::Failed(e) => e,
+            };
+            let zones = match &candidate.zone {
+                Some(z) => vec![z.clone()],
+                None => landed_zones(ctx, &id).await,
+            };
+            let reason = stockout_reason(&error.to_string());
+            tried.push((
+                format!(
+                    "{} in {} ({})",
+                    candidate.machine_type,
+                    and_list(&zones),
+                    reason.unwrap_or("failed")
+                ),
+                reason.is_some(),
+            ));
+            let (Some(reason), Some(next)) = (reason, candidates.get(i + 1)) else {
+                // Another placement cannot fix it, or none is left: keep this pool.
+                return Err(ProviderError::tainted(&id, after_tries(error, &tried)));
+            };
+            ctx.progress(&format!(
+                "{} {} out of {} ({reason}): trying {}",
+                and_list(&zones),
+                if zones.len() == 1 { "is" } else { "are" },
+                candidate.machine_type,
+                next.as_fallback(&spec.machine_type)
+            ));
+            // The failed pool holds the name: it goes before the next try. Should it not
+            // go, it is what the state keeps.
+            remove(ctx, &c, &id)
+                .await
+                .map_err(|e| ProviderError::tainted(&id, e))?;
         }
-        self.read(ctx, &id, Some(spec)).await?.ok_or_else(|| {
-            ProviderError::api(
-                GET,
-                404,
-                "NOT_FOUND",
-                format!("node pool {id} vanished right after it was created"),
-            )
-        })
+        match self.read(ctx, &id, Some(spec)).await {
+            Ok(Some(live)) => Ok(live),
+            Ok(None) => Err(ProviderError::tainted(
+                &id,
+                ProviderError::api(
+                    GET,
+                    404,
+                    "NOT_FOUND",
+                    format!("node pool {id} vanished right after it was created"),
+                ),
+            )),
+            // Made, but unread: kept as tainted rather than forgotten.
+            Err(e) => Err(ProviderError::tainted(&id, e)),
+        }
     }
 
     async fn update(
@@ -1049,28 +1482,7 @@ impl Kind for GkeNodePool {
         let c = client(ctx)?;
         let lock = cluster_lock(ctx, &cluster_of(id));
         let _turn = lock.lock().await;
-        match c
-            .send(
-                ctx,
-                &Request::new(DELETE, Api::Container, Method::DELETE, format!("v1/{id}")),
-            )
-            .await
-        {
-            Ok(op) => {
-                operation::wait(
-                    ctx,
-                    &c,
-                    &operation::CONTAINER,
-                    DELETE,
-                    &op_path(id, &op)?,
-                    &op,
-                    c.config.timeout(Self::KIND),
-                )
-                .await
-            }
-            Err(e) if status_of(&e) == Some(404) => Ok(()),
-            Err(e) => Err(e),
-        }
+        remove(ctx, &c, id).await
     }
 }
 
@@ -1101,6 +1513,7 @@ mod tests {
             scopes: vec!["cloud-platform".into()],
             disk_size_gb: None,
             disk_type: None,
+            fallback: None,
         }
     }
 
@@ -1178,9 +1591,17 @@ mod tests {
             labels: BTreeMap::from([("team".to_string(), "ml".to_string())]),
             disk_size_gb: Some(100),
             disk_type: Some("pd-ssd".into()),
+            fallback: Some(Fallback {
+                zones: vec!["us-central1-b".into()],
+                machine_types: vec!["n1-highmem-16".into()],
+            }),
             ..base()
         };
-        let outputs = outputs_of(&json!({"version": "1.31", "status": "RUNNING"}), &full);
+        let outputs = outputs_of(
+            &json!({"version": "1.31", "status": "RUNNING", "locations": ["us-central1-a"],
+                    "config": {"machineType": "n1-highmem-8"}}),
+            &full,
+        );
         assert_eq!(
             schema_mismatches::<GkeNodePool>(&full, &outputs),
             Vec::<String>::new()
@@ -1379,5 +1800,229 @@ mod tests {
         assert_eq!(sel["cloud.google.com/gke-spot"], "true");
         assert_eq!(sel["cloud.google.com/gke-tpu-topology"], "2x4");
         assert!(sel.contains_key("cloud.google.com/gke-tpu-accelerator"));
+    }
+
+    fn with_fallback(zones: &[&str], machine_types: &[&str]) -> Spec {
+        Spec {
+            fallback: Some(Fallback {
+                zones: zones.iter().map(|z| z.to_string()).collect(),
+                machine_types: machine_types.iter().map(|m| m.to_string()).collect(),
+            }),
+            ..base()
+        }
+    }
+
+    #[test]
+    fn candidates_try_other_zones_before_other_machine_types() {
+        let c = |zone: Option<&str>, m: &str| Candidate {
+            zone: zone.map(str::to_string),
+            machine_type: m.into(),
+        };
+        assert_eq!(candidates(&base()), vec![c(None, "n1-highmem-8")]);
+        let spec = with_fallback(&["us-central1-b", "us-central1-c"], &["n1-highmem-16"]);
+        assert_eq!(
+            candidates(&spec),
+            vec![
+                c(None, "n1-highmem-8"),
+                c(Some("us-central1-b"), "n1-highmem-8"),
+                c(Some("us-central1-c"), "n1-highmem-8"),
+                c(None, "n1-highmem-16"),
+                c(Some("us-central1-b"), "n1-highmem-16"),
+                c(Some("us-central1-c"), "n1-highmem-16"),
+            ]
+        );
+        let body = candidate_body(&spec, "gke_node_pool.gpu", &candidates(&spec)[4]).expect("body");
+        assert_eq!(body["nodePool"]["locations"], json!(["us-central1-b"]));
+        assert_eq!(body["nodePool"]["config"]["machineType"], "n1-highmem-16");
+        let declared =
+            candidate_body(&spec, "gke_node_pool.gpu", &candidates(&spec)[0]).expect("body");
+        assert!(
+            declared["nodePool"].get("locations").is_none(),
+            "the cluster's zones"
+        );
+        assert_eq!(
+            candidates(&spec)[4].as_fallback("n1-highmem-8"),
+            "fallback machine type n1-highmem-16 in fallback zone us-central1-b"
+        );
+        assert_eq!(
+            candidates(&spec)[1].as_fallback("n1-highmem-8"),
+            "fallback zone us-central1-b"
+        );
+    }
+
+    #[test]
+    fn only_capacity_failures_are_stockouts() {
+        let sandbox = "Google Compute Engine: Not all instances running in IGM after 3s. Expected 1, running 0, transitioning 1. Current errors: [GCE_STOCKOUT]: Instance 'gke-a-b' creation failed: The zone 'projects/p/zones/us-central1-a' does not have enough resources available to fulfill the request.  Try a different zone, or try again later.";
+        assert_eq!(stockout_reason(sandbox), Some("GCE_STOCKOUT"));
+        assert_eq!(
+            stockout_reason(
+                "[ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS]: Instance 'x' creation failed"
+            ),
+            Some("ZONE_RESOURCE_POOL_EXHAUSTED")
+        );
+        assert_eq!(
+            stockout_reason("The zone 'projects/p/zones/us-central1-a' does not have enough resources available to fulfill the request."),
+            Some("not enough resources available")
+        );
+        for other in [
+            "Quota 'NVIDIA_T4_GPUS' exceeded. Limit: 0.0 in region us-central1.",
+            "Insufficient regional quota to satisfy request",
+            "timed out after 1800s waiting for operation",
+        ] {
+            assert_eq!(stockout_reason(other), None, "{other}");
+        }
+        let tried = vec![
+            (
+                "n1-highmem-8 in us-central1-a (GCE_STOCKOUT)".to_string(),
+                true,
+            ),
+            (
+                "n1-highmem-8 in us-central1-b (GCE_STOCKOUT)".to_string(),
+                true,
+            ),
+        ];
+        let last = ProviderError::api(
+            "x (operation o)",
+            429,
+            "RESOURCE_EXHAUSTED",
+            "[GCE_STOCKOUT]",
+        );
+        assert_eq!(
+            after_tries(last, &tried).to_string(),
+            "container.projects.locations.clusters.nodePools.create failed: every placement tried was out of capacity: n1-highmem-8 in us-central1-a (GCE_STOCKOUT), n1-highmem-8 in us-central1-b (GCE_STOCKOUT); the last attempt failed: x (operation o) failed: 429 RESOURCE_EXHAUSTED: [GCE_STOCKOUT]"
+        );
+        let alone = ProviderError::api("x", 429, "RESOURCE_EXHAUSTED", "[GCE_STOCKOUT]");
+        assert_eq!(
+            after_tries(alone, &tried[..1]).to_string(),
+            "x failed: 429 RESOURCE_EXHAUSTED: [GCE_STOCKOUT]"
+        );
+    }
+
+    #[test]
+    fn a_pool_on_a_fallback_reads_back_as_declared_and_says_where_it_landed() {
+        let spec = with_fallback(&["us-central1-b"], &["n1-highmem-16"]);
+        let placed = &candidates(&spec)[3];
+        let mut live = candidate_body(&spec, "a.b", placed).expect("body")["nodePool"].clone();
+        live["status"] = json!("RUNNING");
+        live["locations"] = json!(["us-central1-a"]);
+        assert_eq!(spec_of(&live, CLUSTER, Some(&spec)), spec);
+        let outputs = outputs_of(&live, &spec);
+        assert_eq!(
+            outputs.landed,
+            Landed {
+                zones: vec!["us-central1-a".into()],
+                machine_type: "n1-highmem-16".into()
+            }
+        );
+        // A machine type no candidate has is drift; without the prior's fallback too.
+        live["config"]["machineType"] = json!("n1-highmem-32");
+        assert_eq!(
+            spec_of(&live, CLUSTER, Some(&spec)).machine_type,
+            "n1-highmem-32"
+        );
+        live["config"]["machineType"] = json!("n1-highmem-16");
+        assert_eq!(
+            spec_of(&live, CLUSTER, Some(&base())).machine_type,
+            "n1-highmem-16"
+        );
+        // The fallback itself is the prior's: changing it is no change of the pool.
+        let other = with_fallback(&["us-central1-c"], &[]);
+        assert_eq!(
+            spec_of(&live, CLUSTER, Some(&other)).fallback,
+            other.fallback
+        );
+    }
+
+    #[test]
+    fn fallback_validation() {
+        let problems = |s: &Spec| GkeNodePool::validate(s, &Value::Null);
+        assert!(problems(&with_fallback(
+            &["us-central1-b", "us-central1-c"],
+            &["n1-highmem-16", "n1-standard-16"]
+        ))
+        .is_empty());
+        let cases: Vec<(Spec, &str, &str)> = vec![
+            (with_fallback(&[], &[]), "fallback", "names no fallback"),
+            (
+                with_fallback(&["us-central1-b", "us-central1-b"], &[]),
+                "fallback.zones.1",
+                "listed twice",
+            ),
+            (
+                with_fallback(&["europe-west4-a"], &[]),
+                "fallback.zones.0",
+                "is in europe-west4, not us-central1",
+            ),
+            (
+                with_fallback(&["us-central1-z"], &[]),
+                "fallback.zones.0",
+                "us-central1 has zones a, b, c, f",
+            ),
+            (
+                with_fallback(&["us-central1-a"], &[]),
+                "fallback.zones.0",
+                "the cluster's zone",
+            ),
+            (
+                with_fallback(&[], &["n1-highmem-8"]),
+                "fallback.machine_types.0",
+                "machine_type already",
+            ),
+            (
+                with_fallback(&[], &["n1-highmem-16", "n1-highmem-16"]),
+                "fallback.machine_types.1",
+                "listed twice",
+            ),
+            (
+                with_fallback(&[], &["n9-mega-8"]),
+                "fallback.machine_types.0",
+                "",
+            ),
+            (
+                with_fallback(&[], &["e2-standard-8"]),
+                "fallback.machine_types.0",
+                "",
+            ),
+            (
+                with_fallback(&[], &["ct5lp-hightpu-4t"]),
+                "fallback.machine_types.0",
+                "TPU",
+            ),
+            (
+                Spec {
+                    gpu: None,
+                    ..with_fallback(&[], &["g2-standard-8"])
+                },
+                "fallback.machine_types.0",
+                "carries other GPUs",
+            ),
+        ];
+        for (s, path, want) in cases {
+            let got = problems(&s);
+            assert!(
+                got.iter()
+                    .any(|p| p.path.join(".") == path && p.message.contains(want)),
+                "want {path}: {want}, got {got:?}"
+            );
+        }
+        // A cluster whose id is not known yet: zones are checked alone, and against the
+        // cluster's spec by validate_peers.
+        let unknown = Spec {
+            cluster: crate::protocol::UNKNOWN.into(),
+            ..with_fallback(&["europe-west4-a"], &[])
+        };
+        assert!(!problems(&unknown)
+            .iter()
+            .any(|p| p.path.join(".") == "fallback.zones.0"));
+        let peer = [Peer {
+            kind: "gke_cluster".into(),
+            address: "gke_cluster.gpu".into(),
+            spec: json!({"mode": "standard", "location": "us-central1-a"}),
+        }];
+        let spec =
+            json!({"fallback": {"zones": ["us-central1-b", "europe-west4-a", "us-central1-a"]}});
+        let got = GkeNodePool::validate_peers(&spec, &peer);
+        let paths: Vec<String> = got.iter().map(|p| p.path.join(".")).collect();
+        assert_eq!(paths, ["fallback.zones.1", "fallback.zones.2"], "{got:?}");
     }
 }

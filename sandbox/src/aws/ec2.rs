@@ -1,7 +1,11 @@
 //! EC2 (the `ec2` query protocol: form-encoded `Action=…&Version=2016-11-15`, XML
 //! answers), as far as capacity planning reads it: `DescribeInstanceTypeOfferings` (by
 //! region, Availability Zone or zone id, with the `instance-type` and `location` filters
-//! and paging) and `DescribeAvailabilityZones`. The offering table is a snapshot of
+//! and paging), `DescribeInstanceTypes` (vCPUs, memory and GPUs of the instance types
+//! the tables know; the shapes themselves are EKS's, in `eks.rs`, so a node's capacity
+//! and its type's description agree), `DescribeSubnets` (the Availability Zone of each
+//! subnet, as below; the sandbox has no VPCs, so any well-formed id exists) and
+//! `DescribeAvailabilityZones`. The offering table is a snapshot of
 //! us-east-1 (a–f), us-west-2 (a–d) and eu-west-1 (a–c): general-purpose families in
 //! every zone, GPU families in some (g5 not in us-east-1e, us-west-2d or eu-west-1c; p4d
 //! in a few); any other region gets zones a–c with the general-purpose families and g4dn.
@@ -13,8 +17,9 @@
 
 use std::collections::BTreeMap;
 
+use super::eks::{instance_gpus, instance_shape};
 use super::xml::Element;
-use super::{AwsError, AwsRequest, AwsResponse};
+use super::{AwsError, AwsRequest, AwsResponse, ACCOUNT};
 use crate::capacity::{glob, AwsCapacity};
 use crate::http::parse_query;
 
@@ -530,12 +535,242 @@ fn describe_availability_zones(
     Ok(respond("DescribeAvailabilityZones", vec![info]))
 }
 
-/// Serves one EC2 query-protocol request; only reads.
-pub(crate) fn handle(req: &AwsRequest) -> Result<AwsResponse, AwsError> {
+/// Every instance type the tables know, family by family.
+fn known_types() -> Vec<String> {
+    FAMILIES
+        .iter()
+        .flat_map(|(family, sizes)| sizes.iter().map(move |size| format!("{family}.{size}")))
+        .collect()
+}
+
+/// The GPU of an instance family: (name, manufacturer, memory of one GPU in MiB), as
+/// `DescribeInstanceTypes` names them.
+fn gpu_model(family: &str) -> Option<(&'static str, &'static str, i64)> {
+    const GIB: i64 = 1024;
+    Some(match family {
+        "g4dn" => ("T4", "NVIDIA", 16 * GIB),
+        "g5" => ("A10G", "NVIDIA", 24 * GIB),
+        "g6" => ("L4", "NVIDIA", 24 * GIB),
+        "g6e" => ("L40S", "NVIDIA", 48 * GIB),
+        "p3" => ("V100", "NVIDIA", 16 * GIB),
+        "p4d" => ("A100", "NVIDIA", 40 * GIB),
+        "p5" => ("H100", "NVIDIA", 80 * GIB),
+        _ => return None,
+    })
+}
+
+/// One `instanceTypeSet` item: vCPUs, memory and, for GPU types, the GPUs.
+fn instance_type_info(instance_type: &str) -> Element {
+    let (family, size) = instance_type.split_once('.').unwrap_or((instance_type, ""));
+    let (vcpus, memory_mib) = instance_shape(instance_type);
+    let mut item = Element::new("item")
+        .with(Element::leaf("instanceType", instance_type))
+        .with(Element::leaf("bareMetal", (size == "metal").to_string()))
+        .with(Element::new("vCpuInfo").with(Element::leaf("defaultVCpus", vcpus.to_string())))
+        .with(Element::new("memoryInfo").with(Element::leaf("sizeInMiB", memory_mib.to_string())));
+    if let (Some(count), Some((name, manufacturer, memory))) =
+        (instance_gpus(instance_type), gpu_model(family))
+    {
+        let gpu = Element::new("item")
+            .with(Element::leaf("name", name))
+            .with(Element::leaf("manufacturer", manufacturer))
+            .with(Element::leaf("count", count.to_string()))
+            .with(Element::new("memoryInfo").with(Element::leaf("sizeInMiB", memory.to_string())));
+        item.push(
+            Element::new("gpuInfo")
+                .with(Element::new("gpus").with(gpu))
+                .with(Element::leaf(
+                    "totalGpuMemoryInMiB",
+                    (count * memory).to_string(),
+                )),
+        );
+    }
+    item
+}
+
+fn describe_instance_types(
+    region: &str,
+    params: &[(String, String)],
+) -> Result<AwsResponse, AwsError> {
+    // Without IncludeUnsupportedInRegion, EC2 knows only the types the region offers.
+    let mut universe: Vec<String> = if param(params, "IncludeUnsupportedInRegion") == Some("true") {
+        known_types()
+    } else {
+        offerings(region).into_iter().map(|(_, t)| t).collect()
+    };
+    universe.sort();
+    universe.dedup();
+    let asked = list(params, "InstanceType");
+    let mut rows = if asked.is_empty() {
+        universe
+    } else {
+        let missing: Vec<&str> = asked
+            .iter()
+            .filter(|t| !universe.contains(t))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(AwsError::new(
+                400,
+                "InvalidInstanceType",
+                format!(
+                    "The following supplied instance types do not exist: [{}]",
+                    missing.join(", ")
+                ),
+            ));
+        }
+        let mut rows: Vec<String> = Vec::new();
+        for t in asked {
+            if !rows.contains(&t) {
+                rows.push(t);
+            }
+        }
+        rows
+    };
+    for (name, values) in filters(params) {
+        match name.as_str() {
+            "instance-type" => rows.retain(|t| values.iter().any(|v| glob(v, t))),
+            other => return Err(invalid(format!("The filter '{other}' is invalid"))),
+        }
+    }
+    let (page, next) = paginate(params, rows, 5, 100)?;
+    let mut set = Element::new("instanceTypeSet");
+    for t in page {
+        set.push(instance_type_info(&t));
+    }
+    let mut children = vec![set];
+    if let Some(next) = next {
+        children.push(Element::leaf("nextToken", next));
+    }
+    Ok(respond("DescribeInstanceTypes", children))
+}
+
+/// Whether `id` looks like a subnet id: `subnet-` and lowercase hex digits.
+fn well_formed_subnet(id: &str) -> bool {
+    id.strip_prefix("subnet-").is_some_and(|hex| {
+        !hex.is_empty()
+            && hex
+                .chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+    })
+}
+
+/// One `subnetSet` item. The VPC and CIDR block are derived from the names, so they stay
+/// the same across calls and restarts.
+fn subnet_info(region: &str, subnet: &str, zone: &str, zone_id: Option<&str>) -> Element {
+    use crate::common::hash::fnv64;
+    let vpc = format!("vpc-0{:016x}", fnv64(&["vpc", region]));
+    let octet = fnv64(&["subnet", subnet]) % 256;
+    let mut item = Element::new("item")
+        .with(Element::leaf("subnetId", subnet))
+        .with(Element::leaf(
+            "subnetArn",
+            format!("arn:aws:ec2:{region}:{ACCOUNT}:subnet/{subnet}"),
+        ))
+        .with(Element::leaf("state", "available"))
+        .with(Element::leaf("vpcId", vpc))
+        .with(Element::leaf("cidrBlock", format!("10.0.{octet}.0/24")))
+        .with(Element::new("ipv6CidrBlockAssociationSet"))
+        .with(Element::leaf("availableIpAddressCount", "251"))
+        .with(Element::leaf("availabilityZone", zone));
+    if let Some(id) = zone_id {
+        item.push_leaf("availabilityZoneId", id);
+    }
+    item.push_leaf("defaultForAz", "false");
+    item.push_leaf("mapPublicIpOnLaunch", "false");
+    item.push_leaf("assignIpv6AddressOnCreation", "false");
+    item.push_leaf("ownerId", ACCOUNT);
+    item
+}
+
+fn describe_subnets(
+    region: &str,
+    capacity: &AwsCapacity,
+    params: &[(String, String)],
+) -> Result<AwsResponse, AwsError> {
+    let region_zones = zones(region);
+    let in_region = |zone: &str| region_zones.iter().any(|(z, _)| z == zone);
+    let ids = list(params, "SubnetId");
+    let mut rows: Vec<(String, String)> = if ids.is_empty() {
+        // With no VPCs to list, "every subnet" is those the capacity places in a zone of
+        // this region.
+        capacity
+            .subnets
+            .iter()
+            .filter(|(_, zone)| in_region(zone))
+            .map(|(s, z)| (s.clone(), z.clone()))
+            .collect()
+    } else {
+        if let Some(bad) = ids.iter().find(|id| !well_formed_subnet(id)) {
+            return Err(AwsError::new(
+                400,
+                "InvalidSubnetID.Malformed",
+                format!("Invalid id: \"{bad}\""),
+            ));
+        }
+        // In the order asked, as a node group lists them: unconfigured subnets take the
+        // region's zones in turn (see `subnet_zones`).
+        let zones = subnet_zones(capacity, region, &ids);
+        let mut rows: Vec<(String, String)> = Vec::new();
+        for (id, zone) in ids.into_iter().zip(zones) {
+            // A subnet configured in another region's zone is not in this one.
+            if !in_region(&zone) {
+                return Err(AwsError::new(
+                    400,
+                    "InvalidSubnetID.NotFound",
+                    format!("The subnet ID '{id}' does not exist"),
+                ));
+            }
+            if !rows.iter().any(|(s, _)| *s == id) {
+                rows.push((id, zone));
+            }
+        }
+        rows
+    };
+    let zone_id = |zone: &str| {
+        region_zones
+            .iter()
+            .find(|(z, _)| z == zone)
+            .map(|(_, id)| id.clone())
+    };
+    for (name, values) in filters(params) {
+        let admits = |v: &str| values.iter().any(|p| glob(p, v));
+        match name.as_str() {
+            "subnet-id" | "subnetId" => rows.retain(|(s, _)| admits(s)),
+            "availability-zone" | "availabilityZone" => rows.retain(|(_, z)| admits(z)),
+            "availability-zone-id" | "availabilityZoneId" => {
+                rows.retain(|(_, z)| zone_id(z).is_some_and(|id| admits(&id)))
+            }
+            "state" => rows.retain(|_| admits("available")),
+            other => return Err(invalid(format!("The filter '{other}' is invalid"))),
+        }
+    }
+    let (page, next) = paginate(params, rows, 5, 1000)?;
+    let mut set = Element::new("subnetSet");
+    for (subnet, zone) in page {
+        set.push(subnet_info(
+            region,
+            &subnet,
+            &zone,
+            zone_id(&zone).as_deref(),
+        ));
+    }
+    let mut children = vec![set];
+    if let Some(next) = next {
+        children.push(Element::leaf("nextToken", next));
+    }
+    Ok(respond("DescribeSubnets", children))
+}
+
+/// Serves one EC2 query-protocol request; only reads. Subnets are placed in zones by
+/// `capacity`.
+pub(crate) fn handle(req: &AwsRequest, capacity: &AwsCapacity) -> Result<AwsResponse, AwsError> {
     let params = params(req);
     let region = req.region.as_str();
     match param(&params, "Action").unwrap_or_default() {
         "DescribeInstanceTypeOfferings" => describe_instance_type_offerings(region, &params),
+        "DescribeInstanceTypes" => describe_instance_types(region, &params),
+        "DescribeSubnets" => describe_subnets(region, capacity, &params),
         "DescribeAvailabilityZones" => describe_availability_zones(region, &params),
         "" => Err(AwsError::new(
             400,
@@ -556,6 +791,10 @@ mod tests {
     use axum::http::Method;
 
     fn call(region: &str, body: &str) -> Result<Element, AwsError> {
+        call_with(&AwsCapacity::default(), region, body)
+    }
+
+    fn call_with(capacity: &AwsCapacity, region: &str, body: &str) -> Result<Element, AwsError> {
         let mut req = AwsRequest::new(
             Method::POST,
             "/",
@@ -566,7 +805,7 @@ mod tests {
             body.as_bytes(),
         );
         req.region = region.to_string();
-        let resp = handle(&req)?;
+        let resp = handle(&req, capacity)?;
         assert_eq!(resp.status, 200);
         let xml = Element::parse(&resp.body).expect("well-formed XML");
         Ok(xml)
@@ -755,5 +994,335 @@ mod tests {
             None,
             "nothing to launch"
         );
+    }
+
+    fn items<'a>(xml: &'a Element, set: &str) -> Vec<&'a Element> {
+        xml.find(set)
+            .into_iter()
+            .flat_map(|s| s.all("item"))
+            .collect()
+    }
+
+    #[test]
+    fn instance_types_describe_the_vcpus_memory_and_gpus_nodes_get() {
+        let xml = call(
+            "us-east-1",
+            "Action=DescribeInstanceTypes&Version=2016-11-15&InstanceType.1=g5.xlarge&InstanceType.2=m5.large",
+        )
+        .expect("answered");
+        assert_eq!(xml.name, "DescribeInstanceTypesResponse");
+        let got = items(&xml, "instanceTypeSet");
+        assert_eq!(got.len(), 2);
+        let g5 = got[0];
+        assert_eq!(g5.text_of("instanceType"), Some("g5.xlarge"));
+        let vcpus = |item: &Element| {
+            item.find("vCpuInfo")
+                .and_then(|v| v.text_of("defaultVCpus"))
+                .map(str::to_string)
+        };
+        // The same shape an EKS node of the type reports.
+        assert_eq!(vcpus(g5), Some(instance_shape("g5.xlarge").0.to_string()));
+        assert_eq!(vcpus(g5).as_deref(), Some("4"));
+        assert_eq!(
+            g5.find("memoryInfo").and_then(|m| m.text_of("sizeInMiB")),
+            Some("16384")
+        );
+        let gpu = g5
+            .find("gpuInfo")
+            .and_then(|g| g.find("gpus"))
+            .and_then(|g| g.find("item"))
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(gpu.text_of("name"), Some("A10G"));
+        assert_eq!(gpu.text_of("manufacturer"), Some("NVIDIA"));
+        assert_eq!(gpu.text_of("count"), Some("1"));
+        let m5 = got[1];
+        assert_eq!(vcpus(m5).as_deref(), Some("2"));
+        assert!(m5.find("gpuInfo").is_none(), "no GPUs on m5");
+
+        let p4d = call(
+            "us-west-2",
+            "Action=DescribeInstanceTypes&Filter.1.Name=instance-type&Filter.1.Value.1=p4d.*",
+        )
+        .expect("answered");
+        let p4d: Vec<&Element> = items(&p4d, "instanceTypeSet");
+        assert_eq!(p4d.len(), 1);
+        assert_eq!(vcpus(p4d[0]).as_deref(), Some("96"));
+
+        let page =
+            call("us-east-1", "Action=DescribeInstanceTypes&MaxResults=5").expect("answered");
+        assert_eq!(items(&page, "instanceTypeSet").len(), 5);
+        assert_eq!(page.text_of("nextToken"), Some("5"));
+    }
+
+    #[test]
+    fn unknown_instance_types_are_refused_as_ec2_refuses_them() {
+        let err = call(
+            "us-east-1",
+            "Action=DescribeInstanceTypes&InstanceType.1=g5.xlarge&InstanceType.2=g5.xlarg",
+        )
+        .expect_err("no such type");
+        assert_eq!(
+            (err.status, err.code.as_str()),
+            (400, "InvalidInstanceType")
+        );
+        assert_eq!(
+            err.message,
+            "The following supplied instance types do not exist: [g5.xlarg]"
+        );
+        // p5 is not offered in eu-west-1: unknown there unless asked to include it.
+        assert!(call(
+            "eu-west-1",
+            "Action=DescribeInstanceTypes&InstanceType.1=p5.48xlarge"
+        )
+        .is_err());
+        let anywhere = call(
+            "eu-west-1",
+            "Action=DescribeInstanceTypes&InstanceType.1=p5.48xlarge&IncludeUnsupportedInRegion=true",
+        )
+        .expect("answered");
+        assert_eq!(items(&anywhere, "instanceTypeSet").len(), 1);
+        let err = call(
+            "us-east-1",
+            "Action=DescribeInstanceTypes&Filter.1.Name=vcpu-info.default-vcpus&Filter.1.Value.1=4",
+        )
+        .expect_err("unknown filter");
+        assert_eq!(err.code, "InvalidParameterValue");
+    }
+
+    fn subnets_of(xml: &Element) -> Vec<(String, String, String)> {
+        items(xml, "subnetSet")
+            .into_iter()
+            .map(|i| {
+                (
+                    i.text_of("subnetId").unwrap_or_default().to_string(),
+                    i.text_of("availabilityZone")
+                        .unwrap_or_default()
+                        .to_string(),
+                    i.text_of("availabilityZoneId")
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn subnets_are_in_the_zones_node_groups_launch_in() {
+        let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": {
+            "subnets": {
+                "subnet-0e": "us-east-1e",
+                "subnet-in-a": "us-east-1a",
+                "subnet-0b": "us-west-2b",
+            },
+        }}))
+        .expect("valid")
+        .aws;
+        let xml = call_with(
+            &capacity,
+            "us-east-1",
+            "Action=DescribeSubnets&Version=2016-11-15&SubnetId.1=subnet-0a1b2c3d4e5f60001&SubnetId.2=subnet-0e",
+        )
+        .expect("answered");
+        assert_eq!(xml.name, "DescribeSubnetsResponse");
+        assert_eq!(
+            subnets_of(&xml),
+            [
+                (
+                    "subnet-0a1b2c3d4e5f60001".to_string(),
+                    "us-east-1a".to_string(),
+                    "use1-az1".to_string()
+                ),
+                (
+                    "subnet-0e".to_string(),
+                    "us-east-1e".to_string(),
+                    "use1-az3".to_string()
+                ),
+            ]
+        );
+        // What EKS launches in agrees with what EC2 describes.
+        assert_eq!(
+            subnet_zones(
+                &capacity,
+                "us-east-1",
+                &[
+                    "subnet-0a1b2c3d4e5f60001".to_string(),
+                    "subnet-0e".to_string()
+                ]
+            ),
+            ["us-east-1a", "us-east-1e"]
+        );
+        let first = items(&xml, "subnetSet")[0].clone();
+        assert_eq!(first.text_of("state"), Some("available"));
+        assert!(first
+            .text_of("vpcId")
+            .is_some_and(|v| v.starts_with("vpc-0")));
+        assert!(first
+            .text_of("cidrBlock")
+            .is_some_and(|c| c.starts_with("10.0.") && c.ends_with("/24")));
+        let again = call_with(
+            &capacity,
+            "us-east-1",
+            "Action=DescribeSubnets&SubnetId.1=subnet-0a1b2c3d4e5f60001",
+        )
+        .expect("answered");
+        assert_eq!(
+            items(&again, "subnetSet")[0].text_of("cidrBlock"),
+            first.text_of("cidrBlock"),
+            "stable across calls"
+        );
+
+        // Without ids: the configured subnets of the signed region.
+        let all = call_with(&capacity, "us-east-1", "Action=DescribeSubnets").expect("answered");
+        let ids: Vec<String> = subnets_of(&all).into_iter().map(|(s, _, _)| s).collect();
+        assert_eq!(ids, ["subnet-0e", "subnet-in-a"]);
+        let one = call_with(
+            &capacity,
+            "us-east-1",
+            "Action=DescribeSubnets&Filter.1.Name=subnet-id&Filter.1.Value.1=subnet-0*",
+        )
+        .expect("answered");
+        assert_eq!(subnets_of(&one).len(), 1);
+    }
+
+    #[test]
+    fn malformed_and_foreign_subnet_ids_are_refused() {
+        let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": {
+            "subnets": {"subnet-0b": "us-west-2b"},
+        }}))
+        .expect("valid")
+        .aws;
+        for bad in ["subnet-zz", "sg-0123", "subnet-", "subnet-0ABC"] {
+            let err = call_with(
+                &capacity,
+                "us-east-1",
+                &format!("Action=DescribeSubnets&SubnetId.1=subnet-01&SubnetId.2={bad}"),
+            )
+            .expect_err("malformed");
+            assert_eq!(
+                (err.status, err.code.as_str()),
+                (400, "InvalidSubnetID.Malformed"),
+                "{bad}"
+            );
+            assert_eq!(err.message, format!("Invalid id: \"{bad}\""));
+        }
+        let err = call_with(
+            &capacity,
+            "us-east-1",
+            "Action=DescribeSubnets&SubnetId.1=subnet-0b",
+        )
+        .expect_err("in us-west-2");
+        assert_eq!(err.code, "InvalidSubnetID.NotFound");
+        let err = call_with(
+            &capacity,
+            "us-east-1",
+            "Action=DescribeSubnets&Filter.1.Name=tag:Name&Filter.1.Value.1=x",
+        )
+        .expect_err("unknown filter");
+        assert_eq!(err.code, "InvalidParameterValue");
+    }
+
+    /// Where an XML answer strays from a botocore output shape: elements the shape has
+    /// no member for (by `locationName`), list items not named as the model names them,
+    /// numbers and booleans that are not, strings outside an enum.
+    fn botocore_violations(
+        model: &serde_json::Value,
+        shape: &str,
+        el: &Element,
+        at: &str,
+    ) -> Vec<String> {
+        let s = &model["shapes"][shape];
+        let mut out = Vec::new();
+        match s["type"].as_str().unwrap_or_default() {
+            "structure" => {
+                let members = s["members"].as_object().cloned().unwrap_or_default();
+                for child in &el.children {
+                    let found = members.iter().find(|(name, m)| {
+                        m["locationName"].as_str().unwrap_or(name.as_str()) == child.name
+                    });
+                    match found {
+                        Some((_, m)) => out.extend(botocore_violations(
+                            model,
+                            m["shape"].as_str().unwrap_or_default(),
+                            child,
+                            &format!("{at}.{}", child.name),
+                        )),
+                        None => out.push(format!("{at}: no member {}", child.name)),
+                    }
+                }
+            }
+            "list" => {
+                let item = s["member"]["locationName"].as_str().unwrap_or("member");
+                for child in &el.children {
+                    if child.name != item {
+                        out.push(format!("{at}: list item {} is not {item}", child.name));
+                    }
+                    out.extend(botocore_violations(
+                        model,
+                        s["member"]["shape"].as_str().unwrap_or_default(),
+                        child,
+                        &format!("{at}.{item}"),
+                    ));
+                }
+            }
+            "integer" | "long" => {
+                if el.text.parse::<i64>().is_err() {
+                    out.push(format!("{at}: {:?} is not a whole number", el.text));
+                }
+            }
+            "boolean" => {
+                if el.text != "true" && el.text != "false" {
+                    out.push(format!("{at}: {:?} is not a boolean", el.text));
+                }
+            }
+            "string" => {
+                if let Some(values) = s["enum"].as_array() {
+                    if !values.iter().any(|v| v == el.text.as_str()) {
+                        out.push(format!("{at}: {:?} is not one of {values:?}", el.text));
+                    }
+                }
+            }
+            other => out.push(format!("{at}: unexpected shape type {other:?} ({shape})")),
+        }
+        out
+    }
+
+    #[test]
+    fn instance_types_and_subnets_follow_the_botocore_model() {
+        use std::io::Read;
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../shared/reference/aws/botocore-1.44.5/ec2/2016-11-15/service-2.json.gz");
+        let Ok(file) = std::fs::File::open(&path) else {
+            println!("skipped the contract check: {} is absent", path.display());
+            return;
+        };
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(file)
+            .read_to_string(&mut text)
+            .expect("gzip");
+        let model: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": {
+            "subnets": {"subnet-0e": "us-east-1e"},
+        }}))
+        .expect("valid")
+        .aws;
+        let cases = [
+            (
+                "DescribeInstanceTypesResult",
+                "Action=DescribeInstanceTypes&InstanceType.1=g5.48xlarge&InstanceType.2=t3.micro&InstanceType.3=g4dn.metal",
+            ),
+            ("DescribeInstanceTypesResult", "Action=DescribeInstanceTypes&MaxResults=5"),
+            (
+                "DescribeSubnetsResult",
+                "Action=DescribeSubnets&SubnetId.1=subnet-0e&SubnetId.2=subnet-01",
+            ),
+        ];
+        for (shape, body) in cases {
+            let mut xml = call_with(&capacity, "us-east-1", body).expect("answered");
+            // The envelope's request id is the protocol's, not the operation's.
+            xml.children.retain(|c| c.name != "requestId");
+            let problems = botocore_violations(&model, shape, &xml, shape);
+            assert!(problems.is_empty(), "{body}: {problems:#?}");
+        }
     }
 }

@@ -531,7 +531,7 @@ fn merge_scaling(base: &Scaling, v: &Map<String, Value>) -> Result<Scaling, AwsE
 }
 
 /// The GPUs an EC2 instance type comes with.
-fn instance_gpus(instance_type: &str) -> Option<i64> {
+pub(crate) fn instance_gpus(instance_type: &str) -> Option<i64> {
     let (family, size) = instance_type.split_once('.')?;
     let gpus = match (family, size) {
         ("p3", "2xlarge") => 1,
@@ -555,7 +555,7 @@ fn instance_gpus(instance_type: &str) -> Option<i64> {
 
 /// vCPUs and memory (MiB) of an EC2 instance type; unknown types count as 2 vCPUs and
 /// 8 GiB.
-fn instance_shape(instance_type: &str) -> (i64, i64) {
+pub(crate) fn instance_shape(instance_type: &str) -> (i64, i64) {
     const GIB: i64 = 1024;
     let explicit = match instance_type {
         "t3.micro" => Some((2, 1)),
@@ -2410,7 +2410,15 @@ mod tests {
         let facts = |e: &Eks| -> Vec<String> {
             e.kube_clusters()
                 .iter()
-                .map(|c| format!("{} {} {} {:?}", c.key, c.version, c.cloud.describe(), c.node_pools))
+                .map(|c| {
+                    format!(
+                        "{} {} {} {:?}",
+                        c.key,
+                        c.version,
+                        c.cloud.describe(),
+                        c.node_pools
+                    )
+                })
                 .collect()
         };
         assert_eq!(facts(&back), facts(&h.eks));

@@ -274,7 +274,7 @@ impl AwsWorld {
             Service::Eks => self.eks.handle(req, ctx, &self.capacity),
             Service::S3 => self.s3.handle(req, ctx),
             Service::SageMaker => self.sagemaker.handle(req, ctx),
-            Service::Ec2 => ec2::handle(req),
+            Service::Ec2 => ec2::handle(req, &self.capacity),
             Service::Quotas => servicequotas::handle(req, &self.capacity),
         };
         result.unwrap_or_else(|e| e.response(service, req))
