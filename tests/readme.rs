@@ -586,6 +586,18 @@ fn readme_capacity_walk_is_what_terrain_prints() {
             check_shown(shown, &run.stdout);
         }
     }
+    // The fallback the section shows is a valid pool on a cluster the stack makes.
+    let section = &readme[readme.find("## Will it fit?").expect("section")..];
+    let open = section.find("```toml\n").expect("a TOML block") + "```toml\n".len();
+    let snippet = &section[open..open + section[open..].find("```").expect("it closes")];
+    assert!(snippet.contains("fallback = {"), "{snippet}");
+    work.write(
+        "fallback/stack.toml",
+        &format!(
+            "[providers.gcp]\nproject = \"ml-project\"\nregion = \"us-central1\"\n\n[gke_cluster.ml]\nname = \"ml\"\nlocation = \"us-central1-a\"\nmode = \"standard\"\n\n{snippet}"
+        ),
+    );
+    work.run(&["validate", "-s", "fallback"]).success();
 }
 
 /// The README's section on count, for_each, modules and provider instances: its TOML
