@@ -28,8 +28,7 @@ impl Engine {
             plan.changes.iter().map(|c| (&c.address, c)).collect();
         // Per provider instance: its needs, the first address (for the call's
         // context), and the secrets its messages must not show.
-        let mut by_instance: BTreeMap<String, (Vec<Need>, Address, Vec<String>)> =
-            BTreeMap::new();
+        let mut by_instance: BTreeMap<String, (Vec<Need>, Address, Vec<String>)> = BTreeMap::new();
         let mut configs: BTreeMap<String, Option<serde_json::Value>> = BTreeMap::new();
         for c in &plan.changes {
             if c.action == Action::Delete {

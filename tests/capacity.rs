@@ -75,7 +75,15 @@ fn a_gpu_quota_of_zero_fails_the_plan_and_the_apply_before_anything_is_created()
         .map(|d| d.filter_map(Result::ok).count())
         .unwrap_or(0);
     let resources = (recorded > 0)
-        .then(|| work.run(&["state", "list", "-s", "stacks/gke-gpu-pipelines", "--sandbox"]))
+        .then(|| {
+            work.run(&[
+                "state",
+                "list",
+                "-s",
+                "stacks/gke-gpu-pipelines",
+                "--sandbox",
+            ])
+        })
         .map(|r| r.stdout.clone())
         .unwrap_or_default();
     assert!(resources.trim().is_empty(), "state: {resources}");
@@ -85,8 +93,7 @@ fn a_gpu_quota_of_zero_fails_the_plan_and_the_apply_before_anything_is_created()
 fn a_quota_enough_only_at_the_minimum_is_a_warning() {
     let work = with_stacks();
     // The preemptible pool scales 0–4 nodes × 4 T4s: 16 at most, 8 left.
-    let capacity =
-        r#"{"gcp": {"quotas": [{"metric": "PREEMPTIBLE_NVIDIA_T4_GPUS", "limit": 8}]}}"#;
+    let capacity = r#"{"gcp": {"quotas": [{"metric": "PREEMPTIBLE_NVIDIA_T4_GPUS", "limit": 8}]}}"#;
     let run = plan(&work, "stacks/gke-gpu-pipelines", capacity, &[]);
     run.success();
     assert!(
@@ -183,7 +190,11 @@ fn capacity_messages_never_show_a_value_that_came_from_a_secret() {
         &["--var", "zone=us-central1-f"],
     );
     run.expect_code(1);
-    assert!(!run.all_output().contains("g2-standard-24"), "{}", run.all_output());
+    assert!(
+        !run.all_output().contains("g2-standard-24"),
+        "{}",
+        run.all_output()
+    );
     assert!(
         run.stderr.contains("module.gpu.gke_node_pool.main: machine type (sensitive value) is not offered in us-central1-f"),
         "{}",

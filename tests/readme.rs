@@ -578,7 +578,11 @@ fn readme_capacity_walk_is_what_terrain_prints() {
         let words: Vec<&str> = command.split_whitespace().collect();
         assert_eq!(words[0], "terrain", "{}", shown.command);
         let run = work.run_env(&words[1..], &envs);
-        if shown.output.first().is_some_and(|l| l.starts_with("Error:")) {
+        if shown
+            .output
+            .first()
+            .is_some_and(|l| l.starts_with("Error:"))
+        {
             run.expect_code(1);
             check_shown(shown, &run.stderr);
         } else {

@@ -53,7 +53,13 @@ impl Api {
         }
     }
 
-    const ALL: [Api; 5] = [Api::Container, Api::File, Api::Storage, Api::Compute, Api::Tpu];
+    const ALL: [Api; 5] = [
+        Api::Container,
+        Api::File,
+        Api::Storage,
+        Api::Compute,
+        Api::Tpu,
+    ];
 }
 
 /// Where the access token comes from.
