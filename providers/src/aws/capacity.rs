@@ -30,6 +30,7 @@ use aws_smithy_xml::decode::{try_data, Document, ScopedDecoder, XmlDecodeError};
 use serde_json::{json, Value};
 
 use super::config;
+use super::token::encode;
 use crate::capacity::{amount, Tally};
 use crate::{Ctx, Demand, Finding, Need, ProviderError};
 
@@ -826,19 +827,6 @@ fn snippet(text: &str) -> String {
         Some((cut, _)) => format!("{}…", &one_line[..cut]),
         None => one_line,
     }
-}
-
-/// Percent-encodes a form value (everything but the unreserved characters).
-fn encode(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 /// The code and message of an EC2 error document

@@ -39,9 +39,9 @@ pub fn sts_url(region: &str) -> String {
     }
 }
 
-/// Percent-encodes a query value the way SigV4 canonicalises it (everything but the
-/// unreserved characters), so STS recomputes the same canonical request.
-fn encode(value: &str) -> String {
+/// Percent-encodes a query or form value the way SigV4 canonicalises it (everything but
+/// the unreserved characters), so the service recomputes the same canonical request.
+pub(crate) fn encode(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for b in value.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
