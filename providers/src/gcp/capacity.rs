@@ -50,6 +50,9 @@ struct Reader<'a> {
     machines: BTreeMap<(String, String), Option<i64>>,
     /// Whether a zone offers a GPU (Compute) or TPU (Cloud TPU) accelerator type.
     accelerators: BTreeMap<(Api, String, String), bool>,
+    /// Why Cloud TPU could not be asked (its API not enabled in the project, no
+    /// permission): TPU slices then go unchecked, and the rest is checked all the same.
+    tpu_refused: Option<ProviderError>,
 }
 
 impl Reader<'_> {
@@ -157,6 +160,10 @@ impl Reader<'_> {
             Ok(found) => found.is_some(),
             // Cloud TPU answers 400 for a zone it has no TPUs in at all.
             Err(e) if api == Api::Tpu && status_of(&e) == Some(400) => false,
+            Err(e) if api == Api::Tpu && status_of(&e) == Some(403) => {
+                self.tpu_refused.get_or_insert(e);
+                true
+            }
             Err(e) => return Err(e),
         };
         self.accelerators.insert(key, offered);
@@ -208,6 +215,7 @@ pub async fn preflight(ctx: &Ctx, needs: &[Need]) -> Result<Vec<Finding>, Provid
         regions: BTreeMap::new(),
         machines: BTreeMap::new(),
         accelerators: BTreeMap::new(),
+        tpu_refused: None,
     };
     let mut findings = Vec::new();
     let mut tallies: BTreeMap<(String, String), Tally> = BTreeMap::new();
@@ -289,6 +297,20 @@ pub async fn preflight(ctx: &Ctx, needs: &[Need]) -> Result<Vec<Finding>, Provid
                 ),
             ));
         }
+    }
+    if let Some(e) = reader.tpu_refused.take() {
+        let tpu_pools: Vec<String> = needs
+            .iter()
+            .filter(|n| n.after.iter().any(|d| d.tpu.is_some()))
+            .map(|n| n.address.clone())
+            .collect();
+        findings.push(Finding::warning(
+            tpu_pools.clone(),
+            format!(
+                "TPU slices not checked for {}: {e} (enable tpu.googleapis.com in the project to have them checked)",
+                tpu_pools.join(", ")
+            ),
+        ));
     }
     Ok(findings)
 }
@@ -550,6 +572,84 @@ mod tests {
             "{e}"
         );
         assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    }
+
+    /// A project without the Cloud TPU API enabled: its 403 leaves the TPU slice
+    /// unchecked (and says so) while Compute Engine's quotas are checked all the same.
+    #[tokio::test]
+    async fn a_disabled_tpu_api_leaves_the_slice_unchecked_and_the_quotas_checked() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let sandbox = terrain_sandbox::Sandbox::start(terrain_sandbox::Options {
+            timing: terrain_sandbox::Timing::instant(),
+            ..terrain_sandbox::Options::default()
+        })
+        .await
+        .expect("the sandbox starts");
+        sandbox
+            .set_capacity(serde_json::json!({"gcp": {"quotas": [
+                {"metric": "TPU_LITE_PODSLICE_V5", "limit": 0}
+            ]}}))
+            .expect("a valid capacity");
+        // Cloud TPU as a project without it enabled answers.
+        let tpu = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a free port");
+        let tpu_url = format!("http://{}/", tpu.local_addr().expect("an address"));
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = tpu.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                let body = r#"{"error": {"code": 403, "message": "Cloud TPU API has not been used in project p before or it is disabled.", "status": "PERMISSION_DENIED"}}"#;
+                let reply = format!(
+                    "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(reply.as_bytes()).await;
+            }
+        });
+        let dir = tempfile::tempdir().expect("tempdir");
+        let token = dir.path().join("token");
+        std::fs::write(&token, "t\n").expect("token file");
+        let e = sandbox.gcp_endpoints();
+        let ctx = Ctx::new(
+            "gke_node_pool.tpu",
+            serde_json::json!({
+                "project": "tpu-project",
+                "access_token_file": token.display().to_string(),
+                "retry_base_delay": "1ms",
+                "endpoints": {"compute": e.compute, "tpu": tpu_url},
+            }),
+        );
+        let need = Need {
+            address: "gke_node_pool.tpu".into(),
+            after: vec![Demand {
+                region: "us-central1".into(),
+                zones: vec!["us-central1-a".into()],
+                zone_count: 1,
+                machine_types: vec!["ct5lp-hightpu-4t".into()],
+                tpu: Some("v5litepod-4".into()),
+                nodes: (1, 1),
+                basis: "1 node × ct5lp-hightpu-4t".into(),
+                ..Demand::default()
+            }],
+            before: Vec::new(),
+        };
+        let found = preflight(&ctx, &[need]).await.expect("checked");
+        assert_eq!(found.len(), 2, "{found:#?}");
+        assert_eq!(found[0].severity, crate::Severity::Error);
+        assert!(
+            found[0]
+                .message
+                .starts_with("quota TPU_LITE_PODSLICE_V5 in us-central1"),
+            "{}",
+            found[0].message
+        );
+        assert_eq!(found[1].severity, crate::Severity::Warning);
+        assert!(
+            found[1].message.starts_with("TPU slices not checked for gke_node_pool.tpu: tpu.projects.locations.acceleratorTypes.get failed: 403"),
+            "{}",
+            found[1].message
+        );
     }
 
     #[test]
