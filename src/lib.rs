@@ -15,6 +15,7 @@ pub mod graph;
 pub mod inspect;
 pub mod output;
 pub mod plan;
+pub mod policy;
 pub mod preflight;
 pub mod stack;
 pub mod state;

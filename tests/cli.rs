@@ -453,7 +453,13 @@ fn happy_path_validate_plan_apply_update_replace_destroy() {
         .as_array()
         .and_then(|c| c.iter().find(|c| c["address"] == "local_file.secret"))
         .expect("secret in the plan");
-    assert_eq!(secret["after"]["sensitive_content"], "(sensitive value)");
+    // A secret is null in JSON, marked in `after_sensitive` (plan --json format 2).
+    assert_eq!(plan["format_version"], 2);
+    assert_eq!(secret["after"]["sensitive_content"], Value::Null);
+    assert_eq!(
+        secret["after_sensitive"],
+        serde_json::json!({"sensitive_content": true})
+    );
     assert!(
         !sb.exists("state/happy.json"),
         "plan must not write the state"
@@ -497,7 +503,11 @@ fn happy_path_validate_plan_apply_update_replace_destroy() {
     assert_eq!(greeting["before"]["mode"], greeting["after"]["mode"]);
     let secret = change("local_file.secret");
     assert_eq!(secret["action"], "no_op");
-    assert_eq!(secret["before"]["sensitive_content"], "(sensitive value)");
+    assert_eq!(secret["before"]["sensitive_content"], Value::Null);
+    assert_eq!(
+        secret["before_sensitive"],
+        serde_json::json!({"sensitive_content": true})
+    );
     assert_eq!(sb.mode("out/secret.txt"), 0o600);
     assert_eq!(sb.mode("out/greeting.txt"), 0o644);
     assert_eq!(
@@ -1303,12 +1313,15 @@ fn outputs_all_one_and_json_with_secrets_hidden() {
         serde_json::json!({
             "greeting_path": {"value": "out/greeting.txt", "sensitive": false},
             "greeting_sha256": {"value": "853ff93762a06ddbf722c4ebe9ddd66d8f63ddaea97f521c3ecc20da7c976020", "sensitive": false},
-            "token": {"value": "(sensitive value)", "sensitive": true},
+            "token": {"value": null, "sensitive": true},
         })
     );
     let run = sb.run(&["output", "greeting_path", "--json", "-s", "stack.toml"]);
     run.success();
     assert_eq!(run.stdout, "\"out/greeting.txt\"\n");
+    let run = sb.run(&["output", "token", "--json", "-s", "stack.toml"]);
+    run.success();
+    assert_eq!(run.stdout, "null\n", "no marker text in JSON");
 
     let run = sb.run(&["output", "nope", "-s", "stack.toml"]);
     run.failure();

@@ -806,10 +806,22 @@ async fn secrets_stay_out_of_plans_but_are_marked_in_state() {
             color: false,
         },
     );
-    let json = terrain::output::plan::to_json(&p).to_string();
+    let doc = terrain::output::plan::to_json(&p);
+    let json = doc.to_string();
     assert!(!human.contains("hunter2"), "{human}");
     assert!(!json.contains("hunter2"), "{json}");
     assert!(human.contains("(sensitive value)"));
+    // JSON has nulls where the secrets were, marked beside them, and no marker text.
+    assert!(!json.contains("(sensitive value)"), "{json}");
+    let a = &doc["changes"][0];
+    assert_eq!(a["after"]["secret"], serde_json::Value::Null, "{a}");
+    assert_eq!(
+        a["after"]["value"],
+        serde_json::Value::Null,
+        "derived from a secret: {a}"
+    );
+    assert_eq!(a["after"]["name"], "a");
+    assert_eq!(a["after_sensitive"], json!({"secret": true, "value": true}));
     e.apply(&p, s).await.expect("apply");
     let state = f.backend.load().await.expect("load").expect("state");
     let r = &state.resources["test_thing.a"];

@@ -604,6 +604,68 @@ fn readme_capacity_walk_is_what_terrain_prints() {
     work.run(&["validate", "-s", "fallback"]).success();
 }
 
+/// The README's section on guardrails and reviews: the shipped policies' tests, a plan
+/// held to them with its warning, the deny shown when a taint is taken away, and the
+/// pull-request comment's opening, each what terrain prints.
+#[test]
+fn readme_guardrails_walk_is_what_terrain_prints() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("read README");
+    let heading = "## Guardrails and reviews";
+    let blocks = console_blocks(&readme, heading);
+    assert!(blocks.len() >= 2, "the walk has its commands");
+    let work = common::Sandbox::new();
+    for s in [
+        "gke-accelerators",
+        "gke-batch-ml",
+        "gke-gpu-pipelines",
+        "modules",
+        "policies",
+    ] {
+        common::copy_dir(
+            &root.join("stacks").join(s),
+            &work.join(&format!("stacks/{s}")),
+        );
+    }
+    run_terrain_blocks(&work, &blocks, &[]);
+
+    // The deny, as the README shows it.
+    let denied = block_after(&readme, "preemptible pool and the plan stops:");
+    work.edit(
+        "stacks/gke-gpu-pipelines/stack.toml",
+        "taints = [\"preemptible=true:NoSchedule\"]\n",
+        "",
+    );
+    let run = work.run(&[
+        "plan",
+        "-s",
+        "stacks/gke-gpu-pipelines",
+        "--sandbox",
+        "--policy",
+        "stacks/policies",
+    ]);
+    run.expect_code(1);
+    assert_eq!(run.stderr, denied, "README shows the deny terrain prints");
+
+    // The comment's opening, with its elisions.
+    let section = &readme[readme.find(heading).expect("section")..];
+    let open = section.find("````markdown\n").expect("a Markdown block") + "````markdown\n".len();
+    let close = open + section[open..].find("````").expect("it closes");
+    let shown = Shown {
+        command: "terrain plan -s stacks/gke-batch-ml --sandbox --markdown".to_string(),
+        output: section[open..close].lines().map(str::to_string).collect(),
+    };
+    let run = work.run(&[
+        "plan",
+        "-s",
+        "stacks/gke-batch-ml",
+        "--sandbox",
+        "--markdown",
+    ]);
+    run.success();
+    check_shown(&shown, &run.stdout);
+}
+
 /// The README's section on count, for_each, modules and provider instances: its TOML
 /// is `stacks/multi-region-gpu`'s (the moved entry is the engine tests' to prove), and
 /// its commands print what it shows.

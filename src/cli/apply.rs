@@ -1,5 +1,6 @@
-//! `terrain apply` and `terrain destroy`: plan (or read a saved plan), show it, ask,
-//! then apply under the state lock with progress, saving state after every operation.
+//! `terrain apply` and `terrain destroy`: plan (or read a saved plan), show it, hold it
+//! to the policies, ask, then apply under the state lock with progress, saving state
+//! after every operation.
 
 use clap::Args;
 
@@ -72,6 +73,8 @@ async fn converge(
     destroy: bool,
 ) -> anyhow::Result<Exit> {
     let op = if destroy { "destroy" } else { "apply" };
+    let policy_paths: Vec<std::path::PathBuf> =
+        run.policies.iter().map(|p| common::absolute(p)).collect();
     let (engine, style) = build(stack_args, run, &format!("terrain {op}")).await?;
     let backend = engine.backend.clone();
     let result = common::with_lock(&*backend, op, run.lock_timeout, async {
@@ -83,7 +86,12 @@ async fn converge(
             output::print(&banner);
         }
         output::print(&output::plan::render(&plan, style));
+        let verdict = common::judge(&engine, &plan, &policy_paths)?;
+        if let Some(v) = &verdict {
+            output::print(&output::policy::warnings(v, style));
+        }
         common::within_budget(&plan)?;
+        common::allowed(verdict.as_ref())?;
         if !plan.has_changes() {
             // Still record what refresh learned (adopted creates, vanished objects).
             engine.apply(&plan, state).await?;
@@ -122,11 +130,15 @@ async fn apply_saved(file: &std::path::Path, args: &ApplyArgs) -> anyhow::Result
     stack_args.vars = plan.variables.clone();
     stack_args.env = plan.environment.clone();
     stack_args.var_files = plan.var_files.clone();
+    let policy_paths: Vec<std::path::PathBuf> =
+        args.run.policies.iter().map(|p| common::absolute(p)).collect();
     let (engine, _) = build(&stack_args, &args.run, "terrain apply").await?;
     let backend = engine.backend.clone();
     let result = common::with_lock(&*backend, "apply", args.run.lock_timeout, async {
         let stored = engine.backend.load().await?;
         engine.check_fresh(&plan, stored.as_ref())?;
+        // A saved plan is held to the policies as they are now, not as they were.
+        common::allowed(common::judge(&engine, &plan, &policy_paths)?.as_ref())?;
         let report = engine
             .apply(&plan, Base::against(stored.unwrap_or_default(), &plan))
             .await?;

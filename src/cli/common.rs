@@ -471,6 +471,32 @@ pub fn within_budget(plan: &crate::plan::Plan) -> anyhow::Result<()> {
     }
 }
 
+/// What the policies (the stack's `[stack] policies`, then `extra`, absolute paths)
+/// say about `plan`; `None` when there are none.
+pub fn judge(
+    engine: &Engine,
+    plan: &crate::plan::Plan,
+    extra: &[PathBuf],
+) -> anyhow::Result<Option<crate::policy::Verdict>> {
+    let mut paths = engine.stack.policies.clone();
+    paths.extend(extra.iter().cloned());
+    if paths.is_empty() {
+        return Ok(None);
+    }
+    let mut policies = crate::policy::Policies::load_from(&paths, Some(&start_dir()))?;
+    Ok(Some(
+        policies.evaluate(&crate::policy::input(&engine.stack, plan))?,
+    ))
+}
+
+/// Fails with the denies when the policies deny the plan.
+pub fn allowed(verdict: Option<&crate::policy::Verdict>) -> anyhow::Result<()> {
+    match verdict {
+        Some(v) if !v.denies.is_empty() => Err(anyhow::anyhow!(output::policy::denied(v))),
+        _ => Ok(()),
+    }
+}
+
 /// An engine for `stack`, attached to the sandbox on `--sandbox` runs. With
 /// `TERRAIN_LOG_PATH` set, events also go to that file.
 pub async fn engine(
@@ -504,6 +530,8 @@ pub async fn engine(
         Some(file) => Arc::new(crate::cost::Catalog::with_file(&absolute(file))?),
         None => crate::cost::Catalog::shipped(),
     };
+    let mut stack = stack;
+    stack.policies = stack.policies.iter().map(|p| absolute(p)).collect();
     // Every path of terrain's own (state, log, sandbox) is absolute by now.
     enter_stack_dir(&stack.dir)?;
     let provider_overrides = sandbox

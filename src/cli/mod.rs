@@ -12,6 +12,7 @@ mod import;
 mod logs;
 mod outputs;
 mod plan;
+mod policy;
 mod render;
 mod sandbox;
 mod state;
@@ -98,6 +99,10 @@ pub struct RunArgs {
     /// `--refresh=false` plans against the state as last recorded.
     #[arg(long, value_name = "BOOL", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true")]
     pub refresh: bool,
+    /// Holds the plan to the Rego policies under DIR too (repeatable; besides the
+    /// stack's `[stack] policies`): a `deny` fails it, a `warn` is shown under it.
+    #[arg(long = "policy", value_name = "DIR")]
+    pub policies: Vec<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -119,7 +124,8 @@ enum Command {
     Cost(cost::CostArgs),
     /// Brings an existing object under management at ADDR.
     Import(import::ImportArgs),
-    /// Prints the dependency graph in Graphviz DOT.
+    /// Prints the dependency graph: Graphviz DOT, or drawn as SVG, or an HTML page with
+    /// the plan's actions coloured on it.
     Graph(graph::GraphArgs),
     /// Releases a state lock left by a run that is no longer going.
     ForceUnlock(force_unlock::ForceUnlockArgs),
@@ -132,6 +138,9 @@ enum Command {
     /// Runs the local sandbox for exploring with gcloud, kubectl and the aws CLI.
     #[command(subcommand)]
     Sandbox(sandbox::SandboxCommand),
+    /// Tests Rego policies (`terrain policy test DIR`).
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
 }
 
 fn parse_var(s: &str) -> Result<(String, String), String> {
@@ -222,11 +231,12 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Output(a) => outputs::run(a).await,
         Command::Cost(a) => cost::run(a).await,
         Command::Import(a) => import::run(a).await,
-        Command::Graph(a) => graph::run(a),
+        Command::Graph(a) => graph::run(a).await,
         Command::ForceUnlock(a) => force_unlock::run(a).await,
         Command::Render(a) => render::run(a).await,
         Command::Status(a) => status::run(a).await,
         Command::Logs(a) => logs::run(a).await,
         Command::Sandbox(c) => sandbox::run(c).await,
+        Command::Policy(c) => policy::run(c),
     }
 }

@@ -1,5 +1,6 @@
 //! `terrain output [NAME]`: the stack's outputs as of the last apply. Secrets show as
-//! `(sensitive value)` unless `--show-sensitive` is given for one named output.
+//! `(sensitive value)` (`null` with `--json`, whose entries say `"sensitive": true`)
+//! unless `--show-sensitive` is given for one named output.
 
 use std::collections::BTreeMap;
 
@@ -61,7 +62,12 @@ pub async fn run(args: OutputArgs) -> anyhow::Result<Exit> {
                 )
             })?;
             let value = if o.sensitive && !args.show_sensitive {
-                Value::String(SENSITIVE.to_string())
+                // JSON has no marker text a script could take for the value.
+                if args.json {
+                    Value::Null
+                } else {
+                    Value::String(SENSITIVE.to_string())
+                }
             } else {
                 o.value.clone()
             };
@@ -77,7 +83,7 @@ pub async fn run(args: OutputArgs) -> anyhow::Result<Exit> {
                 .iter()
                 .map(|(k, o)| {
                     let v = if o.sensitive {
-                        Value::String(SENSITIVE.to_string())
+                        Value::Null
                     } else {
                         o.value.clone()
                     };

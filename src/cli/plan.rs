@@ -1,5 +1,7 @@
 //! `terrain plan`: refresh, diff, show. `--out FILE` saves the plan for `apply FILE`;
-//! `--json` prints it as data; `--detailed-exitcode` exits 2 when there are changes.
+//! `--json` prints it as data, `--markdown` as a pull-request comment;
+//! `--detailed-exitcode` exits 2 when there are changes;
+//! the stack's policies and `--policy DIR` judge it (a deny fails it, unsaved).
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -28,6 +30,10 @@ pub struct PlanArgs {
     /// Prints the plan as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Prints the plan as Markdown for a pull-request comment: counts, cost, warnings,
+    /// a table of the actions and the full plan folded away.
+    #[arg(long, conflicts_with = "json")]
+    pub markdown: bool,
     /// Exit code 0 when there is nothing to do, 2 when there are changes, 1 on error.
     #[arg(long = "detailed-exitcode")]
     pub detailed_exitcode: bool,
@@ -36,6 +42,8 @@ pub struct PlanArgs {
 pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     // Where the user meant, before the run moves into the stack's directory.
     let out_file = args.out.as_deref().map(common::absolute);
+    let policy_paths: Vec<std::path::PathBuf> =
+        args.run.policies.iter().map(|p| common::absolute(p)).collect();
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
     let mut engine = common::engine(
@@ -59,23 +67,36 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
         .await?;
     let mut plan = plan;
     plan.var_files = common::var_files(&args.stack);
+    // The guardrails judge the plan before anything is shown or saved.
+    let verdict = common::judge(&engine, &plan, &policy_paths)?;
     if args.json {
-        let text = serde_json::to_string_pretty(&output::plan::to_json(&plan))
-            .context("encode the plan")?;
+        let mut doc = output::plan::to_json(&plan);
+        if let (Some(v), serde_json::Value::Object(map)) = (&verdict, &mut doc) {
+            map.insert("policy".into(), output::policy::to_json(v));
+        }
+        let text = serde_json::to_string_pretty(&doc).context("encode the plan")?;
         output::print(&format!("{text}\n"));
+    } else if args.markdown {
+        let warns: Vec<String> = verdict
+            .iter()
+            .flat_map(|v| v.warns.iter().map(ToString::to_string))
+            .collect();
+        output::print(&output::markdown::render(&plan, &warns));
     } else {
         if let Some(banner) = common::state_banner(&args.stack, &*engine.backend) {
             output::print(&banner);
         }
-        output::print(&output::plan::render(
-            &plan,
-            Style::detect(args.stack.no_color),
-        ));
+        let style = Style::detect(args.stack.no_color);
+        output::print(&output::plan::render(&plan, style));
+        if let Some(v) = &verdict {
+            output::print(&output::policy::warnings(v, style));
+        }
     }
     common::within_budget(&plan)?;
+    common::allowed(verdict.as_ref())?;
     if let (Some(path), Some(file)) = (&args.out, &out_file) {
         save(file, &plan)?;
-        if !args.json {
+        if !args.json && !args.markdown {
             output::print(&format!(
                 "\nSaved the plan to {}. To apply exactly this plan: terrain apply {}\n",
                 path.display(),

@@ -1,7 +1,8 @@
 //! `terrain render ADDR`: the plain objects a resource is made of (Kubernetes manifests),
 //! as YAML documents (or JSON), with values from the last apply; values not known yet
-//! show as `(known after apply)`. Pipe it to `kubectl apply --dry-run=server -f -` or a
-//! manifest validator. Secrets' values are never printed.
+//! show as `(known after apply)` in YAML and are `null` in JSON. Pipe it to
+//! `kubectl apply --dry-run=server -f -` or a manifest validator. Secrets' values are
+//! never printed: `(sensitive value)` in YAML, `null` in JSON.
 
 use anyhow::Context;
 use clap::Args;
@@ -24,27 +25,41 @@ pub struct RenderArgs {
     json: bool,
 }
 
-/// Replaces the unknown marker with the text plans show.
-fn mark_unknown(v: Value) -> Value {
+/// Replaces the unknown marker with the text plans show (YAML), or a string holding it
+/// with `null` (JSON, which never holds a marker text a script could take for a value).
+fn mark_unknown(v: Value, json: bool) -> Value {
     match v {
         Value::String(s) if s.contains(terrain_providers::protocol::UNKNOWN) => {
-            Value::String(s.replace(terrain_providers::protocol::UNKNOWN, KNOWN_AFTER_APPLY))
+            if json {
+                Value::Null
+            } else {
+                Value::String(s.replace(terrain_providers::protocol::UNKNOWN, KNOWN_AFTER_APPLY))
+            }
         }
-        Value::Array(items) => Value::Array(items.into_iter().map(mark_unknown).collect()),
-        Value::Object(map) => {
-            Value::Object(map.into_iter().map(|(k, v)| (k, mark_unknown(v))).collect())
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| mark_unknown(v, json)).collect())
         }
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, mark_unknown(v, json)))
+                .collect(),
+        ),
         other => other,
     }
 }
 
-/// Hides the values of Secrets: rendered output ends up in terminals and CI logs.
-fn redact_secrets(mut v: Value) -> Value {
+/// Hides the values of Secrets: rendered output ends up in terminals and CI logs
+/// (`(sensitive value)` in YAML, `null` in JSON).
+fn redact_secrets(mut v: Value, json: bool) -> Value {
     if v["kind"] == "Secret" {
         for field in ["data", "stringData"] {
             if let Some(map) = v.get_mut(field).and_then(Value::as_object_mut) {
                 for value in map.values_mut() {
-                    *value = Value::String(SENSITIVE.to_string());
+                    *value = if json {
+                        Value::Null
+                    } else {
+                        Value::String(SENSITIVE.to_string())
+                    };
                 }
             }
         }
@@ -79,8 +94,8 @@ pub async fn run(args: RenderArgs) -> anyhow::Result<Exit> {
     let objects: Vec<Value> = engine
         .render(&args.address, &state)?
         .into_iter()
-        .map(mark_unknown)
-        .map(redact_secrets)
+        .map(|o| mark_unknown(o, args.json))
+        .map(|o| redact_secrets(o, args.json))
         .collect();
     let text = if args.json {
         format!(
@@ -92,4 +107,28 @@ pub async fn run(args: RenderArgs) -> anyhow::Result<Exit> {
     };
     output::print(&text);
     Ok(Exit::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use terrain_providers::protocol::UNKNOWN;
+
+    #[test]
+    fn yaml_shows_marker_texts_where_json_has_nulls() {
+        let secret = json!({
+            "kind": "Secret",
+            "metadata": {"name": format!("run-{UNKNOWN}")},
+            "data": {"token": "dG9r"},
+        });
+        let yaml = redact_secrets(mark_unknown(secret.clone(), false), false);
+        assert_eq!(yaml["metadata"]["name"], format!("run-{KNOWN_AFTER_APPLY}"));
+        assert_eq!(yaml["data"]["token"], SENSITIVE);
+        let json = redact_secrets(mark_unknown(secret, true), true);
+        assert_eq!(
+            json,
+            json!({"kind": "Secret", "metadata": {"name": null}, "data": {"token": null}})
+        );
+    }
 }

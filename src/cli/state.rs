@@ -6,7 +6,7 @@ use clap::{Args, Subcommand};
 
 use super::{common, Exit, RunArgs, StackArgs};
 use crate::addr::Address;
-use crate::output::{self, value::redact};
+use crate::output::{self, value::mark};
 use crate::state::journal::{Change, Record};
 use crate::state::PendingOp;
 
@@ -14,7 +14,8 @@ use crate::state::PendingOp;
 pub enum StateCommand {
     /// Lists the addresses in the state.
     List(Plain),
-    /// Shows one resource as recorded: id, spec, outputs (secrets hidden).
+    /// Shows one resource as recorded, as JSON: id, spec, outputs (a secret is null,
+    /// marked `true` in `spec_sensitive` / `outputs_sensitive`).
     Show {
         address: Address,
         #[command(flatten)]
@@ -113,13 +114,19 @@ pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
                 .iter()
                 .filter_map(|p| p.strip_prefix("outputs.").map(str::to_string))
                 .collect();
+            // Secrets are nulls, with trees of where they were (as `plan --json`'s
+            // `before_sensitive`).
+            let spec = mark(&r.spec, &spec_secrets);
+            let outputs = mark(&r.outputs, &out_secrets);
             let show = serde_json::json!({
                 "address": address.to_string(),
                 "kind": r.kind,
                 "provider": r.provider,
                 "id": r.id,
-                "spec": redact(&r.spec, &spec_secrets, ""),
-                "outputs": redact(&r.outputs, &out_secrets, ""),
+                "spec": spec.value,
+                "spec_sensitive": spec.sensitive,
+                "outputs": outputs.value,
+                "outputs_sensitive": outputs.sensitive,
                 "dependencies": r.dependencies,
                 "pending": r.pending.as_ref().map(|p| p.op),
             });

@@ -1,7 +1,10 @@
 //! Renders what a plan or a state costs: a few lines under each billing resource of a
 //! plan (its hourly range and how it comes about, each usage priced or named as having
 //! no price), the stack's total before → after at the end, the budget verdict, and
-//! `terrain cost`'s table. `--json` carries the same as data.
+//! `terrain cost`'s table. `--json` carries the same as data; [`totals`] words the
+//! summary once for both the human plan and its Markdown (`plan --markdown`). In
+//! `--json`, a usage text hidden because it quotes a secret (`(sensitive value)` in the
+//! lines people read) is `null`, named in the usage's `sensitive` list.
 
 use serde_json::{json, Value};
 
@@ -80,16 +83,31 @@ fn describe(line: &Line) -> String {
     }
 }
 
-/// The stack's total before → after, and what has no price.
-pub fn summary(cost: &PlanCost, style: Style) -> String {
+/// The parts of a plan's cost summary, worded once for every renderer: the terminal
+/// shows them as they are, Markdown with its amounts in code spans (see [`totals`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Totals {
+    /// `Cost: $0.00/h now → $0.38/h idle … $0.39/h at max`.
+    pub line: String,
+    /// `no price for …; the total leaves them out …`, when some usage has no price.
+    pub unpriced: Option<String>,
+    /// `Within the budget of $5.00/h at max`, when a budget holds the plan.
+    pub within_budget: Option<String>,
+    /// Why the plan is over its budget (as [`over_budget`] says it), when it is.
+    pub over_budget: Option<String>,
+}
+
+/// The cost summary of a plan, each amount (`$0.38/h`) passed through `amount`; `None`
+/// when nothing bills before or after the plan.
+pub fn totals(cost: &PlanCost, amount: &dyn Fn(String) -> String) -> Option<Totals> {
     if cost.resources.is_empty() && cost.before == (0.0, 0.0) {
-        return String::new();
+        return None;
     }
-    let mut out = format!(
-        "\nCost: {} now → {} idle … {} at max.\n",
-        hourly_range(cost.before),
-        per_hour(cost.after.0),
-        per_hour(cost.after.1),
+    let line = format!(
+        "Cost: {} now → {} idle … {} at max",
+        amount(hourly_range(cost.before)),
+        amount(per_hour(cost.after.0)),
+        amount(per_hour(cost.after.1)),
     );
     let unpriced: Vec<String> = cost
         .resources
@@ -99,33 +117,58 @@ pub fn summary(cost: &PlanCost, style: Style) -> String {
                 .map(move |u| format!("{} ({} {})", r.address, u.meter, u.item))
         })
         .collect();
-    if !unpriced.is_empty() {
-        out.push_str(&format!(
-            "{} no price for {}; the total leaves them out (a [pricing] file can give them one).\n",
-            style.paint("33", "Note:"),
+    let unpriced = (!unpriced.is_empty()).then(|| {
+        format!(
+            "no price for {}; the total leaves them out (a [pricing] file can give them one)",
             unpriced.join(", ")
-        ));
+        )
+    });
+    let within_budget = cost
+        .max_hourly
+        .filter(|_| cost.over_budget().is_none())
+        .map(|max| format!("Within the budget of {} at max", amount(per_hour(max))));
+    let over_budget = cost
+        .over_budget()
+        .map(|max| over_budget_with(cost, max, amount));
+    Some(Totals {
+        line,
+        unpriced,
+        within_budget,
+        over_budget,
+    })
+}
+
+/// The stack's total before → after, and what has no price.
+pub fn summary(cost: &PlanCost, style: Style) -> String {
+    let Some(t) = totals(cost, &|a| a) else {
+        return String::new();
+    };
+    let mut out = format!("\n{}.\n", t.line);
+    if let Some(unpriced) = &t.unpriced {
+        out.push_str(&format!("{} {unpriced}.\n", style.paint("33", "Note:")));
     }
-    if let Some(max) = cost.max_hourly {
-        if cost.over_budget().is_none() {
-            out.push_str(&format!("Within the budget of {}/h at max.\n", usd(max)));
-        }
+    if let Some(within) = &t.within_budget {
+        out.push_str(&format!("{within}.\n"));
     }
     out
 }
 
 /// Why a plan over its budget fails: the budget, the maximum and what drives it.
 pub fn over_budget(cost: &PlanCost, max: f64) -> String {
+    over_budget_with(cost, max, &|a| a)
+}
+
+fn over_budget_with(cost: &PlanCost, max: f64, amount: &dyn Fn(String) -> String) -> String {
     let drivers: Vec<String> = cost
         .drivers()
         .into_iter()
         .take(5)
-        .map(|r| format!("{} ({} at max)", r.address, per_hour(r.hourly.1)))
+        .map(|r| format!("{} ({} at max)", r.address, amount(per_hour(r.hourly.1))))
         .collect();
     format!(
-        "the plan costs up to {}/h at max, over the stack's budget of {}/h (stack.budget.max_hourly); most of it: {}",
-        usd(cost.after.1),
-        usd(max),
+        "the plan costs up to {} at max, over the stack's budget of {} (stack.budget.max_hourly); most of it: {}",
+        amount(per_hour(cost.after.1)),
+        amount(per_hour(max)),
         drivers.join(", ")
     )
 }
@@ -161,13 +204,34 @@ pub fn table(cost: &PlanCost) -> String {
     out
 }
 
-/// The cost of one resource for `plan --json`.
+/// The cost of one resource for `plan --json` and `cost --json`.
 pub fn resource_json(rc: &ResourceCost) -> Value {
     json!({
         "hourly_min": rc.hourly.0,
         "hourly_max": rc.hourly.1,
-        "lines": rc.lines,
+        "lines": rc.lines.iter().map(line_json).collect::<Vec<_>>(),
     })
+}
+
+/// One priced usage as data. The engine hides a secret in a usage's texts (`item`,
+/// `region`, `basis`) as [`crate::desired::HIDDEN`]; such a text is `null` here and its
+/// name is in the usage's `sensitive` list (empty when nothing is hidden).
+fn line_json(line: &Line) -> Value {
+    let mut v = serde_json::to_value(line).unwrap_or_default();
+    if let Some(usage) = v.get_mut("usage").and_then(Value::as_object_mut) {
+        let mut hidden = Vec::new();
+        for (field, text) in usage.iter_mut() {
+            if text
+                .as_str()
+                .is_some_and(|t| t.contains(crate::desired::HIDDEN))
+            {
+                *text = Value::Null;
+                hidden.push(Value::String(field.clone()));
+            }
+        }
+        usage.insert("sensitive".into(), Value::Array(hidden));
+    }
+    v
 }
 
 /// The plan's totals for `plan --json`.
@@ -180,4 +244,56 @@ pub fn totals_json(cost: &PlanCost) -> Value {
         "budget_max_hourly": cost.max_hourly,
         "over_budget": cost.over_budget().is_some(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use terrain_providers::Usage;
+
+    #[test]
+    fn json_hides_a_usage_text_that_quotes_a_secret_as_null_and_names_it() {
+        let hidden = crate::desired::HIDDEN;
+        let usage = Usage::fixed(
+            "gce.vm",
+            hidden,
+            "us-central1",
+            1.0,
+            format!("1 node × {hidden}"),
+        );
+        let rc = ResourceCost {
+            address: "gke_node_pool.gpu".into(),
+            lines: vec![Line {
+                usage,
+                unit_usd: Some(2.0),
+                unit: Some(Unit::Hour),
+                hourly: Some((2.0, 2.0)),
+                spot_estimated: false,
+                source: None,
+            }],
+            hourly: (2.0, 2.0),
+        };
+        let v = resource_json(&rc);
+        let u = &v["lines"][0]["usage"];
+        assert_eq!(u["item"], Value::Null);
+        assert_eq!(u["basis"], Value::Null);
+        assert_eq!(u["region"], "us-central1");
+        assert_eq!(u["sensitive"], json!(["item", "basis"]));
+        assert!(!v.to_string().contains(hidden), "{v}");
+        assert!(
+            describe(&rc.lines[0]).contains(hidden),
+            "people still read the marker"
+        );
+        let plain = ResourceCost {
+            lines: vec![Line {
+                usage: Usage::fixed("gce.vm", "n2", "us-central1", 1.0, "1 node".into()),
+                ..rc.lines[0].clone()
+            }],
+            ..rc
+        };
+        assert_eq!(
+            resource_json(&plain)["lines"][0]["usage"]["sensitive"],
+            json!([])
+        );
+    }
 }

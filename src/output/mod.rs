@@ -4,7 +4,10 @@
 pub mod cost;
 pub mod diag;
 pub mod log;
+pub mod markdown;
+pub mod picture;
 pub mod plan;
+pub mod policy;
 pub mod progress;
 pub mod value;
 

@@ -1,11 +1,13 @@
 //! Renders plans: drift first, then one block per resource in graph order with its
 //! symbol and field-level changes (unified diffs for long values), then a summary.
-//! `--json` gets the same content as data, secrets redacted.
+//! `--json` gets the same content as data (format 2, `schemas/plan-v2.schema.json`):
+//! secrets and values not known until apply are `null` there, with Terraform's
+//! `after_unknown` / `before_sensitive` / `after_sensitive` trees saying where.
 
 use serde_json::{json, Value};
 use similar::TextDiff;
 
-use super::value::{inline, is_sensitive, lines, redact, KNOWN_AFTER_APPLY, SENSITIVE};
+use super::value::{inline, is_sensitive, lines, mark, Marked, SENSITIVE};
 use super::Style;
 use crate::diff::changed_paths;
 use crate::plan::{Action, Change, Plan};
@@ -79,16 +81,21 @@ pub fn render(plan: &Plan, style: Style) -> String {
     if let Some(cost) = &plan.cost {
         out.push_str(&super::cost::summary(cost, style));
     }
+    out.push_str(&format!("\n{}\n", summary_line(plan)));
+    out
+}
+
+/// `Plan: 7 to add, 0 to change, 0 to replace, 0 to destroy.` (with `, N moved`).
+pub fn summary_line(plan: &Plan) -> String {
     let s = plan.summary();
     let moved = match plan.moved.len() {
         0 => String::new(),
         n => format!(", {n} moved"),
     };
-    out.push_str(&format!(
-        "\nPlan: {} to add, {} to change, {} to replace, {} to destroy{moved}.\n",
+    format!(
+        "Plan: {} to add, {} to change, {} to replace, {} to destroy{moved}.",
         s.add, s.change, s.replace, s.destroy
-    ));
-    out
+    )
 }
 
 fn symbol(c: &Change, style: Style) -> String {
@@ -288,12 +295,41 @@ fn unified(before: &str, after: &str, style: Style) -> String {
     out
 }
 
-/// The machine-readable plan (`plan --json`): secrets redacted, unknowns marked.
+/// The format version of `plan --json` documents (not of saved plan files, which have
+/// their own: [`crate::plan::PLAN_FORMAT_VERSION`]).
+pub const JSON_FORMAT_VERSION: u32 = 2;
+
+/// The values of a `--json` side (`before`, `after`, drift's `recorded`, `live`): a side
+/// that is absent has no value and nothing marked.
+fn side(v: Option<&Value>, sensitive: &[String]) -> Marked {
+    v.map_or(
+        Marked {
+            value: Value::Null,
+            unknown: Value::Bool(false),
+            sensitive: Value::Bool(false),
+        },
+        |v| mark(v, sensitive),
+    )
+}
+
+/// The machine-readable plan (`plan --json`, format [`JSON_FORMAT_VERSION`]): every
+/// secret and every value not known until apply is `null`, with trees saying where they
+/// were (see [`mark`]); no value in it is a marker text (`warnings` are messages for
+/// people, worded as the human plan words them).
 pub fn to_json(plan: &Plan) -> Value {
     let changes: Vec<Value> = plan
         .changes
         .iter()
         .map(|c| {
+            let secrets = &c.sensitive_paths;
+            let before = side(plan.before(c), secrets);
+            let after = side(plan.after(c).as_deref(), secrets);
+            // The provider's diff text has its secrets replaced by the marker text: the
+            // text is then withheld, and said to be.
+            let diff_sensitive = c
+                .live_diff
+                .as_deref()
+                .is_some_and(|d| d.contains(SENSITIVE));
             json!({
                 "address": c.address.to_string(),
                 // Where the address comes from, for scripts: the module calls it sits
@@ -308,18 +344,28 @@ pub fn to_json(plan: &Plan) -> Value {
                 }),
                 "kind": c.kind,
                 "action": c.action,
-                "before": plan.before(c).map(|v| redact(v, &c.sensitive_paths, "")),
-                "after": plan.after(c).map(|v| redact(&v, &c.sensitive_paths, "")),
+                "before": before.value,
+                "after": after.value,
+                "after_unknown": after.unknown,
+                "before_sensitive": before.sensitive,
+                "after_sensitive": after.sensitive,
                 "replace_because": c.replace_because,
                 "create_before_destroy": c.create_before_destroy,
                 "dependencies": c.dependencies.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                "drift": c.drift.as_ref().map(|d| json!({
-                    "recorded": redact(&d.recorded, &c.sensitive_paths, ""),
-                    "live": d.live.as_ref().map(|l| redact(l, &c.sensitive_paths, "")),
-                })),
+                "drift": c.drift.as_ref().map(|d| {
+                    let recorded = mark(&d.recorded, secrets);
+                    let live = side(d.live.as_ref(), secrets);
+                    json!({
+                        "recorded": recorded.value,
+                        "recorded_sensitive": recorded.sensitive,
+                        "live": live.value,
+                        "live_sensitive": live.sensitive,
+                    })
+                }),
                 "deposed": c.deposed.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
                 "tainted": c.tainted,
-                "live_diff": c.live_diff,
+                "live_diff": c.live_diff.as_ref().filter(|_| !diff_sensitive),
+                "live_diff_sensitive": diff_sensitive,
                 "cost": plan.cost.as_ref().and_then(|cost| {
                     let address = c.address.to_string();
                     cost.resources.iter().find(|r| r.address == address)
@@ -328,7 +374,7 @@ pub fn to_json(plan: &Plan) -> Value {
         })
         .collect();
     json!({
-        "format_version": 1,
+        "format_version": JSON_FORMAT_VERSION,
         "terrain_version": plan.terrain_version,
         "stack": plan.stack,
         "destroy": plan.destroy,
@@ -338,6 +384,119 @@ pub fn to_json(plan: &Plan) -> Value {
         "has_changes": plan.has_changes(),
         "warnings": plan.warnings,
         "cost": plan.cost.as_ref().map(super::cost::totals_json),
-        "markers": { "sensitive": SENSITIVE, "unknown": KNOWN_AFTER_APPLY },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::addr::Address;
+    use crate::plan::{Drift, PLAN_FORMAT_VERSION};
+    use terrain_providers::protocol::UNKNOWN;
+
+    fn plan(changes: Vec<Change>) -> Plan {
+        Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            terrain_version: "test".into(),
+            stack: "demo".into(),
+            stack_path: "stack.toml".into(),
+            stack_hash: String::new(),
+            destroy: false,
+            targets: Vec::new(),
+            variables: Vec::new(),
+            environment: None,
+            var_files: Vec::new(),
+            lineage: String::new(),
+            serial: 0,
+            changes,
+            moved: Vec::new(),
+            refreshed: Default::default(),
+            warnings: Vec::new(),
+            cost: None,
+        }
+    }
+
+    fn update(before: Value, after: Value) -> Change {
+        Change {
+            address: Address::new("kubernetes_secret", "creds"),
+            kind: "kubernetes_secret".into(),
+            action: Action::Update,
+            id: Some("v1/Secret/default/creds".into()),
+            before: Some(before),
+            after: Some(after),
+            replace_because: Vec::new(),
+            sensitive_paths: vec!["data".into()],
+            create_before_destroy: false,
+            dependencies: Vec::new(),
+            drift: None,
+            computed: Vec::new(),
+            deposed: Vec::new(),
+            tainted: false,
+            notes: Vec::new(),
+            live_diff: None,
+        }
+    }
+
+    #[test]
+    fn json_has_nulls_and_marks_never_marker_texts() {
+        let mut c = update(
+            json!({"name": "creds", "data": {"k": "old"}, "labels": {"a": "b"}}),
+            json!({"name": "creds", "data": {"k": "new"}, "labels": {"a": format!("v-{UNKNOWN}")}}),
+        );
+        c.drift = Some(Drift {
+            recorded: json!({"name": "creds", "data": {"k": "old"}}),
+            live: Some(json!({"name": "creds", "data": {"k": "edited"}})),
+        });
+        c.live_diff = Some(format!("-  k: {SENSITIVE}\n+  k: {SENSITIVE}\n"));
+        let doc = to_json(&plan(vec![c]));
+        assert_eq!(doc["format_version"], 2);
+        assert!(doc.get("markers").is_none());
+        let c = &doc["changes"][0];
+        assert_eq!(c["before"]["data"], Value::Null);
+        assert_eq!(c["after"]["labels"]["a"], Value::Null);
+        assert_eq!(c["after_unknown"], json!({"labels": {"a": true}}));
+        assert_eq!(c["before_sensitive"], json!({"data": true}));
+        assert_eq!(c["after_sensitive"], json!({"data": true}));
+        assert_eq!(c["drift"]["recorded_sensitive"], json!({"data": true}));
+        assert_eq!(c["drift"]["live"], json!({"name": "creds", "data": null}));
+        assert_eq!(c["drift"]["live_sensitive"], json!({"data": true}));
+        assert_eq!(
+            c["live_diff"],
+            Value::Null,
+            "a diff quoting a secret is withheld"
+        );
+        assert_eq!(c["live_diff_sensitive"], true);
+        let text = doc.to_string();
+        for hidden in [
+            "old",
+            "new",
+            "edited",
+            SENSITIVE,
+            "(known after apply)",
+            "terrain:",
+        ] {
+            assert!(!text.contains(hidden), "{hidden} in {text}");
+        }
+    }
+
+    #[test]
+    fn a_delete_has_no_after_and_nothing_marked_after() {
+        let mut c = update(json!({"name": "creds", "data": {"k": "v"}}), json!({}));
+        c.action = Action::Delete;
+        c.after = None;
+        c.live_diff = Some("-  replicas: 1\n".into());
+        let doc = to_json(&plan(vec![c]));
+        let c = &doc["changes"][0];
+        assert_eq!(c["after"], Value::Null);
+        assert_eq!(
+            (&c["after_unknown"], &c["after_sensitive"]),
+            (&json!(false), &json!(false))
+        );
+        assert_eq!(c["before_sensitive"], json!({"data": true}));
+        assert_eq!(
+            c["live_diff"], "-  replicas: 1\n",
+            "a diff without secrets stays"
+        );
+        assert_eq!(c["live_diff_sensitive"], false);
+    }
 }

@@ -1,7 +1,11 @@
-//! Renders values for plans and `state show`: secrets hidden, values not known until
-//! apply shown as such, short values inline and long ones over several lines.
+//! Renders values for plans, `state show` and every `--json` output. For people: secrets
+//! shown as `(sensitive value)`, values not known until apply as `(known after apply)`,
+//! short values inline and long ones over several lines. For scripts ([`mark`]): those
+//! values are `null`, and parallel trees of `true`s say which ones were secret or not
+//! known yet (Terraform's `after_unknown` / `after_sensitive`), so no JSON output ever
+//! holds a marker string a script could take for a real value.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 use terrain_providers::protocol::{is_unknown, UNKNOWN};
 
 /// What a secret shows as.
@@ -16,48 +20,102 @@ pub fn is_sensitive(path: &str, sensitive: &[String]) -> bool {
     })
 }
 
-/// `value` with the secrets at `sensitive` paths replaced by [`SENSITIVE`] and unknowns
-/// by [`KNOWN_AFTER_APPLY`] (for `--json` and `state show`).
-pub fn redact(value: &Value, sensitive: &[String], path: &str) -> Value {
+/// A value as `--json` outputs carry it: [`Marked::value`] is the value with every
+/// secret and every value not known until apply replaced by `null`; the other two trees
+/// say where those were.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Marked {
+    pub value: Value,
+    /// `true` where a value is not known until apply (a string holding the unknown marker,
+    /// even inside a longer interpolated string, is unknown as a whole).
+    pub unknown: Value,
+    /// `true` where a value is secret (a whole secret object or array is just `true`).
+    pub sensitive: Value,
+}
+
+/// Splits `value` into what `--json` shows and where its secrets (the values at the
+/// `sensitive` paths and under them, except nulls: nothing is not a secret) and its
+/// unknowns are. A marks tree has the shape of the value: `true` at a marked leaf,
+/// objects holding only the keys with marks inside, arrays as arrays (an element with
+/// nothing marked is `false`, so positions line up), and `false` for a whole value with
+/// nothing marked.
+pub fn mark(value: &Value, sensitive: &[String]) -> Marked {
+    let (value, unknown, sensitive) = mark_at(value, sensitive, "");
+    Marked {
+        value,
+        unknown,
+        sensitive,
+    }
+}
+
+fn mark_at(value: &Value, sensitive: &[String], path: &str) -> (Value, Value, Value) {
     if !path.is_empty()
         && !value.is_null()
         && sensitive
             .iter()
             .any(|s| s == path || path.starts_with(&format!("{s}.")))
     {
-        return Value::String(SENSITIVE.to_string());
+        // Hidden whole: a secret holding a value not known yet is marked as both.
+        return (
+            Value::Null,
+            Value::Bool(is_unknown(value)),
+            Value::Bool(true),
+        );
     }
+    let child = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
     match value {
-        Value::String(s) if s.contains(UNKNOWN) => Value::String(KNOWN_AFTER_APPLY.to_string()),
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .map(|(k, v)| {
-                    let p = if path.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{path}.{k}")
-                    };
-                    (k.clone(), redact(v, sensitive, &p))
-                })
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(
-            a.iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    redact(
-                        v,
-                        sensitive,
-                        &if path.is_empty() {
-                            i.to_string()
-                        } else {
-                            format!("{path}.{i}")
-                        },
-                    )
-                })
-                .collect(),
-        ),
-        other => other.clone(),
+        Value::String(s) if s.contains(UNKNOWN) => {
+            (Value::Null, Value::Bool(true), Value::Bool(false))
+        }
+        Value::Object(m) => {
+            let mut out = Map::new();
+            let mut unknown = Map::new();
+            let mut secret = Map::new();
+            for (k, v) in m {
+                let (v, u, s) = mark_at(v, sensitive, &child(k));
+                out.insert(k.clone(), v);
+                if u != Value::Bool(false) {
+                    unknown.insert(k.clone(), u);
+                }
+                if s != Value::Bool(false) {
+                    secret.insert(k.clone(), s);
+                }
+            }
+            let tree = |m: Map<String, Value>| {
+                if m.is_empty() {
+                    Value::Bool(false)
+                } else {
+                    Value::Object(m)
+                }
+            };
+            (Value::Object(out), tree(unknown), tree(secret))
+        }
+        Value::Array(a) => {
+            let mut out = Vec::with_capacity(a.len());
+            let mut unknown = Vec::with_capacity(a.len());
+            let mut secret = Vec::with_capacity(a.len());
+            for (i, v) in a.iter().enumerate() {
+                let (v, u, s) = mark_at(v, sensitive, &child(&i.to_string()));
+                out.push(v);
+                unknown.push(u);
+                secret.push(s);
+            }
+            let tree = |marks: Vec<Value>| {
+                if marks.iter().all(|m| *m == Value::Bool(false)) {
+                    Value::Bool(false)
+                } else {
+                    Value::Array(marks)
+                }
+            };
+            (Value::Array(out), tree(unknown), tree(secret))
+        }
+        other => (other.clone(), Value::Bool(false), Value::Bool(false)),
     }
 }
 
@@ -94,25 +152,79 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Whether any string in `value` (keys included) is or holds a marker text.
+    fn holds_marker_text(value: &Value) -> bool {
+        let marked = |s: &str| s.contains(SENSITIVE) || s.contains(KNOWN_AFTER_APPLY);
+        match value {
+            Value::String(s) => marked(s),
+            Value::Array(a) => a.iter().any(holds_marker_text),
+            Value::Object(m) => m.iter().any(|(k, v)| marked(k) || holds_marker_text(v)),
+            _ => false,
+        }
+    }
+
     #[test]
-    fn redacts_secrets_and_unknowns() {
-        let v =
-            json!({"user": "a", "password": "hunter2", "ip": UNKNOWN, "nested": {"token": "t"}});
-        let r = redact(
+    fn marks_secrets_and_unknowns_as_nulls_beside_trees_of_trues() {
+        let interpolated = format!("x-{UNKNOWN}");
+        let v = json!({
+            "user": "a",
+            "password": "hunter2",
+            "ip": UNKNOWN,
+            "url": interpolated,
+            "nested": {"token": "t", "plain": 1},
+            "unset": null,
+            "list": [1, UNKNOWN, {"k": UNKNOWN}],
+            "keys": {"a": [1, 2]},
+        });
+        let m = mark(
             &v,
-            &["password".into(), "nested.token".into(), "unset".into()],
-            "",
+            &[
+                "password".into(),
+                "nested.token".into(),
+                "unset".into(),
+                "keys".into(),
+            ],
         );
         assert_eq!(
-            r,
-            json!({"user": "a", "password": SENSITIVE, "ip": KNOWN_AFTER_APPLY, "nested": {"token": SENSITIVE}})
+            m.value,
+            json!({
+                "user": "a",
+                "password": null,
+                "ip": null,
+                "url": null,
+                "nested": {"token": null, "plain": 1},
+                "unset": null,
+                "list": [1, null, {"k": null}],
+                "keys": null,
+            })
         );
-        assert!(!r.to_string().contains("hunter2"));
         assert_eq!(
-            redact(&json!({"unset": null}), &["unset".into()], ""),
-            json!({"unset": null}),
-            "nothing is not a secret"
+            m.unknown,
+            json!({"ip": true, "url": true, "list": [false, true, {"k": true}]})
         );
+        assert_eq!(
+            m.sensitive,
+            json!({"password": true, "nested": {"token": true}, "keys": true}),
+            "a null is not a secret; a secret object is just true"
+        );
+        assert!(!m.value.to_string().contains("hunter2"));
+        assert!(!holds_marker_text(&m.value));
+    }
+
+    #[test]
+    fn nothing_marked_is_false_and_a_secret_unknown_is_both() {
+        let m = mark(&json!({"a": [1, {"b": 2}], "c": "d"}), &[]);
+        assert_eq!(m.value, json!({"a": [1, {"b": 2}], "c": "d"}));
+        assert_eq!((m.unknown, m.sensitive), (json!(false), json!(false)));
+        let m = mark(
+            &json!({"s": UNKNOWN, "list": ["x", "y"]}),
+            &["s".into(), "list.1".into()],
+        );
+        assert_eq!(m.value, json!({"s": null, "list": ["x", null]}));
+        assert_eq!(m.unknown, json!({"s": true}));
+        assert_eq!(m.sensitive, json!({"s": true, "list": [false, true]}));
+        assert!(holds_marker_text(&json!({"a": [format!("x {SENSITIVE}")]})));
+        assert!(holds_marker_text(&json!({KNOWN_AFTER_APPLY: 1})));
     }
 
     #[test]

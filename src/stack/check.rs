@@ -28,9 +28,14 @@ pub const META_KEYS: [&str; 6] = [
     "provider",
 ];
 
-/// What `[stack]` says: the name, a legacy `backend` (its path and where it is written)
-/// and the `budget` table.
-type StackSection = (String, Option<(Option<PathBuf>, Span)>, Option<Node>);
+/// What `[stack]` says: the name, a legacy `backend` (its path and where it is written),
+/// the `budget` table and the `policies` directories.
+type StackSection = (
+    String,
+    Option<(Option<PathBuf>, Span)>,
+    Option<Node>,
+    Vec<PathBuf>,
+);
 
 /// Validates a parsed stack.
 pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackErrors> {
@@ -42,7 +47,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         declared_vars: raw.variables.iter().map(|(n, _, _)| n.clone()).collect(),
         failed: BTreeSet::new(),
     };
-    let (name, legacy_backend, budget) = c.stack_section(&raw);
+    let (name, legacy_backend, budget, policies) = c.stack_section(&raw);
     let pricing = super::pricing::check(
         raw.pricing.as_ref(),
         budget.as_ref(),
@@ -127,6 +132,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         outputs,
         moved,
         pricing,
+        policies,
     })
 }
 
@@ -236,6 +242,7 @@ impl Checker<'_> {
         let mut backend_path: Option<PathBuf> = None;
         let mut legacy: Option<Span> = None;
         let mut budget: Option<Node> = None;
+        let mut policies: Vec<PathBuf> = Vec::new();
         if let Some((_, node)) = &raw.stack {
             for (key, kspan, value) in self.table("[stack]", node).to_vec() {
                 match key.as_str() {
@@ -256,6 +263,38 @@ impl Checker<'_> {
                         self.literal_str("stack.description", &value);
                     }
                     "budget" => budget = Some(value.clone()),
+                    // Where the Rego guardrails every plan of the stack is held to live:
+                    // plain paths (they decide how a plan is judged, so they are known
+                    // before anything is evaluated), from the stack's directory.
+                    "policies" => {
+                        let bad = |span| {
+                            Diagnostic::at(
+                                span,
+                                "stack.policies must be a list of plain strings naming directories or .rego files, e.g. [\"policies/\"]",
+                                "expected a list of paths",
+                            )
+                        };
+                        match &value.kind {
+                            NodeKind::List(items) => {
+                                for item in items {
+                                    match &item.kind {
+                                        NodeKind::Literal(Value::String(p)) if !p.is_empty() => {
+                                            policies.push(raw.dir.join(p));
+                                        }
+                                        _ => self.err(bad(item.span)),
+                                    }
+                                }
+                            }
+                            NodeKind::Literal(Value::Array(items))
+                                if items.iter().all(|i| i.as_str().is_some_and(|p| !p.is_empty())) =>
+                            {
+                                policies.extend(
+                                    items.iter().filter_map(Value::as_str).map(|p| raw.dir.join(p)),
+                                );
+                            }
+                            _ => self.err(bad(value.span)),
+                        }
+                    }
                     "backend" => {
                         legacy = Some(kspan);
                         for (bkey, bspan, bvalue) in self.table("stack.backend", &value).to_vec() {
@@ -295,12 +334,17 @@ impl Checker<'_> {
                         "[stack]",
                         other,
                         kspan,
-                        &["name", "description", "backend", "budget"],
+                        &["name", "description", "backend", "budget", "policies"],
                     ),
                 }
             }
         }
-        (name, legacy.map(|at| (backend_path, at)), budget)
+        (
+            name,
+            legacy.map(|at| (backend_path, at)),
+            budget,
+            policies,
+        )
     }
 
     fn providers(&mut self, entries: &[Entry], opts: &LoadOptions<'_>) -> BTreeMap<String, Node> {

@@ -55,6 +55,9 @@ pub struct Stack {
     pub moved: Vec<moved::Move>,
     /// `[pricing]` and `[stack] budget`.
     pub pricing: pricing::Pricing,
+    /// `[stack] policies`: directories or files of Rego guardrails every plan is held
+    /// to, from the stack's directory.
+    pub policies: Vec<std::path::PathBuf>,
 }
 
 impl Stack {
