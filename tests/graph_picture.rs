@@ -213,6 +213,8 @@ fn svg_draws_every_resource_and_dependency_the_dot_lists_once_and_readably() {
 
         let again = work.run(&["graph", "-s", &stack, "--format", "svg"]);
         assert_eq!(again.stdout, svg.stdout, "{s}: the same bytes on every run");
+        // Checked in, so a change to the layout shows in review.
+        work.expect(&format!("graph/{s}.svg"), &svg.stdout);
     }
 }
 
