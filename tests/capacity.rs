@@ -9,22 +9,16 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::Sandbox as Work;
 
-/// A work directory holding the example stacks and their shared modules.
+/// A work directory holding the stacks these tests use, with their shared modules.
 fn with_stacks() -> Work {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let work = Work::new();
-    for s in ["gke-gpu-pipelines", "gke-accelerators", "eks-sagemaker"] {
-        common::copy_dir(
-            &root.join("stacks").join(s),
-            &work.join(&format!("stacks/{s}")),
-        );
-    }
-    common::copy_dir(&root.join("stacks/modules"), &work.join("stacks/modules"));
-    work
+    common::with_stacks(&[
+        "gke-gpu-pipelines",
+        "gke-accelerators",
+        "eks-sagemaker",
+        "modules",
+    ])
 }
 
 const CAPACITY: &str = "TERRAIN_SANDBOX_CAPACITY";
@@ -170,19 +164,7 @@ fn a_node_group_over_its_vcpu_quota_fails_the_plan() {
 #[test]
 fn capacity_messages_never_show_a_value_that_came_from_a_secret() {
     let work = with_stacks();
-    let stack = work.join("stacks/gke-accelerators/stack.toml");
-    let text = std::fs::read_to_string(&stack).expect("read the stack");
-    let text = text
-        .replace(
-            "machine_type = \"g2-standard-24\"",
-            "machine_type = \"${var.gpu_machine}\"",
-        )
-        .replacen(
-            "[variables.zone]",
-            "[variables.gpu_machine]\ndefault = \"g2-standard-24\"\nsensitive = true\n\n[variables.zone]",
-            1,
-        );
-    std::fs::write(&stack, text).expect("write the stack");
+    common::gpu_machine_from_a_secret(&work);
     let run = plan(
         &work,
         "stacks/gke-accelerators",

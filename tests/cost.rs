@@ -7,30 +7,14 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::Sandbox as Work;
 use terrain::cost::Catalog;
 
-const STACKS: [&str; 4] = [
-    "gke-batch-ml",
-    "gke-gpu-pipelines",
-    "eks-sagemaker",
-    "gke-accelerators",
-];
+use common::SCENARIO_STACKS as STACKS;
 
-/// A work directory holding the example stacks and their shared modules.
+/// A work directory holding the stacks these tests use, with their shared modules.
 fn with_stacks() -> Work {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let work = Work::new();
-    for s in STACKS {
-        common::copy_dir(
-            &root.join("stacks").join(s),
-            &work.join(&format!("stacks/{s}")),
-        );
-    }
-    common::copy_dir(&root.join("stacks/modules"), &work.join("stacks/modules"));
-    work
+    common::with_stacks(&[STACKS.as_slice(), &["modules"]].concat())
 }
 
 /// The cost part of a rendered plan: each resource line followed by its `$` lines, and
@@ -302,19 +286,7 @@ fn a_bad_budget_or_price_file_setting_is_located_at_its_value() {
 #[test]
 fn cost_lines_never_show_a_value_that_came_from_a_secret() {
     let work = with_stacks();
-    let stack = work.join("stacks/gke-accelerators/stack.toml");
-    let text = std::fs::read_to_string(&stack).expect("read the stack");
-    let text = text
-        .replace(
-            "machine_type = \"g2-standard-24\"",
-            "machine_type = \"${var.gpu_machine}\"",
-        )
-        .replacen(
-            "[variables.zone]",
-            "[variables.gpu_machine]\ndefault = \"g2-standard-24\"\nsensitive = true\n\n[variables.zone]",
-            1,
-        );
-    std::fs::write(&stack, text).expect("write the stack");
+    common::gpu_machine_from_a_secret(&work);
     let run = work.run(&[
         "plan",
         "-s",

@@ -19,12 +19,7 @@ use std::path::Path;
 use common::Sandbox as Work;
 use serde_json::{json, Value};
 
-const STACKS: [&str; 4] = [
-    "gke-batch-ml",
-    "gke-gpu-pipelines",
-    "eks-sagemaker",
-    "gke-accelerators",
-];
+use common::SCENARIO_STACKS as STACKS;
 
 /// The happy fixture's sensitive variable's value.
 const TOKEN: &str = "tok-5ecret-42";
@@ -331,16 +326,9 @@ fn the_validator_rejects_documents_the_schema_rules_out() {
 }
 
 /// Copies the example stacks and their shared modules into a work directory.
+/// A work directory holding the stacks these tests use, with their shared modules.
 fn with_stacks() -> Work {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let work = Work::new();
-    for s in STACKS.iter().chain(&["modules"]) {
-        common::copy_dir(
-            &root.join("stacks").join(s),
-            &work.join(&format!("stacks/{s}")),
-        );
-    }
-    work
+    common::with_stacks(&[STACKS.as_slice(), &["modules"]].concat())
 }
 
 #[test]
@@ -487,19 +475,7 @@ fn secrets_and_unknowns_are_nulls_marked_in_parallel_trees() {
 fn a_cost_line_from_a_secret_is_null_and_named_sensitive() {
     let schema = schema();
     let work = with_stacks();
-    let stack = work.join("stacks/gke-accelerators/stack.toml");
-    let text = std::fs::read_to_string(&stack).expect("read the stack");
-    let text = text
-        .replace(
-            "machine_type = \"g2-standard-24\"",
-            "machine_type = \"${var.gpu_machine}\"",
-        )
-        .replacen(
-            "[variables.zone]",
-            "[variables.gpu_machine]\ndefault = \"g2-standard-24\"\nsensitive = true\n\n[variables.zone]",
-            1,
-        );
-    std::fs::write(&stack, text).expect("write the stack");
+    common::gpu_machine_from_a_secret(&work);
     let args = ["plan", "-s", "stacks/gke-accelerators", "--sandbox"];
     let human = work.run(&args);
     human.success();

@@ -8,8 +8,6 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::Sandbox as Work;
 
 const STACKS: [&str; 5] = [
@@ -20,18 +18,9 @@ const STACKS: [&str; 5] = [
     "multi-region-gpu",
 ];
 
-/// A work directory holding the example stacks, their modules and the shipped
-/// policies.
+/// A work directory holding the stacks these tests use, with their shared modules.
 fn with_stacks() -> Work {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let work = Work::new();
-    for s in STACKS.iter().chain(&["modules", "policies"]) {
-        common::copy_dir(
-            &root.join("stacks").join(s),
-            &work.join(&format!("stacks/{s}")),
-        );
-    }
-    work
+    common::with_stacks(&[STACKS.as_slice(), &["modules", "policies"]].concat())
 }
 
 #[test]

@@ -9,29 +9,13 @@
 
 mod common;
 
-use std::path::Path;
-
 use common::Sandbox as Work;
 
-const STACKS: [&str; 4] = [
-    "gke-batch-ml",
-    "gke-gpu-pipelines",
-    "eks-sagemaker",
-    "gke-accelerators",
-];
+use common::SCENARIO_STACKS as STACKS;
 
-/// A work directory holding the example stacks and their shared modules.
+/// A work directory holding the stacks these tests use, with their shared modules.
 fn with_stacks() -> Work {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let work = Work::new();
-    for s in STACKS {
-        common::copy_dir(
-            &root.join("stacks").join(s),
-            &work.join(&format!("stacks/{s}")),
-        );
-    }
-    common::copy_dir(&root.join("stacks/modules"), &work.join("stacks/modules"));
-    work
+    common::with_stacks(&[STACKS.as_slice(), &["modules"]].concat())
 }
 
 #[test]

@@ -330,6 +330,50 @@ impl Sandbox {
     }
 }
 
+/// The four scenario stacks under `stacks/`.
+#[allow(dead_code)]
+pub const SCENARIO_STACKS: [&str; 4] = [
+    "gke-batch-ml",
+    "gke-gpu-pipelines",
+    "eks-sagemaker",
+    "gke-accelerators",
+];
+
+/// A work directory holding `stacks/<name>` for each of `names` (example stacks,
+/// `modules`, `policies`), copied from the repository.
+#[allow(dead_code)]
+pub fn with_stacks(names: &[&str]) -> Sandbox {
+    let root = manifest_dir();
+    let work = Sandbox::new();
+    for s in names {
+        copy_dir(
+            &root.join("stacks").join(s),
+            &work.join(&format!("stacks/{s}")),
+        );
+    }
+    work
+}
+
+/// Makes gke-accelerators' GPU pool take its machine type from a sensitive variable
+/// (`gpu_machine`, defaulting to the type it had), on the cluster the same stack
+/// creates: what every "a secret never shows" test of that stack starts from.
+#[allow(dead_code)]
+pub fn gpu_machine_from_a_secret(work: &Sandbox) {
+    let stack = work.join("stacks/gke-accelerators/stack.toml");
+    let text = std::fs::read_to_string(&stack).expect("read the stack");
+    let text = text
+        .replace(
+            "machine_type = \"g2-standard-24\"",
+            "machine_type = \"${var.gpu_machine}\"",
+        )
+        .replacen(
+            "[variables.zone]",
+            "[variables.gpu_machine]\ndefault = \"g2-standard-24\"\nsensitive = true\n\n[variables.zone]",
+            1,
+        );
+    std::fs::write(&stack, text).expect("write the stack");
+}
+
 /// Copies the directory `src` to `dst`, recursively.
 pub fn copy_dir(src: &Path, dst: &Path) {
     fs::create_dir_all(dst).unwrap_or_else(|e| panic!("create {}: {e}", dst.display()));
