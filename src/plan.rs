@@ -161,6 +161,30 @@ pub struct Summary {
 }
 
 impl Plan {
+    /// A plan of stack `stack` holding only `changes` (renderer tests).
+    #[cfg(test)]
+    pub(crate) fn of_changes(stack: &str, changes: Vec<Change>) -> Plan {
+        Plan {
+            format_version: PLAN_FORMAT_VERSION,
+            terrain_version: "test".into(),
+            stack: stack.into(),
+            stack_path: "stack.toml".into(),
+            stack_hash: String::new(),
+            destroy: false,
+            targets: Vec::new(),
+            variables: Vec::new(),
+            environment: None,
+            var_files: Vec::new(),
+            lineage: String::new(),
+            serial: 0,
+            changes,
+            moved: Vec::new(),
+            refreshed: Default::default(),
+            warnings: Vec::new(),
+            cost: None,
+        }
+    }
+
     /// Counts by action.
     pub fn summary(&self) -> Summary {
         let mut s = Summary::default();

@@ -385,7 +385,7 @@ mod tests {
     use super::*;
     use crate::addr::Address;
     use crate::cost::{PlanCost, ResourceCost};
-    use crate::plan::{Drift, Moved, PLAN_FORMAT_VERSION};
+    use crate::plan::{Drift, Moved};
     use serde_json::json;
 
     fn change(address: &str, action: Action) -> Change {
@@ -411,25 +411,7 @@ mod tests {
     }
 
     fn plan(changes: Vec<Change>) -> Plan {
-        Plan {
-            format_version: PLAN_FORMAT_VERSION,
-            terrain_version: "test".into(),
-            stack: "demo".into(),
-            stack_path: "stack.toml".into(),
-            stack_hash: String::new(),
-            destroy: false,
-            targets: Vec::new(),
-            variables: Vec::new(),
-            environment: None,
-            var_files: Vec::new(),
-            lineage: String::new(),
-            serial: 0,
-            changes,
-            moved: Vec::new(),
-            refreshed: Default::default(),
-            warnings: Vec::new(),
-            cost: None,
-        }
+        Plan::of_changes("demo", changes)
     }
 
     /// The table's rows.

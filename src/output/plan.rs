@@ -391,29 +391,11 @@ pub fn to_json(plan: &Plan) -> Value {
 mod tests {
     use super::*;
     use crate::addr::Address;
-    use crate::plan::{Drift, PLAN_FORMAT_VERSION};
+    use crate::plan::Drift;
     use terrain_providers::protocol::UNKNOWN;
 
     fn plan(changes: Vec<Change>) -> Plan {
-        Plan {
-            format_version: PLAN_FORMAT_VERSION,
-            terrain_version: "test".into(),
-            stack: "demo".into(),
-            stack_path: "stack.toml".into(),
-            stack_hash: String::new(),
-            destroy: false,
-            targets: Vec::new(),
-            variables: Vec::new(),
-            environment: None,
-            var_files: Vec::new(),
-            lineage: String::new(),
-            serial: 0,
-            changes,
-            moved: Vec::new(),
-            refreshed: Default::default(),
-            warnings: Vec::new(),
-            cost: None,
-        }
+        Plan::of_changes("demo", changes)
     }
 
     fn update(before: Value, after: Value) -> Change {
