@@ -6,6 +6,7 @@
 mod apply;
 mod common;
 mod cost;
+mod fmt;
 mod force_unlock;
 mod graph;
 mod import;
@@ -109,6 +110,9 @@ pub struct RunArgs {
 enum Command {
     /// Checks a stack offline: syntax, kinds, fields, types, references, cycles.
     Validate(validate::ValidateArgs),
+    /// Rewrites stack files into the canonical layout (comments kept); `--check` lists
+    /// the files that are not formatted and exits 1 if any, `--diff` shows the changes.
+    Fmt(fmt::FmtArgs),
     /// Shows what apply would do: refreshes state, diffs it against the stack.
     Plan(plan::PlanArgs),
     /// Makes live infrastructure match the stack (or applies a saved plan).
@@ -224,6 +228,7 @@ fn dedup_chain(chain: &[String]) -> String {
 async fn run(cli: Cli) -> anyhow::Result<Exit> {
     match cli.command {
         Command::Validate(a) => validate::run(a),
+        Command::Fmt(a) => fmt::run(a),
         Command::Plan(a) => plan::run(a).await,
         Command::Apply(a) => apply::run_apply(a).await,
         Command::Destroy(a) => apply::run_destroy(a).await,

@@ -3,6 +3,7 @@
 
 pub mod cost;
 pub mod diag;
+pub mod fmt;
 pub mod log;
 pub mod markdown;
 pub mod picture;

@@ -12,6 +12,7 @@ pub mod backend;
 pub mod check;
 pub mod expand;
 pub mod expr;
+pub mod fmt;
 pub mod load;
 pub mod module;
 pub mod moved;
