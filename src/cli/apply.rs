@@ -130,8 +130,12 @@ async fn apply_saved(file: &std::path::Path, args: &ApplyArgs) -> anyhow::Result
     stack_args.vars = plan.variables.clone();
     stack_args.env = plan.environment.clone();
     stack_args.var_files = plan.var_files.clone();
-    let policy_paths: Vec<std::path::PathBuf> =
-        args.run.policies.iter().map(|p| common::absolute(p)).collect();
+    let policy_paths: Vec<std::path::PathBuf> = args
+        .run
+        .policies
+        .iter()
+        .map(|p| common::absolute(p))
+        .collect();
     let (engine, _) = build(&stack_args, &args.run, "terrain apply").await?;
     let backend = engine.backend.clone();
     let result = common::with_lock(&*backend, "apply", args.run.lock_timeout, async {

@@ -42,8 +42,12 @@ pub struct PlanArgs {
 pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     // Where the user meant, before the run moves into the stack's directory.
     let out_file = args.out.as_deref().map(common::absolute);
-    let policy_paths: Vec<std::path::PathBuf> =
-        args.run.policies.iter().map(|p| common::absolute(p)).collect();
+    let policy_paths: Vec<std::path::PathBuf> = args
+        .run
+        .policies
+        .iter()
+        .map(|p| common::absolute(p))
+        .collect();
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
     let mut engine = common::engine(

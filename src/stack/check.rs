@@ -286,10 +286,15 @@ impl Checker<'_> {
                                 }
                             }
                             NodeKind::Literal(Value::Array(items))
-                                if items.iter().all(|i| i.as_str().is_some_and(|p| !p.is_empty())) =>
+                                if items
+                                    .iter()
+                                    .all(|i| i.as_str().is_some_and(|p| !p.is_empty())) =>
                             {
                                 policies.extend(
-                                    items.iter().filter_map(Value::as_str).map(|p| raw.dir.join(p)),
+                                    items
+                                        .iter()
+                                        .filter_map(Value::as_str)
+                                        .map(|p| raw.dir.join(p)),
                                 );
                             }
                             _ => self.err(bad(value.span)),
@@ -339,12 +344,7 @@ impl Checker<'_> {
                 }
             }
         }
-        (
-            name,
-            legacy.map(|at| (backend_path, at)),
-            budget,
-            policies,
-        )
+        (name, legacy.map(|at| (backend_path, at)), budget, policies)
     }
 
     fn providers(&mut self, entries: &[Entry], opts: &LoadOptions<'_>) -> BTreeMap<String, Node> {
