@@ -236,7 +236,7 @@ impl Policies {
             .collect();
         for (rule, file) in tests {
             let failure = match self.engine.eval_rule(rule.clone()) {
-                Ok(v) if v == regorus::Value::Undefined => Some("undefined".to_string()),
+                Ok(regorus::Value::Undefined) => Some("undefined".to_string()),
                 Ok(v) => match serde_json::to_value(&v).unwrap_or(Value::Null) {
                     Value::Bool(true) => None,
                     Value::Bool(false) => Some("false".to_string()),
