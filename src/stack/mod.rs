@@ -18,6 +18,7 @@ pub mod module;
 pub mod moved;
 pub mod pricing;
 pub mod source;
+pub mod write;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
