@@ -315,6 +315,18 @@ impl Engine {
 
     /// The context of a call for `address` through provider instance `provider`.
     pub(crate) fn ctx(&self, address: &Address, provider: &str) -> Result<Ctx, EngineError> {
+        self.ctx_hiding(address, provider, Vec::new())
+    }
+
+    /// [`Engine::ctx`] for a call whose progress lines may quote `secrets` (a spec
+    /// value a provider names while it works, e.g. a fallback machine type): they are
+    /// hidden there as in every other output.
+    pub(crate) fn ctx_hiding(
+        &self,
+        address: &Address,
+        provider: &str,
+        secrets: Vec<String>,
+    ) -> Result<Ctx, EngineError> {
         let observer = self.observer.clone();
         let addr = address.clone();
         Ok(
@@ -323,7 +335,7 @@ impl Engine {
                 .with_reporter(Arc::new(move |m: &str| {
                     observer.event(Event::Progress {
                         address: addr.clone(),
-                        message: m.to_string(),
+                        message: hide_secrets(m.to_string(), &secrets),
                     })
                 })),
         )
@@ -1123,7 +1135,7 @@ impl Engine {
         let kind = self.kind(address, &change.kind)?;
         let recorded = persister.snapshot_entry(&key).map(|e| e.provider);
         let instance = self.instance(address, kind.provider(), recorded.as_deref());
-        let ctx = self.ctx(address, &instance)?;
+        let ctx = self.ctx_hiding(address, &instance, secret_values(change))?;
         let fail = |e: ProviderError| EngineError::Apply(vec![(address.clone(), e.to_string())]);
         let now = || chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         match step {

@@ -126,6 +126,40 @@ fn a_stockout_in_the_first_zone_lands_the_pool_in_its_fallback_zone() {
     );
 }
 
+/// The fallback progress line names the machine it falls back from: when that machine
+/// type comes from a sensitive variable, the line hides it as every other output does.
+#[test]
+fn a_fallback_progress_line_never_shows_a_machine_type_from_a_secret() {
+    let work = gke_work(r#"fallback = { zones = ["us-central1-b"] }"#);
+    work.edit(
+        "stack.toml",
+        "machine_type = \"n1-standard-8\"",
+        "machine_type = \"${var.machine}\"",
+    );
+    work.edit(
+        "stack.toml",
+        "[providers.gcp]",
+        "[variables.machine]\ndefault = \"n1-standard-8\"\nsensitive = true\n\n[providers.gcp]",
+    );
+    let apply = run(&work, GCP_STOCKOUT, &["apply", "--auto-approve"]);
+    apply.success();
+    let out = apply.all_output();
+    assert!(
+        out.contains(
+            "gke_node_pool.workers: us-central1-a is out of (sensitive value) (GCE_STOCKOUT): trying fallback zone us-central1-b"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("n1-standard-8"), "{out}");
+    let plan = run(&work, GCP_STOCKOUT, &["plan", "--detailed-exitcode"]);
+    plan.expect_code(0);
+    assert!(
+        !plan.all_output().contains("n1-standard-8"),
+        "{}",
+        plan.all_output()
+    );
+}
+
 #[test]
 fn a_stockout_without_fallback_keeps_the_pool_tainted_not_orphaned() {
     let work = gke_work("");
