@@ -56,6 +56,20 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// Whether `zone` offers `name`, as what it is (read once, then cached).
+    async fn is_offered(
+        &mut self,
+        what: Offering,
+        zone: &str,
+        name: &str,
+    ) -> Result<bool, ProviderError> {
+        match what {
+            Offering::Machine => Ok(self.machine_cpus(zone, name).await?.is_some()),
+            Offering::Gpu => self.offers(Api::Compute, zone, name).await,
+            Offering::Tpu => self.offers(Api::Tpu, zone, name).await,
+        }
+    }
+
     async fn get(
         &self,
         call: &'static str,
@@ -349,17 +363,10 @@ async fn check_offered(
         };
         let mut offered_in = Vec::new();
         for zone in &candidates {
-            let here = match what {
-                Offering::Machine => {
-                    let c = reader.machine_cpus(zone, &name).await?;
-                    if c.is_some() && cpus.is_none() {
-                        cpus = c;
-                    }
-                    c.is_some()
-                }
-                Offering::Gpu => reader.offers(Api::Compute, zone, &name).await?,
-                Offering::Tpu => reader.offers(Api::Tpu, zone, &name).await?,
-            };
+            let here = reader.is_offered(what, zone, &name).await?;
+            if what == Offering::Machine && here && cpus.is_none() {
+                cpus = reader.machine_cpus(zone, &name).await?;
+            }
             if here {
                 offered_in.push(zone.clone());
             }
@@ -377,12 +384,7 @@ async fn check_offered(
             // Where else in the region it is, so the message says where to go.
             let mut elsewhere = Vec::new();
             for zone in region.zones.iter().filter(|z| !demand.zones.contains(z)) {
-                let here = match what {
-                    Offering::Machine => reader.machine_cpus(zone, &name).await?.is_some(),
-                    Offering::Gpu => reader.offers(Api::Compute, zone, &name).await?,
-                    Offering::Tpu => reader.offers(Api::Tpu, zone, &name).await?,
-                };
-                if here {
+                if reader.is_offered(what, zone, &name).await? {
                     elsewhere.push(zone.clone());
                 }
             }
