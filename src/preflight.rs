@@ -18,8 +18,9 @@ use crate::plan::{Action, Change, Plan};
 impl Engine {
     /// Checks `plan`'s demands against the clouds: the errors (not even the minimum
     /// fits, a machine not offered where it must run) and the warnings (the maximum
-    /// does not fit; the check could not be made), each one line naming the
-    /// resources, the quota or offering and the call.
+    /// does not fit; the check could not be made), each naming the resources, the
+    /// quota or offering and the call. A provider instance none of whose nodes change
+    /// is not asked.
     pub(crate) async fn preflight(
         &self,
         plan: &Plan,
@@ -82,10 +83,22 @@ impl Engine {
         }
         let (mut errors, mut warnings) = (Vec::new(), Vec::new());
         for (instance, (needs, first, secrets)) in by_instance {
+            // A plan that changes no node asks its cloud nothing: what runs already fits.
+            if needs.iter().all(|n| n.after == n.before) {
+                continue;
+            }
             let base = instance.split('.').next().unwrap_or(&instance);
-            let ctx = self.ctx(&first, &instance)?;
-            let found = terrain_providers::registry::preflight(base, &ctx, &needs).await;
             let hide = |text: &str| crate::desired::hide(text, &secrets, true);
+            let found = match self.ctx(&first, &instance) {
+                Ok(ctx) => terrain_providers::registry::preflight(base, &ctx, &needs).await,
+                Err(e) => {
+                    warnings.push(format!(
+                        "capacity not checked for provider {instance}: {}",
+                        hide(&e.to_string())
+                    ));
+                    continue;
+                }
+            };
             match found {
                 Ok(findings) => {
                     for f in findings {

@@ -154,7 +154,7 @@ pub fn amount(x: f64) -> String {
 }
 
 /// `2 nodes`, `0–4 nodes`.
-pub fn nodes_text(min: u32, max: u32) -> String {
+pub fn nodes_text(min: i64, max: i64) -> String {
     if min == max {
         format!("{max} node{}", if max == 1 { "" } else { "s" })
     } else {

@@ -15,8 +15,9 @@
 //! (`config::sdk_config`), endpoints from `[providers.aws]` (`endpoints.ec2`,
 //! `endpoints.servicequotas`, `endpoint`), else the environment's
 //! (`AWS_ENDPOINT_URL_EC2`, `AWS_ENDPOINT_URL_SERVICE_QUOTAS`, `AWS_ENDPOINT_URL`), else
-//! the public ones. Throttling, 5xx answers and broken connections are retried up to
-//! `max_attempts`.
+//! the public ones. Throttling, 5xx answers and broken connections are tried at most
+//! twice (and never more than `max_attempts`), as the GCP check does: a check that can
+//! be skipped does not hold the plan for a network that is not there.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::error::Error as _;
@@ -455,6 +456,9 @@ async fn quota_findings(
 
 // ---------------------------------------------------------------- the calls
 
+/// Attempts per capacity call at most.
+const CHECK_ATTEMPTS: u32 = 2;
+
 /// Signed calls to EC2 and Service Quotas for one provider table.
 struct Aws {
     http: reqwest::Client,
@@ -516,7 +520,7 @@ impl Aws {
         Ok(Aws {
             http,
             identity: Identity::from(credentials),
-            attempts: cfg.max_attempts.max(1),
+            attempts: cfg.max_attempts.clamp(1, CHECK_ATTEMPTS),
             ec2: endpoint("ec2", "AWS_ENDPOINT_URL_EC2"),
             quotas: endpoint("servicequotas", "AWS_ENDPOINT_URL_SERVICE_QUOTAS"),
         })
@@ -959,7 +963,7 @@ mod tests {
             nodes,
             basis: format!(
                 "{} × {instance_type}",
-                crate::capacity::nodes_text(nodes.0, nodes.1)
+                crate::capacity::nodes_text(nodes.0.into(), nodes.1.into())
             ),
             ..Demand::default()
         }

@@ -1000,11 +1000,7 @@ impl Kind for EksNodeGroup {
         };
         let region = crate::usage::known(&config["region"]).unwrap_or_default();
         let (min, max) = (typed.scaling.min, typed.scaling.max);
-        let nodes = if min == max {
-            format!("{max} node{}", if max == 1 { "" } else { "s" })
-        } else {
-            format!("{min}–{max} nodes")
-        };
+        let nodes = crate::capacity::nodes_text(min, max);
         let others = if typed.instance_types.len() > 1 {
             format!(" (first of {})", typed.instance_types.join(", "))
         } else {
@@ -1063,7 +1059,7 @@ impl Kind for EksNodeGroup {
             nodes: (at_start, at_most),
             basis: format!(
                 "{} × {first}{others}",
-                crate::capacity::nodes_text(at_start, at_most)
+                crate::capacity::nodes_text(at_start.into(), at_most.into())
             ),
         }]
     }

@@ -216,6 +216,7 @@ impl Offering {
 pub async fn preflight(ctx: &Ctx, needs: &[Need]) -> Result<Vec<Finding>, ProviderError> {
     if needs
         .iter()
+        .filter(|n| n.after != n.before)
         .all(|n| n.after.iter().all(|d| d.region.is_empty()))
     {
         return Ok(Vec::new());
@@ -233,7 +234,8 @@ pub async fn preflight(ctx: &Ctx, needs: &[Need]) -> Result<Vec<Finding>, Provid
     };
     let mut findings = Vec::new();
     let mut tallies: BTreeMap<(String, String), Tally> = BTreeMap::new();
-    for need in needs {
+    // An unchanged pool is already counted in the usage and already runs where it is.
+    for need in needs.iter().filter(|n| n.after != n.before) {
         for (i, demand) in need.after.iter().enumerate() {
             if demand.region.is_empty() || demand.machine_types.is_empty() {
                 continue;
@@ -444,7 +446,7 @@ fn units(demand: &Demand, cpus: i64) -> BTreeMap<String, (f64, f64, String)> {
         return out;
     };
     let (start, most) = (f64::from(demand.nodes.0), f64::from(demand.nodes.1));
-    let nodes = nodes_text(demand.nodes.0, demand.nodes.1);
+    let nodes = nodes_text(demand.nodes.0.into(), demand.nodes.1.into());
     let spot = demand.spot;
     if let Some(tpu) = catalog::tpu(machine) {
         if let Some(metric) = tpu_metric(machine, spot) {

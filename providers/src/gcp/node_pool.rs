@@ -1174,11 +1174,7 @@ impl Kind for GkeNodePool {
                 (n, n)
             }
         };
-        let nodes = if min == max {
-            format!("{max} node{}", if max == 1 { "" } else { "s" })
-        } else {
-            format!("{min}–{max} nodes")
-        };
+        let nodes = crate::capacity::nodes_text(min, max);
         let spot = typed.spot || typed.preemptible;
         let (min, max) = (min as f64, max as f64);
         let mut out = Vec::new();
@@ -1257,7 +1253,7 @@ impl Kind for GkeNodePool {
                 .map_or(initial_count(&typed), |a| a.max),
         )
         .max(at_start);
-        let nodes = crate::capacity::nodes_text(at_start, at_most);
+        let nodes = crate::capacity::nodes_text(at_start.into(), at_most.into());
         let accelerators: Vec<(String, u32)> = match &typed.gpu {
             Some(g) if catalog::built_in_gpus(machine).is_none() => {
                 vec![(g.kind.clone(), u32::try_from(g.count).unwrap_or(0))]
