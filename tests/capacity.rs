@@ -183,3 +183,32 @@ fn capacity_messages_never_show_a_value_that_came_from_a_secret() {
         run.stderr
     );
 }
+
+/// What already runs is not checked again: with the node groups applied, a spot GPU
+/// quota lowered to nothing (which a plan creating them refuses, see above) does not
+/// stop a plan that changes no node group.
+#[test]
+fn a_plan_that_changes_no_node_group_asks_nothing_of_the_quotas() {
+    let work = with_stacks();
+    work.run(&[
+        "apply",
+        "-s",
+        "stacks/eks-sagemaker",
+        "--sandbox",
+        "--auto-approve",
+    ])
+    .success();
+    let capacity = r#"{"aws": {"quotas": [{"code": "L-3819A6DF", "value": 0}]}}"#;
+    let run = plan(
+        &work,
+        "stacks/eks-sagemaker",
+        capacity,
+        &["--detailed-exitcode"],
+    );
+    run.expect_code(0);
+    assert!(
+        !run.all_output().contains("L-3819A6DF"),
+        "{}",
+        run.all_output()
+    );
+}
