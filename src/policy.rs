@@ -151,8 +151,14 @@ impl Policies {
     pub fn load_from(paths: &[PathBuf], base: Option<&Path>) -> Result<Self, PolicyError> {
         let mut engine = regorus::Engine::new();
         let mut packages: BTreeMap<String, Package> = BTreeMap::new();
+        // The stack's directories and `--policy` may name the same files: each is
+        // loaded once (twice would be two definitions of every rule).
+        let mut seen = std::collections::BTreeSet::new();
         for path in paths {
             for file in rego_files(path)? {
+                if !seen.insert(std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone())) {
+                    continue;
+                }
                 let text = std::fs::read_to_string(&file).map_err(|source| PolicyError::Read {
                     path: file.clone(),
                     source,

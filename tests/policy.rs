@@ -193,6 +193,19 @@ fn the_stacks_own_policies_judge_every_plan() {
         "{}",
         run.stderr
     );
+    // The same directory given again on the command line is loaded once: the same
+    // single deny, not a conflict between two copies of every rule.
+    let again = work.run(&[
+        "plan",
+        "-s",
+        "stacks/gke-batch-ml",
+        "--sandbox",
+        "--no-color",
+        "--policy",
+        "stacks/policies",
+    ]);
+    again.expect_code(1);
+    assert_eq!(again.stderr, run.stderr);
     // A policies entry that is not a list of paths is located at its value.
     work.edit(
         stack,

@@ -73,9 +73,8 @@ async fn converge(
     destroy: bool,
 ) -> anyhow::Result<Exit> {
     let op = if destroy { "destroy" } else { "apply" };
-    let policy_paths: Vec<std::path::PathBuf> =
-        run.policies.iter().map(|p| common::absolute(p)).collect();
     let (engine, style) = build(stack_args, run, &format!("terrain {op}")).await?;
+    let mut policies = common::policies(&engine.stack, &run.policies)?;
     let backend = engine.backend.clone();
     let result = common::with_lock(&*backend, op, run.lock_timeout, async {
         let stack_path = stack_args.stack.display().to_string();
@@ -86,12 +85,8 @@ async fn converge(
             output::print(&banner);
         }
         output::print(&output::plan::render(&plan, style));
-        let verdict = common::judge(&engine, &plan, &policy_paths)?;
-        if let Some(v) = &verdict {
-            output::print(&output::policy::warnings(v, style));
-        }
+        held_to_policies(policies.as_mut(), &engine, &plan, style)?;
         common::within_budget(&plan)?;
-        common::allowed(verdict.as_ref())?;
         if !plan.has_changes() {
             // Still record what refresh learned (adopted creates, vanished objects).
             engine.apply(&plan, state).await?;
@@ -130,19 +125,14 @@ async fn apply_saved(file: &std::path::Path, args: &ApplyArgs) -> anyhow::Result
     stack_args.vars = plan.variables.clone();
     stack_args.env = plan.environment.clone();
     stack_args.var_files = plan.var_files.clone();
-    let policy_paths: Vec<std::path::PathBuf> = args
-        .run
-        .policies
-        .iter()
-        .map(|p| common::absolute(p))
-        .collect();
-    let (engine, _) = build(&stack_args, &args.run, "terrain apply").await?;
+    let (engine, style) = build(&stack_args, &args.run, "terrain apply").await?;
+    let mut policies = common::policies(&engine.stack, &args.run.policies)?;
     let backend = engine.backend.clone();
     let result = common::with_lock(&*backend, "apply", args.run.lock_timeout, async {
         let stored = engine.backend.load().await?;
         engine.check_fresh(&plan, stored.as_ref())?;
         // A saved plan is held to the policies as they are now, not as they were.
-        common::allowed(common::judge(&engine, &plan, &policy_paths)?.as_ref())?;
+        held_to_policies(policies.as_mut(), &engine, &plan, style)?;
         let report = engine
             .apply(&plan, Base::against(stored.unwrap_or_default(), &plan))
             .await?;
@@ -152,6 +142,20 @@ async fn apply_saved(file: &std::path::Path, args: &ApplyArgs) -> anyhow::Result
     .await;
     engine.close().await;
     result
+}
+
+/// Holds `plan` to the run's policies: their warnings shown, a deny failing the run.
+fn held_to_policies(
+    policies: Option<&mut crate::policy::Policies>,
+    engine: &common::Session,
+    plan: &Plan,
+    style: Style,
+) -> anyhow::Result<()> {
+    let verdict = common::judge(policies, &engine.stack, plan)?;
+    if let Some(v) = &verdict {
+        output::print(&output::policy::warnings(v, style));
+    }
+    common::allowed(verdict.as_ref())
 }
 
 fn finish(report: &ApplyReport, destroy: bool) {

@@ -471,22 +471,35 @@ pub fn within_budget(plan: &crate::plan::Plan) -> anyhow::Result<()> {
     }
 }
 
-/// What the policies (the stack's `[stack] policies`, then `extra`, absolute paths)
-/// say about `plan`; `None` when there are none.
-pub fn judge(
-    engine: &Engine,
-    plan: &crate::plan::Plan,
+/// The policies a run holds its plans to: the stack's `[stack] policies`, then
+/// `extra` (`--policy`, as given on the command line); `None` when there are none.
+/// Loaded before anything is planned or locked, so a policy that does not parse fails
+/// at once.
+pub fn policies(
+    stack: &Stack,
     extra: &[PathBuf],
-) -> anyhow::Result<Option<crate::policy::Verdict>> {
-    let mut paths = engine.stack.policies.clone();
-    paths.extend(extra.iter().cloned());
+) -> anyhow::Result<Option<crate::policy::Policies>> {
+    let mut paths = stack.policies.clone();
+    paths.extend(extra.iter().map(|p| absolute(p)));
     if paths.is_empty() {
         return Ok(None);
     }
-    let mut policies = crate::policy::Policies::load_from(&paths, Some(&start_dir()))?;
-    Ok(Some(
-        policies.evaluate(&crate::policy::input(&engine.stack, plan))?,
-    ))
+    Ok(Some(crate::policy::Policies::load_from(
+        &paths,
+        Some(&start_dir()),
+    )?))
+}
+
+/// What `policies` say about `plan`; `None` when there are none.
+pub fn judge(
+    policies: Option<&mut crate::policy::Policies>,
+    stack: &Stack,
+    plan: &crate::plan::Plan,
+) -> anyhow::Result<Option<crate::policy::Verdict>> {
+    match policies {
+        None => Ok(None),
+        Some(p) => Ok(Some(p.evaluate(&crate::policy::input(stack, plan))?)),
+    }
 }
 
 /// Fails with the denies when the policies deny the plan.

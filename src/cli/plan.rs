@@ -42,12 +42,6 @@ pub struct PlanArgs {
 pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     // Where the user meant, before the run moves into the stack's directory.
     let out_file = args.out.as_deref().map(common::absolute);
-    let policy_paths: Vec<std::path::PathBuf> = args
-        .run
-        .policies
-        .iter()
-        .map(|p| common::absolute(p))
-        .collect();
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
     let mut engine = common::engine(
@@ -60,6 +54,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     )
     .await?;
     engine.engine.settings.refresh = args.run.refresh;
+    let mut policies = common::policies(&engine.stack, &args.run.policies)?;
     let stack_path = args.stack.stack.display().to_string();
     let (plan, _) = engine
         .plan(
@@ -72,7 +67,7 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<Exit> {
     let mut plan = plan;
     plan.var_files = common::var_files(&args.stack);
     // The guardrails judge the plan before anything is shown or saved.
-    let verdict = common::judge(&engine, &plan, &policy_paths)?;
+    let verdict = common::judge(policies.as_mut(), &engine.stack, &plan)?;
     if args.json {
         let mut doc = output::plan::to_json(&plan);
         if let (Some(v), serde_json::Value::Object(map)) = (&verdict, &mut doc) {
