@@ -622,3 +622,43 @@ pub fn handle_interrupts(cancel: Cancel) {
         }
     });
 }
+
+/// Replaces `path`'s content with `text` (creating it when missing) through a temporary
+/// file beside it and a rename, keeping an existing file's permissions: a stack file
+/// rewritten by `fmt` or `import --write` is never left half written. A symlink's
+/// target is what gets rewritten.
+pub fn replace_file(path: &std::path::Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let (target, permissions) = match std::fs::canonicalize(path) {
+        Ok(target) => {
+            let permissions = std::fs::metadata(&target)?.permissions();
+            (target, Some(permissions))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (path.to_path_buf(), None),
+        Err(e) => return Err(e),
+    };
+    let dir = target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let name = target
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(".{name}.terrain-{}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        if let Some(p) = permissions {
+            std::fs::set_permissions(&tmp, p)?;
+        }
+        std::fs::rename(&tmp, &target)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}

@@ -5,7 +5,6 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 
 use clap::Args;
@@ -100,7 +99,7 @@ fn format_file(file: &Path, shown: &Path, args: &FmtArgs, style: Style) -> Resul
         output::print(&output::fmt::diff(shown, &before, &after, style));
     }
     if !args.check {
-        if let Err(e) = write_atomically(file, &after) {
+        if let Err(e) = super::common::replace_file(file, &after) {
             output::eprint(&output::fmt::io_error("write", shown, &e));
             return Err(());
         }
@@ -145,30 +144,4 @@ fn tidy(path: &Path) -> PathBuf {
     } else {
         tidied
     }
-}
-
-/// Replaces `path`'s content with `text` through a temporary file beside it and a
-/// rename, keeping the file's permissions; a symlink's target is what gets rewritten.
-fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
-    let target = fs::canonicalize(path)?;
-    let permissions = fs::metadata(&target)?.permissions();
-    let dir = target.parent().unwrap_or(Path::new("."));
-    let name = target
-        .file_name()
-        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let tmp = dir.join(format!(".{name}.terrain-fmt-{}.tmp", std::process::id()));
-    let written = (|| {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        fs::set_permissions(&tmp, permissions)?;
-        fs::rename(&tmp, &target)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    written
 }

@@ -205,7 +205,7 @@ async fn write_block(
         text.push('\n');
     }
     text.push_str(&block.text);
-    std::fs::write(file, text).with_context(|| format!("write {}", shown(file)))?;
+    common::replace_file(file, &text).with_context(|| format!("write {}", shown(file)))?;
     for var in &block.variables {
         output::print(&format!(
             "{address} has a secret field: give variable {var} a value with --var {var}=… or TERRAIN_VAR_{var} (without one the import stops here: run `terrain import {address} {}` with it).\n",
