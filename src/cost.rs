@@ -11,7 +11,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use terrain_providers::Usage;
-use toml_span::value::ValueInner;
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+use crate::stack::load::toml_to_json;
 
 /// The prices terrain ships.
 const SHIPPED: &str = include_str!("cost/prices.toml");
@@ -120,8 +123,10 @@ fn parse(text: &str, path: &Path) -> Result<Vec<Price>, CostError> {
         path: path.to_path_buf(),
         message,
     };
-    let mut doc = toml_span::parse(text).map_err(|e| fail(e.to_string()))?;
-    let json = to_json(&mut doc);
+    let doc = DeTable::parse(text).map_err(|e| fail(e.message().to_string()))?;
+    let (span, doc) = (doc.span(), doc.into_inner());
+    let json =
+        toml_to_json(&Spanned::new(span, DeValue::Table(doc))).map_err(|e| fail(e.to_string()))?;
     let entries = json["price"].as_array().cloned().unwrap_or_default();
     entries
         .into_iter()
@@ -131,22 +136,6 @@ fn parse(text: &str, path: &Path) -> Result<Vec<Price>, CostError> {
                 .map_err(|e| fail(format!("price entry {}: {e}", i + 1)))
         })
         .collect()
-}
-
-fn to_json(v: &mut toml_span::Value<'_>) -> serde_json::Value {
-    match v.take() {
-        ValueInner::String(s) => serde_json::Value::String(s.into_owned()),
-        ValueInner::Integer(i) => serde_json::Value::from(i),
-        ValueInner::Float(f) => serde_json::Number::from_f64(f)
-            .map_or(serde_json::Value::Null, serde_json::Value::Number),
-        ValueInner::Boolean(b) => serde_json::Value::Bool(b),
-        ValueInner::Array(mut a) => serde_json::Value::Array(a.iter_mut().map(to_json).collect()),
-        ValueInner::Table(mut t) => serde_json::Value::Object(
-            t.iter_mut()
-                .map(|(k, v)| (k.name.to_string(), to_json(v)))
-                .collect(),
-        ),
-    }
 }
 
 /// One usage of a resource, priced.

@@ -9,7 +9,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use terrain_providers::{Schema, Type};
 
-use super::load::{Entry, RawResource, RawStack, RESERVED};
+use super::load::{toml_to_json, Entry, RawResource, RawStack, RESERVED};
 use super::source::{did_you_mean, Diagnostic, Sources, Span, StackErrors};
 use super::{
     Lifecycle, LoadOptions, Node, NodeKind, OutputConfig, Ref, ResourceConfig, Stack, Variable,
@@ -1587,8 +1587,8 @@ fn parse_var(text: &str, ty: Option<&str>) -> Option<Value> {
         None | Some("string") => Some(Value::String(text.to_string())),
         Some(t) => {
             let doc = format!("v = {text}");
-            let parsed = toml_span::parse(&doc).ok()?;
-            let v = parsed.pointer("/v").map(toml_to_json)?;
+            let parsed = toml::de::DeTable::parse(&doc).ok()?;
+            let v = toml_to_json(parsed.get_ref().get("v")?).ok()?;
             value_is(&v, t).then_some(v)
         }
     }
@@ -1602,20 +1602,4 @@ fn with_article(t: &str) -> String {
         "a"
     };
     format!("{article} {t}")
-}
-
-fn toml_to_json(v: &toml_span::Value<'_>) -> Value {
-    use toml_span::value::ValueInner;
-    match v.as_ref() {
-        ValueInner::String(s) => Value::String(s.to_string()),
-        ValueInner::Integer(i) => Value::from(*i),
-        ValueInner::Float(f) => serde_json::Number::from_f64(*f).map_or(Value::Null, Value::Number),
-        ValueInner::Boolean(b) => Value::Bool(*b),
-        ValueInner::Array(a) => Value::Array(a.iter().map(toml_to_json).collect()),
-        ValueInner::Table(t) => Value::Object(
-            t.iter()
-                .map(|(k, v)| (k.name.to_string(), toml_to_json(v)))
-                .collect(),
-        ),
-    }
 }

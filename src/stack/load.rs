@@ -1,11 +1,15 @@
 //! Phase one of loading: read the stack's files (UTF-8, or an error at the first bad
 //! byte), parse TOML keeping spans, and sort the top-level tables into sections, each
-//! name defined once across the files. No schema knowledge here.
+//! name defined once across the files. No schema knowledge here. Also how TOML read
+//! whole (a price file, a `--var` value) becomes JSON, so that every TOML value terrain
+//! reads is read the same way.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use toml_span::value::{Table, ValueInner};
+use toml::de::{DeFloat, DeInteger, DeTable, DeValue};
+use toml::Spanned;
 
 use super::check::META_KEYS;
 use super::expr::{parse_template, Node, NodeKind, Part};
@@ -493,32 +497,94 @@ fn var_file(
 /// The top-level entries of file `file` (`text`) in the order written, each with the
 /// span of its key; none when it is not valid TOML (reported at the problem).
 fn top_entries(file: FileId, text: &str, diags: &mut Vec<Diagnostic>) -> Vec<Entry> {
-    let parsed = match toml_span::parse(text) {
-        Ok(v) => v,
+    let doc = match DeTable::parse(text) {
+        Ok(doc) => doc,
         Err(e) => {
+            // Every syntax error comes with its place; the file's start stands in should
+            // one ever come without.
+            let at = e.span().unwrap_or(0..0);
             diags.push(Diagnostic::at(
-                Span::new(file, e.span.start, e.span.end.max(e.span.start + 1)),
-                format!("invalid TOML: {e}"),
+                Span::new(file, at.start, at.end.max(at.start + 1)),
+                format!("invalid TOML: {}", e.message()),
                 "here",
             ));
             return Vec::new();
         }
     };
-    let ValueInner::Table(top) = parsed.as_ref() else {
-        return Vec::new();
-    };
-    sorted(top)
-        .into_iter()
-        .map(|(key, value)| {
-            (
-                key.name.to_string(),
-                Span::new(file, key.span.start, key.span.end),
-                to_node(value, file, text, diags),
-            )
-        })
-        .collect()
+    let layout = Layout::new(file, text, doc.get_ref());
+    let mut found = Found::default();
+    let entries = layout.entries(doc.get_ref(), Some(&Scope::root(&layout)), &mut found);
+    // A value terrain does not read makes the whole file unreadable, as a syntax error
+    // does: only that is reported, at the first such value.
+    match found.invalid {
+        Some(e) => {
+            diags.push(Diagnostic::at(
+                Span::new(file, e.span.start, e.span.end.max(e.span.start + 1)),
+                format!("invalid TOML: {e}"),
+                "here",
+            ));
+            Vec::new()
+        }
+        None => {
+            diags.extend(found.diags);
+            entries
+        }
+    }
 }
 
+/// A TOML value as JSON, for files and values read whole (a price file, a `--var`):
+/// tables' keys in name order, a float that is not finite (`inf`, `nan`) as `null`.
+///
+/// Fails at a value terrain does not read (see [`InvalidNumber`]).
+pub fn toml_to_json(v: &Spanned<DeValue<'_>>) -> Result<Value, InvalidNumber> {
+    let invalid = || InvalidNumber { span: v.span() };
+    Ok(match v.get_ref() {
+        DeValue::String(s) => Value::String(s.to_string()),
+        DeValue::Integer(i) => Value::from(integer(i).ok_or_else(invalid)?),
+        DeValue::Float(f) => {
+            let f = float(f).ok_or_else(invalid)?;
+            serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+        }
+        DeValue::Boolean(b) => Value::Bool(*b),
+        DeValue::Datetime(_) => return Err(invalid()),
+        DeValue::Array(items) => {
+            Value::Array(items.iter().map(toml_to_json).collect::<Result<_, _>>()?)
+        }
+        DeValue::Table(t) => {
+            let mut entries = t
+                .iter()
+                .map(|(k, v)| Ok((k.get_ref().to_string(), toml_to_json(v)?)))
+                .collect::<Result<Vec<_>, InvalidNumber>>()?;
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().collect())
+        }
+    })
+}
+
+/// A value the TOML parser accepts but terrain does not read: a date or time, an
+/// integer beyond 64 bits, a float too large to be finite. Terrain has always refused
+/// these (its earlier TOML reader read them as malformed numbers); they stay refused,
+/// with the same message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid number")]
+pub struct InvalidNumber {
+    /// The value's byte span in its text.
+    pub span: Range<usize>,
+}
+
+/// An integer as written (any radix), if it fits in 64 bits.
+fn integer(i: &DeInteger<'_>) -> Option<i64> {
+    i64::from_str_radix(i.as_str(), i.radix()).ok()
+}
+
+/// A float as written; `inf` and `nan` are read as such, a number too large to be
+/// finite is not read.
+fn float(f: &DeFloat<'_>) -> Option<f64> {
+    let written = f.as_str();
+    let n: f64 = written.parse().ok()?;
+    let special = matches!(written.trim_start_matches(['+', '-']), "inf" | "nan");
+    (n.is_finite() || special).then_some(n)
+}
 /// The diagnostic for a file that is not UTF-8, at its first bad byte (the column
 /// counts the characters of the valid part of the line before it).
 fn utf8_error(file: FileId, e: &std::string::FromUtf8Error) -> Diagnostic {
@@ -586,60 +652,375 @@ fn stack_files(path: &Path) -> Result<(PathBuf, Vec<PathBuf>), StackErrors> {
     Ok((path.to_path_buf(), files))
 }
 
-/// Table entries in the order they were written (toml-span sorts by name).
-fn sorted<'a, 'de>(
-    t: &'a Table<'de>,
-) -> Vec<(&'a toml_span::value::Key<'de>, &'a toml_span::Value<'de>)> {
-    let mut v: Vec<_> = t.iter().collect();
-    v.sort_by_key(|(k, _)| k.span.start);
-    v
+/// The spans of a file's keys and values as diagnostics give them. The parser spans a
+/// key or a value by its text; these differ where a diagnostic needs more: a string is
+/// spanned by its contents (without the quotes, so a reference in it is located by
+/// offset), a table written as a `[header]` section from its `[` to the end of its last
+/// value (or of the header's line), a table made by a dotted key (`a.b = 1`) by its
+/// first value. (Terrain's diagnostics have always pointed there; the corpus of bad
+/// stacks pins many of them.)
+struct Layout<'t> {
+    file: FileId,
+    text: &'t str,
+    /// Every `[table]` and `[[array]]` header of the file, in the order written.
+    headers: Vec<Header>,
 }
 
-fn to_node(
-    v: &toml_span::Value<'_>,
-    file: FileId,
-    text: &str,
-    diags: &mut Vec<Diagnostic>,
-) -> Node {
-    let span = Span::new(file, v.span.start, v.span.end);
-    let kind = match v.as_ref() {
-        ValueInner::String(s) => string_node(s, span, text, diags),
-        ValueInner::Integer(i) => NodeKind::Literal(Value::from(*i)),
-        ValueInner::Float(f) => match serde_json::Number::from_f64(*f) {
-            Some(n) => NodeKind::Literal(Value::Number(n)),
-            None => {
-                diags.push(Diagnostic::at(
-                    span,
-                    "numbers must be finite",
-                    "not a finite number",
-                ));
+/// One `[table]` or `[[array]]` header, with its section.
+struct Header {
+    /// The table's names (`[a.b]`: `a`, `b`).
+    path: Vec<String>,
+    /// The span of each of those names in the header.
+    keys: Vec<(usize, usize)>,
+    /// Where the header starts: its `[`.
+    at: usize,
+    /// Past the header's line, its newline included.
+    line_end: usize,
+    /// Past the last value written in its section, if any.
+    values_end: Option<usize>,
+}
+
+/// Where a table's entries may be continued by headers: the table's names, and the
+/// headers that may do it (those of the same element of an array of tables).
+struct Scope {
+    path: Vec<String>,
+    headers: Range<usize>,
+}
+
+impl Scope {
+    fn root(layout: &Layout<'_>) -> Self {
+        Self {
+            path: Vec::new(),
+            headers: 0..layout.headers.len(),
+        }
+    }
+
+    fn child(&self, name: &str) -> Self {
+        let mut path = self.path.clone();
+        path.push(name.to_string());
+        Self {
+            path,
+            headers: self.headers.clone(),
+        }
+    }
+}
+
+/// What converting a file found besides its nodes: problems with values, and the first
+/// value (in the text) terrain does not read.
+#[derive(Default)]
+struct Found {
+    diags: Vec<Diagnostic>,
+    invalid: Option<InvalidNumber>,
+}
+
+impl Found {
+    fn refuse(&mut self, span: Range<usize>) {
+        if self
+            .invalid
+            .as_ref()
+            .is_none_or(|e| span.start < e.span.start)
+        {
+            self.invalid = Some(InvalidNumber { span });
+        }
+    }
+}
+
+impl<'t> Layout<'t> {
+    fn new(file: FileId, text: &'t str, doc: &DeTable<'_>) -> Self {
+        let mut headers = Vec::new();
+        let mut values = Vec::new();
+        survey(text, doc, &mut Vec::new(), &mut headers, &mut values);
+        headers.sort_by_key(|h| h.at);
+        for v in values {
+            let section = headers.partition_point(|h| h.at <= v.start);
+            if let Some(h) = section.checked_sub(1).and_then(|i| headers.get_mut(i)) {
+                h.values_end = Some(h.values_end.map_or(v.end, |e| e.max(v.end)));
+            }
+        }
+        Self {
+            file,
+            text,
+            headers,
+        }
+    }
+
+    fn span(&self, range: (usize, usize)) -> Span {
+        Span::new(self.file, range.0, range.1)
+    }
+
+    /// The span of header `h`'s table: from its `[` to the end of the last value of its
+    /// section, or of its line when the section is empty.
+    fn header_span(&self, h: usize) -> Span {
+        let (at, end) = self.headers.get(h).map_or((0, 0), |h| {
+            (h.at, h.values_end.unwrap_or(0).max(h.line_end))
+        });
+        Span::new(self.file, at, end)
+    }
+
+    /// The first header in `scope` that is or continues the table `scope.path`.
+    fn first_header(&self, scope: &Scope) -> Option<usize> {
+        let n = scope.path.len();
+        scope
+            .headers
+            .clone()
+            .find(|&i| self.headers[i].path.get(..n) == Some(&scope.path[..]))
+    }
+
+    /// A table's entries in the order written. `scope` is `None` for an inline table
+    /// (which no header continues).
+    fn entries(&self, t: &DeTable<'_>, scope: Option<&Scope>, found: &mut Found) -> Vec<Entry> {
+        let mut out: Vec<Entry> = t
+            .iter()
+            .map(|(key, value)| {
+                let name = key.get_ref().to_string();
+                let child = scope.map(|s| s.child(&name));
+                let header = child
+                    .as_ref()
+                    .and_then(|c| Some((c, self.first_header(c)?)));
+                let (key_span, node) = match header {
+                    // A table written with headers is named by its first header.
+                    Some((c, h)) => {
+                        let named = self.headers[h].keys.get(c.path.len() - 1).copied();
+                        let named = named.unwrap_or_else(|| unquoted(self.text, key.span()));
+                        (named, self.header_node(value, c, h, found))
+                    }
+                    None => (
+                        unquoted(self.text, key.span()),
+                        self.node(value, child.as_ref(), found),
+                    ),
+                };
+                (name, self.span(key_span), node)
+            })
+            .collect();
+        out.sort_by_key(|(_, span, _)| span.start);
+        out
+    }
+
+    /// A table (or array of tables) written with headers, first header `h`.
+    fn header_node(
+        &self,
+        value: &Spanned<DeValue<'_>>,
+        scope: &Scope,
+        h: usize,
+        found: &mut Found,
+    ) -> Node {
+        let kind = match value.get_ref() {
+            DeValue::Table(t) => NodeKind::Table(self.entries(t, Some(scope), found)),
+            // `[[name]]`: each element is the table of one header, continued by the
+            // headers up to the next element's.
+            DeValue::Array(items) => {
+                let own: Vec<usize> = scope
+                    .headers
+                    .clone()
+                    .filter(|&i| self.headers[i].path == scope.path)
+                    .collect();
+                let items = items.iter().enumerate().map(|(i, item)| {
+                    let (Some(&at), DeValue::Table(t)) = (own.get(i), item.get_ref()) else {
+                        return self.node(item, None, found);
+                    };
+                    let end = own.get(i + 1).copied().unwrap_or(scope.headers.end);
+                    let element = Scope {
+                        path: scope.path.clone(),
+                        headers: at..end,
+                    };
+                    Node {
+                        span: self.header_span(at),
+                        kind: NodeKind::Table(self.entries(t, Some(&element), found)),
+                    }
+                });
+                NodeKind::List(items.collect())
+            }
+            _ => return self.node(value, None, found),
+        };
+        Node {
+            span: self.header_span(h),
+            kind,
+        }
+    }
+
+    /// A value written after `=` (or a table made by dotted keys, `scope` naming it).
+    fn node(&self, v: &Spanned<DeValue<'_>>, scope: Option<&Scope>, found: &mut Found) -> Node {
+        let raw = v.span();
+        let mut span = self.span((raw.start, raw.end));
+        let kind = match v.get_ref() {
+            DeValue::String(s) => {
+                span = self.span(unquoted(self.text, raw));
+                string_node(s, span, self.text, &mut found.diags)
+            }
+            DeValue::Integer(i) => match integer(i) {
+                Some(i) => NodeKind::Literal(Value::from(i)),
+                None => {
+                    found.refuse(raw);
+                    NodeKind::Literal(Value::Null)
+                }
+            },
+            DeValue::Float(f) => match float(f).map(serde_json::Number::from_f64) {
+                Some(Some(n)) => NodeKind::Literal(Value::Number(n)),
+                Some(None) => {
+                    found.diags.push(Diagnostic::at(
+                        span,
+                        "numbers must be finite",
+                        "not a finite number",
+                    ));
+                    NodeKind::Literal(Value::Null)
+                }
+                None => {
+                    found.refuse(raw);
+                    NodeKind::Literal(Value::Null)
+                }
+            },
+            DeValue::Boolean(b) => NodeKind::Literal(Value::Bool(*b)),
+            DeValue::Datetime(_) => {
+                found.refuse(raw);
                 NodeKind::Literal(Value::Null)
             }
-        },
-        ValueInner::Boolean(b) => NodeKind::Literal(Value::Bool(*b)),
-        // Lists keep a node per element (with its span), so a problem with one element
-        // is reported at it.
-        ValueInner::Array(items) => NodeKind::List(
-            items
-                .iter()
-                .map(|i| to_node(i, file, text, diags))
-                .collect(),
-        ),
-        ValueInner::Table(t) => {
-            let entries: Vec<(String, Span, Node)> = sorted(t)
-                .into_iter()
-                .map(|(k, v)| {
-                    (
-                        k.name.to_string(),
-                        Span::new(file, k.span.start, k.span.end),
-                        to_node(v, file, text, diags),
-                    )
-                })
-                .collect();
-            NodeKind::Table(entries)
+            // Lists keep a node per element (with its span), so a problem with one element
+            // is reported at it.
+            DeValue::Array(items) => {
+                NodeKind::List(items.iter().map(|i| self.node(i, None, found)).collect())
+            }
+            DeValue::Table(t) => {
+                let inline = self.text.as_bytes().get(raw.start) == Some(&b'{');
+                let entries = self.entries(t, scope.filter(|_| !inline), found);
+                // A table made by dotted keys is spanned by the first value written in it.
+                if !inline {
+                    if let Some((_, _, first)) = entries.first() {
+                        span = first.span;
+                    }
+                }
+                NodeKind::Table(entries)
+            }
+        };
+        Node { span, kind }
+    }
+}
+
+/// Collects the headers of table `t` (named `path`) and below, and the spans of the
+/// values written after `=` in their sections.
+fn survey(
+    text: &str,
+    t: &DeTable<'_>,
+    path: &mut Vec<String>,
+    headers: &mut Vec<Header>,
+    values: &mut Vec<Range<usize>>,
+) {
+    let starts_with = |span: &Range<usize>, c: u8| text.as_bytes().get(span.start) == Some(&c);
+    for (key, value) in t.iter() {
+        path.push(key.get_ref().to_string());
+        match value.get_ref() {
+            DeValue::Table(sub) if !starts_with(&value.span(), b'{') => {
+                // A `[header]` table; otherwise one named on the way to a header or made
+                // by dotted keys, spanned by a name.
+                if starts_with(&value.span(), b'[') {
+                    headers.push(Header::new(text, path, value.span()));
+                }
+                survey(text, sub, path, headers, values);
+            }
+            // An array of tables: each element a `[[header]]` table. (The elements of an
+            // array written after `=` are values; its tables are inline.)
+            DeValue::Array(items)
+                if items
+                    .first()
+                    .is_some_and(|i| i.get_ref().is_table() && starts_with(&i.span(), b'[')) =>
+            {
+                for item in items.iter() {
+                    if let DeValue::Table(sub) = item.get_ref() {
+                        headers.push(Header::new(text, path, item.span()));
+                        survey(text, sub, path, headers, values);
+                    }
+                }
+            }
+            _ => values.push(value.span()),
+        }
+        path.pop();
+    }
+}
+
+impl Header {
+    /// The header spanned `span` (`[` to `]`) naming table `path`.
+    fn new(text: &str, path: &[String], span: Range<usize>) -> Self {
+        let line_end = text
+            .get(span.end..)
+            .and_then(|rest| rest.find('\n'))
+            .map_or(text.len(), |i| span.end + i + 1);
+        Self {
+            path: path.to_vec(),
+            keys: header_keys(text, span.start),
+            at: span.start,
+            line_end,
+            values_end: None,
+        }
+    }
+}
+
+/// The spans of the names in the header at `at` (`[a."b c".d]`), a quoted one's
+/// without its quotes. The header is valid TOML (the file parsed).
+fn header_keys(text: &str, at: usize) -> Vec<(usize, usize)> {
+    let bytes = text.as_bytes();
+    let mut i = at;
+    while bytes.get(i) == Some(&b'[') {
+        i += 1;
+    }
+    let skip_blanks = |i: &mut usize| {
+        while matches!(bytes.get(*i), Some(b' ' | b'\t')) {
+            *i += 1;
         }
     };
-    Node { span, kind }
+    let mut keys = Vec::new();
+    loop {
+        skip_blanks(&mut i);
+        let start = i;
+        match bytes.get(i) {
+            Some(&quote @ (b'"' | b'\'')) => {
+                i += 1;
+                while let Some(&b) = bytes.get(i) {
+                    if b == quote {
+                        break;
+                    }
+                    // A basic string's escape may be of its quote.
+                    i += if b == b'\\' && quote == b'"' { 2 } else { 1 };
+                }
+                i += 1;
+                keys.push(unquoted(text, start..i));
+            }
+            Some(_) => {
+                while !matches!(bytes.get(i), None | Some(b' ' | b'\t' | b'.' | b']')) {
+                    i += 1;
+                }
+                keys.push((start, i));
+            }
+            None => break,
+        }
+        skip_blanks(&mut i);
+        if bytes.get(i) != Some(&b'.') {
+            break;
+        }
+        i += 1;
+    }
+    keys
+}
+
+/// The span of a string's contents, given the span of the string as written (a key or a
+/// value; anything else is returned as it is): without its quotes, and for a multi-line
+/// string without the newline that may follow the opening quotes. An empty string is
+/// spanned by its opening quote, so that it can be pointed at.
+fn unquoted(text: &str, span: Range<usize>) -> (usize, usize) {
+    let raw = text.as_bytes().get(span.clone()).unwrap_or_default();
+    let Some(&quote) = raw.first().filter(|q| matches!(q, b'"' | b'\'')) else {
+        return (span.start, span.end);
+    };
+    if raw.len() >= 6 && raw[1] == quote && raw[2] == quote {
+        let skip = match raw.get(3) {
+            Some(b'\n') => 4,
+            Some(b'\r') => 5,
+            _ => 3,
+        };
+        (span.start + skip, span.end - 3)
+    } else if raw.len() == 2 {
+        (span.start, span.start + 1)
+    } else {
+        (span.start + 1, span.end - 1)
+    }
 }
 
 fn string_node(s: &str, span: Span, text: &str, diags: &mut Vec<Diagnostic>) -> NodeKind {
@@ -680,12 +1061,24 @@ fn string_node(s: &str, span: Span, text: &str, diags: &mut Vec<Diagnostic>) -> 
 mod tests {
     use super::*;
 
+    /// The whole of `text` as one table node, spanned by the whole text.
     fn node(text: &str) -> Node {
-        let parsed = toml_span::parse(text).expect("valid TOML");
-        let mut diags = Vec::new();
-        let n = to_node(&parsed, 0, text, &mut diags);
-        assert!(diags.is_empty(), "{diags:?}");
+        let (n, found) = converted(text);
+        assert!(found.diags.is_empty(), "{:?}", found.diags);
+        assert_eq!(found.invalid, None);
         n
+    }
+
+    fn converted(text: &str) -> (Node, Found) {
+        let doc = DeTable::parse(text).expect("valid TOML");
+        let layout = Layout::new(0, text, doc.get_ref());
+        let mut found = Found::default();
+        let entries = layout.entries(doc.get_ref(), Some(&Scope::root(&layout)), &mut found);
+        let n = Node {
+            span: Span::new(0, 0, text.len()),
+            kind: NodeKind::Table(entries),
+        };
+        (n, found)
     }
 
     fn path(p: &str) -> Vec<String> {
@@ -714,6 +1107,86 @@ mod tests {
             n.get("types").and_then(Node::literal),
             Some(serde_json::json!(["a", "bb"]))
         );
+    }
+
+    /// The spans diagnostics point at, pinned by the text at each: a `[kind.name]`
+    /// table's key and value, a dotted key, an inline table, an array element, an empty
+    /// section and `[[moved]]` entries. (The corpus of bad stacks relies on them too.)
+    #[test]
+    fn spans_are_the_text_diagnostics_point_at() {
+        let text = "top.a = 1\ntop.b = \"x\"\n\n[kind.name]  # a resource\nsize = 2\n\
+                    tags = { team = \"ml\" }\nzones = [\"a\", \"b\"]\n\n[empty]   # later\n\n\
+                    [[moved]]\nfrom = \"x.y\"\nto = \"x.z\"\n\n[[moved]]\nfrom = \"p.q\"\nto = 'p.r'\n";
+        let mut diags = Vec::new();
+        let entries = top_entries(0, text, &mut diags);
+        assert!(diags.is_empty(), "{diags:?}");
+        let at = |s: Span| &text[s.start..s.end];
+        let names: Vec<&str> = entries.iter().map(|(n, _, _)| n.as_str()).collect();
+        assert_eq!(names, ["top", "kind", "empty", "moved"]);
+
+        // A dotted key: its table is spanned by its first value; a string by its contents.
+        let (_, key, top) = &entries[0];
+        assert_eq!((key.start, at(*key)), (0, "top"));
+        assert_eq!(at(top.span), "1");
+        assert_eq!(text_at(text, top, "b"), "x");
+
+        // A `[kind.name]` table: both names are the header's, and both tables run from
+        // its `[` to the end of the section's last value.
+        let section = "[kind.name]  # a resource\nsize = 2\ntags = { team = \"ml\" }\n\
+                       zones = [\"a\", \"b\"]";
+        let (_, key, kind) = &entries[1];
+        let header = text.find("[kind.name]").expect("header");
+        assert_eq!((key.start, at(*key)), (header + 1, "kind"));
+        assert_eq!(at(kind.span), section);
+        let NodeKind::Table(resources) = &kind.kind else {
+            panic!("a table of resources");
+        };
+        let (_, key, body) = &resources[0];
+        assert_eq!((key.start, at(*key)), (header + 6, "name"));
+        assert_eq!(at(body.span), section);
+        assert_eq!(text_at(text, body, "size"), "2");
+
+        // An inline table and its value; a list and its element.
+        assert_eq!(text_at(text, body, "tags"), "{ team = \"ml\" }");
+        assert_eq!(text_at(text, body, "tags.team"), "ml");
+        assert_eq!(text_at(text, body, "zones"), "[\"a\", \"b\"]");
+        assert_eq!(text_at(text, body, "zones.1"), "b");
+
+        // An empty section: its header's line, newline included.
+        assert_eq!(at(entries[2].2.span), "[empty]   # later\n");
+
+        // `[[moved]]`: named by the first header; each entry spanned by its section.
+        let (_, key, moved) = &entries[3];
+        let first = text.find("[[moved]]").expect("header");
+        assert_eq!((key.start, at(*key)), (first + 2, "moved"));
+        let one = "[[moved]]\nfrom = \"x.y\"\nto = \"x.z\"";
+        assert_eq!(at(moved.span), one);
+        assert_eq!(text_at(text, moved, "0"), one);
+        assert_eq!(
+            text_at(text, moved, "1"),
+            "[[moved]]\nfrom = \"p.q\"\nto = 'p.r'"
+        );
+        assert_eq!(text_at(text, moved, "1.to"), "p.r");
+    }
+
+    /// Values terrain does not read make the whole file invalid, reported once at the
+    /// first: a date, an integer beyond 64 bits, a float too large to be finite.
+    #[test]
+    fn dates_and_numbers_out_of_range_make_the_file_invalid() {
+        for (text, at) in [
+            ("a = 1\nb = 1979-05-27\n", "1979-05-27"),
+            ("a = [1, 99999999999999999999]\n", "99999999999999999999"),
+            ("[t]\nc = \"${x.y\"\nd = 1e999\n", "1e999"),
+        ] {
+            let mut diags = Vec::new();
+            assert!(top_entries(0, text, &mut diags).is_empty());
+            let [d] = diags.as_slice() else {
+                panic!("one problem: {diags:?}");
+            };
+            let span = d.span.expect("located");
+            assert_eq!(d.message, "invalid TOML: invalid number");
+            assert_eq!(&text[span.start..span.end], at);
+        }
     }
 
     #[test]
