@@ -347,7 +347,7 @@ async fn eks_sagemaker_applies_runs_the_pipeline_and_destroys() {
 
     // An upgrade that skips a minor version is refused by the plan, naming the steps;
     // one minor version is an in-place upgrade, which the sandbox carries out.
-    work.edit("stack.toml", "version = \"1.31\"", "version = \"1.33\"");
+    work.set_value("stack.toml", "version", "\"1.31\"", "\"1.33\"");
     let skip = env.run(&work, &["plan", "--no-color"]);
     skip.expect_code(1);
     assert!(
@@ -357,7 +357,7 @@ async fn eks_sagemaker_applies_runs_the_pipeline_and_destroys() {
         "{}",
         skip.stderr
     );
-    work.edit("stack.toml", "version = \"1.33\"", "version = \"1.32\"");
+    work.set_value("stack.toml", "version", "\"1.33\"", "\"1.32\"");
     let step = env.run(&work, &["plan", "--no-color", "--detailed-exitcode"]);
     step.expect_code(2);
     for line in [

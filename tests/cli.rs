@@ -547,7 +547,7 @@ fn happy_path_validate_plan_apply_update_replace_destroy() {
     assert_eq!(plan["has_changes"], Value::Bool(false));
 
     // An in-place update.
-    sb.edit("stack.toml", "mode = \"0600\"", "mode = \"0640\"");
+    sb.set_value("stack.toml", "mode", "\"0600\"", "\"0640\"");
     let run = sb.run(&with(&["plan", "--detailed-exitcode"]));
     run.expect_code(2);
     sb.expect("happy/plan_update.stdout", &run.stdout);

@@ -1,8 +1,9 @@
 //! `terrain fmt`: the corpus of messy stack files under `tests/fixtures/fmt/` formatted
 //! to `tests/expected/fmt/` (each expected file formatted again unchanged, each
 //! formatting keeping the file's meaning), the command's exit codes, `--check`,
-//! `--diff`, in-place rewrites, files that do not parse, `--recursive`, and the example
-//! stacks still validating the same once formatted (on a copy).
+//! `--diff`, in-place rewrites, files that do not parse, `--recursive`, the example
+//! stacks still validating the same once formatted (on a copy), and the example stacks
+//! being kept formatted (the CI check).
 
 mod common;
 
@@ -347,4 +348,89 @@ fn the_example_stacks_validate_the_same_once_formatted() {
             assert_eq!(meaning(&original), meaning(&work.read(&file)), "{file}");
         }
     }
+}
+
+/// The example stacks are kept in `terrain fmt`'s layout (CI runs this): a file it would
+/// change fails the test, named in the message.
+#[test]
+fn the_example_stacks_are_formatted() {
+    let root = manifest_dir();
+    // From the repository root, as a developer or CI would run it; --check writes nothing.
+    let out = Sandbox::new()
+        .command(&["fmt", "--check", "-r", "stacks"], &[])
+        .current_dir(&root)
+        .output()
+        .expect("run terrain fmt --check -r stacks");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && listed.is_empty() && out.stderr.is_empty(),
+        "`terrain fmt --check -r stacks` exited with {:?}; run `cargo run -- fmt -r stacks` to format:\n{listed}{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // fmt reads only `.toml` files: on a copy, formatting every example changes no file,
+    // the policies (`.rego`), READMEs, YAML, JSON and datasets included.
+    let work = Sandbox::new();
+    common::copy_dir(&root.join("stacks"), &work.join("stacks"));
+    let files = work.files();
+    assert!(
+        files
+            .iter()
+            .any(|f| f.starts_with("stacks/policies/") && f.ends_with(".rego")),
+        "the policies are among the files: {files:?}"
+    );
+    let run = work.run(&["fmt", "-r", "stacks"]);
+    run.success();
+    assert_eq!(run.all_output(), "", "nothing to rewrite");
+    assert_eq!(work.files(), files, "no file added or removed");
+    for file in &files {
+        let original = fs::read(root.join(file)).unwrap_or_else(|e| panic!("read {file}: {e}"));
+        let after = fs::read(work.join(file)).unwrap_or_else(|e| panic!("read {file}: {e}"));
+        assert!(original == after, "{file} was changed");
+    }
+}
+
+/// `common::set_value`, which the tests editing the example stacks use: it finds a value
+/// whatever the alignment, keeps the alignment, and fails loudly rather than leave a
+/// stack unedited.
+#[test]
+fn set_value_edits_a_value_whatever_the_alignment_and_fails_when_it_cannot() {
+    use common::set_value;
+    let text = "[pool]\nname         = \"gpu\"\ncluster_name = \"c\"\nmax_nodes    = 10240\nscaling      = { min = 0, max = 4 }\n\n[share]\nmax_nodes = 1024\n";
+    assert_eq!(
+        set_value(text, "max_nodes", "1024", "2048"),
+        text.replace("max_nodes = 1024", "max_nodes = 2048"),
+        "the whole value only: 10240 is not 1024"
+    );
+    assert_eq!(
+        set_value(text, "name", "\"gpu\"", "\"tpu\""),
+        text.replace("\"gpu\"", "\"tpu\""),
+        "the key itself only: cluster_name is not name; the alignment stays"
+    );
+    assert_eq!(
+        set_value(text, "max", "4", "6"),
+        text.replace("max = 4", "max = 6"),
+        "an inline table's entry"
+    );
+    let panic_message = |text: &str, key: &str, old: &str| -> String {
+        std::panic::catch_unwind(|| set_value(text, key, old, "x"))
+            .expect_err("set_value panics")
+            .downcast::<String>()
+            .map(|m| *m)
+            .unwrap_or_default()
+    };
+    let absent = panic_message(text, "name", "\"tpu\"");
+    assert!(
+        absent.contains("no `name = \"tpu\"`") && absent.contains("2: name         = \"gpu\""),
+        "names the key and shows where it is set: {absent}"
+    );
+    let absent = panic_message(text, "nodes", "1024");
+    assert!(absent.contains("no `nodes = 1024`"), "{absent}");
+    let twice = format!("{text}\n[other]\nname = \"gpu\"\n");
+    let ambiguous = panic_message(&twice, "name", "\"gpu\"");
+    assert!(
+        ambiguous.contains("`name = \"gpu\"` is ambiguous: it is set on 2 lines"),
+        "{ambiguous}"
+    );
 }

@@ -4,12 +4,14 @@
 //! every request the provider sent and every object the sandbox returned is checked
 //! against the official discovery documents in `../shared/reference/gcp/`.
 
+mod common;
 #[path = "contract/discovery.rs"]
 mod discovery;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use common::set_value;
 use serde_json::Value;
 use terrain::engine::{Engine, Quiet, Settings};
 use terrain::plan::{Action, Plan};
@@ -319,9 +321,8 @@ async fn every_kind_creates_updates_in_place_replaces_and_destroys() {
         "label, channel and taint updates converge"
     );
 
-    let v5 = v4
-        .replace("tier = \"BASIC_HDD\"", "tier = \"BASIC_SSD\"")
-        .replace("capacity_gb = 2048", "capacity_gb = 2560")
+    let v5 = set_value(&v4, "tier", "\"BASIC_HDD\"", "\"BASIC_SSD\"");
+    let v5 = set_value(&v5, "capacity_gb", "2048", "2560")
         .replace(
             "location = \"us-central1\"\nversioning",
             "location = \"us-east1\"\nversioning",
@@ -626,11 +627,12 @@ async fn fields_in_use() {
 impl World {
     /// `[providers.gcp.europe]`: the same sandbox under another project and region.
     fn europe(&self) -> String {
-        self.provider()
-            .replacen("[providers.gcp]", "[providers.gcp.europe]", 1)
-            .replace("project = \"ml-project\"", "project = \"eu-project\"")
-            .replace("region = \"us-central1\"", "region = \"europe-west4\"")
-            .replace("zone = \"us-central1-a\"", "zone = \"europe-west4-a\"")
+        let text = self
+            .provider()
+            .replacen("[providers.gcp]", "[providers.gcp.europe]", 1);
+        let text = set_value(&text, "project", "\"ml-project\"", "\"eu-project\"");
+        let text = set_value(&text, "region", "\"us-central1\"", "\"europe-west4\"");
+        set_value(&text, "zone", "\"us-central1-a\"", "\"europe-west4-a\"")
     }
 
     /// The ids of the clusters the sandbox holds in `project`.

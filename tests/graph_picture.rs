@@ -281,7 +281,7 @@ fn html_page_colours_a_changed_resource_as_an_update_and_a_removed_one_as_a_dele
         .success();
     let file = "stacks/gke-batch-ml/stack.toml";
     // Shares grow in place.
-    work.edit(file, "default = 1024", "default = 2048");
+    work.set_value(file, "default", "1024", "2048");
     let run = work.run(&["graph", "-s", stack, "--format", "html", "--sandbox"]);
     run.success();
     assert!(

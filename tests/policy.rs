@@ -120,11 +120,13 @@ fn the_example_stacks_meet_the_shipped_policies() {
 #[test]
 fn a_deny_fails_the_plan_and_the_apply_before_anything_is_made() {
     let work = with_stacks();
-    // The preemptible GPU pool, on the cluster the same stack creates, loses its taint.
-    work.edit(
+    // The preemptible GPU pool, on the cluster the same stack creates, loses its taint
+    // (the module's default, as if the line were gone).
+    work.set_value(
         "stacks/gke-gpu-pipelines/stack.toml",
-        "taints = [\"preemptible=true:NoSchedule\"]\n",
-        "",
+        "taints",
+        "[\"preemptible=true:NoSchedule\"]",
+        "[]",
     );
     let plan = work.run(&[
         "plan",
@@ -179,7 +181,11 @@ fn the_stacks_own_policies_judge_every_plan() {
         "[stack]\n",
         "[stack]\npolicies = [\"../policies\"]\n",
     );
-    work.edit(stack, "spot = true\n", "spot = true\nretries = 0\n");
+    work.edit(
+        stack,
+        "[kubernetes_job.workload]\n",
+        "[kubernetes_job.workload]\nretries = 0\n",
+    );
     let run = work.run(&[
         "plan",
         "-s",

@@ -631,10 +631,11 @@ fn readme_guardrails_walk_is_what_terrain_prints() {
 
     // The deny, as the README shows it.
     let denied = block_after(&readme, "preemptible pool and the plan stops:");
-    work.edit(
+    work.set_value(
         "stacks/gke-gpu-pipelines/stack.toml",
-        "taints = [\"preemptible=true:NoSchedule\"]\n",
-        "",
+        "taints",
+        "[\"preemptible=true:NoSchedule\"]",
+        "[]",
     );
     let run = work.run(&[
         "plan",

@@ -52,10 +52,10 @@ fn create(work: &Work, name: &str) -> Run {
     apply
 }
 
-/// Edits the stack, expects exactly one in-place update of `address`, applies it, and
-/// expects a clean re-plan.
-fn edit_one(work: &Work, name: &str, from: &str, to: &str, address: &str) {
-    work.edit(&format!("stacks/{name}/stack.toml"), from, to);
+/// Sets `key` from `old` to `new` in the stack, expects exactly one in-place update of
+/// `address`, applies it, and expects a clean re-plan.
+fn edit_one(work: &Work, name: &str, (key, old, new): (&str, &str, &str), address: &str) {
+    work.set_value(&format!("stacks/{name}/stack.toml"), key, old, new);
     let plan = run(work, name, &["plan", "--detailed-exitcode"]);
     plan.expect_code(2);
     assert!(
@@ -117,8 +117,7 @@ fn gke_gpu_pipelines_plans_applies_scales_and_destroys() {
     edit_one(
         &work,
         name,
-        "max_nodes = 4",
-        "max_nodes = 6",
+        ("max_nodes", "4", "6"),
         "module.preemptible_gpu.gke_node_pool.main",
     );
     destroy(&work, name);
@@ -139,8 +138,7 @@ fn gke_accelerators_plans_applies_scales_and_destroys() {
     edit_one(
         &work,
         name,
-        "max_nodes = 5",
-        "max_nodes = 6",
+        ("max_nodes", "5", "6"),
         "module.gpu.gke_node_pool.main",
     );
     destroy(&work, name);
@@ -166,8 +164,7 @@ fn eks_sagemaker_plans_applies_scales_and_destroys() {
     edit_one(
         &work,
         name,
-        "max_nodes = 4",
-        "max_nodes = 6",
+        ("max_nodes", "4", "6"),
         "module.gpu.eks_node_group.main",
     );
     destroy(&work, name);
@@ -261,8 +258,7 @@ async fn gke_batch_ml_queues_runs_grows_the_share_and_destroys() {
     edit_one(
         &work,
         name,
-        "default = 1024",
-        "default = 2048",
+        ("default", "1024", "2048"),
         "module.share.filestore_instance.main",
     );
     destroy(&work, name);

@@ -248,6 +248,13 @@ impl Sandbox {
         self.write(rel, &text.replacen(from, to, 1));
     }
 
+    /// Changes the value of `key` in `rel` from `old` to `new`: [`set_value`] on the file.
+    #[track_caller]
+    pub fn set_value(&self, rel: &str, key: &str, old: &str, new: &str) {
+        let text = self.read(rel);
+        self.write(rel, &set_value(&text, key, old, new));
+    }
+
     /// Every file under the working directory (not directories), relative, sorted.
     pub fn files(&self) -> Vec<String> {
         let mut out = Vec::new();
@@ -354,6 +361,91 @@ pub fn with_stacks(names: &[&str]) -> Sandbox {
     work
 }
 
+/// `text` (a stack's TOML) with the value of `key` changed from `old` to `new`, however
+/// the file is laid out: `terrain fmt` aligns the `=` of neighbouring keys, so a test
+/// that edits `key = old` by its exact text breaks whenever the alignment changes.
+///
+/// `key` must start a line (after any indentation) or an inline-table entry (after `{`
+/// or `,`), be followed by `=` with any spaces or tabs around it, and then by `old`, which
+/// must be the whole value: what follows it ends the line, the entry or the table. Only
+/// `old` is replaced, so the key's own spacing, and with it the alignment, stays.
+///
+/// Panics, naming `key` and `old` and showing the lines where `key` is set, unless
+/// exactly one `key = old` is found: an edit that no longer applies fails its test
+/// instead of silently testing an unedited stack.
+#[track_caller]
+pub fn set_value(text: &str, key: &str, old: &str, new: &str) -> String {
+    assert!(
+        !key.is_empty() && !old.is_empty(),
+        "set_value needs a key and a value"
+    );
+    let bytes = text.as_bytes();
+    let is_blank = |b: u8| b == b' ' || b == b'\t';
+    // The byte offset of `old` after each `key = ` that holds it.
+    let mut found = Vec::new();
+    // The lines (1-based) where `key` is set at all, for the failure message.
+    let mut keyed = Vec::new();
+    for (at, _) in text.match_indices(key) {
+        let mut before = at;
+        while before > 0 && is_blank(bytes[before - 1]) {
+            before -= 1;
+        }
+        if !(before == 0 || matches!(bytes[before - 1], b'\n' | b'{' | b',')) {
+            continue;
+        }
+        let mut i = at + key.len();
+        while i < bytes.len() && is_blank(bytes[i]) {
+            i += 1;
+        }
+        if bytes.get(i) != Some(&b'=') {
+            continue;
+        }
+        i += 1;
+        while i < bytes.len() && is_blank(bytes[i]) {
+            i += 1;
+        }
+        let line = text[..at].matches('\n').count() + 1;
+        keyed.push(line);
+        if !text[i..].starts_with(old) {
+            continue;
+        }
+        let end = i + old.len();
+        let mut after = end;
+        while after < bytes.len() && is_blank(bytes[after]) {
+            after += 1;
+        }
+        if after == bytes.len() || matches!(bytes[after], b'\n' | b'\r' | b',' | b'}' | b'#') {
+            found.push((i, line));
+        }
+    }
+    let shown = |lines: &[usize]| -> String {
+        let all: Vec<&str> = text.lines().collect();
+        lines
+            .iter()
+            .map(|&n| format!("\n  {n}: {}", all.get(n - 1).copied().unwrap_or("")))
+            .collect()
+    };
+    match found.as_slice() {
+        [(start, _)] => {
+            let mut out = String::with_capacity(text.len() + new.len());
+            out.push_str(&text[..*start]);
+            out.push_str(new);
+            out.push_str(&text[start + old.len()..]);
+            out
+        }
+        [] => panic!(
+            "set_value: no `{key} = {old}` in the stack; `{key}` is set on {} line(s):{}",
+            keyed.len(),
+            shown(&keyed)
+        ),
+        many => panic!(
+            "set_value: `{key} = {old}` is ambiguous: it is set on {} lines:{}",
+            many.len(),
+            shown(&many.iter().map(|(_, line)| *line).collect::<Vec<_>>())
+        ),
+    }
+}
+
 /// Makes gke-accelerators' GPU pool take its machine type from a sensitive variable
 /// (`gpu_machine`, defaulting to the type it had), on the cluster the same stack
 /// creates: what every "a secret never shows" test of that stack starts from.
@@ -361,16 +453,17 @@ pub fn with_stacks(names: &[&str]) -> Sandbox {
 pub fn gpu_machine_from_a_secret(work: &Sandbox) {
     let stack = work.join("stacks/gke-accelerators/stack.toml");
     let text = std::fs::read_to_string(&stack).expect("read the stack");
-    let text = text
-        .replace(
-            "machine_type = \"g2-standard-24\"",
-            "machine_type = \"${var.gpu_machine}\"",
-        )
-        .replacen(
-            "[variables.zone]",
-            "[variables.gpu_machine]\ndefault = \"g2-standard-24\"\nsensitive = true\n\n[variables.zone]",
-            1,
-        );
+    let text = set_value(
+        &text,
+        "machine_type",
+        "\"g2-standard-24\"",
+        "\"${var.gpu_machine}\"",
+    );
+    let text = text.replacen(
+        "[variables.zone]",
+        "[variables.gpu_machine]\ndefault = \"g2-standard-24\"\nsensitive = true\n\n[variables.zone]",
+        1,
+    );
     std::fs::write(&stack, text).expect("write the stack");
 }
 
