@@ -1474,7 +1474,12 @@ impl Engine {
     }
 
     /// Brings an existing object under management at `address`.
-    pub async fn import(&self, address: &Address, id: &str) -> Result<ResourceState, EngineError> {
+    pub async fn import(
+        &self,
+        address: &Address,
+        id: &str,
+        state: &State,
+    ) -> Result<ResourceState, EngineError> {
         let rc = self
             .stack
             .resources
@@ -1485,14 +1490,38 @@ impl Engine {
             })?;
         let kind = rc.resource.clone();
         let ctx = self.ctx(address, &rc.provider)?;
-        // The stack's spec, as far as it is known offline, tells the provider how the
-        // object is described (e.g. which field holds a secret); nothing else is used.
+        // The stack's spec tells the provider how the object is described (which field
+        // holds a secret, which cluster a Kubernetes object is on, a manifest's
+        // objects): computed by the pipeline apply uses, with what the state knows of
+        // the resources it references. Without them, as far as it is known offline.
         let hint = {
             let env = self.env();
-            let scope = desired::variables_only(&self.stack.variables, &env);
-            eval::eval(&rc.body, &scope)
+            let entry = |k: &str| state.resources.get(k).cloned();
+            let applied = desired::Applied {
+                resources: &self.stack.resources,
+                entry: &entry,
+            };
+            let scope = StackScope {
+                variables: &self.stack.variables,
+                env: &env,
+                attributes: &applied,
+            };
+            let config = self.provider_config(&rc.provider)?;
+            let peers = desired::applied_peers(rc, &entry);
+            let inputs = desired::Inputs {
+                config: &config,
+                peers: &peers,
+                prior: None,
+            };
+            desired::compute(rc, &scope, &inputs)
                 .ok()
-                .map(|e| kind.schema().with_defaults(&e.value))
+                .map(|d| d.spec)
+                .or_else(|| {
+                    let scope = desired::variables_only(&self.stack.variables, &env);
+                    eval::eval(&rc.body, &scope)
+                        .ok()
+                        .map(|e| kind.schema().with_defaults(&e.value))
+                })
                 .filter(|v| !terrain_providers::protocol::is_unknown(v))
                 .unwrap_or(Value::Null)
         };

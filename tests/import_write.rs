@@ -1,7 +1,9 @@
 //! `terrain import ADDR ID --write FILE` on the sandbox: objects one stack (`made/`)
 //! created are imported by a second stack (`adopted/`, its own state, the same
 //! emulated cloud), which starts without them; the block written makes the next plan
-//! show no changes. An address the stack declares and a Kubernetes kind are refused.
+//! show no changes. An address the stack declares, a Kubernetes kind other than a
+//! manifest, and a manifest without its cluster are refused. (Adopting objects built
+//! with kubectl is in `official_clients.rs`, where kubectl runs.)
 
 mod common;
 
@@ -216,14 +218,14 @@ fn an_address_the_stack_declares_is_refused() {
 }
 
 #[test]
-fn a_kubernetes_kind_is_refused() {
+fn a_kubernetes_kind_other_than_a_manifest_is_refused() {
     let work = made(GCP, "[gcs_bucket.logs]\nname = \"ml-logs-bucket\"\n");
     let run = adopted(
         &work,
         &[
             "import",
             "kubernetes_job.train",
-            "default/train",
+            "batch/v1/Job/default/train",
             "--write",
             "adopted/imported.toml",
         ],
@@ -231,7 +233,52 @@ fn a_kubernetes_kind_is_refused() {
     run.failure();
     assert!(
         run.stderr.contains(
-            "--write cannot read a kubernetes_job without its cluster; declare the block and import without --write"
+            "--write adopts a Kubernetes object as a kubernetes_manifest (a kubernetes_job is rendered by terrain from its fields); run `terrain import kubernetes_manifest.train batch/v1/Job/default/train --write adopted/imported.toml --cluster CLUSTER_ADDR`"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(!work.exists("adopted/imported.toml"));
+}
+
+#[test]
+fn a_manifest_needs_the_cluster_it_is_on() {
+    let work = made(GCP, "[gcs_bucket.logs]\nname = \"ml-logs-bucket\"\n");
+    let run = adopted(
+        &work,
+        &[
+            "import",
+            "kubernetes_manifest.redis",
+            "v1/Service/default/redis-leader",
+            "--write",
+            "adopted/imported.toml",
+        ],
+    );
+    run.failure();
+    assert!(
+        run.stderr.contains(
+            "--write kubernetes_manifest.redis: name the cluster the object is on with --cluster CLUSTER_ADDR (e.g. gke_cluster.main)"
+        ),
+        "{}",
+        run.stderr
+    );
+    // A cluster the state does not have yet: nothing to read the object from.
+    let run = adopted(
+        &work,
+        &[
+            "import",
+            "kubernetes_manifest.redis",
+            "v1/Service/default/redis-leader",
+            "--write",
+            "adopted/imported.toml",
+            "--cluster",
+            "gke_cluster.main",
+        ],
+    );
+    run.failure();
+    assert!(
+        run.stderr.contains(
+            "gke_cluster.main is not in the state: apply it first (the objects are read from the live cluster)"
         ),
         "{}",
         run.stderr

@@ -554,3 +554,237 @@ fn kubectl_explores_a_cluster_terrain_made_on_the_sandbox() {
     let _ = forward.kill();
     let _ = forward.wait();
 }
+
+/// The seed's batch setup as users build it today (scenario 1): a cluster and a
+/// Filestore share from a stack, then by hand with kubectl the NFS volume and its claim,
+/// the Redis pod and its Service (`kubectl apply`), and the Job (`kubectl create`).
+/// `terrain import --all-in-cluster` lists them; picking them writes one block each, the
+/// objects as they were written into `manifests/`, and imports them: the next plan
+/// shows no changes.
+#[test]
+fn a_batch_setup_built_with_kubectl_is_adopted_with_a_clean_plan() {
+    if !installed("kubectl") {
+        return;
+    }
+    let s = Served::start();
+    s.work.write(
+        "adopted/stack.toml",
+        r#"[stack]
+name = "adopted"
+
+[providers.gcp]
+project = "batch-aiml-project"
+region  = "us-central1"
+zone    = "us-central1-b"
+
+[gke_cluster.batch]
+name     = "batch-aiml"
+location = "us-central1"
+mode     = "autopilot"
+
+[filestore_instance.nfs]
+name  = "batch-aiml-filestore"
+tier  = "BASIC_HDD"
+share = { name = "NFSVol", capacity_gb = 1024 }
+"#,
+    );
+    let in_stack = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["-s", "adopted", "--sandbox"]);
+        s.work.run(&all)
+    };
+    in_stack(&["apply", "--auto-approve"]).success();
+    let state = s.work.json("state/sandbox/adopted.json");
+    let ip = state["resources"]["filestore_instance.nfs"]["outputs"]["ip_address"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the share has an IP: {state:#}"))
+        .to_string();
+    // serve writes a running cluster's kubeconfig within half a second.
+    let kubeconfig = s.work.join("state/sandbox/kube/batch-aiml.kubeconfig");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !kubeconfig.exists() {
+        assert!(Instant::now() < deadline, "serve wrote {}", kubeconfig.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let kubeconfig = kubeconfig.to_string_lossy().into_owned();
+    let yaml = s.home.path().join("by-hand");
+    std::fs::create_dir_all(&yaml).expect("a directory for the YAML");
+    std::fs::write(
+        yaml.join("volume-and-redis.yaml"),
+        format!(
+            r#"apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: fileserver
+spec:
+  capacity:
+    storage: 1T
+  accessModes: [ReadWriteMany]
+  nfs:
+    path: /NFSVol
+    server: {ip}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: fileserver-claim
+  namespace: default
+spec:
+  accessModes: [ReadWriteMany]
+  storageClassName: ""
+  volumeName: fileserver
+  resources:
+    requests:
+      storage: 1T
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: redis-leader
+  labels:
+    app: redis
+spec:
+  containers:
+  - name: leader
+    image: redis
+    ports:
+    - containerPort: 6379
+    volumeMounts:
+    - mountPath: /mnt/fileserver
+      name: redis-pvc
+  volumes:
+  - name: redis-pvc
+    persistentVolumeClaim:
+      claimName: fileserver-claim
+      readOnly: false
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: redis-leader
+  labels:
+    app: redis
+spec:
+  ports:
+  - port: 6379
+    targetPort: 6379
+  selector:
+    app: redis
+"#
+        ),
+    )
+    .expect("write the YAML");
+    std::fs::write(
+        yaml.join("job.yaml"),
+        r#"apiVersion: batch/v1
+kind: Job
+metadata:
+  name: workload
+spec:
+  parallelism: 1
+  template:
+    metadata:
+      name: workload
+    spec:
+      nodeSelector:
+        cloud.google.com/gke-spot: "true"
+      containers:
+      - name: workload
+        image: "us-docker.pkg.dev/google-samples/containers/gke/batch-ml-workload"
+        volumeMounts:
+        - mountPath: /mnt/fileserver
+          name: workload-pvc
+      volumes:
+      - name: workload-pvc
+        persistentVolumeClaim:
+          claimName: fileserver-claim
+          readOnly: false
+      restartPolicy: OnFailure
+"#,
+    )
+    .expect("write the Job");
+    let kubectl = |args: &[&str]| {
+        let mut all = vec!["--kubeconfig", kubeconfig.as_str()];
+        all.extend(args);
+        s.ok("kubectl", &all)
+    };
+    kubectl(&["apply", "-f", "by-hand/volume-and-redis.yaml"]);
+    kubectl(&["create", "-f", "by-hand/job.yaml"]);
+
+    // Listed: what was built by hand; not the Job's pods, not the API server's Service.
+    let listed = in_stack(&["import", "--all-in-cluster", "gke_cluster.batch"]);
+    listed.success();
+    let expected = "Not managed by terrain in namespace default on gke_cluster.batch (5):
+  persistentvolume/fileserver             kubernetes_manifest.pv_fileserver
+  persistentvolumeclaim/fileserver-claim  kubernetes_manifest.pvc_fileserver_claim
+  service/redis-leader                    kubernetes_manifest.service_redis_leader
+  pod/redis-leader                        kubernetes_manifest.pod_redis_leader
+  job/workload                            kubernetes_manifest.job_workload
+";
+    assert!(listed.stdout.starts_with(expected), "{}", listed.stdout);
+    assert!(!s.work.exists("adopted/manifests"), "listing writes nothing");
+
+    let adopt = in_stack(&[
+        "import",
+        "--all-in-cluster",
+        "gke_cluster.batch",
+        "--namespace",
+        "default",
+        "--write",
+        "adopted/workload.toml",
+        "--include",
+        "pv/fileserver",
+        "--include",
+        "pvc/fileserver-claim",
+        "--include",
+        "svc/redis-leader",
+        "--include",
+        "pod/redis-leader",
+        "--include",
+        "job/workload",
+    ]);
+    adopt.success();
+    let written = s.work.read("adopted/workload.toml");
+    assert!(
+        written.contains(
+            "# Adopted from Job default/workload on gke_cluster.batch by terrain import.\n[kubernetes_manifest.job_workload]\ncluster = \"${gke_cluster.batch.kubernetes}\"\nfile    = \"manifests/job-workload.yaml\"\n"
+        ),
+        "{written}"
+    );
+    assert_eq!(
+        terrain::stack::fmt::format(&written).expect("TOML"),
+        written,
+        "the blocks are formatted"
+    );
+    // The Job as created, without what its controller added.
+    let job = s.work.read("adopted/manifests/job-workload.yaml");
+    for absent in [
+        "selector",
+        "controller-uid",
+        "job-name",
+        "status",
+        "uid:",
+        "dnsPolicy",
+        "backoffLimit",
+        "terminationMessagePath",
+    ] {
+        assert!(!job.contains(absent), "{absent} in {job}");
+    }
+    assert!(job.contains("cloud.google.com/gke-spot: 'true'"), "{job}");
+    // The volume as applied: the share's IP, no binding ids.
+    let pv = s.work.read("adopted/manifests/persistentvolume-fileserver.yaml");
+    assert!(pv.contains(&format!("server: {ip}")), "{pv}");
+    assert!(!pv.contains("claimRef"), "{pv}");
+
+    let plan = in_stack(&["plan", "--detailed-exitcode", "--no-color"]);
+    plan.success();
+    assert!(plan.stdout.contains("No changes"), "{}\n{written}", plan.stdout);
+    // Adopted: listed no more.
+    let again = in_stack(&["import", "--all-in-cluster", "gke_cluster.batch"]);
+    again.success();
+    assert!(
+        again.stdout.contains("Nothing to adopt in namespace default"),
+        "{}",
+        again.stdout
+    );
+}

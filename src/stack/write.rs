@@ -6,6 +6,9 @@
 //! those equal to the schema's default (the load fills them in again) and those the
 //! object does not have. Secret fields are not written: each becomes a reference to
 //! a generated sensitive variable without a default, which the run must be given.
+//!
+//! Kubernetes objects built by hand are adopted as a `kubernetes_manifest` whose
+//! objects are in a YAML file beside it ([`manifest_block`]).
 
 use serde_json::Value as Json;
 use terrain_providers::schema::{Field, Schema, Type};
@@ -58,6 +61,24 @@ pub fn block(kind: &str, name: &str, id: &str, schema: &Schema, spec: &Json) -> 
     }
     let text = super::fmt::format(&text).unwrap_or(text);
     Block { text, variables }
+}
+
+/// The block adopting Kubernetes objects built by hand: a `kubernetes_manifest` at
+/// `kubernetes_manifest.name` on the cluster `cluster` (an address whose `kubernetes`
+/// output connects to it), its objects in the manifest file `file` (relative to the
+/// stack). `described` says which objects, for the comment above the block.
+pub fn manifest_block(name: &str, cluster: &str, file: &str, described: &str) -> Block {
+    let text = format!(
+        "# Adopted from {} on {cluster} by terrain import.\n[kubernetes_manifest.{name}]\ncluster = {}\nfile = {}\n",
+        one_line(described),
+        Value::from(format!("${{{cluster}.kubernetes}}")),
+        Value::from(file),
+    );
+    let text = super::fmt::format(&text).unwrap_or(text);
+    Block {
+        text,
+        variables: Vec::new(),
+    }
 }
 
 /// `[variables.VAR]` for secret field `field` of `kind.name`.
@@ -147,6 +168,21 @@ fn to_toml(ty: &Type, value: &Json) -> Option<Value> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_manifest_block_references_its_cluster_and_file() {
+        let block = manifest_block(
+            "job_workload",
+            "gke_cluster.batch",
+            "manifests/job-workload.yaml",
+            "Job default/workload",
+        );
+        assert_eq!(
+            block.text,
+            "# Adopted from Job default/workload on gke_cluster.batch by terrain import.\n[kubernetes_manifest.job_workload]\ncluster = \"${gke_cluster.batch.kubernetes}\"\nfile    = \"manifests/job-workload.yaml\"\n"
+        );
+        assert!(block.variables.is_empty());
+    }
 
     fn schema() -> Schema {
         Schema {

@@ -2,7 +2,8 @@
 //!
 //! Layout: `connect` turns a `cluster` reference into a client, `apply` holds the
 //! generic object operations (server-side apply, dry run, get, delete and wait, live
-//! diff) over any kind the cluster serves, `placement` maps scheduling intent (spot,
+//! diff) over any kind the cluster serves, `adopt` finds and describes objects built by
+//! hand for `terrain import --write`, `placement` maps scheduling intent (spot,
 //! GPUs, TPUs, node pools) to node selectors and tolerations, `yaml_diff` renders
 //! unified YAML diffs; one file per resource kind.
 //!
@@ -22,6 +23,7 @@
 //! `<apiVersion>/<kind>/<namespace>/<name>` with an empty namespace for cluster-scoped
 //! objects: `batch/v1/Job/default/train`, `v1/PersistentVolume//fileserver`.
 
+pub mod adopt;
 pub mod apply;
 pub mod catalog;
 pub mod connect;
