@@ -4,7 +4,8 @@
 //! aws CLI does the same with S3 buckets and objects, EKS clusters and node groups, and
 //! reads SageMaker; kubectl, through the kubeconfig the cloud CLI wrote, finds the system
 //! pods a fresh cluster has, explains kinds, execs with the container's environment and
-//! forwards a port. A client that is not installed is reported, not silently passed
+//! forwards a port; scenario 1's workload built with kubectl is adopted by `terrain import
+//! --all-in-cluster` with a clean plan after. A client that is not installed is reported, not silently passed
 //! (`scripts/deps.sh` installs kubectl and the aws CLI; gcloud is used where present).
 
 mod common;
@@ -599,117 +600,10 @@ share = { name = "NFSVol", capacity_gb = 1024 }
         .as_str()
         .unwrap_or_else(|| panic!("the share has an IP: {state:#}"))
         .to_string();
-    // serve writes a running cluster's kubeconfig within half a second.
-    let kubeconfig = s.work.join("state/sandbox/kube/batch-aiml.kubeconfig");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !kubeconfig.exists() {
-        assert!(Instant::now() < deadline, "serve wrote {}", kubeconfig.display());
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let kubeconfig = kubeconfig.to_string_lossy().into_owned();
-    let yaml = s.home.path().join("by-hand");
-    std::fs::create_dir_all(&yaml).expect("a directory for the YAML");
-    std::fs::write(
-        yaml.join("volume-and-redis.yaml"),
-        format!(
-            r#"apiVersion: v1
-kind: PersistentVolume
-metadata:
-  name: fileserver
-spec:
-  capacity:
-    storage: 1T
-  accessModes: [ReadWriteMany]
-  nfs:
-    path: /NFSVol
-    server: {ip}
----
-apiVersion: v1
-kind: PersistentVolumeClaim
-metadata:
-  name: fileserver-claim
-  namespace: default
-spec:
-  accessModes: [ReadWriteMany]
-  storageClassName: ""
-  volumeName: fileserver
-  resources:
-    requests:
-      storage: 1T
----
-apiVersion: v1
-kind: Pod
-metadata:
-  name: redis-leader
-  labels:
-    app: redis
-spec:
-  containers:
-  - name: leader
-    image: redis
-    ports:
-    - containerPort: 6379
-    volumeMounts:
-    - mountPath: /mnt/fileserver
-      name: redis-pvc
-  volumes:
-  - name: redis-pvc
-    persistentVolumeClaim:
-      claimName: fileserver-claim
-      readOnly: false
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: redis-leader
-  labels:
-    app: redis
-spec:
-  ports:
-  - port: 6379
-    targetPort: 6379
-  selector:
-    app: redis
-"#
-        ),
-    )
-    .expect("write the YAML");
-    std::fs::write(
-        yaml.join("job.yaml"),
-        r#"apiVersion: batch/v1
-kind: Job
-metadata:
-  name: workload
-spec:
-  parallelism: 1
-  template:
-    metadata:
-      name: workload
-    spec:
-      nodeSelector:
-        cloud.google.com/gke-spot: "true"
-      containers:
-      - name: workload
-        image: "us-docker.pkg.dev/google-samples/containers/gke/batch-ml-workload"
-        volumeMounts:
-        - mountPath: /mnt/fileserver
-          name: workload-pvc
-      volumes:
-      - name: workload-pvc
-        persistentVolumeClaim:
-          claimName: fileserver-claim
-          readOnly: false
-      restartPolicy: OnFailure
-"#,
-    )
-    .expect("write the Job");
-    let kubectl = |args: &[&str]| {
-        let mut all = vec!["--kubeconfig", kubeconfig.as_str()];
-        all.extend(args);
-        s.ok("kubectl", &all)
-    };
-    kubectl(&["apply", "-f", "by-hand/volume-and-redis.yaml"]);
-    kubectl(&["create", "-f", "by-hand/job.yaml"]);
+    common::build_by_hand(
+        &s.work.join("state/sandbox/kube/batch-aiml.kubeconfig"),
+        &ip,
+    );
 
     // Listed: what was built by hand; not the Job's pods, not the API server's Service.
     let listed = in_stack(&["import", "--all-in-cluster", "gke_cluster.batch"]);
@@ -722,7 +616,10 @@ spec:
   job/workload                            kubernetes_manifest.job_workload
 ";
     assert!(listed.stdout.starts_with(expected), "{}", listed.stdout);
-    assert!(!s.work.exists("adopted/manifests"), "listing writes nothing");
+    assert!(
+        !s.work.exists("adopted/manifests"),
+        "listing writes nothing"
+    );
 
     let adopt = in_stack(&[
         "import",
@@ -737,14 +634,32 @@ spec:
         "--include",
         "pvc/fileserver-claim",
         "--include",
-        "svc/redis-leader",
-        "--include",
         "pod/redis-leader",
         "--include",
         "job/workload",
     ]);
     adopt.success();
+    // One object alone, on the cluster --cluster names.
+    let one = in_stack(&[
+        "import",
+        "kubernetes_manifest.redis",
+        "v1/Service/default/redis-leader",
+        "--write",
+        "adopted/workload.toml",
+        "--cluster",
+        "gke_cluster.batch",
+    ]);
+    one.success();
+    assert!(
+        one.stdout.contains("Wrote [kubernetes_manifest.redis] to adopted/workload.toml and imported v1/Service/default/redis-leader."),
+        "{}",
+        one.stdout
+    );
     let written = s.work.read("adopted/workload.toml");
+    assert!(
+        written.contains("[kubernetes_manifest.redis]\ncluster = \"${gke_cluster.batch.kubernetes}\"\nfile    = \"manifests/service-redis-leader.yaml\"\n"),
+        "{written}"
+    );
     assert!(
         written.contains(
             "# Adopted from Job default/workload on gke_cluster.batch by terrain import.\n[kubernetes_manifest.job_workload]\ncluster = \"${gke_cluster.batch.kubernetes}\"\nfile    = \"manifests/job-workload.yaml\"\n"
@@ -772,18 +687,26 @@ spec:
     }
     assert!(job.contains("cloud.google.com/gke-spot: 'true'"), "{job}");
     // The volume as applied: the share's IP, no binding ids.
-    let pv = s.work.read("adopted/manifests/persistentvolume-fileserver.yaml");
+    let pv = s
+        .work
+        .read("adopted/manifests/persistentvolume-fileserver.yaml");
     assert!(pv.contains(&format!("server: {ip}")), "{pv}");
     assert!(!pv.contains("claimRef"), "{pv}");
 
     let plan = in_stack(&["plan", "--detailed-exitcode", "--no-color"]);
     plan.success();
-    assert!(plan.stdout.contains("No changes"), "{}\n{written}", plan.stdout);
+    assert!(
+        plan.stdout.contains("No changes"),
+        "{}\n{written}",
+        plan.stdout
+    );
     // Adopted: listed no more.
     let again = in_stack(&["import", "--all-in-cluster", "gke_cluster.batch"]);
     again.success();
     assert!(
-        again.stdout.contains("Nothing to adopt in namespace default"),
+        again
+            .stdout
+            .contains("Nothing to adopt in namespace default"),
         "{}",
         again.stdout
     );

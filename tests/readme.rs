@@ -707,3 +707,113 @@ fn readme_reuse_walk_is_what_terrain_prints() {
     common::copy_dir(&root.join("stacks/modules"), &work.join("stacks/modules"));
     run_terrain_blocks(&work, &blocks, &[("TERRAIN_SANDBOX_TIME_SCALE", "0.2")]);
 }
+
+/// The README's adoption walk: scenario 1 built by hand (the cluster and share by a
+/// stack of their own, standing in for gcloud; the workload with kubectl, as its guide
+/// has it) on a running sandbox, then every command of the section as shown, the
+/// blocks and the Job's YAML as the README shows them, and `fmt --check` over the
+/// example stacks.
+#[test]
+fn readme_adoption_walk_is_what_terrain_prints() {
+    let kubectl_runs = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !kubectl_runs {
+        eprintln!("kubectl is not installed here: the adoption walk was NOT run");
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("read README");
+    let heading = "## Adopting what was built by hand";
+    let blocks = console_blocks(&readme, heading);
+    assert!(blocks.len() >= 6, "the walk has its commands");
+    let work = common::Sandbox::new();
+    common::copy_dir(&root.join("stacks"), &work.join("stacks"));
+    work.write(
+        "adopted/stack.toml",
+        &block_after(
+            &readme,
+            "The\nstack that adopts it starts with its provider only:",
+        ),
+    );
+    work.write(
+        "by-gcloud/stack.toml",
+        r#"[stack]
+name = "by-gcloud"
+
+[providers.gcp]
+project = "batch-aiml-project"
+region  = "us-central1"
+zone    = "us-central1-b"
+
+[gke_cluster.batch]
+name     = "batch-aiml"
+location = "us-central1"
+mode     = "autopilot"
+
+[filestore_instance.nfs]
+name  = "batch-aiml-filestore"
+tier  = "BASIC_HDD"
+share = { name = "NFSVol", capacity_gb = 1024 }
+"#,
+    );
+    struct Serving(std::process::Child);
+    impl Drop for Serving {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut serve = work
+        .command(
+            &["sandbox", "serve"],
+            &[("TERRAIN_SANDBOX_TIME_SCALE", "0")],
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start terrain sandbox serve");
+    let stdout = serve.stdout.take().expect("piped stdout");
+    let _serving = Serving(serve);
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    for line in lines.by_ref() {
+        if line
+            .expect("a banner line")
+            .contains("<cluster>.kubeconfig")
+        {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines.map_while(Result::ok) {});
+    work.run(&[
+        "apply",
+        "-s",
+        "by-gcloud",
+        "--sandbox",
+        "--auto-approve",
+        "--state",
+        "state/by-gcloud.json",
+    ])
+    .success();
+    let made = work.json("state/sandbox/by-gcloud.json");
+    let ip = made["resources"]["filestore_instance.nfs"]["outputs"]["ip_address"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the share has an IP: {made:#}"))
+        .to_string();
+    common::build_by_hand(&work.join("state/sandbox/kube/batch-aiml.kubeconfig"), &ip);
+
+    run_terrain_blocks(&work, &blocks, &[]);
+
+    let stack = work.read("adopted/stack.toml");
+    let shown = block_after(&readme, "The blocks it wrote:");
+    assert!(
+        stack.ends_with(&shown),
+        "README shows the blocks import wrote\n--- shown ---\n{shown}\n--- written ---\n{stack}"
+    );
+    assert_eq!(
+        work.read("adopted/manifests/job-workload.yaml"),
+        block_after(&readme, "The Job, `adopted/manifests/job-workload.yaml`:"),
+        "README shows the Job's YAML import wrote"
+    );
+}

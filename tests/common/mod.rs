@@ -750,3 +750,45 @@ mod tests {
         );
     }
 }
+
+/// Builds scenario 1's workload by hand on the sandbox cluster whose kubeconfig `terrain
+/// sandbox serve` writes at `kubeconfig` (waited for): the NFS volume at the share
+/// `ip` (the scenario's `sed`), its claim, the Redis pod and its Service with `kubectl
+/// apply`, the Job with `kubectl create` (`tests/fixtures/by-hand/`). Panics with
+/// kubectl's output when it fails.
+pub fn build_by_hand(kubeconfig: &Path, ip: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !kubeconfig.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "serve wrote {}",
+            kubeconfig.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let dir = tempfile::tempdir().expect("a directory for the YAML");
+    let volume = fs::read_to_string(fixture_path("by-hand/volume-and-redis.yaml"))
+        .expect("read the volume's YAML");
+    let volume = volume.replace("<FILESTORE_IP_ADDRESS>", ip);
+    fs::write(dir.path().join("volume-and-redis.yaml"), volume).expect("write the YAML");
+    let job = fixture_path("by-hand/job.yaml");
+    for (verb, file) in [
+        ("apply", dir.path().join("volume-and-redis.yaml")),
+        ("create", job),
+    ] {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args([verb, "-f"])
+            .arg(&file)
+            .output()
+            .expect("run kubectl");
+        assert!(
+            out.status.success(),
+            "kubectl {verb} -f {}\n{}{}",
+            file.display(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -209,19 +209,8 @@ pub fn written(object: &Value) -> Value {
                 object["metadata"]["namespace"].as_str(),
                 applied["metadata"].as_object_mut(),
             ) {
-                if !meta.contains_key("namespace") {
-                    // After the name, where people write it.
-                    let rest: Vec<(String, Value)> = std::mem::take(meta).into_iter().collect();
-                    for (k, v) in rest {
-                        let after_name = k == "name";
-                        meta.insert(k, v);
-                        if after_name {
-                            meta.insert("namespace".into(), Value::String(ns.to_string()));
-                        }
-                    }
-                    meta.entry("namespace")
-                        .or_insert_with(|| Value::String(ns.to_string()));
-                }
+                meta.entry("namespace")
+                    .or_insert_with(|| Value::String(ns.to_string()));
             }
             applied
         }
@@ -237,7 +226,29 @@ pub fn written(object: &Value) -> Value {
                 || k == "batch.kubernetes.io/job-tracking"
         });
     }
+    in_usual_order(&mut out);
     out
+}
+
+/// Puts an object's keys in the order people write them: `apiVersion`, `kind`,
+/// `metadata` (`name`, `namespace`, `labels`, `annotations` first), `spec`, then the
+/// rest as they were.
+fn in_usual_order(object: &mut Value) {
+    fn first(map: &mut Map<String, Value>, keys: &[&str]) {
+        let mut rest = std::mem::take(map);
+        for key in keys {
+            if let Some(v) = rest.remove(*key) {
+                map.insert((*key).to_string(), v);
+            }
+        }
+        map.extend(rest);
+    }
+    if let Some(map) = object.as_object_mut() {
+        first(map, &["apiVersion", "kind", "metadata", "spec"]);
+        if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+            first(meta, &["name", "namespace", "labels", "annotations"]);
+        }
+    }
 }
 
 /// The live object without status, bookkeeping metadata and the fields the server or
@@ -557,7 +568,18 @@ mod tests {
                 "selector": {"app": "redis"}, "type": "ClusterIP"}});
         let mut expected = applied;
         expected["metadata"]["namespace"] = json!("default");
-        assert_eq!(written(&live), expected);
+        let out = written(&live);
+        assert_eq!(out, expected);
+        // In the order people write them.
+        let keys = |v: &Value| v.as_object().map(|m| m.keys().cloned().collect::<Vec<_>>());
+        assert_eq!(
+            keys(&out).expect("an object"),
+            ["apiVersion", "kind", "metadata", "spec"]
+        );
+        assert_eq!(
+            keys(&out["metadata"]).expect("an object"),
+            ["name", "namespace"]
+        );
     }
 
     #[test]
