@@ -4,9 +4,10 @@
 //! aws CLI does the same with S3 buckets and objects, EKS clusters and node groups, and
 //! reads SageMaker; kubectl, through the kubeconfig the cloud CLI wrote, finds the system
 //! pods a fresh cluster has, explains kinds, execs with the container's environment and
-//! forwards a port; scenario 1's workload built with kubectl is adopted by `terrain import
-//! --all-in-cluster` with a clean plan after. A client that is not installed is reported, not silently passed
-//! (`scripts/deps.sh` installs kubectl and the aws CLI; gcloud is used where present).
+//! forwards a port; scenario 1's workload built with kubectl is adopted by `terrain
+//! import --all-in-cluster` with a clean plan after. A client that is not installed is
+//! reported, not silently passed (`scripts/deps.sh` installs kubectl and the aws CLI;
+//! gcloud is used where present).
 
 mod common;
 
