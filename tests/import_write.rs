@@ -130,6 +130,8 @@ taints = ["preemptible=true:NoSchedule"]
     import_all(&work, &["gke_cluster.gpu", "gke_node_pool.gpu"]);
     let text = work.read("adopted/imported.toml");
     assert!(text.contains("= { type = \"nvidia-tesla-t4\" }"), "{text}");
+    // The pool's cluster is the cluster imported first: a reference to it.
+    assert!(text.contains("= \"${gke_cluster.gpu.id}\"\n"), "{text}");
     assert!(
         text.contains("\n\n# Imported from "),
         "a blank line between blocks: {text}"
@@ -185,6 +187,11 @@ taints = [{ key = "nvidia.com/gpu", value = "true", effect = "NO_SCHEDULE" }]
 "#,
     );
     import_all(&work, &["eks_cluster.ml", "eks_node_group.gpu"]);
+    let text = work.read("adopted/imported.toml");
+    assert!(
+        text.contains("cluster_name   = \"${eks_cluster.ml.name}\"\n"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -383,6 +383,7 @@ async fn write_cloud_block(
     registry: &terrain_providers::Registry,
     kind: &dyn terrain_providers::Resource,
 ) -> anyhow::Result<()> {
+    let declared: Vec<Address> = stack.resources.keys().cloned().collect();
     let engine = engine(args, stack, registry).await?;
     let read = async {
         let ctx = engine.ctx(address, kind.provider())?;
@@ -390,13 +391,21 @@ async fn write_cloud_block(
             .read(&ctx, id, &Value::Null)
             .await
             .with_context(|| format!("{address}: read {id}"))?;
-        anyhow::Ok(obs)
+        anyhow::Ok((obs, engine.load_state().await?))
     }
     .await;
     engine.close().await;
-    let obs = read?.with_context(|| format!("no {} with id `{id}` exists", kind.kind()))?;
-    let block =
-        crate::stack::write::block(&address.kind, &address.name, id, kind.schema(), &obs.spec);
+    let (obs, state) = read?;
+    let obs = obs.with_context(|| format!("no {} with id `{id}` exists", kind.kind()))?;
+    let refer = |field: &str, value: &Value| reference(field, value, &state, &declared);
+    let block = crate::stack::write::block(
+        &address.kind,
+        &address.name,
+        id,
+        kind.schema(),
+        &obs.spec,
+        &refer,
+    );
     append(file, &block.text)?;
     for var in &block.variables {
         output::print(&format!(
@@ -404,6 +413,34 @@ async fn write_cloud_block(
         ));
     }
     Ok(())
+}
+
+/// The reference to write for field `field` holding `value`, when the value is another
+/// resource's of the stack (as the state has it): its id (a node pool's `cluster`), or
+/// for a field naming a cluster (`cluster_name`), a cluster's name.
+fn reference(
+    field: &str,
+    value: &Value,
+    state: &crate::state::State,
+    declared: &[Address],
+) -> Option<String> {
+    let text = value.as_str().filter(|t| !t.is_empty())?;
+    let ours = |key: &str| declared.iter().any(|a| a.to_string() == key);
+    // A field naming a cluster reads best as the cluster's name, even where its id is
+    // the same text (an EKS cluster's).
+    if field == "cluster" || field.ends_with("cluster_name") {
+        let by_name = state.resources.iter().find(|(key, r)| {
+            ours(key) && r.kind.ends_with("_cluster") && r.spec["name"].as_str() == Some(text)
+        });
+        if let Some((key, _)) = by_name {
+            return Some(format!("${{{key}.name}}"));
+        }
+    }
+    state
+        .resources
+        .iter()
+        .find(|(key, r)| ours(key) && r.id.as_deref() == Some(text))
+        .map(|(key, _)| format!("${{{key}.id}}"))
 }
 
 /// Imports each `(address, id)` into the state under one lock, saving once; answers

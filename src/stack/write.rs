@@ -4,7 +4,8 @@
 //!
 //! Every field the kind's schema declares is written, in the schema's order, except
 //! those equal to the schema's default (the load fills them in again) and those the
-//! object does not have. Secret fields are not written: each becomes a reference to
+//! object does not have. A value that is another resource's (an id) is written as a
+//! reference to it. Secret fields are not written: each becomes a reference to
 //! a generated sensitive variable without a default, which the run must be given.
 //!
 //! Kubernetes objects built by hand are adopted as a `kubernetes_manifest` whose
@@ -25,8 +26,18 @@ pub struct Block {
     pub variables: Vec<String>,
 }
 
-/// The block of object `id` at `kind.name`, whose live spec is `spec`.
-pub fn block(kind: &str, name: &str, id: &str, schema: &Schema, spec: &Json) -> Block {
+/// The block of object `id` at `kind.name`, whose live spec is `spec`. `refer` gives
+/// the reference to write instead of a top-level field's value, when the value is
+/// another resource's (a node pool's `cluster` is its cluster's id): the block then
+/// depends on that resource, as one written by hand would.
+pub fn block(
+    kind: &str,
+    name: &str,
+    id: &str,
+    schema: &Schema,
+    spec: &Json,
+    refer: &dyn Fn(&str, &Json) -> Option<String>,
+) -> Block {
     let empty = serde_json::Map::new();
     let map = spec.as_object().unwrap_or(&empty);
     let mut lines = vec![
@@ -50,7 +61,9 @@ pub fn block(kind: &str, name: &str, id: &str, schema: &Schema, spec: &Json) -> 
             variables.push(var);
             continue;
         }
-        if let Some(v) = to_toml(&field.ty, value) {
+        if let Some(reference) = refer(field.name, value) {
+            lines.push(format!("{key} = {}", Value::from(reference)));
+        } else if let Some(v) = to_toml(&field.ty, value) {
             lines.push(format!("{key} = {v}"));
         }
     }
@@ -170,6 +183,28 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_value_that_is_another_resources_is_written_as_its_reference() {
+        let spec = json!({"name": "b", "zones": ["a"], "location": "projects/p/l"});
+        let b = block(
+            "gcs_bucket",
+            "logs",
+            "b",
+            &schema(),
+            &spec,
+            &|field, value| {
+                (field == "location" && value == "projects/p/l")
+                    .then(|| "${gke_cluster.main.id}".into())
+            },
+        );
+        assert!(
+            b.text.contains("location = \"${gke_cluster.main.id}\"\n"),
+            "{}",
+            b.text
+        );
+        assert!(b.text.contains("zones    = [\"a\"]"), "{}", b.text);
+    }
+
+    #[test]
     fn a_manifest_block_references_its_cluster_and_file() {
         let block = manifest_block(
             "job_workload",
@@ -227,7 +262,7 @@ mod tests {
             "self_link": "https://x",
             "zones": null,
         });
-        let b = block("gcs_bucket", "logs", "b", &schema(), &spec);
+        let b = block("gcs_bucket", "logs", "b", &schema(), &spec, &|_, _| None);
         assert_eq!(
             b.text,
             "# Imported from b by terrain import.\n[gcs_bucket.logs]\nname       = \"b\"\nversioning = true\n"
@@ -238,7 +273,7 @@ mod tests {
     #[test]
     fn a_secret_field_becomes_a_sensitive_variable_without_default() {
         let spec = json!({"name": "db", "password": "hunter2"});
-        let b = block("sql_user", "app", "db", &schema(), &spec);
+        let b = block("sql_user", "app", "db", &schema(), &spec, &|_, _| None);
         assert!(!b.text.contains("hunter2"), "{}", b.text);
         assert!(
             b.text.contains("password = \"${var.app_password}\""),
@@ -266,7 +301,7 @@ mod tests {
             "size": 5,
             "ratio": 0.5,
         });
-        let b = block("k", "x", "n", &schema(), &spec);
+        let b = block("k", "x", "n", &schema(), &spec, &|_, _| None);
         let want = "# Imported from n by terrain import.\n[k.x]\n\
 name   = \"n\"\n\
 labels = { team = \"ml\", cost-center = \"42\" }\n\
@@ -286,7 +321,7 @@ ratio  = 0.5\n";
             "share": {"name": "v"},
             "password": "s",
         });
-        let b = block("k", "x", "id\nwith newline", &schema(), &spec);
+        let b = block("k", "x", "id\nwith newline", &schema(), &spec, &|_, _| None);
         assert_eq!(
             crate::stack::fmt::format(&b.text).expect("the block is TOML"),
             b.text

@@ -722,35 +722,6 @@ pub fn redis_list(addr: std::net::SocketAddr, list: &str) -> Vec<String> {
         .collect()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::normalise;
-
-    #[test]
-    fn normalises_what_varies() {
-        assert_eq!(normalise("id=2026-11-21T00:03:19Z x"), "id=<TIME> x");
-        assert_eq!(normalise("at 2026-11-21T00:03:19.123+02:00."), "at <TIME>.");
-        assert_eq!(
-            normalise("lock 6e26ba75-a61c-41a6-914b-42b00f6aa26a;"),
-            "lock <UUID>;"
-        );
-        assert_eq!(
-            normalise("[id=63ae07aec399] run-76f27205.txt"),
-            "[id=<HEX>] run-<HEX>.txt"
-        );
-        assert_eq!(
-            normalise("complete after 0s [id=x], after 12s"),
-            "complete after Ns [id=x], after Ns"
-        );
-        let sha = "853ff93762a06ddbf722c4ebe9ddd66d8f63ddaea97f521c3ecc20da7c976020";
-        assert_eq!(normalise(sha), sha);
-        assert_eq!(
-            normalise("local_file.greeting deadline 1234567"),
-            "local_file.greeting deadline 1234567"
-        );
-    }
-}
-
 /// Builds scenario 1's workload by hand on the sandbox cluster whose kubeconfig `terrain
 /// sandbox serve` writes at `kubeconfig` (waited for): the NFS volume at the share
 /// `ip` (the scenario's `sed`), its claim, the Redis pod and its Service with `kubectl
@@ -789,6 +760,35 @@ pub fn build_by_hand(kubeconfig: &Path, ip: &str) {
             file.display(),
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalise;
+
+    #[test]
+    fn normalises_what_varies() {
+        assert_eq!(normalise("id=2026-11-21T00:03:19Z x"), "id=<TIME> x");
+        assert_eq!(normalise("at 2026-11-21T00:03:19.123+02:00."), "at <TIME>.");
+        assert_eq!(
+            normalise("lock 6e26ba75-a61c-41a6-914b-42b00f6aa26a;"),
+            "lock <UUID>;"
+        );
+        assert_eq!(
+            normalise("[id=63ae07aec399] run-76f27205.txt"),
+            "[id=<HEX>] run-<HEX>.txt"
+        );
+        assert_eq!(
+            normalise("complete after 0s [id=x], after 12s"),
+            "complete after Ns [id=x], after Ns"
+        );
+        let sha = "853ff93762a06ddbf722c4ebe9ddd66d8f63ddaea97f521c3ecc20da7c976020";
+        assert_eq!(normalise(sha), sha);
+        assert_eq!(
+            normalise("local_file.greeting deadline 1234567"),
+            "local_file.greeting deadline 1234567"
         );
     }
 }
