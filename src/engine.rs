@@ -1494,37 +1494,18 @@ impl Engine {
         // holds a secret, which cluster a Kubernetes object is on, a manifest's
         // objects): computed by the pipeline apply uses, with what the state knows of
         // the resources it references. Without them, as far as it is known offline.
-        let hint = {
-            let env = self.env();
-            let entry = |k: &str| state.resources.get(k).cloned();
-            let applied = desired::Applied {
-                resources: &self.stack.resources,
-                entry: &entry,
-            };
-            let scope = StackScope {
-                variables: &self.stack.variables,
-                env: &env,
-                attributes: &applied,
-            };
-            let config = self.provider_config(&rc.provider)?;
-            let peers = desired::applied_peers(rc, &entry);
-            let inputs = desired::Inputs {
-                config: &config,
-                peers: &peers,
-                prior: None,
-            };
-            desired::compute(rc, &scope, &inputs)
-                .ok()
-                .map(|d| d.spec)
-                .or_else(|| {
-                    let scope = desired::variables_only(&self.stack.variables, &env);
-                    eval::eval(&rc.body, &scope)
-                        .ok()
-                        .map(|e| kind.schema().with_defaults(&e.value))
-                })
-                .filter(|v| !terrain_providers::protocol::is_unknown(v))
-                .unwrap_or(Value::Null)
-        };
+        let hint = self
+            .spec_from_state(address, state)
+            .ok()
+            .or_else(|| {
+                let env = self.env();
+                let scope = desired::variables_only(&self.stack.variables, &env);
+                eval::eval(&rc.body, &scope)
+                    .ok()
+                    .map(|e| kind.schema().with_defaults(&e.value))
+            })
+            .filter(|v| !terrain_providers::protocol::is_unknown(v))
+            .unwrap_or(Value::Null);
         let obs = kind
             .read(&ctx, id, &hint)
             .await

@@ -50,8 +50,9 @@ pub struct Status {
 
 impl Engine {
     /// The resource's spec evaluated against `state`: references to applied resources
-    /// resolve, others stay unknown.
-    fn spec_from_state(&self, address: &Address, state: &State) -> Result<Value, InspectError> {
+    /// resolve, others stay unknown (what `render` shows, and `import` hands the
+    /// provider).
+    pub(crate) fn spec_from_state(&self, address: &Address, state: &State) -> Result<Value, InspectError> {
         let rc = self
             .stack
             .resources
