@@ -569,27 +569,8 @@ fn a_batch_setup_built_with_kubectl_is_adopted_with_a_clean_plan() {
         return;
     }
     let s = Served::start();
-    s.work.write(
-        "adopted/stack.toml",
-        r#"[stack]
-name = "adopted"
-
-[providers.gcp]
-project = "batch-aiml-project"
-region  = "us-central1"
-zone    = "us-central1-b"
-
-[gke_cluster.batch]
-name     = "batch-aiml"
-location = "us-central1"
-mode     = "autopilot"
-
-[filestore_instance.nfs]
-name  = "batch-aiml-filestore"
-tier  = "BASIC_HDD"
-share = { name = "NFSVol", capacity_gb = 1024 }
-"#,
-    );
+    s.work
+        .write("adopted/stack.toml", &common::by_hand_stack("adopted"));
     let in_stack = |args: &[&str]| {
         let mut all = args.to_vec();
         all.extend(["-s", "adopted", "--sandbox"]);

@@ -737,27 +737,7 @@ fn readme_adoption_walk_is_what_terrain_prints() {
             "The\nstack that adopts it starts with its provider only:",
         ),
     );
-    work.write(
-        "by-gcloud/stack.toml",
-        r#"[stack]
-name = "by-gcloud"
-
-[providers.gcp]
-project = "batch-aiml-project"
-region  = "us-central1"
-zone    = "us-central1-b"
-
-[gke_cluster.batch]
-name     = "batch-aiml"
-location = "us-central1"
-mode     = "autopilot"
-
-[filestore_instance.nfs]
-name  = "batch-aiml-filestore"
-tier  = "BASIC_HDD"
-share = { name = "NFSVol", capacity_gb = 1024 }
-"#,
-    );
+    work.write("by-gcloud/stack.toml", &common::by_hand_stack("by-gcloud"));
     struct Serving(std::process::Child);
     impl Drop for Serving {
         fn drop(&mut self) {

@@ -722,6 +722,14 @@ pub fn redis_list(addr: std::net::SocketAddr, list: &str) -> Vec<String> {
         .collect()
 }
 
+/// A stack named `name` holding scenario 1's cluster and share
+/// (`tests/fixtures/by-hand/cloud.toml`), which its guide makes with gcloud.
+pub fn by_hand_stack(name: &str) -> String {
+    let cloud =
+        fs::read_to_string(fixture_path("by-hand/cloud.toml")).expect("read by-hand/cloud.toml");
+    format!("[stack]\nname = \"{name}\"\n\n{cloud}")
+}
+
 /// Builds scenario 1's workload by hand on the sandbox cluster whose kubeconfig `terrain
 /// sandbox serve` writes at `kubeconfig` (waited for): the NFS volume at the share
 /// `ip` (the scenario's `sed`), its claim, the Redis pod and its Service with `kubectl
