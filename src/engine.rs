@@ -1824,22 +1824,11 @@ mod tests {
 
     fn change(before: Value, after: Value, sensitive: &[&str]) -> Change {
         Change {
-            address: Address::new("kubernetes_job", "train"),
-            kind: "kubernetes_job".into(),
-            action: Action::Update,
             id: Some("batch/v1/Job/default/train".into()),
             before: Some(before),
             after: Some(after),
-            replace_because: Vec::new(),
             sensitive_paths: sensitive.iter().map(ToString::to_string).collect(),
-            create_before_destroy: false,
-            dependencies: Vec::new(),
-            drift: None,
-            computed: Vec::new(),
-            deposed: Vec::new(),
-            tainted: false,
-            notes: Vec::new(),
-            live_diff: None,
+            ..Change::of(Address::new("kubernetes_job", "train"), Action::Update)
         }
     }
 

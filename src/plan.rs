@@ -103,6 +103,30 @@ impl Change {
     pub fn is_change(&self) -> bool {
         self.action != Action::NoOp || !self.deposed.is_empty()
     }
+
+    /// A change of `address` by `action` with nothing else known (renderer tests set
+    /// the fields they need over it).
+    #[cfg(test)]
+    pub(crate) fn of(address: Address, action: Action) -> Change {
+        Change {
+            kind: address.kind.clone(),
+            address,
+            action,
+            id: None,
+            before: None,
+            after: None,
+            replace_because: Vec::new(),
+            sensitive_paths: Vec::new(),
+            create_before_destroy: false,
+            dependencies: Vec::new(),
+            drift: None,
+            computed: Vec::new(),
+            deposed: Vec::new(),
+            tainted: false,
+            notes: Vec::new(),
+            live_diff: None,
+        }
+    }
 }
 
 /// A whole plan.

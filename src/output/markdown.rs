@@ -389,25 +389,7 @@ mod tests {
     use serde_json::json;
 
     fn change(address: &str, action: Action) -> Change {
-        let address = Address::parse(address).expect("an address");
-        Change {
-            kind: address.kind.clone(),
-            address,
-            action,
-            id: None,
-            before: None,
-            after: None,
-            replace_because: Vec::new(),
-            sensitive_paths: Vec::new(),
-            create_before_destroy: false,
-            dependencies: Vec::new(),
-            drift: None,
-            computed: Vec::new(),
-            deposed: Vec::new(),
-            tainted: false,
-            notes: Vec::new(),
-            live_diff: None,
-        }
+        Change::of(Address::parse(address).expect("an address"), action)
     }
 
     fn plan(changes: Vec<Change>) -> Plan {

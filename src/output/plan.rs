@@ -400,22 +400,11 @@ mod tests {
 
     fn update(before: Value, after: Value) -> Change {
         Change {
-            address: Address::new("kubernetes_secret", "creds"),
-            kind: "kubernetes_secret".into(),
-            action: Action::Update,
             id: Some("v1/Secret/default/creds".into()),
             before: Some(before),
             after: Some(after),
-            replace_because: Vec::new(),
             sensitive_paths: vec!["data".into()],
-            create_before_destroy: false,
-            dependencies: Vec::new(),
-            drift: None,
-            computed: Vec::new(),
-            deposed: Vec::new(),
-            tainted: false,
-            notes: Vec::new(),
-            live_diff: None,
+            ..Change::of(Address::new("kubernetes_secret", "creds"), Action::Update)
         }
     }
 
