@@ -4,6 +4,7 @@
 //! whole (a price file, a `--var` value) becomes JSON, so that every TOML value terrain
 //! reads is read the same way.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -511,7 +512,8 @@ fn top_entries(file: FileId, text: &str, diags: &mut Vec<Diagnostic>) -> Vec<Ent
             return Vec::new();
         }
     };
-    let layout = Layout::new(file, text, doc.get_ref());
+    let headers = Header::all(text, doc.get_ref());
+    let layout = Layout::new(file, text, &headers);
     let mut found = Found::default();
     let entries = layout.entries(doc.get_ref(), Some(&Scope::root(&layout)), &mut found);
     // A value terrain does not read makes the whole file unreadable, as a syntax error
@@ -659,11 +661,15 @@ fn stack_files(path: &Path) -> Result<(PathBuf, Vec<PathBuf>), StackErrors> {
 /// value (or of the header's line), a table made by a dotted key (`a.b = 1`) by its
 /// first value. (Terrain's diagnostics have always pointed there; the corpus of bad
 /// stacks pins many of them.)
-struct Layout<'t> {
+struct Layout<'a> {
     file: FileId,
-    text: &'t str,
+    text: &'a str,
     /// Every `[table]` and `[[array]]` header of the file, in the order written.
-    headers: Vec<Header>,
+    headers: &'a [Header],
+    /// For each table path, the headers that are or continue that table (the path is a
+    /// prefix of theirs), in order: finding a table's first header is a lookup, not a
+    /// scan of every header (which made loading one file of N resources O(N²)).
+    under: HashMap<&'a [String], Vec<usize>>,
 }
 
 /// One `[table]` or `[[array]]` header, with its section.
@@ -725,23 +731,30 @@ impl Found {
     }
 }
 
-impl<'t> Layout<'t> {
-    fn new(file: FileId, text: &'t str, doc: &DeTable<'_>) -> Self {
-        let mut headers = Vec::new();
-        let mut values = Vec::new();
-        survey(text, doc, &mut Vec::new(), &mut headers, &mut values);
-        headers.sort_by_key(|h| h.at);
-        for v in values {
-            let section = headers.partition_point(|h| h.at <= v.start);
-            if let Some(h) = section.checked_sub(1).and_then(|i| headers.get_mut(i)) {
-                h.values_end = Some(h.values_end.map_or(v.end, |e| e.max(v.end)));
+impl<'a> Layout<'a> {
+    fn new(file: FileId, text: &'a str, headers: &'a [Header]) -> Self {
+        let mut under: HashMap<&'a [String], Vec<usize>> = HashMap::new();
+        for (i, h) in headers.iter().enumerate() {
+            for n in 1..=h.path.len() {
+                under.entry(&h.path[..n]).or_default().push(i);
             }
         }
         Self {
             file,
             text,
             headers,
+            under,
         }
+    }
+
+    /// The headers in `scope`'s range that are or continue the table `scope.path`.
+    fn headers_under<'s>(&'s self, scope: &'s Scope) -> impl Iterator<Item = usize> + 's {
+        let found = self.under.get(scope.path.as_slice()).map_or(&[][..], |v| v);
+        let from = found.partition_point(|&i| i < scope.headers.start);
+        found[from..]
+            .iter()
+            .copied()
+            .take_while(|&i| i < scope.headers.end)
     }
 
     fn span(&self, range: (usize, usize)) -> Span {
@@ -759,11 +772,7 @@ impl<'t> Layout<'t> {
 
     /// The first header in `scope` that is or continues the table `scope.path`.
     fn first_header(&self, scope: &Scope) -> Option<usize> {
-        let n = scope.path.len();
-        scope
-            .headers
-            .clone()
-            .find(|&i| self.headers[i].path.get(..n) == Some(&scope.path[..]))
+        self.headers_under(scope).next()
     }
 
     /// A table's entries in the order written. `scope` is `None` for an inline table
@@ -809,10 +818,9 @@ impl<'t> Layout<'t> {
             // `[[name]]`: each element is the table of one header, continued by the
             // headers up to the next element's.
             DeValue::Array(items) => {
-                let own: Vec<usize> = scope
-                    .headers
-                    .clone()
-                    .filter(|&i| self.headers[i].path == scope.path)
+                let own: Vec<usize> = self
+                    .headers_under(scope)
+                    .filter(|&i| self.headers[i].path.len() == scope.path.len())
                     .collect();
                 let items = items.iter().enumerate().map(|(i, item)| {
                     let (Some(&at), DeValue::Table(t)) = (own.get(i), item.get_ref()) else {
@@ -937,6 +945,22 @@ fn survey(
 }
 
 impl Header {
+    /// Every header of `doc` (parsed from `text`) in the order written, each with the
+    /// end of the last value of its section.
+    fn all(text: &str, doc: &DeTable<'_>) -> Vec<Header> {
+        let mut headers = Vec::new();
+        let mut values = Vec::new();
+        survey(text, doc, &mut Vec::new(), &mut headers, &mut values);
+        headers.sort_by_key(|h| h.at);
+        for v in values {
+            let section = headers.partition_point(|h| h.at <= v.start);
+            if let Some(h) = section.checked_sub(1).and_then(|i| headers.get_mut(i)) {
+                h.values_end = Some(h.values_end.map_or(v.end, |e| e.max(v.end)));
+            }
+        }
+        headers
+    }
+
     /// The header spanned `span` (`[` to `]`) naming table `path`.
     fn new(text: &str, path: &[String], span: Range<usize>) -> Self {
         let line_end = text
@@ -1071,7 +1095,8 @@ mod tests {
 
     fn converted(text: &str) -> (Node, Found) {
         let doc = DeTable::parse(text).expect("valid TOML");
-        let layout = Layout::new(0, text, doc.get_ref());
+        let headers = Header::all(text, doc.get_ref());
+        let layout = Layout::new(0, text, &headers);
         let mut found = Found::default();
         let entries = layout.entries(doc.get_ref(), Some(&Scope::root(&layout)), &mut found);
         let n = Node {
