@@ -117,7 +117,8 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Exit> {
         })?;
         let engine = engine(&args, stack, &registry).await?;
         let found = async {
-            let (ctx, connection) = on_cluster(&engine, cluster).await?;
+            let state = engine.load_state().await?;
+            let (ctx, connection) = on_cluster(&engine, cluster, &state)?;
             adopt::fetch(&ctx, &connection, &target)
                 .await
                 .with_context(|| format!("{address}: kubernetes get {}", target.describe()))?
@@ -169,7 +170,8 @@ async fn adopt_all(
     }
     let engine = engine(args, stack.clone(), &registry).await?;
     let found = async {
-        let (ctx, connection) = on_cluster(&engine, cluster).await?;
+        let state = engine.load_state().await?;
+        let (ctx, connection) = on_cluster(&engine, cluster, &state)?;
         let found = adopt::discover(&ctx, &connection, &args.namespace)
             .await
             .with_context(|| {
@@ -180,7 +182,6 @@ async fn adopt_all(
             })?;
         // Objects imported earlier carry no marks until terrain applies them: the
         // state's ids say they are adopted already.
-        let state = engine.load_state().await?;
         let known: std::collections::BTreeSet<&str> = state
             .resources
             .values()
@@ -315,13 +316,13 @@ fn block_name(found: &Found) -> String {
     format!("{kind}_{name}")
 }
 
-/// The cluster `cluster` names, as a connection (its `kubernetes` output in the state),
+/// The cluster `cluster` names, as a connection (its `kubernetes` output in `state`),
 /// with the context to call it in.
-async fn on_cluster(
+fn on_cluster(
     engine: &Engine,
     cluster: &Address,
+    state: &crate::state::State,
 ) -> anyhow::Result<(terrain_providers::Ctx, Value)> {
-    let state = engine.load_state().await?;
     let Some(entry) = state.resources.get(&cluster.to_string()) else {
         anyhow::bail!(
             "{cluster} is not in the state: apply it first (the objects are read from the live cluster)"
