@@ -5,11 +5,15 @@
 # destroy, and a check that the sandbox holds nothing. No cloud account is needed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
-# The sandbox's Redis pods run a real redis-server.
+# The sandbox's Redis pods run a real redis-server; mold links faster when it can be
+# installed.
 bash "$here/scripts/deps.sh" redis
-cargo build --quiet --manifest-path "$here/Cargo.toml" --bin terrain
-terrain="$here/target/debug/terrain"
+. "$here/scripts/build-env.sh"
 cd "$here"
+start=$SECONDS
+cargo build --quiet --bin terrain
+echo "built terrain in $((SECONDS - start))s"
+terrain="$here/target/debug/terrain"
 stack=stacks/gke-batch-ml
 run() { echo; echo "\$ terrain $*"; "$terrain" "$@"; }
 start=$SECONDS

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs what the test suite drives besides cargo, when it is missing: redis-server
+# Installs what the test suite drives besides cargo, when it is missing: mold (a faster
+# linker, used when present), redis-server
 # (the sandbox backs Redis pods with a real one), the official kubectl (checked against
 # the sandbox's Kubernetes API; optional, the machine image usually has it) and the
 # `kubernetes-validate` manifest validator, moto (a third-party AWS emulator the AWS
 # contract tests run against) and the aws CLI from PyPI. Safe to run repeatedly.
-# `deps.sh redis` installs only redis-server (and python3), for the main job.
+# `deps.sh redis` installs only redis-server, python3 and mold, for the main job.
 set -euo pipefail
 apt_install() {
   if [ "$(id -u)" = 0 ]; then
@@ -16,9 +17,16 @@ apt_install() {
 missing=()
 command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
-if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing ${missing[*]} (apt)"
-  apt_install "${missing[@]}"
+# mold, a faster linker (scripts/build-env.sh uses it when present): optional, so a
+# machine whose packages lack it still gets the rest.
+optional=()
+command -v mold >/dev/null 2>&1 || optional+=(mold)
+if [ $((${#missing[@]} + ${#optional[@]})) -gt 0 ]; then
+  echo "installing ${missing[*]} ${optional[*]} (apt)"
+  if ! apt_install "${missing[@]}" "${optional[@]}"; then
+    echo "could not install ${optional[*]}; linking with the default linker"
+    [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+  fi
   # The Debian package starts a system-wide server; the tests start their own.
   if command -v systemctl >/dev/null 2>&1; then systemctl stop redis-server >/dev/null 2>&1 || true; fi
 fi
@@ -28,6 +36,11 @@ if ! command -v kubernetes-validate >/dev/null 2>&1; then
   echo "installing kubernetes-validate (pip)"
   python3 -m pip install --quiet --disable-pip-version-check kubernetes-validate 2>&1 | grep -v "Running pip as the 'root' user" || true
   command -v kubernetes-validate >/dev/null 2>&1 || { echo "kubernetes-validate did not install" >&2; exit 1; }
+fi
+# jsonschema checks SageMaker pipeline definitions against the official schema.
+if ! python3 -c 'import jsonschema' >/dev/null 2>&1; then
+  echo "installing jsonschema (pip)"
+  python3 -m pip install --quiet --disable-pip-version-check jsonschema 2>&1 | grep -v "Running pip as the 'root' user" || true
 fi
 if ! command -v moto_server >/dev/null 2>&1; then
   echo "installing moto[server] (pip)"

@@ -1,5 +1,5 @@
-//! Contract checks against the official Google API discovery documents kept
-//! under `../shared/reference/gcp` (relative to the workspace root).
+//! Contract checks against the official Google API discovery documents kept in the
+//! repository under `contracts/gcp/`.
 //!
 //! This module owns three things, and nothing else:
 //! - loading a discovery document (`Discovery::load`),
@@ -17,34 +17,10 @@ use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// Directory holding the official discovery documents:
-/// `{CARGO_MANIFEST_DIR}/../shared/reference/gcp`.
+/// Directory holding the official discovery documents, kept in the repository
+/// (`contracts/gcp/`, with their provenance in `contracts/SOURCES.json`).
 pub fn reference_dir() -> PathBuf {
-    // `TERRAIN_REFERENCE_DIR` first, then `shared/` beside the repository, then the
-    // workplace's copy, so a clone anywhere still finds the documents.
-    let candidates = [
-        std::env::var_os("TERRAIN_REFERENCE_DIR").map(PathBuf::from),
-        Some(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("..")
-                .join("shared")
-                .join("reference"),
-        ),
-        Some(PathBuf::from("/work/shared/reference")),
-    ];
-    let found = candidates
-        .iter()
-        .flatten()
-        .find(|dir| dir.join("gcp").is_dir())
-        .cloned();
-    found
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("..")
-                .join("shared")
-                .join("reference")
-        })
-        .join("gcp")
+    terrain_contracts::dir().join("gcp")
 }
 
 /// A documented API method, as resolved by [`Discovery::method`].
@@ -98,10 +74,10 @@ impl Discovery {
     /// Loads `file_name` (e.g. `"container.v1.json"`) from [`reference_dir`].
     /// Panics with a message naming the expected path if it is missing or invalid.
     pub fn load(file_name: &str) -> Discovery {
-        let path = reference_dir().join(file_name);
-        match Self::from_path(&path) {
+        let name = format!("gcp/{file_name}");
+        match Self::from_value(&terrain_contracts::json(&name)) {
             Ok(doc) => doc,
-            Err(err) => panic!("{err}"),
+            Err(err) => panic!("{name}: {err}"),
         }
     }
 

@@ -1,38 +1,18 @@
 //! Contract checks against the official Kubernetes 1.31 OpenAPI (swagger 2.0) document
-//! kept under `../shared/reference/kubernetes/swagger.json`: finds an object's definition
+//! kept in the repository (`contracts/kubernetes/swagger.json`): finds an object's definition
 //! by its apiVersion and kind (`x-kubernetes-group-version-kind`) and lists every way the
 //! object departs from it — unknown fields, missing required fields, wrong types.
 //! Only `serde_json` and std; the document is never modified.
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
-
 use serde_json::Value;
 
-/// The swagger document, found like the other reference documents: `TERRAIN_REFERENCE_DIR`,
-/// then `shared/` beside the repository, then the workplace's copy. Panics (the test fails)
-/// when it is nowhere: a contract test must not pass without its contract.
+/// The swagger document, kept in the repository (`contracts/kubernetes/`). Panics (the
+/// test fails) when it is not there: a contract test must not pass without its contract.
 pub fn load() -> Swagger {
-    let candidates = [
-        std::env::var_os("TERRAIN_REFERENCE_DIR").map(PathBuf::from),
-        Some(
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("..")
-                .join("shared")
-                .join("reference"),
-        ),
-        Some(PathBuf::from("/work/shared/reference")),
-    ];
-    let path = candidates
-        .iter()
-        .flatten()
-        .map(|d| d.join("kubernetes").join("swagger.json"))
-        .find(|p| p.is_file())
-        .expect("the Kubernetes swagger.json under shared/reference/kubernetes (set TERRAIN_REFERENCE_DIR)");
-    let text = std::fs::read_to_string(&path).expect("read swagger.json");
     Swagger {
-        doc: serde_json::from_str(&text).expect("swagger.json is JSON"),
+        doc: terrain_contracts::kubernetes_swagger(),
     }
 }
 

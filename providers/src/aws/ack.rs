@@ -14,6 +14,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use super::config;
+use super::signed::Signed;
 use crate::kubernetes::apply;
 use crate::kubernetes::{
     check_cluster, check_dns_label, check_dns_subdomain, connect, delete_owned, list_batch,
@@ -456,13 +457,17 @@ pub fn check_max_parallel_steps(steps: Option<i64>, out: &mut Vec<Invalid>) {
     }
 }
 
-/// The SageMaker client for `ctx` and the region it works in (empty when unknown), for
-/// the cross-checks of what the controller reports.
+/// The signed client the cross-checks of what the controller reports call SageMaker
+/// with (`client.json11(&signed::SAGEMAKER, &region, …)`), and the region it calls.
 ///
-/// Fails when the provider table is invalid.
-pub async fn sagemaker(ctx: &Ctx) -> Result<(aws_sdk_sagemaker::Client, String), ProviderError> {
-    let client = config::sagemaker(ctx).await?;
-    let region = config::of(ctx)?.region_or_env(ctx).unwrap_or_default();
+/// Each call is tried up to the table's `max_attempts`, as the SDK client this replaces
+/// was: a cross-check runs once the controller has done its work, and failing it fails
+/// the apply, whereas the capacity check that stops at two attempts may be skipped.
+///
+/// Fails when the provider table is invalid, names no region or finds no credentials.
+pub async fn sagemaker(ctx: &Ctx) -> Result<(Signed, String), ProviderError> {
+    let client = Signed::new(ctx, "cross-check SageMaker", u32::MAX).await?;
+    let region = client.region().to_string();
     Ok((client, region))
 }
 
@@ -518,14 +523,10 @@ pub(crate) mod testing {
 pub(crate) mod crd_check {
     use serde_json::Value;
 
-    /// The `openAPIV3Schema` of the reference CRD in `file` (under
-    /// `shared/reference/ack-sagemaker/`).
+    /// The `openAPIV3Schema` of the official CRD in `file` (under
+    /// `contracts/ack-sagemaker/`).
     pub(crate) fn schema(file: &str) -> Value {
-        let path = format!(
-            "{}/../../shared/reference/ack-sagemaker/{file}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        let text = std::fs::read_to_string(&path).expect("the reference CRD is readable");
+        let text = terrain_contracts::text(&format!("ack-sagemaker/{file}"));
         let crd: Value = serde_yaml_ng::from_str(&text).expect("the CRD is YAML");
         crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
     }

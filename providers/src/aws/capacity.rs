@@ -9,31 +9,31 @@
 //! say that instances outside the stack count too. A node group is counted by its first
 //! instance type: that is what EKS launches while it has capacity.
 //!
-//! EC2 (query protocol, XML answers) and Service Quotas (JSON 1.1) are called by
-//! hand-signed HTTP, as `token.rs` signs for STS: their SDK crates would be large to
-//! build for four read calls. Credentials come from the same chain as the SDK clients
-//! (`config::sdk_config`), endpoints from `[providers.aws]` (`endpoints.ec2`,
-//! `endpoints.servicequotas`, `endpoint`), else the environment's
-//! (`AWS_ENDPOINT_URL_EC2`, `AWS_ENDPOINT_URL_SERVICE_QUOTAS`, `AWS_ENDPOINT_URL`), else
-//! the public ones. Throttling, 5xx answers and broken connections are tried at most
-//! twice (and never more than `max_attempts`), as the GCP check does: a check that can
-//! be skipped does not hold the plan for a network that is not there.
+//! EC2 (query protocol, XML answers: this file builds the requests and reads the
+//! documents) and Service Quotas (JSON 1.1) are called by hand-signed HTTP through
+//! `signed`, which owns the credentials, signing, retries and endpoints (`endpoints.ec2`,
+//! `endpoints.servicequotas`, `endpoint`, else `AWS_ENDPOINT_URL_EC2`,
+//! `AWS_ENDPOINT_URL_SERVICE_QUOTAS`, `AWS_ENDPOINT_URL`, else the public ones): their
+//! SDK crates would be large to build for four read calls. Throttling, 5xx answers and
+//! broken connections are tried at most twice (and never more than `max_attempts`), as
+//! the GCP check does: a check that can be skipped does not hold the plan for a network
+//! that is not there.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::error::Error as _;
-use std::time::{Duration, SystemTime};
 
-use aws_credential_types::provider::ProvideCredentials;
-use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
-use aws_sigv4::sign::v4::SigningParams;
-use aws_smithy_runtime_api::client::identity::Identity;
 use aws_smithy_xml::decode::{try_data, Document, ScopedDecoder, XmlDecodeError};
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::config;
+use super::signed::{snippet, Signed, EC2, SERVICE_QUOTAS};
 use super::token::encode;
 use crate::capacity::{amount, Tally};
 use crate::{Ctx, Demand, Finding, Need, ProviderError};
+// Only the tests use these here: they check the JSON errors and public URLs the calls
+// get from `signed`.
+#[cfg(test)]
+use super::signed::{json_error, public_url};
+#[cfg(test)]
+use serde_json::Value;
 
 /// The call offering findings name.
 const OFFERINGS_CALL: &str = "ec2:DescribeInstanceTypeOfferings";
@@ -456,203 +456,18 @@ async fn quota_findings(
 
 // ---------------------------------------------------------------- the calls
 
-/// Attempts per capacity call at most.
+/// Attempts per capacity call at most: a check that can be skipped does not hold the
+/// plan for a network that is not there.
 const CHECK_ATTEMPTS: u32 = 2;
 
 /// Signed calls to EC2 and Service Quotas for one provider table.
-struct Aws {
-    http: reqwest::Client,
-    identity: Identity,
-    attempts: u32,
-    /// Endpoint overrides (table, then environment); `None`: the public endpoints.
-    ec2: Option<String>,
-    quotas: Option<String>,
-}
-
-/// Why one attempt failed.
-enum Failure {
-    /// No answer: connection refused, timeout, reset.
-    Transport(String),
-    /// An answer that is an error.
-    Answer {
-        status: u16,
-        code: String,
-        message: String,
-    },
-}
-
-/// AWS error codes that mean "slow down", worth retrying.
-const THROTTLED: &[&str] = &[
-    "RequestLimitExceeded",
-    "Throttling",
-    "ThrottlingException",
-    "TooManyRequestsException",
-    "RequestThrottled",
-];
+struct Aws(Signed);
 
 impl Aws {
     async fn new(ctx: &Ctx) -> Result<Aws, ProviderError> {
-        let cfg = config::of(ctx)?;
-        let sdk = config::sdk_config(ctx.session(), &cfg).await?;
-        let provider = sdk.credentials_provider().ok_or_else(|| {
-            ProviderError::Config(
-                "no AWS credentials provider to read EC2 capacity with: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE; or run with --sandbox to try the stack without an account".into(),
-            )
-        })?;
-        let credentials = provider.provide_credentials().await.map_err(|e| {
-            ProviderError::Config(format!(
-                "no AWS credentials to read EC2 capacity with: {}; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (run `aws sso login` for SSO profiles); or run with --sandbox to try the stack without an account",
-                aws_smithy_types::error::display::DisplayErrorContext(&e)
-            ))
-        })?;
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(cfg.connect_timeout_secs))
-            .timeout(Duration::from_secs(cfg.attempt_timeout_secs))
-            .build()
-            .map_err(|e| ProviderError::Config(format!("aws capacity: http client: {e}")))?;
-        let global = sdk.endpoint_url().map(str::to_string);
-        let endpoint = |service: &str, variable: &str| {
-            cfg.endpoint_for(service)
-                .map(str::to_string)
-                .or_else(|| ctx.env(variable).filter(|v| !v.is_empty()))
-                .or_else(|| global.clone())
-        };
-        Ok(Aws {
-            http,
-            identity: Identity::from(credentials),
-            attempts: cfg.max_attempts.clamp(1, CHECK_ATTEMPTS),
-            ec2: endpoint("ec2", "AWS_ENDPOINT_URL_EC2"),
-            quotas: endpoint("servicequotas", "AWS_ENDPOINT_URL_SERVICE_QUOTAS"),
-        })
-    }
-
-    /// The URL of `service` (`ec2`, `servicequotas`) in `region`.
-    fn url(&self, service: &str, region: &str) -> String {
-        let overridden = match service {
-            "ec2" => self.ec2.as_deref(),
-            _ => self.quotas.as_deref(),
-        };
-        match overridden {
-            Some(base) => format!("{}/", base.trim_end_matches('/')),
-            None => public_url(service, region),
-        }
-    }
-
-    /// Sends a signed POST of `body` for `call`, retrying throttling, 5xx answers and
-    /// lost connections; the answer's text on success.
-    async fn send(
-        &self,
-        call: &str,
-        service: &'static str,
-        region: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-        read_error: fn(&str) -> (String, String),
-    ) -> Result<String, ProviderError> {
-        let url = self.url(service, region);
-        let mut attempt = 1;
-        loop {
-            let failure = match self
-                .attempt(service, region, &url, headers, body, read_error)
-                .await
-            {
-                Ok(text) => return Ok(text),
-                Err(failure) => failure,
-            };
-            let retry = match &failure {
-                Failure::Transport(_) => true,
-                Failure::Answer { status, code, .. } => {
-                    *status >= 500 || *status == 429 || THROTTLED.contains(&code.as_str())
-                }
-            };
-            if !retry || attempt >= self.attempts {
-                return Err(match failure {
-                    Failure::Transport(message) => ProviderError::api(call, 0, "", message),
-                    Failure::Answer {
-                        status,
-                        code,
-                        message,
-                    } => ProviderError::api(call, status, code, message),
-                });
-            }
-            // Exponential backoff from 200 ms, as the SDK clients are configured.
-            let delay = Duration::from_millis(200u64 << (attempt - 1).min(5));
-            tokio::time::sleep(delay).await;
-            attempt += 1;
-        }
-    }
-
-    async fn attempt(
-        &self,
-        service: &'static str,
-        region: &str,
-        url: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-        read_error: fn(&str) -> (String, String),
-    ) -> Result<String, Failure> {
-        let signed = self
-            .sign(service, region, url, headers, body)
-            .map_err(Failure::Transport)?;
-        let mut request = self.http.post(url).body(body.to_vec());
-        for (name, value) in headers.iter().copied() {
-            request = request.header(name, value);
-        }
-        for (name, value) in &signed {
-            request = request.header(name.as_str(), value.as_str());
-        }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| Failure::Transport(chain(&e)))?;
-        let status = response.status().as_u16();
-        let text = response
-            .text()
-            .await
-            .map_err(|e| Failure::Transport(chain(&e)))?;
-        if (200..300).contains(&status) {
-            return Ok(text);
-        }
-        let (code, message) = read_error(&text);
-        Err(Failure::Answer {
-            status,
-            code,
-            message,
-        })
-    }
-
-    /// The SigV4 headers for a POST of `body` to `url`.
-    fn sign(
-        &self,
-        service: &'static str,
-        region: &str,
-        url: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-    ) -> Result<Vec<(String, String)>, String> {
-        let params = SigningParams::builder()
-            .identity(&self.identity)
-            .region(region)
-            .name(service)
-            .time(SystemTime::now())
-            .settings(SigningSettings::default())
-            .build()
-            .map_err(|e| format!("signing parameters: {e}"))?
-            .into();
-        let request = SignableRequest::new(
-            "POST",
-            url,
-            headers.iter().copied(),
-            SignableBody::Bytes(body),
-        )
-        .map_err(|e| format!("the endpoint {url:?} is not a URL: {e}"))?;
-        let (instructions, _signature) = sign(request, &params)
-            .map_err(|e| format!("signing failed: {e}"))?
-            .into_parts();
-        Ok(instructions
-            .headers()
-            .map(|(name, value)| (name.to_string(), value.to_string()))
-            .collect())
+        Ok(Aws(
+            Signed::new(ctx, "read EC2 capacity", CHECK_ATTEMPTS).await?
+        ))
     }
 
     /// One EC2 query-protocol call: its answer's document, checked to be `action`'s.
@@ -671,9 +486,10 @@ impl Aws {
             body.push_str(&encode(value));
         }
         let text = self
+            .0
             .send(
                 &call,
-                "ec2",
+                &EC2,
                 region,
                 &[(
                     "content-type",
@@ -729,38 +545,6 @@ impl Aws {
         Ok(items)
     }
 
-    /// One Service Quotas call (JSON 1.1).
-    async fn service_quotas(
-        &self,
-        region: &str,
-        operation: &str,
-        body: &Value,
-    ) -> Result<Value, ProviderError> {
-        let call = format!("servicequotas:{operation}");
-        let target = format!("ServiceQuotasV20190624.{operation}");
-        let text = self
-            .send(
-                &call,
-                "servicequotas",
-                region,
-                &[
-                    ("content-type", "application/x-amz-json-1.1"),
-                    ("x-amz-target", target.as_str()),
-                ],
-                body.to_string().as_bytes(),
-                json_error,
-            )
-            .await?;
-        serde_json::from_str(&text).map_err(|e| {
-            ProviderError::api(
-                call,
-                200,
-                "",
-                format!("the answer is not JSON ({e}): {}", snippet(&text)),
-            )
-        })
-    }
-
     /// The applied value of EC2 quota `code` in `region` and its name; the default when
     /// no value is applied; `None` when Service Quotas does not know the quota.
     async fn quota(
@@ -770,7 +554,11 @@ impl Aws {
     ) -> Result<Option<(f64, Option<String>)>, ProviderError> {
         let body = json!({"ServiceCode": "ec2", "QuotaCode": code});
         for operation in ["GetServiceQuota", "GetAWSDefaultServiceQuota"] {
-            match self.service_quotas(region, operation, &body).await {
+            match self
+                .0
+                .json11(&SERVICE_QUOTAS, region, operation, &body)
+                .await
+            {
                 Ok(answer) => {
                     let quota = &answer["Quota"];
                     let value = quota["Value"].as_f64().ok_or_else(|| {
@@ -795,44 +583,6 @@ impl Aws {
     }
 }
 
-/// `https://ec2.us-east-1.amazonaws.com/`, `.com.cn` in the China regions.
-fn public_url(service: &str, region: &str) -> String {
-    let domain = if region.starts_with("cn-") {
-        "amazonaws.com.cn"
-    } else {
-        "amazonaws.com"
-    };
-    format!("https://{service}.{region}.{domain}/")
-}
-
-/// An error with its causes: `error sending request …: client error (Connect): tcp
-/// connect error: Connection refused (os error 111)`.
-fn chain(e: &reqwest::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}
-
-/// The first characters of an unexpected answer, on one line.
-fn snippet(text: &str) -> String {
-    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one_line.is_empty() {
-        return "(empty)".to_string();
-    }
-    match one_line.char_indices().nth(200) {
-        Some((cut, _)) => format!("{}…", &one_line[..cut]),
-        None => one_line,
-    }
-}
-
 /// The code and message of an EC2 error document
 /// (`<Response><Errors><Error><Code>…</Code><Message>…</Message>`).
 fn ec2_error(text: &str) -> (String, String) {
@@ -844,24 +594,6 @@ fn ec2_error(text: &str) -> (String, String) {
         ))
     });
     error.unwrap_or_else(|| (String::new(), snippet(text)))
-}
-
-/// The code and message of a JSON 1.1 error (`{"__type": "…#Code", "message": …}`).
-fn json_error(text: &str) -> (String, String) {
-    let Ok(body) = serde_json::from_str::<Value>(text) else {
-        return (String::new(), snippet(text));
-    };
-    let kind = body["__type"]
-        .as_str()
-        .or(body["code"].as_str())
-        .unwrap_or_default();
-    let code = kind.rsplit('#').next().unwrap_or(kind);
-    let code = code.split(':').next().unwrap_or(code);
-    let message = body["message"]
-        .as_str()
-        .or(body["Message"].as_str())
-        .unwrap_or_default();
-    (code.to_string(), message.to_string())
 }
 
 // ---------------------------------------------------------------- XML

@@ -905,14 +905,7 @@ mod tests {
     fn regions_match_the_s3_api_model() {
         // Every region a bucket can be made in is a region; `EU` is eu-west-1's legacy
         // alias, and us-east-1 is the absence of a constraint.
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/reference/aws/botocore-1.44.5/s3/2006-03-01/service-2.json.gz"
-        );
-        let Ok(file) = std::fs::File::open(path) else {
-            panic!("the S3 API model is at {path}");
-        };
-        let model = gunzip_json(file);
+        let model = terrain_contracts::botocore("s3", "2006-03-01");
         let mut constraints: Vec<String> = model["shapes"]["BucketLocationConstraint"]["enum"]
             .as_array()
             .expect("BucketLocationConstraint enum")
@@ -1140,14 +1133,7 @@ mod tests {
     #[test]
     fn ami_types_match_the_api_model() {
         // The reference model lists every AMI type the API takes; the catalog must too.
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/reference/aws/botocore-1.44.5/eks/2017-11-01/service-2.json.gz"
-        );
-        let Ok(file) = std::fs::File::open(path) else {
-            panic!("the EKS API model is at {path}");
-        };
-        let model = gunzip_json(file);
+        let model = terrain_contracts::botocore("eks", "2017-11-01");
         let mut enum_values: Vec<String> = model["shapes"]["AMITypes"]["enum"]
             .as_array()
             .expect("AMITypes enum")
@@ -1158,18 +1144,6 @@ mod tests {
         let mut ours: Vec<String> = AMI_TYPES.iter().map(|a| a.name.to_string()).collect();
         ours.sort();
         assert_eq!(ours, enum_values);
-    }
-
-    /// Reads a gzip-compressed JSON document with the system's `gzip`, which the machine
-    /// running the reference checks has (the crate carries no inflate dependency).
-    fn gunzip_json(file: std::fs::File) -> serde_json::Value {
-        let out = std::process::Command::new("gzip")
-            .arg("-dc")
-            .stdin(file)
-            .output()
-            .expect("gzip runs");
-        assert!(out.status.success(), "gzip -dc failed");
-        serde_json::from_slice(&out.stdout).expect("the model is JSON")
     }
 
     #[test]

@@ -399,17 +399,6 @@ fn env_endpoint(ctx: &Ctx, service: &str) -> bool {
     .any(|k| ctx.env(k).is_some_and(|v| !v.is_empty()))
 }
 
-/// A SageMaker client for `ctx`'s provider table.
-pub async fn sagemaker(ctx: &Ctx) -> Result<aws_sdk_sagemaker::Client, ProviderError> {
-    let cfg = of(ctx)?;
-    let sdk = sdk_config(ctx.session(), &cfg).await?;
-    let mut b = aws_sdk_sagemaker::config::Builder::from(&sdk);
-    if let Some(url) = cfg.endpoint_for("sagemaker") {
-        b = b.endpoint_url(url);
-    }
-    Ok(aws_sdk_sagemaker::Client::from_conf(b.build()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1281,17 +1281,10 @@ mod tests {
 
     #[test]
     fn accepted_definitions_are_valid_under_the_official_schema() {
-        // The published schema, checked by Python's `jsonschema` when it is installed
-        // (the reference and the checker are outside this crate; the test says so rather
-        // than pass vacuously).
-        let schema = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../shared/reference/sagemaker/pipeline-definition.schema.json"
-        );
-        assert!(
-            std::path::Path::new(schema).exists(),
-            "the reference schema is at {schema}"
-        );
+        // The published schema (kept in `contracts/`), checked by Python's `jsonschema`,
+        // which `scripts/deps.sh` installs (the test fails rather than pass vacuously
+        // without it).
+        let schema = terrain_contracts::path("sagemaker/pipeline-definition.schema.json");
         let accepted: Vec<Value> = table()
             .into_iter()
             .filter(|(_, _, want)| want.is_empty())
@@ -1311,7 +1304,9 @@ print("\n".join(failures))
 sys.exit(1 if failures else 0)
 "#;
         let mut child = std::process::Command::new("python3")
-            .args(["-c", script, schema])
+            .arg("-c")
+            .arg(script)
+            .arg(&schema)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -1343,7 +1338,9 @@ sys.exit(1 if failures else 0)
         let mut broken = xgboost();
         broken["Steps"][0]["Type"] = json!("Train");
         let mut child = std::process::Command::new("python3")
-            .args(["-c", script, schema])
+            .arg("-c")
+            .arg(script)
+            .arg(&schema)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())

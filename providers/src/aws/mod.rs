@@ -3,10 +3,11 @@
 //! submitted as ACK custom resources on an EKS cluster (cross-checked with the SageMaker
 //! API).
 //!
-//! Layout: `config` resolves settings and builds SDK clients, `token` makes the
-//! presigned STS token EKS's Kubernetes API accepts, `catalog` holds the offline knowledge
-//! validation uses, `definition` validates SageMaker pipeline definitions; one file per
-//! resource kind.
+//! Layout: `config` resolves settings and builds SDK clients, `signed` calls by
+//! hand-signed HTTP the services terrain builds no SDK crate for (EC2, Service Quotas,
+//! SageMaker), `token` makes the presigned STS token EKS's Kubernetes API accepts,
+//! `catalog` holds the offline knowledge validation uses, `definition` validates
+//! SageMaker pipeline definitions; one file per resource kind.
 //!
 //! Every object terrain creates carries the tags `managed-by=terrain` and
 //! `terrain-address=<kind>.<name>`: when a create's response is lost and the retry finds
@@ -24,6 +25,7 @@ pub mod s3_bucket;
 pub mod s3_object;
 pub mod sagemaker_pipeline;
 pub mod sagemaker_pipeline_execution;
+pub mod signed;
 pub mod token;
 
 use std::collections::BTreeMap;

@@ -26,8 +26,9 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 use super::ack::{self, ack_state, arn_of, AckKind, AckState};
+use super::signed::SAGEMAKER;
 use super::{catalog, definition};
-use super::{sdk_error, tags_with_ours, user_tags, MANAGED_BY};
+use super::{tags_with_ours, user_tags, MANAGED_BY};
 use crate::kubernetes::apply::{self, Progress};
 use crate::kubernetes::{cluster_field, connect, id_of, mark_ours, yaml_diff, ObjectRef};
 use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
@@ -274,15 +275,18 @@ pub async fn cross_check_pipeline(
     const CALL: &str = "sagemaker:DescribePipeline";
     let (client, region) = ack::sagemaker(ctx).await?;
     let described = client
-        .describe_pipeline()
-        .pipeline_name(pipeline_name)
-        .send()
+        .json11(
+            &SAGEMAKER,
+            &region,
+            "DescribePipeline",
+            &json!({"PipelineName": pipeline_name}),
+        )
         .await
         .map_err(|e| {
             let reported = format!("pipeline {pipeline_name} as {status_arn}");
-            ack::unknown_to_sagemaker(CALL, &reported, &region, sdk_error(CALL, e))
+            ack::unknown_to_sagemaker(CALL, &reported, &region, e)
         })?;
-    let arn = described.pipeline_arn().unwrap_or_default();
+    let arn = described["PipelineArn"].as_str().unwrap_or_default();
     if arn != status_arn {
         return Err(ProviderError::Failed {
             call: CALL.into(),
@@ -292,8 +296,9 @@ pub async fn cross_check_pipeline(
         });
     }
     if let Some(wanted) = definition {
-        let shown: Option<Value> = described
-            .pipeline_definition()
+        // SageMaker holds the definition as a JSON string.
+        let shown: Option<Value> = described["PipelineDefinition"]
+            .as_str()
             .and_then(|d| serde_json::from_str(d).ok());
         if shown.as_ref() != Some(wanted) {
             return Ok(PipelineCheck::OtherDefinition);

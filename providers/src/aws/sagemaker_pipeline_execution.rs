@@ -15,12 +15,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_sagemaker::types::SortOrder;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::ack::{self, ack_state, arn_of, AckKind, AckState};
-use super::sdk_error;
+use super::signed::SAGEMAKER;
 use crate::kubernetes::apply::Progress;
 use crate::kubernetes::{cluster_field, id_of, mark_ours, ObjectRef};
 use crate::local::duration::parse_duration;
@@ -197,18 +196,21 @@ pub async fn cross_check_execution(
     const LIST: &str = "sagemaker:ListPipelineExecutions";
     let (client, region) = ack::sagemaker(ctx).await?;
     let described = client
-        .describe_pipeline_execution()
-        .pipeline_execution_arn(arn)
-        .send()
+        .json11(
+            &SAGEMAKER,
+            &region,
+            "DescribePipelineExecution",
+            &json!({"PipelineExecutionArn": arn}),
+        )
         .await
         .map_err(|e| {
             let reported = format!("the run {arn}");
-            ack::unknown_to_sagemaker(DESCRIBE, &reported, &region, sdk_error(DESCRIBE, e))
+            ack::unknown_to_sagemaker(DESCRIBE, &reported, &region, e)
         })?;
-    let api_status = described
-        .pipeline_execution_status()
-        .map(|s| s.as_str().to_string())
-        .unwrap_or_default();
+    let api_status = described["PipelineExecutionStatus"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     if finished(status) && api_status != status {
         return Err(ProviderError::Failed {
             call: DESCRIBE.into(),
@@ -217,26 +219,28 @@ pub async fn cross_check_execution(
             ),
         });
     }
-    let reason = described.failure_reason().unwrap_or_default().to_string();
+    let reason = described["FailureReason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
 
     let mut token: Option<String> = None;
     for _ in 0..LIST_PAGES {
+        // Newest first: the run being checked is most likely on the first page.
+        let mut body = json!({"PipelineName": pipeline_name, "SortOrder": "Descending"});
+        if let Some(next) = token.take() {
+            body["NextToken"] = Value::String(next);
+        }
         let listed = client
-            .list_pipeline_executions()
-            .pipeline_name(pipeline_name)
-            .sort_order(SortOrder::Descending)
-            .set_next_token(token.take())
-            .send()
-            .await
-            .map_err(|e| sdk_error(LIST, e))?;
-        if listed
-            .pipeline_execution_summaries()
-            .iter()
-            .any(|s| s.pipeline_execution_arn() == Some(arn))
-        {
+            .json11(&SAGEMAKER, &region, "ListPipelineExecutions", &body)
+            .await?;
+        let listed_here = listed["PipelineExecutionSummaries"]
+            .as_array()
+            .is_some_and(|runs| runs.iter().any(|s| s["PipelineExecutionArn"] == arn));
+        if listed_here {
             return Ok((api_status, reason));
         }
-        match listed.next_token() {
+        match listed["NextToken"].as_str() {
             Some(next) if !next.is_empty() => token = Some(next.to_string()),
             _ => break,
         }
@@ -857,5 +861,139 @@ mod tests {
             ),
         ];
         assert_validation::<SageMakerPipelineExecution>(cases);
+    }
+
+    /// One SageMaker call through the cross-checks' client, which must be answered.
+    async fn call(client: &crate::aws::signed::Signed, operation: &str, body: Value) -> Value {
+        client
+            .json11(
+                &crate::aws::signed::SAGEMAKER,
+                "us-east-1",
+                operation,
+                &body,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{operation}: {e}"))
+    }
+
+    #[tokio::test]
+    async fn cross_checks_read_the_answers_of_the_sandboxs_sagemaker() {
+        use crate::aws::sagemaker_pipeline::{cross_check_pipeline, PipelineCheck};
+        use terrain_sandbox::{Options, Sandbox, Timing};
+
+        let sandbox = Sandbox::start(Options {
+            timing: Timing::instant(),
+            ..Options::default()
+        })
+        .await
+        .expect("the sandbox starts");
+        let ctx = Ctx::new(
+            "sagemaker_pipeline_execution.run",
+            json!({"region": "us-east-1", "endpoint": sandbox.url(), "sandbox": true}),
+        );
+        let (client, region) = ack::sagemaker(&ctx).await.expect("a client");
+        assert_eq!(region, "us-east-1");
+        let definition = |name: &str| json!({"Version": "2020-12-01", "Steps": [{"Name": name, "Type": "Training", "Arguments": {}}]});
+        let mut arns = Vec::new();
+        for pipeline in ["abalone", "other"] {
+            let created = call(
+                &client,
+                "CreatePipeline",
+                json!({
+                    "PipelineName": pipeline,
+                    "RoleArn": "arn:aws:iam::123456789012:role/SageMakerExecution",
+                    "PipelineDefinition": definition("Train").to_string(),
+                }),
+            )
+            .await;
+            arns.push(
+                created["PipelineArn"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+
+        // DescribePipeline: the ARN and the definition, held as a JSON string.
+        let arn = &arns[0];
+        for (held, want) in [
+            ("Train", PipelineCheck::Matches),
+            ("Fit", PipelineCheck::OtherDefinition),
+        ] {
+            let wanted = definition(held);
+            let check = cross_check_pipeline(&ctx, "abalone", arn, Some(&wanted));
+            assert_eq!(check.await.expect("checked"), want, "{held}");
+        }
+        let e = cross_check_pipeline(&ctx, "abalone", &arns[1], None)
+            .await
+            .expect_err("another ARN")
+            .to_string();
+        assert!(
+            e.starts_with(
+                "sagemaker:DescribePipeline failed: SageMaker reports pipeline abalone as"
+            ),
+            "{e}"
+        );
+        let e = cross_check_pipeline(&ctx, "missing", arn, None)
+            .await
+            .expect_err("unknown pipeline")
+            .to_string();
+        assert!(e.contains("SageMaker in region us-east-1 does not know it (sagemaker:DescribePipeline failed: 400 ResourceNotFound: "), "{e}");
+
+        // ListPipelineExecutions answers 50 runs a page, newest first: the first run is
+        // found on the second page.
+        let mut runs = Vec::new();
+        for _ in 0..51 {
+            let started = call(
+                &client,
+                "StartPipelineExecution",
+                json!({"PipelineName": "abalone"}),
+            )
+            .await;
+            runs.push(
+                started["PipelineExecutionArn"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+        }
+        let first = &runs[0];
+        assert_eq!(
+            cross_check_execution(&ctx, "abalone", first, "Succeeded")
+                .await
+                .expect("checked"),
+            ("Succeeded".to_string(), String::new())
+        );
+        let e = cross_check_execution(&ctx, "abalone", first, "Failed")
+            .await
+            .expect_err("another status")
+            .to_string();
+        assert!(e.contains(&format!("SageMaker reports the run {first} as \"Succeeded\", but its ACK PipelineExecution reports \"Failed\"")), "{e}");
+        let elsewhere = call(
+            &client,
+            "StartPipelineExecution",
+            json!({"PipelineName": "other"}),
+        )
+        .await;
+        let elsewhere = elsewhere["PipelineExecutionArn"]
+            .as_str()
+            .unwrap_or_default();
+        let e = cross_check_execution(&ctx, "abalone", elsewhere, "")
+            .await
+            .expect_err("a run of another pipeline")
+            .to_string();
+        assert!(
+            e.starts_with(
+                "sagemaker:ListPipelineExecutions failed: SageMaker does not list the run"
+            ),
+            "{e}"
+        );
+        let unknown = format!("{arn}/execution/nosuchrun");
+        let e = cross_check_execution(&ctx, "abalone", &unknown, "")
+            .await
+            .expect_err("an unknown run")
+            .to_string();
+        assert!(e.contains(&format!("the ACK controller reports the run {unknown}, but SageMaker in region us-east-1 does not know it")), "{e}");
+        sandbox.shutdown().await;
     }
 }

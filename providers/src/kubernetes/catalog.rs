@@ -9,7 +9,7 @@
 //! (its `Resource` trait carries the group, version, kind and scope), and by hand for
 //! the few 1.31 versions the crate's oldest API (1.33) no longer has (flowcontrol
 //! `v1beta3`, the 1.31 alpha versions); a unit test proves the whole set equal to the
-//! Kubernetes 1.31 OpenAPI document in `../shared/reference/kubernetes/`. Field checks
+//! Kubernetes 1.31 OpenAPI document in `contracts/kubernetes/`. Field checks
 //! decode GA versions into the crate's 1.33 types: those only add fields to 1.31's, so
 //! a field new in 1.32–1.33 passes here and is left to the server. Pre-release
 //! versions (alpha, beta) changed shape between 1.31 and 1.33, so only their kind and
@@ -484,7 +484,7 @@ pub const ACK_SAGEMAKER: (&str, &str) = ("sagemaker.services.k8s.aws", "v1alpha1
 
 /// The ACK SageMaker kinds terrain knows (`sagemaker_pipeline` and
 /// `sagemaker_pipeline_execution` submit them), with their scope; proven against the
-/// controller's CRDs in `../shared/reference/ack-sagemaker/` by a test.
+/// controller's CRDs in `contracts/ack-sagemaker/` by a test.
 pub const ACK_SAGEMAKER_KINDS: &[(&str, Scope)] = &[
     ("Pipeline", Scope::Namespaced),
     ("PipelineExecution", Scope::Namespaced),
@@ -1050,24 +1050,6 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::collections::BTreeSet;
-    use std::path::PathBuf;
-
-    /// A directory of `../shared/reference/`; `None`, with a notice, on a machine
-    /// without the reference data (CI machines have it).
-    fn reference(dir: &str) -> Option<PathBuf> {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/reference")
-            .join(dir);
-        if path.exists() {
-            Some(path)
-        } else {
-            eprintln!(
-                "skipped: the reference {dir} is not on this machine ({})",
-                path.display()
-            );
-            None
-        }
-    }
 
     /// The kinds the 1.31 OpenAPI document serves: every group/version/kind a
     /// non-watch operation of a resource path (not a subresource) names, namespaced
@@ -1120,11 +1102,7 @@ mod tests {
 
     #[test]
     fn the_catalog_is_exactly_what_kubernetes_1_31_serves() {
-        let Some(dir) = reference("kubernetes") else {
-            return;
-        };
-        let text = std::fs::read_to_string(dir.join("swagger.json")).expect("swagger.json");
-        let swagger: Value = serde_json::from_str(&text).expect("swagger.json is JSON");
+        let swagger = terrain_contracts::kubernetes_swagger();
         let reference = served_by_reference(&swagger);
         assert!(reference.len() > 70, "read {} kinds", reference.len());
         let ours: BTreeSet<(String, String, String, bool)> = BUILT_IN
@@ -1173,9 +1151,7 @@ mod tests {
 
     #[test]
     fn the_ack_sagemaker_kinds_match_the_controllers_crds() {
-        let Some(dir) = reference("ack-sagemaker") else {
-            return;
-        };
+        let dir = terrain_contracts::dir().join("ack-sagemaker");
         let mut found = BTreeSet::new();
         for entry in std::fs::read_dir(&dir).expect("read ack-sagemaker") {
             let path = entry.expect("entry").path();

@@ -1289,18 +1289,7 @@ mod tests {
 
     #[test]
     fn instance_types_and_subnets_follow_the_botocore_model() {
-        use std::io::Read;
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/reference/aws/botocore-1.44.5/ec2/2016-11-15/service-2.json.gz");
-        let Ok(file) = std::fs::File::open(&path) else {
-            println!("skipped the contract check: {} is absent", path.display());
-            return;
-        };
-        let mut text = String::new();
-        flate2::read::GzDecoder::new(file)
-            .read_to_string(&mut text)
-            .expect("gzip");
-        let model: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        let model = terrain_contracts::botocore("ec2", "2016-11-15");
         let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": {
             "subnets": {"subnet-0e": "us-east-1e"},
         }}))

@@ -2,7 +2,7 @@
 //! accepts and returns, the request-body canonicalizer built on it (unknown names and bad
 //! enum values are rejected with Google's messages; int64 becomes a string, int32 a number,
 //! output-only fields are dropped) and the strict conformance check the tests run on every
-//! response. The tables themselves live in `tables.rs`; `tests/field_tables.rs` proves them
+//! response. The tables themselves live in `tables.rs`; `tests/suite/field_tables.rs` proves them
 //! against the official discovery documents.
 
 use serde_json::{Map, Value};

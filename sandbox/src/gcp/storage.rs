@@ -1533,32 +1533,13 @@ mod tests {
             _ => {}
         }
         assert_eq!(msg.conforms(&known), Ok(()), "{body}");
-        if let Some(doc) = discovery() {
-            assert_eq!(discovery_problems(&doc, schema, body), Vec::<String>::new());
-        }
+        let doc = discovery();
+        assert_eq!(discovery_problems(&doc, schema, body), Vec::<String>::new());
     }
 
-    /// The official storage discovery document, read at test time: from
-    /// `TERRAIN_REFERENCE_DIR`, `shared/` beside the repository, or the workplace's copy.
-    /// Absent, the checks against it are skipped with a message.
-    fn discovery() -> Option<Value> {
-        let beside =
-            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference");
-        let found = [
-            std::env::var_os("TERRAIN_REFERENCE_DIR").map(std::path::PathBuf::from),
-            Some(beside),
-            Some(std::path::PathBuf::from("/work/shared/reference")),
-        ]
-        .into_iter()
-        .flatten()
-        .map(|d| d.join("gcp/storage.v1.json"))
-        .find(|f| f.is_file());
-        let Some(file) = found else {
-            println!("skipped: no storage.v1.json discovery document to check shapes against");
-            return None;
-        };
-        let text = std::fs::read_to_string(&file).expect("discovery document readable");
-        Some(serde_json::from_str(&text).expect("discovery document is JSON"))
+    /// The official storage discovery document, kept in the repository (`contracts/`).
+    fn discovery() -> Value {
+        terrain_contracts::discovery("storage", "v1")
     }
 
     /// Where `value` strays from discovery schema `schema`: fields it does not have, or
@@ -2753,7 +2734,7 @@ mod tests {
 
     #[test]
     fn upload_paths_are_the_ones_the_discovery_document_names() {
-        let Some(doc) = discovery() else { return };
+        let doc = discovery();
         let protocols =
             &doc["resources"]["objects"]["methods"]["insert"]["mediaUpload"]["protocols"];
         let mut s = with_bucket("ups");

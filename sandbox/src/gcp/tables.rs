@@ -1,7 +1,7 @@
 //! The field tables of every Google message the sandbox accepts or returns: the subset of
 //! container v1, file v1 and storage v1 that terrain and gcloud use. Names, types and enum
-//! spellings come from the official discovery documents (`shared/reference/gcp/`), and
-//! `tests/field_tables.rs` re-checks every entry against them so the tables cannot drift.
+//! spellings come from the official discovery documents (`contracts/gcp/`), and
+//! `tests/suite/field_tables.rs` re-checks every entry against them so the tables cannot drift.
 //! A field missing here is rejected as unknown; add it here (and only here) to accept it.
 
 use super::schema::{EnumType, Field, Kind, Message};

@@ -775,22 +775,9 @@ pub(crate) fn closure<'a>(
 mod tests {
     use super::*;
     use std::collections::BTreeMap;
-    use std::path::PathBuf;
 
-    fn reference_swagger() -> Option<Value> {
-        // `TERRAIN_REFERENCE_DIR`, then `shared/` beside the repository, then the
-        // workplace's copy.
-        let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/reference");
-        let dir = [
-            std::env::var_os("TERRAIN_REFERENCE_DIR").map(PathBuf::from),
-            Some(beside),
-            Some(PathBuf::from("/work/shared/reference")),
-        ]
-        .into_iter()
-        .flatten()
-        .find(|d| d.join("kubernetes/swagger.json").is_file())?;
-        let text = std::fs::read_to_string(dir.join("kubernetes/swagger.json")).ok()?;
-        Some(serde_json::from_str(&text).expect("the swagger is JSON"))
+    fn reference_swagger() -> Value {
+        terrain_contracts::kubernetes_swagger()
     }
 
     /// `(definition, field) → extension members` of a table or a swagger.
@@ -811,10 +798,7 @@ mod tests {
 
     #[test]
     fn extensions_equal_the_reference_swagger() {
-        let Some(swagger) = reference_swagger() else {
-            eprintln!("skipping: shared/reference/kubernetes/swagger.json is not available");
-            return;
-        };
+        let swagger = reference_swagger();
         let defs = &swagger["definitions"];
         let served: Vec<(&str, &str, &str)> = builtins()
             .kinds

@@ -11,13 +11,10 @@ use serde_json::{json, Value};
 
 pub const KUBECTL: &str = "/usr/bin/kubectl";
 
-/// A file of the official contracts kept beside the project (`../shared/reference`).
+/// A file of the official contracts kept in the repository (`contracts/`); a
+/// contract that is not there fails the test, naming it.
 pub fn reference(path: &str) -> PathBuf {
-    Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../shared/reference"
-    ))
-    .join(path)
+    terrain_contracts::path(path)
 }
 
 pub struct Kubectl<'a> {

@@ -1,0 +1,559 @@
+//! Hand-signed HTTP calls to the AWS APIs terrain builds no SDK crate for: EC2 (query
+//! protocol) and Service Quotas (JSON 1.1) for the capacity preflight (`capacity`),
+//! SageMaker (JSON 1.1) for the ACK kinds' cross-checks (`ack`). Their SDK crates take
+//! minutes to build for a handful of read calls; `token.rs` signs for STS the same way.
+//!
+//! This module owns what those calls share: the credentials (the chain the SDK clients
+//! use, `config::sdk_config`), one HTTP client with the table's timeouts, SigV4 signing,
+//! retries with backoff, reading JSON 1.1 errors and making a JSON 1.1 call, and where
+//! each service is reached. A service's endpoint is `[providers.aws] endpoints.<service>`
+//! (else `endpoint`), else the environment's `AWS_ENDPOINT_URL_<SERVICE>`, else the
+//! global endpoint the SDK chain found (`AWS_ENDPOINT_URL`, the profile's
+//! `endpoint_url`), else the public one.
+//!
+//! Throttling (429 or a throttling code), 5xx answers and broken connections are retried
+//! with exponential backoff from 200 ms, as the SDK clients are configured, up to the
+//! table's `max_attempts` capped by the caller. `retry_mode = "adaptive"` adds no
+//! client-side rate limiter here: these are a few calls per apply, not a stream.
+
+use std::collections::BTreeMap;
+use std::error::Error as _;
+use std::time::{Duration, SystemTime};
+
+use aws_credential_types::provider::ProvideCredentials;
+use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+use aws_sigv4::sign::v4::SigningParams;
+use aws_smithy_runtime_api::client::identity::Identity;
+use serde_json::Value;
+
+use super::config;
+use crate::{Ctx, ProviderError};
+
+/// An AWS service called by hand-signed HTTP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Service {
+    /// The SigV4 signing name, which is also the service's key in `[providers.aws]
+    /// endpoints` and the prefix of its call names (`sagemaker:DescribePipeline`).
+    pub name: &'static str,
+    /// The public host's labels before `.<region>.amazonaws.com`.
+    pub host: &'static str,
+    /// The environment variable overriding the endpoint, as the AWS SDKs name it.
+    pub variable: &'static str,
+    /// The `x-amz-target` prefix of its JSON 1.1 operations; empty for EC2's query
+    /// protocol.
+    pub target: &'static str,
+}
+
+/// Amazon EC2 (query protocol, XML answers).
+pub const EC2: Service = Service {
+    name: "ec2",
+    host: "ec2",
+    variable: "AWS_ENDPOINT_URL_EC2",
+    target: "",
+};
+
+/// Service Quotas (JSON 1.1).
+pub const SERVICE_QUOTAS: Service = Service {
+    name: "servicequotas",
+    host: "servicequotas",
+    variable: "AWS_ENDPOINT_URL_SERVICE_QUOTAS",
+    target: "ServiceQuotasV20190624",
+};
+
+/// Amazon SageMaker (JSON 1.1; botocore's `endpointPrefix` is `api.sagemaker`, its
+/// signing name `sagemaker`).
+pub const SAGEMAKER: Service = Service {
+    name: "sagemaker",
+    host: "api.sagemaker",
+    variable: "AWS_ENDPOINT_URL_SAGEMAKER",
+    target: "SageMaker",
+};
+
+/// Every service this module reaches; their endpoints are resolved together.
+const SERVICES: [Service; 3] = [EC2, SERVICE_QUOTAS, SAGEMAKER];
+
+/// Signed calls for one provider table: its credentials, timeouts, attempts and
+/// endpoints.
+pub struct Signed {
+    http: reqwest::Client,
+    identity: Identity,
+    attempts: u32,
+    /// The region the SDK chain resolved for the table.
+    region: String,
+    /// Endpoint overrides (table, then environment, then global) by service name;
+    /// absent: the public endpoint.
+    endpoints: BTreeMap<&'static str, String>,
+}
+
+/// Why one attempt failed.
+enum Failure {
+    /// No answer: connection refused, timeout, reset.
+    Transport(String),
+    /// An answer that is an error.
+    Answer {
+        status: u16,
+        code: String,
+        message: String,
+    },
+}
+
+/// AWS error codes that mean "slow down", worth retrying.
+const THROTTLED: &[&str] = &[
+    "RequestLimitExceeded",
+    "Throttling",
+    "ThrottlingException",
+    "TooManyRequestsException",
+    "RequestThrottled",
+];
+
+impl Signed {
+    /// The client for `ctx`'s provider table; `purpose` (`read EC2 capacity`) says in
+    /// errors what the credentials were wanted for. Each call is tried at most
+    /// `max_attempts` of the table, and at most `most_attempts` (at least once).
+    ///
+    /// Fails when the table is invalid or has no region, or no credentials are found.
+    pub async fn new(
+        ctx: &Ctx,
+        purpose: &str,
+        most_attempts: u32,
+    ) -> Result<Signed, ProviderError> {
+        let cfg = config::of(ctx)?;
+        let sdk = config::sdk_config(ctx.session(), &cfg).await?;
+        let provider = sdk.credentials_provider().ok_or_else(|| {
+            ProviderError::Config(format!(
+                "no AWS credentials provider to {purpose} with: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE; or run with --sandbox to try the stack without an account"
+            ))
+        })?;
+        let credentials = provider.provide_credentials().await.map_err(|e| {
+            ProviderError::Config(format!(
+                "no AWS credentials to {purpose} with: {}; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (run `aws sso login` for SSO profiles); or run with --sandbox to try the stack without an account",
+                aws_smithy_types::error::display::DisplayErrorContext(&e)
+            ))
+        })?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(cfg.connect_timeout_secs))
+            .timeout(Duration::from_secs(cfg.attempt_timeout_secs))
+            .build()
+            .map_err(|e| {
+                ProviderError::Config(format!("aws: the HTTP client to {purpose} with: {e}"))
+            })?;
+        let global = sdk.endpoint_url().map(str::to_string);
+        let endpoints = SERVICES
+            .iter()
+            .filter_map(|service| {
+                let url = cfg
+                    .endpoint_for(service.name)
+                    .map(str::to_string)
+                    .or_else(|| ctx.env(service.variable).filter(|v| !v.is_empty()))
+                    .or_else(|| global.clone())?;
+                Some((service.name, url))
+            })
+            .collect();
+        Ok(Signed {
+            http,
+            identity: Identity::from(credentials),
+            attempts: cfg.max_attempts.clamp(1, most_attempts.max(1)),
+            // `sdk_config` fails without a region, so this is never empty in practice.
+            region: sdk.region().map(|r| r.to_string()).unwrap_or_default(),
+            endpoints,
+        })
+    }
+
+    /// The region the table's SDK chain resolved: where the SDK clients call.
+    pub fn region(&self) -> &str {
+        &self.region
+    }
+
+    /// The URL of `service` in `region`: the override, else the public endpoint.
+    pub fn url(&self, service: &Service, region: &str) -> String {
+        match self.endpoints.get(service.name) {
+            Some(base) => format!("{}/", base.trim_end_matches('/')),
+            None => public_url(service.host, region),
+        }
+    }
+
+    /// One JSON 1.1 call: `operation` of `service` (`SageMaker.DescribePipeline`) in
+    /// `region` with `body`; the answer's document.
+    ///
+    /// Fails with `ProviderError::Api` naming the call (`sagemaker:DescribePipeline`),
+    /// with the answer's status, code (`__type` without its namespace) and message; with
+    /// status 0 when nothing answered; with status 200 when the answer is not JSON.
+    pub async fn json11(
+        &self,
+        service: &Service,
+        region: &str,
+        operation: &str,
+        body: &Value,
+    ) -> Result<Value, ProviderError> {
+        let call = format!("{}:{operation}", service.name);
+        let target = format!("{}.{operation}", service.target);
+        let text = self
+            .send(
+                &call,
+                service,
+                region,
+                &[
+                    ("content-type", "application/x-amz-json-1.1"),
+                    ("x-amz-target", target.as_str()),
+                ],
+                body.to_string().as_bytes(),
+                json_error,
+            )
+            .await?;
+        // An operation without output may answer with an empty body.
+        if text.trim().is_empty() {
+            return Ok(Value::Object(serde_json::Map::new()));
+        }
+        serde_json::from_str(&text).map_err(|e| {
+            ProviderError::api(
+                call,
+                200,
+                "",
+                format!("the answer is not JSON ({e}): {}", snippet(&text)),
+            )
+        })
+    }
+
+    /// Sends a signed POST of `body` for `call`, retrying throttling, 5xx answers and
+    /// lost connections; the answer's text on success. `read_error` reads an error
+    /// answer's code and message as the service's protocol writes them.
+    pub(crate) async fn send(
+        &self,
+        call: &str,
+        service: &Service,
+        region: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        read_error: fn(&str) -> (String, String),
+    ) -> Result<String, ProviderError> {
+        let url = self.url(service, region);
+        let mut attempt = 1;
+        loop {
+            let failure = match self
+                .attempt(service, region, &url, headers, body, read_error)
+                .await
+            {
+                Ok(text) => return Ok(text),
+                Err(failure) => failure,
+            };
+            let retry = match &failure {
+                Failure::Transport(_) => true,
+                Failure::Answer { status, code, .. } => {
+                    *status >= 500 || *status == 429 || THROTTLED.contains(&code.as_str())
+                }
+            };
+            if !retry || attempt >= self.attempts {
+                return Err(match failure {
+                    Failure::Transport(message) => ProviderError::api(call, 0, "", message),
+                    Failure::Answer {
+                        status,
+                        code,
+                        message,
+                    } => ProviderError::api(call, status, code, message),
+                });
+            }
+            // Exponential backoff from 200 ms, as the SDK clients are configured.
+            let delay = Duration::from_millis(200u64 << (attempt - 1).min(5));
+            tokio::time::sleep(delay).await;
+            attempt += 1;
+        }
+    }
+
+    async fn attempt(
+        &self,
+        service: &Service,
+        region: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        read_error: fn(&str) -> (String, String),
+    ) -> Result<String, Failure> {
+        let signed = self
+            .sign(service, region, url, headers, body)
+            .map_err(Failure::Transport)?;
+        let mut request = self.http.post(url).body(body.to_vec());
+        for (name, value) in headers.iter().copied() {
+            request = request.header(name, value);
+        }
+        for (name, value) in &signed {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let response = request
+            .send()
+            .await
+            .map_err(|e| Failure::Transport(chain(&e)))?;
+        let status = response.status().as_u16();
+        let text = response
+            .text()
+            .await
+            .map_err(|e| Failure::Transport(chain(&e)))?;
+        if (200..300).contains(&status) {
+            return Ok(text);
+        }
+        let (code, message) = read_error(&text);
+        Err(Failure::Answer {
+            status,
+            code,
+            message,
+        })
+    }
+
+    /// The SigV4 headers for a POST of `body` to `url`.
+    fn sign(
+        &self,
+        service: &Service,
+        region: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Result<Vec<(String, String)>, String> {
+        let params = SigningParams::builder()
+            .identity(&self.identity)
+            .region(region)
+            .name(service.name)
+            .time(SystemTime::now())
+            .settings(SigningSettings::default())
+            .build()
+            .map_err(|e| format!("signing parameters: {e}"))?
+            .into();
+        let request = SignableRequest::new(
+            "POST",
+            url,
+            headers.iter().copied(),
+            SignableBody::Bytes(body),
+        )
+        .map_err(|e| format!("the endpoint {url:?} is not a URL: {e}"))?;
+        let (instructions, _signature) = sign(request, &params)
+            .map_err(|e| format!("signing failed: {e}"))?
+            .into_parts();
+        Ok(instructions
+            .headers()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect())
+    }
+}
+
+/// `https://ec2.us-east-1.amazonaws.com/` for host `ec2`, `.com.cn` in the China
+/// regions.
+pub(crate) fn public_url(host: &str, region: &str) -> String {
+    let domain = if region.starts_with("cn-") {
+        "amazonaws.com.cn"
+    } else {
+        "amazonaws.com"
+    };
+    format!("https://{host}.{region}.{domain}/")
+}
+
+/// An error with its causes: `error sending request …: client error (Connect): tcp
+/// connect error: Connection refused (os error 111)`.
+fn chain(e: &reqwest::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// The first characters of an unexpected answer, on one line.
+pub(crate) fn snippet(text: &str) -> String {
+    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.is_empty() {
+        return "(empty)".to_string();
+    }
+    match one_line.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &one_line[..cut]),
+        None => one_line,
+    }
+}
+
+/// The code and message of a JSON 1.1 error (`{"__type": "…#Code", "message": …}`).
+pub(crate) fn json_error(text: &str) -> (String, String) {
+    let Ok(body) = serde_json::from_str::<Value>(text) else {
+        return (String::new(), snippet(text));
+    };
+    let kind = body["__type"]
+        .as_str()
+        .or(body["code"].as_str())
+        .unwrap_or_default();
+    let code = kind.rsplit('#').next().unwrap_or(kind);
+    // Some services append the error's documentation URL after a colon.
+    let code = code.split(':').next().unwrap_or(code);
+    let message = body["message"]
+        .as_str()
+        .or(body["Message"].as_str())
+        .unwrap_or_default();
+    (code.to_string(), message.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use terrain_sandbox::{Options, Sandbox, Timing};
+
+    use super::*;
+    use crate::session::Session;
+
+    async fn sandbox() -> Sandbox {
+        Sandbox::start(Options {
+            timing: Timing::instant(),
+            ..Options::default()
+        })
+        .await
+        .expect("the sandbox starts")
+    }
+
+    /// A context with `table` as `[providers.aws]` and `env` as its whole environment.
+    fn ctx(table: Value, env: &[(&'static str, &'static str)]) -> Ctx {
+        let env: BTreeMap<&'static str, &'static str> = env.iter().copied().collect();
+        Ctx::new("sagemaker_pipeline.train", table).in_run(
+            Session::new(),
+            Arc::new(move |name: &str| env.get(name).map(|v| v.to_string())),
+        )
+    }
+
+    #[test]
+    fn every_service_is_one_the_table_can_point_elsewhere() {
+        for service in SERVICES {
+            assert!(
+                config::SERVICES.contains(&service.name),
+                "endpoints.{} is not accepted by [providers.aws]",
+                service.name
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn endpoints_come_from_the_table_then_the_environment_then_the_public_ones() {
+        let table = json!({
+            "region": "eu-west-1",
+            "sandbox": true,
+            "endpoints": {"ec2": "http://127.0.0.1:1/ec2/"},
+        });
+        let env = [("AWS_ENDPOINT_URL_SAGEMAKER", "http://127.0.0.1:2")];
+        let signed = Signed::new(&ctx(table, &env), "test", 5)
+            .await
+            .expect("a client");
+        assert_eq!(signed.region(), "eu-west-1");
+        assert_eq!(signed.url(&EC2, "eu-west-1"), "http://127.0.0.1:1/ec2/");
+        assert_eq!(signed.url(&SAGEMAKER, "eu-west-1"), "http://127.0.0.1:2/");
+        assert_eq!(
+            signed.url(&SERVICE_QUOTAS, "cn-north-1"),
+            "https://servicequotas.cn-north-1.amazonaws.com.cn/"
+        );
+        // One endpoint for every service beats the environment's per-service one.
+        let table =
+            json!({"region": "eu-west-1", "sandbox": true, "endpoint": "http://127.0.0.1:3"});
+        let signed = Signed::new(&ctx(table, &env), "test", 5)
+            .await
+            .expect("a client");
+        assert_eq!(signed.url(&SAGEMAKER, "eu-west-1"), "http://127.0.0.1:3/");
+        let table = json!({"region": "eu-west-1", "sandbox": true});
+        let signed = Signed::new(&ctx(table, &[]), "test", 5)
+            .await
+            .expect("a client");
+        assert_eq!(
+            signed.url(&SAGEMAKER, "eu-west-1"),
+            "https://api.sagemaker.eu-west-1.amazonaws.com/"
+        );
+        assert_eq!(
+            signed.url(&SAGEMAKER, "cn-northwest-1"),
+            "https://api.sagemaker.cn-northwest-1.amazonaws.com.cn/"
+        );
+    }
+
+    #[tokio::test]
+    async fn attempts_are_the_tables_capped_by_the_caller() {
+        let table = json!({"region": "us-east-1", "sandbox": true, "max_attempts": 4});
+        let attempts = |cap| {
+            let table = table.clone();
+            async move {
+                Signed::new(&ctx(table, &[]), "test", cap)
+                    .await
+                    .expect("a client")
+                    .attempts
+            }
+        };
+        assert_eq!(attempts(2).await, 2);
+        assert_eq!(attempts(u32::MAX).await, 4);
+        assert_eq!(attempts(0).await, 1, "always one attempt");
+    }
+
+    #[tokio::test]
+    async fn json_calls_are_accepted_by_the_sandbox_and_errors_name_the_call() {
+        let sandbox = sandbox().await;
+        let table = json!({"region": "us-east-1", "endpoint": sandbox.url(), "sandbox": true, "max_attempts": 2});
+        let signed = Signed::new(&ctx(table, &[]), "test", u32::MAX)
+            .await
+            .expect("a client");
+        let definition = json!({"Version": "2020-12-01", "Steps": [{"Name": "Train", "Type": "Training", "Arguments": {}}]});
+        let created = signed
+            .json11(
+                &SAGEMAKER,
+                "us-east-1",
+                "CreatePipeline",
+                &json!({
+                    "PipelineName": "abalone",
+                    "RoleArn": "arn:aws:iam::123456789012:role/SageMakerExecution",
+                    "PipelineDefinition": definition.to_string(),
+                }),
+            )
+            .await
+            .expect("created");
+        let arn = created["PipelineArn"].as_str().unwrap_or_default();
+        assert_eq!(
+            arn,
+            "arn:aws:sagemaker:us-east-1:123456789012:pipeline/abalone"
+        );
+        // A 503 is retried: the second attempt is answered.
+        sandbox.faults().burst(503, 1, 0);
+        let described = signed
+            .json11(
+                &SAGEMAKER,
+                "us-east-1",
+                "DescribePipeline",
+                &json!({"PipelineName": "abalone"}),
+            )
+            .await
+            .expect("described");
+        assert_eq!(described["PipelineArn"], arn);
+        let e = signed
+            .json11(
+                &SAGEMAKER,
+                "us-east-1",
+                "DescribePipeline",
+                &json!({"PipelineName": "missing"}),
+            )
+            .await
+            .expect_err("no such pipeline");
+        assert!(super::super::is_not_found(&e), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "sagemaker:DescribePipeline failed: 400 ResourceNotFound: Pipeline 'arn:aws:sagemaker:us-east-1:123456789012:pipeline/missing' does not exist."
+        );
+        sandbox.shutdown().await;
+    }
+
+    #[test]
+    fn json_errors_are_read_with_or_without_a_namespace() {
+        assert_eq!(
+            json_error(
+                r#"{"__type": "com.amazonaws.sagemaker#ResourceNotFound", "Message": "gone"}"#
+            ),
+            ("ResourceNotFound".to_string(), "gone".to_string())
+        );
+        assert_eq!(
+            json_error(r#"{"__type": "ValidationException", "message": "bad"}"#),
+            ("ValidationException".to_string(), "bad".to_string())
+        );
+        assert_eq!(json_error(""), (String::new(), "(empty)".to_string()));
+        assert_eq!(snippet(&"x ".repeat(300)).chars().count(), 201);
+    }
+}

@@ -1,0 +1,410 @@
+//! `eks_cluster` and `eks_node_group` end to end, driven through the untyped adapter as
+//! the engine drives them: against moto (the third-party AWS emulator, so the SDK calls
+//! and their shapes are checked against someone else's idea of EKS) and against the
+//! sandbox's EKS, which also serves each cluster's Kubernetes API — so the cluster's
+//! `kubernetes` output, with its EKS token, must really connect.
+//!
+//! Lifecycle in both: create cluster → read back equals the spec → update logging and
+//! tags → create a Spot GPU node group with a taint → update scaling, labels and taints
+//! → read back → a cluster delete is refused while the group exists, naming it → delete
+//! the group → delete the cluster → read is None; deleting again is Ok.
+
+use crate::support::aws as support;
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde_json::{json, Value};
+use terrain_providers::aws::eks_cluster::EksCluster;
+use terrain_providers::aws::eks_node_group::EksNodeGroup;
+use terrain_providers::{Adapter, Ctx, ProviderError, Resource};
+
+fn cluster_kind() -> Adapter<EksCluster> {
+    Adapter::new(EksCluster)
+}
+
+fn node_group_kind() -> Adapter<EksNodeGroup> {
+    Adapter::new(EksNodeGroup)
+}
+
+/// A context that keeps the progress messages it is sent.
+fn recording(address: &str, config: &Value) -> (Ctx, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
+    let ctx = Ctx::new(address, config.clone()).with_reporter(Arc::new(move |m: &str| {
+        sink.lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(m.to_string())
+    }));
+    (ctx, seen)
+}
+
+/// A spec as plans compare it: defaults filled, absent and null the same.
+fn planned(kind: &dyn Resource, spec: &Value) -> Value {
+    without_nulls(&kind.schema().with_defaults(spec))
+}
+
+fn without_nulls(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), without_nulls(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_nulls).collect()),
+        other => other.clone(),
+    }
+}
+
+fn cluster_spec() -> Value {
+    json!({
+        "name": "ml",
+        "version": "1.31",
+        "role_arn": "arn:aws:iam::123456789012:role/eks-cluster",
+        "subnet_ids": ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
+        "tags": {"team": "ml"},
+    })
+}
+
+fn node_group_spec() -> Value {
+    json!({
+        "cluster_name": "ml",
+        "name": "gpu",
+        "node_role_arn": "arn:aws:iam::123456789012:role/eks-node",
+        "subnet_ids": ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
+        "instance_types": ["g5.xlarge"],
+        "capacity_type": "SPOT",
+        "scaling": {"min": 0, "max": 2, "desired": 1},
+        "labels": {"workload": "training", "team": "ml"},
+        "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
+    })
+}
+
+/// Reads `id` and checks the live spec is what the stack asked for.
+async fn read_back(
+    kind: &dyn Resource,
+    ctx: &Ctx,
+    id: &str,
+    spec: &Value,
+) -> Result<Value, ProviderError> {
+    let wanted = kind.schema().with_defaults(spec);
+    let observed = kind
+        .read(ctx, id, &wanted)
+        .await?
+        .unwrap_or_else(|| panic!("{id} exists"));
+    assert_eq!(observed.id, id);
+    assert_eq!(
+        without_nulls(&observed.spec),
+        planned(kind, spec),
+        "{id} reads back as its spec"
+    );
+    Ok(observed.outputs)
+}
+
+/// What the lifecycle leaves for emulator-specific checks.
+struct Lifecycle {
+    cluster_outputs: Value,
+    node_group_outputs: Value,
+}
+
+/// The shared lifecycle up to the updated node group (both objects still exist).
+async fn create_and_update(config: &Value) -> Result<Lifecycle, ProviderError> {
+    let clusters = cluster_kind();
+    let groups = node_group_kind();
+    let (ctx, progress) = recording("eks_cluster.ml", config);
+
+    let spec = cluster_spec();
+    assert!(clusters
+        .validate(&clusters.schema().with_defaults(&spec), config)
+        .is_empty());
+    assert_eq!(
+        clusters.planned_id(&clusters.schema().with_defaults(&spec), config),
+        Some("ml".to_string())
+    );
+    let created = clusters
+        .create(&ctx, &clusters.schema().with_defaults(&spec))
+        .await?;
+    assert_eq!(created.id, "ml");
+    assert_eq!(without_nulls(&created.spec), planned(&clusters, &spec));
+    assert_eq!(created.outputs["status"], "ACTIVE");
+    assert!(
+        created.outputs["arn"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("arn:aws:eks:us-east-1:") && a.ends_with(":cluster/ml")),
+        "{}",
+        created.outputs["arn"]
+    );
+    assert!(progress
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .all(|m| m.starts_with("creating EKS cluster ml")));
+    read_back(&clusters, &ctx, "ml", &spec).await?;
+
+    // Creating it again from the same address adopts it; from another, it is refused.
+    let again = clusters
+        .create(&ctx, &clusters.schema().with_defaults(&spec))
+        .await?;
+    assert_eq!(again.id, "ml");
+    let stranger = clusters
+        .create(
+            &Ctx::new("eks_cluster.other", config.clone()),
+            &clusters.schema().with_defaults(&spec),
+        )
+        .await
+        .expect_err("not ours");
+    assert!(
+        stranger
+            .to_string()
+            .contains("terrain import eks_cluster.other ml"),
+        "{stranger}"
+    );
+
+    // Logging and tags change in place.
+    let mut updated = cluster_spec();
+    updated["logging"] = json!(["api", "audit"]);
+    updated["tags"] = json!({"team": "ml", "cost-center": "research"});
+    let after = clusters
+        .update(
+            &ctx,
+            "ml",
+            &clusters.schema().with_defaults(&spec),
+            &clusters.schema().with_defaults(&updated),
+        )
+        .await?;
+    assert_eq!(without_nulls(&after.spec), planned(&clusters, &updated));
+    let cluster_outputs = read_back(&clusters, &ctx, "ml", &updated).await?;
+
+    // A GPU node group on Spot capacity, tainted for GPU work.
+    let ng_ctx = Ctx::new("eks_node_group.gpu", config.clone());
+    let ng = node_group_spec();
+    assert!(groups
+        .validate(&groups.schema().with_defaults(&ng), config)
+        .is_empty());
+    let made = groups
+        .create(&ng_ctx, &groups.schema().with_defaults(&ng))
+        .await?;
+    assert_eq!(made.id, "ml/gpu");
+    assert_eq!(without_nulls(&made.spec), planned(&groups, &ng));
+    assert_eq!(
+        made.outputs["placement"],
+        json!({
+            "pool": "gpu",
+            "node_selector": {"eks.amazonaws.com/nodegroup": "gpu"},
+            "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
+            "accelerator": {"type": "g5.xlarge", "count": 1},
+            "tpu": null,
+            "spot": true,
+        })
+    );
+    read_back(&groups, &ng_ctx, "ml/gpu", &ng).await?;
+
+    // Scaling, labels and taints change in place in one update.
+    let mut ng2 = node_group_spec();
+    ng2["scaling"] = json!({"min": 1, "max": 3, "desired": 2});
+    ng2["labels"] = json!({"workload": "inference", "tier": "gpu"});
+    ng2["taints"] = json!([
+        {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"},
+        {"key": "dedicated", "effect": "NO_EXECUTE"},
+    ]);
+    let changed = groups
+        .update(
+            &ng_ctx,
+            "ml/gpu",
+            &groups.schema().with_defaults(&ng),
+            &groups.schema().with_defaults(&ng2),
+        )
+        .await?;
+    assert_eq!(without_nulls(&changed.spec), planned(&groups, &ng2));
+    let node_group_outputs = read_back(&groups, &ng_ctx, "ml/gpu", &ng2).await?;
+    assert_eq!(
+        node_group_outputs["placement"]["taints"],
+        json!([
+            {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+            {"key": "dedicated", "value": null, "effect": "NoExecute"},
+        ])
+    );
+    Ok(Lifecycle {
+        cluster_outputs,
+        node_group_outputs,
+    })
+}
+
+/// The shared teardown: the cluster refuses to go while the group exists, then both go,
+/// and deleting again succeeds.
+async fn tear_down(config: &Value) -> Result<(), ProviderError> {
+    let clusters = cluster_kind();
+    let groups = node_group_kind();
+    let ctx = Ctx::new("eks_cluster.ml", config.clone());
+    let ng_ctx = Ctx::new("eks_node_group.gpu", config.clone());
+    let spec = clusters.schema().with_defaults(&cluster_spec());
+    let ng = groups.schema().with_defaults(&node_group_spec());
+
+    let refused = clusters
+        .delete(&ctx, "ml", &spec)
+        .await
+        .expect_err("node groups remain");
+    let m = refused.to_string();
+    assert!(
+        m.starts_with("eks:DeleteCluster failed:") && m.contains("ResourceInUseException"),
+        "{m}"
+    );
+    assert!(m.contains("still has node groups gpu"), "{m}");
+
+    groups.delete(&ng_ctx, "ml/gpu", &ng).await?;
+    assert!(groups.read(&ng_ctx, "ml/gpu", &ng).await?.is_none());
+    groups.delete(&ng_ctx, "ml/gpu", &ng).await?;
+
+    clusters.delete(&ctx, "ml", &spec).await?;
+    assert!(clusters.read(&ctx, "ml", &spec).await?.is_none());
+    clusters.delete(&ctx, "ml", &spec).await?;
+    // The group of a deleted cluster is gone too, and deleting it stays idempotent.
+    assert!(groups.read(&ng_ctx, "ml/gpu", &ng).await?.is_none());
+    groups.delete(&ng_ctx, "ml/gpu", &ng).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn eks_lifecycle_against_moto() -> Result<(), ProviderError> {
+    support::env();
+    let moto = support::Moto::start();
+    let config = support::config(&moto.url);
+
+    let life = create_and_update(&config).await?;
+    // moto makes clusters ACTIVE at once, answers UpdateClusterConfig with the cluster
+    // rather than an update to follow, reports its node group updates Successful at
+    // once and has no UpdateClusterVersion: version upgrades and waiting on real
+    // transitions are checked against the sandbox only. Its CA data is random text, not
+    // a certificate, so the connection itself is checked there too.
+    let k = &life.cluster_outputs["kubernetes"];
+    assert_eq!(k["flavor"], "eks");
+    assert_eq!(k["name"], "ml");
+    assert_eq!(
+        k["auth"],
+        json!({"type": "aws", "cluster_name": "ml", "region": "us-east-1", "sts_endpoint": moto.url})
+    );
+    assert!(
+        k["host"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("https://")),
+        "{k}"
+    );
+    assert_eq!(life.node_group_outputs["status"], "ACTIVE");
+
+    tear_down(&config).await
+}
+
+#[tokio::test]
+async fn eks_lifecycle_against_the_sandbox() -> Result<(), ProviderError> {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, ListParams};
+    use terrain_providers::kubernetes::connect;
+    use terrain_sandbox::{Options, Sandbox, Timing};
+
+    support::env();
+    let sandbox = Sandbox::start(Options {
+        timing: Timing::scaled(0.01),
+        ..Default::default()
+    })
+    .await
+    .expect("sandbox starts");
+    let config = support::config(&sandbox.url());
+
+    let life = create_and_update(&config).await?;
+
+    // The `kubernetes` output connects: the client signs an EKS token, which the
+    // sandbox's API server checks, and the node group's nodes are there.
+    let k = &life.cluster_outputs["kubernetes"];
+    assert!(
+        k["ca_certificate"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("-----BEGIN CERTIFICATE-----")),
+        "{k}"
+    );
+    let client = connect::client(&Ctx::new("eks_cluster.ml", serde_json::json!({})), k).await?;
+    let nodes: Api<Node> = Api::all(client.kube());
+    let listed = nodes
+        .list(&ListParams::default().labels("eks.amazonaws.com/nodegroup=gpu"))
+        .await
+        .map_err(|e| ProviderError::api("kubernetes list nodes", 0, "", e.to_string()))?;
+    assert_eq!(listed.items.len(), 2, "desired = 2 after the update");
+    for node in &listed.items {
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        assert_eq!(
+            labels
+                .get("eks.amazonaws.com/capacityType")
+                .map(String::as_str),
+            Some("SPOT")
+        );
+        assert_eq!(labels.get("tier").map(String::as_str), Some("gpu"));
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        assert!(
+            taints
+                .iter()
+                .any(|t| t.key == "dedicated" && t.effect == "NoExecute"),
+            "{taints:?}"
+        );
+        let gpus = node
+            .status
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref())
+            .and_then(|c| c.get("nvidia.com/gpu"))
+            .map(|q| q.0.clone());
+        assert_eq!(gpus.as_deref(), Some("1"), "a g5.xlarge has one GPU");
+    }
+
+    // Version upgrades go one minor version at a time, refused before any call
+    // otherwise, and followed to the end with progress.
+    let clusters = cluster_kind();
+    let (ctx, progress) = recording("eks_cluster.ml", &config);
+    let mut current = cluster_spec();
+    current["logging"] = json!(["api", "audit"]);
+    current["tags"] = json!({"team": "ml", "cost-center": "research"});
+    let mut skip = current.clone();
+    skip["version"] = json!("1.33");
+    let refused = clusters
+        .update(
+            &ctx,
+            "ml",
+            &clusters.schema().with_defaults(&current),
+            &clusters.schema().with_defaults(&skip),
+        )
+        .await
+        .expect_err("two minor versions at once");
+    assert!(
+        refused.to_string().contains("set version = \"1.32\""),
+        "{refused}"
+    );
+    read_back(&clusters, &ctx, "ml", &current).await?;
+    let mut next = current.clone();
+    next["version"] = json!("1.32");
+    let upgraded = clusters
+        .update(
+            &ctx,
+            "ml",
+            &clusters.schema().with_defaults(&current),
+            &clusters.schema().with_defaults(&next),
+        )
+        .await?;
+    assert_eq!(upgraded.spec["version"], "1.32");
+    assert!(
+        progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|m| m.starts_with("upgrading 1.31 → 1.32")),
+        "progress names the upgrade"
+    );
+    let health = clusters
+        .health(&ctx, "ml", &clusters.schema().with_defaults(&next))
+        .await?;
+    assert!(health.ready, "{health:?}");
+
+    tear_down(&config).await?;
+    sandbox.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,7 @@
+//! What the AWS tests share (here and in the root crate's `aws_chain` tests): test
+//! credentials in the environment, a moto server, and a proxy in front of it.
+
+#![allow(dead_code)]
+
+pub mod aws;
+pub mod moto_proxy;

@@ -1,0 +1,163 @@
+//! The GCP provider as a user drives it: the real `terrain` binary against the
+//! sandbox's Google APIs (reached through gcloud's endpoint-override variables), with
+//! checked-in expected output. The stack is the "done when": an Autopilot
+//! cluster, a Standard cluster with a Spot GPU pool (autoscaling 0–4, tainted) and a TPU
+//! pool, a Filestore instance and a GCS bucket.
+
+use crate::common;
+
+use common::{expect_file, Sandbox};
+use terrain_sandbox::{Options, Sandbox as Cloud, Timing};
+
+struct Env {
+    cloud: Cloud,
+    vars: Vec<(String, String)>,
+}
+
+impl Env {
+    async fn new(work: &Sandbox) -> Self {
+        let cloud = Cloud::start(Options {
+            timing: Timing::scaled(0.002),
+            ..Options::default()
+        })
+        .await
+        .expect("sandbox starts");
+        work.write("token", "sandbox-token\n");
+        let e = cloud.gcp_endpoints();
+        let vars = vec![
+            (
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER".to_string(),
+                e.container,
+            ),
+            ("CLOUDSDK_API_ENDPOINT_OVERRIDES_FILE".to_string(), e.file),
+            (
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE".to_string(),
+                e.storage,
+            ),
+            // The plan's capacity preflight reads Compute Engine and Cloud TPU.
+            (
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE".to_string(),
+                e.compute,
+            ),
+            ("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU".to_string(), e.tpu),
+            (
+                "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE".to_string(),
+                work.join("token").display().to_string(),
+            ),
+        ];
+        Self { cloud, vars }
+    }
+
+    fn run(&self, work: &Sandbox, args: &[&str]) -> common::Run {
+        let envs: Vec<(&str, &str)> = self
+            .vars
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        work.run_env(args, &envs)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gcp_stack_applies_replans_clean_updates_replaces_and_destroys() {
+    let work = Sandbox::with_fixture("gcp-ml");
+    let env = Env::new(&work).await;
+
+    let plan = env.run(&work, &["plan", "--detailed-exitcode"]);
+    plan.expect_code(2);
+    expect_file("gcp/plan-create.txt", &plan.stdout);
+
+    env.run(&work, &["apply", "--auto-approve"]).success();
+    env.run(&work, &["plan", "--detailed-exitcode"])
+        .expect_code(0);
+
+    let update = env.run(
+        &work,
+        &["plan", "--var", "gpu_max_nodes=5", "--detailed-exitcode"],
+    );
+    update.expect_code(2);
+    expect_file("gcp/plan-autoscaling.txt", &update.stdout);
+    env.run(
+        &work,
+        &["apply", "--auto-approve", "--var", "gpu_max_nodes=5"],
+    )
+    .success();
+    env.run(
+        &work,
+        &["plan", "--var", "gpu_max_nodes=5", "--detailed-exitcode"],
+    )
+    .expect_code(0);
+
+    let replace = env.run(
+        &work,
+        &[
+            "plan",
+            "--var",
+            "gpu_max_nodes=5",
+            "--var",
+            "gpu_machine_type=n1-standard-8",
+            "--detailed-exitcode",
+        ],
+    );
+    replace.expect_code(2);
+    expect_file("gcp/plan-machine-type.txt", &replace.stdout);
+
+    let destroy = env.run(
+        &work,
+        &["destroy", "--auto-approve", "--var", "gpu_max_nodes=5"],
+    );
+    destroy.success();
+    env.run(
+        &work,
+        &["plan", "--var", "gpu_max_nodes=5", "--detailed-exitcode"],
+    )
+    .expect_code(2);
+    let calls = env.cloud.traffic();
+    assert!(
+        calls.iter().all(|x| x.status != 401),
+        "every call carried the token"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retired_gpu_and_bad_tpu_topology_are_refused_offline() {
+    let work = Sandbox::with_fixture("gcp-ml");
+    let stack = std::fs::read_to_string(work.join("stack.toml")).expect("read stack");
+    let broken = stack
+        .replace("type = \"nvidia-tesla-t4\"", "type = \"nvidia-tesla-k80\"")
+        .replace("topology = \"2x4\"", "topology = \"3x3\"");
+    work.write("stack.toml", &broken);
+    let run = work.run(&["validate"]);
+    run.failure();
+    expect_file("gcp/validate-retired-gpu.txt", &run.stderr);
+}
+
+#[test]
+fn missing_credentials_say_what_to_set() {
+    let work = Sandbox::with_fixture("gcp-ml");
+    // Endpoints that nothing serves: the run must stop at credentials, before any call.
+    let run = work.run_env(
+        &[
+            "apply",
+            "--auto-approve",
+            "--target",
+            "gcs_bucket.pipelines",
+        ],
+        &[(
+            "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE",
+            "http://127.0.0.1:9/storage/",
+        )],
+    );
+    run.failure();
+    assert!(
+        run.stderr
+            .contains("gcs_bucket.pipelines: provider configuration: no Google credentials found"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("GOOGLE_APPLICATION_CREDENTIALS"),
+        "{}",
+        run.stderr
+    );
+}

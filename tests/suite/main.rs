@@ -1,0 +1,35 @@
+//! The root crate's integration tests, one binary: the CLI and end-to-end tests against
+//! the sandbox, the engine against the call-recording test provider, the contract checks.
+//! One binary links the workspace once instead of once per file; every test keeps its own
+//! working directory, environment (passed to the commands it runs) and child processes.
+//! The tests that read AWS credentials from the process environment are in `aws_chain`.
+
+#[path = "../common/mod.rs"]
+mod common;
+#[path = "../contract/mod.rs"]
+mod contract;
+
+mod aws_cli;
+mod bad_stacks;
+mod capacity;
+mod cli;
+mod cost;
+mod crash;
+mod engine;
+mod fmt;
+mod gcp;
+mod gcp_cli;
+mod graph_picture;
+mod import_write;
+mod kubernetes_cli;
+mod kubernetes_manifests;
+mod official_clients;
+mod plan_json;
+mod policy;
+mod readme;
+mod review;
+mod sandbox_cli;
+mod stacks;
+mod state_backend;
+mod state_gcs;
+mod stockout;
