@@ -52,7 +52,11 @@ impl Engine {
     /// The resource's spec evaluated against `state`: references to applied resources
     /// resolve, others stay unknown (what `render` shows, and `import` hands the
     /// provider).
-    pub(crate) fn spec_from_state(&self, address: &Address, state: &State) -> Result<Value, InspectError> {
+    pub(crate) fn spec_from_state(
+        &self,
+        address: &Address,
+        state: &State,
+    ) -> Result<Value, InspectError> {
         let rc = self
             .stack
             .resources

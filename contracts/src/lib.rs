@@ -170,7 +170,11 @@ mod tests {
                 unlisted.push(rel.to_string());
             }
         });
-        assert_eq!(unlisted, Vec::<String>::new(), "files without a manifest entry");
+        assert_eq!(
+            unlisted,
+            Vec::<String>::new(),
+            "files without a manifest entry"
+        );
     }
 
     fn walk(root: &Path, at: &Path, seen: &mut dyn FnMut(&str)) {

@@ -4,8 +4,8 @@
 //! a served sandbox, the second refused at once naming the holder, a third waiting for
 //! the lock with `--lock-timeout`.
 
-use crate::support::aws as aws_support;
 use crate::common;
+use crate::support::aws as aws_support;
 use crate::support::moto_proxy;
 
 use std::process::Stdio;

@@ -18,8 +18,8 @@
 //! [`MotoProxy`], which corrects that and records request lines for the refresh count.
 //! Conditional writes (`If-None-Match: *`, `If-Match`) behave as in S3 in both.
 
-use crate::support::moto_proxy;
 use crate::support::aws as support;
+use crate::support::moto_proxy;
 
 use std::collections::BTreeMap;
 

@@ -9,9 +9,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use crate::common;
 use common::{assert_botocore, reference};
+use serde_json::{json, Value};
 use terrain_sandbox::{Options, Sandbox, Timing};
 
 const REGION: &str = "us-east-1";
