@@ -8,7 +8,6 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 # The sandbox's Redis pods run a real redis-server; mold links faster when it can be
 # installed.
 bash "$here/scripts/deps.sh" redis
-. "$here/scripts/build-env.sh"
 cd "$here"
 start=$SECONDS
 cargo build --quiet --bin terrain

@@ -17,7 +17,7 @@ apt_install() {
 missing=()
 command -v python3 >/dev/null 2>&1 || missing+=(python3 python3-pip)
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
-# mold, a faster linker (scripts/build-env.sh uses it when present): optional, so a
+# mold, a faster linker (scripts/linker uses it when present): optional, so a
 # machine whose packages lack it still gets the rest.
 optional=()
 command -v mold >/dev/null 2>&1 || optional+=(mold)

@@ -27,7 +27,6 @@ done
 # (behind the sandbox's Redis pods), kubernetes-validate (rendered manifests), moto and
 # the aws CLI; mold links faster when it can be installed.
 bash scripts/deps.sh
-. scripts/build-env.sh
 # The libraries, binaries and test binaries (examples are type-checked: they build no
 # test). The same targets the run below uses, so it compiles nothing.
 targets=(--workspace --lib --tests)
