@@ -16,7 +16,7 @@ use aws_sdk_s3::Client;
 use aws_smithy_runtime_api::http::Response as HttpResponse;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use serde_json::json;
-use terrain_providers::Ctx;
+use terrain_providers::{Ctx, EnvFn, Session};
 use tokio::sync::OnceCell;
 
 use super::remote::{Objects, Remote};
@@ -46,6 +46,8 @@ pub struct S3Settings {
 /// The bucket of an S3 state, as the remote protocol ([`Remote`]) uses it.
 pub struct S3Objects {
     settings: S3Settings,
+    /// The environment the AWS credential chain reads (keys, region).
+    env: EnvFn,
     client: OnceCell<Client>,
 }
 
@@ -79,11 +81,19 @@ where
 }
 
 impl S3Backend {
+    /// The state `settings` name, with the credentials the process environment gives.
     pub fn new(settings: S3Settings) -> Self {
+        Self::in_env(settings, terrain_providers::session::process_env())
+    }
+
+    /// The state `settings` name, with the credentials environment `env` gives (the
+    /// tests' own, beside others in one process).
+    pub fn in_env(settings: S3Settings, env: EnvFn) -> Self {
         let key = settings.key.clone();
         Remote::with(
             S3Objects {
                 settings,
+                env,
                 client: OnceCell::new(),
             },
             key,
@@ -116,7 +126,9 @@ impl S3Objects {
                     "endpoint": s.endpoint,
                     "sandbox": s.sandbox,
                 });
-                terrain_providers::aws::config::s3(&Ctx::new(self.location(), config))
+                let ctx =
+                    Ctx::new(self.location(), config).in_run(Session::new(), self.env.clone());
+                terrain_providers::aws::config::s3(&ctx)
                     .await
                     .map_err(|e| StateError::Config {
                         location: self.location(),

@@ -1,13 +1,15 @@
 //! The root crate's integration tests, one binary: the CLI and end-to-end tests against
 //! the sandbox, the engine against the call-recording test provider, the contract checks.
 //! One binary links the workspace once instead of once per file; every test keeps its own
-//! working directory, environment (passed to the commands it runs) and child processes.
-//! The tests that read AWS credentials from the process environment are in `aws_chain`.
+//! working directory, environment (passed to the commands it runs and to the contexts it
+//! makes, never set on the process) and child processes.
 
 #[path = "../common/mod.rs"]
 mod common;
 #[path = "../contract/mod.rs"]
 mod contract;
+#[path = "../../providers/tests/support/mod.rs"]
+mod support;
 
 mod aws_cli;
 mod bad_stacks;
@@ -32,4 +34,6 @@ mod sandbox_cli;
 mod stacks;
 mod state_backend;
 mod state_gcs;
+mod state_s3;
 mod stockout;
+mod team_cli;

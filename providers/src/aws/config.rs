@@ -1,7 +1,8 @@
 //! `[providers.aws]`: region, profile, endpoint overrides, retries and timeouts, and the
 //! SDK clients built from them. Credentials come from the SDK's default chain
-//! (environment, shared profile, SSO, container and instance metadata); a stack never
-//! holds keys. Clients are built once per distinct configuration and shared, because
+//! (environment, shared profile, SSO, container and instance metadata), its environment
+//! step read from the run's environment as the engine passes it; a stack never holds
+//! keys. Clients are built once per distinct configuration and shared, because
 //! loading the chain may read files or call the metadata service.
 //!
 //! ```toml
@@ -297,11 +298,31 @@ type Loaded = Mutex<BTreeMap<String, SdkConfig>>;
 /// timeouts (endpoints are set per client). Loaded once per provider table in a run
 /// (kept in its session), so every client of one provider instance shares one
 /// credentials cache.
+///
+/// The environment is the run's (`env`, what the engine passes down), not read behind
+/// its back: keys in `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` (and
+/// `AWS_SESSION_TOKEN`) are the credentials, as they are first in the SDK's chain, and
+/// `AWS_REGION`/`AWS_DEFAULT_REGION` the region where the table names none; the rest
+/// of the chain (profiles, SSO, metadata) is the SDK's. A table naming a `profile`
+/// takes its credentials from that profile.
 pub async fn sdk_config(
     session: &crate::Session,
+    env: &crate::EnvFn,
     cfg: &AwsConfig,
 ) -> Result<SdkConfig, ProviderError> {
-    let key = format!("{cfg:?}");
+    let var = |name: &str| env(name).filter(|v| !v.is_empty());
+    let keys = match (&cfg.profile, cfg.sandbox) {
+        (None, false) => var("AWS_ACCESS_KEY_ID").zip(var("AWS_SECRET_ACCESS_KEY")),
+        _ => None,
+    };
+    let region = cfg
+        .region
+        .clone()
+        .or_else(|| var("AWS_REGION"))
+        .or_else(|| var("AWS_DEFAULT_REGION"));
+    // Runs with other keys or regions load apart (the key id names them, never the
+    // secret).
+    let key = format!("{cfg:?} {region:?} {:?}", keys.as_ref().map(|(id, _)| id));
     let cache = session.slot::<Loaded>("aws.sdk_configs");
     if let Some(found) = cache
         .lock()
@@ -323,8 +344,8 @@ pub async fn sdk_config(
     let mut loader = aws_config::defaults(BehaviorVersion::latest())
         .retry_config(retry)
         .timeout_config(timeouts);
-    if let Some(region) = &cfg.region {
-        loader = loader.region(Region::new(region.clone()));
+    if let Some(region) = region {
+        loader = loader.region(Region::new(region));
     }
     if let Some(profile) = &cfg.profile {
         loader = loader.profile_name(profile);
@@ -336,6 +357,15 @@ pub async fn sdk_config(
             None,
             None,
             "terrain-sandbox",
+        ));
+    }
+    if let Some((id, secret)) = keys {
+        loader = loader.credentials_provider(aws_credential_types::Credentials::new(
+            id,
+            secret,
+            var("AWS_SESSION_TOKEN"),
+            None,
+            "Environment",
         ));
     }
     let loaded = loader.load().await;
@@ -364,7 +394,7 @@ pub fn of(ctx: &Ctx) -> Result<AwsConfig, ProviderError> {
 /// An EKS client for `ctx`'s provider table.
 pub async fn eks(ctx: &Ctx) -> Result<aws_sdk_eks::Client, ProviderError> {
     let cfg = of(ctx)?;
-    let sdk = sdk_config(ctx.session(), &cfg).await?;
+    let sdk = sdk_config(ctx.session(), ctx.env_fn(), &cfg).await?;
     let mut b = aws_sdk_eks::config::Builder::from(&sdk);
     if let Some(url) = cfg.endpoint_for("eks") {
         b = b.endpoint_url(url);
@@ -376,7 +406,7 @@ pub async fn eks(ctx: &Ctx) -> Result<aws_sdk_eks::Client, ProviderError> {
 /// is overridden (emulators on loopback have no per-bucket host names).
 pub async fn s3(ctx: &Ctx) -> Result<aws_sdk_s3::Client, ProviderError> {
     let cfg = of(ctx)?;
-    let sdk = sdk_config(ctx.session(), &cfg).await?;
+    let sdk = sdk_config(ctx.session(), ctx.env_fn(), &cfg).await?;
     let mut b = aws_sdk_s3::config::Builder::from(&sdk);
     if let Some(url) = cfg.endpoint_for("s3") {
         b = b.endpoint_url(url);
@@ -558,5 +588,72 @@ mod tests {
             catalog_region(&json!({"region": "eu-west-1"})),
             Some("eu-west-1")
         );
+    }
+
+    /// A context whose environment is `vars` (and nothing else).
+    fn ctx_with(config: Value, vars: &[(&'static str, &'static str)]) -> Ctx {
+        let vars: Vec<(&'static str, &'static str)> = vars.to_vec();
+        let env: crate::EnvFn = std::sync::Arc::new(move |name: &str| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        });
+        Ctx::new("s3_bucket.b", config).in_run(crate::Session::new(), env)
+    }
+
+    async fn access_key(sdk: &SdkConfig) -> String {
+        use aws_credential_types::provider::ProvideCredentials;
+        let provider = sdk.credentials_provider().expect("a provider");
+        let creds = provider.provide_credentials().await.expect("credentials");
+        creds.access_key_id().to_string()
+    }
+
+    #[tokio::test]
+    async fn keys_and_region_come_from_the_contexts_environment_not_the_processes() {
+        let ctx = ctx_with(
+            json!({}),
+            &[
+                ("AWS_ACCESS_KEY_ID", "AKIDFROMTHECONTEXT"),
+                ("AWS_SECRET_ACCESS_KEY", "context-secret"),
+                ("AWS_REGION", "eu-west-3"),
+            ],
+        );
+        let cfg = of(&ctx).expect("valid");
+        let sdk = sdk_config(ctx.session(), ctx.env_fn(), &cfg)
+            .await
+            .expect("loads");
+        assert_eq!(sdk.region().map(|r| r.as_ref()), Some("eu-west-3"));
+        assert_eq!(access_key(&sdk).await, "AKIDFROMTHECONTEXT");
+
+        // Another environment in the same session loads apart: no keys are shared.
+        let env: crate::EnvFn = std::sync::Arc::new(|name: &str| match name {
+            "AWS_ACCESS_KEY_ID" => Some("AKIDANOTHERRUN".into()),
+            "AWS_SECRET_ACCESS_KEY" => Some("other-secret".into()),
+            _ => None,
+        });
+        let other = Ctx::new("s3_bucket.c", json!({"region": "us-east-2"}))
+            .in_run(ctx.session_handle(), env);
+        let cfg = of(&other).expect("valid");
+        let sdk = sdk_config(other.session(), other.env_fn(), &cfg)
+            .await
+            .expect("loads");
+        assert_eq!(sdk.region().map(|r| r.as_ref()), Some("us-east-2"));
+        assert_eq!(access_key(&sdk).await, "AKIDANOTHERRUN");
+    }
+
+    #[tokio::test]
+    async fn the_sandbox_signs_with_its_own_keys_whatever_the_environment_holds() {
+        let ctx = ctx_with(
+            json!({"region": "us-east-1", "sandbox": true}),
+            &[
+                ("AWS_ACCESS_KEY_ID", "AKIDFROMTHECONTEXT"),
+                ("AWS_SECRET_ACCESS_KEY", "context-secret"),
+            ],
+        );
+        let cfg = of(&ctx).expect("valid");
+        let sdk = sdk_config(ctx.session(), ctx.env_fn(), &cfg)
+            .await
+            .expect("loads");
+        assert_eq!(access_key(&sdk).await, SANDBOX_ACCESS_KEY);
     }
 }

@@ -118,7 +118,7 @@ impl Signed {
         most_attempts: u32,
     ) -> Result<Signed, ProviderError> {
         let cfg = config::of(ctx)?;
-        let sdk = config::sdk_config(ctx.session(), &cfg).await?;
+        let sdk = config::sdk_config(ctx.session(), ctx.env_fn(), &cfg).await?;
         let provider = sdk.credentials_provider().ok_or_else(|| {
             ProviderError::Config(format!(
                 "no AWS credentials provider to {purpose} with: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE; or run with --sandbox to try the stack without an account"

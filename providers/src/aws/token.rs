@@ -133,6 +133,7 @@ pub async fn credentials(
 /// Fails with `Config` when no credentials are found or the endpoint is not a URL.
 pub async fn eks_token(
     session: &crate::Session,
+    env: &crate::EnvFn,
     cluster_name: &str,
     region: &str,
     profile: Option<&str>,
@@ -142,7 +143,7 @@ pub async fn eks_token(
     // The provider table's loader, so credentials are cached with the clients'.
     let cfg =
         AwsConfig::from_ctx(&json!({"region": region, "profile": profile, "sandbox": sandbox}))?;
-    let sdk = sdk_config(session, &cfg).await?;
+    let sdk = sdk_config(session, env, &cfg).await?;
     let provider = sdk.credentials_provider().ok_or_else(|| {
         ProviderError::Config(format!(
             "no AWS credentials provider to sign the token for EKS cluster {cluster_name}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE; or run with --sandbox to try the stack without an account"

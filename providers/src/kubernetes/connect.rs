@@ -476,6 +476,7 @@ async fn fetch_token(session: &Session, env: &EnvFn, auth: &Auth) -> Result<Stri
         } => {
             crate::aws::token::eks_token(
                 session,
+                env,
                 cluster_name,
                 region,
                 profile.as_deref(),

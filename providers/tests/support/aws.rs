@@ -1,34 +1,34 @@
-//! Shared by the AWS test files: test credentials in the environment, a moto server
-//! (the third-party AWS emulator, `pip install 'moto[server]'`, installed by
-//! `scripts/deps.sh`) on a free loopback port, and provider tables pointing at an
-//! endpoint.
+//! Shared by the AWS test files: test credentials in each context's environment (never
+//! the process's), a moto server (the third-party AWS emulator, `pip install
+//! 'moto[server]'`, installed by `scripts/deps.sh`) on a free loopback port, and
+//! provider tables pointing at an endpoint.
 
 #![allow(dead_code)]
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
-use std::sync::Once;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use terrain_providers::{Ctx, EnvFn, Session};
 
-/// Puts test credentials in the environment once per test binary, before any SDK
-/// client is built, and keeps the developer's own AWS files out of the way. Every test
-/// sets the same values, so concurrent calls see no difference.
-pub fn env() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDTERRAINTEST");
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", "terrain-test-secret");
-        std::env::remove_var("AWS_SESSION_TOKEN");
-        std::env::remove_var("AWS_PROFILE");
-        std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
-        std::env::set_var("AWS_CONFIG_FILE", "/nonexistent/terrain-test-aws-config");
-        std::env::set_var(
-            "AWS_SHARED_CREDENTIALS_FILE",
-            "/nonexistent/terrain-test-aws-credentials",
-        );
-    });
+/// The environment the AWS credential chain reads in a test, per context and never
+/// the process's: test keys, and none of the developer's own AWS variables (profiles,
+/// regions, endpoints); other variables are the process's.
+pub fn env() -> EnvFn {
+    Arc::new(|name: &str| match name {
+        "AWS_ACCESS_KEY_ID" => Some("AKIDTERRAINTEST".to_string()),
+        "AWS_SECRET_ACCESS_KEY" => Some("terrain-test-secret".to_string()),
+        aws if aws.starts_with("AWS_") => None,
+        other => std::env::var(other).ok(),
+    })
+}
+
+/// A context for `address` with provider table `config`, in a run of its own (its own
+/// session) with the test environment ([`env`]).
+pub fn ctx(address: impl Into<String>, config: Value) -> Ctx {
+    Ctx::new(address, config).in_run(Session::new(), env())
 }
 
 /// `[providers.aws]` for an emulator at `url`.

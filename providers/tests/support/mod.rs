@@ -1,5 +1,5 @@
-//! What the AWS tests share (here and in the root crate's `aws_chain` tests): test
-//! credentials in the environment, a moto server, and a proxy in front of it.
+//! What the AWS tests share (here and in the root crate's tests): test credentials in
+//! each context's environment, a moto server, and a proxy in front of it.
 
 #![allow(dead_code)]
 

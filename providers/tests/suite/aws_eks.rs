@@ -30,7 +30,7 @@ fn node_group_kind() -> Adapter<EksNodeGroup> {
 fn recording(address: &str, config: &Value) -> (Ctx, Arc<Mutex<Vec<String>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&seen);
-    let ctx = Ctx::new(address, config.clone()).with_reporter(Arc::new(move |m: &str| {
+    let ctx = support::ctx(address, config.clone()).with_reporter(Arc::new(move |m: &str| {
         sink.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(m.to_string())
@@ -148,7 +148,7 @@ async fn create_and_update(config: &Value) -> Result<Lifecycle, ProviderError> {
     assert_eq!(again.id, "ml");
     let stranger = clusters
         .create(
-            &Ctx::new("eks_cluster.other", config.clone()),
+            &support::ctx("eks_cluster.other", config.clone()),
             &clusters.schema().with_defaults(&spec),
         )
         .await
@@ -176,7 +176,7 @@ async fn create_and_update(config: &Value) -> Result<Lifecycle, ProviderError> {
     let cluster_outputs = read_back(&clusters, &ctx, "ml", &updated).await?;
 
     // A GPU node group on Spot capacity, tainted for GPU work.
-    let ng_ctx = Ctx::new("eks_node_group.gpu", config.clone());
+    let ng_ctx = support::ctx("eks_node_group.gpu", config.clone());
     let ng = node_group_spec();
     assert!(groups
         .validate(&groups.schema().with_defaults(&ng), config)
@@ -235,8 +235,8 @@ async fn create_and_update(config: &Value) -> Result<Lifecycle, ProviderError> {
 async fn tear_down(config: &Value) -> Result<(), ProviderError> {
     let clusters = cluster_kind();
     let groups = node_group_kind();
-    let ctx = Ctx::new("eks_cluster.ml", config.clone());
-    let ng_ctx = Ctx::new("eks_node_group.gpu", config.clone());
+    let ctx = support::ctx("eks_cluster.ml", config.clone());
+    let ng_ctx = support::ctx("eks_node_group.gpu", config.clone());
     let spec = clusters.schema().with_defaults(&cluster_spec());
     let ng = groups.schema().with_defaults(&node_group_spec());
 
@@ -266,7 +266,6 @@ async fn tear_down(config: &Value) -> Result<(), ProviderError> {
 
 #[tokio::test]
 async fn eks_lifecycle_against_moto() -> Result<(), ProviderError> {
-    support::env();
     let moto = support::Moto::start();
     let config = support::config(&moto.url);
 
@@ -300,8 +299,6 @@ async fn eks_lifecycle_against_the_sandbox() -> Result<(), ProviderError> {
     use kube::api::{Api, ListParams};
     use terrain_providers::kubernetes::connect;
     use terrain_sandbox::{Options, Sandbox, Timing};
-
-    support::env();
     let sandbox = Sandbox::start(Options {
         timing: Timing::scaled(0.01),
         ..Default::default()
@@ -321,7 +318,7 @@ async fn eks_lifecycle_against_the_sandbox() -> Result<(), ProviderError> {
             .is_some_and(|c| c.starts_with("-----BEGIN CERTIFICATE-----")),
         "{k}"
     );
-    let client = connect::client(&Ctx::new("eks_cluster.ml", serde_json::json!({})), k).await?;
+    let client = connect::client(&support::ctx("eks_cluster.ml", serde_json::json!({})), k).await?;
     let nodes: Api<Node> = Api::all(client.kube());
     let listed = nodes
         .list(&ListParams::default().labels("eks.amazonaws.com/nodegroup=gpu"))

@@ -33,7 +33,7 @@ use terrain_providers::{Ctx, Kind, ProviderError};
 use terrain_sandbox::{Options, Sandbox, Timing};
 
 fn ctx(address: &str, url: &str) -> Ctx {
-    Ctx::new(address, support::config(url))
+    support::ctx(address, support::config(url))
 }
 
 fn bucket_spec(name: &str) -> BucketSpec {
@@ -298,7 +298,7 @@ async fn existing_buckets_are_adopted_or_refused(url: &str) -> Result<(), Provid
         let config = json!({"region": region, "endpoint": url, "max_attempts": 3});
         let foreign = format!("terrain-s3-foreign-{region}");
         let client =
-            terrain_providers::aws::config::s3(&Ctx::new("s3_bucket.x", config.clone())).await?;
+            terrain_providers::aws::config::s3(&support::ctx("s3_bucket.x", config.clone())).await?;
         let mut create = client.create_bucket().bucket(&foreign);
         if region != "us-east-1" {
             create = create.create_bucket_configuration(
@@ -313,7 +313,7 @@ async fn existing_buckets_are_adopted_or_refused(url: &str) -> Result<(), Provid
             .map_err(|e| terrain_providers::aws::sdk_error("s3:CreateBucket", e))?;
         let err = S3Bucket
             .create(
-                &Ctx::new("s3_bucket.mine", config.clone()),
+                &support::ctx("s3_bucket.mine", config.clone()),
                 &plain_bucket(&foreign),
             )
             .await
@@ -325,7 +325,7 @@ async fn existing_buckets_are_adopted_or_refused(url: &str) -> Result<(), Provid
         );
 
         let owned = format!("terrain-s3-owned-{region}");
-        let octx = Ctx::new("s3_bucket.owned", config.clone());
+        let octx = support::ctx("s3_bucket.owned", config.clone());
         let created = S3Bucket.create(&octx, &plain_bucket(&owned)).await?;
         assert_eq!(created.outputs.region, region);
         assert_eq!(
@@ -421,7 +421,6 @@ fn subresource(query: &str) -> String {
 
 /// moto behind [`MotoProxy`], and the proxy's URL to send requests to.
 fn moto() -> (support::Moto, MotoProxy) {
-    support::env();
     let moto = support::Moto::start();
     let proxy = MotoProxy::start(&moto.url);
     (moto, proxy)
@@ -483,28 +482,24 @@ async fn sandbox() -> Sandbox {
 
 #[tokio::test]
 async fn sandbox_bucket_and_object_lifecycle() -> Result<(), ProviderError> {
-    support::env();
     let sandbox = sandbox().await;
     bucket_and_object_lifecycle(&sandbox.url()).await
 }
 
 #[tokio::test]
 async fn sandbox_existing_buckets_are_adopted_or_refused() -> Result<(), ProviderError> {
-    support::env();
     let sandbox = sandbox().await;
     existing_buckets_are_adopted_or_refused(&sandbox.url()).await
 }
 
 #[tokio::test]
 async fn sandbox_inline_object() -> Result<(), ProviderError> {
-    support::env();
     let sandbox = sandbox().await;
     inline_object(&sandbox.url()).await
 }
 
 #[tokio::test]
 async fn sandbox_noop_refresh_costs_five_requests() -> Result<(), ProviderError> {
-    support::env();
     let sandbox = sandbox().await;
     let url = sandbox.url();
     let c = ctx("s3_bucket.plain", &url);

@@ -11,7 +11,6 @@ use aws_sdk_s3::types::{BucketVersioningStatus, VersioningConfiguration};
 use serde_json::json;
 use terrain::state::s3::{S3Backend, S3Settings};
 use terrain::state::{conformance, Backend, LockInfo, State, StateError};
-use terrain_providers::Ctx;
 use terrain_sandbox::{Options, Sandbox, Timing};
 
 /// Where the buckets are: the sandbox (signed with its credentials) or moto.
@@ -37,7 +36,7 @@ impl Store {
     async fn client(&self) -> aws_sdk_s3::Client {
         let config =
             json!({"region": "us-east-1", "endpoint": self.endpoint, "sandbox": self.sandbox});
-        terrain_providers::aws::config::s3(&Ctx::new("test", config))
+        terrain_providers::aws::config::s3(&aws_support::ctx("test", config))
             .await
             .expect("S3 client")
     }
@@ -67,6 +66,11 @@ impl Store {
     }
 }
 
+/// The S3 backend of `settings`, with the test's own AWS environment.
+fn backend(settings: S3Settings) -> S3Backend {
+    S3Backend::in_env(settings, aws_support::env())
+}
+
 async fn sandbox() -> (Sandbox, Store) {
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
@@ -82,7 +86,6 @@ async fn sandbox() -> (Sandbox, Store) {
 }
 
 fn moto() -> (aws_support::Moto, moto_proxy::MotoProxy, Store) {
-    aws_support::env();
     let moto = aws_support::Moto::start();
     let proxy = moto_proxy::MotoProxy::start(&moto.url);
     let store = Store {
@@ -97,7 +100,7 @@ async fn s3_backend_passes_conformance_on_the_sandbox() {
     let (_sandbox, store) = sandbox().await;
     store.bucket("team-state", true).await;
     let settings = store.settings("team-state", "ml/stack.json");
-    conformance::run(|| S3Backend::new(settings.clone())).await;
+    conformance::run(|| backend(settings.clone())).await;
 }
 
 #[tokio::test]
@@ -105,7 +108,7 @@ async fn s3_backend_passes_conformance_on_moto() {
     let (_moto, _proxy, store) = moto();
     store.bucket("team-state", true).await;
     let settings = store.settings("team-state", "ml/stack.json");
-    conformance::run(|| S3Backend::new(settings.clone())).await;
+    conformance::run(|| backend(settings.clone())).await;
 }
 
 fn state(serial: u64, lineage: &str) -> State {
@@ -120,13 +123,13 @@ async fn a_writer_whose_version_was_replaced_is_refused_and_overwrites_nothing()
     let (_sandbox, store) = sandbox().await;
     store.bucket("team-state", true).await;
     let settings = store.settings("team-state", "stack.json");
-    let first = S3Backend::new(settings.clone());
+    let first = backend(settings.clone());
     first.save(&state(1, "l")).await.expect("first save");
 
     // Two runs read serial 1; the second saves first (the first one's lock was broken).
     let (a, b) = (
-        S3Backend::new(settings.clone()),
-        S3Backend::new(settings.clone()),
+        backend(settings.clone()),
+        backend(settings.clone()),
     );
     a.load().await.expect("a loads");
     b.load().await.expect("b loads");
@@ -138,7 +141,7 @@ async fn a_writer_whose_version_was_replaced_is_refused_and_overwrites_nothing()
             .contains("s3://team-state/stack.json changed since this run read it"),
         "{err}"
     );
-    let stored = S3Backend::new(settings)
+    let stored = backend(settings)
         .load()
         .await
         .expect("load")
@@ -155,7 +158,7 @@ async fn a_state_put_whose_answer_was_lost_is_retried_without_a_fork() {
     let (sandbox, store) = sandbox().await;
     store.bucket("team-state", true).await;
     let settings = store.settings("team-state", "stack.json");
-    let backend = S3Backend::new(settings.clone());
+    let backend = backend(settings.clone());
     backend.load().await.expect("load");
     backend.save(&state(1, "l")).await.expect("first save");
     // The next PUT lands but its answer is a 503: the SDK sends it again, now against
@@ -208,7 +211,7 @@ async fn a_state_put_whose_answer_was_lost_is_retried_without_a_fork() {
 async fn a_503_burst_is_ridden_out() {
     let (sandbox, store) = sandbox().await;
     store.bucket("team-state", true).await;
-    let backend = S3Backend::new(store.settings("team-state", "stack.json"));
+    let backend = backend(store.settings("team-state", "stack.json"));
     backend.load().await.expect("load");
     sandbox.faults().burst(503, 2, 0);
     backend
@@ -231,7 +234,7 @@ async fn a_bucket_without_versions_is_refused_unless_allowed() {
     let (_sandbox, store) = sandbox().await;
     store.bucket("plain", false).await;
     let mut settings = store.settings("plain", "stack.json");
-    let err = S3Backend::new(settings.clone())
+    let err = backend(settings.clone())
         .load()
         .await
         .expect_err("refused");
@@ -243,7 +246,7 @@ async fn a_bucket_without_versions_is_refused_unless_allowed() {
     );
     assert!(text.contains("allow_unversioned = true"), "{text}");
     settings.allow_unversioned = true;
-    let backend = S3Backend::new(settings);
+    let backend = backend(settings);
     assert!(backend.load().await.expect("allowed").is_none());
     backend.save(&state(1, "l")).await.expect("save");
 }
@@ -253,7 +256,7 @@ async fn the_state_object_is_encrypted_at_rest() {
     let (_sandbox, store) = sandbox().await;
     store.bucket("team-state", true).await;
     let mut settings = store.settings("team-state", "stack.json");
-    S3Backend::new(settings.clone())
+    backend(settings.clone())
         .save(&state(1, "l"))
         .await
         .expect("save");
@@ -272,7 +275,7 @@ async fn the_state_object_is_encrypted_at_rest() {
 
     settings.key = "kms.json".into();
     settings.kms_key_id = Some("arn:aws:kms:us-east-1:123456789012:key/terrain-state".into());
-    S3Backend::new(settings)
+    backend(settings)
         .save(&state(1, "l"))
         .await
         .expect("save");
@@ -305,11 +308,11 @@ async fn a_lock_held_elsewhere_names_its_holder_and_the_unlock_command() {
         operation: "apply".into(),
         created: "2026-11-26T10:00:00Z".into(),
     };
-    S3Backend::new(settings.clone())
+    backend(settings.clone())
         .lock(&holder)
         .await
         .expect("lock");
-    let err = S3Backend::new(settings.clone())
+    let err = backend(settings.clone())
         .lock(&LockInfo::new("apply"))
         .await
         .expect_err("held");
@@ -322,11 +325,11 @@ async fn a_lock_held_elsewhere_names_its_holder_and_the_unlock_command() {
         text.contains("terrain force-unlock 7d1c0c52-1111-4222-8333-944455556666"),
         "{text}"
     );
-    S3Backend::new(settings.clone())
+    backend(settings.clone())
         .force_unlock(&holder.id)
         .await
         .expect("force-unlock");
-    assert!(S3Backend::new(settings)
+    assert!(backend(settings)
         .lock_info()
         .await
         .expect("info")

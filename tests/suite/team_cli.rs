@@ -237,14 +237,13 @@ fn two_applies_of_one_gcs_state_the_second_refused_naming_the_holder() {
 /// S3-compatible endpoint named in the stack: no sandbox at all.
 #[test]
 fn two_applies_of_one_s3_state_on_moto_the_second_refused_naming_the_holder() {
-    aws_support::env();
     let moto = aws_support::Moto::start();
     let proxy = moto_proxy::MotoProxy::start(&moto.url);
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let config = serde_json::json!({"region": "us-east-1", "endpoint": proxy.url});
         let client =
-            terrain_providers::aws::config::s3(&terrain_providers::Ctx::new("test", config))
+            terrain_providers::aws::config::s3(&aws_support::ctx("test", config))
                 .await
                 .expect("S3 client");
         client

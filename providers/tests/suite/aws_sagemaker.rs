@@ -58,7 +58,7 @@ fn executions() -> Adapter<SageMakerPipelineExecution> {
 fn recording(address: &str, config: &Value) -> (Ctx, Arc<Mutex<Vec<String>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&seen);
-    let ctx = Ctx::new(address, config.clone()).with_reporter(Arc::new(move |m: &str| {
+    let ctx = support::ctx(address, config.clone()).with_reporter(Arc::new(move |m: &str| {
         sink.lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(m.to_string())
@@ -159,7 +159,6 @@ fn failing_definition() -> String {
 /// A sandbox with one EKS cluster and its `kubernetes` output; `None` (with a message)
 /// while the sandbox's EKS answers 501 NotImplemented.
 async fn eks_sandbox(name: &str) -> Option<(Sandbox, Value, Value)> {
-    support::env();
     let sandbox = Sandbox::start(Options {
         timing: Timing::scaled(0.01),
         ..Default::default()
@@ -189,7 +188,7 @@ async fn eks_cluster(config: &Value, name: &str) -> Result<Value, ProviderError>
     }));
     let cluster = clusters
         .create(
-            &Ctx::new(format!("eks_cluster.{name}"), config.clone()),
+            &support::ctx(format!("eks_cluster.{name}"), config.clone()),
             &spec,
         )
         .await?;
@@ -216,7 +215,7 @@ async fn install_crds(cluster: &Value) -> Result<(), ProviderError> {
         &json!({}),
     );
     let applied = manifests
-        .create(&Ctx::new("kubernetes_manifest.ack_crds", json!({})), &spec)
+        .create(&support::ctx("kubernetes_manifest.ack_crds", json!({})), &spec)
         .await?;
     assert_eq!(applied.outputs["count"], 2);
     Ok(())
@@ -378,7 +377,7 @@ async fn pipelines_and_runs_through_ack_on_the_sandbox() -> Result<(), ProviderE
     let pipeline_read = kind.read(&ctx, id, &edited).await?.expect("exists");
     let listed = kind
         .read_batch(
-            &Ctx::new("sagemaker_pipeline (list of 2)", config.clone()),
+            &support::ctx("sagemaker_pipeline (list of 2)", config.clone()),
             &[(id, &edited), (missing, &edited)],
         )
         .await?;
@@ -395,7 +394,7 @@ async fn pipelines_and_runs_through_ack_on_the_sandbox() -> Result<(), ProviderE
     assert!(listed[1].is_none(), "{:?}", listed[1]);
     let listed = runs
         .read_batch(
-            &Ctx::new("sagemaker_pipeline_execution (list of 1)", config.clone()),
+            &support::ctx("sagemaker_pipeline_execution (list of 1)", config.clone()),
             &[(run_id, &run)],
         )
         .await?;
@@ -423,14 +422,14 @@ async fn pipelines_and_runs_through_ack_on_the_sandbox() -> Result<(), ProviderE
         }),
         &config,
     );
-    let fail_ctx = Ctx::new("sagemaker_pipeline.failing", config.clone());
+    let fail_ctx = support::ctx("sagemaker_pipeline.failing", config.clone());
     let failing_id = kind.create(&fail_ctx, &failing_pipeline).await?.id;
     let bad_run = prepared(
         &runs,
         json!({"cluster": cluster, "name": "abalone-failing-1", "pipeline_name": "abalone-failing"}),
         &config,
     );
-    let bad_ctx = Ctx::new("sagemaker_pipeline_execution.failing", config.clone());
+    let bad_ctx = support::ctx("sagemaker_pipeline_execution.failing", config.clone());
     let failed = runs
         .create(&bad_ctx, &bad_run)
         .await
@@ -488,7 +487,7 @@ async fn a_cluster_without_the_crds_gets_the_install_command() -> Result<(), Pro
     // once a cluster with the CRDs was seen, a cluster without them passed the early
     // check; the apply's 404 must still come out as the install command.
     install_crds(&with_ack).await?;
-    let ctx = Ctx::new("sagemaker_pipeline.probe", config.clone());
+    let ctx = support::ctx("sagemaker_pipeline.probe", config.clone());
     let probe = json!({"cluster": with_ack, "name": "probe", "pipeline_name": "probe", "role_arn": ROLE, "definition": training_definition(3600)});
     assert!(kind
         .read(
@@ -511,7 +510,7 @@ async fn a_cluster_without_the_crds_gets_the_install_command() -> Result<(), Pro
         &config,
     );
     let e = kind
-        .create(&Ctx::new("sagemaker_pipeline.train", config.clone()), &spec)
+        .create(&support::ctx("sagemaker_pipeline.train", config.clone()), &spec)
         .await
         .expect_err("no CRDs");
     let text = e.to_string();
@@ -531,7 +530,7 @@ async fn a_cluster_without_the_crds_gets_the_install_command() -> Result<(), Pro
     );
     let e = runs
         .create(
-            &Ctx::new("sagemaker_pipeline_execution.run", config.clone()),
+            &support::ctx("sagemaker_pipeline_execution.run", config.clone()),
             &run,
         )
         .await
@@ -539,7 +538,7 @@ async fn a_cluster_without_the_crds_gets_the_install_command() -> Result<(), Pro
     assert!(e.to_string().contains("helm install"), "{e}");
     // Nothing to delete is not an error.
     kind.delete(
-        &Ctx::new("sagemaker_pipeline.train", config.clone()),
+        &support::ctx("sagemaker_pipeline.train", config.clone()),
         "sagemaker.services.k8s.aws/v1alpha1/Pipeline/default/abalone",
         &spec,
     )
@@ -583,10 +582,9 @@ async fn cross_checks_against_moto() -> Result<(), ProviderError> {
     // moment it starts and has no StopPipelineExecution, so running, failed and stopped
     // runs are exercised against the sandbox only. moto answers an unknown pipeline
     // with a 400 ValidationException where SageMaker answers ResourceNotFound.
-    support::env();
     let moto = support::Moto::start();
     let config = support::config(&moto.url);
-    let ctx = Ctx::new("sagemaker_pipeline.train", config.clone());
+    let ctx = support::ctx("sagemaker_pipeline.train", config.clone());
     let definition = training_definition(3600);
     let created = sagemaker(
         &ctx,
