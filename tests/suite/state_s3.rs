@@ -127,10 +127,7 @@ async fn a_writer_whose_version_was_replaced_is_refused_and_overwrites_nothing()
     first.save(&state(1, "l")).await.expect("first save");
 
     // Two runs read serial 1; the second saves first (the first one's lock was broken).
-    let (a, b) = (
-        backend(settings.clone()),
-        backend(settings.clone()),
-    );
+    let (a, b) = (backend(settings.clone()), backend(settings.clone()));
     a.load().await.expect("a loads");
     b.load().await.expect("b loads");
     b.save(&state(2, "l")).await.expect("b saves");
@@ -234,10 +231,7 @@ async fn a_bucket_without_versions_is_refused_unless_allowed() {
     let (_sandbox, store) = sandbox().await;
     store.bucket("plain", false).await;
     let mut settings = store.settings("plain", "stack.json");
-    let err = backend(settings.clone())
-        .load()
-        .await
-        .expect_err("refused");
+    let err = backend(settings.clone()).load().await.expect_err("refused");
     assert!(matches!(err, StateError::Unversioned { .. }), "{err}");
     let text = err.to_string();
     assert!(
@@ -275,10 +269,7 @@ async fn the_state_object_is_encrypted_at_rest() {
 
     settings.key = "kms.json".into();
     settings.kms_key_id = Some("arn:aws:kms:us-east-1:123456789012:key/terrain-state".into());
-    backend(settings)
-        .save(&state(1, "l"))
-        .await
-        .expect("save");
+    backend(settings).save(&state(1, "l")).await.expect("save");
     let head = client
         .head_object()
         .bucket("team-state")
@@ -308,10 +299,7 @@ async fn a_lock_held_elsewhere_names_its_holder_and_the_unlock_command() {
         operation: "apply".into(),
         created: "2026-11-26T10:00:00Z".into(),
     };
-    backend(settings.clone())
-        .lock(&holder)
-        .await
-        .expect("lock");
+    backend(settings.clone()).lock(&holder).await.expect("lock");
     let err = backend(settings.clone())
         .lock(&LockInfo::new("apply"))
         .await
@@ -329,9 +317,5 @@ async fn a_lock_held_elsewhere_names_its_holder_and_the_unlock_command() {
         .force_unlock(&holder.id)
         .await
         .expect("force-unlock");
-    assert!(backend(settings)
-        .lock_info()
-        .await
-        .expect("info")
-        .is_none());
+    assert!(backend(settings).lock_info().await.expect("info").is_none());
 }

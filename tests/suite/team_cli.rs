@@ -242,10 +242,9 @@ fn two_applies_of_one_s3_state_on_moto_the_second_refused_naming_the_holder() {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     runtime.block_on(async {
         let config = serde_json::json!({"region": "us-east-1", "endpoint": proxy.url});
-        let client =
-            terrain_providers::aws::config::s3(&aws_support::ctx("test", config))
-                .await
-                .expect("S3 client");
+        let client = terrain_providers::aws::config::s3(&aws_support::ctx("test", config))
+            .await
+            .expect("S3 client");
         client
             .create_bucket()
             .bucket("team-state")

@@ -298,7 +298,8 @@ async fn existing_buckets_are_adopted_or_refused(url: &str) -> Result<(), Provid
         let config = json!({"region": region, "endpoint": url, "max_attempts": 3});
         let foreign = format!("terrain-s3-foreign-{region}");
         let client =
-            terrain_providers::aws::config::s3(&support::ctx("s3_bucket.x", config.clone())).await?;
+            terrain_providers::aws::config::s3(&support::ctx("s3_bucket.x", config.clone()))
+                .await?;
         let mut create = client.create_bucket().bucket(&foreign);
         if region != "us-east-1" {
             create = create.create_bucket_configuration(

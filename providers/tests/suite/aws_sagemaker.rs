@@ -215,7 +215,10 @@ async fn install_crds(cluster: &Value) -> Result<(), ProviderError> {
         &json!({}),
     );
     let applied = manifests
-        .create(&support::ctx("kubernetes_manifest.ack_crds", json!({})), &spec)
+        .create(
+            &support::ctx("kubernetes_manifest.ack_crds", json!({})),
+            &spec,
+        )
         .await?;
     assert_eq!(applied.outputs["count"], 2);
     Ok(())
@@ -510,7 +513,10 @@ async fn a_cluster_without_the_crds_gets_the_install_command() -> Result<(), Pro
         &config,
     );
     let e = kind
-        .create(&support::ctx("sagemaker_pipeline.train", config.clone()), &spec)
+        .create(
+            &support::ctx("sagemaker_pipeline.train", config.clone()),
+            &spec,
+        )
         .await
         .expect_err("no CRDs");
     let text = e.to_string();
