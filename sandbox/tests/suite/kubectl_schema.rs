@@ -119,31 +119,26 @@ async fn kubectl_explains_served_kinds_from_the_servers_schemas() {
     );
 
     // A custom resource: its CRD's openAPIV3Schema, with the metadata the server adds.
-    {
-        let crd =
-            terrain_contracts::path("ack-sagemaker/sagemaker.services.k8s.aws_pipelines.yaml");
-        {
-            let crd = crd.to_string_lossy().into_owned();
-            kubectl.ok(&["create", "-f", &crd]).await;
-            let pipelines = kubectl.ok(&["explain", "pipelines.spec"]).await;
-            assert_contains(
-                &pipelines.stdout,
-                &[
-                    "GROUP:      sagemaker.services.k8s.aws\n",
-                    "KIND:       Pipeline\n",
-                    "VERSION:    v1alpha1\n",
-                    "  pipelineName\t<string> -required-",
-                    "  roleARN\t<string> -required-",
-                    "  tags\t<[]Object>",
-                ],
-            );
-            let meta = kubectl.ok(&["explain", "pipelines.metadata.name"]).await;
-            assert_contains(
-                &meta.stdout,
-                &["FIELD: name <string>", "Name must be unique"],
-            );
-        }
-    }
+    let crd = terrain_contracts::path("ack-sagemaker/sagemaker.services.k8s.aws_pipelines.yaml");
+    let crd = crd.to_string_lossy().into_owned();
+    kubectl.ok(&["create", "-f", &crd]).await;
+    let pipelines = kubectl.ok(&["explain", "pipelines.spec"]).await;
+    assert_contains(
+        &pipelines.stdout,
+        &[
+            "GROUP:      sagemaker.services.k8s.aws\n",
+            "KIND:       Pipeline\n",
+            "VERSION:    v1alpha1\n",
+            "  pipelineName\t<string> -required-",
+            "  roleARN\t<string> -required-",
+            "  tags\t<[]Object>",
+        ],
+    );
+    let meta = kubectl.ok(&["explain", "pipelines.metadata.name"]).await;
+    assert_contains(
+        &meta.stdout,
+        &["FIELD: name <string>", "Name must be unique"],
+    );
 
     let raw = kubectl.ok(&["get", "--raw", "/openapi/v2"]).await;
     let swagger: Value = serde_json::from_str(&raw.stdout).expect("/openapi/v2 is JSON");
