@@ -37,3 +37,4 @@ mod state_gcs;
 mod state_s3;
 mod stockout;
 mod team_cli;
+mod tiers;
