@@ -18,6 +18,7 @@ mod cli;
 mod cost;
 mod crash;
 mod engine;
+mod features;
 mod fmt;
 mod gcp;
 mod gcp_cli;
