@@ -9,6 +9,7 @@
 //! error it will not retry; a failure).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -457,16 +458,17 @@ pub fn check_max_parallel_steps(steps: Option<i64>, out: &mut Vec<Invalid>) {
     }
 }
 
-/// The signed client the cross-checks of what the controller reports call SageMaker
-/// with (`client.json11(&signed::SAGEMAKER, &region, …)`), and the region it calls.
+/// The run's signed client the cross-checks of what the controller reports call
+/// SageMaker with (`client.json11(&signed::SAGEMAKER, &region, …)`), and the region it
+/// calls.
 ///
 /// Each call is tried up to the table's `max_attempts`, as the SDK client this replaces
 /// was: a cross-check runs once the controller has done its work, and failing it fails
 /// the apply, whereas the capacity check that stops at two attempts may be skipped.
 ///
 /// Fails when the provider table is invalid, names no region or finds no credentials.
-pub async fn sagemaker(ctx: &Ctx) -> Result<(Signed, String), ProviderError> {
-    let client = Signed::new(ctx, "cross-check SageMaker", u32::MAX).await?;
+pub async fn sagemaker(ctx: &Ctx) -> Result<(Arc<Signed>, String), ProviderError> {
+    let client = Signed::for_run(ctx, "cross-check SageMaker", u32::MAX).await?;
     let region = client.region().to_string();
     Ok((client, region))
 }

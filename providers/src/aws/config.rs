@@ -294,6 +294,38 @@ fn unknown_entry(what: &str, name: &str, known: &[&str]) -> String {
 /// The run's loaded SDK configurations, by provider table.
 type Loaded = Mutex<BTreeMap<String, SdkConfig>>;
 
+/// What `sdk_config` loads for a table in an environment: the keys the environment
+/// gives (none when the table names a profile or the sandbox), the region, and the key
+/// the run keeps the loaded configuration under.
+struct Loading {
+    keys: Option<(String, String)>,
+    region: Option<String>,
+    key: String,
+}
+
+fn loading(env: &crate::EnvFn, cfg: &AwsConfig) -> Loading {
+    let var = |name: &str| env(name).filter(|v| !v.is_empty());
+    let keys = match (&cfg.profile, cfg.sandbox) {
+        (None, false) => var("AWS_ACCESS_KEY_ID").zip(var("AWS_SECRET_ACCESS_KEY")),
+        _ => None,
+    };
+    let region = cfg
+        .region
+        .clone()
+        .or_else(|| var("AWS_REGION"))
+        .or_else(|| var("AWS_DEFAULT_REGION"));
+    // Runs with other keys or regions load apart (the key id names them, never the
+    // secret).
+    let key = format!("{cfg:?} {region:?} {:?}", keys.as_ref().map(|(id, _)| id));
+    Loading { keys, region, key }
+}
+
+/// The key a run keeps what it loads for `cfg` in environment `env` under: equal for
+/// two calls exactly when `sdk_config` gives them the same configuration.
+pub(crate) fn run_key(env: &crate::EnvFn, cfg: &AwsConfig) -> String {
+    loading(env, cfg).key
+}
+
 /// The SDK configuration for a provider table: credentials chain, region, retries and
 /// timeouts (endpoints are set per client). Loaded once per provider table in a run
 /// (kept in its session), so every client of one provider instance shares one
@@ -311,18 +343,7 @@ pub async fn sdk_config(
     cfg: &AwsConfig,
 ) -> Result<SdkConfig, ProviderError> {
     let var = |name: &str| env(name).filter(|v| !v.is_empty());
-    let keys = match (&cfg.profile, cfg.sandbox) {
-        (None, false) => var("AWS_ACCESS_KEY_ID").zip(var("AWS_SECRET_ACCESS_KEY")),
-        _ => None,
-    };
-    let region = cfg
-        .region
-        .clone()
-        .or_else(|| var("AWS_REGION"))
-        .or_else(|| var("AWS_DEFAULT_REGION"));
-    // Runs with other keys or regions load apart (the key id names them, never the
-    // secret).
-    let key = format!("{cfg:?} {region:?} {:?}", keys.as_ref().map(|(id, _)| id));
+    let Loading { keys, region, key } = loading(env, cfg);
     let cache = session.slot::<Loaded>("aws.sdk_configs");
     if let Some(found) = cache
         .lock()

@@ -4,7 +4,8 @@
 //! minutes to build for a handful of read calls; `token.rs` signs for STS the same way.
 //!
 //! This module owns what those calls share: the credentials (the chain the SDK clients
-//! use, `config::sdk_config`), one HTTP client with the table's timeouts, SigV4 signing,
+//! use, `config::sdk_config`, fetched again as they near expiry), one HTTP client with
+//! the table's timeouts (kept for the run by `Signed::for_run`), SigV4 signing,
 //! retries with backoff, reading JSON 1.1 errors and making a JSON 1.1 call, and where
 //! each service is reached. A service's endpoint is `[providers.aws] endpoints.<service>`
 //! (else `endpoint`), else the environment's `AWS_ENDPOINT_URL_<SERVICE>`, else the
@@ -18,9 +19,11 @@
 
 use std::collections::BTreeMap;
 use std::error::Error as _;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
-use aws_credential_types::provider::ProvideCredentials;
+use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
+use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
 use aws_sigv4::sign::v4::SigningParams;
 use aws_smithy_runtime_api::client::identity::Identity;
@@ -76,7 +79,10 @@ const SERVICES: [Service; 3] = [EC2, SERVICE_QUOTAS, SAGEMAKER];
 /// endpoints.
 pub struct Signed {
     http: reqwest::Client,
-    identity: Identity,
+    /// Where credentials come from, and the ones last fetched: fetched again only when
+    /// they expire within [`REFRESH_BEFORE`] (keys from the environment never do).
+    provider: SharedCredentialsProvider,
+    credentials: Mutex<Credentials>,
     attempts: u32,
     /// The region the SDK chain resolved for the table.
     region: String,
@@ -96,6 +102,12 @@ enum Failure {
         message: String,
     },
 }
+
+/// How long before their expiry temporary credentials are fetched again.
+const REFRESH_BEFORE: Duration = Duration::from_secs(5 * 60);
+
+/// The run's signed clients, by table, environment, purpose and attempts.
+type Clients = Mutex<BTreeMap<String, Arc<Signed>>>;
 
 /// AWS error codes that mean "slow down", worth retrying.
 const THROTTLED: &[&str] = &[
@@ -151,12 +163,71 @@ impl Signed {
             .collect();
         Ok(Signed {
             http,
-            identity: Identity::from(credentials),
+            provider,
+            credentials: Mutex::new(credentials),
             attempts: cfg.max_attempts.clamp(1, most_attempts.max(1)),
             // `sdk_config` fails without a region, so this is never empty in practice.
             region: sdk.region().map(|r| r.to_string()).unwrap_or_default(),
             endpoints,
         })
+    }
+
+    /// The run's client for `ctx`'s provider table (made by [`Signed::new`] on first
+    /// use): calls repeated within a run, as the cross-checks polling a controller make
+    /// them, share one HTTP client and its connections, and fetch credentials once
+    /// until they near expiry.
+    pub async fn for_run(
+        ctx: &Ctx,
+        purpose: &str,
+        most_attempts: u32,
+    ) -> Result<Arc<Signed>, ProviderError> {
+        let cfg = config::of(ctx)?;
+        let key = format!(
+            "{purpose} {most_attempts} {}",
+            config::run_key(ctx.env_fn(), &cfg)
+        );
+        let clients = ctx.session().slot::<Clients>("aws.signed_clients");
+        if let Some(found) = clients
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key)
+        {
+            return Ok(found.clone());
+        }
+        let made = Arc::new(Signed::new(ctx, purpose, most_attempts).await?);
+        clients
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key)
+            .or_insert_with(|| made.clone());
+        Ok(made)
+    }
+
+    /// The identity to sign with: the credentials last fetched, or fresh ones when
+    /// those expire within [`REFRESH_BEFORE`].
+    async fn identity(&self) -> Result<Identity, String> {
+        let held = self
+            .credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let fresh = held
+            .expiry()
+            .is_none_or(|at| at > SystemTime::now() + REFRESH_BEFORE);
+        if fresh {
+            return Ok(Identity::from(held));
+        }
+        let renewed = self.provider.provide_credentials().await.map_err(|e| {
+            format!(
+                "renewing AWS credentials: {}",
+                aws_smithy_types::error::display::DisplayErrorContext(&e)
+            )
+        })?;
+        *self
+            .credentials
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = renewed.clone();
+        Ok(Identity::from(renewed))
     }
 
     /// The region the table's SDK chain resolved: where the SDK clients call.
@@ -268,8 +339,9 @@ impl Signed {
         body: &[u8],
         read_error: fn(&str) -> (String, String),
     ) -> Result<String, Failure> {
+        let identity = self.identity().await.map_err(Failure::Transport)?;
         let signed = self
-            .sign(service, region, url, headers, body)
+            .sign(&identity, service, region, url, headers, body)
             .map_err(Failure::Transport)?;
         let mut request = self.http.post(url).body(body.to_vec());
         for (name, value) in headers.iter().copied() {
@@ -301,6 +373,7 @@ impl Signed {
     /// The SigV4 headers for a POST of `body` to `url`.
     fn sign(
         &self,
+        identity: &Identity,
         service: &Service,
         region: &str,
         url: &str,
@@ -308,7 +381,7 @@ impl Signed {
         body: &[u8],
     ) -> Result<Vec<(String, String)>, String> {
         let params = SigningParams::builder()
-            .identity(&self.identity)
+            .identity(identity)
             .region(region)
             .name(service.name)
             .time(SystemTime::now())
@@ -555,5 +628,90 @@ mod tests {
         );
         assert_eq!(json_error(""), (String::new(), "(empty)".to_string()));
         assert_eq!(snippet(&"x ".repeat(300)).chars().count(), 201);
+    }
+
+    #[tokio::test]
+    async fn a_run_keeps_one_client_per_table_and_environment() {
+        let table = json!({"region": "us-east-1", "max_attempts": 2});
+        let keys = [
+            ("AWS_ACCESS_KEY_ID", "AKIDONE"),
+            ("AWS_SECRET_ACCESS_KEY", "one-secret"),
+        ];
+        let run = ctx(table.clone(), &keys);
+        let first = Signed::for_run(&run, "test", 3).await.expect("a client");
+        let again = Signed::for_run(&run, "test", 3).await.expect("a client");
+        assert!(Arc::ptr_eq(&first, &again), "one client for the run");
+        // Another environment in the same run (session).
+        let env: crate::EnvFn = Arc::new(|name: &str| match name {
+            "AWS_ACCESS_KEY_ID" => Some("AKIDTWO".into()),
+            "AWS_SECRET_ACCESS_KEY" => Some("two-secret".into()),
+            _ => None,
+        });
+        let other_keys =
+            Ctx::new("sagemaker_pipeline.other", table.clone()).in_run(run.session_handle(), env);
+        let other = Signed::for_run(&other_keys, "test", 3)
+            .await
+            .expect("a client");
+        assert!(!Arc::ptr_eq(&first, &other), "other keys, another client");
+        let another_run = Signed::for_run(&ctx(table, &keys), "test", 3)
+            .await
+            .expect("a client");
+        assert!(
+            !Arc::ptr_eq(&first, &another_run),
+            "another run, another client"
+        );
+    }
+
+    #[tokio::test]
+    async fn credentials_near_their_expiry_are_fetched_again() {
+        let soon = SystemTime::now() + Duration::from_secs(60);
+        let later = SystemTime::now() + Duration::from_secs(3600);
+        let renewed = Credentials::new("AKIDRENEWED", "renewed", None, Some(later), "test");
+        let client = |held: Credentials| Signed {
+            http: reqwest::Client::new(),
+            provider: SharedCredentialsProvider::new(renewed.clone()),
+            credentials: Mutex::new(held),
+            attempts: 1,
+            region: "us-east-1".into(),
+            endpoints: BTreeMap::new(),
+        };
+        let access_key = |identity: Identity| {
+            identity
+                .data::<Credentials>()
+                .expect("AWS credentials")
+                .access_key_id()
+                .to_string()
+        };
+
+        let expiring = client(Credentials::new("AKIDOLD", "old", None, Some(soon), "test"));
+        assert_eq!(
+            access_key(expiring.identity().await.expect("renewed")),
+            "AKIDRENEWED"
+        );
+        assert_eq!(
+            expiring
+                .credentials
+                .lock()
+                .expect("not poisoned")
+                .access_key_id(),
+            "AKIDRENEWED",
+            "kept for the next call"
+        );
+        let lasting = client(Credentials::new(
+            "AKIDOLD",
+            "old",
+            None,
+            Some(later),
+            "test",
+        ));
+        assert_eq!(
+            access_key(lasting.identity().await.expect("held")),
+            "AKIDOLD"
+        );
+        let static_keys = client(Credentials::new("AKIDSTATIC", "static", None, None, "test"));
+        assert_eq!(
+            access_key(static_keys.identity().await.expect("held")),
+            "AKIDSTATIC"
+        );
     }
 }
