@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::failure::Hint;
+
 /// Why a provider call failed. Messages name the API call so that, prefixed with the
 /// address by the engine, a user reads `kind.name: call failed: reason`.
 #[derive(Debug, thiserror::Error)]
@@ -14,13 +16,17 @@ pub enum ProviderError {
         #[source]
         source: serde_json::Error,
     },
-    /// An API answered with an error.
-    #[error("{call} failed: {}", fmt_answer(*status, code, message))]
+    /// An API answered with an error, or could not be reached (status 0). Built by
+    /// [`crate::failure`] for cloud calls: `request_id` when the service gave one, `hint`
+    /// saying what to do about the common causes.
+    #[error("{call} failed: {}{}{}", fmt_answer(*status, code, message), fmt_request_id(request_id.as_deref()), fmt_hint(hint.as_ref()))]
     Api {
         call: String,
         status: u16,
         code: String,
         message: String,
+        request_id: Option<String>,
+        hint: Option<Hint>,
     },
     /// A local file operation failed.
     #[error("{call} {path}: {source}")]
@@ -83,6 +89,14 @@ fn fmt_answer(status: u16, code: &str, message: &str) -> String {
     }
 }
 
+fn fmt_request_id(id: Option<&str>) -> String {
+    id.map_or(String::new(), |id| format!(" (request id {id})"))
+}
+
+fn fmt_hint(hint: Option<&Hint>) -> String {
+    hint.map_or(String::new(), |h| format!("; {h}"))
+}
+
 fn fmt_code(code: &str) -> String {
     if code.is_empty() {
         String::new()
@@ -131,6 +145,17 @@ impl ProviderError {
             status,
             code: code.into(),
             message: message.into(),
+            request_id: None,
+            hint: None,
+        }
+    }
+
+    /// The hint of an API error, if it has one.
+    pub fn hint(&self) -> Option<&Hint> {
+        match self {
+            ProviderError::Api { hint, .. } => hint.as_ref(),
+            ProviderError::Tainted { error, .. } => error.hint(),
+            _ => None,
         }
     }
 

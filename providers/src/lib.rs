@@ -8,6 +8,7 @@
 pub mod aws;
 pub mod capacity;
 pub mod error;
+pub mod failure;
 pub mod gcp;
 pub mod kubernetes;
 pub mod local;

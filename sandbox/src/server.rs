@@ -792,6 +792,7 @@ fn injected_response(api: Api, injected: Injected) -> ApiResponse {
             api.name()
         ),
         Code::Internal => "Internal error encountered.".to_string(),
+        Code::PermissionDenied => "The caller does not have permission".to_string(),
         _ => "The service is currently unavailable.".to_string(),
     };
     let mut response = ApiError::new(code, message)

@@ -110,13 +110,13 @@ pub enum StateError {
         #[source]
         source: serde_json::Error,
     },
-    /// A remote backend's call failed (`s3.PutObject`, `storage.objects.get`).
-    #[error("state {location}: {call} failed: {}{message}", .status.map(|s| format!("{s} ")).unwrap_or_default())]
+    /// A remote backend's call failed (`s3.PutObject`, `storage.objects.get`): the
+    /// provider layer's account of it (status, code, message, request id, hint).
+    #[error("state {location}: {error}")]
     Remote {
         location: String,
-        call: &'static str,
-        status: Option<u16>,
-        message: String,
+        #[source]
+        error: terrain_providers::ProviderError,
     },
     #[error("state {location}: {message}")]
     Config { location: String, message: String },

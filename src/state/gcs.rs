@@ -11,6 +11,7 @@
 use async_trait::async_trait;
 use reqwest::Method;
 use serde_json::{json, Value};
+use terrain_providers::failure::{self, Cloud};
 use terrain_providers::gcp::client::{segment, status_of, Client, Request};
 use terrain_providers::gcp::config::{Api, GcpConfig};
 use terrain_providers::{Ctx, ProviderError};
@@ -99,22 +100,15 @@ impl GcsObjects {
             Ok(bytes) => Ok(Ok(bytes)),
             Err(e) => match status_of(&e) {
                 Some(status) if expected.contains(&status) => Ok(Err(status)),
-                _ => Err(self.failed(req.call, e)),
+                _ => Err(self.failed(e)),
             },
         }
     }
 
-    fn failed(&self, call: &'static str, e: ProviderError) -> StateError {
-        let status = status_of(&e);
-        let message = match e {
-            ProviderError::Api { code, message, .. } => format!("{code}: {message}"),
-            other => other.to_string(),
-        };
+    fn failed(&self, e: ProviderError) -> StateError {
         StateError::Remote {
             location: self.location(),
-            call,
-            status,
-            message,
+            error: e,
         }
     }
 
@@ -123,11 +117,14 @@ impl GcsObjects {
         serde_json::from_slice::<Value>(bytes)
             .ok()
             .and_then(|v| v["generation"].as_str()?.parse().ok())
-            .ok_or_else(|| StateError::Remote {
-                location: self.location(),
-                call,
-                status: None,
-                message: "the answer has no generation".into(),
+            .ok_or_else(|| {
+                self.failed(failure::malformed(
+                    call,
+                    Cloud::Google,
+                    200,
+                    "the answer has no generation",
+                    None,
+                ))
             })
     }
 
@@ -170,12 +167,15 @@ impl Objects for GcsObjects {
                     self.create_bucket(project).await?;
                     Ok(Some(true))
                 }
-                None => Err(StateError::Remote {
-                    location: self.location(),
-                    call: req.call,
-                    status: Some(404),
-                    message: format!("bucket {} does not exist", self.settings.bucket),
-                }),
+                None => Err(self.failed(ProviderError::api(
+                    req.call,
+                    404,
+                    "notFound",
+                    format!(
+                        "bucket {} does not exist; create it with versioning (`gcloud storage buckets create gs://{} --versioning`)",
+                        self.settings.bucket, self.settings.bucket
+                    ),
+                ))),
             },
         }
     }

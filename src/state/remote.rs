@@ -244,9 +244,12 @@ impl<O: Objects> Backend for Remote<O> {
         }
         Err(StateError::Remote {
             location: self.location(),
-            call: "lock",
-            status: Some(412),
-            message: "the lock object kept changing while taking the lock".into(),
+            error: terrain_providers::ProviderError::api(
+                "lock",
+                412,
+                "",
+                "the lock object kept changing while taking the lock",
+            ),
         })
     }
 

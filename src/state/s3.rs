@@ -14,9 +14,9 @@ use aws_sdk_s3::types::{
 };
 use aws_sdk_s3::Client;
 use aws_smithy_runtime_api::http::Response as HttpResponse;
-use aws_smithy_types::error::display::DisplayErrorContext;
 use serde_json::json;
-use terrain_providers::{Ctx, EnvFn, Session};
+use terrain_providers::failure::{self, Cloud, Hint};
+use terrain_providers::{Ctx, EnvFn, ProviderError, Session};
 use tokio::sync::OnceCell;
 
 use super::remote::{Objects, Remote};
@@ -54,29 +54,12 @@ pub struct S3Objects {
 /// A state in an S3 bucket.
 pub type S3Backend = Remote<S3Objects>;
 
-/// An S3 call's failure: its HTTP status (when one came back) and the SDK's account.
-struct CallError {
-    status: Option<u16>,
-    code: Option<String>,
-    message: String,
-}
-
-fn call_error<E>(e: &SdkError<E, HttpResponse>) -> CallError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-{
-    let service = e.as_service_error();
-    let code = service.and_then(|s| s.code()).map(str::to_string);
-    // S3's own code and message when it answered; the SDK's account of a failure to
-    // reach it otherwise (never the raw response, which may quote the request).
-    let message = match (service, &code) {
-        (Some(s), Some(code)) => format!("{code}: {}", s.message().unwrap_or("no message")),
-        _ => DisplayErrorContext(e).to_string(),
-    };
-    CallError {
-        status: e.raw_response().map(|r| r.status().as_u16()),
-        code,
-        message,
+/// The status and code of a failed call, for the answers the protocol expects (a missing
+/// key, a condition that did not hold).
+fn answer_of(e: &ProviderError) -> (u16, &str) {
+    match e {
+        ProviderError::Api { status, code, .. } => (*status, code.as_str()),
+        _ => (0, ""),
     }
 }
 
@@ -106,12 +89,29 @@ impl S3Objects {
         self.url(&self.settings.key)
     }
 
-    fn remote(&self, call: &'static str, e: CallError) -> StateError {
+    /// Where the client sends its calls: the configured endpoint, else S3's public one
+    /// for the region (named in errors when nothing answers).
+    fn endpoint(&self) -> Option<String> {
+        let s = &self.settings;
+        s.endpoint.clone().or_else(|| {
+            s.region
+                .as_deref()
+                .map(|r| format!("https://s3.{r}.amazonaws.com"))
+        })
+    }
+
+    /// `e`, a failed SDK call, as terrain's error for this state.
+    fn call_error<E>(&self, call: &'static str, e: &SdkError<E, HttpResponse>) -> ProviderError
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        terrain_providers::aws::sdk_error_at(call, self.endpoint().as_deref(), e)
+    }
+
+    fn remote(&self, error: ProviderError) -> StateError {
         StateError::Remote {
             location: self.location(),
-            call,
-            status: e.status,
-            message: e.message,
+            error,
         }
     }
 
@@ -156,9 +156,9 @@ impl S3Objects {
         }
         // Made already by a concurrent run of the same sandbox: as good as made here.
         if let Err(e) = create.send().await {
-            let e = call_error(&e);
-            if e.code.as_deref() != Some("BucketAlreadyOwnedByYou") {
-                return Err(self.remote("s3.CreateBucket", e));
+            let e = self.call_error("s3.CreateBucket", &e);
+            if answer_of(&e).1 != "BucketAlreadyOwnedByYou" {
+                return Err(self.remote(e));
             }
         }
         client
@@ -171,7 +171,7 @@ impl S3Objects {
             )
             .send()
             .await
-            .map_err(|e| self.remote("s3.PutBucketVersioning", call_error(&e)))?;
+            .map_err(|e| self.remote(self.call_error("s3.PutBucketVersioning", &e)))?;
         Ok(())
     }
 }
@@ -193,17 +193,24 @@ impl Objects for S3Objects {
             .await;
         match asked {
             Ok(out) => Ok(Some(out.status() == Some(&BucketVersioningStatus::Enabled))),
-            Err(e)
-                if self.settings.create_bucket
-                    && call_error(&e).code.as_deref() == Some("NoSuchBucket") =>
-            {
+            Err(e) => {
+                let mut e = self.call_error("s3.GetBucketVersioning", &e);
+                let missing = answer_of(&e).1 == "NoSuchBucket";
+                if !(self.settings.create_bucket && missing) {
+                    if let (ProviderError::Api { hint, .. }, true) = (&mut e, missing) {
+                        let b = &self.settings.bucket;
+                        *hint = Some(Hint::Do(format!(
+                            "create it, keeping versions: `aws s3api create-bucket --bucket {b}` then `aws s3api put-bucket-versioning --bucket {b} --versioning-configuration Status=Enabled`"
+                        )));
+                    }
+                    return Err(self.remote(e));
+                }
                 if !create {
                     return Ok(None);
                 }
                 self.create_bucket(client).await?;
                 Ok(Some(true))
             }
-            Err(e) => Err(self.remote("s3.GetBucketVersioning", call_error(&e))),
         }
     }
 
@@ -235,23 +242,21 @@ impl Objects for S3Objects {
             Ok(out) => out,
             Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => return Ok(None),
             Err(e) => {
-                let e = call_error(&e);
-                if e.status == Some(404) {
+                let e = self.call_error("s3.GetObject", &e);
+                if answer_of(&e).0 == 404 {
                     return Ok(None);
                 }
-                return Err(self.remote("s3.GetObject", e));
+                return Err(self.remote(e));
             }
         };
         let etag = out.e_tag().unwrap_or_default().to_string();
         let bytes = out.body.collect().await.map_err(|e| {
-            self.remote(
+            self.remote(failure::unreachable(
                 "s3.GetObject",
-                CallError {
-                    status: None,
-                    code: None,
-                    message: format!("reading the body: {e}"),
-                },
-            )
+                Cloud::Aws,
+                self.endpoint().as_deref(),
+                &e,
+            ))
         })?;
         Ok(Some((bytes.into_bytes().to_vec(), etag)))
     }
@@ -283,16 +288,14 @@ impl Objects for S3Objects {
             Ok(out) => Ok(Some(out.e_tag().unwrap_or_default().to_string())),
             // 412: the condition did not hold; 409: a concurrent conditional write won.
             Err(e) => {
-                let e = call_error(&e);
-                let refused = matches!(e.status, Some(412 | 409))
-                    || matches!(
-                        e.code.as_deref(),
-                        Some("PreconditionFailed" | "ConditionalRequestConflict")
-                    );
+                let e = self.call_error("s3.PutObject", &e);
+                let (status, code) = answer_of(&e);
+                let refused = matches!(status, 412 | 409)
+                    || matches!(code, "PreconditionFailed" | "ConditionalRequestConflict");
                 if refused {
                     Ok(None)
                 } else {
-                    Err(self.remote("s3.PutObject", e))
+                    Err(self.remote(e))
                 }
             }
         }
@@ -310,11 +313,11 @@ impl Objects for S3Objects {
         {
             Ok(_) => Ok(()),
             Err(e) => {
-                let e = call_error(&e);
-                if matches!(e.status, Some(404 | 412)) {
+                let e = self.call_error("s3.DeleteObject", &e);
+                if matches!(answer_of(&e).0, 404 | 412) {
                     Ok(())
                 } else {
-                    Err(self.remote("s3.DeleteObject", e))
+                    Err(self.remote(e))
                 }
             }
         }

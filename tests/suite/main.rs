@@ -13,6 +13,7 @@ mod support;
 
 mod aws_cli;
 mod bad_stacks;
+mod call_errors;
 mod capacity;
 mod cli;
 mod cost;

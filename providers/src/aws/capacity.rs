@@ -24,9 +24,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use aws_smithy_xml::decode::{try_data, Document, ScopedDecoder, XmlDecodeError};
 use serde_json::json;
 
-use super::signed::{snippet, Signed, EC2, SERVICE_QUOTAS};
+use super::signed::{Signed, EC2, SERVICE_QUOTAS};
 use super::token::encode;
 use crate::capacity::{amount, Tally};
+use crate::failure::{self, Cloud};
 use crate::{Ctx, Demand, Finding, Need, ProviderError};
 // Only the tests use these here: they check the JSON errors and public URLs the calls
 // get from `signed`.
@@ -502,14 +503,19 @@ impl Aws {
         let expected = format!("{action}Response");
         match parse(&text) {
             Ok(root) if root.name == expected => Ok(root),
-            _ => Err(ProviderError::api(
+            Ok(root) => Err(failure::malformed(
                 call,
+                Cloud::Aws,
                 200,
-                "",
-                format!(
-                    "the answer is not EC2's {expected} document: {}",
-                    snippet(&text)
-                ),
+                &format!("expected EC2's {expected} document, got <{}>", root.name),
+                None,
+            )),
+            Err(e) => Err(failure::malformed(
+                call,
+                Cloud::Aws,
+                200,
+                &format!("not XML ({e})"),
+                None,
             )),
         }
     }
@@ -562,14 +568,12 @@ impl Aws {
                 Ok(answer) => {
                     let quota = &answer["Quota"];
                     let value = quota["Value"].as_f64().ok_or_else(|| {
-                        ProviderError::api(
+                        failure::malformed(
                             format!("servicequotas:{operation}"),
+                            Cloud::Aws,
                             200,
-                            "",
-                            format!(
-                                "the answer has no Quota.Value: {}",
-                                snippet(&answer.to_string())
-                            ),
+                            "the answer has no Quota.Value",
+                            None,
                         )
                     })?;
                     let name = quota["QuotaName"].as_str().map(str::to_string);
@@ -593,7 +597,7 @@ fn ec2_error(text: &str) -> (String, String) {
             error.text("Message").unwrap_or_default().to_string(),
         ))
     });
-    error.unwrap_or_else(|| (String::new(), snippet(text)))
+    error.unwrap_or_else(|| (String::new(), failure::unreadable(text)))
 }
 
 // ---------------------------------------------------------------- XML
@@ -933,7 +937,11 @@ mod tests {
         );
         assert_eq!(
             json_error("<html>bad gateway</html>"),
-            (String::new(), "<html>bad gateway</html>".to_string())
+            (
+                String::new(),
+                "an error answer not in the API's error format (an HTML page, 24 bytes)"
+                    .to_string()
+            )
         );
         assert_eq!(encode("g5.*"), "g5.%2A");
         assert_eq!(

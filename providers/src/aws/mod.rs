@@ -33,9 +33,9 @@ use std::time::{Duration, Instant};
 
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
-use aws_smithy_types::error::display::DisplayErrorContext;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
 
+use crate::failure::{self, Cloud};
 use crate::{Ctx, ProviderError};
 
 /// The tag every object terrain creates carries.
@@ -76,32 +76,91 @@ pub fn not_ours(call: &str, what: &str, id: &str, kind: &str, address: &str) -> 
     )
 }
 
-/// An SDK error as a provider error naming the call (`eks:CreateCluster`): the HTTP
-/// status and the service's error code and message when the service answered, else what
-/// went wrong on the way (timeout, connection refused, no credentials).
+/// An SDK error as a provider error naming the call (`eks:CreateCluster`): see
+/// [`sdk_error_at`]; for clients whose endpoint the caller does not know.
 pub fn sdk_error<E>(call: &str, err: SdkError<E, HttpResponse>) -> ProviderError
 where
     E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
 {
-    match &err {
+    sdk_error_at(call, None, &err)
+}
+
+/// An SDK error as a provider error naming the call and built by [`failure`]: the HTTP
+/// status, the service's code and message and the request id when the service answered;
+/// what the SDK could not read when the answer did not follow the API; what went wrong on
+/// the way to `endpoint` (refused, DNS, timeout) when nothing answered; never the SDK's
+/// debug structs.
+pub fn sdk_error_at<E>(
+    call: &str,
+    endpoint: Option<&str>,
+    err: &SdkError<E, HttpResponse>,
+) -> ProviderError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let request_id = err.raw_response().and_then(|r| {
+        failure::AWS_REQUEST_ID_HEADERS
+            .iter()
+            .find_map(|h| r.headers().get(*h))
+            .map(str::to_string)
+    });
+    match err {
         SdkError::ServiceError(service) => {
-            let status = service.raw().status().as_u16();
+            let raw = service.raw();
+            let status = raw.status().as_u16();
             let e = service.err();
-            let code = e
-                .code()
-                .map(str::to_string)
-                .unwrap_or_else(|| match status {
-                    404 => "NotFound".into(),
-                    _ => String::new(),
-                });
-            let message = e.message().map(str::to_string).unwrap_or_default();
-            ProviderError::api(call, status, code, message)
+            // A success status the SDK could not read, or an error answer it found no
+            // code or message in, reaches here as an unhandled service error whose
+            // source says what was wrong with the answer.
+            if (200..300).contains(&status)
+                || (e.code().is_none() && e.message().is_none() && e.source().is_some())
+            {
+                let what = e.source().map(failure::chain).unwrap_or_default();
+                return failure::malformed(call, Cloud::Aws, status, &what, request_id);
+            }
+            // Answers without a body (HEAD) carry no code: the status's name stands in.
+            let code = e.code().map(str::to_string).unwrap_or_else(|| {
+                http::StatusCode::from_u16(status)
+                    .ok()
+                    .and_then(|s| s.canonical_reason())
+                    .unwrap_or("")
+                    .replace(' ', "")
+            });
+            let message = e.message().unwrap_or_default();
+            let mut out =
+                failure::answered(call, Cloud::Aws, status, code, message, request_id, None);
+            // S3 answers a bucket of another region with a redirect naming its region.
+            if let (ProviderError::Api { hint, .. }, Some(region)) =
+                (&mut out, raw.headers().get("x-amz-bucket-region"))
+            {
+                if matches!(status, 301 | 307 | 400) {
+                    *hint = Some(failure::Hint::WrongRegion {
+                        region: region.to_string(),
+                    });
+                }
+            }
+            out
         }
         SdkError::ResponseError(r) => {
             let status = r.raw().status().as_u16();
-            ProviderError::api(call, status, "", DisplayErrorContext(&err).to_string())
+            let what = std::error::Error::source(err)
+                .map(failure::chain)
+                .unwrap_or_default();
+            failure::malformed(call, Cloud::Aws, status, &what, request_id)
         }
-        _ => ProviderError::api(call, 0, "", DisplayErrorContext(&err).to_string()),
+        SdkError::ConstructionFailure(_) => {
+            // Building the request failed before anything was sent: most often no
+            // credentials could be found.
+            let what = failure::chain(err);
+            let mut out = ProviderError::api(call, 0, "", what.clone());
+            if let ProviderError::Api { hint, .. } = &mut out {
+                if what.contains("credential") {
+                    *hint = Some(failure::Hint::Credentials(Cloud::Aws));
+                }
+            }
+            out
+        }
+        _ => failure::unreachable(call, Cloud::Aws, endpoint, err),
     }
 }
 

@@ -18,7 +18,6 @@
 //! client-side rate limiter here: these are a few calls per apply, not a stream.
 
 use std::collections::BTreeMap;
-use std::error::Error as _;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -30,6 +29,7 @@ use aws_smithy_runtime_api::client::identity::Identity;
 use serde_json::Value;
 
 use super::config;
+use crate::failure::{self, Cloud, Hint};
 use crate::{Ctx, ProviderError};
 
 /// An AWS service called by hand-signed HTTP.
@@ -93,13 +93,16 @@ pub struct Signed {
 
 /// Why one attempt failed.
 enum Failure {
-    /// No answer: connection refused, timeout, reset.
-    Transport(String),
+    /// No answer: connection refused, DNS, timeout, reset.
+    Transport(reqwest::Error),
+    /// The request could not be signed (no credentials, a bad endpoint URL).
+    Local(String),
     /// An answer that is an error.
     Answer {
         status: u16,
         code: String,
         message: String,
+        request_id: Option<String>,
     },
 }
 
@@ -139,7 +142,7 @@ impl Signed {
         let credentials = provider.provide_credentials().await.map_err(|e| {
             ProviderError::Config(format!(
                 "no AWS credentials to {purpose} with: {}; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE (run `aws sso login` for SSO profiles); or run with --sandbox to try the stack without an account",
-                aws_smithy_types::error::display::DisplayErrorContext(&e)
+                failure::chain(&e)
             ))
         })?;
         let http = reqwest::Client::builder()
@@ -217,12 +220,11 @@ impl Signed {
         if fresh {
             return Ok(Identity::from(held));
         }
-        let renewed = self.provider.provide_credentials().await.map_err(|e| {
-            format!(
-                "renewing AWS credentials: {}",
-                aws_smithy_types::error::display::DisplayErrorContext(&e)
-            )
-        })?;
+        let renewed = self
+            .provider
+            .provide_credentials()
+            .await
+            .map_err(|e| format!("renewing AWS credentials: {}", failure::chain(&e)))?;
         *self
             .credentials
             .lock()
@@ -276,12 +278,7 @@ impl Signed {
             return Ok(Value::Object(serde_json::Map::new()));
         }
         serde_json::from_str(&text).map_err(|e| {
-            ProviderError::api(
-                call,
-                200,
-                "",
-                format!("the answer is not JSON ({e}): {}", snippet(&text)),
-            )
+            failure::malformed(call, Cloud::Aws, 200, &format!("not JSON ({e})"), None)
         })
     }
 
@@ -308,19 +305,35 @@ impl Signed {
                 Err(failure) => failure,
             };
             let retry = match &failure {
-                Failure::Transport(_) => true,
+                Failure::Transport(_) | Failure::Local(_) => true,
                 Failure::Answer { status, code, .. } => {
                     *status >= 500 || *status == 429 || THROTTLED.contains(&code.as_str())
                 }
             };
             if !retry || attempt >= self.attempts {
                 return Err(match failure {
-                    Failure::Transport(message) => ProviderError::api(call, 0, "", message),
+                    Failure::Transport(e) => failure::unreachable(call, Cloud::Aws, Some(&url), &e),
+                    Failure::Local(message) => {
+                        let mut e = ProviderError::api(call, 0, "", message);
+                        if let ProviderError::Api { hint, .. } = &mut e {
+                            *hint = Some(Hint::Credentials(Cloud::Aws));
+                        }
+                        e
+                    }
                     Failure::Answer {
                         status,
                         code,
                         message,
-                    } => ProviderError::api(call, status, code, message),
+                        request_id,
+                    } => failure::answered(
+                        call,
+                        Cloud::Aws,
+                        status,
+                        code,
+                        &message,
+                        request_id,
+                        Some(attempt),
+                    ),
                 });
             }
             // Exponential backoff from 200 ms, as the SDK clients are configured.
@@ -339,10 +352,10 @@ impl Signed {
         body: &[u8],
         read_error: fn(&str) -> (String, String),
     ) -> Result<String, Failure> {
-        let identity = self.identity().await.map_err(Failure::Transport)?;
+        let identity = self.identity().await.map_err(Failure::Local)?;
         let signed = self
             .sign(&identity, service, region, url, headers, body)
-            .map_err(Failure::Transport)?;
+            .map_err(Failure::Local)?;
         let mut request = self.http.post(url).body(body.to_vec());
         for (name, value) in headers.iter().copied() {
             request = request.header(name, value);
@@ -350,15 +363,13 @@ impl Signed {
         for (name, value) in &signed {
             request = request.header(name.as_str(), value.as_str());
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| Failure::Transport(chain(&e)))?;
+        let response = request.send().await.map_err(Failure::Transport)?;
         let status = response.status().as_u16();
-        let text = response
-            .text()
-            .await
-            .map_err(|e| Failure::Transport(chain(&e)))?;
+        let request_id = failure::AWS_REQUEST_ID_HEADERS
+            .iter()
+            .find_map(|h| response.headers().get(*h)?.to_str().ok())
+            .map(str::to_string);
+        let text = response.text().await.map_err(Failure::Transport)?;
         if (200..300).contains(&status) {
             return Ok(text);
         }
@@ -367,6 +378,7 @@ impl Signed {
             status,
             code,
             message,
+            request_id,
         })
     }
 
@@ -417,38 +429,10 @@ pub(crate) fn public_url(host: &str, region: &str) -> String {
     format!("https://{host}.{region}.{domain}/")
 }
 
-/// An error with its causes: `error sending request …: client error (Connect): tcp
-/// connect error: Connection refused (os error 111)`.
-fn chain(e: &reqwest::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}
-
-/// The first characters of an unexpected answer, on one line.
-pub(crate) fn snippet(text: &str) -> String {
-    let one_line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if one_line.is_empty() {
-        return "(empty)".to_string();
-    }
-    match one_line.char_indices().nth(200) {
-        Some((cut, _)) => format!("{}…", &one_line[..cut]),
-        None => one_line,
-    }
-}
-
 /// The code and message of a JSON 1.1 error (`{"__type": "…#Code", "message": …}`).
 pub(crate) fn json_error(text: &str) -> (String, String) {
     let Ok(body) = serde_json::from_str::<Value>(text) else {
-        return (String::new(), snippet(text));
+        return (String::new(), failure::unreadable(text));
     };
     let kind = body["__type"]
         .as_str()
@@ -626,8 +610,19 @@ mod tests {
             json_error(r#"{"__type": "ValidationException", "message": "bad"}"#),
             ("ValidationException".to_string(), "bad".to_string())
         );
-        assert_eq!(json_error(""), (String::new(), "(empty)".to_string()));
-        assert_eq!(snippet(&"x ".repeat(300)).chars().count(), 201);
+        assert_eq!(
+            json_error(""),
+            (
+                String::new(),
+                "an error answer with an empty body".to_string()
+            )
+        );
+        // An answer that is not the API's error format is described, never quoted.
+        let (_, said) = json_error("<html><body>AWS_SECRET_ACCESS_KEY=abc</body></html>");
+        assert_eq!(
+            said,
+            "an error answer not in the API's error format (an HTML page, 51 bytes)"
+        );
     }
 
     #[tokio::test]

@@ -120,7 +120,7 @@ pub async fn credentials(
     provider.provide_credentials().await.map_err(|e| {
         ProviderError::Config(format!(
             "no AWS credentials to sign the token for EKS cluster {cluster_name}: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (plus AWS_SESSION_TOKEN for temporary keys), or AWS_PROFILE naming a profile in ~/.aws/credentials or ~/.aws/config (run `aws sso login` for SSO profiles), or run where a role is attached (ECS, EC2 instance profile, EKS pod identity): {}; or run with --sandbox to try the stack without an account",
-            aws_smithy_types::error::display::DisplayErrorContext(&e)
+            crate::failure::chain(&e)
         ))
     })
 }

@@ -77,7 +77,7 @@ impl Tokens {
                             "no Google credentials found: GOOGLE_APPLICATION_CREDENTIALS is not set, there is no gcloud application-default file, and no metadata server answered; {HOW_TO}"
                         ))
                     } else {
-                        ProviderError::Config(format!("could not get a Google access token: {e}; {HOW_TO}"))
+                        ProviderError::Config(format!("could not get a Google access token: {}; {HOW_TO}", crate::failure::chain(&e)))
                     }
                 })?;
                 Ok(token.token)
@@ -128,7 +128,12 @@ async fn build(key_file: Option<&str>) -> Result<AccessTokenCredentials, Provide
             }
         }
     };
-    built.map_err(|e| ProviderError::Config(format!("no usable Google credentials: {e}; {HOW_TO}")))
+    built.map_err(|e| {
+        ProviderError::Config(format!(
+            "no usable Google credentials: {}; {HOW_TO}",
+            crate::failure::chain(&e)
+        ))
+    })
 }
 
 #[cfg(test)]

@@ -386,11 +386,13 @@ impl Kind for GcsBucket {
         match client(ctx)?.send(ctx, &req).await {
             Ok(_) => Ok(()),
             Err(e) if status_of(&e) == Some(404) => Ok(()),
-            Err(ProviderError::Api { status: 409, code, message, call }) if !force => Err(ProviderError::Api {
+            Err(ProviderError::Api { status: 409, code, message, call, request_id, hint }) if !force => Err(ProviderError::Api {
                 call,
                 status: 409,
                 code,
                 message: format!("{message} Delete its objects first, or set force_destroy = true on the bucket to let destroy delete them."),
+                request_id,
+                hint,
             }),
             Err(e) => Err(e),
         }

@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::auth::Tokens;
 use super::config::{Api, GcpConfig};
+use crate::failure::{self, Cloud};
 use crate::{Ctx, ProviderError};
 
 /// One API request, built without I/O.
@@ -166,10 +167,12 @@ fn retryable(status: u16, code: &str, message: &str) -> bool {
 fn parse_error(status: u16, body: &str) -> (String, String) {
     let json: Value = serde_json::from_str(body).unwrap_or(Value::Null);
     let err = &json["error"];
+    // An answer that is not Google's error format (a proxy's page) is described, never
+    // quoted: it may echo the request.
     let message = err["message"]
         .as_str()
         .map(str::to_string)
-        .unwrap_or_else(|| body.chars().take(300).collect());
+        .unwrap_or_else(|| failure::unreadable(body));
     let code = err["status"]
         .as_str()
         .or_else(|| err["errors"][0]["reason"].as_str())
@@ -216,9 +219,14 @@ impl Client {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Value::Null);
         }
-        serde_json::from_slice(&bytes).map_err(|source| ProviderError::Decode {
-            what: "api response",
-            source,
+        serde_json::from_slice(&bytes).map_err(|e| {
+            failure::malformed(
+                req.call,
+                Cloud::Google,
+                200,
+                &format!("not JSON ({e})"),
+                None,
+            )
         })
     }
 
@@ -249,18 +257,32 @@ impl Client {
                         continue;
                     }
                     if !retryable(status, &code, &message) || attempt >= self.config.max_retries {
-                        return Err(ProviderError::api(req.call, status, code, message));
+                        return Err(failure::answered(
+                            req.call,
+                            Cloud::Google,
+                            status,
+                            code,
+                            &message,
+                            None,
+                            Some(attempt + 1),
+                        ));
                     }
                     (format!("{status} {code}"), retry_after)
                 }
-                Err(Failure::Transport(message)) => {
+                Err(Failure::Transport(e)) => {
                     let most = req
                         .transport_retries
                         .map_or(self.config.max_retries, |n| n.min(self.config.max_retries));
+                    let root = self.config.root(req.api);
+                    let failed = failure::unreachable(req.call, Cloud::Google, Some(root), &e);
                     if attempt >= most {
-                        return Err(ProviderError::api(req.call, 0, "UNREACHABLE", message));
+                        return Err(failed);
                     }
-                    (message, None)
+                    let said = match &failed {
+                        ProviderError::Api { message, .. } => message.clone(),
+                        other => other.to_string(),
+                    };
+                    (said, None)
                 }
                 Err(Failure::Fatal(e)) => return Err(e),
             };
@@ -312,10 +334,7 @@ impl Client {
                 .header(reqwest::header::CONTENT_TYPE, *content_type)
                 .body(bytes.clone());
         }
-        let response = builder
-            .send()
-            .await
-            .map_err(|e| Failure::Transport(transport_message(e)))?;
+        let response = builder.send().await.map_err(Failure::Transport)?;
         let status = response.status().as_u16();
         let retry_after = response
             .headers()
@@ -323,10 +342,7 @@ impl Client {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        let bytes = response
-            .bytes()
-            .await
-            .map_err(|e| Failure::Transport(transport_message(e)))?;
+        let bytes = response.bytes().await.map_err(Failure::Transport)?;
         if (200..300).contains(&status) {
             return Ok(bytes.to_vec());
         }
@@ -347,22 +363,8 @@ enum Failure {
         message: String,
         retry_after: Option<Duration>,
     },
-    Transport(String),
+    Transport(reqwest::Error),
     Fatal(ProviderError),
-}
-
-/// A transport error without the URL's query string (never holds secrets, but keeps
-/// messages short) and with its cause chain.
-fn transport_message(e: reqwest::Error) -> String {
-    let e = e.without_url();
-    let mut message = e.to_string();
-    let mut source = std::error::Error::source(&e);
-    while let Some(s) = source {
-        message.push_str(": ");
-        message.push_str(&s.to_string());
-        source = s.source();
-    }
-    message
 }
 
 #[cfg(test)]
@@ -385,7 +387,8 @@ mod tests {
             parse_error(502, "<html>bad gateway</html>"),
             (
                 "Bad Gateway".to_string(),
-                "<html>bad gateway</html>".to_string()
+                "an error answer not in the API's error format (an HTML page, 24 bytes)"
+                    .to_string()
             )
         );
     }

@@ -784,11 +784,15 @@ fn with_cleanup_error(first: ProviderError, what: &str, cleanup: ProviderError) 
             status,
             code,
             message,
+            request_id,
+            hint,
         } => ProviderError::Api {
             call,
             status,
             code,
             message: format!("{message}; {also}"),
+            request_id,
+            hint,
         },
         ProviderError::Failed { call, message } => ProviderError::Failed {
             call,

@@ -46,12 +46,23 @@ impl Moto {
     /// Starts `moto_server` and waits until it answers. Panics (failing the test) when
     /// moto is not installed: run `scripts/deps.sh`.
     pub fn start() -> Moto {
+        Self::start_with(&[])
+    }
+
+    /// A moto that checks credentials as AWS does (every request signed by a user it
+    /// knows; the tests' keys are not one): each call answers 403.
+    pub fn start_strict() -> Moto {
+        Self::start_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")])
+    }
+
+    fn start_with(env: &[(&str, &str)]) -> Moto {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
             .expect("free port");
         let child = Command::new("moto_server")
             .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
