@@ -28,8 +28,14 @@ pub struct Demand {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub subnets: Vec<String>,
     /// The machine or instance types, preferred first (an EKS node group launches the
-    /// first it has capacity for).
+    /// first it has capacity for; a GKE node pool's fallback machine types follow its
+    /// own).
     pub machine_types: Vec<String>,
+    /// Zones the nodes may go to instead when the declared ones are out of capacity (a
+    /// GKE node pool's fallback zones): checked to offer what the pool needs, while the
+    /// quotas count the declared placement.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_zones: Vec<String>,
     /// Accelerators attached to each node beyond what the machine type carries:
     /// (accelerator type, count).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

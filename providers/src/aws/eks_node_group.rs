@@ -1053,6 +1053,7 @@ impl Kind for EksNodeGroup {
             zone_count: 0,
             subnets,
             machine_types: typed.instance_types.clone(),
+            fallback_zones: Vec::new(),
             accelerators: Vec::new(),
             tpu: None,
             spot: typed.capacity_type == "SPOT",

@@ -243,6 +243,7 @@ pub async fn preflight(ctx: &Ctx, needs: &[Need]) -> Result<Vec<Finding>, Provid
             let Some(region) = reader.region(&demand.region).await? else {
                 continue;
             };
+            check_fallback(&mut reader, &need.address, demand, &region, &mut findings).await?;
             let Some(cpus) =
                 check_offered(&mut reader, &need.address, demand, &region, &mut findings).await?
             else {
@@ -436,6 +437,134 @@ async fn check_offered(
         }
     }
     Ok(if ok { Some(cpus.unwrap_or(0)) } else { None })
+}
+
+/// Checks a pool's fallback as its declared placement is checked: each fallback zone is
+/// a zone of the region that offers the pool's GPUs or TPU slice and at least one of its
+/// machine types; each fallback machine type is offered somewhere it would be tried (the
+/// declared zones, or the region's when GKE picks them, and the fallback zones). A
+/// fallback that can never be used is an error, found before anything is created.
+async fn check_fallback(
+    reader: &mut Reader<'_>,
+    address: &str,
+    demand: &Demand,
+    region: &Region,
+    findings: &mut Vec<Finding>,
+) -> Result<(), ProviderError> {
+    let region_name = &demand.region;
+    let mut accelerators: Vec<(Offering, &str)> = Vec::new();
+    match &demand.tpu {
+        Some(tpu) => accelerators.push((Offering::Tpu, tpu)),
+        None => {
+            if let Some(machine) = demand.machine_types.first() {
+                if catalog::built_in_gpus(machine).is_none() {
+                    accelerators.extend(
+                        demand
+                            .accelerators
+                            .iter()
+                            .map(|(g, _)| (Offering::Gpu, g.as_str())),
+                    );
+                }
+            }
+        }
+    }
+    for zone in &demand.fallback_zones {
+        if !region.zones.contains(zone) {
+            findings.push(Finding::error(
+                vec![address.to_string()],
+                format!(
+                    "{address}: fallback zone {zone} is not a zone of {region_name} ({REGIONS_GET}); its zones are {}.",
+                    region.zones.join(", ")
+                ),
+            ));
+            continue;
+        }
+        let mut missing = None;
+        for (what, name) in &accelerators {
+            if !reader.is_offered(*what, zone, name).await? {
+                missing = Some((*what, *name));
+                break;
+            }
+        }
+        if let Some((what, name)) = missing {
+            findings.push(Finding::error(
+                vec![address.to_string()],
+                format!(
+                    "{address}: fallback zone {zone} does not offer {} {name} ({}), so the pool's nodes could not be made there; name zones that do, or leave it out.",
+                    what.noun(),
+                    what.call()
+                ),
+            ));
+            continue;
+        }
+        let mut any = false;
+        for machine in &demand.machine_types {
+            if reader.is_offered(Offering::Machine, zone, machine).await? {
+                any = true;
+                break;
+            }
+        }
+        if !any {
+            findings.push(Finding::error(
+                vec![address.to_string()],
+                format!(
+                    "{address}: fallback zone {zone} offers none of the pool's machine types ({}) ({MACHINE_TYPES_GET}); name zones that do, or leave it out.",
+                    demand.machine_types.join(", ")
+                ),
+            ));
+            continue;
+        }
+    }
+    let declared = if demand.zones.is_empty() {
+        region.zones.clone()
+    } else {
+        demand.zones.clone()
+    };
+    let tried: Vec<String> = declared
+        .into_iter()
+        .chain(
+            demand
+                .fallback_zones
+                .iter()
+                .filter(|z| region.zones.contains(z))
+                .cloned(),
+        )
+        .collect();
+    for machine in demand.machine_types.iter().skip(1) {
+        let mut offered = false;
+        for zone in &tried {
+            if reader.is_offered(Offering::Machine, zone, machine).await? {
+                offered = true;
+                break;
+            }
+        }
+        if offered {
+            continue;
+        }
+        // Where else in the region it is, so the message says what would work.
+        let mut elsewhere = Vec::new();
+        for zone in region.zones.iter().filter(|z| !tried.contains(z)) {
+            if reader.is_offered(Offering::Machine, zone, machine).await? {
+                elsewhere.push(zone.clone());
+            }
+        }
+        let where_else = if elsewhere.is_empty() {
+            format!("no zone of {region_name} offers it")
+        } else {
+            format!(
+                "{region_name} offers it in {}: add one of those to fallback.zones",
+                elsewhere.join(", ")
+            )
+        };
+        findings.push(Finding::error(
+            vec![address.to_string()],
+            format!(
+                "{address}: fallback machine type {machine} is not offered in {} ({MACHINE_TYPES_GET}); {where_else}.",
+                tried.join(", ")
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// What `demand`'s nodes take of each quota metric at creation and at the most, with

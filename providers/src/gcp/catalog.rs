@@ -1744,7 +1744,8 @@ fn check_custom_tail(machine_type: &str, tail: &[&str]) -> Result<(), String> {
 /// Machine type syntax: predefined (`n1-highmem-8`, `e2-micro`, `c3-standard-4-lssd`),
 /// accelerator-optimized (`a3-highgpu-8g`), TPU (`ct5lp-hightpu-4t`) and custom
 /// (`n1-custom-4-15360`, `e2-custom-4-8192`, legacy `custom-4-15360`). Whether the type
-/// exists in a zone is left to the API; this catches shapes that can never be right.
+/// exists in a zone is left to the plan's capacity preflight; this catches shapes and
+/// families that can never be right.
 pub fn check_machine_type(machine_type: &str) -> Result<(), String> {
     if machine_type.is_empty() {
         return Err(format!("no machine type given; {MACHINE_TYPE_FORMAT}"));
@@ -1798,10 +1799,48 @@ pub fn check_machine_type(machine_type: &str) -> Result<(), String> {
             "`{machine_type}` does not start with a machine family such as n1, e2, n2d, c3 or a3; {MACHINE_TYPE_FORMAT}"
         ));
     }
+    if !is_machine_family(family) {
+        let families = machine_families();
+        return Err(format!(
+            "`{machine_type}`: Compute Engine has no machine family `{family}`{}; its families are {}",
+            hint(family, &families),
+            families.join(", ")
+        ));
+    }
     if parts[1] == "custom" {
         return check_custom_tail(machine_type, &parts[2..]);
     }
     Ok(())
+}
+
+/// The machine families of Compute Engine's general-purpose, compute-, memory-,
+/// storage- and accelerator-optimized series, from
+/// https://cloud.google.com/compute/docs/machine-resource; TPU families come from the
+/// TPU table. A name outside them is a typo or a family this catalog predates.
+static MACHINE_FAMILIES: &[&str] = &[
+    "a2", "a3", "a4", "a4x", "c2", "c2d", "c3", "c3d", "c4", "c4a", "c4d", "e2", "f1", "g1", "g2",
+    "g4", "h3", "h4d", "m1", "m2", "m3", "m4", "n1", "n2", "n2d", "n4", "n4a", "n4d", "t2a", "t2d",
+    "x4", "z3",
+];
+
+/// Every machine family, TPU families included, sorted.
+fn machine_families() -> Vec<&'static str> {
+    let mut out: Vec<&'static str> = MACHINE_FAMILIES.to_vec();
+    for t in TPUS {
+        let family = machine_family(t.machine_type);
+        if !out.contains(&family) {
+            out.push(family);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+fn is_machine_family(family: &str) -> bool {
+    MACHINE_FAMILIES.contains(&family)
+        || TPUS
+            .iter()
+            .any(|t| machine_family(t.machine_type) == family)
 }
 
 // ---------------------------------------------------------------------------------
@@ -2709,6 +2748,10 @@ mod tests {
                 "multiple of 256 MB — use 14848 or 15104",
             ),
             ("", "no machine type given"),
+            // A family Compute Engine does not have, with the nearest one.
+            ("n9-mega-8", "no machine family `n9` (did you mean `n1`?)"),
+            ("c5-standard-4", "no machine family `c5`"),
+            ("ct9-hightpu-4t", "its families are a2, a3"),
         ];
         for (mt, sub) in bad {
             let e = err_of(check_machine_type(mt));

@@ -1280,7 +1280,15 @@ impl Kind for GkeNodePool {
             zones,
             zone_count,
             subnets: Vec::new(),
-            machine_types: vec![machine.to_string()],
+            // A fallback is checked like the placement it falls back from.
+            machine_types: std::iter::once(machine.to_string())
+                .chain(typed.fallback.iter().flat_map(|f| f.machine_types.clone()))
+                .collect(),
+            fallback_zones: typed
+                .fallback
+                .as_ref()
+                .map(|f| f.zones.clone())
+                .unwrap_or_default(),
             accelerators,
             tpu,
             spot: typed.spot || typed.preemptible,
