@@ -409,7 +409,7 @@ pub fn clean(text: &str) -> String {
     let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     let cut = match debug_struct_at(&one_line) {
         Some(at) => {
-            let kept = one_line[..at].trim_end();
+            let kept = one_line[..at].trim_end_matches([' ', '(', ':', ',']);
             if kept.is_empty() {
                 String::new()
             } else {

@@ -126,7 +126,8 @@ pub fn api_error(call: String, e: kube::Error) -> ProviderError {
             status.reason.clone(),
             status.message.clone(),
         ),
-        other => ProviderError::api(call, 0, "", other.to_string()),
+        // Its causes, cleaned of the debug renderings some of them print.
+        other => ProviderError::api(call, 0, "", crate::failure::chain(&other)),
     }
 }
 
