@@ -14,7 +14,6 @@ use serde_json::{json, Map, Value};
 use super::error::ApiError;
 use super::operation::{progress, Lro, OpCtx};
 use super::schema::Rules;
-use super::tables;
 use super::{compute, int_of, operation_id, parse_body, set_or_remove, str_of, Api};
 use crate::capacity::GcpCapacity;
 use crate::common::ca::cluster_ca;
@@ -340,7 +339,7 @@ impl State {
         req: &ApiRequest,
         ctx: &OpCtx,
     ) -> Result<ApiResponse, ApiError> {
-        let body = parse_body(req, &tables::CREATE_CLUSTER_REQUEST, "", Rules::PROTO3)?;
+        let body = parse_body(req, Api::Container, "CreateClusterRequest", "", Rules::PROTO3)?;
         let Some(input) = body.get("cluster") else {
             return Err(ApiError::invalid("Cluster is required."));
         };
@@ -574,7 +573,7 @@ impl State {
         req: &ApiRequest,
         ctx: &OpCtx,
     ) -> Result<ApiResponse, ApiError> {
-        let body = parse_body(req, &tables::UPDATE_CLUSTER_REQUEST, "", Rules::PROTO3)?;
+        let body = parse_body(req, Api::Container, "UpdateClusterRequest", "", Rules::PROTO3)?;
         let i = self.cluster_index(loc, name)?;
         self.check_idle(loc, name)?;
         let mut update = body.get("update").cloned().unwrap_or_else(|| json!({}));
@@ -622,7 +621,7 @@ impl State {
         req: &ApiRequest,
         ctx: &OpCtx,
     ) -> Result<ApiResponse, ApiError> {
-        let body = parse_body(req, &tables::SET_LABELS_REQUEST, "", Rules::PROTO3)?;
+        let body = parse_body(req, Api::Container, "SetLabelsRequest", "", Rules::PROTO3)?;
         let i = self.cluster_index(loc, name)?;
         self.check_idle(loc, name)?;
         let current = str_of(&self.clusters[i].cluster, "labelFingerprint");
@@ -699,7 +698,7 @@ impl State {
         ctx: &OpCtx,
         capacity: &GcpCapacity,
     ) -> Result<ApiResponse, ApiError> {
-        let body = parse_body(req, &tables::CREATE_NODE_POOL_REQUEST, "", Rules::PROTO3)?;
+        let body = parse_body(req, Api::Container, "CreateNodePoolRequest", "", Rules::PROTO3)?;
         let i = self.cluster_index(loc, cluster)?;
         self.check_standard(i)?;
         self.check_idle(loc, cluster)?;
@@ -800,12 +799,12 @@ impl State {
         capacity: &GcpCapacity,
     ) -> Result<ApiResponse, ApiError> {
         let table = match verb {
-            "update" => &tables::UPDATE_NODE_POOL_REQUEST,
-            "setAutoscaling" => &tables::SET_NODE_POOL_AUTOSCALING_REQUEST,
-            "setSize" => &tables::SET_NODE_POOL_SIZE_REQUEST,
-            _ => &tables::SET_NODE_POOL_MANAGEMENT_REQUEST,
+            "update" => "UpdateNodePoolRequest",
+            "setAutoscaling" => "SetNodePoolAutoscalingRequest",
+            "setSize" => "SetNodePoolSizeRequest",
+            _ => "SetNodePoolManagementRequest",
         };
-        let body = parse_body(req, table, "", Rules::PROTO3)?;
+        let body = parse_body(req, Api::Container, table, "", Rules::PROTO3)?;
         let i = self.cluster_index(loc, cluster)?;
         self.check_standard(i)?;
         let (i, p) = self.pool_index(loc, cluster, pool)?;
@@ -1652,19 +1651,24 @@ mod tests {
                 .cloned()
                 .unwrap_or(Value::Null);
             let msg = if req.method != Method::GET || path.contains("/operations/") {
-                &tables::CONTAINER_OPERATION
+                "Operation"
             } else if path.ends_with("/operations") {
-                &tables::CONTAINER_LIST_OPERATIONS_RESPONSE
+                "ListOperationsResponse"
             } else if path.ends_with("/nodePools") {
-                &tables::LIST_NODE_POOLS_RESPONSE
+                "ListNodePoolsResponse"
             } else if path.contains("/nodePools/") {
-                &tables::NODE_POOL
+                "NodePool"
             } else if path.ends_with("/clusters") {
-                &tables::LIST_CLUSTERS_RESPONSE
+                "ListClustersResponse"
             } else {
-                &tables::CLUSTER
+                "Cluster"
             };
-            assert_eq!(msg.conforms(&body), Ok(()), "{} {path}", req.method);
+            assert_eq!(
+                crate::gcp::discovery::conforms("container", msg, &body),
+                Ok(()),
+                "{} {path}",
+                req.method
+            );
             Ok(body)
         }
 
