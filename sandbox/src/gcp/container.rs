@@ -339,7 +339,13 @@ impl State {
         req: &ApiRequest,
         ctx: &OpCtx,
     ) -> Result<ApiResponse, ApiError> {
-        let body = parse_body(req, Api::Container, "CreateClusterRequest", "", Rules::PROTO3)?;
+        let body = parse_body(
+            req,
+            Api::Container,
+            "CreateClusterRequest",
+            "",
+            Rules::PROTO3,
+        )?;
         let Some(input) = body.get("cluster") else {
             return Err(ApiError::invalid("Cluster is required."));
         };
@@ -573,17 +579,43 @@ impl State {
         req: &ApiRequest,
         ctx: &OpCtx,
     ) -> Result<ApiResponse, ApiError> {
-        let body = parse_body(req, Api::Container, "UpdateClusterRequest", "", Rules::PROTO3)?;
+        let body = parse_body(
+            req,
+            Api::Container,
+            "UpdateClusterRequest",
+            "",
+            Rules::PROTO3,
+        )?;
         let i = self.cluster_index(loc, name)?;
         self.check_idle(loc, name)?;
         let mut update = body.get("update").cloned().unwrap_or_else(|| json!({}));
-        if update.as_object().is_none_or(Map::is_empty) {
+        // `desiredNodePoolId` only says which pool the pool-level fields are for.
+        let changes = update.as_object().map_or(0, |m| {
+            m.keys().filter(|k| *k != "desiredNodePoolId").count()
+        });
+        if changes == 0 {
             return Err(ApiError::invalid(
-                "UpdateClusterRequest.update must set one of desired_release_channel or desired_master_version.",
+                "UpdateClusterRequest.update must set one of desired_release_channel, desired_master_version or desired_node_pool_autoscaling.",
             ));
         }
+        // The pool whose autoscaling changes, as nodePools.setAutoscaling changes it.
+        let pool = match update.get("desiredNodePoolAutoscaling") {
+            None => None,
+            Some(autoscaling) => {
+                let pool = str_of(&update, "desiredNodePoolId");
+                if pool.is_empty() {
+                    return Err(ApiError::invalid(
+                        "update.desired_node_pool_id must be set to change update.desired_node_pool_autoscaling.",
+                    ));
+                }
+                self.check_standard(i)?;
+                self.pool_index(loc, name, pool)?;
+                check_autoscaling("update.desired_node_pool_autoscaling", autoscaling)?;
+                Some(pool.to_string())
+            }
+        };
         let cluster = &self.clusters[i].cluster;
-        let only_version = update.get("desiredReleaseChannel").is_none();
+        let only_version = changes == 1 && update.get("desiredMasterVersion").is_some();
         if let Some(requested) = update.get("desiredMasterVersion").and_then(Value::as_str) {
             let channel = str_of(&cluster["releaseChannel"], "channel");
             let version =
@@ -602,10 +634,15 @@ impl State {
             "UPDATE_CLUSTER"
         };
         self.clusters[i].cluster["status"] = json!("RECONCILING");
+        if let Some(pool) = &pool {
+            if let Ok((_, p)) = self.pool_index(loc, name, pool) {
+                self.clusters[i].pools[p].pool["status"] = json!("RECONCILING");
+            }
+        }
         let op = self.start(
             loc,
             name,
-            None,
+            pool.as_deref(),
             op_type,
             CLUSTER_UPDATE,
             Action::UpdateCluster { update },
@@ -698,7 +735,13 @@ impl State {
         ctx: &OpCtx,
         capacity: &GcpCapacity,
     ) -> Result<ApiResponse, ApiError> {
-        let body = parse_body(req, Api::Container, "CreateNodePoolRequest", "", Rules::PROTO3)?;
+        let body = parse_body(
+            req,
+            Api::Container,
+            "CreateNodePoolRequest",
+            "",
+            Rules::PROTO3,
+        )?;
         let i = self.cluster_index(loc, cluster)?;
         self.check_standard(i)?;
         self.check_idle(loc, cluster)?;
@@ -1068,6 +1111,11 @@ impl State {
                 if let Some(version) = update.get("desiredMasterVersion") {
                     record.cluster["currentMasterVersion"] = version.clone();
                 }
+                if let (Some(autoscaling), Some(p)) =
+                    (update.get("desiredNodePoolAutoscaling"), pool_index)
+                {
+                    set_autoscaling(&mut record.pools[p], autoscaling);
+                }
             }
             (Action::SetLabels { labels }, false) => {
                 record.cluster["labelFingerprint"] = json!(fingerprint(labels));
@@ -1108,7 +1156,7 @@ impl State {
             }
             (Action::SetAutoscaling { autoscaling }, false) => {
                 if let Some(p) = pool_index {
-                    record.pools[p].pool["autoscaling"] = autoscaling.clone();
+                    set_autoscaling(&mut record.pools[p], autoscaling);
                 }
             }
             (Action::SetSize { count }, false) => {
@@ -1418,6 +1466,12 @@ fn check_taint(field: &str, taint: &Value) -> Result<(), ApiError> {
         )));
     }
     Ok(())
+}
+
+/// What nodePools.setAutoscaling, and clusters.update with a desired node pool
+/// autoscaling, do to the pool when their operation completes.
+fn set_autoscaling(pool: &mut PoolRecord, autoscaling: &Value) {
+    pool.pool["autoscaling"] = autoscaling.clone();
 }
 
 fn check_autoscaling(field: &str, autoscaling: &Value) -> Result<(), ApiError> {

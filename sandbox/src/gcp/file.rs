@@ -661,8 +661,8 @@ fn ipv4(n: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gcp::discovery::conforms;
     use crate::faults::Faults;
+    use crate::gcp::discovery::conforms;
     use axum::http::Method;
 
     const ROOT: &str = "v1/projects/p/locations/us-central1-a";

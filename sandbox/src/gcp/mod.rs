@@ -139,27 +139,28 @@ pub(crate) fn parse_body(
         .with_reason("parseError"));
     }
     let doc = discovery::document(api.name()).map_err(|e| ApiError::internal(e.to_string()))?;
-    doc.canonicalize(message, &value, root, rules).map_err(|rejection| {
-        let (code, violations) = match rejection {
-            Rejection::Invalid(v) => (error::Code::InvalidArgument, v),
-            Rejection::Unsupported(v) => (error::Code::Unimplemented, v),
-        };
-        let message = violations
-            .iter()
-            .map(|v| v.message.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
-        let field_violations: Vec<Value> = violations
-            .iter()
-            .map(|v| json!({"field": v.field, "description": v.message}))
-            .collect();
-        let mut err = ApiError::new(code, message);
-        err.details = vec![json!({
-            "@type": "type.googleapis.com/google.rpc.BadRequest",
-            "fieldViolations": field_violations,
-        })];
-        err
-    })
+    doc.canonicalize(message, &value, root, rules)
+        .map_err(|rejection| {
+            let (code, violations) = match rejection {
+                Rejection::Invalid(v) => (error::Code::InvalidArgument, v),
+                Rejection::Unsupported(v) => (error::Code::Unimplemented, v),
+            };
+            let message = violations
+                .iter()
+                .map(|v| v.message.as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            let field_violations: Vec<Value> = violations
+                .iter()
+                .map(|v| json!({"field": v.field, "description": v.message}))
+                .collect();
+            let mut err = ApiError::new(code, message);
+            err.details = vec![json!({
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": field_violations,
+            })];
+            err
+        })
 }
 
 /// A GKE-style operation id: `operation-<millis>-<hex>`.
@@ -211,8 +212,14 @@ mod tests {
             "x",
             Some(json!({"cluster": {"releaseChannel": {"channel": "FAST"}}})),
         );
-        let err = parse_body(&req, Api::Container, "CreateClusterRequest", "", Rules::PROTO3)
-            .expect_err("FAST is not a channel");
+        let err = parse_body(
+            &req,
+            Api::Container,
+            "CreateClusterRequest",
+            "",
+            Rules::PROTO3,
+        )
+        .expect_err("FAST is not a channel");
         assert_eq!(err.code, error::Code::InvalidArgument);
         assert_eq!(
             err.message,
@@ -236,8 +243,14 @@ mod tests {
             "x",
             Some(json!({"update": {"desiredLoggingService": "none"}})),
         );
-        let err = parse_body(&req, Api::Container, "UpdateClusterRequest", "", Rules::PROTO3)
-            .expect_err("desiredLoggingService is not emulated");
+        let err = parse_body(
+            &req,
+            Api::Container,
+            "UpdateClusterRequest",
+            "",
+            Rules::PROTO3,
+        )
+        .expect_err("desiredLoggingService is not emulated");
         assert_eq!(err.code, error::Code::Unimplemented);
         assert_eq!(
             err.message,

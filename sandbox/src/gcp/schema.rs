@@ -251,7 +251,13 @@ impl Document {
         Ok(out.unwrap_or_else(|| Value::Object(Map::new())))
     }
 
-    fn conform_message(&self, msg: &Message, value: &Value, path: &str, problems: &mut Vec<String>) {
+    fn conform_message(
+        &self,
+        msg: &Message,
+        value: &Value,
+        path: &str,
+        problems: &mut Vec<String>,
+    ) {
         let Some(obj) = value.as_object() else {
             problems.push(format!("{path}: expected an object, got {value}"));
             return;
@@ -290,7 +296,8 @@ impl Document {
             Kind::UInt32 => v.as_u64().is_some_and(|n| u32::try_from(n).is_ok()),
             // proto3 JSON writes NaN and the infinities as strings.
             Kind::Double | Kind::Float => {
-                v.is_number() || ["NaN", "Infinity", "-Infinity"].contains(&v.as_str().unwrap_or(""))
+                v.is_number()
+                    || ["NaN", "Infinity", "-Infinity"].contains(&v.as_str().unwrap_or(""))
             }
             Kind::Enum(e) => v.as_str().is_some_and(|s| e.values.iter().any(|x| x == s)),
             Kind::Any => true,
@@ -312,7 +319,10 @@ impl Document {
             }
         };
         if !ok {
-            problems.push(format!("{path}: {v} is not a valid {}", self.type_name(kind)));
+            problems.push(format!(
+                "{path}: {v} is not a valid {}",
+                self.type_name(kind)
+            ));
         }
     }
 
@@ -421,8 +431,7 @@ impl Walk<'_> {
                 continue;
             };
             let field_path = join(path, &snake(&field.name));
-            let emulated = field.output_only
-                || self.doc.profile.emulates(&msg.name, &field.name);
+            let emulated = field.output_only || self.doc.profile.emulates(&msg.name, &field.name);
             if v.is_null() {
                 if self.rules.keep_nulls && emulated && !field.output_only {
                     out.insert(field.name.clone(), Value::Null);
@@ -524,8 +533,11 @@ impl Walk<'_> {
                             out.insert(k.clone(), Value::Null);
                         } else {
                             let name = self.doc.type_name(&item.kind);
-                            self.errs
-                                .push(invalid_value(&format!("{path}[{k}]"), &name, item_value));
+                            self.errs.push(invalid_value(
+                                &format!("{path}[{k}]"),
+                                &name,
+                                item_value,
+                            ));
                         }
                         continue;
                     }
@@ -656,7 +668,8 @@ fn read_message(
             fields.push(read_field(profile, name, field, prop, out));
         }
     }
-    let proto = profile.proto_name(name)
+    let proto = profile
+        .proto_name(name)
         .map(str::to_string)
         .unwrap_or_else(|| format!("{}.{name}", profile.package));
     out.insert(
@@ -720,7 +733,8 @@ fn read_kind(
                             .map(str::to_string)
                             .collect(),
                     ),
-                    None => profile.enum_values(owner, name)
+                    None => profile
+                        .enum_values(owner, name)
                         .map(|v| v.iter().map(|s| s.to_string()).collect()),
                 };
                 match values {
@@ -831,7 +845,10 @@ mod tests {
             enums: &[],
             emulated: &[
                 ("Request", &["outer"]),
-                ("Outer", &["name", "size", "on", "labels", "innerItems", "single"]),
+                (
+                    "Outer",
+                    &["name", "size", "on", "labels", "innerItems", "single"],
+                ),
                 ("Inner", &["color", "count", "ratio", "next"]),
             ],
         };
@@ -973,7 +990,12 @@ mod tests {
             Ok(json!({"outer": {"name": "a"}}))
         );
         assert!(matches!(
-            doc.canonicalize("Request", &json!({"outer": {"nested": {"deep": 1}}}), "", Rules::PROTO3),
+            doc.canonicalize(
+                "Request",
+                &json!({"outer": {"nested": {"deep": 1}}}),
+                "",
+                Rules::PROTO3
+            ),
             Err(Rejection::Invalid(_))
         ));
     }

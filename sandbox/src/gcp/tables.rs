@@ -18,7 +18,10 @@ pub static CONTAINER: Profile = Profile {
     json_api: false,
     proto_names: &[
         // Messages and enums nested in another message, or shared from another package.
-        ("UpgradeSettings", "google.container.v1.NodePool.UpgradeSettings"),
+        (
+            "UpgradeSettings",
+            "google.container.v1.NodePool.UpgradeSettings",
+        ),
         ("Metric", "google.container.v1.OperationProgress.Metric"),
         ("Status", "google.rpc.Status"),
         (
@@ -29,7 +32,10 @@ pub static CONTAINER: Profile = Profile {
             "GPUDriverInstallationConfig.gpuDriverVersion",
             "google.container.v1.GPUDriverInstallationConfig.GPUDriverVersion",
         ),
-        ("Operation.operationType", "google.container.v1.Operation.Type"),
+        (
+            "Operation.operationType",
+            "google.container.v1.Operation.Type",
+        ),
         (
             "OperationProgress.status",
             "google.container.v1.Operation.Status",
@@ -38,7 +44,10 @@ pub static CONTAINER: Profile = Profile {
     output_only: &[],
     enums: &[],
     emulated: &[
-        ("CreateClusterRequest", &["cluster", "parent", "projectId", "zone"]),
+        (
+            "CreateClusterRequest",
+            &["cluster", "parent", "projectId", "zone"],
+        ),
         (
             "Cluster",
             &[
@@ -122,7 +131,10 @@ pub static CONTAINER: Profile = Profile {
         ),
         ("NodeManagement", &["autoUpgrade", "autoRepair"]),
         ("PlacementPolicy", &["type", "tpuTopology", "policyName"]),
-        ("UpgradeSettings", &["maxSurge", "maxUnavailable", "strategy"]),
+        (
+            "UpgradeSettings",
+            &["maxSurge", "maxUnavailable", "strategy"],
+        ),
         (
             "NodePool",
             &[
@@ -229,7 +241,10 @@ pub static FILE: Profile = Profile {
     json_api: false,
     proto_names: &[
         ("Operation", "google.longrunning.Operation"),
-        ("ListOperationsResponse", "google.longrunning.ListOperationsResponse"),
+        (
+            "ListOperationsResponse",
+            "google.longrunning.ListOperationsResponse",
+        ),
         ("Status", "google.rpc.Status"),
         ("OperationMetadata", "google.cloud.common.OperationMetadata"),
         (
@@ -347,7 +362,10 @@ pub static STORAGE: Profile = Profile {
                 "publicAccessPrevention",
             ],
         ),
-        ("Bucket.iamConfiguration.uniformBucketLevelAccess", &["enabled"]),
+        (
+            "Bucket.iamConfiguration.uniformBucketLevelAccess",
+            &["enabled"],
+        ),
         ("Bucket.iamConfiguration.bucketPolicyOnly", &["enabled"]),
     ],
 };

@@ -168,7 +168,10 @@ async fn gke_cluster_and_node_pool_lifecycle() {
 
     let cluster_url = format!("{clusters}/ml");
     let cluster = c.ok(Method::GET, &cluster_url, None).await;
-    assert_eq!(discovery::conforms("container", "Cluster", &cluster), Ok(()));
+    assert_eq!(
+        discovery::conforms("container", "Cluster", &cluster),
+        Ok(())
+    );
     assert_eq!(cluster["status"], "RUNNING");
     // The cluster's own Kubernetes API server, on its loopback port.
     let endpoint = cluster["endpoint"].as_str().unwrap_or_default();
