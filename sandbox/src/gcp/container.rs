@@ -14,7 +14,6 @@ use serde_json::{json, Map, Value};
 use super::error::ApiError;
 use super::operation::{progress, Lro, OpCtx};
 use super::schema::Rules;
-use super::tables;
 use super::{compute, int_of, operation_id, parse_body, set_or_remove, str_of, Api};
 use crate::capacity::GcpCapacity;
 use crate::common::ca::cluster_ca;
@@ -340,7 +339,13 @@ impl State {
         req: &ApiRequest,
         ctx: &OpCtx,
     ) -> Result<ApiResponse, ApiError> {
-        let body = parse_body(req, &tables::CREATE_CLUSTER_REQUEST, "", Rules::PROTO3)?;
+        let body = parse_body(
+            req,
+            Api::Container,
+            "CreateClusterRequest",
+            "",
+            Rules::PROTO3,
+        )?;
         let Some(input) = body.get("cluster") else {
             return Err(ApiError::invalid("Cluster is required."));
         };
@@ -574,17 +579,43 @@ impl State {
         req: &ApiRequest,
         ctx: &OpCtx,
     ) -> Result<ApiResponse, ApiError> {
-        let body = parse_body(req, &tables::UPDATE_CLUSTER_REQUEST, "", Rules::PROTO3)?;
+        let body = parse_body(
+            req,
+            Api::Container,
+            "UpdateClusterRequest",
+            "",
+            Rules::PROTO3,
+        )?;
         let i = self.cluster_index(loc, name)?;
         self.check_idle(loc, name)?;
         let mut update = body.get("update").cloned().unwrap_or_else(|| json!({}));
-        if update.as_object().is_none_or(Map::is_empty) {
+        // `desiredNodePoolId` only says which pool the pool-level fields are for.
+        let changes = update.as_object().map_or(0, |m| {
+            m.keys().filter(|k| *k != "desiredNodePoolId").count()
+        });
+        if changes == 0 {
             return Err(ApiError::invalid(
-                "UpdateClusterRequest.update must set one of desired_release_channel or desired_master_version.",
+                "UpdateClusterRequest.update must set one of desired_release_channel, desired_master_version or desired_node_pool_autoscaling.",
             ));
         }
+        // The pool whose autoscaling changes, as nodePools.setAutoscaling changes it.
+        let pool = match update.get("desiredNodePoolAutoscaling") {
+            None => None,
+            Some(autoscaling) => {
+                let pool = str_of(&update, "desiredNodePoolId");
+                if pool.is_empty() {
+                    return Err(ApiError::invalid(
+                        "update.desired_node_pool_id must be set to change update.desired_node_pool_autoscaling.",
+                    ));
+                }
+                self.check_standard(i)?;
+                self.pool_index(loc, name, pool)?;
+                check_autoscaling("update.desired_node_pool_autoscaling", autoscaling)?;
+                Some(pool.to_string())
+            }
+        };
         let cluster = &self.clusters[i].cluster;
-        let only_version = update.get("desiredReleaseChannel").is_none();
+        let only_version = changes == 1 && update.get("desiredMasterVersion").is_some();
         if let Some(requested) = update.get("desiredMasterVersion").and_then(Value::as_str) {
             let channel = str_of(&cluster["releaseChannel"], "channel");
             let version =
@@ -603,10 +634,15 @@ impl State {
             "UPDATE_CLUSTER"
         };
         self.clusters[i].cluster["status"] = json!("RECONCILING");
+        if let Some(pool) = &pool {
+            if let Ok((_, p)) = self.pool_index(loc, name, pool) {
+                self.clusters[i].pools[p].pool["status"] = json!("RECONCILING");
+            }
+        }
         let op = self.start(
             loc,
             name,
-            None,
+            pool.as_deref(),
             op_type,
             CLUSTER_UPDATE,
             Action::UpdateCluster { update },
@@ -622,7 +658,7 @@ impl State {
         req: &ApiRequest,
         ctx: &OpCtx,
     ) -> Result<ApiResponse, ApiError> {
-        let body = parse_body(req, &tables::SET_LABELS_REQUEST, "", Rules::PROTO3)?;
+        let body = parse_body(req, Api::Container, "SetLabelsRequest", "", Rules::PROTO3)?;
         let i = self.cluster_index(loc, name)?;
         self.check_idle(loc, name)?;
         let current = str_of(&self.clusters[i].cluster, "labelFingerprint");
@@ -699,7 +735,13 @@ impl State {
         ctx: &OpCtx,
         capacity: &GcpCapacity,
     ) -> Result<ApiResponse, ApiError> {
-        let body = parse_body(req, &tables::CREATE_NODE_POOL_REQUEST, "", Rules::PROTO3)?;
+        let body = parse_body(
+            req,
+            Api::Container,
+            "CreateNodePoolRequest",
+            "",
+            Rules::PROTO3,
+        )?;
         let i = self.cluster_index(loc, cluster)?;
         self.check_standard(i)?;
         self.check_idle(loc, cluster)?;
@@ -800,12 +842,12 @@ impl State {
         capacity: &GcpCapacity,
     ) -> Result<ApiResponse, ApiError> {
         let table = match verb {
-            "update" => &tables::UPDATE_NODE_POOL_REQUEST,
-            "setAutoscaling" => &tables::SET_NODE_POOL_AUTOSCALING_REQUEST,
-            "setSize" => &tables::SET_NODE_POOL_SIZE_REQUEST,
-            _ => &tables::SET_NODE_POOL_MANAGEMENT_REQUEST,
+            "update" => "UpdateNodePoolRequest",
+            "setAutoscaling" => "SetNodePoolAutoscalingRequest",
+            "setSize" => "SetNodePoolSizeRequest",
+            _ => "SetNodePoolManagementRequest",
         };
-        let body = parse_body(req, table, "", Rules::PROTO3)?;
+        let body = parse_body(req, Api::Container, table, "", Rules::PROTO3)?;
         let i = self.cluster_index(loc, cluster)?;
         self.check_standard(i)?;
         let (i, p) = self.pool_index(loc, cluster, pool)?;
@@ -1069,6 +1111,11 @@ impl State {
                 if let Some(version) = update.get("desiredMasterVersion") {
                     record.cluster["currentMasterVersion"] = version.clone();
                 }
+                if let (Some(autoscaling), Some(p)) =
+                    (update.get("desiredNodePoolAutoscaling"), pool_index)
+                {
+                    set_autoscaling(&mut record.pools[p], autoscaling);
+                }
             }
             (Action::SetLabels { labels }, false) => {
                 record.cluster["labelFingerprint"] = json!(fingerprint(labels));
@@ -1109,7 +1156,7 @@ impl State {
             }
             (Action::SetAutoscaling { autoscaling }, false) => {
                 if let Some(p) = pool_index {
-                    record.pools[p].pool["autoscaling"] = autoscaling.clone();
+                    set_autoscaling(&mut record.pools[p], autoscaling);
                 }
             }
             (Action::SetSize { count }, false) => {
@@ -1421,6 +1468,12 @@ fn check_taint(field: &str, taint: &Value) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// What nodePools.setAutoscaling, and clusters.update with a desired node pool
+/// autoscaling, do to the pool when their operation completes.
+fn set_autoscaling(pool: &mut PoolRecord, autoscaling: &Value) {
+    pool.pool["autoscaling"] = autoscaling.clone();
+}
+
 fn check_autoscaling(field: &str, autoscaling: &Value) -> Result<(), ApiError> {
     if autoscaling["enabled"] != Value::Bool(true) {
         return Ok(());
@@ -1652,19 +1705,24 @@ mod tests {
                 .cloned()
                 .unwrap_or(Value::Null);
             let msg = if req.method != Method::GET || path.contains("/operations/") {
-                &tables::CONTAINER_OPERATION
+                "Operation"
             } else if path.ends_with("/operations") {
-                &tables::CONTAINER_LIST_OPERATIONS_RESPONSE
+                "ListOperationsResponse"
             } else if path.ends_with("/nodePools") {
-                &tables::LIST_NODE_POOLS_RESPONSE
+                "ListNodePoolsResponse"
             } else if path.contains("/nodePools/") {
-                &tables::NODE_POOL
+                "NodePool"
             } else if path.ends_with("/clusters") {
-                &tables::LIST_CLUSTERS_RESPONSE
+                "ListClustersResponse"
             } else {
-                &tables::CLUSTER
+                "Cluster"
             };
-            assert_eq!(msg.conforms(&body), Ok(()), "{} {path}", req.method);
+            assert_eq!(
+                crate::gcp::discovery::conforms("container", msg, &body),
+                Ok(()),
+                "{} {path}",
+                req.method
+            );
             Ok(body)
         }
 

@@ -19,6 +19,8 @@ pub(crate) enum Code {
     ResourceExhausted,
     Unavailable,
     Internal,
+    /// A request Google would serve that the sandbox does not emulate.
+    Unimplemented,
     Unauthenticated,
     PermissionDenied,
 }
@@ -32,6 +34,7 @@ impl Code {
             Code::ResourceExhausted => 429,
             Code::Unavailable => 503,
             Code::Internal => 500,
+            Code::Unimplemented => 501,
             Code::Unauthenticated => 401,
             Code::PermissionDenied => 403,
         }
@@ -47,6 +50,7 @@ impl Code {
             Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
             Code::Unavailable => "UNAVAILABLE",
             Code::Internal => "INTERNAL",
+            Code::Unimplemented => "UNIMPLEMENTED",
             Code::Unauthenticated => "UNAUTHENTICATED",
             Code::PermissionDenied => "PERMISSION_DENIED",
         }
@@ -61,6 +65,7 @@ impl Code {
             Code::AlreadyExists | Code::Aborted => "conflict",
             Code::ResourceExhausted => "rateLimitExceeded",
             Code::Unavailable | Code::Internal => "backendError",
+            Code::Unimplemented => "notImplemented",
             Code::Unauthenticated => "required",
             Code::PermissionDenied => "forbidden",
         }
@@ -76,6 +81,7 @@ impl Code {
             409 => Code::Aborted,
             429 => Code::ResourceExhausted,
             500 => Code::Internal,
+            501 => Code::Unimplemented,
             _ => Code::Unavailable,
         }
     }
@@ -190,6 +196,7 @@ mod tests {
             (Code::ResourceExhausted, 429, "RESOURCE_EXHAUSTED"),
             (Code::Unavailable, 503, "UNAVAILABLE"),
             (Code::Internal, 500, "INTERNAL"),
+            (Code::Unimplemented, 501, "UNIMPLEMENTED"),
             (Code::Unauthenticated, 401, "UNAUTHENTICATED"),
             (Code::PermissionDenied, 403, "PERMISSION_DENIED"),
         ];

@@ -15,7 +15,6 @@ use super::container::is_zone;
 use super::error::{ApiError, Code};
 use super::operation::{Lro, OpCtx};
 use super::schema::{snake, Rules};
-use super::tables;
 use super::{int_of, operation_id, parse_body, set_or_remove, str_of, Api};
 use crate::common::ids::random_hex;
 use crate::common::time::time_nanos;
@@ -193,7 +192,7 @@ impl State {
         req: &ApiRequest,
         ctx: &OpCtx,
     ) -> Result<ApiResponse, ApiError> {
-        let body = parse_body(req, &tables::INSTANCE, "instance", Rules::PROTO3)?;
+        let body = parse_body(req, Api::File, "Instance", "instance", Rules::PROTO3)?;
         let id = req.param("instanceId").unwrap_or("");
         check_id(id)?;
         if location == "-" {
@@ -291,7 +290,7 @@ impl State {
         req: &ApiRequest,
         ctx: &OpCtx,
     ) -> Result<ApiResponse, ApiError> {
-        let body = parse_body(req, &tables::INSTANCE, "instance", Rules::PROTO3)?;
+        let body = parse_body(req, Api::File, "Instance", "instance", Rules::PROTO3)?;
         let i = self.index(project, location, id)?;
         let mask = req.param("updateMask").unwrap_or("");
         if mask.trim().is_empty() {
@@ -663,6 +662,7 @@ fn ipv4(n: u32) -> String {
 mod tests {
     use super::*;
     use crate::faults::Faults;
+    use crate::gcp::discovery::conforms;
     use axum::http::Method;
 
     const ROOT: &str = "v1/projects/p/locations/us-central1-a";
@@ -705,24 +705,24 @@ mod tests {
                 .unwrap_or(Value::Null);
             let operation = req.method != Method::GET || req.path.contains("/operations/");
             let msg = if operation {
-                &tables::FILE_OPERATION
+                "Operation"
             } else if req.path.ends_with("/operations") {
-                &tables::FILE_LIST_OPERATIONS_RESPONSE
+                "ListOperationsResponse"
             } else if req.path.ends_with("/instances") {
-                &tables::LIST_INSTANCES_RESPONSE
+                "ListInstancesResponse"
             } else {
-                &tables::INSTANCE
+                "Instance"
             };
-            assert_eq!(msg.conforms(&body), Ok(()), "{body}");
+            assert_eq!(conforms("file", msg, &body), Ok(()), "{body}");
             if operation {
                 let metadata = without_type(&body["metadata"]);
-                assert_eq!(tables::FILE_OPERATION_METADATA.conforms(&metadata), Ok(()));
+                assert_eq!(conforms("file", "OperationMetadata", &metadata), Ok(()));
                 if body["response"]["@type"]
                     .as_str()
                     .is_some_and(|t| t.ends_with(".Instance"))
                 {
                     assert_eq!(
-                        tables::INSTANCE.conforms(&without_type(&body["response"])),
+                        conforms("file", "Instance", &without_type(&body["response"])),
                         Ok(())
                     );
                 }

@@ -3,11 +3,12 @@
 //! capacity a plan reads: Compute Engine's zones, accelerator types and regional quotas
 //! (compute v1) and Cloud TPU's accelerator types (tpu v2) — and what they share: the
 //! persisted state (the configured capacity included), request-body parsing against the
-//! field tables and GKE-style operation ids; `kube.rs` is what GKE is to the Kubernetes
-//! emulator.
+//! official discovery documents (embedded by `discovery.rs`) and GKE-style operation
+//! ids; `kube.rs` is what GKE is to the Kubernetes emulator.
 
 pub(crate) mod compute;
 pub(crate) mod container;
+pub mod discovery;
 pub(crate) mod error;
 pub(crate) mod file;
 pub(crate) mod filter;
@@ -27,7 +28,7 @@ use crate::common::ids::random_hex;
 use crate::http::{ApiRequest, ApiResponse};
 use error::ApiError;
 use operation::OpCtx;
-use schema::{Message, Rules};
+use schema::{Rejection, Rules};
 
 /// One of the emulated Google APIs, named by its root path segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,11 +113,14 @@ impl GcpState {
     }
 }
 
-/// Parses and canonicalizes a JSON request body against `msg` (see `schema.rs`); an
-/// empty body is an empty message.
+/// Parses and canonicalizes a JSON request body against message `message` of `api`'s
+/// discovery document (see `schema.rs`); an empty body is an empty message. A body
+/// Google would refuse is refused with Google's message; one setting fields the sandbox
+/// does not emulate is answered UNIMPLEMENTED, naming each of them.
 pub(crate) fn parse_body(
     req: &ApiRequest,
-    msg: &'static Message,
+    api: Api,
+    message: &str,
     root: &str,
     rules: Rules,
 ) -> Result<Value, ApiError> {
@@ -134,23 +138,29 @@ pub(crate) fn parse_body(
         ))
         .with_reason("parseError"));
     }
-    schema::canonicalize(msg, &value, root, rules).map_err(|violations| {
-        let message = violations
-            .iter()
-            .map(|v| v.message.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
-        let field_violations: Vec<Value> = violations
-            .iter()
-            .map(|v| json!({"field": v.field, "description": v.message}))
-            .collect();
-        let mut err = ApiError::invalid(message);
-        err.details = vec![json!({
-            "@type": "type.googleapis.com/google.rpc.BadRequest",
-            "fieldViolations": field_violations,
-        })];
-        err
-    })
+    let doc = discovery::document(api.name()).map_err(|e| ApiError::internal(e.to_string()))?;
+    doc.canonicalize(message, &value, root, rules)
+        .map_err(|rejection| {
+            let (code, violations) = match rejection {
+                Rejection::Invalid(v) => (error::Code::InvalidArgument, v),
+                Rejection::Unsupported(v) => (error::Code::Unimplemented, v),
+            };
+            let message = violations
+                .iter()
+                .map(|v| v.message.as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            let field_violations: Vec<Value> = violations
+                .iter()
+                .map(|v| json!({"field": v.field, "description": v.message}))
+                .collect();
+            let mut err = ApiError::new(code, message);
+            err.details = vec![json!({
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": field_violations,
+            })];
+            err
+        })
 }
 
 /// A GKE-style operation id: `operation-<millis>-<hex>`.
@@ -202,8 +212,14 @@ mod tests {
             "x",
             Some(json!({"cluster": {"releaseChannel": {"channel": "FAST"}}})),
         );
-        let err = parse_body(&req, &tables::CREATE_CLUSTER_REQUEST, "", Rules::PROTO3)
-            .expect_err("FAST is not a channel");
+        let err = parse_body(
+            &req,
+            Api::Container,
+            "CreateClusterRequest",
+            "",
+            Rules::PROTO3,
+        )
+        .expect_err("FAST is not a channel");
         assert_eq!(err.code, error::Code::InvalidArgument);
         assert_eq!(
             err.message,
@@ -215,8 +231,30 @@ mod tests {
         );
         let mut req = ApiRequest::new(Method::POST, "x", None);
         req.body = b"{nope".to_vec();
-        assert!(parse_body(&req, &tables::CLUSTER, "", Rules::PROTO3).is_err());
+        assert!(parse_body(&req, Api::Container, "Cluster", "", Rules::PROTO3).is_err());
         req.body = b"[]".to_vec();
-        assert!(parse_body(&req, &tables::CLUSTER, "", Rules::PROTO3).is_err());
+        assert!(parse_body(&req, Api::Container, "Cluster", "", Rules::PROTO3).is_err());
+    }
+
+    #[test]
+    fn fields_google_has_but_the_sandbox_lacks_are_unimplemented_and_named() {
+        let req = ApiRequest::new(
+            Method::PUT,
+            "x",
+            Some(json!({"update": {"desiredLoggingService": "none"}})),
+        );
+        let err = parse_body(
+            &req,
+            Api::Container,
+            "UpdateClusterRequest",
+            "",
+            Rules::PROTO3,
+        )
+        .expect_err("desiredLoggingService is not emulated");
+        assert_eq!(err.code, error::Code::Unimplemented);
+        assert_eq!(
+            err.message,
+            "ClusterUpdate.desiredLoggingService (update.desired_logging_service) is not supported by the sandbox."
+        );
     }
 }

@@ -11,6 +11,8 @@ use serde_json::{json, Value};
 
 use super::error::ApiError;
 use super::operation::OpCtx;
+use super::schema::Rules;
+use super::{parse_body, Api};
 use crate::http::{ApiRequest, ApiResponse};
 
 /// The services a project has without enabling anything: the ones the sandbox emulates.
@@ -49,11 +51,14 @@ impl State {
                 let (service, verb) = action
                     .rsplit_once(':')
                     .ok_or_else(|| ApiError::no_route("POST", &req.path))?;
-                let enable = match verb {
-                    "enable" => true,
-                    "disable" => false,
+                let (enable, request) = match verb {
+                    "enable" => (true, "EnableServiceRequest"),
+                    "disable" => (false, "DisableServiceRequest"),
                     _ => return Err(ApiError::no_route("POST", &req.path)),
                 };
+                // Nothing in either body changes what the sandbox does (see `tables.rs`),
+                // but a body Google would refuse is refused.
+                parse_body(req, Api::ServiceUsage, request, "", Rules::PROTO3)?;
                 Ok(ApiResponse::ok(self.set(project, service, enable)))
             }
             (method, _) => Err(ApiError::no_route(method, &req.path)),

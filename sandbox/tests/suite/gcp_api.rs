@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
-use terrain_sandbox::gcp::tables;
+use terrain_sandbox::gcp::discovery;
 use terrain_sandbox::{Options, Sandbox, Timing};
 
 const PROJECT: &str = "proj";
@@ -114,7 +114,7 @@ impl Client {
         ));
         for _ in 0..100 {
             let now = self.ok(Method::GET, &url, None).await;
-            assert_eq!(tables::CONTAINER_OPERATION.conforms(&now), Ok(()));
+            assert_eq!(discovery::conforms("container", "Operation", &now), Ok(()));
             if now["status"] == "DONE" {
                 return now;
             }
@@ -168,7 +168,10 @@ async fn gke_cluster_and_node_pool_lifecycle() {
 
     let cluster_url = format!("{clusters}/ml");
     let cluster = c.ok(Method::GET, &cluster_url, None).await;
-    assert_eq!(tables::CLUSTER.conforms(&cluster), Ok(()));
+    assert_eq!(
+        discovery::conforms("container", "Cluster", &cluster),
+        Ok(())
+    );
     assert_eq!(cluster["status"], "RUNNING");
     // The cluster's own Kubernetes API server, on its loopback port.
     let endpoint = cluster["endpoint"].as_str().unwrap_or_default();
@@ -197,7 +200,7 @@ async fn gke_cluster_and_node_pool_lifecycle() {
     assert_eq!(op["operationType"], "CREATE_NODE_POOL");
     c.wait_container(&op).await;
     let gpu = c.ok(Method::GET, &format!("{pools}/gpu"), None).await;
-    assert_eq!(tables::NODE_POOL.conforms(&gpu), Ok(()));
+    assert_eq!(discovery::conforms("container", "NodePool", &gpu), Ok(()));
     assert_eq!(gpu["status"], "RUNNING");
     assert_eq!(gpu["config"]["accelerators"][0]["acceleratorCount"], "2");
     assert!(
@@ -289,7 +292,7 @@ async fn gke_cluster_and_node_pool_lifecycle() {
         .ok(Method::GET, &c.container("locations/-/operations"), None)
         .await;
     assert_eq!(
-        tables::CONTAINER_LIST_OPERATIONS_RESPONSE.conforms(&ops),
+        discovery::conforms("container", "ListOperationsResponse", &ops),
         Ok(())
     );
     assert_eq!(ops["operations"].as_array().map(Vec::len), Some(10));
@@ -489,7 +492,7 @@ async fn filestore_instance_lifecycle() {
     c.wait_file(&second).await;
 
     let nfs = c.ok(Method::GET, &format!("{instances}/nfs"), None).await;
-    assert_eq!(tables::INSTANCE.conforms(&nfs), Ok(()));
+    assert_eq!(discovery::conforms("file", "Instance", &nfs), Ok(()));
     assert_eq!(
         nfs["name"],
         "projects/proj/locations/us-central1-b/instances/nfs"
@@ -557,7 +560,7 @@ async fn storage_buckets_and_objects() {
             "storageClass": "STANDARD", "versioning": {"enabled": true}, "labels": {"team": "ml"},
             "iamConfiguration": {"uniformBucketLevelAccess": {"enabled": true}, "publicAccessPrevention": "enforced"}})))
         .await;
-    assert_eq!(tables::BUCKET.conforms(&bucket), Ok(()));
+    assert_eq!(discovery::conforms("storage", "Bucket", &bucket), Ok(()));
     assert_eq!(bucket["location"], "US-CENTRAL1");
 
     let upload = c.storage("upload/storage/v1/b/ml-data/o?uploadType=media&name=runs%2F1.json");

@@ -8,7 +8,7 @@ mod common;
 mod aws_eks_sagemaker;
 mod aws_s3;
 mod capacity;
-mod field_tables;
+mod discovery_fields;
 mod gcloud;
 mod gcp_api;
 mod k8s_api;
