@@ -119,6 +119,65 @@ async fn gcp_stack_applies_replans_clean_updates_replaces_and_destroys() {
     );
 }
 
+/// `gcloud container clusters update gpu-cluster --node-pool spot-gpu-pool
+/// --enable-autoscaling --min-nodes 0 --max-nodes 6`, sent as gcloud sends it (a
+/// ClusterUpdate naming the pool), changes the pool behind terrain's back: the sandbox
+/// accepts it as GKE does, the next plan shows the drift, and the apply puts it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clusters_update_node_pool_autoscaling_by_hand_is_drift_the_next_plan_shows() {
+    let work = Sandbox::with_fixture("gcp-ml");
+    let env = Env::new(&work).await;
+    env.run(&work, &["apply", "--auto-approve"]).success();
+
+    let cluster = format!(
+        "{}v1/projects/ml-project/locations/us-central1-a/clusters/gpu-cluster",
+        env.cloud.gcp_endpoints().container
+    );
+    let http = reqwest::Client::new();
+    let answer = http
+        .put(&cluster)
+        .bearer_auth("sandbox-token")
+        .json(&serde_json::json!({"update": {
+            "desiredNodePoolId": "spot-gpu-pool",
+            "desiredNodePoolAutoscaling": {"enabled": true, "minNodeCount": 0, "maxNodeCount": 6},
+        }}))
+        .send()
+        .await
+        .expect("the update is answered");
+    let status = answer.status();
+    let body = answer.text().await.unwrap_or_default();
+    assert!(status.is_success(), "{status}: {body}");
+    // The update is a long-running operation: wait until the pool shows it.
+    let pool = format!("{cluster}/nodePools/spot-gpu-pool");
+    let started = std::time::Instant::now();
+    loop {
+        let got: serde_json::Value = http
+            .get(&pool)
+            .bearer_auth("sandbox-token")
+            .send()
+            .await
+            .expect("the pool is answered")
+            .json()
+            .await
+            .expect("JSON");
+        if got["autoscaling"]["maxNodeCount"] == 6 {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the pool never showed the update: {got}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    let plan = env.run(&work, &["plan", "--detailed-exitcode"]);
+    plan.expect_code(2);
+    expect_file("gcp/plan-drift-autoscaling.txt", &plan.stdout);
+    env.run(&work, &["apply", "--auto-approve"]).success();
+    env.run(&work, &["plan", "--detailed-exitcode"])
+        .expect_code(0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retired_gpu_and_bad_tpu_topology_are_refused_offline() {
     let work = Sandbox::with_fixture("gcp-ml");
