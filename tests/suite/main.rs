@@ -33,6 +33,7 @@ mod policy;
 mod readme;
 mod review;
 mod sandbox_cli;
+mod schemas;
 mod stacks;
 mod state_backend;
 mod state_gcs;
