@@ -5,6 +5,9 @@
 //! out) and a [`Schema`] describing the kind's fields. Each kind is written against the
 //! typed [`Kind`] trait and registered once in [`registry::builtin`].
 
+// The schema derive names this crate by its name, inside it too.
+extern crate self as terrain_providers;
+
 pub mod aws;
 pub mod capacity;
 pub mod error;

@@ -6,7 +6,8 @@
 //! - `read` returns `Ok(None)` when the object is gone (a missing object is a value);
 //! - `create` and `update` return once the object is ready, with its outputs;
 //! - `delete` is idempotent: deleting what is already gone succeeds;
-//! - fields whose change forces replacement are marked `force_new` in the schema;
+//! - the schema is the `Spec` and `Outputs` types' (`#[derive(Fields)]`): fields whose
+//!   change forces replacement are marked `#[terrain(force_new)]` on them;
 //! - `planned_id` names the object before it exists where the API allows it, so an
 //!   interrupted create can be found and adopted instead of created twice.
 
@@ -498,8 +499,25 @@ pub struct Live<K: Kind> {
 /// A resource kind, typed. Implement this, then register `Adapter::new(kind)`.
 #[async_trait]
 pub trait Kind: Send + Sync + 'static {
-    type Spec: Serialize + DeserializeOwned + Send + Sync + Clone + std::fmt::Debug + PartialEq;
-    type Outputs: Serialize + DeserializeOwned + Send + Sync + Clone + std::fmt::Debug + PartialEq;
+    /// What a stack writes: its fields, docs, defaults and flags are the kind's schema
+    /// (`#[derive(Fields)]`).
+    type Spec: Serialize
+        + DeserializeOwned
+        + Send
+        + Sync
+        + Clone
+        + std::fmt::Debug
+        + PartialEq
+        + crate::schema::Fields;
+    /// What the kind reports once applied, likewise.
+    type Outputs: Serialize
+        + DeserializeOwned
+        + Send
+        + Sync
+        + Clone
+        + std::fmt::Debug
+        + PartialEq
+        + crate::schema::Fields;
     /// The kind's name as written in stacks.
     const KIND: &'static str;
     /// The provider it belongs to.
@@ -511,8 +529,10 @@ pub trait Kind: Send + Sync + 'static {
     /// with [`Kind::demand`].
     const NEEDS_CAPACITY: bool = false;
 
-    /// The kind's fields; must agree with `Spec` and `Outputs` (each kind tests that).
-    fn schema() -> Schema;
+    /// The kind's fields, as its `Spec` and `Outputs` types declare them.
+    fn schema() -> Schema {
+        Schema::of::<Self::Spec, Self::Outputs>()
+    }
     /// Offline checks on a fully known spec; `config` is the provider's table.
     fn validate(_spec: &Self::Spec, _config: &Value) -> Vec<Invalid> {
         Vec::new()

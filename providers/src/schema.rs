@@ -3,6 +3,11 @@
 //!
 //! The engine validates stacks against it offline (unknown keys, wrong types, bad
 //! references) and uses it to decide update-in-place versus replace.
+//!
+//! A kind writes it once, on its `Spec` and `Outputs` types: [`Fields`] (derived by
+//! `#[derive(Fields)]`, the `terrain-derive` crate) lists a struct's fields from their
+//! names, doc comments, serde defaults and `#[terrain(…)]` flags, and [`Described`] maps a
+//! Rust type to its [`Type`].
 
 use serde_json::Value;
 
@@ -163,6 +168,115 @@ impl Schema {
     }
 }
 
+impl Schema {
+    /// The schema of a kind whose stack table is `S` and whose reported attributes are
+    /// `O`, both deriving [`Fields`]. Reported attributes are never required and have no
+    /// default, whatever their types say: they are read, not written.
+    pub fn of<S: Fields, O: Fields>() -> Schema {
+        Schema {
+            fields: S::fields(),
+            outputs: O::fields().into_iter().map(as_output).collect(),
+        }
+    }
+}
+
+fn as_output(mut field: Field) -> Field {
+    field.required = false;
+    field.default = None;
+    field.ty = output_type(field.ty);
+    field
+}
+
+fn output_type(ty: Type) -> Type {
+    match ty {
+        Type::Object(fields) => Type::Object(fields.into_iter().map(as_output).collect()),
+        Type::List(t) => Type::List(Box::new(output_type(*t))),
+        Type::Map(t) => Type::Map(Box::new(output_type(*t))),
+        other => other,
+    }
+}
+
+/// The fields of a struct a stack writes (or a kind reports), in order: written by
+/// `#[derive(Fields)]` from the struct's fields, their doc comments, serde's defaults
+/// and `#[terrain(…)]` flags (see the `terrain-derive` crate).
+pub trait Fields {
+    fn fields() -> Vec<Field>;
+}
+
+pub use terrain_derive::Fields;
+
+/// How a field of a Rust type is described: its [`Type`], and whether a stack may leave
+/// it out (`Option`). Structs get it from `#[derive(Fields)]`.
+pub trait Described {
+    /// Whether a field of this type may be left out.
+    const OPTIONAL: bool = false;
+    fn ty() -> Type;
+}
+
+macro_rules! described {
+    ($ty:expr => $($t:ty),+) => {
+        $(impl Described for $t {
+            fn ty() -> Type {
+                $ty
+            }
+        })+
+    };
+}
+
+described!(Type::String => String);
+described!(Type::Int => i64, i32, i16, i8, u64, u32, u16, u8, usize);
+described!(Type::Float => f64, f32);
+described!(Type::Bool => bool);
+described!(Type::Any => Value);
+
+impl<T: Described> Described for Option<T> {
+    const OPTIONAL: bool = true;
+    fn ty() -> Type {
+        T::ty()
+    }
+}
+
+impl<T: Described> Described for Box<T> {
+    const OPTIONAL: bool = T::OPTIONAL;
+    fn ty() -> Type {
+        T::ty()
+    }
+}
+
+impl<T: Described> Described for Vec<T> {
+    fn ty() -> Type {
+        Type::List(Box::new(T::ty()))
+    }
+}
+
+impl<T: Described> Described for std::collections::BTreeMap<String, T> {
+    fn ty() -> Type {
+        Type::Map(Box::new(T::ty()))
+    }
+}
+
+impl<T: Described, S> Described for std::collections::HashMap<String, T, S> {
+    fn ty() -> Type {
+        Type::Map(Box::new(T::ty()))
+    }
+}
+
+/// A free-form table (a kind reporting whatever the API answered) has no known fields.
+impl Fields for Value {
+    fn fields() -> Vec<Field> {
+        Vec::new()
+    }
+}
+
+/// A default as the schema states it: serde's default value, serialized; `None` when it
+/// serializes to nothing (an `Option` left out).
+pub fn default_of<T: serde::Serialize>(value: &T) -> Option<Value> {
+    match serde_json::to_value(value) {
+        Ok(Value::Null) | Err(_) => None,
+        Ok(v) => Some(v),
+    }
+}
+
 fn fill_defaults(fields: &[Field], value: &Value) -> Value {
     let Value::Object(map) = value else {
         return value.clone();
@@ -204,7 +318,105 @@ fn fill_type(ty: &Type, value: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde::{Deserialize, Serialize};
     use serde_json::json;
+
+    fn mode() -> String {
+        "0644".to_string()
+    }
+
+    /// A nested table whose struct-level default fills its fields.
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
+    #[serde(default)]
+    struct Share {
+        /// The share's name.
+        #[terrain(force_new)]
+        name: String,
+        /// Its size
+        /// in GB.
+        capacity_gb: i64,
+    }
+
+    impl Default for Share {
+        fn default() -> Self {
+            Share {
+                name: "vol".into(),
+                capacity_gb: 1024,
+            }
+        }
+    }
+
+    #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
+    struct Example {
+        /// Required: no default, not an Option.
+        #[terrain(force_new)]
+        name: String,
+        /// A default from a function.
+        #[serde(default = "mode")]
+        mode: String,
+        /// The type's default.
+        #[serde(default)]
+        tags: std::collections::BTreeMap<String, String>,
+        /// Optional.
+        #[terrain(sensitive)]
+        token: Option<String>,
+        /// Renamed.
+        #[serde(rename = "type")]
+        kind: Option<String>,
+        /// A table.
+        share: Option<Share>,
+        /// Tables in a list.
+        #[serde(default)]
+        shares: Vec<Share>,
+        /// Typed, written free-form.
+        #[terrain(any)]
+        shape: Option<Share>,
+        /// Anything.
+        #[terrain(derived_from = ["name", "share.name"])]
+        raw: serde_json::Value,
+        #[serde(skip)]
+        cache: Option<String>,
+    }
+
+    #[test]
+    fn the_derive_reads_types_docs_defaults_and_flags() {
+        let share = Type::Object(vec![
+            Field::new("name", Type::String, "The share's name.")
+                .force_new()
+                .default(json!("vol")),
+            Field::new("capacity_gb", Type::Int, "Its size in GB.").default(json!(1024)),
+        ]);
+        let want = vec![
+            Field::new("name", Type::String, "Required: no default, not an Option.")
+                .required()
+                .force_new(),
+            Field::new("mode", Type::String, "A default from a function.").default(json!("0644")),
+            Field::new(
+                "tags",
+                Type::Map(Box::new(Type::String)),
+                "The type's default.",
+            )
+            .default(json!({})),
+            Field::new("token", Type::String, "Optional.").sensitive(),
+            Field::new("type", Type::String, "Renamed."),
+            Field::new("share", share.clone(), "A table."),
+            Field::new("shares", Type::List(Box::new(share)), "Tables in a list.")
+                .default(json!([])),
+            Field::new("shape", Type::Any, "Typed, written free-form."),
+            Field::new("raw", Type::Any, "Anything.")
+                .required()
+                .derived_from(&["name", "share.name"]),
+        ];
+        assert_eq!(Example::fields(), want);
+        // Reported attributes are neither required nor defaulted, at any depth.
+        let outputs = Schema::of::<Example, Example>().outputs;
+        assert!(outputs.iter().all(|f| !f.required && f.default.is_none()));
+        let Some(Type::Object(inner)) = outputs.iter().find(|f| f.name == "share").map(|f| &f.ty)
+        else {
+            panic!("share is a table: {outputs:?}");
+        };
+        assert!(inner.iter().all(|f| f.default.is_none()), "{inner:?}");
+    }
 
     #[test]
     fn defaults_fill_tables_inside_lists_as_serde_would() {

@@ -1,7 +1,8 @@
 //! Test support shipped with the crate (not `cfg(test)`, because the engine's tests and
 //! benchmark use it): [`TestCloud`], an in-memory cloud that records every call and can
 //! inject latency, failures and drift, with its kinds `test_thing` and `test_pool`; and
-//! [`schema_mismatches`], the check each kind uses to prove its schema agrees with serde.
+//! [`schema_mismatches`], the check each kind uses to prove the schema derived from its
+//! types agrees with what serde does with them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -12,7 +13,8 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::{Adapter, Ctx, Field, Invalid, Kind, Live, ProviderError, Registry, Schema, Type};
+use crate::schema::Fields;
+use crate::{Adapter, Ctx, Field, Invalid, Kind, Live, ProviderError, Registry, Schema};
 
 /// A provider operation, as recorded in [`Call`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -369,16 +371,26 @@ fn call_name(kind: &str, op: Op) -> String {
 }
 
 /// The spec of `test_thing`: one field of each shape the engine must handle.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct ThingSpec {
+    /// The thing's name, which is also its id.
+    #[terrain(force_new)]
     pub name: String,
+    /// A free-form value, updatable in place.
     pub value: Option<String>,
+    /// A non-negative size, updatable in place.
     #[serde(default = "default_size")]
     pub size: i64,
+    /// Labels on the thing.
     pub tags: Option<BTreeMap<String, String>>,
+    /// A secret, never printed.
+    #[terrain(sensitive)]
     pub secret: Option<String>,
+    /// An ordered list of strings.
     pub items: Option<Vec<String>>,
+    /// Where the thing lives; changing it replaces the thing.
+    #[terrain(force_new)]
     pub zone: Option<String>,
 }
 
@@ -387,11 +399,14 @@ fn default_size() -> i64 {
 }
 
 /// What `test_thing` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct ThingOutputs {
+    /// test:thing/<name>.
     pub arn: String,
+    /// 1 on create, one more on each update.
     pub version: i64,
+    /// https://<name>.test.
     pub endpoint: String,
 }
 
@@ -434,57 +449,6 @@ impl Kind for TestThing {
     type Outputs = ThingOutputs;
     const KIND: &'static str = "test_thing";
     const PROVIDER: &'static str = "test";
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                Field::new(
-                    "name",
-                    Type::String,
-                    "The thing's name, which is also its id.",
-                )
-                .required()
-                .force_new(),
-                Field::new(
-                    "value",
-                    Type::String,
-                    "A free-form value, updatable in place.",
-                ),
-                Field::new(
-                    "size",
-                    Type::Int,
-                    "A non-negative size, updatable in place.",
-                )
-                .default(json!(1)),
-                Field::new(
-                    "tags",
-                    Type::Map(Box::new(Type::String)),
-                    "Labels on the thing.",
-                ),
-                Field::new("secret", Type::String, "A secret, never printed.").sensitive(),
-                Field::new(
-                    "items",
-                    Type::List(Box::new(Type::String)),
-                    "An ordered list of strings.",
-                ),
-                Field::new(
-                    "zone",
-                    Type::String,
-                    "Where the thing lives; changing it replaces the thing.",
-                )
-                .force_new(),
-            ],
-            outputs: vec![
-                Field::new("arn", Type::String, "test:thing/<name>."),
-                Field::new(
-                    "version",
-                    Type::Int,
-                    "1 on create, one more on each update.",
-                ),
-                Field::new("endpoint", Type::String, "https://<name>.test."),
-            ],
-        }
-    }
 
     fn validate(spec: &ThingSpec, _config: &serde_json::Value) -> Vec<Invalid> {
         let mut problems = Vec::new();
@@ -601,21 +565,28 @@ impl Kind for TestThing {
 
 /// The spec of `test_pool`: a node pool in miniature, whose outputs each follow a
 /// different part of the spec (see [`PoolOutputs`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct PoolSpec {
+    /// The pool's name, which is also its id.
+    #[terrain(force_new)]
     pub name: String,
+    /// The machine type of the pool's nodes, updatable in place.
     #[serde(default = "default_machine")]
     pub machine: String,
+    /// Labels on the pool's machines.
     pub machine_labels: Option<BTreeMap<String, String>>,
+    /// Bounds on the node count, updatable in place.
     pub autoscaling: Option<Autoscaling>,
 }
 
 /// `test_pool`'s node-count bounds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Autoscaling {
+    /// The fewest nodes.
     pub min: i64,
+    /// The most nodes.
     pub max: i64,
 }
 
@@ -626,12 +597,19 @@ fn default_machine() -> String {
 /// What `test_pool` reports after apply. `placement` follows `name` and `machine`,
 /// `max_nodes` follows `autoscaling.max`, `cluster` follows nothing, and `generation`
 /// declares nothing, so any update makes it unknown.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct PoolOutputs {
+    /// <name>/<machine>, where workloads placed on the pool land.
+    #[terrain(derived_from = ["name", "machine"])]
     pub placement: String,
+    /// autoscaling.max, or 1 without autoscaling.
+    #[terrain(derived_from = ["autoscaling.max"])]
     pub max_nodes: i64,
+    /// The cluster the pool belongs to.
+    #[terrain(derived_from = [])]
     pub cluster: String,
+    /// 1 on create, one more on each update.
     pub generation: i64,
 }
 
@@ -664,60 +642,6 @@ impl Kind for TestPool {
     type Outputs = PoolOutputs;
     const KIND: &'static str = "test_pool";
     const PROVIDER: &'static str = "test";
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                Field::new(
-                    "name",
-                    Type::String,
-                    "The pool's name, which is also its id.",
-                )
-                .required()
-                .force_new(),
-                Field::new(
-                    "machine",
-                    Type::String,
-                    "The machine type of the pool's nodes, updatable in place.",
-                )
-                .default(json!("small")),
-                Field::new(
-                    "machine_labels",
-                    Type::Map(Box::new(Type::String)),
-                    "Labels on the pool's machines.",
-                ),
-                Field::new(
-                    "autoscaling",
-                    Type::Object(vec![
-                        Field::new("min", Type::Int, "The fewest nodes.").required(),
-                        Field::new("max", Type::Int, "The most nodes.").required(),
-                    ]),
-                    "Bounds on the node count, updatable in place.",
-                ),
-            ],
-            outputs: vec![
-                Field::new(
-                    "placement",
-                    Type::String,
-                    "<name>/<machine>, where workloads placed on the pool land.",
-                )
-                .derived_from(&["name", "machine"]),
-                Field::new(
-                    "max_nodes",
-                    Type::Int,
-                    "autoscaling.max, or 1 without autoscaling.",
-                )
-                .derived_from(&["autoscaling.max"]),
-                Field::new("cluster", Type::String, "The cluster the pool belongs to.")
-                    .derived_from(&[]),
-                Field::new(
-                    "generation",
-                    Type::Int,
-                    "1 on create, one more on each update.",
-                ),
-            ],
-        }
-    }
 
     fn validate(spec: &PoolSpec, _config: &serde_json::Value) -> Vec<Invalid> {
         let mut problems = Vec::new();
@@ -813,6 +737,9 @@ impl Kind for TestPool {
 
 /// Every way `K::schema()` disagrees with `K::Spec` and `K::Outputs`, given `full`, a
 /// spec with every field set (no `None`), and any `outputs`. Empty when they agree.
+/// Kinds derive their schema from those types (`#[derive(Fields)]`), so each kind's
+/// call of this is a test of the derive against what serde does with its types (a
+/// `Described` impl or a `#[terrain(any)]` that does not fit serde's output shows here).
 ///
 /// Checks that the serialized field names are exactly the schema's; that values fit
 /// the schema's types; that a spec holding only the required fields deserializes, and
@@ -957,6 +884,7 @@ fn compare_names(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Field, Schema, Type};
     use std::collections::BTreeMap;
 
     fn ctx(address: &str) -> Ctx {
@@ -1135,11 +1063,16 @@ mod tests {
 
     #[test]
     fn schema_mismatches_catches_disagreement() {
-        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        // Its types say one thing and the hand-written schema below another, which is
+        // what the check must catch.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
         struct Bad {
+            /// A name.
             name: String,
+            /// Something extra.
             #[serde(skip_serializing_if = "Option::is_none")]
             extra: Option<String>,
+            /// A size.
             size: i64,
         }
         struct BadKind;

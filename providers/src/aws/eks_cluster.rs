@@ -23,7 +23,8 @@ use super::eks::{
     wait_update, Creating, UpdateWait, IN_USE,
 };
 use super::{catalog, config, is_not_found, sdk_error, tags_with_ours, user_tags};
-use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Health, Invalid, Kind, Live, ProviderError};
 
 /// The kind `eks_cluster`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -43,42 +44,65 @@ fn anywhere() -> Vec<String> {
 }
 
 /// What a stack writes for an `eks_cluster`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    /// The cluster's name, unique in the region: letters, digits, '-' and '_', at most 100
+    /// characters.
+    #[terrain(force_new)]
     pub name: String,
+    /// The Kubernetes minor version ("1.31"). Changing it UPGRADES the control plane in
+    /// place (eks:UpdateClusterVersion, typically 10 to 25 minutes), one minor version per
+    /// apply; downgrades are refused.
     #[serde(default = "default_version")]
     pub version: String,
+    /// The IAM role EKS uses to manage the cluster (arn:aws:iam::ACCOUNT:role/NAME).
+    #[terrain(force_new)]
     pub role_arn: String,
+    /// At least two subnets in different Availability Zones for the control plane's network
+    /// interfaces.
+    #[terrain(force_new)]
     pub subnet_ids: Vec<String>,
+    /// Extra security groups for the control plane's network interfaces (at most 5).
     #[serde(default)]
+    #[terrain(force_new)]
     pub security_group_ids: Vec<String>,
+    /// Whether the API server is reachable from the internet.
     #[serde(default = "yes")]
     pub endpoint_public_access: bool,
+    /// Whether the API server is reachable from inside the VPC.
     #[serde(default)]
     pub endpoint_private_access: bool,
+    /// IPv4 blocks allowed to reach the public endpoint.
     #[serde(default = "anywhere")]
     pub public_access_cidrs: Vec<String>,
+    /// Control plane logs sent to CloudWatch: api, audit, authenticator, controllerManager,
+    /// scheduler.
     #[serde(default)]
     pub logging: Vec<String>,
+    /// AWS tags on the cluster.
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
 }
 
 /// What `eks_cluster` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
+    /// The cluster's ARN.
     pub arn: String,
-    /// The API server URL (`https://….eks.amazonaws.com`).
+    /// The Kubernetes API server URL.
     pub endpoint: String,
     /// The cluster CA certificate, PEM.
     pub ca_certificate: String,
+    /// The OIDC issuer URL, for IAM roles for service accounts.
     pub oidc_issuer: String,
+    /// The EKS platform version (eks.N).
     pub platform_version: String,
+    /// CREATING, ACTIVE, UPDATING, DELETING or FAILED.
     pub status: String,
-    /// How to reach the cluster's Kubernetes API — address, CA, how to get a token and
-    /// what kind of cluster it is — for the `cluster` field of kubernetes_* kinds.
+    /// How to reach the Kubernetes API: the `cluster` of kubernetes_* resources.
+    #[terrain(derived_from = [])]
     pub kubernetes: Value,
 }
 
@@ -389,33 +413,6 @@ impl Kind for EksCluster {
     const KIND: &'static str = "eks_cluster";
     const PROVIDER: &'static str = "aws";
     const BILLS: bool = true;
-
-    fn schema() -> Schema {
-        let strings = || Type::List(Box::new(Type::String));
-        Schema {
-            fields: vec![
-                Field::new("name", Type::String, "The cluster's name, unique in the region: letters, digits, '-' and '_', at most 100 characters.").required().force_new(),
-                Field::new("version", Type::String, "The Kubernetes minor version (\"1.31\"). Changing it UPGRADES the control plane in place (eks:UpdateClusterVersion, typically 10 to 25 minutes), one minor version per apply; downgrades are refused.").default(json!(catalog::DEFAULT_EKS_VERSION)),
-                Field::new("role_arn", Type::String, "The IAM role EKS uses to manage the cluster (arn:aws:iam::ACCOUNT:role/NAME).").required().force_new(),
-                Field::new("subnet_ids", strings(), "At least two subnets in different Availability Zones for the control plane's network interfaces.").required().force_new(),
-                Field::new("security_group_ids", strings(), "Extra security groups for the control plane's network interfaces (at most 5).").default(json!([])).force_new(),
-                Field::new("endpoint_public_access", Type::Bool, "Whether the API server is reachable from the internet.").default(json!(true)),
-                Field::new("endpoint_private_access", Type::Bool, "Whether the API server is reachable from inside the VPC.").default(json!(false)),
-                Field::new("public_access_cidrs", strings(), "IPv4 blocks allowed to reach the public endpoint.").default(json!(["0.0.0.0/0"])),
-                Field::new("logging", strings(), "Control plane logs sent to CloudWatch: api, audit, authenticator, controllerManager, scheduler.").default(json!([])),
-                Field::new("tags", Type::Map(Box::new(Type::String)), "AWS tags on the cluster.").default(json!({})),
-            ],
-            outputs: vec![
-                Field::new("arn", Type::String, "The cluster's ARN."),
-                Field::new("endpoint", Type::String, "The Kubernetes API server URL."),
-                Field::new("ca_certificate", Type::String, "The cluster CA certificate, PEM."),
-                Field::new("oidc_issuer", Type::String, "The OIDC issuer URL, for IAM roles for service accounts."),
-                Field::new("platform_version", Type::String, "The EKS platform version (eks.N)."),
-                Field::new("status", Type::String, "CREATING, ACTIVE, UPDATING, DELETING or FAILED."),
-                Field::new("kubernetes", Type::Any, "How to reach the Kubernetes API: the `cluster` of kubernetes_* resources.").derived_from(&[]),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

@@ -37,7 +37,8 @@ use super::eks::{
 use super::{config, is_not_found, sdk_error, tags_with_ours, user_tags};
 use crate::kubernetes::{check_labels, check_qualified_name};
 use crate::protocol::UNKNOWN;
-use crate::{Ctx, Field, Health, Invalid, Kind, Live, Peer, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Health, Invalid, Kind, Live, Peer, ProviderError};
 
 /// The kind `eks_node_group`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -45,19 +46,25 @@ pub struct EksNodeGroup;
 
 /// How many nodes the group keeps. Leave `desired` out when an autoscaler manages the
 /// size: the group starts at `min` and later changes of its size are not drift.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Scaling {
+    /// The fewest nodes (0 lets an idle GPU group cost nothing).
     pub min: i64,
+    /// The most nodes (at least 1).
     pub max: i64,
+    /// The nodes to run now, between min and max; leave out when an autoscaler manages the
+    /// size (the group starts at min).
     pub desired: Option<i64>,
 }
 
 /// A Kubernetes taint on every node of the group, with EKS's effect spelling.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct NodeTaint {
+    /// The taint key.
     pub key: String,
+    /// The taint value (may be left out).
     pub value: Option<String>,
     /// NO_SCHEDULE, NO_EXECUTE or PREFER_NO_SCHEDULE.
     pub effect: String,
@@ -66,20 +73,26 @@ pub struct NodeTaint {
 /// Where else create may put the group when its declared placement is out of
 /// capacity: subnets to try one at a time, instance types to try one at a time with the
 /// declared subnets. Only create reads it (see [`candidates`]).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Fallback {
+    /// Subnets to try one at a time (in other Availability Zones), with the declared
+    /// instance types.
     #[serde(default)]
     pub subnet_ids: Vec<String>,
+    /// Instance types to try one at a time in the declared subnets; same architecture and
+    /// accelerators as instance_types.
     #[serde(default)]
     pub instance_types: Vec<String>,
 }
 
 /// Where the group's nodes went: its subnets and instance types.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Landed {
+    /// The subnets the nodes run in.
     pub subnet_ids: Vec<String>,
+    /// The nodes' instance types.
     pub instance_types: Vec<String>,
 }
 
@@ -97,43 +110,67 @@ fn twenty() -> i64 {
 }
 
 /// What a stack writes for an `eks_node_group`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    /// The EKS cluster's name ("${eks_cluster.NAME.name}").
+    #[terrain(force_new)]
     pub cluster_name: String,
+    /// The node group's name: letters, digits, '-' and '_', at most 63 characters.
+    #[terrain(force_new)]
     pub name: String,
+    /// The IAM role of the nodes (arn:aws:iam::ACCOUNT:role/NAME).
+    #[terrain(force_new)]
     pub node_role_arn: String,
+    /// The subnets the nodes run in.
+    #[terrain(force_new)]
     pub subnet_ids: Vec<String>,
+    /// EC2 instance types (GPU families such as g5, g6, p4d, p5 need a GPU AMI; Graviton
+    /// families an ARM one).
     #[serde(default = "m5_large")]
+    #[terrain(force_new)]
     pub instance_types: Vec<String>,
-    /// Derived from the instance types when left out (see [`resolved_ami_type`]).
+    /// The EKS AMI type; derived from the instance types when left out
+    /// (AL2023_x86_64_STANDARD, or AL2023_x86_64_NVIDIA for GPU instances).
+    #[terrain(force_new)]
     pub ami_type: Option<String>,
+    /// ON_DEMAND or SPOT.
     #[serde(default = "on_demand")]
+    #[terrain(force_new)]
     pub capacity_type: String,
+    /// Node counts; changed in place.
     pub scaling: Scaling,
+    /// Root volume size of each node in GiB.
     #[serde(default = "twenty")]
+    #[terrain(force_new)]
     pub disk_size: i64,
+    /// Kubernetes labels on the nodes; changed in place.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Kubernetes taints on the nodes; changed in place.
     #[serde(default)]
     pub taints: Vec<NodeTaint>,
+    /// AWS tags on the node group.
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
-    /// Create-time only: where to try next when the declared placement has no capacity.
+    /// Where create tries next when the declared placement has no capacity
+    /// (InsufficientInstanceCapacity); changing it changes nothing in the cloud.
     pub fallback: Option<Fallback>,
 }
 
 /// What `eks_node_group` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
+    /// The node group's ARN.
     pub arn: String,
+    /// CREATING, ACTIVE, UPDATING, DEGRADED, DELETING…
     pub status: String,
-    /// What a workload needs to run on this group — its node selector, its taints (to
-    /// tolerate), its GPUs and whether it is Spot — for kubernetes_* `node_pool` fields.
+    /// How workloads land on these nodes: the `node_pool` of kubernetes_* resources.
+    #[terrain(derived_from = ["name", "instance_types", "capacity_type", "taints"])]
     pub placement: Value,
-    /// Where the nodes are: a fallback's subnet or instance type when the declared
-    /// placement was out of capacity.
+    /// Where the group went: a fallback's subnet or instance type when the declared
+    /// placement had no capacity.
     pub landed: Landed,
 }
 
@@ -824,66 +861,6 @@ impl Kind for EksNodeGroup {
     const PROVIDER: &'static str = "aws";
     const BILLS: bool = true;
     const NEEDS_CAPACITY: bool = true;
-
-    fn schema() -> Schema {
-        let strings = || Type::List(Box::new(Type::String));
-        Schema {
-            fields: vec![
-                Field::new("cluster_name", Type::String, "The EKS cluster's name (\"${eks_cluster.NAME.name}\").").required().force_new(),
-                Field::new("name", Type::String, "The node group's name: letters, digits, '-' and '_', at most 63 characters.").required().force_new(),
-                Field::new("node_role_arn", Type::String, "The IAM role of the nodes (arn:aws:iam::ACCOUNT:role/NAME).").required().force_new(),
-                Field::new("subnet_ids", strings(), "The subnets the nodes run in.").required().force_new(),
-                Field::new("instance_types", strings(), "EC2 instance types (GPU families such as g5, g6, p4d, p5 need a GPU AMI; Graviton families an ARM one).").default(json!(["m5.large"])).force_new(),
-                Field::new("ami_type", Type::String, "The EKS AMI type; derived from the instance types when left out (AL2023_x86_64_STANDARD, or AL2023_x86_64_NVIDIA for GPU instances).").force_new(),
-                Field::new("capacity_type", Type::String, "ON_DEMAND or SPOT.").default(json!("ON_DEMAND")).force_new(),
-                Field::new(
-                    "scaling",
-                    Type::Object(vec![
-                        Field::new("min", Type::Int, "The fewest nodes (0 lets an idle GPU group cost nothing).").required(),
-                        Field::new("max", Type::Int, "The most nodes (at least 1).").required(),
-                        Field::new("desired", Type::Int, "The nodes to run now, between min and max; leave out when an autoscaler manages the size (the group starts at min)."),
-                    ]),
-                    "Node counts; changed in place.",
-                )
-                .required(),
-                Field::new("disk_size", Type::Int, "Root volume size of each node in GiB.").default(json!(20)).force_new(),
-                Field::new("labels", Type::Map(Box::new(Type::String)), "Kubernetes labels on the nodes; changed in place.").default(json!({})),
-                Field::new(
-                    "taints",
-                    Type::List(Box::new(Type::Object(vec![
-                        Field::new("key", Type::String, "The taint key.").required(),
-                        Field::new("value", Type::String, "The taint value (may be left out)."),
-                        Field::new("effect", Type::String, "NO_SCHEDULE, NO_EXECUTE or PREFER_NO_SCHEDULE.").required(),
-                    ]))),
-                    "Kubernetes taints on the nodes; changed in place.",
-                )
-                .default(json!([])),
-                Field::new("tags", Type::Map(Box::new(Type::String)), "AWS tags on the node group.").default(json!({})),
-                // Not force_new, and never sent to EKS: it steers create only.
-                Field::new(
-                    "fallback",
-                    Type::Object(vec![
-                        Field::new("subnet_ids", strings(), "Subnets to try one at a time (in other Availability Zones), with the declared instance types.").default(json!([])),
-                        Field::new("instance_types", strings(), "Instance types to try one at a time in the declared subnets; same architecture and accelerators as instance_types.").default(json!([])),
-                    ]),
-                    "Where create tries next when the declared placement has no capacity (InsufficientInstanceCapacity); changing it changes nothing in the cloud.",
-                ),
-            ],
-            outputs: vec![
-                Field::new("arn", Type::String, "The node group's ARN."),
-                Field::new("status", Type::String, "CREATING, ACTIVE, UPDATING, DEGRADED, DELETING…"),
-                Field::new("placement", Type::Any, "How workloads land on these nodes: the `node_pool` of kubernetes_* resources.").derived_from(&["name", "instance_types", "capacity_type", "taints"]),
-                Field::new(
-                    "landed",
-                    Type::Object(vec![
-                        Field::new("subnet_ids", strings(), "The subnets the nodes run in."),
-                        Field::new("instance_types", strings(), "The nodes' instance types."),
-                    ]),
-                    "Where the group went: a fallback's subnet or instance type when the declared placement had no capacity.",
-                ),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

@@ -25,11 +25,12 @@ use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::operation::BuildError;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::{config, is_not_found, is_ours, not_ours, sdk_error, tags_with_ours, user_tags};
 use super::{ADDRESS_TAG, MANAGED_BY};
-use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Invalid, Kind, Live, ProviderError};
 
 /// The kind `s3_bucket`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -76,13 +77,17 @@ fn yes() -> bool {
 }
 
 /// Default encryption for new objects.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Encryption {
+    /// AES256 (SSE-S3), aws:kms (SSE-KMS) or aws:kms:dsse (dual-layer SSE-KMS).
     #[serde(default = "aes256")]
     pub algorithm: String,
+    /// The KMS key for aws:kms or aws:kms:dsse; the AWS managed key aws/s3 when left out.
+    /// Not allowed with AES256.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kms_key_id: Option<String>,
+    /// Use an S3 Bucket Key to cut KMS requests (takes effect with aws:kms).
     #[serde(default)]
     pub bucket_key: bool,
 }
@@ -105,15 +110,19 @@ impl Encryption {
 }
 
 /// The bucket's public access block; all four on is S3's default for new buckets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct PublicAccessBlock {
+    /// Refuse public ACLs.
     #[serde(default = "yes")]
     pub block_public_acls: bool,
+    /// Ignore public ACLs already set.
     #[serde(default = "yes")]
     pub ignore_public_acls: bool,
+    /// Refuse bucket policies that grant public access.
     #[serde(default = "yes")]
     pub block_public_policy: bool,
+    /// Limit access under a public policy to AWS services and the owner account.
     #[serde(default = "yes")]
     pub restrict_public_buckets: bool,
 }
@@ -136,48 +145,66 @@ impl PublicAccessBlock {
 }
 
 /// One lifecycle rule, for the objects under `prefix`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct LifecycleRule {
+    /// A name for the rule, unique in the bucket.
     pub id: String,
+    /// The key prefix the rule applies to; empty for the whole bucket.
     #[serde(default)]
     pub prefix: String,
+    /// Whether the rule is in effect.
     #[serde(default = "yes")]
     pub enabled: bool,
+    /// Expire current object versions this many days after they are written.
     pub expiration_days: Option<i64>,
+    /// Delete old versions this many days after they stop being current.
     pub noncurrent_expiration_days: Option<i64>,
+    /// Abort multipart uploads not completed this many days after they start.
     pub abort_incomplete_upload_days: Option<i64>,
 }
 
 /// What a stack writes for an `s3_bucket`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    /// The bucket name, global across all AWS accounts: 3-63 lowercase letters, digits,
+    /// hyphens and dots.
+    #[terrain(force_new)]
     pub name: String,
+    /// Keep every version of overwritten and deleted objects; turning it off on a versioned
+    /// bucket suspends versioning (existing versions stay, S3 cannot unversion a bucket).
     #[serde(default)]
     pub versioning: bool,
+    /// Default encryption of new objects.
     #[serde(default)]
     pub encryption: Encryption,
+    /// S3 Block Public Access for the bucket; all on by default.
     #[serde(default)]
     pub public_access_block: PublicAccessBlock,
+    /// Lifecycle rules: expiration of objects, of old versions and of abandoned multipart
+    /// uploads.
     #[serde(default)]
     pub lifecycle: Vec<LifecycleRule>,
+    /// Bucket tags.
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
+    /// Let destroy delete every object version in the bucket first.
     #[serde(default)]
     pub force_destroy: bool,
 }
 
 /// What `s3_bucket` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
-    /// `arn:aws:s3:::NAME`.
+    /// arn:aws:s3:::NAME.
     pub arn: String,
+    /// The region the bucket is in.
     pub region: String,
-    /// `s3://NAME`.
+    /// s3://NAME.
     pub url: String,
-    /// `NAME.s3.REGION.amazonaws.com`.
+    /// NAME.s3.REGION.amazonaws.com, the bucket's regional endpoint.
     pub domain_name: String,
 }
 
@@ -1022,137 +1049,6 @@ impl Kind for S3Bucket {
     const PROVIDER: &'static str = "aws";
     const BILLS: bool = true;
 
-    fn schema() -> Schema {
-        let rule = Type::Object(vec![
-            Field::new(
-                "id",
-                Type::String,
-                "A name for the rule, unique in the bucket.",
-            )
-            .required(),
-            Field::new(
-                "prefix",
-                Type::String,
-                "The key prefix the rule applies to; empty for the whole bucket.",
-            )
-            .default(json!("")),
-            Field::new("enabled", Type::Bool, "Whether the rule is in effect.")
-                .default(json!(true)),
-            Field::new(
-                "expiration_days",
-                Type::Int,
-                "Expire current object versions this many days after they are written.",
-            ),
-            Field::new(
-                "noncurrent_expiration_days",
-                Type::Int,
-                "Delete old versions this many days after they stop being current.",
-            ),
-            Field::new(
-                "abort_incomplete_upload_days",
-                Type::Int,
-                "Abort multipart uploads not completed this many days after they start.",
-            ),
-        ]);
-        Schema {
-            fields: vec![
-                Field::new(
-                    "name",
-                    Type::String,
-                    "The bucket name, global across all AWS accounts: 3-63 lowercase letters, digits, hyphens and dots.",
-                )
-                .required()
-                .force_new(),
-                Field::new(
-                    "versioning",
-                    Type::Bool,
-                    "Keep every version of overwritten and deleted objects; turning it off on a versioned bucket suspends versioning (existing versions stay, S3 cannot unversion a bucket).",
-                )
-                .default(json!(false)),
-                Field::new(
-                    "encryption",
-                    Type::Object(vec![
-                        Field::new(
-                            "algorithm",
-                            Type::String,
-                            "AES256 (SSE-S3), aws:kms (SSE-KMS) or aws:kms:dsse (dual-layer SSE-KMS).",
-                        )
-                        .default(json!(AES256)),
-                        Field::new(
-                            "kms_key_id",
-                            Type::String,
-                            "The KMS key for aws:kms or aws:kms:dsse; the AWS managed key aws/s3 when left out. Not allowed with AES256.",
-                        ),
-                        Field::new(
-                            "bucket_key",
-                            Type::Bool,
-                            "Use an S3 Bucket Key to cut KMS requests (takes effect with aws:kms).",
-                        )
-                        .default(json!(false)),
-                    ]),
-                    "Default encryption of new objects.",
-                )
-                .default(json!({"algorithm": AES256, "bucket_key": false})),
-                Field::new(
-                    "public_access_block",
-                    Type::Object(vec![
-                        Field::new("block_public_acls", Type::Bool, "Refuse public ACLs.")
-                            .default(json!(true)),
-                        Field::new(
-                            "ignore_public_acls",
-                            Type::Bool,
-                            "Ignore public ACLs already set.",
-                        )
-                        .default(json!(true)),
-                        Field::new(
-                            "block_public_policy",
-                            Type::Bool,
-                            "Refuse bucket policies that grant public access.",
-                        )
-                        .default(json!(true)),
-                        Field::new(
-                            "restrict_public_buckets",
-                            Type::Bool,
-                            "Limit access under a public policy to AWS services and the owner account.",
-                        )
-                        .default(json!(true)),
-                    ]),
-                    "S3 Block Public Access for the bucket; all on by default.",
-                )
-                .default(json!({
-                    "block_public_acls": true,
-                    "ignore_public_acls": true,
-                    "block_public_policy": true,
-                    "restrict_public_buckets": true,
-                })),
-                Field::new(
-                    "lifecycle",
-                    Type::List(Box::new(rule)),
-                    "Lifecycle rules: expiration of objects, of old versions and of abandoned multipart uploads.",
-                )
-                .default(json!([])),
-                Field::new("tags", Type::Map(Box::new(Type::String)), "Bucket tags.")
-                    .default(json!({})),
-                Field::new(
-                    "force_destroy",
-                    Type::Bool,
-                    "Let destroy delete every object version in the bucket first.",
-                )
-                .default(json!(false)),
-            ],
-            outputs: vec![
-                Field::new("arn", Type::String, "arn:aws:s3:::NAME."),
-                Field::new("region", Type::String, "The region the bucket is in."),
-                Field::new("url", Type::String, "s3://NAME."),
-                Field::new(
-                    "domain_name",
-                    Type::String,
-                    "NAME.s3.REGION.amazonaws.com, the bucket's regional endpoint.",
-                ),
-            ],
-        }
-    }
-
     fn validate(spec: &Spec, config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();
         if let Err(m) = check_bucket_name(&spec.name) {
@@ -1308,6 +1204,7 @@ fn call_of(e: &ProviderError) -> &str {
 mod tests {
     use super::*;
     use crate::testing::schema_mismatches;
+    use serde_json::json;
 
     fn rule(id: &str) -> LifecycleRule {
         LifecycleRule {

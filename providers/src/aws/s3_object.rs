@@ -26,13 +26,14 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
 use super::s3_bucket::{check_bucket_name, client_region, partition};
 use super::{config, is_not_found, sdk_error, status_of};
-use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Invalid, Kind, Live, ProviderError};
 
 /// The kind `s3_object`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -54,34 +55,44 @@ const METADATA_BUDGET: usize = 2048 - 256;
 const OCTET_STREAM: &str = "application/octet-stream";
 
 /// What a stack writes for an `s3_object`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    /// The bucket the object is in.
+    #[terrain(force_new)]
     pub bucket: String,
+    /// The object key (path in the bucket), without a leading '/'.
+    #[terrain(force_new)]
     pub key: String,
-    /// A local file; relative paths start at the working directory.
+    /// A local file to upload; relative paths start at the working directory. Set this or
+    /// content.
     pub source: Option<String>,
+    /// The object's content as text. Set this or source.
     pub content: Option<String>,
-    /// Filled by `prepare` from the key's extension when left out.
+    /// The Content-Type S3 serves; guessed from the key's extension when left out
+    /// (application/octet-stream when unknown).
     pub content_type: Option<String>,
+    /// User metadata, served as x-amz-meta-* headers; lowercase keys.
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
-    /// Computed by `prepare`.
+    /// Computed by terrain, do not set: the sha256 (hex) of the content; a change uploads
+    /// again.
     pub content_hash: Option<String>,
 }
 
 /// What `s3_object` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
-    /// Without the quotes S3 puts around it.
+    /// The object's ETag, without quotes.
     pub etag: String,
-    /// `None` in a bucket that never had versioning.
+    /// The version id; null in a bucket without versioning.
     pub version_id: Option<String>,
-    /// `s3://BUCKET/KEY`.
+    /// s3://BUCKET/KEY.
     pub uri: String,
-    /// `https://BUCKET.s3.REGION.amazonaws.com/KEY`.
+    /// https://BUCKET.s3.REGION.amazonaws.com/KEY.
     pub url: String,
+    /// The object's size in bytes.
     pub size: i64,
 }
 
@@ -518,64 +529,6 @@ impl Kind for S3Object {
     type Outputs = Outputs;
     const KIND: &'static str = "s3_object";
     const PROVIDER: &'static str = "aws";
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                Field::new("bucket", Type::String, "The bucket the object is in.")
-                    .required()
-                    .force_new(),
-                Field::new(
-                    "key",
-                    Type::String,
-                    "The object key (path in the bucket), without a leading '/'.",
-                )
-                .required()
-                .force_new(),
-                Field::new(
-                    "source",
-                    Type::String,
-                    "A local file to upload; relative paths start at the working directory. Set this or content.",
-                ),
-                Field::new(
-                    "content",
-                    Type::String,
-                    "The object's content as text. Set this or source.",
-                ),
-                Field::new(
-                    "content_type",
-                    Type::String,
-                    "The Content-Type S3 serves; guessed from the key's extension when left out (application/octet-stream when unknown).",
-                ),
-                Field::new(
-                    "metadata",
-                    Type::Map(Box::new(Type::String)),
-                    "User metadata, served as x-amz-meta-* headers; lowercase keys.",
-                )
-                .default(json!({})),
-                Field::new(
-                    "content_hash",
-                    Type::String,
-                    "Computed by terrain, do not set: the sha256 (hex) of the content; a change uploads again.",
-                ),
-            ],
-            outputs: vec![
-                Field::new("etag", Type::String, "The object's ETag, without quotes."),
-                Field::new(
-                    "version_id",
-                    Type::String,
-                    "The version id; null in a bucket without versioning.",
-                ),
-                Field::new("uri", Type::String, "s3://BUCKET/KEY."),
-                Field::new(
-                    "url",
-                    Type::String,
-                    "https://BUCKET.s3.REGION.amazonaws.com/KEY.",
-                ),
-                Field::new("size", Type::Int, "The object's size in bytes."),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

@@ -30,8 +30,9 @@ use super::signed::SAGEMAKER;
 use super::{catalog, definition};
 use super::{tags_with_ours, user_tags, MANAGED_BY};
 use crate::kubernetes::apply::{self, Progress};
-use crate::kubernetes::{cluster_field, connect, id_of, mark_ours, yaml_diff, ObjectRef};
-use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::kubernetes::{connect, id_of, mark_ours, yaml_diff, ObjectRef};
+use crate::schema::Fields;
+use crate::{Ctx, Health, Invalid, Kind, Live, ProviderError};
 
 const SYNC_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// How long after an update a Terminal condition may still be the previous spec's.
@@ -44,28 +45,38 @@ const STALE_RETRY: Duration = Duration::from_millis(500);
 pub struct SageMakerPipeline;
 
 /// What a stack writes for a `sagemaker_pipeline`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    #[terrain(doc = crate::kubernetes::CLUSTER_DOC, force_new)]
     pub cluster: Value,
+    /// The namespace of the Pipeline object.
     #[serde(default = "ack::default_namespace")]
+    #[terrain(force_new)]
     pub namespace: String,
-    /// The `Pipeline` object's name.
+    /// The Pipeline object's name.
+    #[terrain(force_new)]
     pub name: String,
-    /// The SageMaker pipeline's name.
+    /// The SageMaker pipeline's name: letters, digits and '-'.
+    #[terrain(force_new)]
     pub pipeline_name: String,
+    /// The name SageMaker Studio shows.
     pub display_name: Option<String>,
+    /// A description of the pipeline.
     pub description: Option<String>,
+    /// The IAM role the pipeline's steps run as.
     pub role_arn: String,
-    /// A JSON file holding the definition, relative to the working directory.
+    /// A JSON file holding the pipeline definition, relative to the working directory.
     pub definition_file: Option<String>,
-    /// The definition as JSON text.
+    /// The pipeline definition as JSON text (instead of definition_file).
     pub definition: Option<String>,
-    /// parallelismConfiguration.maxParallelExecutionSteps.
+    /// How many steps may run at once (parallelismConfiguration).
     pub max_parallel_steps: Option<i64>,
+    /// Tags on the SageMaker pipeline.
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
-    /// Computed by `prepare`: SHA-256 of the definition's canonical text.
+    /// Computed when planning: SHA-256 of the definition without its layout; not to be set
+    /// in stacks.
     pub definition_hash: Option<String>,
 }
 
@@ -76,13 +87,14 @@ impl Spec {
 }
 
 /// What `sagemaker_pipeline` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
-    /// The pipeline's ARN, as the controller reports it.
+    /// The pipeline's ARN.
     pub arn: String,
+    /// The SageMaker pipeline's name.
     pub pipeline_name: String,
-    /// The pipeline's status (`Active`).
+    /// The pipeline's status (Active).
     pub status: String,
 }
 
@@ -495,30 +507,6 @@ impl Kind for SageMakerPipeline {
     const KIND: &'static str = "sagemaker_pipeline";
     const PROVIDER: &'static str = "aws";
     const RENDERS: bool = true;
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                cluster_field(),
-                Field::new("namespace", Type::String, "The namespace of the Pipeline object.").default(json!("default")).force_new(),
-                Field::new("name", Type::String, "The Pipeline object's name.").required().force_new(),
-                Field::new("pipeline_name", Type::String, "The SageMaker pipeline's name: letters, digits and '-'.").required().force_new(),
-                Field::new("display_name", Type::String, "The name SageMaker Studio shows."),
-                Field::new("description", Type::String, "A description of the pipeline."),
-                Field::new("role_arn", Type::String, "The IAM role the pipeline's steps run as.").required(),
-                Field::new("definition_file", Type::String, "A JSON file holding the pipeline definition, relative to the working directory."),
-                Field::new("definition", Type::String, "The pipeline definition as JSON text (instead of definition_file)."),
-                Field::new("max_parallel_steps", Type::Int, "How many steps may run at once (parallelismConfiguration)."),
-                Field::new("tags", Type::Map(Box::new(Type::String)), "Tags on the SageMaker pipeline.").default(json!({})),
-                Field::new("definition_hash", Type::String, "Computed when planning: SHA-256 of the definition without its layout; not to be set in stacks."),
-            ],
-            outputs: vec![
-                Field::new("arn", Type::String, "The pipeline's ARN."),
-                Field::new("pipeline_name", Type::String, "The SageMaker pipeline's name."),
-                Field::new("status", Type::String, "The pipeline's status (Active)."),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

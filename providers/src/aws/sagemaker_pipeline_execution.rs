@@ -21,9 +21,10 @@ use serde_json::{json, Value};
 use super::ack::{self, ack_state, arn_of, AckKind, AckState};
 use super::signed::SAGEMAKER;
 use crate::kubernetes::apply::Progress;
-use crate::kubernetes::{cluster_field, id_of, mark_ours, ObjectRef};
+use crate::kubernetes::{id_of, mark_ours, ObjectRef};
 use crate::local::duration::parse_duration;
-use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Health, Invalid, Kind, Live, ProviderError};
 
 const START_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 const WAITS: &[&str] = &["none", "started", "complete"];
@@ -43,28 +44,39 @@ fn twelve_hours() -> String {
 }
 
 /// What a stack writes for a `sagemaker_pipeline_execution`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    #[terrain(doc = crate::kubernetes::CLUSTER_DOC, force_new)]
     pub cluster: Value,
+    /// The namespace of the PipelineExecution object.
     #[serde(default = "ack::default_namespace")]
+    #[terrain(force_new)]
     pub namespace: String,
-    /// The `PipelineExecution` object's name.
+    /// The PipelineExecution object's name.
+    #[terrain(force_new)]
     pub name: String,
-    /// The pipeline to run: its name or ARN.
+    /// The pipeline to run, by name or ARN ("${sagemaker_pipeline.train.pipeline_name}").
+    #[terrain(force_new)]
     pub pipeline_name: String,
+    /// The run's display name.
+    #[terrain(force_new)]
     pub display_name: Option<String>,
+    /// A description of the run.
+    #[terrain(force_new)]
     pub description: Option<String>,
     /// Values for the definition's parameters, by name.
     #[serde(default)]
+    #[terrain(force_new)]
     pub parameters: BTreeMap<String, String>,
-    /// parallelismConfiguration.maxParallelExecutionSteps for this run.
+    /// How many steps of this run may run at once.
+    #[terrain(force_new)]
     pub max_parallel_steps: Option<i64>,
-    /// `none` (return once submitted), `started` (once SageMaker started the run) or
-    /// `complete` (once it succeeded; a failed run is an error).
+    /// none (return once submitted), started, or complete (follow the run; a failed run is
+    /// an error).
     #[serde(default = "complete")]
     pub wait: String,
-    /// How long `wait = "complete"` may take.
+    /// How long wait = "complete" may take (e.g. 2h).
     #[serde(default = "twelve_hours")]
     pub wait_timeout: String,
 }
@@ -80,10 +92,10 @@ impl Spec {
 }
 
 /// What `sagemaker_pipeline_execution` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
-    /// The execution's ARN (empty until SageMaker started it).
+    /// The run's ARN.
     pub arn: String,
     /// Executing, Stopping, Stopped, Failed, Succeeded or CompletedWithFailures.
     pub status: String,
@@ -357,28 +369,6 @@ impl Kind for SageMakerPipelineExecution {
     const KIND: &'static str = "sagemaker_pipeline_execution";
     const PROVIDER: &'static str = "aws";
     const RENDERS: bool = true;
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                cluster_field(),
-                Field::new("namespace", Type::String, "The namespace of the PipelineExecution object.").default(json!("default")).force_new(),
-                Field::new("name", Type::String, "The PipelineExecution object's name.").required().force_new(),
-                Field::new("pipeline_name", Type::String, "The pipeline to run, by name or ARN (\"${sagemaker_pipeline.train.pipeline_name}\").").required().force_new(),
-                Field::new("display_name", Type::String, "The run's display name.").force_new(),
-                Field::new("description", Type::String, "A description of the run.").force_new(),
-                Field::new("parameters", Type::Map(Box::new(Type::String)), "Values for the definition's parameters, by name.").default(json!({})).force_new(),
-                Field::new("max_parallel_steps", Type::Int, "How many steps of this run may run at once.").force_new(),
-                Field::new("wait", Type::String, "none (return once submitted), started, or complete (follow the run; a failed run is an error).").default(json!("complete")),
-                Field::new("wait_timeout", Type::String, "How long wait = \"complete\" may take (e.g. 2h).").default(json!("12h")),
-            ],
-            outputs: vec![
-                Field::new("arn", Type::String, "The run's ARN."),
-                Field::new("status", Type::String, "Executing, Stopping, Stopped, Failed, Succeeded or CompletedWithFailures."),
-                Field::new("failure_reason", Type::String, "Why the run failed; empty otherwise."),
-            ],
-        }
-    }
 
     /// A run of a pipeline of the same stack may only set the parameters its
     /// definition declares: SageMaker refuses the start otherwise, after the cluster,

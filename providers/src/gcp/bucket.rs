@@ -13,7 +13,8 @@ use serde_json::{json, Map, Value};
 use super::client::{client, segment, status_of, Request};
 use super::config::Api;
 use super::{catalog, is_ours, labels_with_ours, not_ours, user_labels};
-use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Invalid, Kind, Live, ProviderError};
 
 /// The kind `gcs_bucket`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -33,30 +34,40 @@ fn yes() -> bool {
 }
 
 /// What a stack writes for a `gcs_bucket`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    /// The globally unique bucket name.
+    #[terrain(force_new)]
     pub name: String,
+    /// A region, dual-region or multi-region (US, EU, ASIA).
     #[serde(default = "us")]
+    #[terrain(force_new)]
     pub location: String,
+    /// STANDARD, NEARLINE, COLDLINE or ARCHIVE.
     #[serde(default = "standard")]
     pub storage_class: String,
+    /// Keep old versions of overwritten and deleted objects.
     #[serde(default)]
     pub versioning: bool,
+    /// Uniform bucket-level access (IAM only, no object ACLs).
     #[serde(default = "yes")]
     pub uniform_access: bool,
+    /// GCP labels.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Let destroy delete every object in the bucket first.
     #[serde(default)]
     pub force_destroy: bool,
 }
 
 /// What `gcs_bucket` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
-    /// `gs://NAME`.
+    /// gs://NAME.
     pub url: String,
+    /// The bucket's API URL.
     pub self_link: String,
 }
 
@@ -209,53 +220,6 @@ impl Kind for GcsBucket {
     const KIND: &'static str = "gcs_bucket";
     const PROVIDER: &'static str = "gcp";
     const BILLS: bool = true;
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                Field::new("name", Type::String, "The globally unique bucket name.")
-                    .required()
-                    .force_new(),
-                Field::new(
-                    "location",
-                    Type::String,
-                    "A region, dual-region or multi-region (US, EU, ASIA).",
-                )
-                .default(json!("US"))
-                .force_new(),
-                Field::new(
-                    "storage_class",
-                    Type::String,
-                    "STANDARD, NEARLINE, COLDLINE or ARCHIVE.",
-                )
-                .default(json!("STANDARD")),
-                Field::new(
-                    "versioning",
-                    Type::Bool,
-                    "Keep old versions of overwritten and deleted objects.",
-                )
-                .default(json!(false)),
-                Field::new(
-                    "uniform_access",
-                    Type::Bool,
-                    "Uniform bucket-level access (IAM only, no object ACLs).",
-                )
-                .default(json!(true)),
-                Field::new("labels", Type::Map(Box::new(Type::String)), "GCP labels.")
-                    .default(json!({})),
-                Field::new(
-                    "force_destroy",
-                    Type::Bool,
-                    "Let destroy delete every object in the bucket first.",
-                )
-                .default(json!(false)),
-            ],
-            outputs: vec![
-                Field::new("url", Type::String, "gs://NAME."),
-                Field::new("self_link", Type::String, "The bucket's API URL."),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

@@ -19,7 +19,8 @@ use super::{
     by_parent, catalog, id_parts, is_ours, labels_with_ours, list_key, not_ours, operation,
     user_labels,
 };
-use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Invalid, Kind, Live, ProviderError};
 
 /// The kind `gke_cluster`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -39,36 +40,56 @@ fn regular() -> String {
 }
 
 /// What a stack writes for a `gke_cluster`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    /// The cluster's name (RFC 1035, at most 40 characters).
+    #[terrain(force_new)]
     pub name: String,
-    /// Region (regional cluster) or zone (zonal); defaults to the provider's region, then zone.
+    /// A region (regional cluster) or zone (zonal cluster); defaults to the provider's
+    /// region.
+    #[terrain(force_new)]
     pub location: Option<String>,
+    /// "autopilot" (Google manages nodes) or "standard" (you add gke_node_pool resources).
     #[serde(default = "standard")]
+    #[terrain(force_new)]
     pub mode: String,
+    /// The VPC network; Filestore instances must be on the same one.
     #[serde(default = "default_network")]
+    #[terrain(force_new)]
     pub network: String,
+    /// The subnetwork; GKE picks the network's default when left out.
+    #[terrain(force_new)]
     pub subnetwork: Option<String>,
+    /// rapid, regular, stable, extended or none.
     #[serde(default = "regular")]
     pub release_channel: String,
+    /// Free text.
+    #[terrain(force_new)]
     pub description: Option<String>,
+    /// GCP labels on the cluster.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
 }
 
 /// What `gke_cluster` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
+    /// The Kubernetes API server's address.
     pub endpoint: String,
+    /// The cluster CA certificate, base64-encoded PEM.
     pub ca_certificate: String,
+    /// Where the cluster runs.
     pub location: String,
+    /// The cluster's API URL.
     pub self_link: String,
+    /// The control plane's Kubernetes version.
     pub kubernetes_version: String,
+    /// The project holding the cluster.
     pub project: String,
-    /// How to reach the cluster's Kubernetes API — address, CA, how to authenticate
-    /// and what kind of cluster it is — for the `cluster` field of kubernetes_* kinds.
+    /// How to reach the Kubernetes API: the `cluster` of kubernetes_* resources.
+    #[terrain(derived_from = [])]
     pub kubernetes: Value,
 }
 
@@ -310,32 +331,6 @@ impl Kind for GkeCluster {
     const KIND: &'static str = "gke_cluster";
     const PROVIDER: &'static str = "gcp";
     const BILLS: bool = true;
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                Field::new("name", Type::String, "The cluster's name (RFC 1035, at most 40 characters).").required().force_new(),
-                Field::new("location", Type::String, "A region (regional cluster) or zone (zonal cluster); defaults to the provider's region.").force_new(),
-                Field::new("mode", Type::String, "\"autopilot\" (Google manages nodes) or \"standard\" (you add gke_node_pool resources).")
-                    .default(json!("standard"))
-                    .force_new(),
-                Field::new("network", Type::String, "The VPC network; Filestore instances must be on the same one.").default(json!("default")).force_new(),
-                Field::new("subnetwork", Type::String, "The subnetwork; GKE picks the network's default when left out.").force_new(),
-                Field::new("release_channel", Type::String, "rapid, regular, stable, extended or none.").default(json!("regular")),
-                Field::new("description", Type::String, "Free text.").force_new(),
-                Field::new("labels", Type::Map(Box::new(Type::String)), "GCP labels on the cluster.").default(json!({})),
-            ],
-            outputs: vec![
-                Field::new("endpoint", Type::String, "The Kubernetes API server's address."),
-                Field::new("ca_certificate", Type::String, "The cluster CA certificate, base64-encoded PEM."),
-                Field::new("location", Type::String, "Where the cluster runs."),
-                Field::new("self_link", Type::String, "The cluster's API URL."),
-                Field::new("kubernetes_version", Type::String, "The control plane's Kubernetes version."),
-                Field::new("project", Type::String, "The project holding the cluster."),
-                Field::new("kubernetes", Type::Any, "How to reach the Kubernetes API: the `cluster` of kubernetes_* resources.").derived_from(&[]),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

@@ -15,17 +15,21 @@ use super::{
     by_parent, catalog, id_parts, is_ours, labels_with_ours, list_key, not_ours, operation,
     user_labels,
 };
-use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Invalid, Kind, Live, ProviderError};
 
 /// The kind `filestore_instance`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct FilestoreInstance;
 
 /// The instance's file share.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Share {
+    /// The share's name, exported as /NAME.
+    #[terrain(force_new)]
     pub name: String,
+    /// Size in GB; grows in place.
     pub capacity_gb: i64,
 }
 
@@ -39,31 +43,50 @@ fn default_network() -> String {
 }
 
 /// What a stack writes for a `filestore_instance`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    /// The instance id (RFC 1035, at most 63 characters).
+    #[terrain(force_new)]
     pub name: String,
-    /// A zone for BASIC_HDD, BASIC_SSD and ZONAL; a region for REGIONAL and ENTERPRISE.
+    /// A zone (BASIC_HDD, BASIC_SSD, ZONAL) or region (REGIONAL, ENTERPRISE); defaults to
+    /// the provider's.
+    #[terrain(force_new)]
     pub location: Option<String>,
+    /// BASIC_HDD, BASIC_SSD, ZONAL, REGIONAL or ENTERPRISE.
     #[serde(default = "basic_hdd")]
+    #[terrain(force_new)]
     pub tier: String,
+    /// The instance's one file share.
     pub share: Share,
+    /// The VPC network clients reach it on (the cluster's).
     #[serde(default = "default_network")]
+    #[terrain(force_new)]
     pub network: String,
+    /// Free text.
+    #[terrain(force_new)]
     pub description: Option<String>,
+    /// GCP labels.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
 }
 
 /// What `filestore_instance` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
+    /// The NFS server's IP address.
+    #[terrain(derived_from = [])]
     pub ip_address: String,
+    /// The file share's name.
+    #[terrain(derived_from = ["share.name"])]
     pub share_name: String,
-    /// The NFS export path (`/NFSVol`), as a PersistentVolume's `nfs.path` wants it.
+    /// The NFS export path, /SHARE.
+    #[terrain(derived_from = ["share.name"])]
     pub share_path: String,
+    /// Where the instance runs.
     pub location: String,
+    /// READY once serving.
     pub state: String,
 }
 
@@ -298,35 +321,6 @@ impl Kind for FilestoreInstance {
     const KIND: &'static str = "filestore_instance";
     const PROVIDER: &'static str = "gcp";
     const BILLS: bool = true;
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                Field::new("name", Type::String, "The instance id (RFC 1035, at most 63 characters).").required().force_new(),
-                Field::new("location", Type::String, "A zone (BASIC_HDD, BASIC_SSD, ZONAL) or region (REGIONAL, ENTERPRISE); defaults to the provider's.").force_new(),
-                Field::new("tier", Type::String, "BASIC_HDD, BASIC_SSD, ZONAL, REGIONAL or ENTERPRISE.").default(json!("BASIC_HDD")).force_new(),
-                Field::new(
-                    "share",
-                    Type::Object(vec![
-                        Field::new("name", Type::String, "The share's name, exported as /NAME.").required().force_new(),
-                        Field::new("capacity_gb", Type::Int, "Size in GB; grows in place.").required(),
-                    ]),
-                    "The instance's one file share.",
-                )
-                .required(),
-                Field::new("network", Type::String, "The VPC network clients reach it on (the cluster's).").default(json!("default")).force_new(),
-                Field::new("description", Type::String, "Free text.").force_new(),
-                Field::new("labels", Type::Map(Box::new(Type::String)), "GCP labels.").default(json!({})),
-            ],
-            outputs: vec![
-                Field::new("ip_address", Type::String, "The NFS server's IP address.").derived_from(&[]),
-                Field::new("share_name", Type::String, "The file share's name.").derived_from(&["share.name"]),
-                Field::new("share_path", Type::String, "The NFS export path, /SHARE.").derived_from(&["share.name"]),
-                Field::new("location", Type::String, "Where the instance runs."),
-                Field::new("state", Type::String, "READY once serving."),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

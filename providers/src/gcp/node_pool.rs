@@ -28,58 +28,68 @@ use super::config::Api;
 use super::{
     by_parent, catalog, id_parts, is_ours, labels_with_ours, list_key, not_ours, operation,
 };
-use crate::{Ctx, Field, Invalid, Kind, Live, Peer, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Invalid, Kind, Live, Peer, ProviderError};
 
 /// The kind `gke_node_pool`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GkeNodePool;
 
 /// Autoscaling bounds; `min` may be 0 so an idle GPU pool costs nothing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Autoscaling {
+    /// Fewest nodes per zone (0 lets an idle pool cost nothing).
     pub min: i64,
+    /// Most nodes per zone.
     pub max: i64,
 }
 
 /// GPUs attached to each node.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Gpu {
+    /// The GPU type (nvidia-l4, nvidia-tesla-t4, nvidia-tesla-a100…).
     #[serde(rename = "type")]
     pub kind: String,
+    /// GPUs per node.
     #[serde(default = "one")]
     pub count: i64,
-    /// Driver installation: default, latest or disabled (install it yourself, e.g. with
-    /// NVIDIA's DaemonSet).
+    /// Driver installation: default, latest or disabled.
     #[serde(default = "default_driver")]
     pub driver: String,
 }
 
 /// A TPU slice: the machine type names the TPU generation, the topology its shape.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Tpu {
+    /// The slice shape, e.g. 2x4 (v5e) or 2x2x2 (v5p).
     pub topology: String,
 }
 
 /// Where else create may put the pool when its declared placement is out of capacity:
 /// other zones of the cluster's region (the pool's `locations`), other machine types.
 /// Only create reads it (see [`candidates`]).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Fallback {
+    /// Zones of the cluster's region to put the pool in instead, in order.
     #[serde(default)]
     pub zones: Vec<String>,
+    /// Machine types to use instead, in order: in the declared zones, then in each fallback
+    /// zone.
     #[serde(default)]
     pub machine_types: Vec<String>,
 }
 
 /// Where the pool's nodes went: its zones and machine type.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Landed {
+    /// The zones the nodes are in.
     pub zones: Vec<String>,
+    /// The nodes' machine type.
     pub machine_type: String,
 }
 
@@ -101,48 +111,73 @@ fn default_driver() -> String {
 }
 
 /// What a stack writes for a `gke_node_pool`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    /// The pool's name (RFC 1035, at most 40 characters).
+    #[terrain(force_new)]
     pub name: String,
-    /// The cluster's id (`${gke_cluster.NAME.id}`).
+    /// The Standard cluster's id: ${gke_cluster.NAME.id}.
+    #[terrain(force_new)]
     pub cluster: String,
+    /// The nodes' machine type (n1-highmem-8, g2-standard-8, ct5lp-hightpu-4t…).
     #[serde(default = "e2_medium")]
+    #[terrain(force_new)]
     pub machine_type: String,
+    /// Nodes per zone; with autoscaling, the starting size.
     pub node_count: Option<i64>,
+    /// Let the cluster autoscaler size the pool.
     pub autoscaling: Option<Autoscaling>,
+    /// GPUs attached to each node.
+    #[terrain(force_new)]
     pub gpu: Option<Gpu>,
+    /// A TPU slice; machine_type names the TPU generation.
+    #[terrain(force_new)]
     pub tpu: Option<Tpu>,
+    /// Spot VMs: much cheaper, reclaimable at any time.
     #[serde(default)]
+    #[terrain(force_new)]
     pub spot: bool,
+    /// Legacy preemptible VMs (24 h maximum); prefer spot.
     #[serde(default)]
+    #[terrain(force_new)]
     pub preemptible: bool,
+    /// Node taints as key=value:Effect.
     #[serde(default)]
     pub taints: Vec<String>,
+    /// Kubernetes labels on the nodes.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// OAuth scopes of the nodes (aliases like cloud-platform or full URLs).
     #[serde(default = "gke_default")]
+    #[terrain(force_new)]
     pub scopes: Vec<String>,
+    /// Boot disk size per node.
+    #[terrain(force_new)]
     pub disk_size_gb: Option<i64>,
+    /// Boot disk type (pd-standard, pd-balanced, pd-ssd).
+    #[terrain(force_new)]
     pub disk_type: Option<String>,
-    /// Create-time only: where to try next on a stockout.
+    /// Where create tries next when the declared placement is out of capacity
+    /// (GCE_STOCKOUT); changing it changes nothing in the cloud.
     pub fallback: Option<Fallback>,
 }
 
 /// What `gke_node_pool` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
-    /// Node labels that select this pool's nodes (for Pods' nodeSelector).
+    /// Node labels that select this pool's nodes.
     pub node_selector: BTreeMap<String, String>,
-    /// What a workload needs to run on this pool — its node selector, its taints (to
-    /// tolerate), its accelerators and whether it is spot — for `kubernetes_job`'s
-    /// `node_pool` field.
+    /// Selector, taints, accelerators and spot-ness, for a kubernetes_job's node_pool.
+    #[terrain(derived_from = ["name", "machine_type", "gpu", "tpu", "spot", "preemptible", "taints"])]
     pub placement: Value,
+    /// The nodes' Kubernetes version.
     pub version: String,
+    /// The pool's status.
     pub status: String,
-    /// Where the nodes are: a fallback's zone or machine type when the declared
-    /// placement was out of capacity.
+    /// Where the pool went: a fallback's zone or machine type when the declared placement
+    /// was out of capacity.
     pub landed: Landed,
 }
 
@@ -938,75 +973,6 @@ impl Kind for GkeNodePool {
     const PROVIDER: &'static str = "gcp";
     const BILLS: bool = true;
     const NEEDS_CAPACITY: bool = true;
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                Field::new("name", Type::String, "The pool's name (RFC 1035, at most 40 characters).").required().force_new(),
-                Field::new("cluster", Type::String, "The Standard cluster's id: ${gke_cluster.NAME.id}.").required().force_new(),
-                Field::new("machine_type", Type::String, "The nodes' machine type (n1-highmem-8, g2-standard-8, ct5lp-hightpu-4t…).")
-                    .default(json!("e2-medium"))
-                    .force_new(),
-                Field::new("node_count", Type::Int, "Nodes per zone; with autoscaling, the starting size."),
-                Field::new(
-                    "autoscaling",
-                    Type::Object(vec![
-                        Field::new("min", Type::Int, "Fewest nodes per zone (0 lets an idle pool cost nothing).").required(),
-                        Field::new("max", Type::Int, "Most nodes per zone.").required(),
-                    ]),
-                    "Let the cluster autoscaler size the pool.",
-                ),
-                Field::new(
-                    "gpu",
-                    Type::Object(vec![
-                        Field::new("type", Type::String, "The GPU type (nvidia-l4, nvidia-tesla-t4, nvidia-tesla-a100…).").required(),
-                        Field::new("count", Type::Int, "GPUs per node.").default(json!(1)),
-                        Field::new("driver", Type::String, "Driver installation: default, latest or disabled.").default(json!("default")),
-                    ]),
-                    "GPUs attached to each node.",
-                )
-                .force_new(),
-                Field::new(
-                    "tpu",
-                    Type::Object(vec![Field::new("topology", Type::String, "The slice shape, e.g. 2x4 (v5e) or 2x2x2 (v5p).").required()]),
-                    "A TPU slice; machine_type names the TPU generation.",
-                )
-                .force_new(),
-                Field::new("spot", Type::Bool, "Spot VMs: much cheaper, reclaimable at any time.").default(json!(false)).force_new(),
-                Field::new("preemptible", Type::Bool, "Legacy preemptible VMs (24 h maximum); prefer spot.").default(json!(false)).force_new(),
-                Field::new("taints", Type::List(Box::new(Type::String)), "Node taints as key=value:Effect.").default(json!([])),
-                Field::new("labels", Type::Map(Box::new(Type::String)), "Kubernetes labels on the nodes.").default(json!({})),
-                Field::new("scopes", Type::List(Box::new(Type::String)), "OAuth scopes of the nodes (aliases like cloud-platform or full URLs).")
-                    .default(json!(["gke-default"]))
-                    .force_new(),
-                Field::new("disk_size_gb", Type::Int, "Boot disk size per node.").force_new(),
-                Field::new("disk_type", Type::String, "Boot disk type (pd-standard, pd-balanced, pd-ssd).").force_new(),
-                // Not force_new, and never sent to GKE: it steers create only.
-                Field::new(
-                    "fallback",
-                    Type::Object(vec![
-                        Field::new("zones", Type::List(Box::new(Type::String)), "Zones of the cluster's region to put the pool in instead, in order.").default(json!([])),
-                        Field::new("machine_types", Type::List(Box::new(Type::String)), "Machine types to use instead, in order: in the declared zones, then in each fallback zone.").default(json!([])),
-                    ]),
-                    "Where create tries next when the declared placement is out of capacity (GCE_STOCKOUT); changing it changes nothing in the cloud.",
-                ),
-            ],
-            outputs: vec![
-                Field::new("node_selector", Type::Map(Box::new(Type::String)), "Node labels that select this pool's nodes."),
-                Field::new("placement", Type::Any, "Selector, taints, accelerators and spot-ness, for a kubernetes_job's node_pool.").derived_from(&["name", "machine_type", "gpu", "tpu", "spot", "preemptible", "taints"]),
-                Field::new("version", Type::String, "The nodes' Kubernetes version."),
-                Field::new("status", Type::String, "The pool's status."),
-                Field::new(
-                    "landed",
-                    Type::Object(vec![
-                        Field::new("zones", Type::List(Box::new(Type::String)), "The zones the nodes are in."),
-                        Field::new("machine_type", Type::String, "The nodes' machine type."),
-                    ]),
-                    "Where the pool went: a fallback's zone or machine type when the declared placement was out of capacity.",
-                ),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

@@ -28,11 +28,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 
 use super::{
-    apply, check_cluster, check_dns_label, check_dns_subdomain, cluster_field, connect, mark_ours,
+    apply, check_cluster, check_dns_label, check_dns_subdomain, connect, mark_ours,
     with_managed_label,
 };
 use crate::protocol::UNKNOWN;
-use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Health, Invalid, Kind, Live, ProviderError};
 
 /// The kind `kubernetes_dataset`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -64,42 +65,62 @@ fn default_image() -> String {
 }
 
 /// An existing pod that mounts the claim.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct PodRef {
+    /// A running pod that mounts the claim.
     pub name: String,
+    /// Where that pod mounts it ("/mnt/fileserver").
     pub mount_path: String,
 }
 
 /// What a stack writes for a `kubernetes_dataset`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    #[terrain(doc = crate::kubernetes::CLUSTER_DOC, force_new)]
     pub cluster: Value,
+    /// The local directory to copy; relative paths start at the stack's directory.
     pub source: String,
+    /// The PersistentVolumeClaim to copy onto.
+    #[terrain(force_new)]
     pub claim: String,
+    /// The claim's namespace.
     #[serde(default = "default_namespace")]
+    #[terrain(force_new)]
     pub namespace: String,
+    /// Where in the volume the files go ("/datasets"); an update removes files under it
+    /// that the source no longer has.
     #[serde(default = "default_path")]
+    #[terrain(force_new)]
     pub path: String,
+    /// Copy through an existing pod instead of a helper pod.
     pub pod: Option<PodRef>,
+    /// The helper pod's image; it needs `tar`, `mkdir`, `find` and `rm` (no shell is used).
     #[serde(default = "default_image")]
     pub image: String,
-    /// Computed by `prepare`.
+    /// Computed when planning: SHA-256 of the source's paths, modes and contents; not to be
+    /// set in stacks.
     pub content_hash: Option<String>,
-    /// Computed by `prepare`.
+    /// Computed when planning: how many files the source has; not to be set in stacks.
     pub files: Option<i64>,
+    /// Remove `path` from the volume on destroy; by default the files stay, as datasets
+    /// often outlive the stack.
     #[serde(default)]
     pub delete_on_destroy: bool,
 }
 
 /// What `kubernetes_dataset` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
+    /// The hash of what was copied.
     pub content_hash: String,
+    /// How many files were copied.
     pub files: i64,
+    /// How many bytes they hold.
     pub bytes: i64,
+    /// When the last copy finished (RFC 3339).
     pub copied_at: String,
 }
 
@@ -993,47 +1014,6 @@ impl Kind for Dataset {
     const KIND: &'static str = "kubernetes_dataset";
     const PROVIDER: &'static str = "kubernetes";
     const RENDERS: bool = true;
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                cluster_field(),
-                Field::new("source", Type::String, "The local directory to copy; relative paths start at the stack's directory.").required(),
-                Field::new("claim", Type::String, "The PersistentVolumeClaim to copy onto.").required().force_new(),
-                Field::new("namespace", Type::String, "The claim's namespace.").default(json!("default")).force_new(),
-                Field::new(
-                    "path",
-                    Type::String,
-                    "Where in the volume the files go (\"/datasets\"); an update removes files under it that the source no longer has.",
-                )
-                .default(json!("/"))
-                .force_new(),
-                Field::new(
-                    "pod",
-                    Type::Object(vec![
-                        Field::new("name", Type::String, "A running pod that mounts the claim.").required(),
-                        Field::new("mount_path", Type::String, "Where that pod mounts it (\"/mnt/fileserver\").").required(),
-                    ]),
-                    "Copy through an existing pod instead of a helper pod.",
-                ),
-                Field::new("image", Type::String, "The helper pod's image; it needs `tar`, `mkdir`, `find` and `rm` (no shell is used).").default(json!("busybox:1.36")),
-                Field::new("content_hash", Type::String, "Computed when planning: SHA-256 of the source's paths, modes and contents; not to be set in stacks."),
-                Field::new("files", Type::Int, "Computed when planning: how many files the source has; not to be set in stacks."),
-                Field::new(
-                    "delete_on_destroy",
-                    Type::Bool,
-                    "Remove `path` from the volume on destroy; by default the files stay, as datasets often outlive the stack.",
-                )
-                .default(json!(false)),
-            ],
-            outputs: vec![
-                Field::new("content_hash", Type::String, "The hash of what was copied."),
-                Field::new("files", Type::Int, "How many files were copied."),
-                Field::new("bytes", Type::Int, "How many bytes they hold."),
-                Field::new("copied_at", Type::String, "When the last copy finished (RFC 3339)."),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

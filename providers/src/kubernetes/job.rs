@@ -30,26 +30,31 @@ use super::placement::{
 };
 use super::{
     apply, check_cluster, check_dns_label, check_dns_subdomain, check_labels, check_qualified_name,
-    cluster_field, connect, delete_owned, id_of, list_batch, list_key, marked, needs_cluster,
-    ownership, parse_id, preview_marked, refuse_strangers, string_map, user_entries,
-    with_managed_label, ObjectRef, Ownership, Resources,
+    connect, delete_owned, id_of, list_batch, list_key, marked, needs_cluster, ownership, parse_id,
+    preview_marked, refuse_strangers, string_map, user_entries, with_managed_label, ObjectRef,
+    Ownership, Resources,
 };
 use crate::local::duration::parse_duration;
 use crate::protocol::{is_unknown, UNKNOWN};
-use crate::{Ctx, Field, Health, Invalid, Kind, LineSink, Live, Peer, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Health, Invalid, Kind, LineSink, Live, Peer, ProviderError};
 
 /// The kind `kubernetes_job`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Job;
 
 /// A claim mounted into the Job's container.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimMount {
+    /// The PersistentVolumeClaim to mount.
     pub claim: String,
+    /// Where it appears in the container.
     pub mount_path: String,
+    /// Mount read-only.
     #[serde(default)]
     pub read_only: bool,
+    /// A directory of the volume to mount instead of its root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sub_path: Option<String>,
 }
@@ -79,60 +84,99 @@ fn thirty_minutes() -> String {
 }
 
 /// What a stack writes for a `kubernetes_job`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    #[terrain(doc = crate::kubernetes::CLUSTER_DOC, force_new)]
     pub cluster: Value,
+    /// The Job's name, also its container's.
+    #[terrain(force_new)]
     pub name: String,
+    /// The namespace.
     #[serde(default = "default_namespace")]
+    #[terrain(force_new)]
     pub namespace: String,
+    /// The container image.
+    #[terrain(force_new)]
     pub image: String,
+    /// The container's entrypoint; the image's when empty.
     #[serde(default)]
+    #[terrain(force_new)]
     pub command: Vec<String>,
+    /// Arguments to the entrypoint.
     #[serde(default)]
+    #[terrain(force_new)]
     pub args: Vec<String>,
+    /// Environment variables.
     #[serde(default)]
+    #[terrain(force_new)]
     pub env: BTreeMap<String, String>,
-    /// Kept in the Secret `<name>-env`, which the container reads with `envFrom`.
+    /// Secret environment variables, kept in the Secret <name>-env and never shown.
     #[serde(default)]
+    #[terrain(force_new, sensitive)]
     pub secret_env: BTreeMap<String, String>,
+    /// How many pods run at once.
     #[serde(default = "one")]
     pub parallelism: i64,
+    /// How many pods must succeed.
     #[serde(default = "one")]
+    #[terrain(force_new)]
     pub completions: i64,
-    /// The Job's backoffLimit.
+    /// Failed pods allowed before the Job fails (backoffLimit).
     #[serde(default = "six")]
     pub retries: i64,
+    /// OnFailure (restart the container in place) or Never (a new pod per retry).
     #[serde(default = "on_failure")]
+    #[terrain(force_new)]
     pub restart_policy: String,
+    /// Delete the Job this long after it finishes (a later apply then runs it again).
     pub ttl_seconds_after_finished: Option<i64>,
+    /// Fail the Job after running this long.
     pub active_deadline_seconds: Option<i64>,
+    /// Claims mounted into the container.
     #[serde(default)]
+    #[terrain(force_new)]
     pub volumes: Vec<ClaimMount>,
+    /// Run on spot capacity.
     #[serde(default)]
+    #[terrain(force_new)]
     pub spot: bool,
+    /// NVIDIA GPUs per pod.
     #[serde(default)]
+    #[terrain(force_new)]
     pub gpus: i64,
+    /// The GPU accelerator (nvidia-tesla-t4, nvidia-l4…), or on EKS the instance type
+    /// (g5.xlarge).
+    #[terrain(force_new)]
     pub gpu_type: Option<String>,
+    /// A TPU slice to run on (GKE).
+    #[terrain(force_new)]
     pub tpu: Option<Tpu>,
-    /// A node pool's `placement` output.
+    /// A node pool's placement output ("${gke_node_pool.gpu.placement}") to run on.
+    #[terrain(force_new, any)]
     pub node_pool: Option<Value>,
+    /// CPU and memory per pod.
+    #[terrain(force_new)]
     pub resources: Option<Resources>,
-    /// On the Job itself (in place).
+    /// Labels on the Job.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
-    /// On the Job itself (in place).
+    /// Annotations on the Job.
     #[serde(default)]
     pub annotations: BTreeMap<String, String>,
-    /// On the pod template (replaces the Job).
+    /// Labels on the Job's pods.
     #[serde(default)]
+    #[terrain(force_new)]
     pub pod_labels: BTreeMap<String, String>,
-    /// On the pod template (replaces the Job).
+    /// Annotations on the Job's pods.
     #[serde(default)]
+    #[terrain(force_new)]
     pub pod_annotations: BTreeMap<String, String>,
-    /// `created` (return once applied) or `complete` (follow the Job to its end).
+    /// created (return once applied) or complete (follow the Job until it succeeds or
+    /// fails).
     #[serde(default = "created")]
     pub wait: String,
+    /// How long wait = "complete" may take (e.g. 30m, 2h).
     #[serde(default = "thirty_minutes")]
     pub wait_timeout: String,
 }
@@ -184,15 +228,20 @@ impl Spec {
 }
 
 /// What `kubernetes_job` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
+    /// The Job's name.
     pub job_name: String,
+    /// The Job's namespace.
     pub namespace: String,
+    /// The Job's uid.
     pub uid: String,
     /// Active, Complete or Failed.
     pub status: String,
+    /// Pods that succeeded.
     pub succeeded: i64,
+    /// Pods that failed.
     pub failed: i64,
 }
 
@@ -884,75 +933,6 @@ impl Kind for Job {
             );
         }
         out
-    }
-
-    fn schema() -> Schema {
-        let strings = || Type::List(Box::new(Type::String));
-        let string_map = || Type::Map(Box::new(Type::String));
-        Schema {
-            fields: vec![
-                cluster_field(),
-                Field::new("name", Type::String, "The Job's name, also its container's.").required().force_new(),
-                Field::new("namespace", Type::String, "The namespace.").default(json!("default")).force_new(),
-                Field::new("image", Type::String, "The container image.").required().force_new(),
-                Field::new("command", strings(), "The container's entrypoint; the image's when empty.").default(json!([])).force_new(),
-                Field::new("args", strings(), "Arguments to the entrypoint.").default(json!([])).force_new(),
-                Field::new("env", string_map(), "Environment variables.").default(json!({})).force_new(),
-                Field::new("secret_env", string_map(), "Secret environment variables, kept in the Secret <name>-env and never shown.")
-                    .default(json!({}))
-                    .sensitive()
-                    .force_new(),
-                Field::new("parallelism", Type::Int, "How many pods run at once.").default(json!(1)),
-                Field::new("completions", Type::Int, "How many pods must succeed.").default(json!(1)).force_new(),
-                Field::new("retries", Type::Int, "Failed pods allowed before the Job fails (backoffLimit).").default(json!(6)),
-                Field::new("restart_policy", Type::String, "OnFailure (restart the container in place) or Never (a new pod per retry).")
-                    .default(json!("OnFailure"))
-                    .force_new(),
-                Field::new("ttl_seconds_after_finished", Type::Int, "Delete the Job this long after it finishes (a later apply then runs it again)."),
-                Field::new("active_deadline_seconds", Type::Int, "Fail the Job after running this long."),
-                Field::new(
-                    "volumes",
-                    Type::List(Box::new(Type::Object(vec![
-                        Field::new("claim", Type::String, "The PersistentVolumeClaim to mount.").required(),
-                        Field::new("mount_path", Type::String, "Where it appears in the container.").required(),
-                        Field::new("read_only", Type::Bool, "Mount read-only.").default(json!(false)),
-                        Field::new("sub_path", Type::String, "A directory of the volume to mount instead of its root."),
-                    ]))),
-                    "Claims mounted into the container.",
-                )
-                .default(json!([]))
-                .force_new(),
-                Field::new("spot", Type::Bool, "Run on spot capacity.").default(json!(false)).force_new(),
-                Field::new("gpus", Type::Int, "NVIDIA GPUs per pod.").default(json!(0)).force_new(),
-                Field::new("gpu_type", Type::String, "The GPU accelerator (nvidia-tesla-t4, nvidia-l4…), or on EKS the instance type (g5.xlarge).").force_new(),
-                Field::new(
-                    "tpu",
-                    Type::Object(vec![
-                        Field::new("type", Type::String, "The TPU accelerator (tpu-v5-lite-podslice).").required(),
-                        Field::new("topology", Type::String, "The slice topology (2x4).").required(),
-                        Field::new("chips", Type::Int, "TPU chips per pod.").required(),
-                    ]),
-                    "A TPU slice to run on (GKE).",
-                )
-                .force_new(),
-                Field::new("node_pool", Type::Any, "A node pool's placement output (\"${gke_node_pool.gpu.placement}\") to run on.").force_new(),
-                Field::new("resources", Resources::schema_type(), "CPU and memory per pod.").force_new(),
-                Field::new("labels", string_map(), "Labels on the Job.").default(json!({})),
-                Field::new("annotations", string_map(), "Annotations on the Job.").default(json!({})),
-                Field::new("pod_labels", string_map(), "Labels on the Job's pods.").default(json!({})).force_new(),
-                Field::new("pod_annotations", string_map(), "Annotations on the Job's pods.").default(json!({})).force_new(),
-                Field::new("wait", Type::String, "created (return once applied) or complete (follow the Job until it succeeds or fails).").default(json!("created")),
-                Field::new("wait_timeout", Type::String, "How long wait = \"complete\" may take (e.g. 30m, 2h).").default(json!("30m")),
-            ],
-            outputs: vec![
-                Field::new("job_name", Type::String, "The Job's name."),
-                Field::new("namespace", Type::String, "The Job's namespace."),
-                Field::new("uid", Type::String, "The Job's uid."),
-                Field::new("status", Type::String, "Active, Complete or Failed."),
-                Field::new("succeeded", Type::Int, "Pods that succeeded."),
-                Field::new("failed", Type::Int, "Pods that failed."),
-            ],
-        }
     }
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {

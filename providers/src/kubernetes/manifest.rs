@@ -32,12 +32,12 @@ use serde_json::{json, Value};
 
 use super::catalog::{self, FieldProblem, Lookup, Scope, Seg};
 use super::{
-    apply, check_cluster, check_dns_label, cluster_field, connect, delete_owned, id_of, marked,
-    needs_cluster, ownership, parse_id, refs_of, refuse_strangers, set_path, ObjectRef, Ownership,
-    MANAGED_BY,
+    apply, check_cluster, check_dns_label, connect, delete_owned, id_of, marked, needs_cluster,
+    ownership, parse_id, refs_of, refuse_strangers, set_path, ObjectRef, Ownership, MANAGED_BY,
 };
 use crate::protocol::{is_unknown, UNKNOWN};
-use crate::{Ctx, Field, Health, Invalid, Kind, Live, Peer, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Health, Invalid, Kind, Live, Peer, ProviderError};
 
 /// The kind `kubernetes_manifest`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -52,32 +52,38 @@ fn yes() -> bool {
 }
 
 /// What a stack writes for a `kubernetes_manifest`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    #[terrain(doc = crate::kubernetes::CLUSTER_DOC, force_new)]
     pub cluster: Value,
-    /// A YAML or JSON file of objects, relative to the current directory.
+    /// A YAML or JSON file of objects (several documents allowed), relative to the current
+    /// directory.
     pub file: Option<String>,
-    /// Objects written inline: one object or a list.
+    /// Objects written inline: one object, or a list of them.
+    #[terrain(any)]
     pub manifest: Option<Value>,
     /// The namespace of namespaced objects that name none.
     #[serde(default = "default_namespace")]
     pub namespace: String,
+    /// Take over fields another field manager owns.
     #[serde(default)]
     pub force_conflicts: bool,
+    /// Wait for CRDs, rollouts, Jobs and claims to be ready.
     #[serde(default = "yes")]
     pub wait: bool,
-    /// Computed by `prepare` from `file` or `manifest`: the objects, one per entry.
+    /// Computed from file or manifest at plan time; do not set it.
     #[serde(default)]
     pub objects: Vec<Value>,
 }
 
 /// What `kubernetes_manifest` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
-    /// The applied objects, `<apiVersion>/<kind>/<namespace>/<name>`, in apply order.
+    /// The applied objects, APIVERSION/KIND/NAMESPACE/NAME, in apply order.
     pub object_ids: Vec<String>,
+    /// How many objects were applied.
     pub count: i64,
 }
 
@@ -975,24 +981,6 @@ impl Kind for Manifest {
     const KIND: &'static str = "kubernetes_manifest";
     const PROVIDER: &'static str = "kubernetes";
     const RENDERS: bool = true;
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                cluster_field(),
-                Field::new("file", Type::String, "A YAML or JSON file of objects (several documents allowed), relative to the current directory."),
-                Field::new("manifest", Type::Any, "Objects written inline: one object, or a list of them."),
-                Field::new("namespace", Type::String, "The namespace of namespaced objects that name none.").default(json!("default")),
-                Field::new("force_conflicts", Type::Bool, "Take over fields another field manager owns.").default(json!(false)),
-                Field::new("wait", Type::Bool, "Wait for CRDs, rollouts, Jobs and claims to be ready.").default(json!(true)),
-                Field::new("objects", Type::List(Box::new(Type::Any)), "Computed from file or manifest at plan time; do not set it.").default(json!([])),
-            ],
-            outputs: vec![
-                Field::new("object_ids", Type::List(Box::new(Type::String)), "The applied objects, APIVERSION/KIND/NAMESPACE/NAME, in apply order."),
-                Field::new("count", Type::Int, "How many objects were applied."),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

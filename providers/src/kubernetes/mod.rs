@@ -44,23 +44,17 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use crate::protocol::is_unknown;
-use crate::{Ctx, Field, Invalid, ProviderError, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Invalid, ProviderError};
 
 /// The label every object terrain creates carries, with its value.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "terrain");
 /// The annotation holding the creating resource's address.
 pub const ADDRESS_ANNOTATION: &str = "terrain.dev/address";
 
-/// The `cluster` field every kind of this provider has.
-pub fn cluster_field() -> Field {
-    Field::new(
-        "cluster",
-        Type::Any,
-        "The cluster to apply to: a cluster's `kubernetes` output (\"${gke_cluster.main.kubernetes}\") or { kubeconfig = \"~/.kube/config\", context = \"…\" }.",
-    )
-    .required()
-    .force_new()
-}
+/// The doc of the `cluster` field every kind of this provider has (a `Value`, required,
+/// forcing replacement).
+pub const CLUSTER_DOC: &str = "The cluster to apply to: a cluster's `kubernetes` output (\"${gke_cluster.main.kubernetes}\") or { kubeconfig = \"~/.kube/config\", context = \"…\" }.";
 
 /// Checks the `cluster` reference offline (skipped while it is not known yet).
 pub fn check_cluster(cluster: &Value, out: &mut Vec<Invalid>) {
@@ -196,32 +190,18 @@ pub async fn refuse_strangers(
 }
 
 /// CPU and memory a container asks for.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Resources {
+    /// CPU to reserve, a quantity such as 500m or 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu: Option<String>,
+    /// Memory to reserve and cap, a quantity such as 512Mi.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
 }
 
 impl Resources {
-    /// The schema type of a `resources` field.
-    pub fn schema_type() -> Type {
-        Type::Object(vec![
-            Field::new(
-                "cpu",
-                Type::String,
-                "CPU to reserve, a quantity such as 500m or 2.",
-            ),
-            Field::new(
-                "memory",
-                Type::String,
-                "Memory to reserve and cap, a quantity such as 512Mi.",
-            ),
-        ])
-    }
-
     /// Checks the quantities; problems are reported at `at.cpu` / `at.memory`.
     pub fn check(&self, at: &str, out: &mut Vec<Invalid>) {
         for (name, value) in [("cpu", &self.cpu), ("memory", &self.memory)] {

@@ -12,11 +12,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{
-    apply, check_cluster, check_dns_label, check_dns_subdomain, check_quantity, cluster_field,
-    connect, delete_owned, id_of, live_pair, marked, needs_cluster, parse_id, preview_marked,
+    apply, check_cluster, check_dns_label, check_dns_subdomain, check_quantity, connect,
+    delete_owned, id_of, live_pair, marked, needs_cluster, parse_id, preview_marked,
     refuse_strangers, same_spelling, with_managed_label, ObjectRef,
 };
-use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Health, Invalid, Kind, Live, ProviderError};
 
 /// The kind `kubernetes_nfs_volume`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -39,27 +40,46 @@ fn retain() -> String {
 }
 
 /// What a stack writes for a `kubernetes_nfs_volume`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    #[terrain(doc = crate::kubernetes::CLUSTER_DOC, force_new)]
     pub cluster: Value,
-    /// The PersistentVolume's name.
+    /// The PersistentVolume's name (e.g. fileserver).
+    #[terrain(force_new)]
     pub name: String,
-    /// The claim's name; `<name>-claim` when left out.
+    /// The PersistentVolumeClaim's name; <name>-claim when left out.
+    #[terrain(force_new)]
     pub claim_name: Option<String>,
+    /// The claim's namespace.
     #[serde(default = "default_namespace")]
+    #[terrain(force_new)]
     pub namespace: String,
+    /// The NFS server's IP address or host (a Filestore instance's ip_address).
+    #[terrain(force_new)]
     pub server: String,
+    /// The exported path (e.g. /NFSVol, a Filestore instance's share_path).
+    #[terrain(force_new)]
     pub path: String,
+    /// The volume's size, a quantity such as 1Ti.
     #[serde(default = "default_capacity")]
+    #[terrain(force_new)]
     pub capacity: String,
+    /// ReadWriteMany, ReadWriteOnce, ReadOnlyMany or ReadWriteOncePod.
     #[serde(default = "read_write_many")]
+    #[terrain(force_new)]
     pub access_modes: Vec<String>,
+    /// The storage class; "" so that no dynamic provisioner takes the claim.
     #[serde(default)]
+    #[terrain(force_new)]
     pub storage_class: String,
+    /// NFS mount options (e.g. nfsvers=4.1).
     #[serde(default)]
+    #[terrain(force_new)]
     pub mount_options: Vec<String>,
+    /// What happens to the volume when its claim goes: Retain, Delete or Recycle.
     #[serde(default = "retain")]
+    #[terrain(force_new)]
     pub reclaim_policy: String,
 }
 
@@ -85,11 +105,14 @@ impl Spec {
 }
 
 /// What `kubernetes_nfs_volume` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
+    /// The claim pods mount.
     pub claim_name: String,
+    /// The PersistentVolume's name.
     pub volume_name: String,
+    /// The claim's namespace.
     pub namespace: String,
     /// The claim's phase: Bound once usable.
     pub phase: String,
@@ -268,89 +291,6 @@ impl Kind for NfsVolume {
     const KIND: &'static str = "kubernetes_nfs_volume";
     const PROVIDER: &'static str = "kubernetes";
     const RENDERS: bool = true;
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                cluster_field(),
-                Field::new(
-                    "name",
-                    Type::String,
-                    "The PersistentVolume's name (e.g. fileserver).",
-                )
-                .required()
-                .force_new(),
-                Field::new(
-                    "claim_name",
-                    Type::String,
-                    "The PersistentVolumeClaim's name; <name>-claim when left out.",
-                )
-                .force_new(),
-                Field::new("namespace", Type::String, "The claim's namespace.")
-                    .default(json!("default"))
-                    .force_new(),
-                Field::new(
-                    "server",
-                    Type::String,
-                    "The NFS server's IP address or host (a Filestore instance's ip_address).",
-                )
-                .required()
-                .force_new(),
-                Field::new(
-                    "path",
-                    Type::String,
-                    "The exported path (e.g. /NFSVol, a Filestore instance's share_path).",
-                )
-                .required()
-                .force_new(),
-                Field::new(
-                    "capacity",
-                    Type::String,
-                    "The volume's size, a quantity such as 1Ti.",
-                )
-                .default(json!("1Ti"))
-                .force_new(),
-                Field::new(
-                    "access_modes",
-                    Type::List(Box::new(Type::String)),
-                    "ReadWriteMany, ReadWriteOnce, ReadOnlyMany or ReadWriteOncePod.",
-                )
-                .default(json!(["ReadWriteMany"]))
-                .force_new(),
-                Field::new(
-                    "storage_class",
-                    Type::String,
-                    "The storage class; \"\" so that no dynamic provisioner takes the claim.",
-                )
-                .default(json!(""))
-                .force_new(),
-                Field::new(
-                    "mount_options",
-                    Type::List(Box::new(Type::String)),
-                    "NFS mount options (e.g. nfsvers=4.1).",
-                )
-                .default(json!([]))
-                .force_new(),
-                Field::new(
-                    "reclaim_policy",
-                    Type::String,
-                    "What happens to the volume when its claim goes: Retain, Delete or Recycle.",
-                )
-                .default(json!("Retain"))
-                .force_new(),
-            ],
-            outputs: vec![
-                Field::new("claim_name", Type::String, "The claim pods mount."),
-                Field::new("volume_name", Type::String, "The PersistentVolume's name."),
-                Field::new("namespace", Type::String, "The claim's namespace."),
-                Field::new(
-                    "phase",
-                    Type::String,
-                    "The claim's phase: Bound once usable.",
-                ),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

@@ -11,18 +11,19 @@ use serde_json::{json, Value};
 
 use super::connect::{flavor, Flavor};
 use crate::protocol::{is_unknown, UNKNOWN};
+use crate::schema::Fields;
 use crate::{aws, gcp, Peer};
 
 /// A TPU slice a workload asks for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Tpu {
-    /// The accelerator label value (`tpu-v5-lite-podslice`).
+    /// The TPU accelerator (tpu-v5-lite-podslice).
     #[serde(rename = "type")]
     pub kind: String,
-    /// The slice's topology (`2x4`).
+    /// The slice topology (2x4).
     pub topology: String,
-    /// TPU chips per node (`google.com/tpu`).
+    /// TPU chips per pod.
     pub chips: i64,
 }
 

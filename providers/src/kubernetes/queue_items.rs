@@ -26,14 +26,15 @@ use futures::future::BoxFuture;
 use futures::FutureExt;
 use k8s_openapi::api::core::v1::Pod;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::dataset::{at_field, check_local_dir};
 use super::resp::{Connection, RespError};
-use super::{apply, check_cluster, cluster_field, connect};
+use super::{apply, check_cluster, connect};
 use crate::protocol::{is_unknown, UNKNOWN};
-use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Health, Invalid, Kind, Live, ProviderError};
 
 /// The kind `kubernetes_queue_items`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -49,37 +50,55 @@ fn default_glob() -> String {
 }
 
 /// Items listed from a local directory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct FromDir {
+    /// A local directory; relative paths start at the stack's directory.
     pub dir: String,
+    /// Which files become items (`**` spans directories).
     #[serde(default = "default_glob")]
     pub glob: String,
+    /// Prepended to each file's path relative to `dir`.
     #[serde(default)]
     pub prefix: String,
 }
 
 /// What a stack writes for a `kubernetes_queue_items`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    #[terrain(doc = crate::kubernetes::CLUSTER_DOC, force_new)]
     pub cluster: Value,
+    /// The Redis to push to: a kubernetes_redis endpoint
+    /// ("${kubernetes_redis.queue.endpoint}"), reached by port-forward, or { address =
+    /// "host:port" }.
+    #[terrain(force_new)]
     pub redis: Value,
+    /// The Redis list the items are pushed onto (RPUSH), e.g. "datasets".
+    #[terrain(force_new)]
     pub list: String,
+    /// Items to push, in order, before those listed by `from`.
     #[serde(default)]
     pub items: Vec<String>,
+    /// Items listed from local files: prefix + relative path of each matching file, sorted.
     pub from: Option<FromDir>,
+    /// The Redis password (AUTH), if it has one.
+    #[terrain(sensitive)]
     pub password: Option<String>,
-    /// Computed by `prepare`: the items in push order.
+    /// Computed when planning (items, then the files `from` lists); not to be set in
+    /// stacks.
     pub resolved: Option<Vec<String>>,
 }
 
 /// What `kubernetes_queue_items` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
+    /// The items pushed so far, in the stack's order.
     pub pushed: Vec<String>,
+    /// How many items were pushed.
     pub count: i64,
+    /// The uid of the Redis pod that received them (empty for an external Redis).
     pub redis_pod_uid: String,
 }
 
@@ -650,43 +669,6 @@ impl Kind for QueueItems {
     const KIND: &'static str = "kubernetes_queue_items";
     const PROVIDER: &'static str = "kubernetes";
 
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                cluster_field(),
-                Field::new(
-                    "redis",
-                    Type::Any,
-                    "The Redis to push to: a kubernetes_redis endpoint (\"${kubernetes_redis.queue.endpoint}\"), reached by port-forward, or { address = \"host:port\" }.",
-                )
-                .required()
-                .force_new(),
-                Field::new("list", Type::String, "The Redis list the items are pushed onto (RPUSH), e.g. \"datasets\".").required().force_new(),
-                Field::new("items", Type::List(Box::new(Type::String)), "Items to push, in order, before those listed by `from`.").default(json!([])),
-                Field::new(
-                    "from",
-                    Type::Object(vec![
-                        Field::new("dir", Type::String, "A local directory; relative paths start at the stack's directory.").required(),
-                        Field::new("glob", Type::String, "Which files become items (`**` spans directories).").default(json!("**/*")),
-                        Field::new("prefix", Type::String, "Prepended to each file's path relative to `dir`.").default(json!("")),
-                    ]),
-                    "Items listed from local files: prefix + relative path of each matching file, sorted.",
-                ),
-                Field::new("password", Type::String, "The Redis password (AUTH), if it has one.").sensitive(),
-                Field::new(
-                    "resolved",
-                    Type::List(Box::new(Type::String)),
-                    "Computed when planning (items, then the files `from` lists); not to be set in stacks.",
-                ),
-            ],
-            outputs: vec![
-                Field::new("pushed", Type::List(Box::new(Type::String)), "The items pushed so far, in the stack's order."),
-                Field::new("count", Type::Int, "How many items were pushed."),
-                Field::new("redis_pod_uid", Type::String, "The uid of the Redis pod that received them (empty for an external Redis)."),
-            ],
-        }
-    }
-
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();
         check_cluster(&spec.cluster, &mut out);
@@ -956,6 +938,8 @@ mod tests {
     use super::*;
     use crate::kubernetes::resp::tests::redis_server;
     use crate::testing::schema_mismatches;
+    use crate::Type;
+    use serde_json::json;
 
     fn cluster() -> Value {
         json!({"kubeconfig": "/nonexistent/kubeconfig"})

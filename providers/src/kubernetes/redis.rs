@@ -13,21 +13,26 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::{
-    apply, check_cluster, check_dns_label, check_dns_subdomain, check_labels, cluster_field,
-    connect, delete_owned, id_of, live_pair, marked, needs_cluster, parse_id, preview_marked,
+    apply, check_cluster, check_dns_label, check_dns_subdomain, check_labels, connect,
+    delete_owned, id_of, live_pair, marked, needs_cluster, parse_id, preview_marked,
     refuse_strangers, string_map, user_entries, with_managed_label, ObjectRef, Resources,
 };
-use crate::{Ctx, Field, Health, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Health, Invalid, Kind, Live, ProviderError};
 
 /// The kind `kubernetes_redis`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Redis;
 
 /// A claim mounted into the Redis container.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Volume {
+    /// The PersistentVolumeClaim to mount.
+    #[terrain(force_new)]
     pub claim: String,
+    /// Where it appears in the container.
+    #[terrain(force_new)]
     pub mount_path: String,
 }
 
@@ -52,25 +57,41 @@ fn default_workload() -> String {
 }
 
 /// What a stack writes for a `kubernetes_redis`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    #[terrain(doc = crate::kubernetes::CLUSTER_DOC, force_new)]
     pub cluster: Value,
+    /// The server's name (Pod or Deployment), and its `app` label.
     #[serde(default = "default_name")]
+    #[terrain(force_new)]
     pub name: String,
+    /// The namespace.
     #[serde(default = "default_namespace")]
+    #[terrain(force_new)]
     pub namespace: String,
+    /// The Redis image.
     #[serde(default = "default_image")]
+    #[terrain(force_new)]
     pub image: String,
+    /// The port Redis listens on.
     #[serde(default = "default_port")]
+    #[terrain(force_new)]
     pub port: i64,
-    /// `pod` or `deployment`.
+    /// pod, or deployment to have the server restarted elsewhere when its node goes.
     #[serde(default = "default_workload")]
+    #[terrain(force_new)]
     pub workload: String,
+    /// A claim mounted into the server (e.g. the shared file store).
+    #[terrain(force_new)]
     pub volume: Option<Volume>,
     /// The Service's name; the server's name when left out.
+    #[terrain(force_new)]
     pub service_name: Option<String>,
+    /// CPU and memory to reserve.
+    #[terrain(force_new)]
     pub resources: Option<Resources>,
+    /// Extra labels on the server and its Service.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
 }
@@ -104,17 +125,18 @@ impl Spec {
 }
 
 /// What `kubernetes_redis` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
-    /// `<service>.<namespace>.svc.cluster.local`.
+    /// The Service's DNS name inside the cluster.
     pub service_host: String,
+    /// The Redis port.
     pub port: i64,
-    /// The pod serving now (for a Deployment, its current pod).
+    /// The pod serving now.
     pub pod_name: String,
+    /// The namespace.
     pub namespace: String,
-    /// `{namespace, pod, port, service_host}`: what `kubernetes_queue_items` takes as
-    /// its `redis`.
+    /// {namespace, pod, port, service_host}, for kubernetes_queue_items' redis.
     pub endpoint: Value,
 }
 
@@ -365,87 +387,6 @@ impl Kind for Redis {
     const KIND: &'static str = "kubernetes_redis";
     const PROVIDER: &'static str = "kubernetes";
     const RENDERS: bool = true;
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                cluster_field(),
-                Field::new(
-                    "name",
-                    Type::String,
-                    "The server's name (Pod or Deployment), and its `app` label.",
-                )
-                .default(json!("redis-leader"))
-                .force_new(),
-                Field::new("namespace", Type::String, "The namespace.")
-                    .default(json!("default"))
-                    .force_new(),
-                Field::new("image", Type::String, "The Redis image.")
-                    .default(json!("redis:7.2"))
-                    .force_new(),
-                Field::new("port", Type::Int, "The port Redis listens on.")
-                    .default(json!(6379))
-                    .force_new(),
-                Field::new(
-                    "workload",
-                    Type::String,
-                    "pod, or deployment to have the server restarted elsewhere when its node goes.",
-                )
-                .default(json!("pod"))
-                .force_new(),
-                Field::new(
-                    "volume",
-                    Type::Object(vec![
-                        Field::new("claim", Type::String, "The PersistentVolumeClaim to mount.")
-                            .required()
-                            .force_new(),
-                        Field::new(
-                            "mount_path",
-                            Type::String,
-                            "Where it appears in the container.",
-                        )
-                        .required()
-                        .force_new(),
-                    ]),
-                    "A claim mounted into the server (e.g. the shared file store).",
-                )
-                .force_new(),
-                Field::new(
-                    "service_name",
-                    Type::String,
-                    "The Service's name; the server's name when left out.",
-                )
-                .force_new(),
-                Field::new(
-                    "resources",
-                    Resources::schema_type(),
-                    "CPU and memory to reserve.",
-                )
-                .force_new(),
-                Field::new(
-                    "labels",
-                    Type::Map(Box::new(Type::String)),
-                    "Extra labels on the server and its Service.",
-                )
-                .default(json!({})),
-            ],
-            outputs: vec![
-                Field::new(
-                    "service_host",
-                    Type::String,
-                    "The Service's DNS name inside the cluster.",
-                ),
-                Field::new("port", Type::Int, "The Redis port."),
-                Field::new("pod_name", Type::String, "The pod serving now."),
-                Field::new("namespace", Type::String, "The namespace."),
-                Field::new(
-                    "endpoint",
-                    Type::Any,
-                    "{namespace, pod, port, service_host}, for kubernetes_queue_items' redis.",
-                ),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

@@ -9,10 +9,10 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Invalid, Kind, Live, ProviderError};
 
 /// The kind `local_file`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -30,23 +30,32 @@ fn default_directory_mode() -> String {
 }
 
 /// What a stack writes for a `local_file`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    /// Where the file is; relative paths start at the working directory.
+    #[terrain(force_new)]
     pub path: String,
+    /// The file's content (set this or sensitive_content).
     pub content: Option<String>,
+    /// The file's content, kept out of plans and logs (set this or content).
+    #[terrain(sensitive)]
     pub sensitive_content: Option<String>,
+    /// The file's permissions, as octal digits ("0644").
     #[serde(default = "default_mode")]
     pub mode: String,
+    /// Permissions of parent directories terrain creates, as octal digits ("0755").
     #[serde(default = "default_directory_mode")]
     pub directory_mode: String,
 }
 
 /// What `local_file` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
+    /// The SHA-256 of the content, in hex.
     pub sha256: String,
+    /// The content's size in bytes.
     pub size: i64,
 }
 
@@ -101,47 +110,6 @@ impl Kind for LocalFile {
     type Outputs = Outputs;
     const KIND: &'static str = "local_file";
     const PROVIDER: &'static str = "local";
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                Field::new(
-                    "path",
-                    Type::String,
-                    "Where the file is; relative paths start at the working directory.",
-                )
-                .required()
-                .force_new(),
-                Field::new(
-                    "content",
-                    Type::String,
-                    "The file's content (set this or sensitive_content).",
-                ),
-                Field::new(
-                    "sensitive_content",
-                    Type::String,
-                    "The file's content, kept out of plans and logs (set this or content).",
-                )
-                .sensitive(),
-                Field::new(
-                    "mode",
-                    Type::String,
-                    "The file's permissions, as octal digits (\"0644\").",
-                )
-                .default(json!(DEFAULT_MODE)),
-                Field::new(
-                    "directory_mode",
-                    Type::String,
-                    "Permissions of parent directories terrain creates, as octal digits (\"0755\").",
-                )
-                .default(json!(DEFAULT_DIRECTORY_MODE)),
-            ],
-            outputs: vec![
-                Field::new("sha256", Type::String, "The SHA-256 of the content, in hex."),
-                Field::new("size", Type::Int, "The content's size in bytes."),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, _config: &serde_json::Value) -> Vec<Invalid> {
         let mut problems = Vec::new();
@@ -414,6 +382,7 @@ mod tests {
     use super::*;
     use crate::testing::schema_mismatches;
     use crate::{Adapter, Resource};
+    use serde_json::json;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn ctx() -> Ctx {

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Invalid, Kind, Live, ProviderError};
 
 /// The largest `byte_length` accepted; `dec` is computed with a quadratic conversion,
 /// which this bound keeps trivially cheap.
@@ -18,20 +19,29 @@ const MAX_BYTES: i64 = 64;
 pub struct RandomId;
 
 /// What a stack writes for a `random_id`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    /// How many random bytes to draw, 1 to 64.
+    #[terrain(force_new)]
     pub byte_length: i64,
+    /// Text put before each encoding of the id (not part of the id).
+    #[terrain(force_new)]
     pub prefix: Option<String>,
+    /// Arbitrary values; changing any of them draws a new id.
+    #[terrain(force_new)]
     pub keepers: Option<BTreeMap<String, String>>,
 }
 
 /// The id in each encoding, each with the prefix prepended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
+    /// The bytes in lowercase hex, after the prefix.
     pub hex: String,
+    /// The bytes in URL-safe base64 without padding, after the prefix.
     pub b64_url: String,
+    /// The bytes as a big-endian unsigned decimal number, after the prefix.
     pub dec: String,
 }
 
@@ -56,49 +66,6 @@ impl Kind for RandomId {
     type Outputs = Outputs;
     const KIND: &'static str = "random_id";
     const PROVIDER: &'static str = "local";
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                Field::new(
-                    "byte_length",
-                    Type::Int,
-                    "How many random bytes to draw, 1 to 64.",
-                )
-                .required()
-                .force_new(),
-                Field::new(
-                    "prefix",
-                    Type::String,
-                    "Text put before each encoding of the id (not part of the id).",
-                )
-                .force_new(),
-                Field::new(
-                    "keepers",
-                    Type::Map(Box::new(Type::String)),
-                    "Arbitrary values; changing any of them draws a new id.",
-                )
-                .force_new(),
-            ],
-            outputs: vec![
-                Field::new(
-                    "hex",
-                    Type::String,
-                    "The bytes in lowercase hex, after the prefix.",
-                ),
-                Field::new(
-                    "b64_url",
-                    Type::String,
-                    "The bytes in URL-safe base64 without padding, after the prefix.",
-                ),
-                Field::new(
-                    "dec",
-                    Type::String,
-                    "The bytes as a big-endian unsigned decimal number, after the prefix.",
-                ),
-            ],
-        }
-    }
 
     fn validate(spec: &Spec, _config: &serde_json::Value) -> Vec<Invalid> {
         if (1..=MAX_BYTES).contains(&spec.byte_length) {

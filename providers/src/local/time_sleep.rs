@@ -9,26 +9,31 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::duration::parse_duration;
-use crate::{Ctx, Field, Invalid, Kind, Live, ProviderError, Schema, Type};
+use crate::schema::Fields;
+use crate::{Ctx, Invalid, Kind, Live, ProviderError};
 
 /// The kind `time_sleep`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TimeSleep;
 
 /// What a stack writes for a `time_sleep`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Spec {
+    /// How long to wait after creating, e.g. "30s" or "1m30s".
     pub create_duration: Option<String>,
+    /// How long to wait before destroying, e.g. "30s" or "1m30s".
     pub destroy_duration: Option<String>,
+    /// Arbitrary values; changing any of them recreates the sleep (and waits again).
+    #[terrain(force_new)]
     pub triggers: Option<BTreeMap<String, String>>,
 }
 
 /// What `time_sleep` reports after apply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Fields)]
 #[serde(deny_unknown_fields)]
 pub struct Outputs {
-    /// When the create finished, RFC 3339 in UTC.
+    /// When the create finished (RFC 3339, UTC).
     pub id: String,
 }
 
@@ -64,34 +69,6 @@ impl Kind for TimeSleep {
     type Outputs = Outputs;
     const KIND: &'static str = "time_sleep";
     const PROVIDER: &'static str = "local";
-
-    fn schema() -> Schema {
-        Schema {
-            fields: vec![
-                Field::new(
-                    "create_duration",
-                    Type::String,
-                    "How long to wait after creating, e.g. \"30s\" or \"1m30s\".",
-                ),
-                Field::new(
-                    "destroy_duration",
-                    Type::String,
-                    "How long to wait before destroying, e.g. \"30s\" or \"1m30s\".",
-                ),
-                Field::new(
-                    "triggers",
-                    Type::Map(Box::new(Type::String)),
-                    "Arbitrary values; changing any of them recreates the sleep (and waits again).",
-                )
-                .force_new(),
-            ],
-            outputs: vec![Field::new(
-                "id",
-                Type::String,
-                "When the create finished (RFC 3339, UTC).",
-            )],
-        }
-    }
 
     fn validate(spec: &Spec, _config: &serde_json::Value) -> Vec<Invalid> {
         DURATION_FIELDS
