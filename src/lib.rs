@@ -17,6 +17,7 @@ pub mod output;
 pub mod plan;
 pub mod policy;
 pub mod preflight;
+pub mod pricing;
 pub mod stack;
 pub mod state;
 pub mod walk;

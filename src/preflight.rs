@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use terrain_providers::{Need, Severity};
 
 use crate::addr::Address;
-use crate::engine::{peers_of, Engine, EngineError};
+use crate::engine::{Engine, EngineError};
 use crate::plan::{Action, Change, Plan};
+use crate::pricing::peers_of;
 
 impl Engine {
     /// Checks `plan`'s demands against the clouds: the errors (not even the minimum
