@@ -16,6 +16,7 @@ pub mod gcp;
 pub mod kubernetes;
 pub mod local;
 pub mod protocol;
+pub mod provider;
 pub mod registry;
 pub mod schema;
 pub mod session;
@@ -25,7 +26,7 @@ pub mod usage;
 pub use capacity::{Demand, Finding, Need, Severity};
 pub use error::ProviderError;
 pub use protocol::{
-    Adapter, Ctx, Health, Invalid, Kind, LineSink, Live, Observed, Peer, Reporter, Resource,
+    Adapter, Ctx, Health, Invalid, Kind, LineSink, Live, Observed, Peer, Reporter, Resource, Writes,
 };
 pub use registry::Registry;
 pub use schema::{Field, Schema, Type};

@@ -199,6 +199,10 @@ pub trait Resource: Send + Sync {
     fn needs_capacity(&self) -> bool {
         false
     }
+    /// How `terrain import --write` writes a block of this kind (see [`Writes`]).
+    fn writes(&self) -> Writes {
+        Writes::No
+    }
     /// The id the object will have, when it can be known before create (ids often
     /// include provider settings such as the project, hence `config`).
     fn planned_id(&self, spec: &Value, config: &Value) -> Option<String>;
@@ -496,6 +500,21 @@ pub struct Live<K: Kind> {
     pub outputs: K::Outputs,
 }
 
+/// How `terrain import --write` writes the block of an object it imports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writes {
+    /// From the object its id names: `read` gives every field of the block.
+    FromId,
+    /// A Kubernetes object found on a cluster, written out as a manifest file (the kind
+    /// Kubernetes objects built by hand are adopted as).
+    Manifest,
+    /// A Kubernetes object terrain renders from fields: adopted as the [`Writes::Manifest`]
+    /// kind instead.
+    AsManifest,
+    /// Not written: declare the block by hand, then import.
+    No,
+}
+
 /// A resource kind, typed. Implement this, then register `Adapter::new(kind)`.
 #[async_trait]
 pub trait Kind: Send + Sync + 'static {
@@ -528,6 +547,8 @@ pub trait Kind: Send + Sync + 'static {
     /// Whether objects of the kind run nodes (see [`Resource::needs_capacity`]); set
     /// with [`Kind::demand`].
     const NEEDS_CAPACITY: bool = false;
+    /// How `terrain import --write` writes a block of the kind (see [`Writes`]).
+    const WRITES: Writes = Writes::No;
 
     /// The kind's fields, as its `Spec` and `Outputs` types declare them.
     fn schema() -> Schema {
@@ -769,6 +790,10 @@ impl<K: Kind> Resource for Adapter<K> {
 
     fn needs_capacity(&self) -> bool {
         K::NEEDS_CAPACITY
+    }
+
+    fn writes(&self) -> Writes {
+        K::WRITES
     }
 
     fn validate_change(&self, prior: &Value, spec: &Value) -> Vec<Invalid> {

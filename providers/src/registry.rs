@@ -5,7 +5,17 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::provider::Provider;
 use crate::{aws, gcp, kubernetes, local, Adapter, Invalid, Resource};
+
+/// The providers with a table of their own, one line each.
+static PROVIDERS: &[&dyn Provider] = &[&gcp::Gcp, &aws::Aws];
+
+/// The provider named `name`, when it has a table of its own (`kubernetes` and `local`
+/// have none).
+pub fn provider(name: &str) -> Option<&'static dyn Provider> {
+    PROVIDERS.iter().copied().find(|p| p.name() == name)
+}
 
 /// All resource kinds terrain knows, by kind name.
 #[derive(Clone, Default)]
@@ -39,22 +49,14 @@ impl Registry {
     /// `[providers.aws]`), each at the setting's key; providers whose settings have no
     /// offline checks report none.
     pub fn validate_config(&self, provider: &str, config: &Value) -> Vec<Invalid> {
-        match provider {
-            "gcp" => gcp::config::validate(config),
-            "aws" => aws::config::validate(config),
-            _ => Vec::new(),
-        }
+        self::provider(provider).map_or_else(Vec::new, |p| p.validate_config(config))
     }
 
     /// The settings provider `provider`'s table takes, when it has a fixed set: a
     /// table under another key of `[providers.<name>]` is an instance of the provider
     /// (`[providers.gcp.europe]`).
     pub fn setting_keys(&self, provider: &str) -> Option<&'static [&'static str]> {
-        match provider {
-            "gcp" => Some(gcp::config::KEYS),
-            "aws" => Some(aws::config::KEYS),
-            _ => None,
-        }
+        self::provider(provider).and_then(|p| p.setting_keys())
     }
 
     /// Every provider name that has at least one kind.
@@ -71,10 +73,9 @@ impl Registry {
 /// table (offline checks, plan, apply) goes through it, so none reads the environment
 /// by itself.
 pub fn configure(provider: &str, table: Value, env: &dyn Fn(&str) -> Option<String>) -> Value {
-    match provider {
-        "gcp" => gcp::config::configure(table, env),
-        "aws" => aws::config::configure(table, env),
-        _ => table,
+    match self::provider(provider) {
+        Some(p) => p.configure(table, env),
+        None => table,
     }
 }
 
@@ -88,10 +89,9 @@ pub async fn preflight(
     ctx: &crate::Ctx,
     needs: &[crate::Need],
 ) -> Result<Vec<crate::Finding>, crate::ProviderError> {
-    match provider {
-        "gcp" => gcp::capacity::preflight(ctx, needs).await,
-        "aws" => aws::capacity::preflight(ctx, needs).await,
-        _ => Ok(Vec::new()),
+    match self::provider(provider) {
+        Some(p) => p.preflight(ctx, needs).await,
+        None => Ok(Vec::new()),
     }
 }
 

@@ -18,6 +18,7 @@ use clap::Args;
 use serde_json::Value;
 use terrain_providers::kubernetes::adopt::{self, Found};
 use terrain_providers::kubernetes::ObjectRef;
+use terrain_providers::{Kind, Writes};
 
 use super::{common, Exit, RunArgs, StackArgs};
 use crate::addr::Address;
@@ -26,19 +27,9 @@ use crate::output;
 use crate::stack::Stack;
 use common::Session;
 
-/// The cloud kinds `--write` can read from their id alone.
-const WRITABLE: &[&str] = &[
-    "gke_cluster",
-    "gke_node_pool",
-    "filestore_instance",
-    "gcs_bucket",
-    "eks_cluster",
-    "eks_node_group",
-    "s3_bucket",
-];
-
-/// The kind Kubernetes objects built by hand are adopted as.
-const MANIFEST: &str = "kubernetes_manifest";
+/// The kind Kubernetes objects built by hand are adopted as (its kind says so:
+/// `Writes::Manifest`).
+const MANIFEST: &str = <terrain_providers::kubernetes::manifest::Manifest as Kind>::KIND;
 
 /// Where adopted objects' YAML goes, beside the file written.
 const MANIFEST_DIR: &str = "manifests";
@@ -108,46 +99,52 @@ pub async fn run(args: ImportArgs) -> anyhow::Result<Exit> {
         .get(&address.kind)
         .with_context(|| format!("no resource kind `{}`", address.kind))?
         .clone();
-    if kind.kind() == MANIFEST {
-        let cluster = args.cluster.as_ref().with_context(|| {
+    // The kind says how its block is written.
+    match kind.writes() {
+        Writes::Manifest => {
+            let cluster = args.cluster.as_ref().with_context(|| {
             format!("--write {address}: name the cluster the object is on with --cluster CLUSTER_ADDR (e.g. gke_cluster.main)")
         })?;
-        let target = ObjectRef::parse(id).with_context(|| {
+            let target = ObjectRef::parse(id).with_context(|| {
             format!("{address}: `{id}` is not an object id; give APIVERSION/KIND/NAMESPACE/NAME (v1/Service/default/redis-leader, v1/PersistentVolume//fileserver)")
         })?;
-        let engine = engine(&args, stack, &registry).await?;
-        let found = async {
-            let state = engine.load_state().await?;
-            let (ctx, connection) = on_cluster(&engine, cluster, &state)?;
-            adopt::fetch(&ctx, &connection, &target)
-                .await
-                .with_context(|| format!("{address}: kubernetes get {}", target.describe()))?
-                .with_context(|| format!("no {} exists", target.describe()))
+            let engine = engine(&args, stack, &registry).await?;
+            let found = async {
+                let state = engine.load_state().await?;
+                let (ctx, connection) = on_cluster(&engine, cluster, &state)?;
+                adopt::fetch(&ctx, &connection, &target)
+                    .await
+                    .with_context(|| format!("{address}: kubernetes get {}", target.describe()))?
+                    .with_context(|| format!("no {} exists", target.describe()))
+            }
+            .await;
+            engine.close().await;
+            let found = found?;
+            write_manifest(&file, &address.name, cluster, &found)?;
         }
-        .await;
-        engine.close().await;
-        let found = found?;
-        write_manifest(&file, &address.name, cluster, &found)?;
-    } else if WRITABLE.contains(&kind.kind()) {
-        if args.cluster.is_some() {
+        Writes::FromId => {
+            if args.cluster.is_some() {
+                anyhow::bail!(
+                    "--cluster is for Kubernetes objects; a {} is not on a cluster",
+                    kind.kind()
+                );
+            }
+            write_cloud_block(&args, address, id, &file, stack, &registry, &*kind).await?;
+        }
+        Writes::AsManifest => {
             anyhow::bail!(
-                "--cluster is for Kubernetes objects; a {} is not on a cluster",
-                kind.kind()
-            );
-        }
-        write_cloud_block(&args, address, id, &file, stack, &registry, &*kind).await?;
-    } else if kind.provider() == "kubernetes" {
-        anyhow::bail!(
             "--write adopts a Kubernetes object as a {MANIFEST} (a {} is rendered by terrain from its fields); run `terrain import {MANIFEST}.{} {id} --write {} --cluster CLUSTER_ADDR`",
             kind.kind(),
             address.name,
             shown(&file)
         );
-    } else {
-        anyhow::bail!(
-            "--write cannot write a {} yet; declare the block and import without --write",
-            kind.kind()
-        );
+        }
+        Writes::No => {
+            anyhow::bail!(
+                "--write cannot write a {} yet; declare the block and import without --write",
+                kind.kind()
+            );
+        }
     }
     let stack = reload(&args, &registry, &[address])?;
     import(&args, stack, registry, &[(address.clone(), id.clone())]).await?;

@@ -27,6 +27,7 @@ mod graph_picture;
 mod import_write;
 mod kubernetes_cli;
 mod kubernetes_manifests;
+mod layout;
 mod official_clients;
 mod plan_json;
 mod policy;

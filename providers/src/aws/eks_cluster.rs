@@ -412,6 +412,7 @@ impl Kind for EksCluster {
     type Outputs = Outputs;
     const KIND: &'static str = "eks_cluster";
     const PROVIDER: &'static str = "aws";
+    const WRITES: crate::protocol::Writes = crate::protocol::Writes::FromId;
     const BILLS: bool = true;
 
     fn validate(spec: &Spec, config: &Value) -> Vec<Invalid> {

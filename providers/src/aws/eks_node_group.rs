@@ -859,6 +859,7 @@ impl Kind for EksNodeGroup {
     type Outputs = Outputs;
     const KIND: &'static str = "eks_node_group";
     const PROVIDER: &'static str = "aws";
+    const WRITES: crate::protocol::Writes = crate::protocol::Writes::FromId;
     const BILLS: bool = true;
     const NEEDS_CAPACITY: bool = true;
 

@@ -28,6 +28,40 @@ pub mod sagemaker_pipeline_execution;
 pub mod signed;
 pub mod token;
 
+/// The aws provider's table and capacity (see [`crate::provider::Provider`]).
+pub struct Aws;
+
+#[async_trait::async_trait]
+impl crate::provider::Provider for Aws {
+    fn name(&self) -> &'static str {
+        "aws"
+    }
+
+    fn validate_config(&self, config: &serde_json::Value) -> Vec<crate::Invalid> {
+        config::validate(config)
+    }
+
+    fn setting_keys(&self) -> Option<&'static [&'static str]> {
+        Some(config::KEYS)
+    }
+
+    fn configure(
+        &self,
+        table: serde_json::Value,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> serde_json::Value {
+        config::configure(table, env)
+    }
+
+    async fn preflight(
+        &self,
+        ctx: &crate::Ctx,
+        needs: &[crate::Need],
+    ) -> Result<Vec<crate::Finding>, crate::ProviderError> {
+        capacity::preflight(ctx, needs).await
+    }
+}
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -1047,6 +1047,7 @@ impl Kind for S3Bucket {
     type Outputs = Outputs;
     const KIND: &'static str = "s3_bucket";
     const PROVIDER: &'static str = "aws";
+    const WRITES: crate::protocol::Writes = crate::protocol::Writes::FromId;
     const BILLS: bool = true;
 
     fn validate(spec: &Spec, config: &Value) -> Vec<Invalid> {

@@ -219,6 +219,7 @@ impl Kind for GcsBucket {
     type Outputs = Outputs;
     const KIND: &'static str = "gcs_bucket";
     const PROVIDER: &'static str = "gcp";
+    const WRITES: crate::protocol::Writes = crate::protocol::Writes::FromId;
     const BILLS: bool = true;
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {

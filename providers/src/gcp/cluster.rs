@@ -330,6 +330,7 @@ impl Kind for GkeCluster {
     type Outputs = Outputs;
     const KIND: &'static str = "gke_cluster";
     const PROVIDER: &'static str = "gcp";
+    const WRITES: crate::protocol::Writes = crate::protocol::Writes::FromId;
     const BILLS: bool = true;
 
     fn validate(spec: &Spec, config: &Value) -> Vec<Invalid> {

@@ -320,6 +320,7 @@ impl Kind for FilestoreInstance {
     type Outputs = Outputs;
     const KIND: &'static str = "filestore_instance";
     const PROVIDER: &'static str = "gcp";
+    const WRITES: crate::protocol::Writes = crate::protocol::Writes::FromId;
     const BILLS: bool = true;
 
     fn validate(spec: &Spec, config: &Value) -> Vec<Invalid> {

@@ -21,6 +21,40 @@ pub mod filestore;
 pub mod node_pool;
 pub mod operation;
 
+/// The gcp provider's table and capacity (see [`crate::provider::Provider`]).
+pub struct Gcp;
+
+#[async_trait::async_trait]
+impl crate::provider::Provider for Gcp {
+    fn name(&self) -> &'static str {
+        "gcp"
+    }
+
+    fn validate_config(&self, config: &serde_json::Value) -> Vec<crate::Invalid> {
+        config::validate(config)
+    }
+
+    fn setting_keys(&self) -> Option<&'static [&'static str]> {
+        Some(config::KEYS)
+    }
+
+    fn configure(
+        &self,
+        table: serde_json::Value,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> serde_json::Value {
+        config::configure(table, env)
+    }
+
+    async fn preflight(
+        &self,
+        ctx: &crate::Ctx,
+        needs: &[crate::Need],
+    ) -> Result<Vec<crate::Finding>, crate::ProviderError> {
+        capacity::preflight(ctx, needs).await
+    }
+}
+
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};

@@ -971,6 +971,7 @@ impl Kind for GkeNodePool {
     type Outputs = Outputs;
     const KIND: &'static str = "gke_node_pool";
     const PROVIDER: &'static str = "gcp";
+    const WRITES: crate::protocol::Writes = crate::protocol::Writes::FromId;
     const BILLS: bool = true;
     const NEEDS_CAPACITY: bool = true;
 

@@ -1013,6 +1013,7 @@ impl Kind for Dataset {
     type Outputs = Outputs;
     const KIND: &'static str = "kubernetes_dataset";
     const PROVIDER: &'static str = "kubernetes";
+    const WRITES: crate::protocol::Writes = crate::protocol::Writes::AsManifest;
     const RENDERS: bool = true;
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {

@@ -865,6 +865,7 @@ impl Kind for Job {
     type Outputs = Outputs;
     const KIND: &'static str = "kubernetes_job";
     const PROVIDER: &'static str = "kubernetes";
+    const WRITES: crate::protocol::Writes = crate::protocol::Writes::AsManifest;
     const RENDERS: bool = true;
     const BILLS: bool = true;
 

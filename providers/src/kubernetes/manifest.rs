@@ -980,6 +980,7 @@ impl Kind for Manifest {
     type Outputs = Outputs;
     const KIND: &'static str = "kubernetes_manifest";
     const PROVIDER: &'static str = "kubernetes";
+    const WRITES: crate::protocol::Writes = crate::protocol::Writes::Manifest;
     const RENDERS: bool = true;
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {

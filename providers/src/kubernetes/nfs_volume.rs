@@ -290,6 +290,7 @@ impl Kind for NfsVolume {
     type Outputs = Outputs;
     const KIND: &'static str = "kubernetes_nfs_volume";
     const PROVIDER: &'static str = "kubernetes";
+    const WRITES: crate::protocol::Writes = crate::protocol::Writes::AsManifest;
     const RENDERS: bool = true;
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {

@@ -668,6 +668,7 @@ impl Kind for QueueItems {
     type Outputs = Outputs;
     const KIND: &'static str = "kubernetes_queue_items";
     const PROVIDER: &'static str = "kubernetes";
+    const WRITES: crate::protocol::Writes = crate::protocol::Writes::AsManifest;
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

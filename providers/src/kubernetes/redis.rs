@@ -386,6 +386,7 @@ impl Kind for Redis {
     type Outputs = Outputs;
     const KIND: &'static str = "kubernetes_redis";
     const PROVIDER: &'static str = "kubernetes";
+    const WRITES: crate::protocol::Writes = crate::protocol::Writes::AsManifest;
     const RENDERS: bool = true;
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {

@@ -1,0 +1,39 @@
+//! What a provider (a cloud) owns besides its kinds: the settings its
+//! `[providers.<name>]` table takes and their offline checks, how the run's environment
+//! completes the table, and its capacity preflight. Each cloud implements [`Provider`]
+//! in its own folder; [`crate::registry`] lists them, one line each, so no code outside
+//! a cloud's folder switches on its name.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::{Ctx, Finding, Invalid, Need, ProviderError};
+
+/// A provider's table and capacity, as the engine and the stack checks use them.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// The name kinds and stacks give the provider (`gcp`, `aws`).
+    fn name(&self) -> &'static str;
+
+    /// Offline problems with the provider's table, each at the setting's key.
+    fn validate_config(&self, _config: &Value) -> Vec<Invalid> {
+        Vec::new()
+    }
+
+    /// The settings the table takes, when it has a fixed set: a table under another key
+    /// of `[providers.<name>]` is an instance of the provider (`[providers.gcp.europe]`).
+    fn setting_keys(&self) -> Option<&'static [&'static str]> {
+        None
+    }
+
+    /// The table completed with what the run's environment gives.
+    fn configure(&self, table: Value, _env: &dyn Fn(&str) -> Option<String>) -> Value {
+        table
+    }
+
+    /// Whether the machines `needs` ask for are offered where they land and fit the
+    /// quotas, for one provider instance (`ctx` carries its table).
+    async fn preflight(&self, _ctx: &Ctx, _needs: &[Need]) -> Result<Vec<Finding>, ProviderError> {
+        Ok(Vec::new())
+    }
+}
