@@ -514,18 +514,7 @@ impl Checker<'_> {
             .or_else(|| (opts.env)(&format!("TERRAIN_VAR_{name}")).map(|v| (v, "TERRAIN_VAR_")));
         let (value, value_span) = match given {
             Some((text, from)) => self.given_value(name, span, &text, from, want, sensitive)?,
-            None => {
-                match default {
-                    Some(d) => d,
-                    None => {
-                        self.err(
-                        Diagnostic::at(span, format!("variables.{name} has no value"), "needs a value")
-                            .help(format!("pass --var {name}=VALUE, set TERRAIN_VAR_{name}, or give it a default")),
-                    );
-                        return None;
-                    }
-                }
-            }
+            None => self.default_value(name, span, default)?,
         };
         // Only a default can be of the wrong type: a given value is parsed as `ty`.
         if let Some(t) = &ty {
@@ -547,6 +536,29 @@ impl Checker<'_> {
             sensitive,
             span,
         })
+    }
+
+    /// The default of the variable `name` (declared at `span`), given no value; `None`
+    /// when it has no default either (reported).
+    fn default_value(
+        &mut self,
+        name: &str,
+        span: Span,
+        default: Option<(Value, Span)>,
+    ) -> Option<(Value, Span)> {
+        if default.is_none() {
+            self.err(
+                Diagnostic::at(
+                    span,
+                    format!("variables.{name} has no value"),
+                    "needs a value",
+                )
+                .help(format!(
+                    "pass --var {name}=VALUE, set TERRAIN_VAR_{name}, or give it a default"
+                )),
+            );
+        }
+        default
     }
 
     /// The declaration of the variable `name` written as `node`: a table of `default`,
