@@ -320,7 +320,63 @@ pub fn compute(
 ) -> Result<Vec<Change>, PlanError> {
     let deps = stack_deps(stack);
     let order = graph::topo_order(&deps);
-    let state_deps: Deps = state
+    let state_deps = state_deps(state);
+    let selected = selected(stack, state, &deps, &state_deps, inputs)?;
+    let ctx = Planning {
+        stack,
+        state,
+        deps: &deps,
+        drift,
+        inputs,
+        selected: selected.as_ref(),
+    };
+
+    let mut planned = Planned {
+        resources: &stack.resources,
+        state,
+        desired: BTreeMap::new(),
+        in_sync: BTreeMap::new(),
+        actions: BTreeMap::new(),
+        changed: BTreeMap::new(),
+    };
+    let mut changes = Vec::with_capacity(stack.resources.len().max(state.resources.len()));
+    if !inputs.destroy {
+        let mut configs: BTreeMap<&str, Value> = BTreeMap::new();
+        for addr in &order {
+            let Some(rc) = stack.resources.get(addr) else {
+                continue;
+            };
+            let config = provider_config(stack, &mut configs, addr, rc, inputs.env)?;
+            changes.push(plan_resource(&ctx, &mut planned, addr, rc, config)?);
+        }
+    }
+    plan_deletions(&ctx, &state_deps, &mut changes)?;
+    take_desired(&mut changes, &mut planned.desired);
+    Ok(changes)
+}
+
+/// What planning each resource reads: the run's inputs and what was derived from them
+/// before the first resource.
+struct Planning<'a> {
+    stack: &'a Stack,
+    state: &'a State,
+    deps: &'a Deps,
+    drift: &'a BTreeMap<String, Drift>,
+    inputs: &'a PlanInputs<'a>,
+    /// The resources the run may touch; `None` when it has no `--target`.
+    selected: Option<&'a BTreeSet<Address>>,
+}
+
+impl Planning<'_> {
+    /// Whether the run may touch `a`.
+    fn in_scope(&self, a: &Address) -> bool {
+        self.selected.is_none_or(|s| s.contains(a))
+    }
+}
+
+/// The dependencies of every resource in the state, as the state recorded them.
+fn state_deps(state: &State) -> Deps {
+    state
         .resources
         .iter()
         .filter_map(|(a, r)| {
@@ -334,205 +390,272 @@ pub fn compute(
                 )
             })
         })
-        .collect();
+        .collect()
+}
 
-    // Which resources the run may touch.
-    let selected: Option<BTreeSet<Address>> = if inputs.targets.is_empty() {
-        None
-    } else {
-        // A target names a resource, or every instance of a block with `count` or
-        // `for_each` when written without a key.
-        let mut targets: Vec<Address> = Vec::new();
-        for t in inputs.targets {
-            let before = targets.len();
-            targets.extend(stack.resources.keys().filter(|a| t.covers(a)).cloned());
-            targets.extend(
-                state
-                    .resources
-                    .keys()
-                    .filter_map(|k| Address::parse(k).ok())
-                    .filter(|a| t.covers(a) && !stack.resources.contains_key(a)),
-            );
-            if targets.len() == before {
-                return Err(PlanError::UnknownTarget(Box::new(t.clone())));
-            }
-        }
-        let mut all = state_deps.clone();
-        for (a, ds) in &deps {
-            all.entry(a.clone()).or_default().extend(ds.iter().cloned());
-        }
-        Some(if inputs.destroy {
-            graph::with_dependents(&all, &targets)
-        } else {
-            graph::with_dependencies(&all, &targets)
-        })
-    };
-    let in_scope = |a: &Address| selected.as_ref().is_none_or(|s| s.contains(a));
-
-    let mut planned = Planned {
-        resources: &stack.resources,
-        state,
-        desired: BTreeMap::new(),
-        in_sync: BTreeMap::new(),
-        actions: BTreeMap::new(),
-        changed: BTreeMap::new(),
-    };
-    let mut changes = Vec::with_capacity(stack.resources.len().max(state.resources.len()));
-    let mut configs: BTreeMap<&str, Value> = BTreeMap::new();
-    if !inputs.destroy {
-        for addr in &order {
-            let Some(rc) = stack.resources.get(addr) else {
-                continue;
-            };
-            let key = addr.to_string();
-            let existing = state.resources.get(&key);
-            // An interrupted create whose object was found: the create resumes.
-            let resuming = existing.is_some_and(desired::resumes_create);
-            let live = existing.filter(|r| r.id.is_some() && !resuming);
-            // Each provider instance is configured once per plan, not once per resource.
-            let config: &Value = match configs.entry(rc.provider.as_str()) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(slot) => slot.insert(
-                    stack
-                        .provider_config(&rc.provider, inputs.env)
-                        .map_err(|e| PlanError::Eval {
-                            address: Box::new(addr.clone()),
-                            at: stack.sources.locate(e.span),
-                            message: format!("providers.{}: {}", rc.provider, e.message),
-                        })?,
-                ),
-            };
-            let peers = desired::peers(rc, &stack.resources, |a| planned.spec(a).map(|(s, _)| s));
-            let scope = StackScope {
-                variables: &stack.variables,
-                env: inputs.env,
-                attributes: &planned,
-            };
-            let computed = desired::compute(
-                rc,
-                &scope,
-                &desired::Inputs {
-                    config,
-                    peers: &peers,
-                    prior: live.map(|r| &r.spec),
-                },
-            )
-            .map_err(|e| located(stack, rc, e))?;
-            let after = computed.spec.clone();
-            let sensitive = computed.sensitive.clone();
-            let schema = rc.resource.schema();
-            let mut change = Change {
-                address: addr.clone(),
-                kind: addr.kind.clone(),
-                action: Action::NoOp,
-                id: existing.and_then(|r| r.id.clone()),
-                before: None,
-                after: None,
-                replace_because: Vec::new(),
-                sensitive_paths: sensitive.clone(),
-                create_before_destroy: rc.lifecycle.create_before_destroy,
-                dependencies: deps.get(addr).cloned().unwrap_or_default(),
-                drift: drift.get(&key).cloned(),
-                computed: Vec::new(),
-                deposed: existing.map(|r| r.deposed.clone()).unwrap_or_default(),
-                tainted: false,
-                notes: Vec::new(),
-                live_diff: None,
-            };
-            if resuming {
-                change.notes.push(format!(
-                    "adopting the interrupted create of {}: apply waits for it to be ready",
-                    existing.and_then(|r| r.id.as_deref()).unwrap_or("?")
-                ));
-            }
-            match live {
-                None => {
-                    change.action = Action::Create;
-                }
-                Some(live) => {
-                    let changed = changed_paths(&live.spec, &after, &rc.lifecycle.ignore_changes);
-                    let forcing: Vec<String> = changed
-                        .iter()
-                        .filter(|p| {
-                            let parts: Vec<&str> = p.split('.').collect();
-                            schema.field_at(&parts).is_some_and(|f| f.force_new)
-                        })
-                        .cloned()
-                        .collect();
-                    planned.changed.insert(addr.clone(), changed.clone());
-                    change.tainted = live.tainted;
-                    change.action = if live.tainted || !forcing.is_empty() {
-                        change.replace_because = forcing;
-                        Action::Replace
-                    } else if !changed.is_empty() {
-                        Action::Update
-                    } else {
-                        Action::NoOp
-                    };
-                    // A change that changes nothing does not copy the live spec: it is
-                    // the plan's refreshed entry ([`Plan::before`] finds it there).
-                    if change.action != Action::NoOp {
-                        change.before = Some(live.spec.clone());
-                    }
-                }
-            }
-            if !in_scope(addr) {
-                change.action = Action::NoOp;
-            }
-            if change.action == Action::Update {
-                if let Some(before) = &change.before {
-                    let refused = rc.resource.validate_change(before, &after);
-                    if !refused.is_empty() {
-                        let message: Vec<String> =
-                            refused.iter().map(ToString::to_string).collect();
-                        return Err(PlanError::ChangeRefused {
-                            address: Box::new(addr.clone()),
-                            message: message.join("; "),
-                        });
-                    }
-                }
-            }
-            if change.action == Action::Replace && rc.lifecycle.prevent_destroy {
-                return Err(PlanError::PreventDestroy {
-                    address: Box::new(addr.clone()),
-                    verb: "replace",
-                    why: format!(
-                        " ({} forces replacement)",
-                        change.replace_because.join(", ")
-                    ),
-                });
-            }
-            if matches!(change.action, Action::Create | Action::Replace) {
-                change.computed = schema.outputs.iter().map(|f| f.name.to_string()).collect();
-            }
-            // `after` goes into `planned.desired`, where the references of the
-            // resources planned next read it; the change takes it from there at the end.
-            // A no-op whose desired spec is exactly its refreshed one keeps neither: the
-            // refreshed entry stands for both ([`Plan::after`]).
-            planned.actions.insert(addr.clone(), change.action);
-            let in_sync = change.action == Action::NoOp
-                && live.is_some_and(|live| is_without_nulls(&live.spec, &after));
-            if in_sync {
-                planned.in_sync.insert(addr.clone(), sensitive);
-            } else {
-                planned.desired.insert(
-                    addr.clone(),
-                    desired::Desired {
-                        spec: after,
-                        sensitive,
-                    },
-                );
-            }
-            changes.push(change);
+/// Which resources the run may touch: `None` when it has no `--target`, otherwise the
+/// targets with their dependencies (their dependents for a destroy).
+fn selected(
+    stack: &Stack,
+    state: &State,
+    deps: &Deps,
+    state_deps: &Deps,
+    inputs: &PlanInputs<'_>,
+) -> Result<Option<BTreeSet<Address>>, PlanError> {
+    if inputs.targets.is_empty() {
+        return Ok(None);
+    }
+    // A target names a resource, or every instance of a block with `count` or
+    // `for_each` when written without a key.
+    let mut targets: Vec<Address> = Vec::new();
+    for t in inputs.targets {
+        let before = targets.len();
+        targets.extend(stack.resources.keys().filter(|a| t.covers(a)).cloned());
+        targets.extend(
+            state
+                .resources
+                .keys()
+                .filter_map(|k| Address::parse(k).ok())
+                .filter(|a| t.covers(a) && !stack.resources.contains_key(a)),
+        );
+        if targets.len() == before {
+            return Err(PlanError::UnknownTarget(Box::new(t.clone())));
         }
     }
+    let mut all = state_deps.clone();
+    for (a, ds) in deps {
+        all.entry(a.clone()).or_default().extend(ds.iter().cloned());
+    }
+    Ok(Some(if inputs.destroy {
+        graph::with_dependents(&all, &targets)
+    } else {
+        graph::with_dependencies(&all, &targets)
+    }))
+}
 
-    // Deletions: what the state has and the stack (or a destroy) no longer wants,
-    // dependents before what they depend on.
+/// The evaluated `[providers.<name>]` table of `rc`'s provider, from `configs` or
+/// evaluated into it: each provider instance is configured once per plan, not once per
+/// resource.
+fn provider_config<'c, 's: 'c>(
+    stack: &'s Stack,
+    configs: &'c mut BTreeMap<&'s str, Value>,
+    addr: &Address,
+    rc: &'s crate::stack::ResourceConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<&'c Value, PlanError> {
+    Ok(match configs.entry(rc.provider.as_str()) {
+        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::btree_map::Entry::Vacant(slot) => slot.insert(
+            stack
+                .provider_config(&rc.provider, env)
+                .map_err(|e| PlanError::Eval {
+                    address: Box::new(addr.clone()),
+                    at: stack.sources.locate(e.span),
+                    message: format!("providers.{}: {}", rc.provider, e.message),
+                })?,
+        ),
+    })
+}
+
+/// Plans the stack resource `rc` at `addr`: its desired spec, its action against the
+/// refreshed state, and the record in `planned` that the resources planned next read.
+fn plan_resource(
+    ctx: &Planning<'_>,
+    planned: &mut Planned<'_>,
+    addr: &Address,
+    rc: &crate::stack::ResourceConfig,
+    config: &Value,
+) -> Result<Change, PlanError> {
+    let key = addr.to_string();
+    let existing = ctx.state.resources.get(&key);
+    // An interrupted create whose object was found: the create resumes.
+    let resuming = existing.is_some_and(desired::resumes_create);
+    let live = existing.filter(|r| r.id.is_some() && !resuming);
+    let computed = desired_spec(ctx, planned, rc, config, live)?;
+    let after = computed.spec.clone();
+    let sensitive = computed.sensitive.clone();
+    let schema = rc.resource.schema();
+    let mut change = Change {
+        address: addr.clone(),
+        kind: addr.kind.clone(),
+        action: Action::NoOp,
+        id: existing.and_then(|r| r.id.clone()),
+        before: None,
+        after: None,
+        replace_because: Vec::new(),
+        sensitive_paths: sensitive.clone(),
+        create_before_destroy: rc.lifecycle.create_before_destroy,
+        dependencies: ctx.deps.get(addr).cloned().unwrap_or_default(),
+        drift: ctx.drift.get(&key).cloned(),
+        computed: Vec::new(),
+        deposed: existing.map(|r| r.deposed.clone()).unwrap_or_default(),
+        tainted: false,
+        notes: Vec::new(),
+        live_diff: None,
+    };
+    if resuming {
+        change.notes.push(format!(
+            "adopting the interrupted create of {}: apply waits for it to be ready",
+            existing.and_then(|r| r.id.as_deref()).unwrap_or("?")
+        ));
+    }
+    match live {
+        None => {
+            change.action = Action::Create;
+        }
+        Some(live) => compare_live(&mut change, planned, rc, live, &after),
+    }
+    if !ctx.in_scope(addr) {
+        change.action = Action::NoOp;
+    }
+    check_allowed(&change, rc, &after)?;
+    if matches!(change.action, Action::Create | Action::Replace) {
+        change.computed = schema.outputs.iter().map(|f| f.name.to_string()).collect();
+    }
+    record_planned(planned, &change, live, after, sensitive);
+    Ok(change)
+}
+
+/// The desired spec of `rc`, evaluated against the variables, the environment and the
+/// resources planned so far.
+fn desired_spec(
+    ctx: &Planning<'_>,
+    planned: &Planned<'_>,
+    rc: &crate::stack::ResourceConfig,
+    config: &Value,
+    live: Option<&ResourceState>,
+) -> Result<desired::Desired, PlanError> {
+    let stack = ctx.stack;
+    let peers = desired::peers(rc, &stack.resources, |a| planned.spec(a).map(|(s, _)| s));
+    let scope = StackScope {
+        variables: &stack.variables,
+        env: ctx.inputs.env,
+        attributes: planned,
+    };
+    desired::compute(
+        rc,
+        &scope,
+        &desired::Inputs {
+            config,
+            peers: &peers,
+            prior: live.map(|r| &r.spec),
+        },
+    )
+    .map_err(|e| located(stack, rc, e))
+}
+
+/// Sets the action of `change` for an existing object from how its live spec differs
+/// from the desired one (`after`): replace when tainted or a force-new field changes,
+/// update when anything else changes, nothing otherwise.
+fn compare_live(
+    change: &mut Change,
+    planned: &mut Planned<'_>,
+    rc: &crate::stack::ResourceConfig,
+    live: &ResourceState,
+    after: &Value,
+) {
+    let schema = rc.resource.schema();
+    let changed = changed_paths(&live.spec, after, &rc.lifecycle.ignore_changes);
+    let forcing: Vec<String> = changed
+        .iter()
+        .filter(|p| {
+            let parts: Vec<&str> = p.split('.').collect();
+            schema.field_at(&parts).is_some_and(|f| f.force_new)
+        })
+        .cloned()
+        .collect();
+    planned
+        .changed
+        .insert(change.address.clone(), changed.clone());
+    change.tainted = live.tainted;
+    change.action = if live.tainted || !forcing.is_empty() {
+        change.replace_because = forcing;
+        Action::Replace
+    } else if !changed.is_empty() {
+        Action::Update
+    } else {
+        Action::NoOp
+    };
+    // A change that changes nothing does not copy the live spec: it is
+    // the plan's refreshed entry ([`Plan::before`] finds it there).
+    if change.action != Action::NoOp {
+        change.before = Some(live.spec.clone());
+    }
+}
+
+/// Fails the plan of `change` when the provider's API would refuse its in-place update,
+/// or when it replaces a resource under `prevent_destroy`.
+fn check_allowed(
+    change: &Change,
+    rc: &crate::stack::ResourceConfig,
+    after: &Value,
+) -> Result<(), PlanError> {
+    if change.action == Action::Update {
+        if let Some(before) = &change.before {
+            let refused = rc.resource.validate_change(before, after);
+            if !refused.is_empty() {
+                let message: Vec<String> = refused.iter().map(ToString::to_string).collect();
+                return Err(PlanError::ChangeRefused {
+                    address: Box::new(change.address.clone()),
+                    message: message.join("; "),
+                });
+            }
+        }
+    }
+    if change.action == Action::Replace && rc.lifecycle.prevent_destroy {
+        return Err(PlanError::PreventDestroy {
+            address: Box::new(change.address.clone()),
+            verb: "replace",
+            why: format!(
+                " ({} forces replacement)",
+                change.replace_because.join(", ")
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Records the action and the desired spec (`after`) of `change` in `planned`.
+fn record_planned(
+    planned: &mut Planned<'_>,
+    change: &Change,
+    live: Option<&ResourceState>,
+    after: Value,
+    sensitive: Vec<String>,
+) {
+    // `after` goes into `planned.desired`, where the references of the
+    // resources planned next read it; the change takes it from there at the end.
+    // A no-op whose desired spec is exactly its refreshed one keeps neither: the
+    // refreshed entry stands for both ([`Plan::after`]).
+    let addr = &change.address;
+    planned.actions.insert(addr.clone(), change.action);
+    let in_sync = change.action == Action::NoOp
+        && live.is_some_and(|live| is_without_nulls(&live.spec, &after));
+    if in_sync {
+        planned.in_sync.insert(addr.clone(), sensitive);
+    } else {
+        planned.desired.insert(
+            addr.clone(),
+            desired::Desired {
+                spec: after,
+                sensitive,
+            },
+        );
+    }
+}
+
+/// Appends the deletions to `changes`: what the state has and the stack (or a destroy)
+/// no longer wants, dependents before what they depend on.
+fn plan_deletions(
+    ctx: &Planning<'_>,
+    state_deps: &Deps,
+    changes: &mut Vec<Change>,
+) -> Result<(), PlanError> {
+    let (stack, state, inputs) = (ctx.stack, ctx.state, ctx.inputs);
     let doomed: Deps = state_deps
         .iter()
         .filter(|(a, _)| inputs.destroy || !stack.resources.contains_key(*a))
-        .filter(|(a, _)| in_scope(a))
+        .filter(|(a, _)| ctx.in_scope(a))
         .map(|(a, d)| (a.clone(), d.clone()))
         .collect();
     let mut delete_order = graph::topo_order(&doomed);
@@ -553,44 +676,53 @@ pub fn compute(
                 }
             }
         }
-        let gone = r.id.is_none();
-        changes.push(Change {
-            address: addr.clone(),
-            kind: r.kind.clone(),
-            action: if gone { Action::NoOp } else { Action::Delete },
-            id: r.id.clone(),
-            before: (!gone).then(|| r.spec.clone()),
-            after: None,
-            replace_because: Vec::new(),
-            sensitive_paths: r
-                .sensitive_paths
-                .iter()
-                .filter_map(|p| p.strip_prefix("spec.").map(str::to_string))
-                .collect(),
-            create_before_destroy: false,
-            dependencies: r
-                .dependencies
-                .iter()
-                .filter_map(|d| Address::parse(d).ok())
-                .collect(),
-            drift: drift.get(&key).cloned(),
-            computed: Vec::new(),
-            deposed: r.deposed.clone(),
-            tainted: r.tainted,
-            notes: Vec::new(),
-            live_diff: None,
-        });
+        changes.push(deletion(addr, r, ctx.drift.get(&key).cloned()));
     }
-    // Each planned change takes its desired spec out of the map it was kept in, so that
-    // the plan never holds two copies of every spec.
-    for change in &mut changes {
+    Ok(())
+}
+
+/// The change that deletes the state's resource `r` at `addr` (nothing, when its
+/// object is already gone).
+fn deletion(addr: Address, r: &ResourceState, drift: Option<Drift>) -> Change {
+    let gone = r.id.is_none();
+    Change {
+        address: addr,
+        kind: r.kind.clone(),
+        action: if gone { Action::NoOp } else { Action::Delete },
+        id: r.id.clone(),
+        before: (!gone).then(|| r.spec.clone()),
+        after: None,
+        replace_because: Vec::new(),
+        sensitive_paths: r
+            .sensitive_paths
+            .iter()
+            .filter_map(|p| p.strip_prefix("spec.").map(str::to_string))
+            .collect(),
+        create_before_destroy: false,
+        dependencies: r
+            .dependencies
+            .iter()
+            .filter_map(|d| Address::parse(d).ok())
+            .collect(),
+        drift,
+        computed: Vec::new(),
+        deposed: r.deposed.clone(),
+        tainted: r.tainted,
+        notes: Vec::new(),
+        live_diff: None,
+    }
+}
+
+/// Moves each planned change's desired spec out of `desired` into the change, so that
+/// the plan never holds two copies of every spec.
+fn take_desired(changes: &mut [Change], desired: &mut BTreeMap<Address, desired::Desired>) {
+    for change in changes {
         if change.after.is_none() {
-            if let Some(d) = planned.desired.remove(&change.address) {
+            if let Some(d) = desired.remove(&change.address) {
                 change.after = Some(d.spec);
             }
         }
     }
-    Ok(changes)
 }
 
 /// A desired-spec failure of `rc` as a plan error, each problem at its value.

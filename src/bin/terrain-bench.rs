@@ -1037,6 +1037,32 @@ fn parent(args: &Args) -> Result<()> {
     let exe = std::env::current_exe().context("find this executable to re-run it")?;
     let bench_started = Instant::now();
 
+    print_preamble(args, p, chain);
+    let mut notes = Vec::new();
+    let mut verdicts: Vec<Option<Verdict>> = TARGETS.iter().map(|_| None).collect();
+    for &n in sizes {
+        for &l in &LATENCIES_MS {
+            let cfg = Config { n, l, p, chain };
+            measure_configuration(&exe, args, &cfg, &mut notes, &mut verdicts)?;
+        }
+    }
+    if !args.quick {
+        let cfg = Config {
+            n: PLAN_ONLY_N,
+            l: 0,
+            p,
+            chain,
+        };
+        measure_first_plan(&exe, &cfg, &mut notes, &mut verdicts)?;
+    }
+    println!();
+    print_notes(notes);
+    print_targets(args, sizes, &verdicts, bench_started);
+    Ok(())
+}
+
+/// Prints what the benchmark measures and how, and the table's header.
+fn print_preamble(args: &Args, p: usize, chain: usize) {
     println!(
         "terrain-bench {} — parallelism P = {p}, dependency chains of {chain}, `test_thing` on TestCloud (call log off, but in re-plans to count calls),",
         env!("CARGO_PKG_VERSION")
@@ -1058,106 +1084,122 @@ fn parent(args: &Args) -> Result<()> {
     );
     println!("{header}");
     println!("{}", "-".repeat(header.len() + 24));
+}
 
-    let mut notes = Vec::new();
-    let mut verdicts: Vec<Option<Verdict>> = TARGETS.iter().map(|_| None).collect();
-    for &n in sizes {
-        for &l in &LATENCIES_MS {
-            let dir = work_dir(&format!("{n}-{l}"))?;
-            let common = |flag: &str| {
-                vec![
-                    flag.to_string(),
-                    n.to_string(),
-                    l.to_string(),
-                    "--dir".to_string(),
-                    dir.display().to_string(),
-                    "--parallelism".to_string(),
-                    p.to_string(),
-                    "--chain".to_string(),
-                    chain.to_string(),
-                    "--apply-budget".to_string(),
-                    args.apply_budget.to_string(),
-                ]
-            };
-            eprintln!("  … N = {n}, latency {l} ms: plan + apply");
-            let one: Result<OneResult> = run_child(&exe, &common("--one"));
-            // Both re-plans read the state `--one` left (a plan writes none), each in
-            // its own process so that neither peak covers the other.
-            let replans: Vec<Result<ReplanResult>> = if one.is_ok() {
-                eprintln!("  … N = {n}, latency {l} ms: re-plan (list)");
-                let list = run_child(&exe, &common("--replan"));
-                eprintln!("  … N = {n}, latency {l} ms: re-plan (reads)");
-                let mut per_object = common("--replan");
-                per_object.push("--per-object".to_string());
-                let reads = run_child(&exe, &per_object);
-                vec![list, reads]
-            } else {
-                Vec::new()
-            };
-            // Measured here, not in the re-plan child, where the freed copy would stay
-            // resident and inflate the peak being measured.
-            let state_copy_kib = if l == 0 {
-                state_copy_kib(&dir.join("stack").join("state.json"))
-            } else {
-                None
-            };
-            let _ = fs::remove_dir_all(&dir);
-            let cfg = Config { n, l, p, chain };
-            match one {
-                Ok(one) => {
-                    print_one(&cfg, &one, &mut verdicts);
-                    if !one.peak_reset {
-                        notes.push(NO_PEAK_RESET.to_string());
-                    }
-                    notes.extend(one_notes(&cfg, &one));
-                }
-                Err(e) => println!("{n:>6}  {l:>4} ms  FAILED: {e:#}"),
-            }
-            for (replan, label) in replans.into_iter().zip(["(list)", "(reads)"]) {
-                match replan {
-                    Ok(re) => {
-                        print_replan(&cfg, &re, &mut verdicts);
-                        if l == 0 && re.batch {
-                            notes.extend(replan_memory_note(&cfg, &re, state_copy_kib));
-                        }
-                        notes.extend(replan_notes(&cfg, &re));
-                        if !re.peak_reset {
-                            notes.push(NO_PEAK_RESET.to_string());
-                        }
-                    }
-                    Err(e) => println!("{n:>6}  {l:>4} ms  re-plan {label} FAILED: {e:#}"),
-                }
-            }
-        }
-    }
-    if !args.quick {
-        let n = PLAN_ONLY_N;
-        let dir = work_dir(&format!("{n}-plan"))?;
-        eprintln!("  … N = {n}, latency 0 ms: load + first plan only");
-        let child_args = vec![
-            "--plan-only".to_string(),
+/// Runs one (N, latency) configuration in its children (plan + apply, then both
+/// re-plans) and prints its rows, adding to `notes` and `verdicts`.
+fn measure_configuration(
+    exe: &Path,
+    args: &Args,
+    cfg: &Config,
+    notes: &mut Vec<String>,
+    verdicts: &mut [Option<Verdict>],
+) -> Result<()> {
+    let Config { n, l, p, chain } = *cfg;
+    let dir = work_dir(&format!("{n}-{l}"))?;
+    let common = |flag: &str| {
+        vec![
+            flag.to_string(),
             n.to_string(),
+            l.to_string(),
             "--dir".to_string(),
             dir.display().to_string(),
             "--parallelism".to_string(),
             p.to_string(),
             "--chain".to_string(),
             chain.to_string(),
-        ];
-        let result: Result<PlanOnlyResult> = run_child(&exe, &child_args);
-        let _ = fs::remove_dir_all(&dir);
-        let cfg = Config { n, l: 0, p, chain };
-        match result {
-            Ok(r) => {
-                print_plan_only(&cfg, &r, &mut verdicts);
-                if !r.peak_reset {
+            "--apply-budget".to_string(),
+            args.apply_budget.to_string(),
+        ]
+    };
+    eprintln!("  … N = {n}, latency {l} ms: plan + apply");
+    let one: Result<OneResult> = run_child(exe, &common("--one"));
+    // Both re-plans read the state `--one` left (a plan writes none), each in
+    // its own process so that neither peak covers the other.
+    let replans: Vec<Result<ReplanResult>> = if one.is_ok() {
+        eprintln!("  … N = {n}, latency {l} ms: re-plan (list)");
+        let list = run_child(exe, &common("--replan"));
+        eprintln!("  … N = {n}, latency {l} ms: re-plan (reads)");
+        let mut per_object = common("--replan");
+        per_object.push("--per-object".to_string());
+        let reads = run_child(exe, &per_object);
+        vec![list, reads]
+    } else {
+        Vec::new()
+    };
+    // Measured here, not in the re-plan child, where the freed copy would stay
+    // resident and inflate the peak being measured.
+    let state_copy_kib = if l == 0 {
+        state_copy_kib(&dir.join("stack").join("state.json"))
+    } else {
+        None
+    };
+    let _ = fs::remove_dir_all(&dir);
+    match one {
+        Ok(one) => {
+            print_one(cfg, &one, verdicts);
+            if !one.peak_reset {
+                notes.push(NO_PEAK_RESET.to_string());
+            }
+            notes.extend(one_notes(cfg, &one));
+        }
+        Err(e) => println!("{n:>6}  {l:>4} ms  FAILED: {e:#}"),
+    }
+    for (replan, label) in replans.into_iter().zip(["(list)", "(reads)"]) {
+        match replan {
+            Ok(re) => {
+                print_replan(cfg, &re, verdicts);
+                if l == 0 && re.batch {
+                    notes.extend(replan_memory_note(cfg, &re, state_copy_kib));
+                }
+                notes.extend(replan_notes(cfg, &re));
+                if !re.peak_reset {
                     notes.push(NO_PEAK_RESET.to_string());
                 }
             }
-            Err(e) => println!("{n:>6}  {:>4} ms  first plan FAILED: {e:#}", 0),
+            Err(e) => println!("{n:>6}  {l:>4} ms  re-plan {label} FAILED: {e:#}"),
         }
     }
-    println!();
+    Ok(())
+}
+
+/// Runs the load and first plan of `cfg.n` resources (no apply) in its child and
+/// prints its row, adding to `notes` and `verdicts`.
+fn measure_first_plan(
+    exe: &Path,
+    cfg: &Config,
+    notes: &mut Vec<String>,
+    verdicts: &mut [Option<Verdict>],
+) -> Result<()> {
+    let Config { n, p, chain, .. } = *cfg;
+    let dir = work_dir(&format!("{n}-plan"))?;
+    eprintln!("  … N = {n}, latency 0 ms: load + first plan only");
+    let child_args = vec![
+        "--plan-only".to_string(),
+        n.to_string(),
+        "--dir".to_string(),
+        dir.display().to_string(),
+        "--parallelism".to_string(),
+        p.to_string(),
+        "--chain".to_string(),
+        chain.to_string(),
+    ];
+    let result: Result<PlanOnlyResult> = run_child(exe, &child_args);
+    let _ = fs::remove_dir_all(&dir);
+    match result {
+        Ok(r) => {
+            print_plan_only(cfg, &r, verdicts);
+            if !r.peak_reset {
+                notes.push(NO_PEAK_RESET.to_string());
+            }
+        }
+        Err(e) => println!("{n:>6}  {:>4} ms  first plan FAILED: {e:#}", 0),
+    }
+    Ok(())
+}
+
+/// Prints the runs' notes, each once, in the order they were first made.
+fn print_notes(mut notes: Vec<String>) {
     if !notes.is_empty() {
         let mut seen = std::collections::BTreeSet::new();
         notes.retain(|n| seen.insert(n.clone()));
@@ -1166,8 +1208,17 @@ fn parent(args: &Args) -> Result<()> {
         }
         println!();
     }
+}
+
+/// Prints each target's verdict (or why it was not measured) and the tally.
+fn print_targets(
+    args: &Args,
+    sizes: &[usize],
+    verdicts: &[Option<Verdict>],
+    bench_started: Instant,
+) {
     println!("targets (informational: a MISS never fails the run):");
-    for (t, v) in TARGETS.iter().zip(&verdicts) {
+    for (t, v) in TARGETS.iter().zip(verdicts) {
         match v {
             Some(v) => println!("  {}: {}", t.describe(), v.line),
             None => {
@@ -1192,7 +1243,6 @@ fn parent(args: &Args) -> Result<()> {
         TARGETS.len() - measured,
         fmt_secs(bench_started.elapsed().as_secs_f64())
     );
-    Ok(())
 }
 
 /// A fresh working directory for one configuration's children, `name` telling it

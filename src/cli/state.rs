@@ -3,6 +3,7 @@
 //! (migrate holds both), and pull writes a private file rather than printing secrets.
 
 use clap::{Args, Subcommand};
+use terrain_providers::Registry;
 
 use super::{common, Exit, RunArgs, StackArgs};
 use crate::addr::Address;
@@ -84,200 +85,250 @@ pub struct Plain {
 pub async fn run(cmd: StateCommand) -> anyhow::Result<Exit> {
     let registry = common::registry();
     match cmd {
-        StateCommand::List(Plain { stack: args }) => {
-            let stack = common::load_stack(&args, &registry)?;
-            let backend = common::backend(&stack, &args, "state").await?;
-            let state = backend.load().await?.unwrap_or_default();
-            backend.close().await;
-            let text: String = state.resources.keys().map(|k| format!("{k}\n")).collect();
-            output::print(&text);
-        }
+        StateCommand::List(Plain { stack: args }) => list(&args, &registry).await?,
         StateCommand::Show {
             address,
             stack: args,
-        } => {
-            let stack = common::load_stack(&args, &registry)?;
-            let backend = common::backend(&stack, &args, "state").await?;
-            let state = backend.load().await?.unwrap_or_default();
-            backend.close().await;
-            let r = state
-                .resources
-                .get(&address.to_string())
-                .ok_or_else(|| anyhow::anyhow!("{address} is not in the state"))?;
-            let spec_secrets: Vec<String> = r
-                .sensitive_paths
-                .iter()
-                .filter_map(|p| p.strip_prefix("spec.").map(str::to_string))
-                .collect();
-            let out_secrets: Vec<String> = r
-                .sensitive_paths
-                .iter()
-                .filter_map(|p| p.strip_prefix("outputs.").map(str::to_string))
-                .collect();
-            // Secrets are nulls, with trees of where they were (as `plan --json`'s
-            // `before_sensitive`).
-            let spec = mark(&r.spec, &spec_secrets);
-            let outputs = mark(&r.outputs, &out_secrets);
-            let show = serde_json::json!({
-                "address": address.to_string(),
-                "kind": r.kind,
-                "provider": r.provider,
-                "id": r.id,
-                "spec": spec.value,
-                "spec_sensitive": spec.sensitive,
-                "outputs": outputs.value,
-                "outputs_sensitive": outputs.sensitive,
-                "dependencies": r.dependencies,
-                "pending": r.pending.as_ref().map(|p| p.op),
-            });
-            output::print(&format!("{}\n", serde_json::to_string_pretty(&show)?));
-        }
-        StateCommand::Journal(Plain { stack: args }) => {
-            let stack = common::load_stack(&args, &registry)?;
-            let backend = common::backend(&stack, &args, "state journal").await?;
-            let records = backend.journal().await?;
-            output::print(&journal_lines(&backend.location(), &records));
-            backend.close().await;
-        }
+        } => show(&address, &args, &registry).await?,
+        StateCommand::Journal(Plain { stack: args }) => journal(&args, &registry).await?,
         StateCommand::Rm {
             addresses,
             stack: args,
             run,
-        } => {
-            let stack = common::load_stack(&args, &registry)?;
-            let backend = common::backend(&stack, &args, "state rm").await?;
-            common::with_lock(&**backend, "state rm", run.lock_timeout, async {
-                let mut state = backend.load().await?.unwrap_or_default();
-                for a in &addresses {
-                    if !state.resources.contains_key(&a.to_string()) {
-                        anyhow::bail!("{a} is not in the state; nothing was removed");
-                    }
-                }
-                for a in &addresses {
-                    state.resources.remove(&a.to_string());
-                }
-                state.serial += 1;
-                backend.save(&state).await?;
-                let text: String = addresses
-                    .iter()
-                    .map(|a| {
-                        format!(
-                            "Removed {a} from the state; the object itself was left as it is.\n"
-                        )
-                    })
-                    .collect();
-                output::print(&text);
-                Ok(())
-            })
-            .await?;
-        }
-        StateCommand::Pull { file, stack: args } => {
-            let stack = common::load_stack(&args, &registry)?;
-            let backend = common::backend(&stack, &args, "state pull").await?;
-            let state = backend.load().await?;
-            let location = backend.location();
-            backend.close().await;
-            let state = state.ok_or_else(|| anyhow::anyhow!("{location} holds no state yet"))?;
-            write_private(&common::absolute(&file), &state)?;
-            output::print(&format!(
-                "Wrote the state of {location} (serial {}, {} resources) to {}.\n",
-                state.serial,
-                state.resources.len(),
-                file.display()
-            ));
-        }
+        } => rm(&addresses, &args, &run, &registry).await?,
+        StateCommand::Pull { file, stack: args } => pull(&file, &args, &registry).await?,
         StateCommand::Push {
             file,
             force,
             stack: args,
             run,
-        } => {
-            let stack = common::load_stack(&args, &registry)?;
-            let pushed = read_state_file(&common::absolute(&file))?;
-            let backend = common::backend(&stack, &args, "state push").await?;
-            let result = common::with_lock(&**backend, "state push", run.lock_timeout, async {
-                let stored = backend.load().await?;
-                let mut state = pushed.clone();
-                if let Some(stored) = &stored {
-                    if let Some(why) = push_refusal(stored, &pushed) {
-                        if !force {
-                            anyhow::bail!(
-                                "{}: {why}; nothing was pushed (--force pushes anyway)",
-                                backend.location()
-                            );
-                        }
-                        // Forced over a newer or foreign state: it must still read as
-                        // newer than what it replaces.
-                        state.serial = stored.serial + 1;
-                    }
-                }
-                backend.save(&state).await?;
-                output::print(&format!(
-                    "Pushed {} (serial {}, {} resources) to {}.\n",
-                    file.display(),
-                    state.serial,
-                    state.resources.len(),
-                    backend.location()
-                ));
-                Ok(())
-            })
-            .await;
-            backend.close().await;
-            result?;
-        }
+        } => push(&file, force, &args, &run, &registry).await?,
         StateCommand::Migrate {
             from,
             stack: args,
             run,
-        } => {
-            let stack = common::load_stack(&args, &registry)?;
-            let target = common::backend_with_sandbox(&stack, &args, "state migrate").await?;
-            let result = migrate(&target, &from, &args, &run).await;
-            target.close().await;
-            result?;
-        }
+        } => migrate(&from, &args, &run, &registry).await?,
         StateCommand::Mv {
             from,
             to,
             stack: args,
             run,
-        } => {
-            let stack = common::load_stack(&args, &registry)?;
-            let backend = common::backend(&stack, &args, "state mv").await?;
-            common::with_lock(&**backend, "state mv", run.lock_timeout, async {
-                let mut state = backend.load().await?.unwrap_or_default();
-                if from.kind != to.kind {
-                    anyhow::bail!("cannot move {from} to {to}: a resource keeps its kind");
-                }
-                if state.resources.contains_key(&to.to_string()) {
-                    anyhow::bail!("cannot move {from} to {to}: {to} is already in the state");
-                }
-                let r = state
-                    .resources
-                    .remove(&from.to_string())
-                    .ok_or_else(|| anyhow::anyhow!("{from} is not in the state"))?;
-                state.resources.insert(to.to_string(), r);
-                // Whatever depended on the old address now depends on the new one.
-                for other in state.resources.values_mut() {
-                    for d in &mut other.dependencies {
-                        if *d == from.to_string() {
-                            *d = to.to_string();
-                        }
-                    }
-                }
-                state.serial += 1;
-                backend.save(&state).await?;
-                output::print(&format!("Moved {from} to {to}.\n"));
-                Ok(())
-            })
-            .await?;
-        }
+        } => mv(&from, &to, &args, &run, &registry).await?,
     }
     Ok(Exit::Ok)
 }
 
-/// Moves the state at `from` to `target` (the stack's backend), holding both locks.
+/// `state list`: prints the addresses in the state, one a line.
+async fn list(args: &StackArgs, registry: &Registry) -> anyhow::Result<()> {
+    let stack = common::load_stack(args, registry)?;
+    let backend = common::backend(&stack, args, "state").await?;
+    let state = backend.load().await?.unwrap_or_default();
+    backend.close().await;
+    let text: String = state.resources.keys().map(|k| format!("{k}\n")).collect();
+    output::print(&text);
+    Ok(())
+}
+
+/// `state show`: prints the resource at `address` as recorded, as JSON, its secrets
+/// nulls.
+async fn show(address: &Address, args: &StackArgs, registry: &Registry) -> anyhow::Result<()> {
+    let stack = common::load_stack(args, registry)?;
+    let backend = common::backend(&stack, args, "state").await?;
+    let state = backend.load().await?.unwrap_or_default();
+    backend.close().await;
+    let r = state
+        .resources
+        .get(&address.to_string())
+        .ok_or_else(|| anyhow::anyhow!("{address} is not in the state"))?;
+    let spec_secrets: Vec<String> = r
+        .sensitive_paths
+        .iter()
+        .filter_map(|p| p.strip_prefix("spec.").map(str::to_string))
+        .collect();
+    let out_secrets: Vec<String> = r
+        .sensitive_paths
+        .iter()
+        .filter_map(|p| p.strip_prefix("outputs.").map(str::to_string))
+        .collect();
+    // Secrets are nulls, with trees of where they were (as `plan --json`'s
+    // `before_sensitive`).
+    let spec = mark(&r.spec, &spec_secrets);
+    let outputs = mark(&r.outputs, &out_secrets);
+    let show = serde_json::json!({
+        "address": address.to_string(),
+        "kind": r.kind,
+        "provider": r.provider,
+        "id": r.id,
+        "spec": spec.value,
+        "spec_sensitive": spec.sensitive,
+        "outputs": outputs.value,
+        "outputs_sensitive": outputs.sensitive,
+        "dependencies": r.dependencies,
+        "pending": r.pending.as_ref().map(|p| p.op),
+    });
+    output::print(&format!("{}\n", serde_json::to_string_pretty(&show)?));
+    Ok(())
+}
+
+/// `state journal`: prints the journal's records not yet folded into the state file.
+async fn journal(args: &StackArgs, registry: &Registry) -> anyhow::Result<()> {
+    let stack = common::load_stack(args, registry)?;
+    let backend = common::backend(&stack, args, "state journal").await?;
+    let records = backend.journal().await?;
+    output::print(&journal_lines(&backend.location(), &records));
+    backend.close().await;
+    Ok(())
+}
+
+/// `state rm`: forgets the resources at `addresses`, under the lock; none is forgotten
+/// when one is not in the state.
+async fn rm(
+    addresses: &[Address],
+    args: &StackArgs,
+    run: &RunArgs,
+    registry: &Registry,
+) -> anyhow::Result<()> {
+    let stack = common::load_stack(args, registry)?;
+    let backend = common::backend(&stack, args, "state rm").await?;
+    common::with_lock(&**backend, "state rm", run.lock_timeout, async {
+        let mut state = backend.load().await?.unwrap_or_default();
+        for a in addresses {
+            if !state.resources.contains_key(&a.to_string()) {
+                anyhow::bail!("{a} is not in the state; nothing was removed");
+            }
+        }
+        for a in addresses {
+            state.resources.remove(&a.to_string());
+        }
+        state.serial += 1;
+        backend.save(&state).await?;
+        let text: String = addresses
+            .iter()
+            .map(|a| format!("Removed {a} from the state; the object itself was left as it is.\n"))
+            .collect();
+        output::print(&text);
+        Ok(())
+    })
+    .await
+}
+
+/// `state pull`: writes the whole state to `file`, readable by its owner alone.
+async fn pull(file: &std::path::Path, args: &StackArgs, registry: &Registry) -> anyhow::Result<()> {
+    let stack = common::load_stack(args, registry)?;
+    let backend = common::backend(&stack, args, "state pull").await?;
+    let state = backend.load().await?;
+    let location = backend.location();
+    backend.close().await;
+    let state = state.ok_or_else(|| anyhow::anyhow!("{location} holds no state yet"))?;
+    write_private(&common::absolute(file), &state)?;
+    output::print(&format!(
+        "Wrote the state of {location} (serial {}, {} resources) to {}.\n",
+        state.serial,
+        state.resources.len(),
+        file.display()
+    ));
+    Ok(())
+}
+
+/// `state push`: replaces the stored state with `file`, under the lock; refused (unless
+/// `force`) when `file` is of another lineage or older than the stored state.
+async fn push(
+    file: &std::path::Path,
+    force: bool,
+    args: &StackArgs,
+    run: &RunArgs,
+    registry: &Registry,
+) -> anyhow::Result<()> {
+    let stack = common::load_stack(args, registry)?;
+    let pushed = read_state_file(&common::absolute(file))?;
+    let backend = common::backend(&stack, args, "state push").await?;
+    let result = common::with_lock(&**backend, "state push", run.lock_timeout, async {
+        let stored = backend.load().await?;
+        let mut state = pushed.clone();
+        if let Some(stored) = &stored {
+            if let Some(why) = push_refusal(stored, &pushed) {
+                if !force {
+                    anyhow::bail!(
+                        "{}: {why}; nothing was pushed (--force pushes anyway)",
+                        backend.location()
+                    );
+                }
+                // Forced over a newer or foreign state: it must still read as
+                // newer than what it replaces.
+                state.serial = stored.serial + 1;
+            }
+        }
+        backend.save(&state).await?;
+        output::print(&format!(
+            "Pushed {} (serial {}, {} resources) to {}.\n",
+            file.display(),
+            state.serial,
+            state.resources.len(),
+            backend.location()
+        ));
+        Ok(())
+    })
+    .await;
+    backend.close().await;
+    result
+}
+
+/// `state migrate`: moves the state at `from` to the stack's backend.
 async fn migrate(
+    from: &str,
+    args: &StackArgs,
+    run: &RunArgs,
+    registry: &Registry,
+) -> anyhow::Result<()> {
+    let stack = common::load_stack(args, registry)?;
+    let target = common::backend_with_sandbox(&stack, args, "state migrate").await?;
+    let result = migrate_locked(&target, from, args, run).await;
+    target.close().await;
+    result
+}
+
+/// `state mv`: renames the resource `from` to `to` in the state, under the lock, and
+/// what depended on it with it.
+async fn mv(
+    from: &Address,
+    to: &Address,
+    args: &StackArgs,
+    run: &RunArgs,
+    registry: &Registry,
+) -> anyhow::Result<()> {
+    let stack = common::load_stack(args, registry)?;
+    let backend = common::backend(&stack, args, "state mv").await?;
+    common::with_lock(&**backend, "state mv", run.lock_timeout, async {
+        let mut state = backend.load().await?.unwrap_or_default();
+        if from.kind != to.kind {
+            anyhow::bail!("cannot move {from} to {to}: a resource keeps its kind");
+        }
+        if state.resources.contains_key(&to.to_string()) {
+            anyhow::bail!("cannot move {from} to {to}: {to} is already in the state");
+        }
+        let r = state
+            .resources
+            .remove(&from.to_string())
+            .ok_or_else(|| anyhow::anyhow!("{from} is not in the state"))?;
+        state.resources.insert(to.to_string(), r);
+        // Whatever depended on the old address now depends on the new one.
+        for other in state.resources.values_mut() {
+            for d in &mut other.dependencies {
+                if *d == from.to_string() {
+                    *d = to.to_string();
+                }
+            }
+        }
+        state.serial += 1;
+        backend.save(&state).await?;
+        output::print(&format!("Moved {from} to {to}.\n"));
+        Ok(())
+    })
+    .await
+}
+
+/// Moves the state at `from` to `target` (the stack's backend), holding both locks.
+async fn migrate_locked(
     target: &common::StateSession,
     from: &str,
     args: &StackArgs,

@@ -158,6 +158,14 @@ struct Checker<'a> {
     failed: BTreeSet<Address>,
 }
 
+/// A variable's declaration: its default and its type, each with where it is written,
+/// and whether its value is secret.
+struct VariableDecl {
+    default: Option<(Value, Span)>,
+    ty: Option<(String, Span)>,
+    sensitive: bool,
+}
+
 fn type_of(v: &Value) -> &'static str {
     match v {
         Value::Null => "nothing",
@@ -409,6 +417,23 @@ impl Checker<'_> {
             },
         );
         let declared: Vec<&str> = entries.iter().map(|(n, _, _)| n.as_str()).collect();
+        self.undeclared_values(&declared, var_values, opts);
+        for (name, span, node) in entries {
+            if let Some(variable) = self.variable(name, *span, node, var_values, opts) {
+                out.insert(name.clone(), variable);
+            }
+        }
+        out
+    }
+
+    /// Reports the values given (in variables files, `var_values`, or with `--var`) for
+    /// variables the stack does not declare.
+    fn undeclared_values(
+        &mut self,
+        declared: &[&str],
+        var_values: &[Entry],
+        opts: &LoadOptions<'_>,
+    ) {
         for (name, span, _) in var_values {
             if !declared.contains(&name.as_str()) {
                 let mut d = Diagnostic::at(
@@ -429,187 +454,239 @@ impl Checker<'_> {
                 self.err(d);
             }
         }
-        for (name, span, node) in entries {
-            if !is_identifier(name) {
-                self.err(Diagnostic::at(
-                    *span,
-                    format!("variables.{name}: not a valid variable name"),
-                    "invalid name",
-                ));
-                continue;
-            }
-            // The default and the type each with where they are written, so a problem
-            // with one points at it rather than at the name.
-            let (default, ty, sensitive) = match &node.kind {
-                NodeKind::Table(fields) => {
-                    let mut default = None;
-                    let mut ty = None;
-                    let mut sensitive = false;
-                    for (k, kspan, v) in fields {
-                        match k.as_str() {
-                            "default" => match v.literal() {
-                                Some(val) => default = Some((val, v.span)),
-                                None => self.err(Diagnostic::at(
-                                    v.span,
-                                    format!("variables.{name}: a default cannot hold references"),
-                                    "reference in a default",
-                                )),
-                            },
-                            "type" => {
-                                ty = self
-                                    .literal_str(&format!("variables.{name}.type"), v)
-                                    .map(|t| (t, v.span))
-                            }
-                            "description" => {
-                                self.literal_str(&format!("variables.{name}.description"), v);
-                            }
-                            "sensitive" => {
-                                sensitive =
-                                    self.literal_bool(&format!("variables.{name}.sensitive"), v)
-                            }
-                            other => self.unknown_key(
-                                &format!("variables.{name}"),
-                                other,
-                                *kspan,
-                                &["default", "type", "description", "sensitive"],
-                            ),
-                        }
-                    }
-                    (default, ty, sensitive)
-                }
-                _ => match node.literal() {
-                    Some(v) => (Some((v, node.span)), None, false),
-                    None => {
-                        self.err(Diagnostic::at(
-                            node.span,
-                            format!("variables.{name}: a default cannot hold references"),
-                            "reference in a default",
-                        ));
-                        continue;
-                    }
-                },
-            };
-            if let Some((t, tspan)) = &ty {
-                if !["string", "number", "integer", "bool", "list", "table"].contains(&t.as_str()) {
-                    self.err(
-                        Diagnostic::at(
-                            *tspan,
-                            format!("variables.{name}: unknown type `{t}`"),
-                            "unknown type",
-                        )
-                        .help("types: string, number, integer, bool, list, table"),
-                    );
-                    continue;
-                }
-            }
-            let ty = ty.map(|(t, _)| t);
-            let from_cli = opts
-                .vars
-                .iter()
-                .rev()
-                .find(|(n, _)| n == name)
-                .map(|(_, v)| (v.clone(), "--var"));
-            let from_file = var_values
-                .iter()
-                .rev()
-                .find(|(n, _, _)| n == name)
-                .filter(|_| from_cli.is_none());
-            if let Some((_, _, node)) = from_file {
-                let Some(value) = node.literal() else {
-                    continue;
-                };
-                let want = ty
-                    .as_deref()
-                    .or(default.as_ref().map(|(d, _)| type_name_of(d)));
-                if let Some(t) = want.filter(|t| !value_is(&value, t)) {
-                    let shown = if sensitive {
-                        "(sensitive value)".to_string()
-                    } else {
-                        describe_value(&value)
-                    };
-                    self.err(Diagnostic::at(
-                        node.span,
-                        format!("variables.{name}: {shown} is not {}", with_article(t)),
-                        "wrong type",
-                    ));
-                    continue;
-                }
-                out.insert(
-                    name.clone(),
-                    Variable {
-                        value,
-                        sensitive,
-                        span: node.span,
-                    },
+    }
+
+    /// The variable `name` declared at `span` as `node`, with its value for this run;
+    /// `None` when a problem with it was reported.
+    fn variable(
+        &mut self,
+        name: &str,
+        span: Span,
+        node: &Node,
+        var_values: &[Entry],
+        opts: &LoadOptions<'_>,
+    ) -> Option<Variable> {
+        if !is_identifier(name) {
+            self.err(Diagnostic::at(
+                span,
+                format!("variables.{name}: not a valid variable name"),
+                "invalid name",
+            ));
+            return None;
+        }
+        let VariableDecl {
+            default,
+            ty,
+            sensitive,
+        } = self.variable_decl(name, node)?;
+        if let Some((t, tspan)) = &ty {
+            if !["string", "number", "integer", "bool", "list", "table"].contains(&t.as_str()) {
+                self.err(
+                    Diagnostic::at(
+                        *tspan,
+                        format!("variables.{name}: unknown type `{t}`"),
+                        "unknown type",
+                    )
+                    .help("types: string, number, integer, bool, list, table"),
                 );
-                continue;
+                return None;
             }
-            let given = from_cli.or_else(|| {
-                (opts.env)(&format!("TERRAIN_VAR_{name}")).map(|v| (v, "TERRAIN_VAR_"))
-            });
-            let (value, value_span) = match given {
-                Some((text, from)) => {
-                    let want = ty
-                        .as_deref()
-                        .or(default.as_ref().map(|(d, _)| type_name_of(d)));
-                    match parse_var(&text, want) {
-                        Some(v) => (v, *span),
-                        None => {
-                            // A secret's value is never shown, not even when it is wrong.
-                            let shown = if sensitive {
-                                "(sensitive value)".to_string()
-                            } else {
-                                format!("`{text}`")
-                            };
-                            self.err(Diagnostic::at(
-                                *span,
-                                format!(
-                                    "variables.{name}: value from {from}{}: {shown} is not {}",
-                                    if from == "--var" { "" } else { name },
-                                    with_article(want.unwrap_or("string"))
-                                ),
-                                "this variable",
-                            ));
-                            continue;
-                        }
-                    }
-                }
-                None => match default {
-                    Some(d) => d,
-                    None => {
-                        self.err(
-                            Diagnostic::at(*span, format!("variables.{name} has no value"), "needs a value")
-                                .help(format!("pass --var {name}=VALUE, set TERRAIN_VAR_{name}, or give it a default")),
-                        );
-                        continue;
-                    }
-                },
-            };
-            // Only a default can be of the wrong type: a given value is parsed as `ty`.
-            if let Some(t) = &ty {
-                if !value_is(&value, t) {
-                    self.err(Diagnostic::at(
-                        value_span,
-                        format!(
-                            "variables.{name}: the default is {}, not {}",
-                            with_article(type_of(&value)),
-                            with_article(t)
-                        ),
-                        "wrong type",
-                    ));
-                    continue;
-                }
+        }
+        let ty = ty.map(|(t, _)| t);
+        let from_cli = opts
+            .vars
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| (v.clone(), "--var"));
+        let from_file = var_values
+            .iter()
+            .rev()
+            .find(|(n, _, _)| n == name)
+            .filter(|_| from_cli.is_none());
+        let want = ty
+            .as_deref()
+            .or(default.as_ref().map(|(d, _)| type_name_of(d)));
+        if let Some((_, _, node)) = from_file {
+            return self.file_value(name, node, want, sensitive);
+        }
+        let given = from_cli
+            .or_else(|| (opts.env)(&format!("TERRAIN_VAR_{name}")).map(|v| (v, "TERRAIN_VAR_")));
+        let (value, value_span) = match given {
+            Some((text, from)) => self.given_value(name, span, &text, from, want, sensitive)?,
+            None => self.default_value(name, span, default)?,
+        };
+        // Only a default can be of the wrong type: a given value is parsed as `ty`.
+        if let Some(t) = &ty {
+            if !value_is(&value, t) {
+                self.err(Diagnostic::at(
+                    value_span,
+                    format!(
+                        "variables.{name}: the default is {}, not {}",
+                        with_article(type_of(&value)),
+                        with_article(t)
+                    ),
+                    "wrong type",
+                ));
+                return None;
             }
-            out.insert(
-                name.clone(),
-                Variable {
-                    value,
-                    sensitive,
-                    span: *span,
-                },
+        }
+        Some(Variable {
+            value,
+            sensitive,
+            span,
+        })
+    }
+
+    /// The default of the variable `name` (declared at `span`), given no value; `None`
+    /// when it has no default either (reported).
+    fn default_value(
+        &mut self,
+        name: &str,
+        span: Span,
+        default: Option<(Value, Span)>,
+    ) -> Option<(Value, Span)> {
+        if default.is_none() {
+            self.err(
+                Diagnostic::at(
+                    span,
+                    format!("variables.{name} has no value"),
+                    "needs a value",
+                )
+                .help(format!(
+                    "pass --var {name}=VALUE, set TERRAIN_VAR_{name}, or give it a default"
+                )),
             );
         }
-        out
+        default
+    }
+
+    /// The declaration of the variable `name` written as `node`: a table of `default`,
+    /// `type`, `description` and `sensitive`, or the default alone. `None` when the
+    /// default holds references.
+    fn variable_decl(&mut self, name: &str, node: &Node) -> Option<VariableDecl> {
+        // The default and the type each with where they are written, so a problem
+        // with one points at it rather than at the name.
+        match &node.kind {
+            NodeKind::Table(fields) => {
+                let mut decl = VariableDecl {
+                    default: None,
+                    ty: None,
+                    sensitive: false,
+                };
+                for (k, kspan, v) in fields {
+                    match k.as_str() {
+                        "default" => match v.literal() {
+                            Some(val) => decl.default = Some((val, v.span)),
+                            None => self.err(Diagnostic::at(
+                                v.span,
+                                format!("variables.{name}: a default cannot hold references"),
+                                "reference in a default",
+                            )),
+                        },
+                        "type" => {
+                            decl.ty = self
+                                .literal_str(&format!("variables.{name}.type"), v)
+                                .map(|t| (t, v.span))
+                        }
+                        "description" => {
+                            self.literal_str(&format!("variables.{name}.description"), v);
+                        }
+                        "sensitive" => {
+                            decl.sensitive =
+                                self.literal_bool(&format!("variables.{name}.sensitive"), v)
+                        }
+                        other => self.unknown_key(
+                            &format!("variables.{name}"),
+                            other,
+                            *kspan,
+                            &["default", "type", "description", "sensitive"],
+                        ),
+                    }
+                }
+                Some(decl)
+            }
+            _ => match node.literal() {
+                Some(v) => Some(VariableDecl {
+                    default: Some((v, node.span)),
+                    ty: None,
+                    sensitive: false,
+                }),
+                None => {
+                    self.err(Diagnostic::at(
+                        node.span,
+                        format!("variables.{name}: a default cannot hold references"),
+                        "reference in a default",
+                    ));
+                    None
+                }
+            },
+        }
+    }
+
+    /// The variable `name` with the value a variables file gives it (`node`), which must
+    /// be of type `want`; `None` when it is not (reported) or holds references.
+    fn file_value(
+        &mut self,
+        name: &str,
+        node: &Node,
+        want: Option<&str>,
+        sensitive: bool,
+    ) -> Option<Variable> {
+        let value = node.literal()?;
+        if let Some(t) = want.filter(|t| !value_is(&value, t)) {
+            let shown = if sensitive {
+                "(sensitive value)".to_string()
+            } else {
+                describe_value(&value)
+            };
+            self.err(Diagnostic::at(
+                node.span,
+                format!("variables.{name}: {shown} is not {}", with_article(t)),
+                "wrong type",
+            ));
+            return None;
+        }
+        Some(Variable {
+            value,
+            sensitive,
+            span: node.span,
+        })
+    }
+
+    /// The value `text` given to the variable `name` (declared at `span`) by `from`
+    /// (`--var` or `TERRAIN_VAR_`), parsed as `want`; `None` when it does not parse
+    /// (reported).
+    fn given_value(
+        &mut self,
+        name: &str,
+        span: Span,
+        text: &str,
+        from: &str,
+        want: Option<&str>,
+        sensitive: bool,
+    ) -> Option<(Value, Span)> {
+        match parse_var(text, want) {
+            Some(v) => Some((v, span)),
+            None => {
+                // A secret's value is never shown, not even when it is wrong.
+                let shown = if sensitive {
+                    "(sensitive value)".to_string()
+                } else {
+                    format!("`{text}`")
+                };
+                self.err(Diagnostic::at(
+                    span,
+                    format!(
+                        "variables.{name}: value from {from}{}: {shown} is not {}",
+                        if from == "--var" { "" } else { name },
+                        with_article(want.unwrap_or("string"))
+                    ),
+                    "this variable",
+                ));
+                None
+            }
+        }
     }
 
     fn resources(
@@ -1057,22 +1134,7 @@ impl Checker<'_> {
         opts: &LoadOptions<'_>,
     ) -> Option<Type> {
         match r {
-            Ref::Var(name) => match vars.get(name) {
-                Some(v) => Some(type_of_value(&v.value)),
-                None if self.declared_vars.contains(name) => None,
-                None if name == super::module::FAILED_CALL => None,
-                None => {
-                    let mut d = Diagnostic::at(
-                        span,
-                        format!("{what}: no variable `{name}`"),
-                        "unknown variable",
-                    );
-                    d.help = did_you_mean(name, vars.keys().map(String::as_str))
-                        .or_else(|| Some(format!("declare it under [variables]: {name} = \"…\"")));
-                    self.err(d);
-                    None
-                }
-            },
+            Ref::Var(name) => self.var_ref(what, name, span, vars),
             Ref::Env(name) => {
                 if (opts.env)(name).is_none() {
                     self.err(
@@ -1119,86 +1181,135 @@ impl Checker<'_> {
                 );
                 None
             }
-            Ref::Resource { addr, path } => {
-                let Some(target) = resources.get(addr) else {
-                    // A block with instances named wrongly was reported when the
-                    // references were checked against its instances.
-                    let block = addr.resource();
-                    if self.failed.contains(&block)
-                        || resources
-                            .range(&block..)
-                            .next()
-                            .is_some_and(|(a, _)| a.resource() == block)
-                    {
-                        return None;
-                    }
-                    let mut d = Diagnostic::at(
-                        span,
-                        format!("{what}: reference to `{addr}`, which is not in the stack"),
-                        "unknown resource",
-                    );
-                    d.help = suggest_address(addr, resources.keys());
-                    self.err(d);
-                    return None;
-                };
-                let schema = target.resource.schema();
-                let first = path[0].as_str();
-                if first == "id" {
-                    return Some(Type::String);
-                }
-                let field = schema.field(first).or_else(|| schema.output(first));
-                let Some(field) = field else {
-                    let mut attrs: Vec<&str> = vec!["id"];
-                    attrs.extend(schema.fields.iter().map(|f| f.name));
-                    attrs.extend(schema.outputs.iter().map(|f| f.name));
-                    let mut d = Diagnostic::at(
-                        span,
-                        format!("{what}: `{addr}` has no attribute `{first}`"),
-                        "unknown attribute",
-                    );
-                    d.help = did_you_mean(first, attrs.iter().copied()).or_else(|| {
-                        Some(format!("attributes of {}: {}", addr.kind, attrs.join(", ")))
-                    });
-                    self.err(d);
-                    return None;
-                };
-                let mut ty = field.ty.clone();
-                for part in &path[1..] {
-                    ty = match ty {
-                        Type::Object(fields) => match fields.iter().find(|f| f.name == part) {
-                            Some(f) => f.ty.clone(),
-                            None => {
-                                self.err(Diagnostic::at(
-                                    span,
-                                    format!(
-                                        "{what}: `{addr}.{}` has no attribute `{part}`",
-                                        path.join(".")
-                                    ),
-                                    "unknown attribute",
-                                ));
-                                return None;
-                            }
-                        },
-                        Type::Map(t) => *t,
-                        Type::List(t) if part.parse::<usize>().is_ok() => *t,
-                        Type::Any => Type::Any,
-                        other => {
-                            self.err(Diagnostic::at(
-                                span,
-                                format!(
-                                    "{what}: `{addr}.{}` is {}, it has no `{part}`",
-                                    path.join("."),
-                                    other.describe()
-                                ),
-                                "not a table",
-                            ));
-                            return None;
-                        }
-                    };
-                }
-                Some(ty)
+            Ref::Resource { addr, path } => self.resource_ref(what, addr, path, span, resources),
+        }
+    }
+
+    /// Resolves a reference to the variable `name`; returns its value's type when it
+    /// has one.
+    fn var_ref(
+        &mut self,
+        what: &str,
+        name: &str,
+        span: Span,
+        vars: &BTreeMap<String, Variable>,
+    ) -> Option<Type> {
+        match vars.get(name) {
+            Some(v) => Some(type_of_value(&v.value)),
+            None if self.declared_vars.contains(name) => None,
+            None if name == super::module::FAILED_CALL => None,
+            None => {
+                let mut d = Diagnostic::at(
+                    span,
+                    format!("{what}: no variable `{name}`"),
+                    "unknown variable",
+                );
+                d.help = did_you_mean(name, vars.keys().map(String::as_str))
+                    .or_else(|| Some(format!("declare it under [variables]: {name} = \"…\"")));
+                self.err(d);
+                None
             }
         }
+    }
+
+    /// Resolves a reference to the attribute `path` of the resource `addr`; returns the
+    /// attribute's type.
+    fn resource_ref(
+        &mut self,
+        what: &str,
+        addr: &Address,
+        path: &[String],
+        span: Span,
+        resources: &BTreeMap<Address, ResourceConfig>,
+    ) -> Option<Type> {
+        let Some(target) = resources.get(addr) else {
+            // A block with instances named wrongly was reported when the
+            // references were checked against its instances.
+            let block = addr.resource();
+            if self.failed.contains(&block)
+                || resources
+                    .range(&block..)
+                    .next()
+                    .is_some_and(|(a, _)| a.resource() == block)
+            {
+                return None;
+            }
+            let mut d = Diagnostic::at(
+                span,
+                format!("{what}: reference to `{addr}`, which is not in the stack"),
+                "unknown resource",
+            );
+            d.help = suggest_address(addr, resources.keys());
+            self.err(d);
+            return None;
+        };
+        let schema = target.resource.schema();
+        let first = path[0].as_str();
+        if first == "id" {
+            return Some(Type::String);
+        }
+        let field = schema.field(first).or_else(|| schema.output(first));
+        let Some(field) = field else {
+            let mut attrs: Vec<&str> = vec!["id"];
+            attrs.extend(schema.fields.iter().map(|f| f.name));
+            attrs.extend(schema.outputs.iter().map(|f| f.name));
+            let mut d = Diagnostic::at(
+                span,
+                format!("{what}: `{addr}` has no attribute `{first}`"),
+                "unknown attribute",
+            );
+            d.help = did_you_mean(first, attrs.iter().copied())
+                .or_else(|| Some(format!("attributes of {}: {}", addr.kind, attrs.join(", "))));
+            self.err(d);
+            return None;
+        };
+        self.nested_type(what, addr, path, span, field.ty.clone())
+    }
+
+    /// The type at `path[1..]` inside the attribute `path[0]` of `addr`, of type `ty`;
+    /// `None` when a step names nothing there (reported).
+    fn nested_type(
+        &mut self,
+        what: &str,
+        addr: &Address,
+        path: &[String],
+        span: Span,
+        mut ty: Type,
+    ) -> Option<Type> {
+        for part in &path[1..] {
+            ty = match ty {
+                Type::Object(fields) => match fields.iter().find(|f| f.name == part) {
+                    Some(f) => f.ty.clone(),
+                    None => {
+                        self.err(Diagnostic::at(
+                            span,
+                            format!(
+                                "{what}: `{addr}.{}` has no attribute `{part}`",
+                                path.join(".")
+                            ),
+                            "unknown attribute",
+                        ));
+                        return None;
+                    }
+                },
+                Type::Map(t) => *t,
+                Type::List(t) if part.parse::<usize>().is_ok() => *t,
+                Type::Any => Type::Any,
+                other => {
+                    self.err(Diagnostic::at(
+                        span,
+                        format!(
+                            "{what}: `{addr}.{}` is {}, it has no `{part}`",
+                            path.join("."),
+                            other.describe()
+                        ),
+                        "not a table",
+                    ));
+                    return None;
+                }
+            };
+        }
+        Some(ty)
     }
 
     /// Checks outputs' keys and references (as a resource body's are), and that one

@@ -338,6 +338,8 @@ pub async fn fresh_journal<B: Backend>(b: &B) {
     );
 }
 
+/// The lock protocol between two independent clients of one location, and a third
+/// that comes after them.
 async fn locking<F, B>(make: &F)
 where
     F: Fn() -> B,
@@ -347,6 +349,31 @@ where
     let b = make();
     let loc = a.location();
 
+    unlocked(&a, &b, &loc).await;
+    let info_a = contended(&a, &b, &loc).await;
+    // Saving and loading work while locked (the holder writes as it goes).
+    a.save(&sample_state())
+        .await
+        .expect("save by the lock holder must succeed");
+    a.load().await.expect("load while locked must succeed");
+    released_by_id(&a, &b, &loc, &info_a).await;
+    broken_by_force(&a, &b, &loc).await;
+
+    let c = make();
+    let info_c = LockInfo::new("import");
+    c.lock(&info_c)
+        .await
+        .expect("a fresh client must lock a released state");
+    c.unlock(&info_c.id).await.expect("unlock must succeed");
+    expect_not_locked(
+        c.force_unlock(&info_c.id).await,
+        &loc,
+        "force_unlock after unlock",
+    );
+}
+
+/// Before anyone locks: no holder is shown, and neither unlock releases anything.
+async fn unlocked<B: Backend>(a: &B, b: &B, loc: &str) {
     let none = b
         .lock_info()
         .await
@@ -355,18 +382,17 @@ where
         none.is_none(),
         "{loc}: lock_info must be None before anyone locks, got {none:?}"
     );
-    expect_not_locked(
-        a.unlock("no-such-lock").await,
-        &loc,
-        "unlock while unlocked",
-    );
+    expect_not_locked(a.unlock("no-such-lock").await, loc, "unlock while unlocked");
     expect_not_locked(
         b.force_unlock("no-such-lock").await,
-        &loc,
+        loc,
         "force_unlock while unlocked",
     );
+}
 
-    // Two clients contend; the loser learns who holds it.
+/// Two clients contend: `a` takes the lock, `b` (and `a` again) learn who holds it.
+/// Returns `a`'s lock, still held.
+async fn contended<B: Backend>(a: &B, b: &B, loc: &str) -> LockInfo {
     let info_a = LockInfo::new("apply");
     a.lock(&info_a)
         .await
@@ -374,7 +400,7 @@ where
     expect_held(
         b.lock(&LockInfo::new("plan")).await,
         &info_a,
-        &loc,
+        loc,
         "second client's lock",
     );
     let seen = b
@@ -398,27 +424,26 @@ where
     expect_held(
         a.lock(&LockInfo::new("apply")).await,
         &info_a,
-        &loc,
+        loc,
         "holder locking again",
     );
+    info_a
+}
 
-    // Saving and loading work while locked (the holder writes as it goes).
-    a.save(&sample_state())
-        .await
-        .expect("save by the lock holder must succeed");
-    a.load().await.expect("load while locked must succeed");
-
+/// `a` holding `info_a`: a wrong id releases nothing, the right one releases it, and
+/// `b` can then take it (and release it once).
+async fn released_by_id<B: Backend>(a: &B, b: &B, loc: &str, info_a: &LockInfo) {
     // A wrong id releases nothing.
     expect_mismatch(
         a.unlock("not-the-id").await,
-        &info_a,
-        &loc,
+        info_a,
+        loc,
         "unlock with a wrong id",
     );
     expect_held(
         b.lock(&LockInfo::new("plan")).await,
-        &info_a,
-        &loc,
+        info_a,
+        loc,
         "lock after a refused unlock",
     );
 
@@ -441,25 +466,28 @@ where
     expect_held(
         a.lock(&LockInfo::new("apply")).await,
         &info_b,
-        &loc,
+        loc,
         "lock after the other client took over",
     );
     b.unlock(&info_b.id).await.expect("unlock must succeed");
-    expect_not_locked(b.unlock(&info_b.id).await, &loc, "unlock twice");
+    expect_not_locked(b.unlock(&info_b.id).await, loc, "unlock twice");
+}
 
-    // Breaking a lock whose holder is still alive (a hung run on another machine).
+/// Breaking a lock whose holder is still alive (a hung run on another machine): `b`
+/// force-unlocks `a`'s lock and takes it, and `a` cannot release `b`'s.
+async fn broken_by_force<B: Backend>(a: &B, b: &B, loc: &str) {
     let info_a = LockInfo::new("apply");
     a.lock(&info_a).await.expect("relock must succeed");
     expect_mismatch(
         b.force_unlock("not-the-id").await,
         &info_a,
-        &loc,
+        loc,
         "force_unlock with a wrong id",
     );
     expect_held(
         b.lock(&LockInfo::new("plan")).await,
         &info_a,
-        &loc,
+        loc,
         "lock after a refused force_unlock",
     );
     b.force_unlock(&info_a.id)
@@ -482,7 +510,7 @@ where
     expect_mismatch(
         a.unlock(&info_a.id).await,
         &info_b,
-        &loc,
+        loc,
         "old holder unlocking after force_unlock",
     );
     let seen = a.lock_info().await.expect("lock_info must succeed");
@@ -492,18 +520,6 @@ where
         "{loc}: the new holder must keep the lock"
     );
     b.unlock(&info_b.id).await.expect("unlock must succeed");
-
-    let c = make();
-    let info_c = LockInfo::new("import");
-    c.lock(&info_c)
-        .await
-        .expect("a fresh client must lock a released state");
-    c.unlock(&info_c.id).await.expect("unlock must succeed");
-    expect_not_locked(
-        c.force_unlock(&info_c.id).await,
-        &loc,
-        "force_unlock after unlock",
-    );
 }
 
 fn expect_held(result: Result<(), StateError>, holder: &LockInfo, loc: &str, what: &str) {

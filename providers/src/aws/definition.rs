@@ -544,6 +544,8 @@ fn collect_steps<'a>(
     }
 }
 
+/// Checks one step: its name, type, arguments and references, and records the steps it
+/// depends on in `edges` (for the cycle check).
 fn check_step<'a>(
     step: &Step<'a>,
     names: &BTreeMap<&'a str, &str>,
@@ -551,9 +553,26 @@ fn check_step<'a>(
     edges: &mut BTreeMap<&'a str, BTreeSet<&'a str>>,
     out: &mut Vec<Problem>,
 ) {
+    check_step_name(step, out);
+    if let Some(t) = checked_step_type(step, out) {
+        check_step_arguments(step, t, out);
+    }
+    let mut depends = declared_dependencies(step, names, out);
+    referenced_dependencies(step, names, parameters, &mut depends, out);
+    // A step reusing another's name is reported as such; its edges would only add
+    // cycles that are not there.
+    if let Some(name) = step
+        .name
+        .filter(|n| names.get(n) == Some(&step.pointer.as_str()))
+    {
+        edges.entry(name).or_default().extend(depends);
+    }
+}
+
+/// Checks that a step has a valid `Name`.
+fn check_step_name(step: &Step<'_>, out: &mut Vec<Problem>) {
     let at = &step.pointer;
-    let value = step.value;
-    match (value.get("Name"), step.name) {
+    match (step.value.get("Name"), step.name) {
         (None, _) => out.push(Problem::at(at, "missing Name")),
         (Some(_), Some(name)) if is_step_name(name) => {}
         (Some(_), Some(name)) => out.push(Problem::at(
@@ -565,7 +584,13 @@ fn check_step<'a>(
             format!("must be a string, got {other}"),
         )),
     }
-    let step_type = match (value.get("Type"), step.step_type) {
+}
+
+/// The step's `Type` when it is one of [`STEP_TYPES`]; `None` when it is missing or
+/// not one (reported).
+fn checked_step_type<'a>(step: &Step<'a>, out: &mut Vec<Problem>) -> Option<&'a str> {
+    let at = &step.pointer;
+    match (step.value.get("Type"), step.step_type) {
         (None, _) => {
             out.push(Problem::at(
                 at,
@@ -593,52 +618,66 @@ fn check_step<'a>(
             ));
             None
         }
-    };
-    if let Some(t) = step_type {
-        match value.get("Arguments") {
-            None if needs_arguments(t) => out.push(Problem::at(
-                at,
-                format!("missing Arguments; a {t} step needs an Arguments object"),
-            )),
-            None => {}
-            Some(Value::Object(arguments)) => {
-                for required in required_arguments(t) {
-                    if !arguments.contains_key(*required) {
-                        out.push(Problem::at(
-                            &format!("{at}/Arguments"),
-                            format!("missing {required}, which a {t} step needs"),
-                        ));
-                    }
-                }
-                if t == "Condition" {
-                    check_conditions(
-                        arguments.get("Conditions"),
-                        &format!("{at}/Arguments/Conditions"),
-                        out,
-                    );
+    }
+}
+
+/// Checks the `Arguments` a step of type `t` needs (a Condition's conditions among
+/// them) and the other fields it needs.
+fn check_step_arguments(step: &Step<'_>, t: &str, out: &mut Vec<Problem>) {
+    let at = &step.pointer;
+    let value = step.value;
+    match value.get("Arguments") {
+        None if needs_arguments(t) => out.push(Problem::at(
+            at,
+            format!("missing Arguments; a {t} step needs an Arguments object"),
+        )),
+        None => {}
+        Some(Value::Object(arguments)) => {
+            for required in required_arguments(t) {
+                if !arguments.contains_key(*required) {
+                    out.push(Problem::at(
+                        &format!("{at}/Arguments"),
+                        format!("missing {required}, which a {t} step needs"),
+                    ));
                 }
             }
-            Some(other) => out.push(Problem::at(
-                &format!("{at}/Arguments"),
-                format!("must be an object, got {other}"),
-            )),
+            if t == "Condition" {
+                check_conditions(
+                    arguments.get("Conditions"),
+                    &format!("{at}/Arguments/Conditions"),
+                    out,
+                );
+            }
         }
-        for required in required_step_fields(t) {
-            if !value.contains_key(*required) {
-                out.push(Problem::at(
-                    at,
-                    format!("missing {required}, which a {t} step needs"),
-                ));
-            }
+        Some(other) => out.push(Problem::at(
+            &format!("{at}/Arguments"),
+            format!("must be an object, got {other}"),
+        )),
+    }
+    for required in required_step_fields(t) {
+        if !value.contains_key(*required) {
+            out.push(Problem::at(
+                at,
+                format!("missing {required}, which a {t} step needs"),
+            ));
         }
     }
+}
 
+/// The steps a step depends on by its place (a branch, on its Condition step) and by
+/// its `DependsOn`, each checked against the step names.
+fn declared_dependencies<'a>(
+    step: &Step<'a>,
+    names: &BTreeMap<&'a str, &str>,
+    out: &mut Vec<Problem>,
+) -> BTreeSet<&'a str> {
+    let at = &step.pointer;
     let mut depends = BTreeSet::new();
     if let Some(parent) = step.parent {
         // A branch runs after its Condition step has evaluated.
         depends.insert(parent);
     }
-    match value.get("DependsOn") {
+    match step.value.get("DependsOn") {
         None => {}
         Some(Value::Array(items)) => {
             for (i, item) in items.iter().enumerate() {
@@ -668,11 +707,21 @@ fn check_step<'a>(
             "must be an array of step names",
         )),
     }
+    depends
+}
 
-    // References anywhere in the step, except in a Condition's branches, which are
-    // steps of their own and checked as such.
+/// Checks the references anywhere in a step, except in a Condition's branches (steps
+/// of their own, checked as such), and adds the steps they read to `depends`.
+fn referenced_dependencies<'a>(
+    step: &Step<'a>,
+    names: &BTreeMap<&'a str, &str>,
+    parameters: &BTreeSet<String>,
+    depends: &mut BTreeSet<&'a str>,
+    out: &mut Vec<Problem>,
+) {
+    let at = &step.pointer;
     let mut refs = Vec::new();
-    for (key, child) in value {
+    for (key, child) in step.value {
         let child_at = format!("{at}/{}", token(key));
         if key == "Arguments" && step.step_type == Some("Condition") {
             if let Some(arguments) = child.as_object() {
@@ -692,14 +741,6 @@ fn check_step<'a>(
                 depends.insert(known);
             }
         }
-    }
-    // A step reusing another's name is reported as such; its edges would only add
-    // cycles that are not there.
-    if let Some(name) = step
-        .name
-        .filter(|n| names.get(n) == Some(&step.pointer.as_str()))
-    {
-        edges.entry(name).or_default().extend(depends);
     }
 }
 

@@ -370,7 +370,6 @@ fn text<'v>(object: &'v Value, path: &[&str]) -> Result<Option<&'v str>, String>
 /// <problem>`, for the checks `ctx.mode` selects.
 fn check_entries(entries: &[Entry], ctx: &Context<'_>) -> Vec<String> {
     let local = matches!(ctx.mode, Mode::Local | Mode::All);
-    let peers = matches!(ctx.mode, Mode::Peers | Mode::All);
     let own_crds = crds_in(entries.iter().map(|e| &e.object), "this manifest");
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
@@ -378,169 +377,251 @@ fn check_entries(entries: &[Entry], ctx: &Context<'_>) -> Vec<String> {
         out.push("holds no objects".to_string());
     }
     for entry in entries {
-        let label = ctx.source.label(entry);
-        let object = &entry.object;
-        if is_unknown(object) && !object.is_object() {
-            continue;
-        }
-        if !object.is_object() {
-            if local {
-                out.push(format!(
-                    "{label} is {}, not a mapping (an object with apiVersion, kind and metadata)",
-                    a_type(object)
-                ));
-            }
-            continue;
-        }
-        let mut problems: Vec<String> = Vec::new();
-        let mut later: Vec<String> = Vec::new();
-        let fields = (
-            text(object, &["apiVersion"]),
-            text(object, &["kind"]),
-            text(object, &["metadata", "name"]),
-        );
-        let (api_version, kind, name) = match fields {
-            (Ok(a), Ok(k), Ok(n)) => (a, k, n),
-            (a, k, n) => {
-                if local {
-                    out.extend(
-                        [a.err(), k.err(), n.err()]
-                            .into_iter()
-                            .flatten()
-                            .map(|m| format!("{label}: {m}")),
-                    );
-                }
-                continue;
-            }
-        };
-        let described = match (api_version, kind, name) {
-            (Some(a), Some(k), Some(n)) => format!("{label} ({a} {k} {n})"),
-            (Some(a), Some(k), None) => format!("{label} ({a} {k})"),
-            _ => label.clone(),
-        };
-        let unknown_at = |path: &[&str]| {
-            path.iter()
-                .try_fold(object, |v, k| v.get(*k))
-                .is_some_and(is_unknown)
-        };
-        if api_version.is_none() && !unknown_at(&["apiVersion"]) {
-            problems.push("no apiVersion".into());
-        }
-        if kind.is_none() && !unknown_at(&["kind"]) {
-            problems.push("no kind".into());
-        }
-        let metadata = &object["metadata"];
-        if !metadata.is_null() && !metadata.is_object() && !is_unknown(metadata) {
-            problems.push(format!(
-                "metadata must be a mapping, not {}",
-                a_type(metadata)
-            ));
-        } else if name.is_none() && !unknown_at(&["metadata", "name"]) {
-            if metadata.get("generateName").is_some() {
-                problems.push(
-                    "metadata.generateName cannot be applied: server-side apply needs metadata.name"
-                        .into(),
-                );
-            } else {
-                problems.push("no metadata.name".into());
-            }
-        }
-        let namespace = match text(object, &["metadata", "namespace"]) {
-            Ok(ns) => ns,
-            Err(m) => {
-                problems.push(m);
-                None
-            }
-        };
-        if let Some(ns) = namespace {
-            if let Err(m) = catalog::check_name(catalog::NameRule::Label, ns) {
-                problems.push(format!("metadata.namespace: {m}"));
-            }
-        }
-        let (Some(api_version), Some(kind)) = (api_version, kind) else {
-            if local {
-                out.extend(problems.into_iter().map(|m| format!("{described}: {m}")));
-            }
-            continue;
-        };
-        let has_namespace = namespace.is_some() || unknown_at(&["metadata", "namespace"]);
-        match catalog::lookup(api_version, kind) {
-            Lookup::Refused(m) => problems.push(m),
-            Lookup::BuiltIn(b) => {
-                if let Some(name) = name {
-                    if let Err(m) = catalog::check_name(b.name_rule(), name) {
-                        problems.push(format!("metadata.name: {m}"));
-                    }
-                    if b.kind == "CustomResourceDefinition" {
-                        let plural = text(object, &["spec", "names", "plural"]).ok().flatten();
-                        let group = text(object, &["spec", "group"]).ok().flatten();
-                        if let (Some(plural), Some(group)) = (plural, group) {
-                            let want = format!("{plural}.{group}");
-                            if name != want {
-                                problems.push(format!(
-                                    "metadata.name: a CRD is named <spec.names.plural>.<spec.group>, here {want:?}"
-                                ));
-                            }
-                        }
-                    }
-                }
-                if b.scope == Scope::Cluster && has_namespace {
-                    problems.push(format!(
-                        "metadata.namespace: a {} is cluster-scoped; remove metadata.namespace",
-                        b.kind
-                    ));
-                }
-                problems.extend(b.check_fields(object).iter().map(ToString::to_string));
-            }
-            Lookup::Custom => {
-                if let Some(Err(m)) =
-                    name.map(|n| catalog::check_name(catalog::NameRule::Subdomain { max: 253 }, n))
-                {
-                    problems.push(format!("metadata.name: {m}"));
-                }
-                let (group, version) = catalog::split_api_version(api_version).unwrap_or_default();
-                let defined = |crds: &[Crd]| {
-                    crds.iter()
-                        .find(|c| c.group == group && c.kind == kind)
-                        .cloned()
-                };
-                if let Some(crd) = defined(&own_crds) {
-                    problems.extend(against_crd(object, version, &crd, has_namespace));
-                } else if let Some(crd) = defined(&ctx.peer_crds) {
-                    later.extend(against_crd(object, version, &crd, has_namespace));
-                } else if let Some(scope) = catalog::ack_sagemaker(group, version, kind) {
-                    if scope == Scope::Cluster && has_namespace {
-                        later.push(format!(
-                            "metadata.namespace: a {kind} is cluster-scoped; remove metadata.namespace"
-                        ));
-                    }
-                } else if let Some(creator) = ctx.creator {
-                    later.push(format!(
-                        "no CRD defines {group}/{version} {kind}: the cluster is new ({creator} creates it), so it serves only the built-in kinds of Kubernetes {} and the CRDs of this stack; add the CRD to this manifest or to a kubernetes_manifest this one references or lists in depends_on",
-                        catalog::KUBERNETES_VERSION
-                    ));
-                }
-            }
-        }
-        if let Some(name) = name {
-            let key = (
-                api_version.to_string(),
-                kind.to_string(),
-                namespace.map(str::to_string),
-                name.to_string(),
-            );
-            if !seen.insert(key) && local {
-                problems.push("appears twice in this manifest".into());
-            }
-        }
-        if local {
-            out.extend(problems.iter().map(|m| format!("{described}: {m}")));
-        }
-        if peers {
-            out.extend(later.iter().map(|m| format!("{described}: {m}")));
-        }
+        check_entry(entry, ctx, &own_crds, &mut seen, &mut out);
     }
     out
+}
+
+/// An object's identity in a manifest: apiVersion, kind, namespace and name.
+type ObjectKey = (String, String, Option<String>, String);
+
+/// Appends the problems of one entry to `out`, for the checks `ctx.mode` selects;
+/// `own_crds` are the CRDs of its manifest, `seen` the objects of the entries before it.
+fn check_entry(
+    entry: &Entry,
+    ctx: &Context<'_>,
+    own_crds: &[Crd],
+    seen: &mut BTreeSet<ObjectKey>,
+    out: &mut Vec<String>,
+) {
+    let local = matches!(ctx.mode, Mode::Local | Mode::All);
+    let peers = matches!(ctx.mode, Mode::Peers | Mode::All);
+    let label = ctx.source.label(entry);
+    let object = &entry.object;
+    if is_unknown(object) && !object.is_object() {
+        return;
+    }
+    if !object.is_object() {
+        if local {
+            out.push(format!(
+                "{label} is {}, not a mapping (an object with apiVersion, kind and metadata)",
+                a_type(object)
+            ));
+        }
+        return;
+    }
+    let mut problems: Vec<String> = Vec::new();
+    let mut later: Vec<String> = Vec::new();
+    let fields = (
+        text(object, &["apiVersion"]),
+        text(object, &["kind"]),
+        text(object, &["metadata", "name"]),
+    );
+    let (api_version, kind, name) = match fields {
+        (Ok(a), Ok(k), Ok(n)) => (a, k, n),
+        (a, k, n) => {
+            if local {
+                out.extend(
+                    [a.err(), k.err(), n.err()]
+                        .into_iter()
+                        .flatten()
+                        .map(|m| format!("{label}: {m}")),
+                );
+            }
+            return;
+        }
+    };
+    let described = match (api_version, kind, name) {
+        (Some(a), Some(k), Some(n)) => format!("{label} ({a} {k} {n})"),
+        (Some(a), Some(k), None) => format!("{label} ({a} {k})"),
+        _ => label.clone(),
+    };
+    let namespace = check_identity(object, api_version, kind, name, &mut problems);
+    let (Some(api_version), Some(kind)) = (api_version, kind) else {
+        if local {
+            out.extend(problems.into_iter().map(|m| format!("{described}: {m}")));
+        }
+        return;
+    };
+    let has_namespace = namespace.is_some() || unknown_at(object, &["metadata", "namespace"]);
+    match catalog::lookup(api_version, kind) {
+        Lookup::Refused(m) => problems.push(m),
+        Lookup::BuiltIn(b) => check_built_in(object, b, name, has_namespace, &mut problems),
+        Lookup::Custom => {
+            let kind = CustomKind {
+                api_version,
+                kind,
+                has_namespace,
+            };
+            check_custom(
+                object,
+                &kind,
+                name,
+                own_crds,
+                ctx,
+                &mut problems,
+                &mut later,
+            );
+        }
+    }
+    if let Some(name) = name {
+        let key = (
+            api_version.to_string(),
+            kind.to_string(),
+            namespace.map(str::to_string),
+            name.to_string(),
+        );
+        if !seen.insert(key) && local {
+            problems.push("appears twice in this manifest".into());
+        }
+    }
+    if local {
+        out.extend(problems.iter().map(|m| format!("{described}: {m}")));
+    }
+    if peers {
+        out.extend(later.iter().map(|m| format!("{described}: {m}")));
+    }
+}
+
+/// Whether the value at `path` in `object` is not known until apply.
+fn unknown_at(object: &Value, path: &[&str]) -> bool {
+    path.iter()
+        .try_fold(object, |v, k| v.get(*k))
+        .is_some_and(is_unknown)
+}
+
+/// Adds to `problems` those of the object's apiVersion, kind, metadata, name and
+/// namespace as written; returns its namespace when it is a known string.
+fn check_identity<'v>(
+    object: &'v Value,
+    api_version: Option<&str>,
+    kind: Option<&str>,
+    name: Option<&str>,
+    problems: &mut Vec<String>,
+) -> Option<&'v str> {
+    if api_version.is_none() && !unknown_at(object, &["apiVersion"]) {
+        problems.push("no apiVersion".into());
+    }
+    if kind.is_none() && !unknown_at(object, &["kind"]) {
+        problems.push("no kind".into());
+    }
+    let metadata = &object["metadata"];
+    if !metadata.is_null() && !metadata.is_object() && !is_unknown(metadata) {
+        problems.push(format!(
+            "metadata must be a mapping, not {}",
+            a_type(metadata)
+        ));
+    } else if name.is_none() && !unknown_at(object, &["metadata", "name"]) {
+        if metadata.get("generateName").is_some() {
+            problems.push(
+                "metadata.generateName cannot be applied: server-side apply needs metadata.name"
+                    .into(),
+            );
+        } else {
+            problems.push("no metadata.name".into());
+        }
+    }
+    let namespace = match text(object, &["metadata", "namespace"]) {
+        Ok(ns) => ns,
+        Err(m) => {
+            problems.push(m);
+            None
+        }
+    };
+    if let Some(ns) = namespace {
+        if let Err(m) = catalog::check_name(catalog::NameRule::Label, ns) {
+            problems.push(format!("metadata.namespace: {m}"));
+        }
+    }
+    namespace
+}
+
+/// Adds to `problems` those of an object of the built-in kind `b`: its name, its
+/// namespace against the kind's scope, its fields.
+fn check_built_in(
+    object: &Value,
+    b: &catalog::BuiltIn,
+    name: Option<&str>,
+    has_namespace: bool,
+    problems: &mut Vec<String>,
+) {
+    if let Some(name) = name {
+        if let Err(m) = catalog::check_name(b.name_rule(), name) {
+            problems.push(format!("metadata.name: {m}"));
+        }
+        if b.kind == "CustomResourceDefinition" {
+            let plural = text(object, &["spec", "names", "plural"]).ok().flatten();
+            let group = text(object, &["spec", "group"]).ok().flatten();
+            if let (Some(plural), Some(group)) = (plural, group) {
+                let want = format!("{plural}.{group}");
+                if name != want {
+                    problems.push(format!(
+                        "metadata.name: a CRD is named <spec.names.plural>.<spec.group>, here {want:?}"
+                    ));
+                }
+            }
+        }
+    }
+    if b.scope == Scope::Cluster && has_namespace {
+        problems.push(format!(
+            "metadata.namespace: a {} is cluster-scoped; remove metadata.namespace",
+            b.kind
+        ));
+    }
+    problems.extend(b.check_fields(object).iter().map(ToString::to_string));
+}
+
+/// A custom resource's kind as an object states it, and whether it has a namespace.
+struct CustomKind<'a> {
+    api_version: &'a str,
+    kind: &'a str,
+    has_namespace: bool,
+}
+
+/// Adds the problems of a custom resource of `custom`: its name to `problems`, and the
+/// checks against its CRD to `problems` when this manifest defines it, else to `later`
+/// (checks that need the referenced resources).
+fn check_custom(
+    object: &Value,
+    custom: &CustomKind<'_>,
+    name: Option<&str>,
+    own_crds: &[Crd],
+    ctx: &Context<'_>,
+    problems: &mut Vec<String>,
+    later: &mut Vec<String>,
+) {
+    let CustomKind {
+        api_version,
+        kind,
+        has_namespace,
+    } = *custom;
+    if let Some(Err(m)) =
+        name.map(|n| catalog::check_name(catalog::NameRule::Subdomain { max: 253 }, n))
+    {
+        problems.push(format!("metadata.name: {m}"));
+    }
+    let (group, version) = catalog::split_api_version(api_version).unwrap_or_default();
+    let defined = |crds: &[Crd]| {
+        crds.iter()
+            .find(|c| c.group == group && c.kind == kind)
+            .cloned()
+    };
+    if let Some(crd) = defined(own_crds) {
+        problems.extend(against_crd(object, version, &crd, has_namespace));
+    } else if let Some(crd) = defined(&ctx.peer_crds) {
+        later.extend(against_crd(object, version, &crd, has_namespace));
+    } else if let Some(scope) = catalog::ack_sagemaker(group, version, kind) {
+        if scope == Scope::Cluster && has_namespace {
+            later.push(format!(
+                "metadata.namespace: a {kind} is cluster-scoped; remove metadata.namespace"
+            ));
+        }
+    } else if let Some(creator) = ctx.creator {
+        later.push(format!(
+            "no CRD defines {group}/{version} {kind}: the cluster is new ({creator} creates it), so it serves only the built-in kinds of Kubernetes {} and the CRDs of this stack; add the CRD to this manifest or to a kubernetes_manifest this one references or lists in depends_on",
+            catalog::KUBERNETES_VERSION
+        ));
+    }
 }
 
 /// The problems of a custom resource against its CRD: a version the CRD does not

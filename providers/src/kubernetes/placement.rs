@@ -191,11 +191,26 @@ pub fn place(flavor: &Flavor, intent: &Intent) -> Result<Placement, Refusal> {
             || "node_pool".to_string(),
             |name| format!("node pool {name}"),
         );
-    let pool_source = || Source {
-        label: pool_name.clone(),
-        field: "node_pool",
-    };
 
+    check_accelerators(intent)?;
+    if intent.spot {
+        place_spot(flavor, intent, &pool_name, &mut out, &mut sources)?;
+    }
+    if intent.gpus > 0 {
+        place_gpus(flavor, intent, &mut out, &mut sources)?;
+    }
+    if let Some(tpu) = &intent.tpu {
+        place_tpu(flavor, tpu, &mut out, &mut sources)?;
+    }
+    if let Some(pool) = &intent.node_pool {
+        follow_pool(pool, &pool_name, &mut out, &mut sources)?;
+        check_pool_capacity(pool, intent, &pool_name)?;
+    }
+    Ok(out)
+}
+
+/// Refuses GPU and TPU settings that contradict each other, whatever the cluster.
+fn check_accelerators(intent: &Intent) -> Result<(), Refusal> {
     if intent.gpus < 0 {
         return Err(Refusal::at(
             "gpus",
@@ -214,173 +229,212 @@ pub fn place(flavor: &Flavor, intent: &Intent) -> Result<Placement, Refusal> {
             "is set but gpus is 0: set gpus to how many GPUs each pod needs",
         ));
     }
+    Ok(())
+}
 
-    if intent.spot {
-        let pool_spot = intent
-            .node_pool
-            .as_ref()
-            .map(|p| p["spot"].as_bool().unwrap_or(false));
-        match (flavor, pool_spot) {
-            (_, Some(false)) => {
-                return Err(Refusal::at("spot", format!("asks for spot capacity, but {pool_name} is not a spot pool: set spot = false, or use a spot node pool")));
-            }
-            // The pool's own selector already picks its (spot or preemptible) nodes.
-            (_, Some(true)) => {}
-            (Flavor::Gke { .. }, None) => {
-                out.select(GKE_SPOT, "true", by("spot"), &mut sources)?;
-                out.tolerate(json!({"key": GKE_SPOT, "operator": "Equal", "value": "true", "effect": "NoSchedule"}));
-            }
-            (Flavor::Eks, None) => {
-                out.select(EKS_CAPACITY_TYPE, "SPOT", by("spot"), &mut sources)?
-            }
-            (Flavor::Generic, None) => {
-                return Err(Refusal::at(
-                    "spot",
-                    "spot = true needs to know how the cluster labels spot nodes: set flavor = \"gke\" or \"eks\" on the cluster reference, or give a spot node_pool",
-                ));
-            }
+/// Places a workload asking for spot capacity: on the node pool's nodes when it names
+/// a spot pool, else on the nodes the `flavor` labels as spot.
+fn place_spot(
+    flavor: &Flavor,
+    intent: &Intent,
+    pool_name: &str,
+    out: &mut Placement,
+    sources: &mut BTreeMap<String, Source>,
+) -> Result<(), Refusal> {
+    let pool_spot = intent
+        .node_pool
+        .as_ref()
+        .map(|p| p["spot"].as_bool().unwrap_or(false));
+    match (flavor, pool_spot) {
+        (_, Some(false)) => {
+            return Err(Refusal::at("spot", format!("asks for spot capacity, but {pool_name} is not a spot pool: set spot = false, or use a spot node pool")));
         }
-    }
-
-    if intent.gpus > 0 {
-        out.limits
-            .insert(NVIDIA_GPU.to_string(), intent.gpus.to_string());
-        out.tolerate(exists_toleration(NVIDIA_GPU));
-        let pool_accelerator = intent
-            .node_pool
-            .as_ref()
-            .and_then(|p| p["accelerator"]["type"].as_str().map(str::to_string));
-        match (flavor, intent.gpu_type.as_deref()) {
-            (Flavor::Gke { .. }, Some(kind)) => {
-                out.select(GKE_ACCELERATOR, kind, by("gpu_type"), &mut sources)?
-            }
-            (Flavor::Gke { autopilot: true }, None) if pool_accelerator.is_none() => {
-                return Err(Refusal::at("gpu_type", "GPUs on GKE Autopilot need gpu_type, the accelerator to provision (e.g. \"nvidia-tesla-t4\" or \"nvidia-l4\")"));
-            }
-            (Flavor::Eks, Some(kind)) if looks_like_instance_type(kind) => {
-                out.select(INSTANCE_TYPE, kind, by("gpu_type"), &mut sources)?
-            }
-            (Flavor::Eks, Some(kind)) => {
-                return Err(Refusal::at("gpu_type", format!("on EKS, gpu_type names the GPU instance type (e.g. \"g5.xlarge\"); {kind:?} is not one")));
-            }
-            (Flavor::Generic, Some(_)) => {
-                return Err(Refusal::at("gpu_type", "gpu_type needs to know how the cluster labels GPU nodes: set flavor = \"gke\" or \"eks\" on the cluster reference, or select nodes with node_pool"));
-            }
-            _ => {}
+        // The pool's own selector already picks its (spot or preemptible) nodes.
+        (_, Some(true)) => {}
+        (Flavor::Gke { .. }, None) => {
+            out.select(GKE_SPOT, "true", by("spot"), sources)?;
+            out.tolerate(json!({"key": GKE_SPOT, "operator": "Equal", "value": "true", "effect": "NoSchedule"}));
         }
-    }
-
-    if let Some(tpu) = &intent.tpu {
-        if !matches!(flavor, Flavor::Gke { .. }) {
+        (Flavor::Eks, None) => out.select(EKS_CAPACITY_TYPE, "SPOT", by("spot"), sources)?,
+        (Flavor::Generic, None) => {
             return Err(Refusal::at(
-                "tpu",
+                "spot",
+                "spot = true needs to know how the cluster labels spot nodes: set flavor = \"gke\" or \"eks\" on the cluster reference, or give a spot node_pool",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Places a workload asking for GPUs: the GPU limit and toleration, and the nodes with
+/// its `gpu_type` as the `flavor` labels them.
+fn place_gpus(
+    flavor: &Flavor,
+    intent: &Intent,
+    out: &mut Placement,
+    sources: &mut BTreeMap<String, Source>,
+) -> Result<(), Refusal> {
+    out.limits
+        .insert(NVIDIA_GPU.to_string(), intent.gpus.to_string());
+    out.tolerate(exists_toleration(NVIDIA_GPU));
+    let pool_accelerator = intent
+        .node_pool
+        .as_ref()
+        .and_then(|p| p["accelerator"]["type"].as_str().map(str::to_string));
+    match (flavor, intent.gpu_type.as_deref()) {
+        (Flavor::Gke { .. }, Some(kind)) => {
+            out.select(GKE_ACCELERATOR, kind, by("gpu_type"), sources)?
+        }
+        (Flavor::Gke { autopilot: true }, None) if pool_accelerator.is_none() => {
+            return Err(Refusal::at("gpu_type", "GPUs on GKE Autopilot need gpu_type, the accelerator to provision (e.g. \"nvidia-tesla-t4\" or \"nvidia-l4\")"));
+        }
+        (Flavor::Eks, Some(kind)) if looks_like_instance_type(kind) => {
+            out.select(INSTANCE_TYPE, kind, by("gpu_type"), sources)?
+        }
+        (Flavor::Eks, Some(kind)) => {
+            return Err(Refusal::at("gpu_type", format!("on EKS, gpu_type names the GPU instance type (e.g. \"g5.xlarge\"); {kind:?} is not one")));
+        }
+        (Flavor::Generic, Some(_)) => {
+            return Err(Refusal::at("gpu_type", "gpu_type needs to know how the cluster labels GPU nodes: set flavor = \"gke\" or \"eks\" on the cluster reference, or select nodes with node_pool"));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Places a workload asking for a TPU slice (GKE only): the nodes of its type and
+/// topology, the chip limit and the toleration.
+fn place_tpu(
+    flavor: &Flavor,
+    tpu: &Tpu,
+    out: &mut Placement,
+    sources: &mut BTreeMap<String, Source>,
+) -> Result<(), Refusal> {
+    if !matches!(flavor, Flavor::Gke { .. }) {
+        return Err(Refusal::at(
+            "tpu",
+            format!(
+                "TPUs run on GKE only; this cluster's flavor is {}",
+                flavor.describe()
+            ),
+        ));
+    }
+    if tpu.chips < 1 {
+        return Err(Refusal::at(
+            "tpu.chips",
+            format!("must be 1 or more, got {}", tpu.chips),
+        ));
+    }
+    out.select(GKE_TPU_ACCELERATOR, &tpu.kind, by("tpu.type"), sources)?;
+    out.select(GKE_TPU_TOPOLOGY, &tpu.topology, by("tpu.topology"), sources)?;
+    out.limits
+        .insert(GOOGLE_TPU.to_string(), tpu.chips.to_string());
+    out.tolerate(exists_toleration(GOOGLE_TPU));
+    Ok(())
+}
+
+/// Places a workload on the node pool `pool` (its `placement` output): the pool's node
+/// selector, and a toleration of each of its taints.
+fn follow_pool(
+    pool: &Value,
+    pool_name: &str,
+    out: &mut Placement,
+    sources: &mut BTreeMap<String, Source>,
+) -> Result<(), Refusal> {
+    if !pool.is_object() {
+        return Err(Refusal::at(
+            "node_pool",
+            "must be a node pool's `placement` output, such as \"${gke_node_pool.gpu.placement}\"",
+        ));
+    }
+    if let Some(selector) = pool["node_selector"].as_object() {
+        for (key, value) in selector {
+            let value = value.as_str().ok_or_else(|| {
+                Refusal::at(
+                    "node_pool",
+                    format!("{pool_name}: node_selector.{key} must be a string"),
+                )
+            })?;
+            let source = Source {
+                label: pool_name.to_string(),
+                field: "node_pool",
+            };
+            out.select(key, value, source, sources)?;
+        }
+    }
+    for taint in pool["taints"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let key = taint["key"]
+            .as_str()
+            .ok_or_else(|| Refusal::at("node_pool", format!("{pool_name}: a taint has no key")))?;
+        let raw = taint["effect"].as_str().unwrap_or_default();
+        let effect = taint_effect(raw).ok_or_else(|| {
+            Refusal::at(
+                "node_pool",
+                format!("{pool_name}: taint {key} has unknown effect {raw:?}"),
+            )
+        })?;
+        let mut toleration = json!({"key": key, "operator": "Equal", "effect": effect});
+        match taint["value"].as_str() {
+            Some(value) if !value.is_empty() => toleration["value"] = json!(value),
+            _ => toleration["operator"] = json!("Exists"),
+        }
+        out.tolerate(toleration);
+    }
+    Ok(())
+}
+
+/// Refuses a workload asking for more GPUs or TPU chips per pod than a node of the
+/// pool `pool` has (or any, when it has none).
+fn check_pool_capacity(pool: &Value, intent: &Intent, pool_name: &str) -> Result<(), Refusal> {
+    let per_node = pool["accelerator"]["count"].as_i64();
+    match per_node {
+        // GPUs on the pool but none requested: the pod runs there without claiming any.
+        _ if intent.gpus == 0 => {}
+        None => {
+            return Err(Refusal::at(
+                "gpus",
                 format!(
-                    "TPUs run on GKE only; this cluster's flavor is {}",
-                    flavor.describe()
+                    "asks for {} per pod, but {pool_name} has no GPUs: set gpus = 0, or use a node pool with GPUs",
+                    count_of(intent.gpus, "GPU")
+                ),
+            ))
+        }
+        Some(n) if intent.gpus > n => {
+            return Err(Refusal::at(
+                "gpus",
+                format!(
+                    "asks for {} per pod, but {pool_name} has {n} GPU(s) per node: set gpus = {n} or fewer, or use a node pool with more GPUs per node",
+                    count_of(intent.gpus, "GPU")
                 ),
             ));
         }
-        if tpu.chips < 1 {
+        Some(_) => {}
+    }
+    if let Some(tpu) = &intent.tpu {
+        // Without TPUs the pool's nodes never carry the TPU labels the pod selects.
+        if pool["tpu"].is_null() {
             return Err(Refusal::at(
-                "tpu.chips",
-                format!("must be 1 or more, got {}", tpu.chips),
+                "tpu",
+                format!("asks for a TPU slice, but {pool_name} has no TPUs: remove tpu, or use a TPU node pool"),
             ));
         }
-        out.select(GKE_TPU_ACCELERATOR, &tpu.kind, by("tpu.type"), &mut sources)?;
-        out.select(
-            GKE_TPU_TOPOLOGY,
-            &tpu.topology,
-            by("tpu.topology"),
-            &mut sources,
-        )?;
-        out.limits
-            .insert(GOOGLE_TPU.to_string(), tpu.chips.to_string());
-        out.tolerate(exists_toleration(GOOGLE_TPU));
-    }
-
-    if let Some(pool) = &intent.node_pool {
-        if !pool.is_object() {
-            return Err(Refusal::at("node_pool", "must be a node pool's `placement` output, such as \"${gke_node_pool.gpu.placement}\""));
-        }
-        if let Some(selector) = pool["node_selector"].as_object() {
-            for (key, value) in selector {
-                let value = value.as_str().ok_or_else(|| {
-                    Refusal::at(
-                        "node_pool",
-                        format!("{pool_name}: node_selector.{key} must be a string"),
-                    )
-                })?;
-                out.select(key, value, pool_source(), &mut sources)?;
-            }
-        }
-        for taint in pool["taints"]
-            .as_array()
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-        {
-            let key = taint["key"].as_str().ok_or_else(|| {
-                Refusal::at("node_pool", format!("{pool_name}: a taint has no key"))
-            })?;
-            let raw = taint["effect"].as_str().unwrap_or_default();
-            let effect = taint_effect(raw).ok_or_else(|| {
-                Refusal::at(
-                    "node_pool",
-                    format!("{pool_name}: taint {key} has unknown effect {raw:?}"),
-                )
-            })?;
-            let mut toleration = json!({"key": key, "operator": "Equal", "effect": effect});
-            match taint["value"].as_str() {
-                Some(value) if !value.is_empty() => toleration["value"] = json!(value),
-                _ => toleration["operator"] = json!("Exists"),
-            }
-            out.tolerate(toleration);
-        }
-        let per_node = pool["accelerator"]["count"].as_i64();
-        match per_node {
-            // GPUs on the pool but none requested: the pod runs there without claiming any.
-            _ if intent.gpus == 0 => {}
-            None => {
+        if let Some(chips) = pool["tpu"]["chips"].as_i64() {
+            if tpu.chips > chips {
                 return Err(Refusal::at(
-                    "gpus",
+                    "tpu.chips",
                     format!(
-                        "asks for {} per pod, but {pool_name} has no GPUs: set gpus = 0, or use a node pool with GPUs",
-                        count_of(intent.gpus, "GPU")
-                    ),
-                ))
-            }
-            Some(n) if intent.gpus > n => {
-                return Err(Refusal::at(
-                    "gpus",
-                    format!(
-                        "asks for {} per pod, but {pool_name} has {n} GPU(s) per node: set gpus = {n} or fewer, or use a node pool with more GPUs per node",
-                        count_of(intent.gpus, "GPU")
+                        "asks for {} per pod, but {pool_name} has {chips} TPU chip(s) per node",
+                        count_of(tpu.chips, "TPU chip")
                     ),
                 ));
             }
-            Some(_) => {}
-        }
-        if let Some(tpu) = &intent.tpu {
-            // Without TPUs the pool's nodes never carry the TPU labels the pod selects.
-            if pool["tpu"].is_null() {
-                return Err(Refusal::at(
-                    "tpu",
-                    format!("asks for a TPU slice, but {pool_name} has no TPUs: remove tpu, or use a TPU node pool"),
-                ));
-            }
-            if let Some(chips) = pool["tpu"]["chips"].as_i64() {
-                if tpu.chips > chips {
-                    return Err(Refusal::at(
-                        "tpu.chips",
-                        format!(
-                            "asks for {} per pod, but {pool_name} has {chips} TPU chip(s) per node",
-                            count_of(tpu.chips, "TPU chip")
-                        ),
-                    ));
-                }
-            }
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------
