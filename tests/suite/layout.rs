@@ -1,7 +1,8 @@
 //! The shape of the code, held: no function in `src/` or `providers/src/` is over 150
 //! lines (outside test modules), so each step of the engine and of a kind reads as one
-//! short function; and the apply's operations live one per file under
-//! `src/engine/apply/`.
+//! short function; the apply's operations live one per file under
+//! `src/engine/apply/`; and `sandbox/README.md` maps every kind to its provider file,
+//! its emulator and its tests, with paths that exist.
 
 use std::path::{Path, PathBuf};
 
@@ -134,5 +135,60 @@ fn each_apply_operation_has_its_file() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/engine/apply");
     for op in ["create", "update", "delete"] {
         assert!(root.join(format!("{op}.rs")).exists(), "no {op}.rs");
+    }
+}
+
+/// The rows of the kind map in `sandbox/README.md`: each row's code spans (the kind,
+/// then paths).
+fn kind_map(readme: &str) -> Vec<Vec<String>> {
+    let section = readme
+        .split("## Where each kind is emulated and tested")
+        .nth(1)
+        .expect("sandbox/README.md has the kind map");
+    section
+        .lines()
+        .skip_while(|l| !l.starts_with("| kind"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|row| {
+            row.split('`')
+                .skip(1)
+                .step_by(2)
+                .map(str::to_string)
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn every_kind_has_a_row_in_the_sandbox_map_and_its_paths_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("sandbox/README.md")).expect("the README");
+    let rows = kind_map(&readme);
+    let registry = terrain_providers::registry::builtin();
+    let mut kinds: Vec<&str> = registry.names().collect();
+    kinds.sort_unstable();
+    let mut mapped: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r.first().map(String::as_str))
+        .collect();
+    mapped.sort_unstable();
+    assert_eq!(mapped, kinds, "one row per registered kind");
+    for row in &rows {
+        for path in &row[1..] {
+            assert!(
+                root.join(path).exists(),
+                "{}: {path} does not exist",
+                row[0]
+            );
+        }
+        // The provider file is the kind's own.
+        let provider = std::fs::read_to_string(root.join(&row[1])).expect("the provider file");
+        assert!(
+            provider.contains(&format!("const KIND: &'static str = \"{}\";", row[0])),
+            "{} is not defined in {}",
+            row[0],
+            row[1]
+        );
     }
 }
