@@ -1,10 +1,13 @@
-//! A small XML reader and writer for the REST-XML service (S3): enough of XML 1.0 for the
-//! request bodies AWS SDKs and CLIs send — elements, attributes, character and entity
-//! references, CDATA, comments, processing instructions — and nothing that can expand:
-//! document type declarations are refused, as S3 refuses them. Element names lose their
-//! namespace prefix (`<s3:Key>` is `Key`), which is how S3 matches them. The tree is
-//! serde-serializable so a validated document (a lifecycle configuration) can be stored
-//! as sent and rendered back.
+//! The XML of the REST-XML service (S3): request bodies read with `roxmltree` (a
+//! maintained parser of XML 1.0 with namespaces: elements, attributes, character and
+//! entity references, CDATA, comments, processing instructions) into [`Element`] trees,
+//! and answers written from them. Nothing can expand: document type declarations are
+//! refused, as S3 refuses them, and so is text mixed with child elements and nesting
+//! deeper than 64 levels. Element names lose their namespace prefix (`<s3:Key>` is
+//! `Key`), which is how S3 matches them. The tree is serde-serializable so a validated
+//! document (a lifecycle configuration) can be stored as sent and rendered back. One
+//! check the parser leaves out is made here: a character reference to a surrogate code
+//! point, which it reads as U+FFFD, is refused as S3 refuses it.
 
 use serde::{Deserialize, Serialize};
 
@@ -138,273 +141,120 @@ impl Element {
             Some(rest) => (rest, 3),
             None => (text, 0),
         };
-        let mut reader = Reader {
-            s: text,
-            pos: 0,
-            base: start,
-        };
-        reader.misc()?;
-        if !reader.rest().starts_with('<') {
-            return Err(reader.error("the document has no root element"));
+        if let Some(at) = surrogate_reference(text) {
+            return Err(XmlError {
+                offset: start + at,
+                reason: "a character reference to a surrogate code point".into(),
+            });
         }
-        let root = reader.element(0)?;
-        reader.misc()?;
-        if reader.pos != reader.s.len() {
-            return Err(reader.error("content after the root element"));
-        }
-        Ok(root)
+        // DTDs stay refused (the parser's default): nothing in a body can expand.
+        let doc = roxmltree::Document::parse(text).map_err(|e| {
+            let pos = e.pos();
+            XmlError {
+                offset: start + byte_offset(text, pos.row, pos.col),
+                reason: e.to_string(),
+            }
+        })?;
+        let root = doc.root_element();
+        element(root, None, 0).map_err(|(node, reason)| XmlError {
+            offset: start + node.range().start,
+            reason,
+        })
     }
 }
 
-struct Reader<'a> {
-    s: &'a str,
-    pos: usize,
-    /// Bytes stripped before `s` (a byte order mark), so offsets count from the input.
-    base: usize,
+/// Where `text` refers to a surrogate code point (`&#xD800;`), outside CDATA sections:
+/// not an XML character, which the parser reads as U+FFFD where S3 refuses the body.
+fn surrogate_reference(text: &str) -> Option<usize> {
+    let mut at = 0;
+    while let Some(found) = text[at..].find(['&', '<']) {
+        let i = at + found;
+        let rest = &text[i..];
+        if let Some(cdata) = rest.strip_prefix("<![CDATA[") {
+            at = i + 9 + cdata.find("]]>").unwrap_or(cdata.len());
+            continue;
+        }
+        if let Some(reference) = rest.strip_prefix("&#") {
+            let end = reference.find(';').unwrap_or(reference.len());
+            let body = &reference[..end];
+            let code = match body.strip_prefix('x') {
+                Some(hex) => u32::from_str_radix(hex, 16).ok(),
+                None => body.parse::<u32>().ok(),
+            };
+            if code.is_some_and(|c| (0xD800..=0xDFFF).contains(&c)) {
+                return Some(i);
+            }
+        }
+        at = i + 1;
+    }
+    None
 }
 
-impl<'a> Reader<'a> {
-    fn rest(&self) -> &'a str {
-        &self.s[self.pos..]
-    }
-
-    fn error(&self, reason: impl Into<String>) -> XmlError {
-        XmlError {
-            offset: self.base + self.pos,
-            reason: reason.into(),
-        }
-    }
-
-    fn skip_whitespace(&mut self) -> bool {
-        let rest = self.rest();
-        let trimmed = rest.trim_start_matches([' ', '\t', '\r', '\n']);
-        self.pos += rest.len() - trimmed.len();
-        trimmed.len() != rest.len()
-    }
-
-    /// Moves past `end`, which must come before the end of input.
-    fn skip_past(&mut self, end: &str, what: &str) -> Result<&'a str, XmlError> {
-        match self.rest().find(end) {
-            Some(i) => {
-                let skipped = &self.rest()[..i];
-                self.pos += i + end.len();
-                Ok(skipped)
-            }
-            None => Err(self.error(format!("unterminated {what}"))),
-        }
-    }
-
-    /// Whitespace, comments and processing instructions around the root element.
-    fn misc(&mut self) -> Result<(), XmlError> {
-        loop {
-            self.skip_whitespace();
-            let rest = self.rest();
-            if rest.starts_with("<?") {
-                self.processing_instruction()?;
-            } else if rest.starts_with("<!--") {
-                self.comment()?;
-            } else if rest.starts_with("<!") {
-                return Err(self.error("document type declarations are not accepted"));
-            } else {
-                return Ok(());
-            }
-        }
-    }
-
-    fn processing_instruction(&mut self) -> Result<(), XmlError> {
-        let at = self.pos;
-        self.pos += 2;
-        let body = self.skip_past("?>", "processing instruction")?;
-        let target = body.split([' ', '\t', '\r', '\n']).next().unwrap_or("");
-        // The declaration may only open the document.
-        if target.eq_ignore_ascii_case("xml") && at != 0 {
-            self.pos = at;
-            return Err(self.error("an XML declaration is only allowed at the start"));
-        }
-        if target.is_empty() {
-            self.pos = at;
-            return Err(self.error("a processing instruction without a target"));
-        }
-        Ok(())
-    }
-
-    fn comment(&mut self) -> Result<(), XmlError> {
-        self.pos += 4;
-        let body = self.skip_past("-->", "comment")?;
-        if body.contains("--") {
-            return Err(self.error("`--` inside a comment"));
-        }
-        Ok(())
-    }
-
-    fn name(&mut self) -> Result<&'a str, XmlError> {
-        let rest = self.rest();
-        let len = rest
+/// The byte offset of a 1-based row and column (in characters) of `text`.
+fn byte_offset(text: &str, row: u32, col: u32) -> usize {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(row.saturating_sub(1) as usize)
+        .map(str::len)
+        .sum();
+    let line = &text[line_start.min(text.len())..];
+    line_start
+        + line
             .char_indices()
-            .find(|(_, c)| !is_name_char(*c))
-            .map(|(i, _)| i)
-            .unwrap_or(rest.len());
-        let name = &rest[..len];
-        match name.chars().next() {
-            Some(c) if !c.is_ascii_digit() && c != '-' && c != '.' => {
-                self.pos += len;
-                Ok(name)
-            }
-            _ => Err(self.error("expected a name")),
-        }
-    }
-
-    fn element(&mut self, depth: usize) -> Result<Element, XmlError> {
-        if depth >= MAX_DEPTH {
-            return Err(self.error(format!("elements nested deeper than {MAX_DEPTH} levels")));
-        }
-        self.pos += 1; // '<'
-        let qualified = self.name()?;
-        let mut element = Element::new(local(qualified));
-        loop {
-            let spaced = self.skip_whitespace();
-            let rest = self.rest();
-            if let Some(after) = rest.strip_prefix("/>") {
-                self.pos = self.s.len() - after.len();
-                return Ok(element);
-            }
-            if rest.starts_with('>') {
-                self.pos += 1;
-                break;
-            }
-            if rest.is_empty() {
-                return Err(self.error(format!("unterminated start tag <{qualified}>")));
-            }
-            if !spaced {
-                return Err(self.error("expected whitespace before an attribute"));
-            }
-            let name = self.name()?;
-            self.skip_whitespace();
-            if !self.rest().starts_with('=') {
-                return Err(self.error(format!("expected `=` after attribute {name}")));
-            }
-            self.pos += 1;
-            self.skip_whitespace();
-            let quote = match self.rest().chars().next() {
-                Some(q @ ('"' | '\'')) => q,
-                _ => return Err(self.error("expected a quoted attribute value")),
-            };
-            self.pos += 1;
-            let raw = match self.rest().find(quote) {
-                Some(i) => &self.rest()[..i],
-                None => return Err(self.error("unterminated attribute value")),
-            };
-            if raw.contains('<') {
-                return Err(self.error("`<` in an attribute value"));
-            }
-            let value = self.unescape(raw)?;
-            self.pos += raw.len() + 1;
-            if element.attrs.iter().any(|(k, _)| k == name) {
-                return Err(self.error(format!("duplicate attribute {name}")));
-            }
-            element.attrs.push((name.to_string(), value));
-        }
-        let mut text = String::new();
-        loop {
-            let rest = self.rest();
-            if rest.starts_with("</") {
-                self.pos += 2;
-                let closing = self.name()?;
-                if closing != qualified {
-                    return Err(self.error(format!("</{closing}> does not close <{qualified}>")));
-                }
-                self.skip_whitespace();
-                if !self.rest().starts_with('>') {
-                    return Err(self.error(format!("unterminated end tag </{closing}>")));
-                }
-                self.pos += 1;
-                break;
-            } else if rest.starts_with("<!--") {
-                self.comment()?;
-            } else if rest.starts_with("<![CDATA[") {
-                self.pos += 9;
-                text.push_str(self.skip_past("]]>", "CDATA section")?);
-            } else if rest.starts_with("<?") {
-                self.processing_instruction()?;
-            } else if rest.starts_with("<!") {
-                return Err(self.error("declarations are not allowed inside elements"));
-            } else if rest.starts_with('<') {
-                element.children.push(self.element(depth + 1)?);
-            } else if rest.is_empty() {
-                return Err(self.error(format!("unclosed element <{qualified}>")));
-            } else {
-                let len = rest.find('<').unwrap_or(rest.len());
-                let raw = &rest[..len];
-                text.push_str(&self.unescape(raw)?);
-                self.pos += len;
-            }
-        }
-        if element.children.is_empty() {
-            element.text = text;
-        } else if !text.trim().is_empty() {
-            return Err(self.error(format!("<{qualified}> mixes text with child elements")));
-        }
-        Ok(element)
-    }
-
-    /// Replaces the five predefined entities and character references.
-    fn unescape(&self, raw: &str) -> Result<String, XmlError> {
-        let mut out = String::with_capacity(raw.len());
-        let mut rest = raw;
-        while let Some(i) = rest.find('&') {
-            out.push_str(&rest[..i]);
-            let after = &rest[i + 1..];
-            let Some(end) = after.find(';') else {
-                return Err(self.error("`&` that starts no reference"));
-            };
-            let reference = &after[..end];
-            let c = match reference {
-                "lt" => '<',
-                "gt" => '>',
-                "amp" => '&',
-                "quot" => '"',
-                "apos" => '\'',
-                _ => {
-                    let code = if let Some(hex) = reference
-                        .strip_prefix("#x")
-                        .or_else(|| reference.strip_prefix("#X"))
-                    {
-                        u32::from_str_radix(hex, 16).ok()
-                    } else if let Some(dec) = reference.strip_prefix('#') {
-                        dec.parse::<u32>().ok()
-                    } else {
-                        return Err(self.error(format!("unknown entity &{reference};")));
-                    };
-                    match code.and_then(char::from_u32) {
-                        Some(c) if c != '\0' => c,
-                        _ => {
-                            return Err(
-                                self.error(format!("invalid character reference &{reference};"))
-                            )
-                        }
-                    }
-                }
-            };
-            out.push(c);
-            rest = &after[end + 1..];
-        }
-        out.push_str(rest);
-        Ok(out)
-    }
+            .nth(col.saturating_sub(1) as usize)
+            .map_or(line.len(), |(i, _)| i)
 }
 
-fn is_name_char(c: char) -> bool {
-    c.is_alphanumeric()
-        || matches!(c, '_' | '-' | '.' | ':')
-        || (!c.is_ascii() && !c.is_whitespace())
-}
-
-/// The name without its namespace prefix.
-fn local(qualified: &str) -> &str {
-    qualified
-        .rsplit_once(':')
-        .map(|(_, l)| l)
-        .unwrap_or(qualified)
+/// `node` as an [`Element`]: its local name, its attributes with the namespaces it
+/// declares (as `xmlns`/`xmlns:p` attributes, as they were written), and either its
+/// child elements or its text.
+fn element<'a, 'input>(
+    node: roxmltree::Node<'a, 'input>,
+    parent: Option<roxmltree::Node<'a, 'input>>,
+    depth: usize,
+) -> Result<Element, (roxmltree::Node<'a, 'input>, String)> {
+    if depth >= MAX_DEPTH {
+        return Err((
+            node,
+            format!("elements nest deeper than {MAX_DEPTH} levels"),
+        ));
+    }
+    let mut out = Element::new(node.tag_name().name());
+    let inherited: Vec<(Option<&str>, &str)> = parent
+        .map(|p| p.namespaces().map(|n| (n.name(), n.uri())).collect())
+        .unwrap_or_default();
+    for ns in node.namespaces() {
+        let declared = (ns.name(), ns.uri());
+        if ns.uri() == "http://www.w3.org/XML/1998/namespace" || inherited.contains(&declared) {
+            continue;
+        }
+        let name = ns
+            .name()
+            .map_or("xmlns".to_string(), |p| format!("xmlns:{p}"));
+        out.attrs.push((name, ns.uri().to_string()));
+    }
+    for a in node.attributes() {
+        out.attrs
+            .push((a.name().to_string(), a.value().to_string()));
+    }
+    let mut text = String::new();
+    let mut has_children = false;
+    for child in node.children() {
+        if child.is_element() {
+            has_children = true;
+            out.children.push(element(child, Some(node), depth + 1)?);
+        } else if child.is_text() {
+            text.push_str(child.text().unwrap_or_default());
+        }
+    }
+    if has_children {
+        if !text.trim().is_empty() {
+            return Err((node, "text mixed with child elements".to_string()));
+        }
+    } else {
+        out.text = text;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -486,8 +336,13 @@ mod tests {
         assert!(parse(&deep).is_err());
         let fine = "<A>".repeat(MAX_DEPTH - 1) + &"</A>".repeat(MAX_DEPTH - 1);
         assert!(parse(&fine).is_ok());
+        // The offset is where the offending end tag starts.
         let offset = parse("<A>\n  <B></C>\n</A>").err().map(|e| e.offset);
-        assert_eq!(offset, Some(12));
+        assert_eq!(offset, Some(9));
+        let offset = parse("<A>&#xD800;</A>").err().map(|e| e.offset);
+        assert_eq!(offset, Some(3));
+        // A surrogate reference inside CDATA is text, not a reference.
+        assert!(parse("<A><![CDATA[&#xD800;]]></A>").is_ok());
     }
 
     #[test]
