@@ -150,6 +150,15 @@ impl ProviderError {
         }
     }
 
+    /// The same error with `hint` saying what to do (an API error; any other is returned
+    /// as it is).
+    pub fn with_hint(mut self, new: Hint) -> Self {
+        if let ProviderError::Api { hint, .. } = &mut self {
+            *hint = Some(new);
+        }
+        self
+    }
+
     /// The hint of an API error, if it has one.
     pub fn hint(&self) -> Option<&Hint> {
         match self {

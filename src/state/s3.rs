@@ -194,15 +194,15 @@ impl Objects for S3Objects {
         match asked {
             Ok(out) => Ok(Some(out.status() == Some(&BucketVersioningStatus::Enabled))),
             Err(e) => {
-                let mut e = self.call_error("s3.GetBucketVersioning", &e);
+                let e = self.call_error("s3.GetBucketVersioning", &e);
                 let missing = answer_of(&e).1 == "NoSuchBucket";
-                if !(self.settings.create_bucket && missing) {
-                    if let (ProviderError::Api { hint, .. }, true) = (&mut e, missing) {
-                        let b = &self.settings.bucket;
-                        *hint = Some(Hint::Do(format!(
-                            "create it, keeping versions: `aws s3api create-bucket --bucket {b}` then `aws s3api put-bucket-versioning --bucket {b} --versioning-configuration Status=Enabled`"
-                        )));
-                    }
+                if missing && !self.settings.create_bucket {
+                    let b = &self.settings.bucket;
+                    return Err(self.remote(e.with_hint(Hint::Do(format!(
+                        "create it, keeping versions: `aws s3api create-bucket --bucket {b}` then `aws s3api put-bucket-versioning --bucket {b} --versioning-configuration Status=Enabled`"
+                    )))));
+                }
+                if !missing {
                     return Err(self.remote(e));
                 }
                 if !create {

@@ -161,19 +161,16 @@ where
                     .replace(' ', "")
             });
             let message = e.message().unwrap_or_default();
-            let mut out =
-                failure::answered(call, Cloud::Aws, status, code, message, request_id, None);
+            let out = failure::answered(call, Cloud::Aws, status, code, message, request_id, None);
             // S3 answers a bucket of another region with a redirect naming its region.
-            if let (ProviderError::Api { hint, .. }, Some(region)) =
-                (&mut out, raw.headers().get("x-amz-bucket-region"))
-            {
-                if matches!(status, 301 | 307 | 400) {
-                    *hint = Some(failure::Hint::WrongRegion {
+            match raw.headers().get("x-amz-bucket-region") {
+                Some(region) if matches!(status, 301 | 307 | 400) => {
+                    out.with_hint(failure::Hint::WrongRegion {
                         region: region.to_string(),
-                    });
+                    })
                 }
+                _ => out,
             }
-            out
         }
         SdkError::ResponseError(r) => {
             let status = r.raw().status().as_u16();
@@ -186,13 +183,13 @@ where
             // Building the request failed before anything was sent: most often no
             // credentials could be found.
             let what = failure::chain(err);
-            let mut out = ProviderError::api(call, 0, "", what.clone());
-            if let ProviderError::Api { hint, .. } = &mut out {
-                if what.contains("credential") {
-                    *hint = Some(failure::Hint::Credentials(Cloud::Aws));
-                }
+            let credentials = what.contains("credential");
+            let out = ProviderError::api(call, 0, "", what);
+            if credentials {
+                out.with_hint(failure::Hint::Credentials(Cloud::Aws))
+            } else {
+                out
             }
-            out
         }
         _ => failure::unreachable(call, Cloud::Aws, endpoint, err),
     }

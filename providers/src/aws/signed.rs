@@ -313,13 +313,8 @@ impl Signed {
             if !retry || attempt >= self.attempts {
                 return Err(match failure {
                     Failure::Transport(e) => failure::unreachable(call, Cloud::Aws, Some(&url), &e),
-                    Failure::Local(message) => {
-                        let mut e = ProviderError::api(call, 0, "", message);
-                        if let ProviderError::Api { hint, .. } = &mut e {
-                            *hint = Some(Hint::Credentials(Cloud::Aws));
-                        }
-                        e
-                    }
+                    Failure::Local(message) => ProviderError::api(call, 0, "", message)
+                        .with_hint(Hint::Credentials(Cloud::Aws)),
                     Failure::Answer {
                         status,
                         code,
