@@ -13,6 +13,7 @@
 //! `terrain-address=<kind>.<name>`: when a create's response is lost and the retry finds
 //! the object already there, those tags prove it is ours to adopt.
 
+pub mod access;
 pub mod ack;
 pub mod capacity;
 pub mod catalog;
@@ -21,6 +22,7 @@ pub mod definition;
 pub mod eks;
 pub mod eks_cluster;
 pub mod eks_node_group;
+pub mod policy;
 pub mod s3_bucket;
 pub mod s3_object;
 pub mod sagemaker_pipeline;
