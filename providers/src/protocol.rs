@@ -145,6 +145,65 @@ pub struct Peer {
     pub spec: Value,
 }
 
+/// A resource of the stack as the stack-wide checks see it offline (see
+/// [`crate::provider::Provider::check_stack`]): its spec with defaults filled and values
+/// not known until apply marked, and, for every field whose value references other
+/// resources, that value as written (`${iam_role.exec.arn}`,
+/// `s3://${s3_bucket.data.name}`), so a check can follow an unknown ARN to the role
+/// the same stack creates.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StackResource {
+    pub kind: String,
+    pub address: String,
+    pub spec: Value,
+    /// Dotted spec path → the value as written, for values with references.
+    pub refs: std::collections::BTreeMap<String, String>,
+    /// Dotted spec path → (address, attribute path) for values that are exactly one
+    /// reference to a resource's attribute.
+    pub links: std::collections::BTreeMap<String, (String, String)>,
+}
+
+impl StackResource {
+    /// The resource and attribute the value at `path` is exactly a reference to
+    /// (`${iam_role.exec.arn}` → `("iam_role.exec", "arn")`).
+    pub fn referenced(&self, path: &str) -> Option<(&str, &str)> {
+        self.links
+            .get(path)
+            .map(|(a, attr)| (a.as_str(), attr.as_str()))
+    }
+}
+
+/// What a stack-wide check found: at a resource's field, an error (the plan fails) or a
+/// warning (shown under it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StackFinding {
+    pub severity: crate::Severity,
+    pub address: String,
+    /// The dotted spec path the finding is about (empty: the resource as a whole).
+    pub path: String,
+    pub message: String,
+}
+
+impl StackFinding {
+    pub fn error(address: &str, path: &str, message: impl Into<String>) -> Self {
+        Self {
+            severity: crate::Severity::Error,
+            address: address.to_string(),
+            path: path.to_string(),
+            message: message.into(),
+        }
+    }
+
+    pub fn warning(address: &str, path: &str, message: impl Into<String>) -> Self {
+        Self {
+            severity: crate::Severity::Warning,
+            address: address.to_string(),
+            path: path.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
 /// An object as it exists, untyped: its id, its spec as the API reports it, and the
 /// attributes known only after apply.
 #[derive(Debug, Clone, PartialEq)]

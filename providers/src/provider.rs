@@ -1,12 +1,14 @@
 //! What a provider (a cloud) owns besides its kinds: the settings its
 //! `[providers.<name>]` table takes and their offline checks, how the run's environment
-//! completes the table, and its capacity preflight. Each cloud implements [`Provider`]
+//! completes the table, its checks across the stack's resources, and its capacity
+//! preflight. Each cloud implements [`Provider`]
 //! in its own folder; [`crate::registry`] lists them, one line each, so no code outside
 //! a cloud's folder switches on its name.
 
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::protocol::{StackFinding, StackResource};
 use crate::{Ctx, Finding, Invalid, Need, ProviderError};
 
 /// A provider's table and capacity, as the engine and the stack checks use them.
@@ -33,6 +35,20 @@ pub trait Provider: Send + Sync {
 
     /// Whether the machines `needs` ask for are offered where they land and fit the
     /// quotas, for one provider instance (`ctx` carries its table).
+    /// The kinds whose resources [`Provider::check_stack`] reads; the stack checks keep
+    /// only those specs.
+    fn stack_kinds(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Offline checks across resources (an IAM role's trust and policies against what
+    /// the cluster, node group or pipeline using it needs; a network's subnets, zones
+    /// and routes), on every resource of [`Provider::stack_kinds`], also when they are
+    /// all created by the same stack.
+    fn check_stack(&self, _resources: &[StackResource]) -> Vec<StackFinding> {
+        Vec::new()
+    }
+
     async fn preflight(&self, _ctx: &Ctx, _needs: &[Need]) -> Result<Vec<Finding>, ProviderError> {
         Ok(Vec::new())
     }

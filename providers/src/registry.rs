@@ -17,6 +17,16 @@ pub fn provider(name: &str) -> Option<&'static dyn Provider> {
     PROVIDERS.iter().copied().find(|p| p.name() == name)
 }
 
+/// Every kind some provider's stack-wide checks read.
+pub fn stack_kinds() -> impl Iterator<Item = &'static str> {
+    PROVIDERS.iter().flat_map(|p| p.stack_kinds().iter().copied())
+}
+
+/// Every provider's stack-wide checks over `resources`.
+pub fn check_stack(resources: &[crate::protocol::StackResource]) -> Vec<crate::protocol::StackFinding> {
+    PROVIDERS.iter().flat_map(|p| p.check_stack(resources)).collect()
+}
+
 /// All resource kinds terrain knows, by kind name.
 #[derive(Clone, Default)]
 pub struct Registry {

@@ -15,6 +15,10 @@ pub fn run(args: ValidateArgs) -> anyhow::Result<Exit> {
     let registry = common::registry();
     let stack = common::load_stack(&args.stack, &registry)?;
     let n = stack.resources.len();
+    output::print(&output::plan::warnings(
+        &stack.warnings,
+        output::Style::detect(args.stack.no_color),
+    ));
     output::print(&format!(
         "The stack `{}` is valid: {n} resource{}, {} output{}.\n",
         stack.name,

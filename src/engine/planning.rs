@@ -64,6 +64,9 @@ impl Engine {
         if self.settings.refresh {
             self.live_diffs(&mut changes, &mut warnings).await;
         }
+        if !destroy {
+            warnings.extend(self.stack.warnings.iter().cloned());
+        }
         warnings.sort();
         let plan = Plan {
             format_version: plan::PLAN_FORMAT_VERSION,

@@ -14,15 +14,21 @@ use crate::plan::{Action, Change, Plan};
 
 const INDENT: &str = "      ";
 
-/// The human rendering of `plan`.
-pub fn render(plan: &Plan, style: Style) -> String {
+/// `Warning: …` lines, then a blank line when there are any.
+pub fn warnings(warnings: &[String], style: Style) -> String {
     let mut out = String::new();
-    for w in &plan.warnings {
+    for w in warnings {
         out.push_str(&format!("{} {w}\n", style.paint("33", "Warning:")));
     }
-    if !plan.warnings.is_empty() {
+    if !warnings.is_empty() {
         out.push('\n');
     }
+    out
+}
+
+/// The human rendering of `plan`.
+pub fn render(plan: &Plan, style: Style) -> String {
+    let mut out = warnings(&plan.warnings, style);
     let drifted: Vec<&Change> = plan.drifted().collect();
     if !drifted.is_empty() {
         out.push_str("Changed outside terrain since the last apply:\n\n");

@@ -46,6 +46,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         diags: Vec::new(),
         declared_vars: raw.variables.iter().map(|(n, _, _)| n.clone()).collect(),
         failed: BTreeSet::new(),
+        warnings: Vec::new(),
     };
     let (name, legacy_backend, budget, policies) = c.stack_section(&raw);
     let pricing = super::pricing::check(
@@ -109,6 +110,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
     if c.diags.is_empty() {
         c.kind_validation(&resources, &providers, &variables, opts);
     }
+    let warnings = std::mem::take(&mut c.warnings);
     let mut diags = c.diags;
     // File order, so output is stable and reads top to bottom.
     diags.sort_by_key(|d| d.span.map(|s| (s.file, s.start)));
@@ -133,6 +135,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         moved,
         pricing,
         policies,
+        warnings,
     })
 }
 
@@ -156,6 +159,8 @@ struct Checker<'a> {
     /// Blocks whose `count` / `for_each` was refused (reported): uses of them are not
     /// reported again.
     failed: BTreeSet<Address>,
+    /// What the stack-wide checks warn about, for the plan to show.
+    warnings: Vec<String>,
 }
 
 /// A variable's declaration: its default and its type, each with where it is written,
@@ -1530,6 +1535,9 @@ impl Checker<'_> {
             }
         }
         let mut specs: BTreeMap<Address, desired::Desired> = BTreeMap::new();
+        // The resources the providers' stack-wide checks read, kept whole.
+        let wanted: BTreeSet<&str> = terrain_providers::registry::stack_kinds().collect();
+        let mut across: Vec<(Address, desired::Desired)> = Vec::new();
         for addr in crate::graph::topo_order(&deps) {
             let Some(rc) = resources.get(&addr) else {
                 continue;
@@ -1576,6 +1584,9 @@ impl Checker<'_> {
             done(&mut specs, &mut waiting);
             match computed {
                 Ok(d) => {
+                    if wanted.contains(rc.resource.kind()) {
+                        across.push((addr.clone(), d.clone()));
+                    }
                     if waiting.get(&addr).is_some_and(|n| *n > 0) {
                         specs.insert(addr, d);
                     }
@@ -1604,6 +1615,114 @@ impl Checker<'_> {
                         ));
                     }
                 }
+            }
+        }
+        if self.diags.is_empty() {
+            self.across_resources(resources, across);
+        }
+    }
+
+    /// The providers' checks across resources (IAM chains, networks), on the specs
+    /// computed above: errors at the field they concern, warnings kept for the plan.
+    fn across_resources(
+        &mut self,
+        resources: &BTreeMap<Address, ResourceConfig>,
+        across: Vec<(Address, desired::Desired)>,
+    ) {
+        if across.is_empty() {
+            return;
+        }
+        let mut secrets: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let view: Vec<terrain_providers::protocol::StackResource> = across
+            .into_iter()
+            .filter_map(|(addr, d)| {
+                let rc = resources.get(&addr)?;
+                secrets.insert(addr.to_string(), desired::secret_values(&d.spec, &d.sensitive));
+                let (mut refs, mut links) = (BTreeMap::new(), BTreeMap::new());
+                written_refs(&rc.body, "", &mut refs, &mut links);
+                Some(terrain_providers::protocol::StackResource {
+                    kind: rc.resource.kind().to_string(),
+                    address: addr.to_string(),
+                    spec: d.spec,
+                    refs,
+                    links,
+                })
+            })
+            .collect();
+        for f in terrain_providers::registry::check_stack(&view) {
+            let hidden = secrets.get(&f.address).map_or(f.message.clone(), |s| {
+                desired::hide(&f.message, s, false)
+            });
+            let field = if f.path.is_empty() {
+                String::new()
+            } else {
+                format!(".{}", f.path)
+            };
+            let message = format!("{}{field}: {hidden}", f.address);
+            match f.severity {
+                terrain_providers::Severity::Warning => self.warnings.push(message),
+                terrain_providers::Severity::Error => {
+                    let rc = resources.iter().find(|(a, _)| a.to_string() == f.address);
+                    let span = rc.map(|(_, rc)| {
+                        let path: Vec<String> = if f.path.is_empty() {
+                            Vec::new()
+                        } else {
+                            f.path.split('.').map(str::to_string).collect()
+                        };
+                        rc.body.at(&path).map_or(rc.span, |n| n.span)
+                    });
+                    match span {
+                        Some(span) => self.err(Diagnostic::at(span, message, "refused at plan")),
+                        None => self.err(Diagnostic::nowhere(message)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every value of `node` that references something, as written (`${iam_role.x.arn}`,
+/// `s3://${s3_bucket.b.name}`), by dotted path.
+fn written_refs(
+    node: &Node,
+    path: &str,
+    out: &mut BTreeMap<String, String>,
+    links: &mut BTreeMap<String, (String, String)>,
+) {
+    use super::expr::Part;
+    let join = |k: &str| {
+        if path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    match &node.kind {
+        NodeKind::Literal(_) => {}
+        NodeKind::Whole(r) => {
+            out.insert(path.to_string(), format!("${{{r}}}"));
+            if let Ref::Resource { addr, path: attr } = r {
+                links.insert(path.to_string(), (addr.to_string(), attr.join(".")));
+            }
+        }
+        NodeKind::Template(parts) => {
+            let text: String = parts
+                .iter()
+                .map(|p| match p {
+                    Part::Lit(l) => l.replace("${", "$${"),
+                    Part::Ref(r, _) => format!("${{{r}}}"),
+                })
+                .collect();
+            out.insert(path.to_string(), text);
+        }
+        NodeKind::List(items) => {
+            for (i, n) in items.iter().enumerate() {
+                written_refs(n, &join(&i.to_string()), out, links);
+            }
+        }
+        NodeKind::Table(entries) => {
+            for (k, _, n) in entries {
+                written_refs(n, &join(k), out, links);
             }
         }
     }

@@ -60,6 +60,9 @@ pub struct Stack {
     /// `[stack] policies`: directories or files of Rego guardrails every plan is held
     /// to, from the stack's directory.
     pub policies: Vec<std::path::PathBuf>,
+    /// What the providers' stack-wide checks warn about (an IAM grant the stack cannot
+    /// see), `address.field: message`; shown by validate and under every plan.
+    pub warnings: Vec<String>,
 }
 
 impl Stack {

@@ -22,6 +22,9 @@ pub mod definition;
 pub mod eks;
 pub mod eks_cluster;
 pub mod eks_node_group;
+pub mod iam_checks;
+pub mod network_checks;
+mod pipeline_access;
 pub mod policy;
 pub mod s3_bucket;
 pub mod s3_object;
@@ -29,6 +32,24 @@ pub mod sagemaker_pipeline;
 pub mod sagemaker_pipeline_execution;
 pub mod signed;
 pub mod token;
+
+/// The kinds the stack-wide checks read: the IAM chain (roles, the buckets and keys
+/// they reach, and what runs as them) and the network.
+const STACK_KINDS: &[&str] = &[
+    "aws_account",
+    "iam_role",
+    "kms_key",
+    "s3_bucket",
+    "eks_cluster",
+    "eks_node_group",
+    "sagemaker_pipeline",
+    "sagemaker_pipeline_execution",
+    "aws_vpc",
+    "aws_subnet",
+    "aws_internet_gateway",
+    "aws_nat_gateway",
+    "aws_route_table",
+];
 
 /// The aws provider's table and capacity (see [`crate::provider::Provider`]).
 pub struct Aws;
@@ -53,6 +74,19 @@ impl crate::provider::Provider for Aws {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> serde_json::Value {
         config::configure(table, env)
+    }
+
+    fn stack_kinds(&self) -> &'static [&'static str] {
+        STACK_KINDS
+    }
+
+    fn check_stack(
+        &self,
+        resources: &[crate::protocol::StackResource],
+    ) -> Vec<crate::protocol::StackFinding> {
+        let mut found = iam_checks::check(resources);
+        found.extend(network_checks::check(resources));
+        found
     }
 
     async fn preflight(

@@ -75,6 +75,12 @@ pub struct Spec {
     /// Tags on the SageMaker pipeline.
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
+    /// Placeholders in the definition and the stack values that replace them before it
+    /// is validated and submitted, so the definition names the stack's role and bucket:
+    /// `{ "<<YOUR_SAGEMAKER_ROLE_ARN>>" = "${iam_role.sagemaker.arn}" }`. Each key must
+    /// appear in the definition, and no `<<…>>` placeholder may be left without one.
+    #[serde(default)]
+    pub substitutions: BTreeMap<String, String>,
     /// Computed when planning: SHA-256 of the definition without its layout; not to be set
     /// in stacks.
     pub definition_hash: Option<String>,
@@ -163,8 +169,59 @@ fn invalid_definition(problems: &[definition::Problem], source: &str) -> Provide
 /// and the line and column or JSON pointer of each problem.
 pub fn canonical_definition(spec: &Spec) -> Result<String, ProviderError> {
     let (text, source) = definition_source(spec)?;
+    let text = substitute(&text, &source, &spec.substitutions)?;
     definition::validate(&text).map_err(|problems| invalid_definition(&problems, &source))?;
     Ok(definition::compact(&text))
+}
+
+/// `text` with each placeholder of `substitutions` replaced by its value (escaped for
+/// the JSON string it sits in); a value not known until apply leaves its placeholder
+/// for now. Fails for a placeholder that does not appear, and for a `<<…>>` left with
+/// no value, naming its line and column.
+fn substitute(
+    text: &str,
+    source: &str,
+    substitutions: &BTreeMap<String, String>,
+) -> Result<String, ProviderError> {
+    let mut out = text.to_string();
+    for (placeholder, value) in substitutions {
+        if !text.contains(placeholder.as_str()) {
+            return Err(ProviderError::invalid(
+                &format!("substitutions.{placeholder}"),
+                format!("`{placeholder}` does not appear in {source}"),
+            ));
+        }
+        if value.contains(crate::protocol::UNKNOWN) {
+            continue;
+        }
+        let escaped = serde_json::to_string(value).unwrap_or_default();
+        let escaped = escaped
+            .strip_prefix('"')
+            .and_then(|e| e.strip_suffix('"'))
+            .unwrap_or(value);
+        out = out.replace(placeholder.as_str(), escaped);
+    }
+    let mut from = 0;
+    while let Some(i) = out[from..].find("<<") {
+        let start = from + i;
+        let Some(len) = out[start..].find(">>") else {
+            break;
+        };
+        let placeholder = &out[start..start + len + 2];
+        let well_formed = placeholder[2..placeholder.len() - 2]
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if well_formed && !substitutions.contains_key(placeholder) {
+            let before = &out[..start];
+            let line = before.matches('\n').count() + 1;
+            let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            return Err(ProviderError::Unsupported(format!(
+                "{source}:{line}:{col}: placeholder `{placeholder}` has no value; fill it from the stack with `substitutions = {{ \"{placeholder}\" = \"${{…}}\" }}`"
+            )));
+        }
+        from = start + len + 2;
+    }
+    Ok(out)
 }
 
 /// The SHA-256 (hex) of a canonical definition.
@@ -242,6 +299,7 @@ fn spec_of(object: &Value, prior: &Spec) -> Spec {
         definition: prior.definition.clone(),
         max_parallel_steps: s["parallelismConfiguration"]["maxParallelExecutionSteps"].as_i64(),
         tags: live_tags(object),
+        substitutions: prior.substitutions.clone(),
         definition_hash: s["pipelineDefinition"]
             .as_str()
             .map(|d| definition_hash(&definition::compact(d))),
@@ -585,12 +643,22 @@ impl Kind for SageMakerPipeline {
             ProviderError::Unsupported(message) | ProviderError::Failed { message, .. } => {
                 ProviderError::invalid(field, message)
             }
+            invalid @ ProviderError::Invalid { .. } => invalid,
             other => ProviderError::invalid(
                 field,
                 format!("{other} (relative paths start at the stack's directory)"),
             ),
         })?;
-        spec.definition_hash = Some(definition_hash(&canonical));
+        // A placeholder whose value is not known yet: validated now, hashed at apply.
+        let pending = spec
+            .substitutions
+            .values()
+            .any(|v| v.contains(crate::protocol::UNKNOWN));
+        spec.definition_hash = Some(if pending {
+            crate::protocol::UNKNOWN.to_string()
+        } else {
+            definition_hash(&canonical)
+        });
         Ok(spec)
     }
 
@@ -733,6 +801,7 @@ mod tests {
             definition: Some(definition_text()),
             max_parallel_steps: None,
             tags: BTreeMap::new(),
+            substitutions: BTreeMap::new(),
             definition_hash: None,
         }
     }
