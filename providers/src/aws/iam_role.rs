@@ -1177,6 +1177,29 @@ mod tests {
     }
 
     #[test]
+    fn the_rules_are_iams_own() {
+        let model = terrain_contracts::json("aws/botocore-1.44.5/iam/2010-05-08/service-2.json");
+        let shape = |n: &str| model["shapes"][n].clone();
+        assert_eq!(shape("roleNameType")["pattern"], json!("[\\w+=,.@-]+"));
+        assert_eq!(
+            (
+                shape("roleNameType")["min"].clone(),
+                shape("roleNameType")["max"].clone()
+            ),
+            (json!(1), json!(64))
+        );
+        assert_eq!(shape("pathType")["max"], json!(512));
+        assert_eq!(
+            (
+                shape("roleMaxSessionDurationType")["min"].as_u64(),
+                shape("roleMaxSessionDurationType")["max"].as_u64()
+            ),
+            (Some(MIN_SESSION), Some(MAX_SESSION))
+        );
+        assert_eq!(shape("roleDescriptionType")["max"], json!(1000));
+    }
+
+    #[test]
     fn paths_follow_iams_rules() {
         for ok in ["/", "/ml/", "/a/b/c/"] {
             assert_eq!(check_path(ok), Ok(()), "{ok}");

@@ -698,6 +698,18 @@ mod tests {
     }
 
     #[test]
+    fn the_limits_fit_kmss_model() {
+        let model = terrain_contracts::json("aws/botocore-1.44.5/kms/2014-11-01/service-2.json");
+        let shape = |n: &str| model["shapes"][n].clone();
+        assert_eq!(shape("AliasNameType")["max"], json!(256));
+        assert_eq!(shape("DescriptionType")["max"], json!(8192));
+        // The model allows 1 to 365 days; KMS itself takes 7 to 30 (its API reference).
+        let window = shape("PendingWindowInDaysType");
+        assert!(window["min"].as_i64() <= Some(MIN_WINDOW));
+        assert!(window["max"].as_i64() >= Some(MAX_WINDOW));
+    }
+
+    #[test]
     fn deletion_windows_are_seven_to_thirty_days() {
         let mut s = spec();
         for ok in [7, 30] {

@@ -795,6 +795,73 @@ mod tests {
         sandbox.shutdown().await;
     }
 
+    #[tokio::test]
+    async fn iam_is_global_and_signed_for_its_partitions_home_region() {
+        let table = json!({"region": "eu-west-1", "sandbox": true});
+        let signed = Signed::new(&ctx(table, &[]), "test", 5)
+            .await
+            .expect("a client");
+        assert_eq!(signed.url(&IAM, "eu-west-1"), "https://iam.amazonaws.com/");
+        assert_eq!(IAM.signing_region("eu-west-1"), "us-east-1");
+        assert_eq!(
+            signed.url(&IAM, "cn-northwest-1"),
+            "https://iam.cn-north-1.amazonaws.com.cn/"
+        );
+        assert_eq!(IAM.signing_region("cn-northwest-1"), "cn-north-1");
+        assert_eq!(
+            signed.url(&IAM, "us-gov-east-1"),
+            "https://iam.us-gov.amazonaws.com/"
+        );
+        assert_eq!(IAM.signing_region("us-gov-east-1"), "us-gov-west-1");
+        // The regional services keep their region.
+        assert_eq!(
+            signed.url(&STS, "eu-west-1"),
+            "https://sts.eu-west-1.amazonaws.com/"
+        );
+        assert_eq!(STS.signing_region("eu-west-1"), "eu-west-1");
+        assert_eq!(KMS.signing_region("eu-west-1"), "eu-west-1");
+        assert_eq!(
+            signed.url(&EC2, "eu-west-1"),
+            "https://ec2.eu-west-1.amazonaws.com/"
+        );
+        // An override is used as it is, whatever the service.
+        let table = json!({"region": "eu-west-1", "sandbox": true, "endpoints": {"iam": "http://127.0.0.1:4"}});
+        let signed = Signed::new(&ctx(table, &[]), "test", 5)
+            .await
+            .expect("a client");
+        assert_eq!(signed.url(&IAM, "eu-west-1"), "http://127.0.0.1:4/");
+    }
+
+    #[test]
+    fn query_errors_and_answers_are_read_as_xml_trees() {
+        assert_eq!(
+            query_error(
+                r#"<ErrorResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/"><Error><Type>Sender</Type><Code>NoSuchEntity</Code><Message>Role x not found</Message></Error><RequestId>r</RequestId></ErrorResponse>"#
+            ),
+            ("NoSuchEntity".to_string(), "Role x not found".to_string())
+        );
+        assert_eq!(
+            query_error("<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>no</Message></Error></Errors><RequestID>x</RequestID></Response>"),
+            ("UnauthorizedOperation".to_string(), "no".to_string())
+        );
+        let (code, said) = query_error("<html><body>bad gateway</body></html>");
+        assert_eq!(code, "");
+        assert!(said.contains("not in the API's error format"), "{said}");
+        // One name, a leaf in one list and a table in another.
+        let root = Xml::parse(
+            "<R><PolicyNames><member>terrain</member></PolicyNames><Tags>\n  <member><Key>k</Key><Value>v &amp; w</Value></member>\n</Tags></R>",
+        )
+        .expect("xml");
+        let names: Vec<&str> = root
+            .child("PolicyNames")
+            .map(|l| l.all("member").map(|m| m.text.as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(names, vec!["terrain"]);
+        let tag = root.at(&["Tags", "member"]).expect("a tag");
+        assert_eq!(tag.text_of("Value"), Some("v & w"));
+        assert_eq!(tag.text, "", "a table has no text");
+    }
+
     #[test]
     fn json_errors_are_read_with_or_without_a_namespace() {
         assert_eq!(

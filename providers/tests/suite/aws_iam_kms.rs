@@ -92,7 +92,7 @@ async fn attached(ctx: &Ctx, role: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn iam_roles_against_moto() -> Result<(), ProviderError> {
-    let moto = support::Moto::start();
+    let moto = support::Moto::start_with_managed_policies();
     let (ctx, _) = recording("iam_role.cluster", &moto.url);
     let spec = role_spec("ml-cluster");
 
@@ -237,7 +237,7 @@ async fn iam_roles_against_moto() -> Result<(), ProviderError> {
 
 #[tokio::test]
 async fn an_interrupted_role_create_adopts_rather_than_duplicates() -> Result<(), ProviderError> {
-    let moto = support::Moto::start();
+    let moto = support::Moto::start_with_managed_policies();
     let (ctx, seen) = recording("iam_role.nodes", &moto.url);
     let spec = role_spec("ml-nodes");
     let first = IamRole.create(&ctx, &spec).await?;
