@@ -125,6 +125,9 @@ pub fn builtin() -> Registry {
     r.register(Arc::new(Adapter::new(aws::eks_node_group::EksNodeGroup)));
     r.register(Arc::new(Adapter::new(aws::s3_bucket::S3Bucket)));
     r.register(Arc::new(Adapter::new(aws::s3_object::S3Object)));
+    r.register(Arc::new(Adapter::new(aws::iam_role::IamRole)));
+    r.register(Arc::new(Adapter::new(aws::kms_key::KmsKey)));
+    r.register(Arc::new(Adapter::new(aws::aws_account::AwsAccount)));
     r.register(Arc::new(Adapter::new(
         aws::sagemaker_pipeline::SageMakerPipeline,
     )));

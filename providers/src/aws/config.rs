@@ -74,8 +74,8 @@ pub struct AwsConfig {
     /// One endpoint for every service (the sandbox, moto, LocalStack).
     #[serde(default)]
     pub endpoint: Option<String>,
-    /// Per-service endpoints (`ec2`, `eks`, `s3`, `sagemaker`, `servicequotas`, `sts`),
-    /// overriding `endpoint`.
+    /// Per-service endpoints (`ec2`, `eks`, `iam`, `kms`, `s3`, `sagemaker`,
+    /// `servicequotas`, `sts`), overriding `endpoint`.
     #[serde(default)]
     pub endpoints: BTreeMap<String, String>,
     #[serde(default)]
@@ -100,7 +100,16 @@ pub const SANDBOX_ACCESS_KEY: &str = "TERRAINSANDBOX";
 
 /// The services terrain calls (`ec2` and `servicequotas` only to read capacity at plan
 /// time).
-pub const SERVICES: &[&str] = &["ec2", "eks", "s3", "sagemaker", "servicequotas", "sts"];
+pub const SERVICES: &[&str] = &[
+    "ec2",
+    "eks",
+    "iam",
+    "kms",
+    "s3",
+    "sagemaker",
+    "servicequotas",
+    "sts",
+];
 
 impl AwsConfig {
     /// Reads the provider table (`Value::Null` or `{}` when the stack has none).
@@ -548,7 +557,7 @@ mod tests {
             (
                 json!({"endpoints": {"lambda": "http://x"}}),
                 "endpoints.lambda",
-                "unknown service; known: ec2, eks, s3, sagemaker, servicequotas, sts",
+                "unknown service; known: ec2, eks, iam, kms, s3, sagemaker, servicequotas, sts",
             ),
             (
                 json!({"endpoints": {"s4": "http://x"}}),

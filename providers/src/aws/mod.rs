@@ -1,11 +1,12 @@
 //! The AWS provider (`[providers.aws]`): EKS clusters and managed node groups, S3 buckets
-//! and objects through the AWS SDK for Rust, and SageMaker pipelines and executions
+//! and objects through the AWS SDK for Rust, SageMaker pipelines and executions
 //! submitted as ACK custom resources on an EKS cluster (cross-checked with the SageMaker
-//! API).
+//! API), and IAM roles, KMS keys and the account itself by hand-signed calls.
 //!
 //! Layout: `config` resolves settings and builds SDK clients, `signed` calls by
 //! hand-signed HTTP the services terrain builds no SDK crate for (EC2, Service Quotas,
-//! SageMaker), `token` makes the presigned STS token EKS's Kubernetes API accepts,
+//! SageMaker, IAM, KMS, STS), `policy` holds IAM documents and `access` evaluates them,
+//! `token` makes the presigned STS token EKS's Kubernetes API accepts,
 //! `catalog` holds the offline knowledge validation uses, `definition` validates
 //! SageMaker pipeline definitions; one file per resource kind.
 //!
@@ -15,6 +16,7 @@
 
 pub mod access;
 pub mod ack;
+pub mod aws_account;
 pub mod capacity;
 pub mod catalog;
 pub mod config;
@@ -23,6 +25,8 @@ pub mod eks;
 pub mod eks_cluster;
 pub mod eks_node_group;
 pub mod iam_checks;
+pub mod iam_role;
+pub mod kms_key;
 pub mod network_checks;
 mod pipeline_access;
 pub mod policy;
@@ -144,6 +148,57 @@ pub fn not_ours(call: &str, what: &str, id: &str, kind: &str, address: &str) -> 
         "AlreadyExists",
         format!("{what} {id} already exists and was not created by {address}; bring it under terrain with `terrain import {kind}.{name} {id}` or pick another name"),
     )
+}
+
+/// The most tags IAM and KMS (like most AWS services) allow on one object.
+const MAX_TAGS: usize = 50;
+
+/// Checks a stack's tags against the limits `service` shares with most of AWS: 50 tags
+/// with terrain's own two among them, keys of 1 to 128 characters that neither start
+/// with `aws:` nor are terrain's, values of at most 256 characters; problems at `tags`.
+pub fn check_tags(service: &str, tags: &BTreeMap<String, String>, out: &mut Vec<crate::Invalid>) {
+    let most = MAX_TAGS - 2;
+    if tags.len() > most {
+        out.push(crate::Invalid::at(
+            "tags",
+            format!(
+                "at most {most} tags ({service} allows {MAX_TAGS}, terrain uses 2), got {}",
+                tags.len()
+            ),
+        ));
+    }
+    for (k, v) in tags {
+        if k.is_empty() || k.chars().count() > 128 {
+            out.push(crate::Invalid::at(
+                "tags",
+                format!("tag key {k:?} must be 1 to 128 characters long"),
+            ));
+        } else if k.to_ascii_lowercase().starts_with("aws:") {
+            out.push(crate::Invalid::at(
+                "tags",
+                format!("tag key {k:?}: the prefix aws: is reserved for AWS"),
+            ));
+        } else if k == MANAGED_BY.0 || k == ADDRESS_TAG {
+            out.push(crate::Invalid::at(
+                "tags",
+                format!("tag key {k:?} is terrain's own; pick another key"),
+            ));
+        }
+        if v.chars().count() > 256 {
+            out.push(crate::Invalid::at(
+                "tags",
+                format!("the value of tag {k:?} must be at most 256 characters long"),
+            ));
+        }
+    }
+}
+
+/// The service's error code of an API error ("" for other errors).
+pub fn code_of(e: &ProviderError) -> &str {
+    match e {
+        ProviderError::Api { code, .. } => code,
+        _ => "",
+    }
 }
 
 /// An SDK error as a provider error naming the call (`eks:CreateCluster`): see

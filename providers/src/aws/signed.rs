@@ -1,16 +1,21 @@
 //! Hand-signed HTTP calls to the AWS APIs terrain builds no SDK crate for: EC2 (query
 //! protocol) and Service Quotas (JSON 1.1) for the capacity preflight (`capacity`),
-//! SageMaker (JSON 1.1) for the ACK kinds' cross-checks (`ack`). Their SDK crates take
-//! minutes to build for a handful of read calls; `token.rs` signs for STS the same way.
+//! SageMaker (JSON 1.1) for the ACK kinds' cross-checks (`ack`), IAM (query protocol)
+//! for `iam_role`, KMS (JSON 1.1) for `kms_key` and STS (query protocol) for
+//! `aws_account`. Their SDK crates take minutes to build for a handful of calls;
+//! `token.rs` presigns for STS the same way.
 //!
 //! This module owns what those calls share: the credentials (the chain the SDK clients
 //! use, `config::sdk_config`, fetched again as they near expiry), one HTTP client with
 //! the table's timeouts (kept for the run by `Signed::for_run`), SigV4 signing,
-//! retries with backoff, reading JSON 1.1 errors and making a JSON 1.1 call, and where
-//! each service is reached. A service's endpoint is `[providers.aws] endpoints.<service>`
-//! (else `endpoint`), else the environment's `AWS_ENDPOINT_URL_<SERVICE>`, else the
-//! global endpoint the SDK chain found (`AWS_ENDPOINT_URL`, the profile's
-//! `endpoint_url`), else the public one.
+//! retries with backoff, reading JSON 1.1 and query-protocol errors, making a JSON 1.1
+//! or a query-protocol call and reading its XML answer ([`Xml`]), and where each service
+//! is reached. A service's endpoint is `[providers.aws] endpoints.<service>` (else
+//! `endpoint`), else the environment's `AWS_ENDPOINT_URL_<SERVICE>`, else the global
+//! endpoint the SDK chain found (`AWS_ENDPOINT_URL`, the profile's `endpoint_url`), else
+//! the public one. IAM is global: one public endpoint per partition
+//! (`iam.amazonaws.com`), signed for the partition's home region (us-east-1) whatever
+//! the table's region.
 //!
 //! Throttling (429 or a throttling code), 5xx answers and broken connections are retried
 //! with exponential backoff from 200 ms, as the SDK clients are configured, up to the
@@ -29,6 +34,7 @@ use aws_smithy_runtime_api::client::identity::Identity;
 use serde_json::Value;
 
 use super::config;
+use super::token::encode;
 use crate::failure::{self, Cloud, Hint};
 use crate::{Ctx, ProviderError};
 
@@ -72,8 +78,69 @@ pub const SAGEMAKER: Service = Service {
     target: "SageMaker",
 };
 
+/// AWS Identity and Access Management (query protocol, XML answers; global).
+pub const IAM: Service = Service {
+    name: "iam",
+    host: "iam",
+    variable: "AWS_ENDPOINT_URL_IAM",
+    target: "",
+};
+
+/// AWS Key Management Service (JSON 1.1).
+pub const KMS: Service = Service {
+    name: "kms",
+    host: "kms",
+    variable: "AWS_ENDPOINT_URL_KMS",
+    target: "TrentService",
+};
+
+/// AWS Security Token Service (query protocol, XML answers; regional endpoints).
+pub const STS: Service = Service {
+    name: "sts",
+    host: "sts",
+    variable: "AWS_ENDPOINT_URL_STS",
+    target: "",
+};
+
 /// Every service this module reaches; their endpoints are resolved together.
-const SERVICES: [Service; 3] = [EC2, SERVICE_QUOTAS, SAGEMAKER];
+const SERVICES: [Service; 6] = [EC2, SERVICE_QUOTAS, SAGEMAKER, IAM, KMS, STS];
+
+/// The services with one endpoint per partition instead of one per region.
+const GLOBAL: &[&str] = &[IAM.name];
+
+impl Service {
+    /// The region a request to this service from `region` is signed for: the
+    /// partition's home region for a global service (IAM signs for us-east-1 in the
+    /// `aws` partition), else `region` itself.
+    pub fn signing_region<'a>(&self, region: &'a str) -> &'a str {
+        if !GLOBAL.contains(&self.name) {
+            return region;
+        }
+        if region.starts_with("cn-") {
+            "cn-north-1"
+        } else if region.starts_with("us-gov-") {
+            "us-gov-west-1"
+        } else {
+            "us-east-1"
+        }
+    }
+
+    /// The public endpoint of this service for `region`.
+    pub fn public_url(&self, region: &str) -> String {
+        if !GLOBAL.contains(&self.name) {
+            return public_url(self.host, region);
+        }
+        // IAM's global endpoints: iam.amazonaws.com, iam.us-gov.amazonaws.com, and the
+        // China partition's, which is named after its home region.
+        if region.starts_with("cn-") {
+            public_url(self.host, "cn-north-1")
+        } else if region.starts_with("us-gov-") {
+            format!("https://{}.us-gov.amazonaws.com/", self.host)
+        } else {
+            format!("https://{}.amazonaws.com/", self.host)
+        }
+    }
+}
 
 /// Signed calls for one provider table: its credentials, timeouts, attempts and
 /// endpoints.
@@ -241,7 +308,7 @@ impl Signed {
     pub fn url(&self, service: &Service, region: &str) -> String {
         match self.endpoints.get(service.name) {
             Some(base) => format!("{}/", base.trim_end_matches('/')),
-            None => public_url(service.host, region),
+            None => service.public_url(region),
         }
     }
 
@@ -280,6 +347,63 @@ impl Signed {
         serde_json::from_str(&text).map_err(|e| {
             failure::malformed(call, Cloud::Aws, 200, &format!("not JSON ({e})"), None)
         })
+    }
+
+    /// One query-protocol call (IAM, STS, EC2): `action` of `service` at API `version`
+    /// in `region` with `params`, form-encoded; the answer's document, checked to be
+    /// `<{action}Response>`.
+    ///
+    /// Fails with `ProviderError::Api` naming the call (`iam:CreateRole`), with the
+    /// answer's status, code and message (`<ErrorResponse><Error><Code>`, or EC2's
+    /// `<Response><Errors><Error><Code>`); with status 0 when nothing answered; with
+    /// status 200 when the answer is not that XML document.
+    pub async fn query(
+        &self,
+        service: &Service,
+        region: &str,
+        action: &str,
+        version: &str,
+        params: &[(String, String)],
+    ) -> Result<Xml, ProviderError> {
+        let call = format!("{}:{action}", service.name);
+        let mut body = format!("Action={}&Version={}", encode(action), encode(version));
+        for (name, value) in params {
+            body.push('&');
+            body.push_str(&encode(name));
+            body.push('=');
+            body.push_str(&encode(value));
+        }
+        let text = self
+            .send(
+                &call,
+                service,
+                region,
+                &[(
+                    "content-type",
+                    "application/x-www-form-urlencoded; charset=utf-8",
+                )],
+                body.as_bytes(),
+                query_error,
+            )
+            .await?;
+        let expected = format!("{action}Response");
+        match Xml::parse(&text) {
+            Ok(root) if root.name == expected => Ok(root),
+            Ok(root) => Err(failure::malformed(
+                call,
+                Cloud::Aws,
+                200,
+                &format!("expected the {expected} document, got <{}>", root.name),
+                None,
+            )),
+            Err(e) => Err(failure::malformed(
+                call,
+                Cloud::Aws,
+                200,
+                &format!("not XML ({e})"),
+                None,
+            )),
+        }
     }
 
     /// Sends a signed POST of `body` for `call`, retrying throttling, 5xx answers and
@@ -389,7 +513,7 @@ impl Signed {
     ) -> Result<Vec<(String, String)>, String> {
         let params = SigningParams::builder()
             .identity(identity)
-            .region(region)
+            .region(service.signing_region(region))
             .name(service.name)
             .time(SystemTime::now())
             .settings(SigningSettings::default())
@@ -441,6 +565,80 @@ pub(crate) fn json_error(text: &str) -> (String, String) {
         .or(body["Message"].as_str())
         .unwrap_or_default();
     (code.to_string(), message.to_string())
+}
+
+/// The code and message of a query-protocol error: `<ErrorResponse><Error><Code>…`
+/// (IAM, STS) or EC2's `<Response><Errors><Error><Code>…`.
+pub(crate) fn query_error(text: &str) -> (String, String) {
+    let error = Xml::parse(text).ok().and_then(|root| {
+        let error = match root.name.as_str() {
+            "ErrorResponse" => root.child("Error")?,
+            "Response" => root.child("Errors")?.child("Error")?,
+            _ => return None,
+        };
+        Some((
+            error.text_of("Code").unwrap_or_default().to_string(),
+            error.text_of("Message").unwrap_or_default().to_string(),
+        ))
+    });
+    error.unwrap_or_else(|| (String::new(), failure::unreadable(text)))
+}
+
+/// An element of a query-protocol answer: its local name, its text when it holds no
+/// elements, and its child elements. Leaves and lists share names in these answers
+/// (IAM's `member` is a policy name in one and a tag in another), so the whole
+/// document is read as a tree and each caller picks what it knows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Xml {
+    pub name: String,
+    pub text: String,
+    pub children: Vec<Xml>,
+}
+
+impl Xml {
+    /// The document's root element.
+    pub fn parse(text: &str) -> Result<Xml, String> {
+        let doc = roxmltree::Document::parse(text).map_err(|e| e.to_string())?;
+        Ok(Self::of(doc.root_element()))
+    }
+
+    fn of(node: roxmltree::Node<'_, '_>) -> Xml {
+        let children: Vec<Xml> = node
+            .children()
+            .filter(|c| c.is_element())
+            .map(Self::of)
+            .collect();
+        let text = if children.is_empty() {
+            node.children().filter_map(|c| c.text()).collect::<String>()
+        } else {
+            String::new()
+        };
+        Xml {
+            name: node.tag_name().name().to_string(),
+            text,
+            children,
+        }
+    }
+
+    /// The first child element named `name`.
+    pub fn child(&self, name: &str) -> Option<&Xml> {
+        self.children.iter().find(|c| c.name == name)
+    }
+
+    /// Every child element named `name`.
+    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Xml> + 'a {
+        self.children.iter().filter(move |c| c.name == name)
+    }
+
+    /// The element at `path` below this one, one name per level.
+    pub fn at(&self, path: &[&str]) -> Option<&Xml> {
+        path.iter().try_fold(self, |node, name| node.child(name))
+    }
+
+    /// The text of the child element named `name`.
+    pub fn text_of(&self, name: &str) -> Option<&str> {
+        self.child(name).map(|c| c.text.as_str())
+    }
 }
 
 #[cfg(test)]
@@ -595,6 +793,73 @@ mod tests {
         );
         assert!(request_id.ends_with(')') && request_id.len() > 8, "{text}");
         sandbox.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn iam_is_global_and_signed_for_its_partitions_home_region() {
+        let table = json!({"region": "eu-west-1", "sandbox": true});
+        let signed = Signed::new(&ctx(table, &[]), "test", 5)
+            .await
+            .expect("a client");
+        assert_eq!(signed.url(&IAM, "eu-west-1"), "https://iam.amazonaws.com/");
+        assert_eq!(IAM.signing_region("eu-west-1"), "us-east-1");
+        assert_eq!(
+            signed.url(&IAM, "cn-northwest-1"),
+            "https://iam.cn-north-1.amazonaws.com.cn/"
+        );
+        assert_eq!(IAM.signing_region("cn-northwest-1"), "cn-north-1");
+        assert_eq!(
+            signed.url(&IAM, "us-gov-east-1"),
+            "https://iam.us-gov.amazonaws.com/"
+        );
+        assert_eq!(IAM.signing_region("us-gov-east-1"), "us-gov-west-1");
+        // The regional services keep their region.
+        assert_eq!(
+            signed.url(&STS, "eu-west-1"),
+            "https://sts.eu-west-1.amazonaws.com/"
+        );
+        assert_eq!(STS.signing_region("eu-west-1"), "eu-west-1");
+        assert_eq!(KMS.signing_region("eu-west-1"), "eu-west-1");
+        assert_eq!(
+            signed.url(&EC2, "eu-west-1"),
+            "https://ec2.eu-west-1.amazonaws.com/"
+        );
+        // An override is used as it is, whatever the service.
+        let table = json!({"region": "eu-west-1", "sandbox": true, "endpoints": {"iam": "http://127.0.0.1:4"}});
+        let signed = Signed::new(&ctx(table, &[]), "test", 5)
+            .await
+            .expect("a client");
+        assert_eq!(signed.url(&IAM, "eu-west-1"), "http://127.0.0.1:4/");
+    }
+
+    #[test]
+    fn query_errors_and_answers_are_read_as_xml_trees() {
+        assert_eq!(
+            query_error(
+                r#"<ErrorResponse xmlns="https://iam.amazonaws.com/doc/2010-05-08/"><Error><Type>Sender</Type><Code>NoSuchEntity</Code><Message>Role x not found</Message></Error><RequestId>r</RequestId></ErrorResponse>"#
+            ),
+            ("NoSuchEntity".to_string(), "Role x not found".to_string())
+        );
+        assert_eq!(
+            query_error("<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>no</Message></Error></Errors><RequestID>x</RequestID></Response>"),
+            ("UnauthorizedOperation".to_string(), "no".to_string())
+        );
+        let (code, said) = query_error("<html><body>bad gateway</body></html>");
+        assert_eq!(code, "");
+        assert!(said.contains("not in the API's error format"), "{said}");
+        // One name, a leaf in one list and a table in another.
+        let root = Xml::parse(
+            "<R><PolicyNames><member>terrain</member></PolicyNames><Tags>\n  <member><Key>k</Key><Value>v &amp; w</Value></member>\n</Tags></R>",
+        )
+        .expect("xml");
+        let names: Vec<&str> = root
+            .child("PolicyNames")
+            .map(|l| l.all("member").map(|m| m.text.as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(names, vec!["terrain"]);
+        let tag = root.at(&["Tags", "member"]).expect("a tag");
+        assert_eq!(tag.text_of("Value"), Some("v & w"));
+        assert_eq!(tag.text, "", "a table has no text");
     }
 
     #[test]

@@ -140,7 +140,7 @@ fn live(id: String, spec: Spec) -> Live<TimeSleep> {
 }
 
 /// `t` as `YYYY-MM-DDTHH:MM:SSZ`, computed here to avoid a date crate for one format.
-fn rfc3339_utc(t: SystemTime) -> String {
+pub(crate) fn rfc3339_utc(t: SystemTime) -> String {
     // A clock before 1970 is a broken clock; the epoch is as good an answer as any.
     let secs = t
         .duration_since(UNIX_EPOCH)

@@ -55,6 +55,12 @@ impl Moto {
         Self::start_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")])
     }
 
+    /// A moto that knows the AWS managed policies (arn:aws:iam::aws:policy/…), as every
+    /// account does: moto loads them only when asked, to start faster.
+    pub fn start_with_managed_policies() -> Moto {
+        Self::start_with(&[("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")])
+    }
+
     fn start_with(env: &[(&str, &str)]) -> Moto {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
