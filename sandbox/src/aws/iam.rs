@@ -82,9 +82,7 @@ pub(crate) fn trusts(role: &Role, service_principal: &str) -> bool {
         });
         let principal = &s["Principal"];
         let names = principal == "*"
-            || strings(&principal["Service"])
-                .iter()
-                .any(|p| *p == service_principal)
+            || strings(&principal["Service"]).contains(&service_principal)
             || strings(&principal["AWS"]).contains(&"*");
         allows && assumes && names
     })
@@ -683,7 +681,7 @@ impl Iam {
     /// One line per role, for `Sandbox::inventory`.
     pub(crate) fn inventory(&self, out: &mut Vec<String>) {
         for r in &self.roles {
-            out.push(format!("aws iam role {}", r.arn));
+            out.push(format!("iam role {}{}", r.path, r.name));
         }
     }
 

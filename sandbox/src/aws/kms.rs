@@ -358,11 +358,11 @@ impl Kms {
     /// One line per key and alias, for `Sandbox::inventory`.
     pub(crate) fn inventory(&self, out: &mut Vec<String>) {
         for k in &self.keys {
-            out.push(format!("aws kms key {} ({})", k.arn, k.state));
+            out.push(format!("kms key {}/{} ({})", k.region, k.id, k.state));
         }
         for a in &self.aliases {
             out.push(format!(
-                "aws kms alias arn:aws:kms:{}:{ACCOUNT}:{} -> {}",
+                "kms alias {}/{} -> {}",
                 a.region, a.name, a.target_key_id
             ));
         }
