@@ -102,7 +102,7 @@ pub struct GcpEndpoints {
 pub struct Exchange {
     /// The Google API's root (`container`, `file`, `storage`, `serviceusage`,
     /// `compute`, `tpu`), the AWS service's signing name (`eks`, `s3`, `sagemaker`,
-    /// `ec2`, `servicequotas`), or `kubernetes` for a cluster's API server.
+    /// `ec2`, `servicequotas`, `iam`, `sts`, `kms`), or `kubernetes` for a cluster's API server.
     pub api: String,
     pub method: String,
     /// The path after the API root, e.g. `v1/projects/p/locations/l/clusters` or

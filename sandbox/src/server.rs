@@ -849,7 +849,7 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
             return (
                 StatusCode::NOT_FOUND,
                 format!(
-                    "the sandbox does not emulate the AWS service {:?}; it serves eks, s3, sagemaker, ec2 and servicequotas",
+                    "the sandbox does not emulate the AWS service {:?}; it serves eks, s3, sagemaker, ec2, servicequotas, iam, sts and kms",
                     signature.service
                 ),
             )
@@ -890,7 +890,7 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let Some(api) = Api::from_name(root) else {
         return (
             StatusCode::NOT_FOUND,
-            format!("no API at /{root}/: the sandbox serves /container/, /file/, /storage/, /serviceusage/, /compute/ and /tpu/, and AWS requests signed for eks, s3, sagemaker, ec2 or servicequotas at /"),
+            format!("no API at /{root}/: the sandbox serves /container/, /file/, /storage/, /serviceusage/, /compute/ and /tpu/, and AWS requests signed for eks, s3, sagemaker, ec2, servicequotas, iam, sts or kms at /"),
         )
             .into_response();
     };

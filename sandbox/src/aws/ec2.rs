@@ -18,10 +18,10 @@
 use std::collections::BTreeMap;
 
 use super::eks::{instance_gpus, instance_shape};
+use super::query::{list, param, params};
 use super::xml::Element;
 use super::{AwsError, AwsRequest, AwsResponse, ACCOUNT};
 use crate::capacity::{glob, AwsCapacity};
-use crate::http::parse_query;
 
 const XMLNS: &str = "http://ec2.amazonaws.com/doc/2016-11-15/";
 
@@ -332,37 +332,6 @@ pub(crate) fn launch_failure(
 
 fn invalid(message: impl Into<String>) -> AwsError {
     AwsError::new(400, "InvalidParameterValue", message)
-}
-
-/// The request's parameters: the form body and the query string together.
-fn params(req: &AwsRequest) -> Vec<(String, String)> {
-    let mut out = req.query.clone();
-    if let Ok(body) = std::str::from_utf8(&req.body) {
-        out.extend(parse_query(body.trim()));
-    }
-    out
-}
-
-fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    params
-        .iter()
-        .find(|(k, _)| k == name)
-        .map(|(_, v)| v.as_str())
-}
-
-/// `Prefix.N` lists (`ZoneName.1`, `ZoneName.2`), in index order.
-fn list(params: &[(String, String)], prefix: &str) -> Vec<String> {
-    let mut items: BTreeMap<u32, String> = BTreeMap::new();
-    for (k, v) in params {
-        if let Some(n) = k
-            .strip_prefix(prefix)
-            .and_then(|r| r.strip_prefix('.'))
-            .and_then(|n| n.parse().ok())
-        {
-            items.insert(n, v.clone());
-        }
-    }
-    items.into_values().collect()
 }
 
 /// `Filter.N.Name` / `Filter.N.Value.M`, in index order.

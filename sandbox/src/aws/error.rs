@@ -3,7 +3,8 @@
 //! Service Quotas) puts `{"__type": code, "message": …}` in the body; REST-XML (S3)
 //! answers `<Error><Code/><Message/><RequestId/></Error>`, with no body at all for HEAD;
 //! the EC2 query protocol answers `<Response><Errors><Error><Code/><Message/></Error>
-//! </Errors><RequestID/></Response>`.
+//! </Errors><RequestID/></Response>`; IAM's and STS's query protocol `<ErrorResponse>
+//! <Error><Type/><Code/><Message/></Error><RequestId/></ErrorResponse>`. KMS is JSON 1.1.
 
 use serde_json::json;
 
@@ -46,7 +47,7 @@ impl AwsError {
             )
             .with_header("x-amzn-ErrorType", format!("{}:", self.code))
             .with_header("x-amzn-RequestId", request_id),
-            Service::SageMaker | Service::Quotas => AwsResponse::json(
+            Service::SageMaker | Service::Quotas | Service::Kms => AwsResponse::json(
                 self.status,
                 "application/x-amz-json-1.1",
                 &json!({"__type": self.code, "message": self.message}),
@@ -55,6 +56,26 @@ impl AwsError {
             Service::Ec2 => {
                 let xml = format!(
                     "<Response><Errors><Error><Code>{}</Code><Message>{}</Message></Error></Errors><RequestID>{}</RequestID></Response>",
+                    escape(&self.code),
+                    escape(&self.message),
+                    crate::common::ids::new_uid()
+                );
+                AwsResponse::xml(self.status, &xml)
+            }
+            Service::Iam | Service::Sts => {
+                let xmlns = if service == Service::Iam {
+                    "https://iam.amazonaws.com/doc/2010-05-08/"
+                } else {
+                    "https://sts.amazonaws.com/doc/2011-06-15/"
+                };
+                // Sender: the caller's fault; Receiver: the service's.
+                let fault = if self.status < 500 {
+                    "Sender"
+                } else {
+                    "Receiver"
+                };
+                let xml = format!(
+                    "<ErrorResponse xmlns=\"{xmlns}\"><Error><Type>{fault}</Type><Code>{}</Code><Message>{}</Message></Error><RequestId>{}</RequestId></ErrorResponse>",
                     escape(&self.code),
                     escape(&self.message),
                     crate::common::ids::new_uid()
@@ -131,6 +152,24 @@ mod tests {
             body.contains("<Code>NoSuchBucket</Code>")
                 && body.contains("<BucketName>b&amp;c</BucketName>"),
             "{body}"
+        );
+        let iam = AwsError::new(
+            409,
+            "EntityAlreadyExists",
+            "Role with name r already exists.",
+        )
+        .response(Service::Iam, &req);
+        let body = String::from_utf8(iam.body).unwrap_or_default();
+        assert_eq!(iam.status, 409);
+        assert!(
+            body.contains("<ErrorResponse xmlns=\"https://iam.amazonaws.com/doc/2010-05-08/\"><Error><Type>Sender</Type><Code>EntityAlreadyExists</Code>")
+                && body.contains("<RequestId>"),
+            "{body}"
+        );
+        let kms = AwsError::new(400, "NotFoundException", "nope").response(Service::Kms, &req);
+        assert_eq!(
+            kms.json_body().map(|b| b["__type"].clone()),
+            Some(json!("NotFoundException"))
         );
         let head = AwsRequest::new(Method::HEAD, "/b", &[], b"");
         assert!(s3.response(Service::S3, &head).body.is_empty());

@@ -1,24 +1,33 @@
 //! The AWS side of the sandbox: EKS (REST-JSON), S3 (REST-XML), SageMaker (JSON 1.1),
-//! and the capacity a plan reads — EC2's instance type offerings and Availability Zones
-//! (the EC2 query protocol) and Service Quotas (JSON 1.1) — all served at the sandbox's
-//! root URL the way a `--endpoint-url` client reaches them.
+//! IAM roles and STS (the query protocol), KMS keys (JSON 1.1), and the capacity a plan
+//! reads — EC2's instance type offerings and Availability Zones (the EC2 query protocol)
+//! and Service Quotas (JSON 1.1) — all served at the sandbox's root URL the way a
+//! `--endpoint-url` client reaches them.
 //! AWS clients sign every request with SigV4, and the credential scope in that signature
 //! (`…/us-east-1/eks/aws4_request`) names the service and region: that is how one port
 //! tells an EKS `GET /clusters` from an S3 `GET /clusters` (a bucket named `clusters`).
+//! IAM is global (clients sign it for us-east-1) and its roles are one set whatever the
+//! region; KMS keys, like EKS clusters, belong to the region they were signed for.
 //! This file owns the transport-neutral request and response values, the routing by
 //! signature and the persisted AWS world (the configured capacity included); `error.rs`
-//! the error formats, `eks.rs`, `s3/`, `sagemaker.rs`, `ec2.rs` and `servicequotas.rs`
-//! the services, `ack.rs` the ACK SageMaker controller that runs inside emulated EKS
+//! the error formats, `query.rs` the query protocol's parameters and envelope, `eks.rs`,
+//! `s3/`, `sagemaker.rs`, `ec2.rs`, `servicequotas.rs`, `iam.rs`, `sts.rs` and `kms.rs`
+//! the services (`iam.rs` also what a role is to the others: found by ARN, trusting a
+//! service or not), `ack.rs` the ACK SageMaker controller that runs inside emulated EKS
 //! clusters, `kube.rs` what EKS is to the Kubernetes emulator.
 
 pub(crate) mod ack;
 pub(crate) mod ec2;
 pub(crate) mod eks;
 pub(crate) mod error;
+pub(crate) mod iam;
+pub(crate) mod kms;
 pub(crate) mod kube;
+pub(crate) mod query;
 pub(crate) mod s3;
 pub(crate) mod sagemaker;
 pub(crate) mod servicequotas;
+pub(crate) mod sts;
 pub(crate) mod xml;
 
 use axum::http::Method;
@@ -42,11 +51,14 @@ pub(crate) enum Service {
     Ec2,
     /// Service Quotas (signing name `servicequotas`).
     Quotas,
+    Iam,
+    Sts,
+    Kms,
 }
 
 impl Service {
     /// The service whose signing name is `name` (`eks`, `s3`, `sagemaker`, `ec2`,
-    /// `servicequotas`).
+    /// `servicequotas`, `iam`, `sts`, `kms`).
     pub(crate) fn from_signing_name(name: &str) -> Option<Service> {
         match name {
             "eks" => Some(Service::Eks),
@@ -54,6 +66,9 @@ impl Service {
             "sagemaker" => Some(Service::SageMaker),
             "ec2" => Some(Service::Ec2),
             "servicequotas" => Some(Service::Quotas),
+            "iam" => Some(Service::Iam),
+            "sts" => Some(Service::Sts),
+            "kms" => Some(Service::Kms),
             _ => None,
         }
     }
@@ -66,6 +81,9 @@ impl Service {
             Service::SageMaker => "sagemaker",
             Service::Ec2 => "ec2",
             Service::Quotas => "servicequotas",
+            Service::Iam => "iam",
+            Service::Sts => "sts",
+            Service::Kms => "kms",
         }
     }
 }
@@ -247,6 +265,10 @@ pub(crate) struct AwsWorld {
     /// EKS node groups run into and EC2 and Service Quotas report.
     #[serde(default)]
     pub capacity: crate::capacity::AwsCapacity,
+    #[serde(default)]
+    pub iam: iam::Iam,
+    #[serde(default)]
+    pub kms: kms::Kms,
 }
 
 impl AwsWorld {
@@ -254,6 +276,7 @@ impl AwsWorld {
     pub(crate) fn settle(&mut self, now: DateTime<Utc>) {
         self.eks.settle(now);
         self.sagemaker.settle(now);
+        self.kms.settle(now);
     }
 
     /// One line per resource the AWS emulators hold (see `Sandbox::inventory`).
@@ -261,6 +284,8 @@ impl AwsWorld {
         self.eks.inventory(out);
         self.s3.inventory(out);
         self.sagemaker.inventory(out);
+        self.iam.inventory(out);
+        self.kms.inventory(out);
     }
 
     /// Serves one request of `service`.
@@ -276,6 +301,9 @@ impl AwsWorld {
             Service::SageMaker => self.sagemaker.handle(req, ctx),
             Service::Ec2 => ec2::handle(req, &self.capacity),
             Service::Quotas => servicequotas::handle(req, &self.capacity),
+            Service::Iam => self.iam.handle(req, ctx.now),
+            Service::Sts => sts::handle(req),
+            Service::Kms => self.kms.handle(req, ctx.now),
         };
         result.unwrap_or_else(|e| e.response(service, req))
     }
@@ -330,6 +358,18 @@ pub(crate) fn injected(
         (Service::Ec2, _) => (500, "InternalError", "An internal error has occurred"),
         (Service::Quotas, 429) => (400, "TooManyRequestsException", "Rate exceeded"),
         (Service::Quotas, s) => (s, "ServiceException", "Something went wrong."),
+        // IAM and STS throttle with 400 Throttling, KMS with 400 ThrottlingException.
+        (Service::Iam | Service::Sts, 429) => (400, "Throttling", "Rate exceeded"),
+        (Service::Iam | Service::Sts, 503) => (503, "ServiceUnavailable", "Service is unavailable"),
+        (Service::Iam, s) => (
+            s,
+            "ServiceFailure",
+            "Request processing has failed due to an unknown error, exception or failure.",
+        ),
+        (Service::Sts, s) => (s, "InternalFailure", "An internal error occurred."),
+        (Service::Kms, 429) => (400, "ThrottlingException", "Rate exceeded"),
+        (Service::Kms, 503) => (503, "ServiceUnavailableException", "Service unavailable"),
+        (Service::Kms, s) => (s, "KMSInternalException", "An internal error occurred."),
     };
     let response = AwsError::new(status, code, message).response(service, req);
     match retry_after {
@@ -415,7 +455,10 @@ mod tests {
             Service::from_signing_name("sagemaker"),
             Some(Service::SageMaker)
         );
-        assert_eq!(Service::from_signing_name("sts"), None);
+        assert_eq!(Service::from_signing_name("sts"), Some(Service::Sts));
+        assert_eq!(Service::from_signing_name("iam"), Some(Service::Iam));
+        assert_eq!(Service::from_signing_name("kms"), Some(Service::Kms));
+        assert_eq!(Service::from_signing_name("lambda"), None);
     }
 
     #[test]

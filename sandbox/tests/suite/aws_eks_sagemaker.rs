@@ -25,15 +25,15 @@ fn model(service: &str, version: &str) -> Value {
     terrain_contracts::botocore(service, version)
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
 }
 
 /// The official aws CLI pointed at the sandbox, with no trace of the developer's own
-/// configuration or credentials.
-struct Aws {
+/// configuration or credentials (the other AWS suites drive it through this too).
+pub(crate) struct Aws {
     url: String,
     home: tempfile::TempDir,
     /// The exit code for an error the service answered: 255 for CLI v1 (which uses it
@@ -43,7 +43,7 @@ struct Aws {
 
 impl Aws {
     /// `None` (and a message) when the CLI is not installed.
-    async fn new(sandbox: &Sandbox) -> Option<Aws> {
+    pub(crate) async fn new(sandbox: &Sandbox) -> Option<Aws> {
         let version = tokio::process::Command::new("aws")
             .arg("--version")
             .output()
@@ -73,7 +73,7 @@ impl Aws {
         })
     }
 
-    async fn run_in(&self, region: &str, args: &[&str]) -> Out {
+    pub(crate) async fn run_in(&self, region: &str, args: &[&str]) -> Out {
         let mut cmd = tokio::process::Command::new("aws");
         cmd.arg("--endpoint-url")
             .arg(&self.url)
@@ -102,16 +102,16 @@ impl Aws {
         }
     }
 
-    async fn run(&self, args: &[&str]) -> Out {
+    pub(crate) async fn run(&self, args: &[&str]) -> Out {
         self.run_in(REGION, args).await
     }
 
     /// Runs a command that must succeed and returns its JSON output.
-    async fn json(&self, args: &[&str]) -> Value {
+    pub(crate) async fn json(&self, args: &[&str]) -> Value {
         self.json_in(REGION, args).await
     }
 
-    async fn json_in(&self, region: &str, args: &[&str]) -> Value {
+    pub(crate) async fn json_in(&self, region: &str, args: &[&str]) -> Value {
         let out = self.run_in(region, args).await;
         assert_eq!(
             out.code,
@@ -128,7 +128,7 @@ impl Aws {
     }
 
     /// Runs a command the service must refuse with `code`; returns the CLI's message.
-    async fn fails(&self, args: &[&str], code: &str) -> String {
+    pub(crate) async fn fails(&self, args: &[&str], code: &str) -> String {
         let out = self.run(args).await;
         assert_eq!(
             out.code,

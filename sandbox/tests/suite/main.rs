@@ -6,6 +6,7 @@
 mod common;
 
 mod aws_eks_sagemaker;
+mod aws_iam_kms;
 mod aws_s3;
 mod capacity;
 mod discovery_fields;
