@@ -272,13 +272,20 @@ where
         kind,
     } = *what;
     // A second attempt only after waiting out a same-named object being deleted.
-    for attempt in 0..2 {
+    let mut attempt = 0;
+    let mut propagation = RolePropagation::new();
+    while attempt < 2 {
+        attempt += 1;
         match send().await.map_err(|e| sdk_error(call, e)) {
             Ok(_) => break,
+            Err(e) if propagation.retry(ctx, &e).await => {
+                attempt -= 1;
+                continue;
+            }
             Err(e) if code_of(&e) == IN_USE => {
                 // Our earlier attempt (lost response, interrupted run) or someone else's.
                 let live = describe().await?.ok_or(e)?;
-                if is_deleting(&live) && attempt == 0 {
+                if is_deleting(&live) && attempt == 1 {
                     ctx.progress(&format!(
                         "waiting for the previous {noun} {name} to finish deleting"
                     ));
@@ -301,6 +308,56 @@ where
         }
     }
     Ok(())
+}
+
+/// How long a role just created may take to be usable by EKS: IAM is eventually
+/// consistent, and a create naming a role made seconds before can be refused as if
+/// the role did not exist or did not trust EKS.
+pub(crate) const ROLE_PROPAGATION: Duration = Duration::from_secs(60);
+
+/// Retries of a create refused because its role is not visible to EKS yet: bounded by
+/// [`ROLE_PROPAGATION`], backing off from one second, each said in a progress line.
+/// Any other refusal, and this one past the bound, is not retried.
+pub(crate) struct RolePropagation {
+    started: tokio::time::Instant,
+    delay: Duration,
+}
+
+impl RolePropagation {
+    pub(crate) fn new() -> Self {
+        Self {
+            started: tokio::time::Instant::now(),
+            delay: Duration::from_secs(1),
+        }
+    }
+
+    /// Whether `e` is that refusal and time remains: then waits and says so.
+    pub(crate) async fn retry(&mut self, ctx: &Ctx, e: &ProviderError) -> bool {
+        if !is_role_not_ready(e) || self.started.elapsed() + self.delay > ROLE_PROPAGATION {
+            return false;
+        }
+        ctx.progress(&format!(
+            "EKS cannot assume the role yet (IAM takes a few seconds to make a new role usable); retrying in {}s",
+            self.delay.as_secs()
+        ));
+        tokio::time::sleep(self.delay).await;
+        self.delay = (self.delay * 2).min(Duration::from_secs(10));
+        true
+    }
+}
+
+/// Whether EKS refused a create because the role it names cannot be assumed yet: an
+/// `InvalidParameterException` about the role, as EKS words it for a role IAM has not
+/// propagated (the same words as for a role that does not exist, hence the bound).
+pub(crate) fn is_role_not_ready(e: &ProviderError) -> bool {
+    let ProviderError::Api { code, message, .. } = e else {
+        return false;
+    };
+    code == "InvalidParameterException"
+        && message.contains("Role")
+        && (message.contains("could not be assumed")
+            || message.contains("does not exist")
+            || message.contains("trusted entity"))
 }
 
 /// A delete EKS refused with `refusal` (in use): fine when the object is already being
@@ -555,6 +612,42 @@ pub(crate) mod testing {
 
 #[cfg(test)]
 mod tests {
+    /// IAM is eventually consistent: a role made seconds before may be refused.
+    #[tokio::test(start_paused = true)]
+    async fn a_role_not_yet_visible_to_eks_is_retried_for_a_bounded_time() {
+        let refused = ProviderError::api(
+            "eks:CreateCluster",
+            400,
+            "InvalidParameterException",
+            "Role with arn: arn:aws:iam::123456789012:role/c, could not be assumed because it does not exist or the trusted entity is not correct",
+        );
+        let other = ProviderError::api(
+            "eks:CreateCluster",
+            400,
+            "InvalidParameterException",
+            "Subnets specified must be in at least two different AZs",
+        );
+        assert!(is_role_not_ready(&refused));
+        assert!(!is_role_not_ready(&other));
+        let said = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let sink = said.clone();
+        let ctx = Ctx::new("eks_cluster.ml", serde_json::json!({})).with_reporter(
+            std::sync::Arc::new(move |m: &str| sink.lock().expect("lock").push(m.to_string())),
+        );
+        let mut retry = RolePropagation::new();
+        assert!(!retry.retry(&ctx, &other).await, "other refusals are not retried");
+        let started = tokio::time::Instant::now();
+        let mut tries = 0;
+        while retry.retry(&ctx, &refused).await {
+            tries += 1;
+        }
+        assert!(tries >= 5, "{tries}");
+        assert!(started.elapsed() <= ROLE_PROPAGATION, "{:?}", started.elapsed());
+        let said = said.lock().expect("lock");
+        assert_eq!(said.len(), tries);
+        assert!(said[0].contains("retrying in 1s"), "{said:?}");
+    }
+
     use super::*;
     use aws_sdk_eks::types::{ClusterStatus, ErrorCode, ErrorDetail, NodegroupStatus};
 
