@@ -115,6 +115,13 @@ pub fn builtin() -> Registry {
     r.register(Arc::new(Adapter::new(aws::eks_node_group::EksNodeGroup)));
     r.register(Arc::new(Adapter::new(aws::s3_bucket::S3Bucket)));
     r.register(Arc::new(Adapter::new(aws::s3_object::S3Object)));
+    r.register(Arc::new(Adapter::new(aws::vpc::AwsVpc)));
+    r.register(Arc::new(Adapter::new(aws::subnet::AwsSubnet)));
+    r.register(Arc::new(Adapter::new(
+        aws::internet_gateway::AwsInternetGateway,
+    )));
+    r.register(Arc::new(Adapter::new(aws::nat_gateway::AwsNatGateway)));
+    r.register(Arc::new(Adapter::new(aws::route_table::AwsRouteTable)));
     r.register(Arc::new(Adapter::new(
         aws::sagemaker_pipeline::SageMakerPipeline,
     )));

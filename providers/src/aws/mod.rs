@@ -1,13 +1,15 @@
 //! The AWS provider (`[providers.aws]`): EKS clusters and managed node groups, S3 buckets
-//! and objects through the AWS SDK for Rust, and SageMaker pipelines and executions
-//! submitted as ACK custom resources on an EKS cluster (cross-checked with the SageMaker
-//! API).
+//! and objects through the AWS SDK for Rust, the VPC network (VPC, subnets, internet and
+//! NAT gateways, route tables) through EC2's query protocol, and SageMaker pipelines and
+//! executions submitted as ACK custom resources on an EKS cluster (cross-checked with the
+//! SageMaker API).
 //!
 //! Layout: `config` resolves settings and builds SDK clients, `signed` calls by
 //! hand-signed HTTP the services terrain builds no SDK crate for (EC2, Service Quotas,
-//! SageMaker), `token` makes the presigned STS token EKS's Kubernetes API accepts,
-//! `catalog` holds the offline knowledge validation uses, `definition` validates
-//! SageMaker pipeline definitions; one file per resource kind.
+//! SageMaker), `ec2` makes EC2 query calls and reads their XML, `token` makes the
+//! presigned STS token EKS's Kubernetes API accepts, `catalog` holds the offline
+//! knowledge validation uses, `definition` validates SageMaker pipeline definitions; one
+//! file per resource kind.
 //!
 //! Every object terrain creates carries the tags `managed-by=terrain` and
 //! `terrain-address=<kind>.<name>`: when a create's response is lost and the retry finds
@@ -18,15 +20,21 @@ pub mod capacity;
 pub mod catalog;
 pub mod config;
 pub mod definition;
+pub mod ec2;
 pub mod eks;
 pub mod eks_cluster;
 pub mod eks_node_group;
+pub mod internet_gateway;
+pub mod nat_gateway;
+pub mod route_table;
 pub mod s3_bucket;
 pub mod s3_object;
 pub mod sagemaker_pipeline;
 pub mod sagemaker_pipeline_execution;
 pub mod signed;
+pub mod subnet;
 pub mod token;
+pub mod vpc;
 
 /// The aws provider's table and capacity (see [`crate::provider::Provider`]).
 pub struct Aws;

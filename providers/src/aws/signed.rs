@@ -1,5 +1,6 @@
 //! Hand-signed HTTP calls to the AWS APIs terrain builds no SDK crate for: EC2 (query
-//! protocol) and Service Quotas (JSON 1.1) for the capacity preflight (`capacity`),
+//! protocol, made and read by `ec2`) for the VPC network kinds and the capacity
+//! preflight, Service Quotas (JSON 1.1) for the capacity preflight (`capacity`),
 //! SageMaker (JSON 1.1) for the ACK kinds' cross-checks (`ack`). Their SDK crates take
 //! minutes to build for a handful of read calls; `token.rs` signs for STS the same way.
 //!
