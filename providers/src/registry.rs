@@ -19,12 +19,19 @@ pub fn provider(name: &str) -> Option<&'static dyn Provider> {
 
 /// Every kind some provider's stack-wide checks read.
 pub fn stack_kinds() -> impl Iterator<Item = &'static str> {
-    PROVIDERS.iter().flat_map(|p| p.stack_kinds().iter().copied())
+    PROVIDERS
+        .iter()
+        .flat_map(|p| p.stack_kinds().iter().copied())
 }
 
 /// Every provider's stack-wide checks over `resources`.
-pub fn check_stack(resources: &[crate::protocol::StackResource]) -> Vec<crate::protocol::StackFinding> {
-    PROVIDERS.iter().flat_map(|p| p.check_stack(resources)).collect()
+pub fn check_stack(
+    resources: &[crate::protocol::StackResource],
+) -> Vec<crate::protocol::StackFinding> {
+    PROVIDERS
+        .iter()
+        .flat_map(|p| p.check_stack(resources))
+        .collect()
 }
 
 /// All resource kinds terrain knows, by kind name.
@@ -128,6 +135,13 @@ pub fn builtin() -> Registry {
     r.register(Arc::new(Adapter::new(aws::iam_role::IamRole)));
     r.register(Arc::new(Adapter::new(aws::kms_key::KmsKey)));
     r.register(Arc::new(Adapter::new(aws::aws_account::AwsAccount)));
+    r.register(Arc::new(Adapter::new(aws::vpc::AwsVpc)));
+    r.register(Arc::new(Adapter::new(aws::subnet::AwsSubnet)));
+    r.register(Arc::new(Adapter::new(
+        aws::internet_gateway::AwsInternetGateway,
+    )));
+    r.register(Arc::new(Adapter::new(aws::nat_gateway::AwsNatGateway)));
+    r.register(Arc::new(Adapter::new(aws::route_table::AwsRouteTable)));
     r.register(Arc::new(Adapter::new(
         aws::sagemaker_pipeline::SageMakerPipeline,
     )));

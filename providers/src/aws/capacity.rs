@@ -9,9 +9,9 @@
 //! say that instances outside the stack count too. A node group is counted by its first
 //! instance type: that is what EKS launches while it has capacity.
 //!
-//! EC2 (query protocol, XML answers: this file builds the requests and reads the
-//! documents) and Service Quotas (JSON 1.1) are called by hand-signed HTTP through
-//! `signed`, which owns the credentials, signing, retries and endpoints (`endpoints.ec2`,
+//! EC2 (query protocol, XML answers: `ec2` makes the call and reads the document, this
+//! file the items it needs) and Service Quotas (JSON 1.1) are called by hand-signed HTTP
+//! through `signed`, which owns the credentials, signing, retries and endpoints (`endpoints.ec2`,
 //! `endpoints.servicequotas`, `endpoint`, else `AWS_ENDPOINT_URL_EC2`,
 //! `AWS_ENDPOINT_URL_SERVICE_QUOTAS`, `AWS_ENDPOINT_URL`, else the public ones): their
 //! SDK crates would be large to build for four read calls. Throttling, 5xx answers and
@@ -21,11 +21,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use aws_smithy_xml::decode::{try_data, Document, ScopedDecoder, XmlDecodeError};
 use serde_json::json;
 
-use super::signed::{Signed, EC2, SERVICE_QUOTAS};
-use super::token::encode;
+use super::ec2::{self, Node};
+use super::signed::{Signed, SERVICE_QUOTAS};
 use crate::capacity::{amount, Tally};
 use crate::failure::{self, Cloud};
 use crate::{Ctx, Demand, Finding, Need, ProviderError};
@@ -471,56 +470,7 @@ impl Aws {
         ))
     }
 
-    /// One EC2 query-protocol call: its answer's document, checked to be `action`'s.
-    async fn ec2(
-        &self,
-        region: &str,
-        action: &str,
-        params: &[(String, String)],
-    ) -> Result<Node, ProviderError> {
-        let call = format!("ec2:{action}");
-        let mut body = format!("Action={action}&Version=2016-11-15");
-        for (name, value) in params {
-            body.push('&');
-            body.push_str(&encode(name));
-            body.push('=');
-            body.push_str(&encode(value));
-        }
-        let text = self
-            .0
-            .send(
-                &call,
-                &EC2,
-                region,
-                &[(
-                    "content-type",
-                    "application/x-www-form-urlencoded; charset=utf-8",
-                )],
-                body.as_bytes(),
-                ec2_error,
-            )
-            .await?;
-        let expected = format!("{action}Response");
-        match parse(&text) {
-            Ok(root) if root.name == expected => Ok(root),
-            Ok(root) => Err(failure::malformed(
-                call,
-                Cloud::Aws,
-                200,
-                &format!("expected EC2's {expected} document, got <{}>", root.name),
-                None,
-            )),
-            Err(e) => Err(failure::malformed(
-                call,
-                Cloud::Aws,
-                200,
-                &format!("not XML ({e})"),
-                None,
-            )),
-        }
-    }
-
-    /// Every `item` of `set` over all the pages of an EC2 call.
+    /// Every `item` of `set` over all the pages of an EC2 call (see [`ec2::items`]).
     async fn ec2_items(
         &self,
         region: &str,
@@ -528,27 +478,7 @@ impl Aws {
         params: &[(String, String)],
         set: &str,
     ) -> Result<Vec<Node>, ProviderError> {
-        let mut items = Vec::new();
-        let mut token: Option<String> = None;
-        // Bounded, so a server that keeps answering with a token cannot loop us.
-        for _ in 0..1000 {
-            let mut page = params.to_vec();
-            if let Some(t) = &token {
-                page.push(("NextToken".to_string(), t.clone()));
-            }
-            let root = self.ec2(region, action, &page).await?;
-            if let Some(found) = root.find(set) {
-                items.extend(found.all("item").cloned());
-            }
-            token = root
-                .text("nextToken")
-                .filter(|t| !t.is_empty())
-                .map(str::to_string);
-            if token.is_none() {
-                break;
-            }
-        }
-        Ok(items)
+        ec2::items(&self.0, region, action, params, set).await
     }
 
     /// The applied value of EC2 quota `code` in `region` and its name; the default when
@@ -585,80 +515,6 @@ impl Aws {
         }
         Ok(None)
     }
-}
-
-/// The code and message of an EC2 error document
-/// (`<Response><Errors><Error><Code>…</Code><Message>…</Message>`).
-fn ec2_error(text: &str) -> (String, String) {
-    let error = parse(text).ok().and_then(|root| {
-        let error = root.find("Errors")?.find("Error")?.clone();
-        Some((
-            error.text("Code").unwrap_or_default().to_string(),
-            error.text("Message").unwrap_or_default().to_string(),
-        ))
-    });
-    error.unwrap_or_else(|| (String::new(), failure::unreadable(text)))
-}
-
-// ---------------------------------------------------------------- XML
-
-/// An element of an EC2 answer: the leaves this file reads hold text, every other
-/// element its children.
-#[derive(Debug, Clone, Default, PartialEq)]
-struct Node {
-    name: String,
-    text: String,
-    children: Vec<Node>,
-}
-
-/// The elements read as text. The decoder cannot tell text from children before
-/// reading, so the leaves are named; other elements' text is skipped.
-const LEAVES: &[&str] = &[
-    "instanceType",
-    "location",
-    "nextToken",
-    "defaultVCpus",
-    "subnetId",
-    "availabilityZone",
-    "requestId",
-    "Code",
-    "Message",
-    "RequestID",
-];
-
-impl Node {
-    fn find(&self, name: &str) -> Option<&Node> {
-        self.children.iter().find(|c| c.name == name)
-    }
-
-    fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Node> + 'a {
-        self.children.iter().filter(move |c| c.name == name)
-    }
-
-    fn text(&self, name: &str) -> Option<&str> {
-        self.find(name).map(|c| c.text.as_str())
-    }
-}
-
-fn parse(xml: &str) -> Result<Node, XmlDecodeError> {
-    let mut doc = Document::new(xml);
-    let mut root = doc.root_element()?;
-    read(&mut root)
-}
-
-fn read(el: &mut ScopedDecoder<'_, '_>) -> Result<Node, XmlDecodeError> {
-    let mut node = Node {
-        name: el.start_el().local().to_string(),
-        ..Node::default()
-    };
-    if LEAVES.contains(&node.name.as_str()) {
-        node.text = try_data(el)?.trim().to_string();
-        return Ok(node);
-    }
-    while let Some(mut child) = el.next_tag() {
-        node.children.push(read(&mut child)?);
-    }
-    Ok(node)
 }
 
 #[cfg(test)]
@@ -926,7 +782,7 @@ mod tests {
     #[test]
     fn errors_are_read_as_each_protocol_writes_them() {
         assert_eq!(
-            ec2_error("<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are not authorized to perform this operation.</Message></Error></Errors><RequestID>x</RequestID></Response>"),
+            ec2::error("<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are not authorized to perform this operation.</Message></Error></Errors><RequestID>x</RequestID></Response>"),
             ("UnauthorizedOperation".to_string(), "You are not authorized to perform this operation.".to_string())
         );
         assert_eq!(
@@ -943,7 +799,7 @@ mod tests {
                     .to_string()
             )
         );
-        assert_eq!(encode("g5.*"), "g5.%2A");
+        assert_eq!(super::super::token::encode("g5.*"), "g5.%2A");
         assert_eq!(
             public_url("servicequotas", "cn-north-1"),
             "https://servicequotas.cn-north-1.amazonaws.com.cn/"

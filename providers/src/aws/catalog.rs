@@ -278,6 +278,18 @@ pub fn check_subnet_id(id: &str) -> Result<(), String> {
     }
 }
 
+/// Checks the id of an EC2 network object: `prefix` (`vpc`, `igw`, `nat`) and 8 or 17
+/// hex digits; `what` names it in the message (`a VPC id`).
+pub fn check_ec2_id(id: &str, prefix: &str, what: &str) -> Result<(), String> {
+    if is_ec2_id(id, prefix) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{id:?} is not {what}; expected {prefix}- and 8 or 17 hex digits, such as {prefix}-0abc12345def67890"
+        ))
+    }
+}
+
 /// Checks a security group id (`sg-0abc12345def67890`).
 pub fn check_security_group_id(id: &str) -> Result<(), String> {
     if is_ec2_id(id, "sg") {
@@ -312,6 +324,45 @@ pub fn check_ipv4_cidr(cidr: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// An IPv4 CIDR block as its network address and prefix length; `None` when it is not
+/// one [`check_ipv4_cidr`] accepts.
+pub fn ipv4_block(cidr: &str) -> Option<(u32, u32)> {
+    check_ipv4_cidr(cidr).ok()?;
+    let (addr, len) = cidr.split_once('/')?;
+    let addr: std::net::Ipv4Addr = addr.parse().ok()?;
+    Some((u32::from(addr), len.parse().ok()?))
+}
+
+/// The shortest prefix of a VPC's or subnet's IPv4 block (65,536 addresses).
+pub const VPC_PREFIX_MIN: u32 = 16;
+/// The longest prefix of a VPC's or subnet's IPv4 block (16 addresses).
+pub const VPC_PREFIX_MAX: u32 = 28;
+
+/// Checks a VPC's or subnet's IPv4 block: a CIDR block with a prefix of /16 to /28, as
+/// EC2 allows.
+pub fn check_vpc_cidr(cidr: &str) -> Result<(), String> {
+    check_ipv4_cidr(cidr)?;
+    match ipv4_block(cidr) {
+        Some((_, len)) if (VPC_PREFIX_MIN..=VPC_PREFIX_MAX).contains(&len) => Ok(()),
+        Some((_, len)) => Err(format!(
+            "{cidr:?} is a /{len}; EC2 takes blocks from /{VPC_PREFIX_MIN} (65,536 addresses) to /{VPC_PREFIX_MAX} (16)"
+        )),
+        None => Err(format!("{cidr:?} is not an IPv4 CIDR block")),
+    }
+}
+
+/// Whether block `inner` lies inside block `outer`; `None` when either is not a block.
+pub fn cidr_within(inner: &str, outer: &str) -> Option<bool> {
+    let (i, ilen) = ipv4_block(inner)?;
+    let (o, olen) = ipv4_block(outer)?;
+    let mask = if olen == 0 {
+        0
+    } else {
+        u32::MAX << (32 - olen)
+    };
+    Some(ilen >= olen && i & mask == o)
 }
 
 /// The longest EKS cluster name.

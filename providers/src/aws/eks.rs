@@ -635,14 +635,21 @@ mod tests {
             std::sync::Arc::new(move |m: &str| sink.lock().expect("lock").push(m.to_string())),
         );
         let mut retry = RolePropagation::new();
-        assert!(!retry.retry(&ctx, &other).await, "other refusals are not retried");
+        assert!(
+            !retry.retry(&ctx, &other).await,
+            "other refusals are not retried"
+        );
         let started = tokio::time::Instant::now();
         let mut tries = 0;
         while retry.retry(&ctx, &refused).await {
             tries += 1;
         }
         assert!(tries >= 5, "{tries}");
-        assert!(started.elapsed() <= ROLE_PROPAGATION, "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() <= ROLE_PROPAGATION,
+            "{:?}",
+            started.elapsed()
+        );
         let said = said.lock().expect("lock");
         assert_eq!(said.len(), tries);
         assert!(said[0].contains("retrying in 1s"), "{said:?}");

@@ -50,7 +50,10 @@ impl<'a> View<'a> {
     }
 
     pub fn of_kind(&self, kind: &'a str) -> impl Iterator<Item = &'a StackResource> + '_ {
-        self.by_address.values().copied().filter(move |r| r.kind == kind)
+        self.by_address
+            .values()
+            .copied()
+            .filter(move |r| r.kind == kind)
     }
 
     /// The resource of kind `kind` the value at `path` of `r` references.
@@ -400,13 +403,21 @@ fn node_role(role: &Role<'_>, group: &StackResource, out: &mut Vec<StackFinding>
             ),
         ));
     }
-    let pull = ["ecr:GetAuthorizationToken", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"];
+    let pull = [
+        "ecr:GetAuthorizationToken",
+        "ecr:BatchGetImage",
+        "ecr:GetDownloadUrlForLayer",
+    ];
     let repository = format!("arn:aws:ecr:*:{ACCOUNT_STAND_IN}:repository/*");
     let denied: Vec<&str> = pull
         .iter()
         .copied()
         .filter(|a| {
-            let resource = if *a == "ecr:GetAuthorizationToken" { "*" } else { repository.as_str() };
+            let resource = if *a == "ecr:GetAuthorizationToken" {
+                "*"
+            } else {
+                repository.as_str()
+            };
             role.may(&Request::new(a, resource)).denied()
         })
         .collect();
@@ -439,7 +450,12 @@ pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
-    pub(crate) fn resource(kind: &str, name: &str, spec: Value, refs: &[(&str, &str)]) -> StackResource {
+    pub(crate) fn resource(
+        kind: &str,
+        name: &str,
+        spec: Value,
+        refs: &[(&str, &str)],
+    ) -> StackResource {
         let mut links = BTreeMap::new();
         for (path, text) in refs {
             if let Some(inner) = text.strip_prefix("${").and_then(|t| t.strip_suffix('}')) {
@@ -454,7 +470,10 @@ pub(crate) mod tests {
             kind: kind.to_string(),
             address: format!("{kind}.{name}"),
             spec,
-            refs: refs.iter().map(|(p, t)| (p.to_string(), t.to_string())).collect(),
+            refs: refs
+                .iter()
+                .map(|(p, t)| (p.to_string(), t.to_string()))
+                .collect(),
             links,
         }
     }
@@ -498,17 +517,29 @@ pub(crate) mod tests {
 
     #[test]
     fn a_cluster_role_created_by_the_stack_must_trust_eks_and_hold_the_cluster_policy() {
-        let ok = [role("cluster", json!("eks"), &["AmazonEKSClusterPolicy"]), cluster("cluster")];
+        let ok = [
+            role("cluster", json!("eks"), &["AmazonEKSClusterPolicy"]),
+            cluster("cluster"),
+        ];
         assert!(check(&ok).is_empty(), "{:?}", shown(&check(&ok)));
         let wrong = [role("cluster", json!("ec2"), &[]), cluster("cluster")];
         let found = shown(&check(&wrong));
         assert_eq!(found.len(), 2, "{found:?}");
-        assert!(found[0].starts_with("Error iam_role.cluster.trust: eks_cluster.ml needs eks.amazonaws.com"), "{found:?}");
+        assert!(
+            found[0].starts_with(
+                "Error iam_role.cluster.trust: eks_cluster.ml needs eks.amazonaws.com"
+            ),
+            "{found:?}"
+        );
         assert!(found[0].contains("use `trust = \"eks\"`"), "{found:?}");
         assert!(found[1].contains("AmazonEKSClusterPolicy"), "{found:?}");
         // Without TagSession it works today, but eksctl writes it and auto mode needs it.
         let no_tag = [
-            role("cluster", json!({"services": ["eks.amazonaws.com"]}), &["AmazonEKSClusterPolicy"]),
+            role(
+                "cluster",
+                json!({"services": ["eks.amazonaws.com"]}),
+                &["AmazonEKSClusterPolicy"],
+            ),
             cluster("cluster"),
         ];
         let found = check(&no_tag);
@@ -520,31 +551,53 @@ pub(crate) mod tests {
     #[test]
     fn a_node_role_needs_the_worker_policy_and_registry_read_and_is_warned_about_cni() {
         let full = [
-            role("nodes", json!("ec2"), &[
-                "AmazonEKSWorkerNodePolicy",
-                "AmazonEKS_CNI_Policy",
-                "AmazonEC2ContainerRegistryPullOnly",
-            ]),
+            role(
+                "nodes",
+                json!("ec2"),
+                &[
+                    "AmazonEKSWorkerNodePolicy",
+                    "AmazonEKS_CNI_Policy",
+                    "AmazonEC2ContainerRegistryPullOnly",
+                ],
+            ),
             group("nodes"),
         ];
         assert!(check(&full).is_empty(), "{:?}", shown(&check(&full)));
-        let bare = [role("nodes", json!("ec2"), &["AmazonEKSWorkerNodePolicy"]), group("nodes")];
+        let bare = [
+            role("nodes", json!("ec2"), &["AmazonEKSWorkerNodePolicy"]),
+            group("nodes"),
+        ];
         let found = shown(&check(&bare));
         assert_eq!(found.len(), 2, "{found:?}");
-        assert!(found[0].starts_with("Error iam_role.nodes.managed_policies"), "{found:?}");
+        assert!(
+            found[0].starts_with("Error iam_role.nodes.managed_policies"),
+            "{found:?}"
+        );
         assert!(found[0].contains("ecr:BatchGetImage"), "{found:?}");
-        assert!(found[1].starts_with("Warning iam_role.nodes.managed_policies"), "{found:?}");
+        assert!(
+            found[1].starts_with("Warning iam_role.nodes.managed_policies"),
+            "{found:?}"
+        );
         // An inline statement granting the pulls does as well as the managed policy.
-        let mut inline = role("nodes", json!("ec2"), &["AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy"]);
-        inline.spec["statements"] = json!([{"actions": ["ecr:*"], "resources": ["*"], "effect": "Allow"}]);
+        let mut inline = role(
+            "nodes",
+            json!("ec2"),
+            &["AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy"],
+        );
+        inline.spec["statements"] =
+            json!([{"actions": ["ecr:*"], "resources": ["*"], "effect": "Allow"}]);
         assert!(check(&[inline, group("nodes")]).is_empty());
         // A policy outside the catalog may grant it: a warning, not an error.
         let custom = [
-            role("nodes", json!("ec2"), &[
-                "AmazonEKSWorkerNodePolicy",
-                "AmazonEKS_CNI_Policy",
-                "arn:aws:iam::111122223333:policy/pull",
-            ]),
+            role(
+                "nodes",
+                json!("ec2"),
+                &[
+                    "AmazonEKSWorkerNodePolicy",
+                    "AmazonEKS_CNI_Policy",
+                    "arn:aws:iam::111122223333:policy/pull",
+                ],
+            ),
             group("nodes"),
         ];
         let found = check(&custom);

@@ -1,12 +1,14 @@
 //! The AWS provider (`[providers.aws]`): EKS clusters and managed node groups, S3 buckets
-//! and objects through the AWS SDK for Rust, SageMaker pipelines and executions
-//! submitted as ACK custom resources on an EKS cluster (cross-checked with the SageMaker
-//! API), and IAM roles, KMS keys and the account itself by hand-signed calls.
+//! and objects through the AWS SDK for Rust, the VPC network (VPC, subnets, internet and
+//! NAT gateways, route tables) through EC2's query protocol, SageMaker pipelines and
+//! executions submitted as ACK custom resources on an EKS cluster (cross-checked with the
+//! SageMaker API), and IAM roles, KMS keys and the account itself by hand-signed calls.
 //!
 //! Layout: `config` resolves settings and builds SDK clients, `signed` calls by
 //! hand-signed HTTP the services terrain builds no SDK crate for (EC2, Service Quotas,
-//! SageMaker, IAM, KMS, STS), `policy` holds IAM documents and `access` evaluates them,
-//! `token` makes the presigned STS token EKS's Kubernetes API accepts,
+//! SageMaker, IAM, KMS, STS), `ec2` makes EC2 query calls and reads their XML, `policy`
+//! holds IAM documents, `access` evaluates them, `iam_checks`, `pipeline_access` and
+//! `network_checks` check the stack's IAM chains and network at plan, `token` makes the presigned STS token EKS's Kubernetes API accepts,
 //! `catalog` holds the offline knowledge validation uses, `definition` validates
 //! SageMaker pipeline definitions; one file per resource kind.
 //!
@@ -21,21 +23,27 @@ pub mod capacity;
 pub mod catalog;
 pub mod config;
 pub mod definition;
+pub mod ec2;
 pub mod eks;
 pub mod eks_cluster;
 pub mod eks_node_group;
 pub mod iam_checks;
 pub mod iam_role;
+pub mod internet_gateway;
 pub mod kms_key;
+pub mod nat_gateway;
 pub mod network_checks;
 mod pipeline_access;
 pub mod policy;
+pub mod route_table;
 pub mod s3_bucket;
 pub mod s3_object;
 pub mod sagemaker_pipeline;
 pub mod sagemaker_pipeline_execution;
 pub mod signed;
+pub mod subnet;
 pub mod token;
+pub mod vpc;
 
 /// The kinds the stack-wide checks read: the IAM chain (roles, the buckets and keys
 /// they reach, and what runs as them) and the network.

@@ -220,7 +220,10 @@ fn overlaps(view: &View<'_>, out: &mut Vec<StackFinding>) {
 pub fn range(cidr: &str) -> Option<(u32, u32)> {
     let (ip, len) = cidr.split_once('/')?;
     let len: u32 = len.parse().ok().filter(|l| *l <= 32)?;
-    let octets: Vec<u32> = ip.split('.').map(|o| o.parse::<u8>().ok().map(u32::from)).collect::<Option<_>>()?;
+    let octets: Vec<u32> = ip
+        .split('.')
+        .map(|o| o.parse::<u8>().ok().map(u32::from))
+        .collect::<Option<_>>()?;
     if octets.len() != 4 {
         return None;
     }
@@ -258,7 +261,12 @@ mod tests {
             .map(|(i, s)| (format!("subnet_ids.{i}"), format!("${{aws_subnet.{s}.id}}")))
             .collect();
         let refs: Vec<(&str, &str)> = refs.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
-        resource(kind, name, json!({"subnet_ids": vec![U; subnets.len()]}), &refs)
+        resource(
+            kind,
+            name,
+            json!({"subnet_ids": vec![U; subnets.len()]}),
+            &refs,
+        )
     }
 
     fn table(name: &str, route: Option<(&str, &str)>, subnets: &[&str]) -> StackResource {
@@ -284,7 +292,10 @@ mod tests {
     }
 
     fn shown(found: &[StackFinding]) -> Vec<String> {
-        found.iter().map(|f| format!("{}.{}: {}", f.address, f.path, f.message)).collect()
+        found
+            .iter()
+            .map(|f| format!("{}.{}: {}", f.address, f.path, f.message))
+            .collect()
     }
 
     #[test]
@@ -297,7 +308,10 @@ mod tests {
         ];
         let found = shown(&check(&one));
         assert_eq!(found.len(), 1, "{found:?}");
-        assert!(found[0].starts_with("eks_cluster.ml.subnet_ids: EKS needs subnets in at least two"), "{found:?}");
+        assert!(
+            found[0].starts_with("eks_cluster.ml.subnet_ids: EKS needs subnets in at least two"),
+            "{found:?}"
+        );
         let two = [
             vpc(),
             subnet("a", "10.0.0.0/20", "us-east-1a", false),
@@ -320,15 +334,29 @@ mod tests {
         };
         let mut none = base();
         let found = shown(&check(&none));
-        assert!(found[0].contains("no route table of the stack"), "{found:?}");
+        assert!(
+            found[0].contains("no route table of the stack"),
+            "{found:?}"
+        );
         none.push(table("private", None, &["a"]));
         let found = shown(&check(&none));
-        assert!(found[0].contains("routes nothing to the internet"), "{found:?}");
+        assert!(
+            found[0].contains("routes nothing to the internet"),
+            "{found:?}"
+        );
         let mut nat = base();
-        nat.push(table("private", Some(("nat_gateway_id", "aws_nat_gateway.nat")), &["a"]));
+        nat.push(table(
+            "private",
+            Some(("nat_gateway_id", "aws_nat_gateway.nat")),
+            &["a"],
+        ));
         assert!(check(&nat).is_empty(), "{:?}", shown(&check(&nat)));
         let mut igw = base();
-        igw.push(table("public", Some(("gateway_id", "aws_internet_gateway.igw")), &["a"]));
+        igw.push(table(
+            "public",
+            Some(("gateway_id", "aws_internet_gateway.igw")),
+            &["a"],
+        ));
         let found = shown(&check(&igw));
         assert!(found[0].contains("no public address"), "{found:?}");
     }
@@ -341,8 +369,18 @@ mod tests {
             subnet("b", "10.0.8.0/24", "us-east-1g", false),
         ]));
         assert_eq!(found.len(), 2, "{found:?}");
-        assert!(found.iter().any(|f| f.starts_with("aws_subnet.b.availability_zone: us-east-1 has no zone")), "{found:?}");
-        assert!(found.iter().any(|f| f.starts_with("aws_subnet.b.cidr: overlaps aws_subnet.a")), "{found:?}");
+        assert!(
+            found
+                .iter()
+                .any(|f| f.starts_with("aws_subnet.b.availability_zone: us-east-1 has no zone")),
+            "{found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|f| f.starts_with("aws_subnet.b.cidr: overlaps aws_subnet.a")),
+            "{found:?}"
+        );
     }
 
     #[test]

@@ -90,7 +90,11 @@ fn definition(pipeline: &StackResource) -> Option<Value> {
 
 /// The parameter values of each run of the pipeline the stack makes (its executions'),
 /// over the definition's defaults; the defaults alone when it makes none.
-fn runs(view: &View<'_>, pipeline: &StackResource, definition: &Value) -> Vec<BTreeMap<String, String>> {
+fn runs(
+    view: &View<'_>,
+    pipeline: &StackResource,
+    definition: &Value,
+) -> Vec<BTreeMap<String, String>> {
     let defaults: BTreeMap<String, String> = definition
         .get("Parameters")
         .and_then(Value::as_array)
@@ -99,12 +103,20 @@ fn runs(view: &View<'_>, pipeline: &StackResource, definition: &Value) -> Vec<BT
         .filter_map(|p| {
             let name = p.get("Name")?.as_str()?;
             let value = p.get("DefaultValue")?;
-            Some((name.to_string(), value.as_str().map_or_else(|| value.to_string(), str::to_string)))
+            Some((
+                name.to_string(),
+                value
+                    .as_str()
+                    .map_or_else(|| value.to_string(), str::to_string),
+            ))
         })
         .collect();
     let mut out: Vec<BTreeMap<String, String>> = view
         .of_kind("sagemaker_pipeline_execution")
-        .filter(|e| e.referenced("pipeline_name").is_some_and(|(a, _)| a == pipeline.address))
+        .filter(|e| {
+            e.referenced("pipeline_name")
+                .is_some_and(|(a, _)| a == pipeline.address)
+        })
         .map(|e| {
             let mut params = defaults.clone();
             if let Some(Value::Object(given)) = e.spec.get("parameters") {
@@ -175,7 +187,10 @@ fn s3_needs(
     let mut found: Vec<(bool, String)> = Vec::new();
     walk(args, false, params, &mut found);
     for (write, uri) in found {
-        let Some((bucket, key)) = uri.strip_prefix("s3://").map(|r| r.split_once('/').unwrap_or((r, ""))) else {
+        let Some((bucket, key)) = uri
+            .strip_prefix("s3://")
+            .map(|r| r.split_once('/').unwrap_or((r, "")))
+        else {
             continue;
         };
         // A stand-in object under the prefix: policies grant prefixes with `*`.
@@ -195,7 +210,11 @@ fn s3_needs(
             ),
         });
         if let Some(key_arn) = bucket_key(view, bucket) {
-            let action = if write { "kms:GenerateDataKey" } else { "kms:Decrypt" };
+            let action = if write {
+                "kms:GenerateDataKey"
+            } else {
+                "kms:Decrypt"
+            };
             out.push(Need {
                 action,
                 resource: key_arn.clone(),
@@ -210,7 +229,12 @@ fn s3_needs(
 }
 
 /// Every S3 location in a step's arguments, with whether it is written.
-fn walk(v: &Value, output: bool, params: &BTreeMap<String, String>, found: &mut Vec<(bool, String)>) {
+fn walk(
+    v: &Value,
+    output: bool,
+    params: &BTreeMap<String, String>,
+    found: &mut Vec<(bool, String)>,
+) {
     match v {
         Value::Object(m) => {
             for (k, child) in m {
@@ -280,7 +304,10 @@ fn judge(role: &RoleView<'_>, user: &str, needs: Vec<Need>, out: &mut Vec<StackF
             Decision::Denied { explicit: Some(by) } => out.push(StackFinding::error(
                 role.address(),
                 "statements",
-                message(&format!("is denied by {by}")).replace("; add to statements: ", "; remove that deny or narrow it; the grant: "),
+                message(&format!("is denied by {by}")).replace(
+                    "; add to statements: ",
+                    "; remove that deny or narrow it; the grant: ",
+                ),
             )),
             Decision::Denied { explicit: None } if role.unread().is_empty() => out.push(
                 StackFinding::error(role.address(), "statements", message("is not allowed")),
@@ -303,7 +330,12 @@ fn judge(role: &RoleView<'_>, user: &str, needs: Vec<Need>, out: &mut Vec<StackF
 }
 
 /// The pipeline's role must be allowed to pass the step's role to SageMaker.
-fn pass_role(pipeline: &RoleView<'_>, step: &RoleView<'_>, user: &str, out: &mut Vec<StackFinding>) {
+fn pass_role(
+    pipeline: &RoleView<'_>,
+    step: &RoleView<'_>,
+    user: &str,
+    out: &mut Vec<StackFinding>,
+) {
     let req = Request::new("iam:PassRole", step.arn())
         .with("iam:PassedToService", "sagemaker.amazonaws.com");
     let denied = match pipeline.may(&req) {

@@ -1,5 +1,6 @@
 //! Hand-signed HTTP calls to the AWS APIs terrain builds no SDK crate for: EC2 (query
-//! protocol) and Service Quotas (JSON 1.1) for the capacity preflight (`capacity`),
+//! protocol, made and read by `ec2`) for the VPC network kinds and the capacity
+//! preflight, Service Quotas (JSON 1.1) for the capacity preflight (`capacity`),
 //! SageMaker (JSON 1.1) for the ACK kinds' cross-checks (`ack`), IAM (query protocol)
 //! for `iam_role`, KMS (JSON 1.1) for `kms_key` and STS (query protocol) for
 //! `aws_account`. Their SDK crates take minutes to build for a handful of calls;

@@ -8,6 +8,7 @@ mod support;
 
 mod aws_eks;
 mod aws_iam_kms;
+mod aws_network;
 mod aws_s3;
 mod aws_sagemaker;
 mod gcp_batch;
