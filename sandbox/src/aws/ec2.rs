@@ -15,11 +15,12 @@
 //! the Auto Scaling launch failure when every zone of the group is out of its instance
 //! types (`InsufficientInstanceCapacity`), worded as EKS reports it in a health issue.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::eks::{instance_gpus, instance_shape};
+use super::vpc::Network;
 use super::xml::Element;
-use super::{AwsError, AwsRequest, AwsResponse, ACCOUNT};
+use super::{AwsCtx, AwsError, AwsRequest, AwsResponse};
 use crate::capacity::{glob, AwsCapacity};
 use crate::http::parse_query;
 
@@ -257,34 +258,13 @@ pub(crate) fn offered(region: &str, zone: &str, instance_type: &str) -> bool {
         .any(|(z, t)| z == zone && t == instance_type)
 }
 
-/// The Availability Zone of each subnet of a node group: the configured one, else the
-/// region's zones in turn (a VPC's subnets are usually one per zone, listed in order).
-pub(crate) fn subnet_zones(
-    capacity: &AwsCapacity,
-    region: &str,
-    subnets: &[String],
-) -> Vec<String> {
-    let zones = zones(region);
-    subnets
-        .iter()
-        .enumerate()
-        .map(|(i, subnet)| {
-            capacity.subnets.get(subnet).cloned().unwrap_or_else(|| {
-                zones
-                    .get(i % zones.len().max(1))
-                    .map(|(z, _)| z.clone())
-                    .unwrap_or_else(|| format!("{region}a"))
-            })
-        })
-        .collect()
-}
-
 /// Why an Auto Scaling group of `instance_types` over `subnets` cannot launch its first
 /// instance, as the message of EKS's `AsgInstanceLaunchFailures` health issue: every
 /// zone of its subnets is out of every one of its instance types. `None` when a zone
 /// has capacity or no instance is wanted.
 pub(crate) fn launch_failure(
     capacity: &AwsCapacity,
+    network: &Network,
     region: &str,
     instance_types: &[String],
     subnets: &[String],
@@ -294,7 +274,8 @@ pub(crate) fn launch_failure(
     if desired <= 0 || instance_types.is_empty() {
         return None;
     }
-    let zones = subnet_zones(capacity, region, subnets);
+    // Subnets EC2 does not know launch nothing; EKS refuses them before this.
+    let zones = network.subnet_zones(region, subnets).ok()?;
     let out = |zone: &str, t: &str| capacity.stocked_out(zone, t, capacity_type);
     if !zones
         .iter()
@@ -330,12 +311,12 @@ pub(crate) fn launch_failure(
 
 // ---------------------------------------------------------------- the API
 
-fn invalid(message: impl Into<String>) -> AwsError {
+pub(super) fn invalid(message: impl Into<String>) -> AwsError {
     AwsError::new(400, "InvalidParameterValue", message)
 }
 
 /// The request's parameters: the form body and the query string together.
-fn params(req: &AwsRequest) -> Vec<(String, String)> {
+pub(super) fn params(req: &AwsRequest) -> Vec<(String, String)> {
     let mut out = req.query.clone();
     if let Ok(body) = std::str::from_utf8(&req.body) {
         out.extend(parse_query(body.trim()));
@@ -343,7 +324,7 @@ fn params(req: &AwsRequest) -> Vec<(String, String)> {
     out
 }
 
-fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+pub(super) fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
     params
         .iter()
         .find(|(k, _)| k == name)
@@ -351,7 +332,7 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
 }
 
 /// `Prefix.N` lists (`ZoneName.1`, `ZoneName.2`), in index order.
-fn list(params: &[(String, String)], prefix: &str) -> Vec<String> {
+pub(super) fn list(params: &[(String, String)], prefix: &str) -> Vec<String> {
     let mut items: BTreeMap<u32, String> = BTreeMap::new();
     for (k, v) in params {
         if let Some(n) = k
@@ -366,7 +347,7 @@ fn list(params: &[(String, String)], prefix: &str) -> Vec<String> {
 }
 
 /// `Filter.N.Name` / `Filter.N.Value.M`, in index order.
-fn filters(params: &[(String, String)]) -> Vec<(String, Vec<String>)> {
+pub(super) fn filters(params: &[(String, String)]) -> Vec<(String, Vec<String>)> {
     let mut by_index: BTreeMap<u32, (String, BTreeMap<u32, String>)> = BTreeMap::new();
     for (k, v) in params {
         let Some(rest) = k.strip_prefix("Filter.") else {
@@ -392,7 +373,7 @@ fn filters(params: &[(String, String)]) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-fn respond(action: &str, mut children: Vec<Element>) -> AwsResponse {
+pub(super) fn respond(action: &str, mut children: Vec<Element>) -> AwsResponse {
     let mut root = Element::new(&format!("{action}Response")).attr("xmlns", XMLNS);
     root.push_leaf("requestId", crate::common::ids::new_uid());
     for child in children.drain(..) {
@@ -459,7 +440,7 @@ fn describe_instance_type_offerings(
 }
 
 /// One page of `rows` by `MaxResults` (`min`..=`max`) and `NextToken` (an offset).
-fn paginate<T>(
+pub(super) fn paginate<T>(
     params: &[(String, String)],
     rows: Vec<T>,
     min: usize,
@@ -645,143 +626,39 @@ fn describe_instance_types(
     Ok(respond("DescribeInstanceTypes", children))
 }
 
-/// Whether `id` looks like a subnet id: `subnet-` and lowercase hex digits.
-fn well_formed_subnet(id: &str) -> bool {
-    id.strip_prefix("subnet-").is_some_and(|hex| {
-        !hex.is_empty()
-            && hex
-                .chars()
-                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
-    })
-}
-
-/// One `subnetSet` item. The VPC and CIDR block are derived from the names, so they stay
-/// the same across calls and restarts.
-fn subnet_info(region: &str, subnet: &str, zone: &str, zone_id: Option<&str>) -> Element {
-    use crate::common::hash::fnv64;
-    let vpc = format!("vpc-0{:016x}", fnv64(&["vpc", region]));
-    let octet = fnv64(&["subnet", subnet]) % 256;
-    let mut item = Element::new("item")
-        .with(Element::leaf("subnetId", subnet))
-        .with(Element::leaf(
-            "subnetArn",
-            format!("arn:aws:ec2:{region}:{ACCOUNT}:subnet/{subnet}"),
-        ))
-        .with(Element::leaf("state", "available"))
-        .with(Element::leaf("vpcId", vpc))
-        .with(Element::leaf("cidrBlock", format!("10.0.{octet}.0/24")))
-        .with(Element::new("ipv6CidrBlockAssociationSet"))
-        .with(Element::leaf("availableIpAddressCount", "251"))
-        .with(Element::leaf("availabilityZone", zone));
-    if let Some(id) = zone_id {
-        item.push_leaf("availabilityZoneId", id);
-    }
-    item.push_leaf("defaultForAz", "false");
-    item.push_leaf("mapPublicIpOnLaunch", "false");
-    item.push_leaf("assignIpv6AddressOnCreation", "false");
-    item.push_leaf("ownerId", ACCOUNT);
-    item
-}
-
-fn describe_subnets(
-    region: &str,
+/// Serves one EC2 query-protocol request: capacity reads here, VPC networking in
+/// `vpc.rs`. The signed region is touched first (its default VPC made, the configured
+/// subnets of `capacity` made real); `eks_subnets` are the subnets EKS has network
+/// interfaces in, which cannot be deleted.
+pub(crate) fn handle(
+    req: &AwsRequest,
+    ctx: &AwsCtx,
+    network: &mut Network,
     capacity: &AwsCapacity,
-    params: &[(String, String)],
+    eks_subnets: &BTreeSet<String>,
 ) -> Result<AwsResponse, AwsError> {
-    let region_zones = zones(region);
-    let in_region = |zone: &str| region_zones.iter().any(|(z, _)| z == zone);
-    let ids = list(params, "SubnetId");
-    let mut rows: Vec<(String, String)> = if ids.is_empty() {
-        // With no VPCs to list, "every subnet" is those the capacity places in a zone of
-        // this region.
-        capacity
-            .subnets
-            .iter()
-            .filter(|(_, zone)| in_region(zone))
-            .map(|(s, z)| (s.clone(), z.clone()))
-            .collect()
-    } else {
-        if let Some(bad) = ids.iter().find(|id| !well_formed_subnet(id)) {
-            return Err(AwsError::new(
-                400,
-                "InvalidSubnetID.Malformed",
-                format!("Invalid id: \"{bad}\""),
-            ));
-        }
-        // In the order asked, as a node group lists them: unconfigured subnets take the
-        // region's zones in turn (see `subnet_zones`).
-        let zones = subnet_zones(capacity, region, &ids);
-        let mut rows: Vec<(String, String)> = Vec::new();
-        for (id, zone) in ids.into_iter().zip(zones) {
-            // A subnet configured in another region's zone is not in this one.
-            if !in_region(&zone) {
-                return Err(AwsError::new(
-                    400,
-                    "InvalidSubnetID.NotFound",
-                    format!("The subnet ID '{id}' does not exist"),
-                ));
-            }
-            if !rows.iter().any(|(s, _)| *s == id) {
-                rows.push((id, zone));
-            }
-        }
-        rows
-    };
-    let zone_id = |zone: &str| {
-        region_zones
-            .iter()
-            .find(|(z, _)| z == zone)
-            .map(|(_, id)| id.clone())
-    };
-    for (name, values) in filters(params) {
-        let admits = |v: &str| values.iter().any(|p| glob(p, v));
-        match name.as_str() {
-            "subnet-id" | "subnetId" => rows.retain(|(s, _)| admits(s)),
-            "availability-zone" | "availabilityZone" => rows.retain(|(_, z)| admits(z)),
-            "availability-zone-id" | "availabilityZoneId" => {
-                rows.retain(|(_, z)| zone_id(z).is_some_and(|id| admits(&id)))
-            }
-            "state" => rows.retain(|_| admits("available")),
-            other => return Err(invalid(format!("The filter '{other}' is invalid"))),
-        }
-    }
-    let (page, next) = paginate(params, rows, 5, 1000)?;
-    let mut set = Element::new("subnetSet");
-    for (subnet, zone) in page {
-        set.push(subnet_info(
-            region,
-            &subnet,
-            &zone,
-            zone_id(&zone).as_deref(),
-        ));
-    }
-    let mut children = vec![set];
-    if let Some(next) = next {
-        children.push(Element::leaf("nextToken", next));
-    }
-    Ok(respond("DescribeSubnets", children))
-}
-
-/// Serves one EC2 query-protocol request; only reads. Subnets are placed in zones by
-/// `capacity`.
-pub(crate) fn handle(req: &AwsRequest, capacity: &AwsCapacity) -> Result<AwsResponse, AwsError> {
     let params = params(req);
     let region = req.region.as_str();
-    match param(&params, "Action").unwrap_or_default() {
+    network.touch(region, capacity);
+    let action = param(&params, "Action").unwrap_or_default();
+    match action {
         "DescribeInstanceTypeOfferings" => describe_instance_type_offerings(region, &params),
         "DescribeInstanceTypes" => describe_instance_types(region, &params),
-        "DescribeSubnets" => describe_subnets(region, capacity, &params),
         "DescribeAvailabilityZones" => describe_availability_zones(region, &params),
         "" => Err(AwsError::new(
             400,
             "MissingAction",
             "The request must contain the parameter Action",
         )),
-        other => Err(AwsError::new(
-            400,
-            "InvalidAction",
-            format!("The action {other} is not valid for this web service."),
-        )),
+        other => network
+            .handle(other, region, &params, ctx, eks_subnets)
+            .unwrap_or_else(|| {
+                Err(AwsError::new(
+                    400,
+                    "InvalidAction",
+                    format!("The action {other} is not valid for this web service."),
+                ))
+            }),
     }
 }
 

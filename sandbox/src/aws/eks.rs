@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::{AwsCtx, AwsError, AwsRequest, AwsResponse, ACCOUNT};
+use super::vpc::Network;
 use crate::capacity::AwsCapacity;
 use crate::k8s::{CloudCluster, NodePoolInfo};
 
@@ -213,7 +214,7 @@ fn epoch(t: DateTime<Utc>) -> Value {
 }
 
 /// `secs` of simulated time at the sandbox's scale (and any slow-operations fault).
-fn duration(ctx: &AwsCtx, secs: f64) -> chrono::Duration {
+pub(super) fn duration(ctx: &AwsCtx, secs: f64) -> chrono::Duration {
     let ms = secs * 1000.0 * ctx.scale * ctx.faults.slow_factor();
     if ms.is_finite() && ms > 0.0 {
         chrono::Duration::milliseconds(ms.round() as i64)
@@ -222,7 +223,7 @@ fn duration(ctx: &AwsCtx, secs: f64) -> chrono::Duration {
     }
 }
 
-fn due(until: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+pub(super) fn due(until: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
     until.is_some_and(|u| now >= u)
 }
 
@@ -989,6 +990,21 @@ impl ClusterRecord {
     }
 }
 
+/// The Availability Zone of each subnet, or EKS's refusal of the first that EC2 does
+/// not know in `region`.
+fn known_subnets(
+    network: &Network,
+    region: &str,
+    subnets: &[String],
+) -> Result<Vec<String>, AwsError> {
+    network.subnet_zones(region, subnets).map_err(|unknown| {
+        invalid(format!(
+            "The subnet ID '{}' does not exist",
+            unknown.first().map(String::as_str).unwrap_or_default()
+        ))
+    })
+}
+
 fn ok(value: Value) -> AwsResponse {
     AwsResponse::json(200, "application/json", &value)
 }
@@ -1006,6 +1022,25 @@ impl Eks {
         }
     }
 
+    /// The subnets of `region` EKS has network interfaces in: every cluster's and node
+    /// group's, until they are gone.
+    pub(crate) fn subnets_in_use(&self, region: &str) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        for c in self.clusters.iter().filter(|c| c.region == region) {
+            out.extend(
+                c.vpc["subnetIds"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s.as_str().map(str::to_string)),
+            );
+            for n in &c.nodegroups {
+                out.extend(n.subnets.iter().cloned());
+            }
+        }
+        out
+    }
+
     /// Moves every running create, update and delete to where the clock says it is.
     pub(crate) fn settle(&mut self, now: DateTime<Utc>) {
         for c in &mut self.clusters {
@@ -1016,18 +1051,19 @@ impl Eks {
     }
 
     /// Serves one EKS request; `capacity` is what node groups that launch instances run
-    /// into (vCPU quotas, stockouts).
+    /// into (vCPU quotas, stockouts), `network` the VPCs their subnets are in.
     pub(crate) fn handle(
         &mut self,
         req: &AwsRequest,
         ctx: &AwsCtx,
         capacity: &AwsCapacity,
+        network: &Network,
     ) -> Result<AwsResponse, AwsError> {
         let segments = req.segments();
         let s: Vec<&str> = segments.iter().map(String::as_str).collect();
         let region = req.region.as_str();
         match (req.method.as_str(), s.as_slice()) {
-            ("POST", ["clusters"]) => self.create_cluster(region, req, ctx),
+            ("POST", ["clusters"]) => self.create_cluster(region, req, ctx, network),
             ("GET", ["clusters"]) => Ok(self.list_clusters(region, req)),
             ("GET", ["clusters", name]) => {
                 let i = self.cluster_index(region, name)?;
@@ -1045,7 +1081,7 @@ impl Eks {
                 self.describe_update(region, name, id, req)
             }
             ("POST", ["clusters", name, "node-groups"]) => {
-                self.create_nodegroup(region, name, req, ctx, capacity)
+                self.create_nodegroup(region, name, req, ctx, capacity, network)
             }
             ("GET", ["clusters", name, "node-groups"]) => self.list_nodegroups(region, name, req),
             ("GET", ["clusters", name, "node-groups", ng]) => {
@@ -1124,6 +1160,7 @@ impl Eks {
         region: &str,
         req: &AwsRequest,
         ctx: &AwsCtx,
+        network: &Network,
     ) -> Result<AwsResponse, AwsError> {
         let body = body_of(req)?;
         let name = req_str(&body, "name")?;
@@ -1148,6 +1185,16 @@ impl Eks {
                 "resourcesVpcConfig.subnetIds must name at least one subnet",
             ));
         }
+        let zones = known_subnets(network, region, &subnets)?;
+        let distinct: std::collections::BTreeSet<&String> = zones.iter().collect();
+        if distinct.len() < 2 {
+            return Err(invalid(
+                "Subnets specified must be in at least two different AZs",
+            ));
+        }
+        let vpc_id = network
+            .subnet_vpc(region, &subnets[0])
+            .unwrap_or_default();
         let version = opt_str(&body, "version")?.unwrap_or_else(|| DEFAULT_VERSION.into());
         check_version(&version)?;
         let public = opt_bool(&vpc_in, "endpointPublicAccess")?.unwrap_or(true);
@@ -1163,7 +1210,7 @@ impl Eks {
             "subnetIds": subnets,
             "securityGroupIds": opt_strings(&vpc_in, "securityGroupIds")?.unwrap_or_default(),
             "clusterSecurityGroupId": format!("sg-{}", stable_hex(&format!("{region}/{name}/sg"), 17)),
-            "vpcId": format!("vpc-{}", stable_hex(&subnets[0], 17)),
+            "vpcId": vpc_id,
             "endpointPublicAccess": public,
             "endpointPrivateAccess": private,
             "publicAccessCidrs": cidrs,
@@ -1405,6 +1452,7 @@ impl Eks {
         req: &AwsRequest,
         ctx: &AwsCtx,
         capacity: &AwsCapacity,
+        network: &Network,
     ) -> Result<AwsResponse, AwsError> {
         // What the region's node groups already run, for the vCPU quotas their Auto
         // Scaling groups launch under (a failed group runs nothing).
@@ -1447,6 +1495,7 @@ impl Eks {
         if subnets.is_empty() {
             return Err(invalid("subnets must name at least one subnet"));
         }
+        known_subnets(network, region, &subnets)?;
         let defaults = Scaling {
             min_size: 2,
             max_size: 2,
@@ -1530,6 +1579,7 @@ impl Eks {
                 .or_else(|| {
                     super::ec2::launch_failure(
                         capacity,
+                        network,
                         region,
                         &instance_types,
                         &subnets,

@@ -19,6 +19,7 @@ pub(crate) mod kube;
 pub(crate) mod s3;
 pub(crate) mod sagemaker;
 pub(crate) mod servicequotas;
+pub(crate) mod vpc;
 pub(crate) mod xml;
 
 use axum::http::Method;
@@ -243,6 +244,9 @@ pub(crate) struct AwsWorld {
     pub s3: s3::S3,
     #[serde(default)]
     pub sagemaker: sagemaker::SageMaker,
+    /// EC2's VPC networking of every region touched.
+    #[serde(default)]
+    pub network: vpc::Network,
     /// The quotas, stockouts and subnet zones configured at `/_sandbox/capacity`, which
     /// EKS node groups run into and EC2 and Service Quotas report.
     #[serde(default)]
@@ -254,6 +258,7 @@ impl AwsWorld {
     pub(crate) fn settle(&mut self, now: DateTime<Utc>) {
         self.eks.settle(now);
         self.sagemaker.settle(now);
+        self.network.settle(now);
     }
 
     /// One line per resource the AWS emulators hold (see `Sandbox::inventory`).
@@ -261,6 +266,7 @@ impl AwsWorld {
         self.eks.inventory(out);
         self.s3.inventory(out);
         self.sagemaker.inventory(out);
+        self.network.inventory(out);
     }
 
     /// Serves one request of `service`.
@@ -270,11 +276,17 @@ impl AwsWorld {
         req: &AwsRequest,
         ctx: &AwsCtx,
     ) -> AwsResponse {
+        if matches!(service, Service::Eks | Service::Ec2) {
+            self.network.touch(&req.region, &self.capacity);
+        }
         let result = match service {
-            Service::Eks => self.eks.handle(req, ctx, &self.capacity),
+            Service::Eks => self.eks.handle(req, ctx, &self.capacity, &self.network),
             Service::S3 => self.s3.handle(req, ctx),
             Service::SageMaker => self.sagemaker.handle(req, ctx),
-            Service::Ec2 => ec2::handle(req, &self.capacity),
+            Service::Ec2 => {
+                let eks_subnets = self.eks.subnets_in_use(&req.region);
+                ec2::handle(req, ctx, &mut self.network, &self.capacity, &eks_subnets)
+            }
             Service::Quotas => servicequotas::handle(req, &self.capacity),
         };
         result.unwrap_or_else(|e| e.response(service, req))
