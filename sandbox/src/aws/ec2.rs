@@ -1,19 +1,18 @@
 //! EC2 (the `ec2` query protocol: form-encoded `Action=…&Version=2016-11-15`, XML
-//! answers), as far as capacity planning reads it: `DescribeInstanceTypeOfferings` (by
-//! region, Availability Zone or zone id, with the `instance-type` and `location` filters
-//! and paging), `DescribeInstanceTypes` (vCPUs, memory and GPUs of the instance types
-//! the tables know; the shapes themselves are EKS's, in `eks.rs`, so a node's capacity
-//! and its type's description agree), `DescribeSubnets` (the Availability Zone of each
-//! subnet, as below; the sandbox has no VPCs, so any well-formed id exists) and
-//! `DescribeAvailabilityZones`. The offering table is a snapshot of
+//! answers): the dispatch of every action, and what capacity planning reads —
+//! `DescribeInstanceTypeOfferings` (by region, Availability Zone or zone id, with the
+//! `instance-type` and `location` filters and paging), `DescribeInstanceTypes` (vCPUs,
+//! memory and GPUs of the instance types the tables know; the shapes themselves are
+//! EKS's, in `eks.rs`, so a node's capacity and its type's description agree) and
+//! `DescribeAvailabilityZones`. VPC networking (VPCs, subnets, gateways, addresses, NAT
+//! gateways, route tables, tags) lives in `vpc.rs`. The offering table is a snapshot of
 //! us-east-1 (a–f), us-west-2 (a–d) and eu-west-1 (a–c): general-purpose families in
 //! every zone, GPU families in some (g5 not in us-east-1e, us-west-2d or eu-west-1c; p4d
 //! in a few); any other region gets zones a–c with the general-purpose families and g4dn.
 //!
-//! This file also owns what EC2 is to an EKS managed node group: which Availability Zone
-//! a subnet is in (configured, else the subnets in order across the region's zones) and
-//! the Auto Scaling launch failure when every zone of the group is out of its instance
-//! types (`InsufficientInstanceCapacity`), worded as EKS reports it in a health issue.
+//! This file also owns the Auto Scaling launch failure of an EKS managed node group when
+//! every zone of its subnets (as `vpc.rs` places them) is out of its instance types
+//! (`InsufficientInstanceCapacity`), worded as EKS reports it in a health issue.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -663,7 +662,7 @@ pub(crate) fn handle(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use axum::http::Method;
 
@@ -672,6 +671,34 @@ mod tests {
     }
 
     fn call_with(capacity: &AwsCapacity, region: &str, body: &str) -> Result<Element, AwsError> {
+        call_in(&mut Network::default(), capacity, region, body)
+    }
+
+    /// One EC2 call against `network` at the real time, durations unscaled.
+    pub(crate) fn call_in(
+        network: &mut Network,
+        capacity: &AwsCapacity,
+        region: &str,
+        body: &str,
+    ) -> Result<Element, AwsError> {
+        call_at(network, capacity, region, body, chrono::Utc::now())
+    }
+
+    /// One EC2 call against `network` at `now` (settled first, as the server does).
+    pub(crate) fn call_at(
+        network: &mut Network,
+        capacity: &AwsCapacity,
+        region: &str,
+        body: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Element, AwsError> {
+        network.settle(now);
+        let faults = crate::faults::Faults::default();
+        let ctx = AwsCtx {
+            now,
+            scale: 1.0,
+            faults: &faults,
+        };
         let mut req = AwsRequest::new(
             Method::POST,
             "/",
@@ -682,7 +709,7 @@ mod tests {
             body.as_bytes(),
         );
         req.region = region.to_string();
-        let resp = handle(&req, capacity)?;
+        let resp = handle(&req, &ctx, network, capacity, &BTreeSet::new())?;
         assert_eq!(resp.status, 200);
         let xml = Element::parse(&resp.body).expect("well-formed XML");
         Ok(xml)
@@ -833,47 +860,50 @@ mod tests {
     fn a_node_group_fails_to_launch_only_when_every_zone_is_out() {
         let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": {
             "stockouts": [{"zone": "us-east-1a", "instanceType": "g5.xlarge"}],
-            "subnets": {"subnet-b": "us-east-1a"},
+            "subnets": {"subnet-a": "us-east-1a", "subnet-b": "us-east-1a", "subnet-c": "us-east-1b"},
         }}))
         .expect("valid")
         .aws;
+        let mut network = Network::default();
+        network.touch("us-east-1", &capacity);
         let g5 = vec!["g5.xlarge".to_string()];
         let one = vec!["subnet-a".to_string()];
-        let message =
-            launch_failure(&capacity, "us-east-1", &g5, &one, "ON_DEMAND", 1).expect("stocked out");
+        let fails = |types: &[String], subnets: &[String], capacity_type: &str, desired: i64| {
+            launch_failure(
+                &capacity,
+                &network,
+                "us-east-1",
+                types,
+                subnets,
+                capacity_type,
+                desired,
+            )
+        };
+        let message = fails(&g5, &one, "ON_DEMAND", 1).expect("stocked out");
         assert_eq!(
             message,
             "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested (us-east-1a). Our system will be working on provisioning additional capacity. You can currently get g5.xlarge capacity by not specifying an Availability Zone in your request or choosing us-east-1b, us-east-1c, us-east-1d, us-east-1f. Launching EC2 instance failed."
         );
         let two = vec!["subnet-a".to_string(), "subnet-c".to_string()];
+        assert_eq!(fails(&g5, &two, "ON_DEMAND", 1), None, "us-east-1b has capacity");
+        let both_in_a = vec!["subnet-a".to_string(), "subnet-b".to_string()];
         assert_eq!(
-            launch_failure(&capacity, "us-east-1", &g5, &two, "ON_DEMAND", 1),
-            None,
-            "us-east-1b has capacity"
+            network.subnet_zones("us-east-1", &both_in_a),
+            Ok(vec!["us-east-1a".to_string(), "us-east-1a".to_string()])
         );
-        let mapped = vec!["subnet-x".to_string(), "subnet-b".to_string()];
-        assert_eq!(
-            subnet_zones(&capacity, "us-east-1", &mapped),
-            ["us-east-1a", "us-east-1a"]
-        );
-        assert!(
-            launch_failure(&capacity, "us-east-1", &g5, &mapped, "SPOT", 2)
-                .is_some_and(|m| m.contains("no Spot capacity"))
-        );
+        assert!(fails(&g5, &both_in_a, "SPOT", 2).is_some_and(|m| m.contains("no Spot capacity")));
         let mixed = vec!["g5.xlarge".to_string(), "g5.2xlarge".to_string()];
+        assert_eq!(fails(&mixed, &one, "ON_DEMAND", 1), None, "another type fits");
+        assert_eq!(fails(&g5, &one, "ON_DEMAND", 0), None, "nothing to launch");
+        let unknown = vec!["subnet-a".to_string(), "subnet-0ffffffffffffffff".to_string()];
         assert_eq!(
-            launch_failure(&capacity, "us-east-1", &mixed, &one, "ON_DEMAND", 1),
-            None,
-            "another type fits"
+            network.subnet_zones("us-east-1", &unknown),
+            Err(vec!["subnet-0ffffffffffffffff".to_string()])
         );
-        assert_eq!(
-            launch_failure(&capacity, "us-east-1", &g5, &one, "ON_DEMAND", 0),
-            None,
-            "nothing to launch"
-        );
+        assert_eq!(fails(&g5, &unknown, "ON_DEMAND", 1), None, "launches nothing");
     }
 
-    fn items<'a>(xml: &'a Element, set: &str) -> Vec<&'a Element> {
+    pub(crate) fn items<'a>(xml: &'a Element, set: &str) -> Vec<&'a Element> {
         xml.find(set)
             .into_iter()
             .flat_map(|s| s.all("item"))
@@ -967,142 +997,10 @@ mod tests {
         assert_eq!(err.code, "InvalidParameterValue");
     }
 
-    fn subnets_of(xml: &Element) -> Vec<(String, String, String)> {
-        items(xml, "subnetSet")
-            .into_iter()
-            .map(|i| {
-                (
-                    i.text_of("subnetId").unwrap_or_default().to_string(),
-                    i.text_of("availabilityZone")
-                        .unwrap_or_default()
-                        .to_string(),
-                    i.text_of("availabilityZoneId")
-                        .unwrap_or_default()
-                        .to_string(),
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn subnets_are_in_the_zones_node_groups_launch_in() {
-        let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": {
-            "subnets": {
-                "subnet-0e": "us-east-1e",
-                "subnet-in-a": "us-east-1a",
-                "subnet-0b": "us-west-2b",
-            },
-        }}))
-        .expect("valid")
-        .aws;
-        let xml = call_with(
-            &capacity,
-            "us-east-1",
-            "Action=DescribeSubnets&Version=2016-11-15&SubnetId.1=subnet-0a1b2c3d4e5f60001&SubnetId.2=subnet-0e",
-        )
-        .expect("answered");
-        assert_eq!(xml.name, "DescribeSubnetsResponse");
-        assert_eq!(
-            subnets_of(&xml),
-            [
-                (
-                    "subnet-0a1b2c3d4e5f60001".to_string(),
-                    "us-east-1a".to_string(),
-                    "use1-az1".to_string()
-                ),
-                (
-                    "subnet-0e".to_string(),
-                    "us-east-1e".to_string(),
-                    "use1-az3".to_string()
-                ),
-            ]
-        );
-        // What EKS launches in agrees with what EC2 describes.
-        assert_eq!(
-            subnet_zones(
-                &capacity,
-                "us-east-1",
-                &[
-                    "subnet-0a1b2c3d4e5f60001".to_string(),
-                    "subnet-0e".to_string()
-                ]
-            ),
-            ["us-east-1a", "us-east-1e"]
-        );
-        let first = items(&xml, "subnetSet")[0].clone();
-        assert_eq!(first.text_of("state"), Some("available"));
-        assert!(first
-            .text_of("vpcId")
-            .is_some_and(|v| v.starts_with("vpc-0")));
-        assert!(first
-            .text_of("cidrBlock")
-            .is_some_and(|c| c.starts_with("10.0.") && c.ends_with("/24")));
-        let again = call_with(
-            &capacity,
-            "us-east-1",
-            "Action=DescribeSubnets&SubnetId.1=subnet-0a1b2c3d4e5f60001",
-        )
-        .expect("answered");
-        assert_eq!(
-            items(&again, "subnetSet")[0].text_of("cidrBlock"),
-            first.text_of("cidrBlock"),
-            "stable across calls"
-        );
-
-        // Without ids: the configured subnets of the signed region.
-        let all = call_with(&capacity, "us-east-1", "Action=DescribeSubnets").expect("answered");
-        let ids: Vec<String> = subnets_of(&all).into_iter().map(|(s, _, _)| s).collect();
-        assert_eq!(ids, ["subnet-0e", "subnet-in-a"]);
-        let one = call_with(
-            &capacity,
-            "us-east-1",
-            "Action=DescribeSubnets&Filter.1.Name=subnet-id&Filter.1.Value.1=subnet-0*",
-        )
-        .expect("answered");
-        assert_eq!(subnets_of(&one).len(), 1);
-    }
-
-    #[test]
-    fn malformed_and_foreign_subnet_ids_are_refused() {
-        let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": {
-            "subnets": {"subnet-0b": "us-west-2b"},
-        }}))
-        .expect("valid")
-        .aws;
-        for bad in ["subnet-zz", "sg-0123", "subnet-", "subnet-0ABC"] {
-            let err = call_with(
-                &capacity,
-                "us-east-1",
-                &format!("Action=DescribeSubnets&SubnetId.1=subnet-01&SubnetId.2={bad}"),
-            )
-            .expect_err("malformed");
-            assert_eq!(
-                (err.status, err.code.as_str()),
-                (400, "InvalidSubnetID.Malformed"),
-                "{bad}"
-            );
-            assert_eq!(err.message, format!("Invalid id: \"{bad}\""));
-        }
-        let err = call_with(
-            &capacity,
-            "us-east-1",
-            "Action=DescribeSubnets&SubnetId.1=subnet-0b",
-        )
-        .expect_err("in us-west-2");
-        assert_eq!(err.code, "InvalidSubnetID.NotFound");
-        let err = call_with(
-            &capacity,
-            "us-east-1",
-            "Action=DescribeSubnets&Filter.1.Name=tag:Name&Filter.1.Value.1=x",
-        )
-        .expect_err("unknown filter");
-        assert_eq!(err.code, "InvalidParameterValue");
-    }
-
     /// Where an XML answer strays from a botocore output shape: elements the shape has
     /// no member for (by `locationName`), list items not named as the model names them,
     /// numbers and booleans that are not, strings outside an enum.
-    fn botocore_violations(
+    pub(crate) fn botocore_violations(
         model: &serde_json::Value,
         shape: &str,
         el: &Element,
@@ -1165,13 +1063,9 @@ mod tests {
     }
 
     #[test]
-    fn instance_types_and_subnets_follow_the_botocore_model() {
+    fn instance_types_follow_the_botocore_model() {
         let model = terrain_contracts::botocore("ec2", "2016-11-15");
-        let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": {
-            "subnets": {"subnet-0e": "us-east-1e"},
-        }}))
-        .expect("valid")
-        .aws;
+        let capacity = AwsCapacity::default();
         let cases = [
             (
                 "DescribeInstanceTypesResult",
@@ -1179,8 +1073,8 @@ mod tests {
             ),
             ("DescribeInstanceTypesResult", "Action=DescribeInstanceTypes&MaxResults=5"),
             (
-                "DescribeSubnetsResult",
-                "Action=DescribeSubnets&SubnetId.1=subnet-0e&SubnetId.2=subnet-01",
+                "DescribeAvailabilityZonesResult",
+                "Action=DescribeAvailabilityZones",
             ),
         ];
         for (shape, body) in cases {

@@ -1160,7 +1160,7 @@ impl Eks {
         region: &str,
         req: &AwsRequest,
         ctx: &AwsCtx,
-        network: &Network,
+        vpcs: &Network,
     ) -> Result<AwsResponse, AwsError> {
         let body = body_of(req)?;
         let name = req_str(&body, "name")?;
@@ -1185,16 +1185,6 @@ impl Eks {
                 "resourcesVpcConfig.subnetIds must name at least one subnet",
             ));
         }
-        let zones = known_subnets(network, region, &subnets)?;
-        let distinct: std::collections::BTreeSet<&String> = zones.iter().collect();
-        if distinct.len() < 2 {
-            return Err(invalid(
-                "Subnets specified must be in at least two different AZs",
-            ));
-        }
-        let vpc_id = network
-            .subnet_vpc(region, &subnets[0])
-            .unwrap_or_default();
         let version = opt_str(&body, "version")?.unwrap_or_else(|| DEFAULT_VERSION.into());
         check_version(&version)?;
         let public = opt_bool(&vpc_in, "endpointPublicAccess")?.unwrap_or(true);
@@ -1206,11 +1196,11 @@ impl Eks {
         }
         let cidrs = opt_strings(&vpc_in, "publicAccessCidrs")?
             .unwrap_or_else(|| vec!["0.0.0.0/0".to_string()]);
-        let vpc = json!({
+        let mut vpc = json!({
             "subnetIds": subnets,
             "securityGroupIds": opt_strings(&vpc_in, "securityGroupIds")?.unwrap_or_default(),
             "clusterSecurityGroupId": format!("sg-{}", stable_hex(&format!("{region}/{name}/sg"), 17)),
-            "vpcId": vpc_id,
+            "vpcId": "",
             "endpointPublicAccess": public,
             "endpointPrivateAccess": private,
             "publicAccessCidrs": cidrs,
@@ -1244,6 +1234,15 @@ impl Eks {
             )));
         }
         let tags = string_map(&body, "tags")?;
+        // The request is well-formed; now what EC2 knows of its subnets.
+        let zones = known_subnets(vpcs, region, &subnets)?;
+        let distinct: std::collections::BTreeSet<&String> = zones.iter().collect();
+        if distinct.len() < 2 {
+            return Err(invalid(
+                "Subnets specified must be in at least two different AZs",
+            ));
+        }
+        vpc["vpcId"] = json!(vpcs.subnet_vpc(region, &subnets[0]).unwrap_or_default());
         let (ca_cert_pem, ca_key_pem) = crate::common::ca::cluster_ca(&name).map_err(|e| {
             AwsError::new(
                 500,
@@ -1938,6 +1937,7 @@ mod tests {
         eks: Eks,
         faults: Faults,
         capacity: AwsCapacity,
+        network: Network,
         secs: i64,
         region: String,
     }
@@ -1947,7 +1947,8 @@ mod tests {
             Harness {
                 eks: Eks::default(),
                 faults: Faults::default(),
-                capacity: AwsCapacity::default(),
+                capacity: capacity(json!({})),
+                network: Network::default(),
                 secs: 0,
                 region: "us-east-1".into(),
             }
@@ -1978,7 +1979,10 @@ mod tests {
                 scale: 1.0,
                 faults: &self.faults,
             };
-            let resp = self.eks.handle(&req, &ctx, &self.capacity)?;
+            self.network.touch(&self.region, &self.capacity);
+            let resp = self
+                .eks
+                .handle(&req, &ctx, &self.capacity, &self.network)?;
             assert_eq!(resp.status, 200);
             Ok(resp.json_body().unwrap_or(Value::Null))
         }
@@ -2081,6 +2085,59 @@ mod tests {
                 "ResourceNotFoundException",
                 "No cluster found for name: ml."
             )
+        );
+    }
+
+    #[test]
+    fn clusters_and_node_groups_refuse_subnets_ec2_does_not_know_or_one_zone() {
+        let mut h = Harness::new();
+        let with_subnets = |subnets: &[&str]| {
+            let mut body = cluster_body("ml");
+            body["resourcesVpcConfig"]["subnetIds"] = json!(subnets);
+            body
+        };
+        let err = h
+            .post("/clusters", with_subnets(&["subnet-a", "subnet-0123456789abcdef0"]))
+            .expect_err("unknown subnet");
+        assert_eq!(
+            (err.status, err.code.as_str(), err.message.as_str()),
+            (
+                400,
+                "InvalidParameterException",
+                "The subnet ID 'subnet-0123456789abcdef0' does not exist"
+            )
+        );
+        let err = h
+            .post("/clusters", with_subnets(&["subnet-a"]))
+            .expect_err("one zone");
+        assert_eq!(
+            (err.code.as_str(), err.message.as_str()),
+            (
+                "InvalidParameterException",
+                "Subnets specified must be in at least two different AZs"
+            )
+        );
+        // The cluster's VPC is its subnets' (here the default VPC).
+        active_cluster(&mut h, "ml");
+        let c = h.get("/clusters/ml").expect("described");
+        let vpc = c["cluster"]["resourcesVpcConfig"]["vpcId"].as_str().unwrap_or_default();
+        assert_eq!(h.network.subnet_vpc("us-east-1", "subnet-a").as_deref(), Some(vpc));
+        assert!(vpc.starts_with("vpc-"), "{vpc}");
+        let mut ng = nodegroup_body("gpu");
+        ng["subnets"] = json!(["subnet-0123456789abcdef0"]);
+        let err = h
+            .post("/clusters/ml/node-groups", ng)
+            .expect_err("unknown subnet");
+        assert_eq!(
+            (err.code.as_str(), err.message.as_str()),
+            (
+                "InvalidParameterException",
+                "The subnet ID 'subnet-0123456789abcdef0' does not exist"
+            )
+        );
+        assert_eq!(
+            h.eks.subnets_in_use("us-east-1").into_iter().collect::<Vec<_>>(),
+            ["subnet-a", "subnet-b"]
         );
     }
 
@@ -2477,7 +2534,12 @@ mod tests {
         assert_eq!(empty.clusters[0].name, "x");
     }
 
-    fn capacity(spec: Value) -> AwsCapacity {
+    /// A capacity configuration; unless it names subnets, `subnet-a` in us-east-1a and
+    /// `subnet-b` in us-east-1b, the subnets the tests' clusters and node groups use.
+    fn capacity(mut spec: Value) -> AwsCapacity {
+        if spec.get("subnets").is_none() {
+            spec["subnets"] = json!({"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"});
+        }
         crate::capacity::CapacitySpec::from_json(json!({"aws": spec}))
             .expect("valid capacity")
             .aws
@@ -2498,7 +2560,7 @@ mod tests {
         let mut h = Harness::new();
         h.capacity = capacity(json!({
             "stockouts": [{"zone": "us-east-1a", "instanceType": "g5.xlarge"}],
-            "subnets": {"subnet-a1": "us-east-1a", "subnet-a2": "us-east-1a", "subnet-b": "us-east-1b"},
+            "subnets": {"subnet-a": "us-east-1a", "subnet-a1": "us-east-1a", "subnet-a2": "us-east-1a", "subnet-b": "us-east-1b"},
         }));
         active_cluster(&mut h, "ml");
         let ng = h

@@ -1,14 +1,14 @@
 //! The AWS side of the sandbox: EKS (REST-JSON), S3 (REST-XML), SageMaker (JSON 1.1),
-//! and the capacity a plan reads — EC2's instance type offerings and Availability Zones
-//! (the EC2 query protocol) and Service Quotas (JSON 1.1) — all served at the sandbox's
+//! EC2 (the query protocol: VPC networking, and the instance type offerings and
+//! Availability Zones a plan reads) and Service Quotas (JSON 1.1) — all served at the sandbox's
 //! root URL the way a `--endpoint-url` client reaches them.
 //! AWS clients sign every request with SigV4, and the credential scope in that signature
 //! (`…/us-east-1/eks/aws4_request`) names the service and region: that is how one port
 //! tells an EKS `GET /clusters` from an S3 `GET /clusters` (a bucket named `clusters`).
 //! This file owns the transport-neutral request and response values, the routing by
 //! signature and the persisted AWS world (the configured capacity included); `error.rs`
-//! the error formats, `eks.rs`, `s3/`, `sagemaker.rs`, `ec2.rs` and `servicequotas.rs`
-//! the services, `ack.rs` the ACK SageMaker controller that runs inside emulated EKS
+//! the error formats, `eks.rs`, `s3/`, `sagemaker.rs`, `ec2.rs`, `vpc.rs` and
+//! `servicequotas.rs` the services, `ack.rs` the ACK SageMaker controller that runs inside emulated EKS
 //! clusters, `kube.rs` what EKS is to the Kubernetes emulator.
 
 pub(crate) mod ack;

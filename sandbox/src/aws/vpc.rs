@@ -2346,3 +2346,720 @@ impl RegionNet {
         page("DescribeTags", "tagSet", params, items, 1000)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aws::ec2::tests::{botocore_violations, call_at, items};
+    use chrono::Duration;
+
+    /// A region's network and the clock it is called at.
+    struct Ec2 {
+        network: Network,
+        capacity: AwsCapacity,
+        now: DateTime<Utc>,
+    }
+
+    impl Ec2 {
+        fn new() -> Ec2 {
+            Ec2::with(serde_json::json!({}))
+        }
+
+        fn with(aws: serde_json::Value) -> Ec2 {
+            let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": aws}))
+                .expect("valid capacity")
+                .aws;
+            Ec2 {
+                network: Network::default(),
+                capacity,
+                now: Utc::now(),
+            }
+        }
+
+        fn call_in(&mut self, region: &str, body: &str) -> Result<Element, AwsError> {
+            call_at(&mut self.network, &self.capacity, region, body, self.now)
+        }
+
+        fn call(&mut self, body: &str) -> Result<Element, AwsError> {
+            self.call_in("us-east-1", body)
+        }
+
+        fn ok(&mut self, body: &str) -> Element {
+            self.call(body)
+                .unwrap_or_else(|e| panic!("{body}: {} {}", e.code, e.message))
+        }
+
+        /// The error code of a call that must fail.
+        fn refused(&mut self, body: &str) -> AwsError {
+            match self.call(body) {
+                Ok(xml) => panic!("{body} succeeded: {}", xml.render()),
+                Err(e) => e,
+            }
+        }
+
+        fn pass(&mut self, secs: i64) {
+            self.now += Duration::seconds(secs);
+        }
+
+        fn vpc(&mut self, cidr: &str) -> String {
+            let xml = self.ok(&format!("Action=CreateVpc&CidrBlock={cidr}"));
+            text(&xml, &["vpc", "vpcId"])
+        }
+
+        fn subnet(&mut self, vpc: &str, cidr: &str, zone: &str) -> String {
+            let xml = self.ok(&format!(
+                "Action=CreateSubnet&VpcId={vpc}&CidrBlock={cidr}&AvailabilityZone={zone}"
+            ));
+            text(&xml, &["subnet", "subnetId"])
+        }
+
+        fn address(&mut self) -> String {
+            let xml = self.ok("Action=AllocateAddress&Domain=vpc");
+            text(&xml, &["allocationId"])
+        }
+
+        fn nat_state(&mut self, id: &str) -> String {
+            let xml = self.ok(&format!("Action=DescribeNatGateways&NatGatewayId.1={id}"));
+            items(&xml, "natGatewaySet")[0]
+                .text_of("state")
+                .unwrap_or_default()
+                .to_string()
+        }
+    }
+
+    fn inventory(network: &Network) -> Vec<String> {
+        let mut out = Vec::new();
+        network.inventory(&mut out);
+        out
+    }
+
+    /// The text at a path of child names.
+    fn text(xml: &Element, path: &[&str]) -> String {
+        let mut at = xml;
+        for name in path {
+            match at.find(name) {
+                Some(child) => at = child,
+                None => panic!("no {name} in {}", xml.render()),
+            }
+        }
+        at.text.clone()
+    }
+
+    fn column(xml: &Element, set: &str, field: &str) -> Vec<String> {
+        items(xml, set)
+            .into_iter()
+            .map(|i| i.text_of(field).unwrap_or_default().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn every_region_has_a_default_vpc_with_a_public_subnet_per_zone() {
+        let mut ec2 = Ec2::new();
+        let vpcs = ec2.ok("Action=DescribeVpcs&Filter.1.Name=is-default&Filter.1.Value.1=true");
+        let vpc = items(&vpcs, "vpcSet")[0].clone();
+        assert_eq!(vpc.text_of("cidrBlock"), Some("172.31.0.0/16"));
+        assert_eq!(vpc.text_of("isDefault"), Some("true"));
+        let id = vpc.text_of("vpcId").unwrap_or_default().to_string();
+        assert!(well_formed("vpc", &id) && id.len() == "vpc-".len() + 17, "{id}");
+        // The same ids in every sandbox, for the account and region.
+        let mut other = Ec2::new();
+        let again = other.ok("Action=DescribeVpcs");
+        assert_eq!(column(&again, "vpcSet", "vpcId"), [id.clone()]);
+
+        let subnets = ec2.ok(&format!(
+            "Action=DescribeSubnets&Filter.1.Name=vpc-id&Filter.1.Value.1={id}&Filter.2.Name=default-for-az&Filter.2.Value.1=true"
+        ));
+        assert_eq!(
+            column(&subnets, "subnetSet", "cidrBlock"),
+            [
+                "172.31.0.0/20",
+                "172.31.16.0/20",
+                "172.31.32.0/20",
+                "172.31.48.0/20",
+                "172.31.64.0/20",
+                "172.31.80.0/20"
+            ]
+        );
+        assert_eq!(
+            column(&subnets, "subnetSet", "availabilityZone"),
+            [
+                "us-east-1a",
+                "us-east-1b",
+                "us-east-1c",
+                "us-east-1d",
+                "us-east-1e",
+                "us-east-1f"
+            ]
+        );
+        assert!(column(&subnets, "subnetSet", "mapPublicIpOnLaunch")
+            .iter()
+            .all(|m| m == "true"));
+        assert_eq!(column(&subnets, "subnetSet", "availableIpAddressCount")[0], "4091");
+        assert_eq!(column(&subnets, "subnetSet", "availabilityZoneId")[4], "use1-az3");
+
+        let gateways = ec2.ok(&format!(
+            "Action=DescribeInternetGateways&Filter.1.Name=attachment.vpc-id&Filter.1.Value.1={id}"
+        ));
+        let igw = column(&gateways, "internetGatewaySet", "internetGatewayId");
+        assert_eq!(igw.len(), 1);
+        let tables = ec2.ok(&format!(
+            "Action=DescribeRouteTables&Filter.1.Name=vpc-id&Filter.1.Value.1={id}&Filter.2.Name=association.main&Filter.2.Value.1=true"
+        ));
+        let main = items(&tables, "routeTableSet")[0].clone();
+        let routes: Vec<(String, String)> = main
+            .find("routeSet")
+            .into_iter()
+            .flat_map(|r| r.all("item"))
+            .map(|r| {
+                (
+                    r.text_of("destinationCidrBlock").unwrap_or_default().to_string(),
+                    r.text_of("gatewayId").unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            routes,
+            [
+                ("172.31.0.0/16".to_string(), "local".to_string()),
+                ("0.0.0.0/0".to_string(), igw[0].clone())
+            ]
+        );
+        // Another region has its own, in its own zones.
+        let west = ec2
+            .call_in("us-west-2", "Action=DescribeSubnets")
+            .expect("answered");
+        assert_eq!(items(&west, "subnetSet").len(), 4);
+        assert!(inventory(&ec2.network).is_empty(), "defaults are not inventory");
+    }
+
+    #[test]
+    fn configured_subnets_are_subnets_of_the_default_vpc_and_others_are_unknown() {
+        let mut ec2 = Ec2::with(serde_json::json!({"subnets": {
+            "subnet-0e": "us-east-1e",
+            "subnet-in-a": "us-east-1a",
+            "subnet-0b": "us-west-2b",
+        }}));
+        let xml = ec2.ok("Action=DescribeSubnets&SubnetId.1=subnet-in-a&SubnetId.2=subnet-0e");
+        assert_eq!(column(&xml, "subnetSet", "subnetId"), ["subnet-in-a", "subnet-0e"]);
+        assert_eq!(
+            column(&xml, "subnetSet", "availabilityZone"),
+            ["us-east-1a", "us-east-1e"]
+        );
+        assert_eq!(
+            column(&xml, "subnetSet", "cidrBlock"),
+            ["172.31.129.0/24", "172.31.128.0/24"]
+        );
+        assert_eq!(column(&xml, "subnetSet", "defaultForAz"), ["false", "false"]);
+        let default_vpc = default_id("vpc", "us-east-1", "vpc");
+        assert_eq!(column(&xml, "subnetSet", "vpcId"), [default_vpc.clone(), default_vpc]);
+        assert_eq!(
+            ec2.network
+                .subnet_zones("us-east-1", &["subnet-0e".to_string(), "subnet-in-a".to_string()]),
+            Ok(vec!["us-east-1e".to_string(), "us-east-1a".to_string()])
+        );
+        // Configured in us-west-2: not a subnet of us-east-1.
+        let err = ec2.refused("Action=DescribeSubnets&SubnetId.1=subnet-0b");
+        assert_eq!((err.code.as_str(), err.message.as_str()), ("InvalidSubnetID.NotFound", "The subnet ID 'subnet-0b' does not exist"));
+        assert_eq!(
+            ec2.network.subnet_zones("us-east-1", &["subnet-0b".to_string()]),
+            Err(vec!["subnet-0b".to_string()])
+        );
+        let err = ec2.refused("Action=DescribeSubnets&SubnetId.1=subnet-0123456789abcdef0");
+        assert_eq!(err.code, "InvalidSubnetID.NotFound");
+        for bad in ["subnet-zz", "sg-0123", "subnet-", "subnet-0ABC"] {
+            let err = ec2.refused(&format!("Action=DescribeSubnets&SubnetId.1=subnet-0e&SubnetId.2={bad}"));
+            assert_eq!(
+                (err.code.as_str(), err.message.clone()),
+                ("InvalidSubnetID.Malformed", format!("Invalid id: \"{bad}\"")),
+            );
+        }
+        let err = ec2.refused("Action=DescribeSubnets&Filter.1.Name=color&Filter.1.Value.1=x");
+        assert_eq!(err.code, "InvalidParameterValue");
+        // A deleted configured subnet stays deleted.
+        ec2.ok("Action=DeleteSubnet&SubnetId=subnet-0e");
+        assert_eq!(
+            ec2.refused("Action=DescribeSubnets&SubnetId.1=subnet-0e").code,
+            "InvalidSubnetID.NotFound"
+        );
+        let west = ec2
+            .call_in("us-west-2", "Action=DescribeSubnets&SubnetId.1=subnet-0b")
+            .expect("configured there");
+        assert_eq!(column(&west, "subnetSet", "availabilityZone"), ["us-west-2b"]);
+    }
+
+    #[test]
+    fn cidr_blocks_out_of_range_overlapping_or_in_other_zones_are_refused() {
+        let mut ec2 = Ec2::new();
+        for (cidr, code) in [
+            ("10.0.0.0/8", "InvalidVpc.Range"),
+            ("10.0.0.0/29", "InvalidVpc.Range"),
+            ("10.0.0.1/16", "InvalidParameterValue"),
+            ("ten", "InvalidParameterValue"),
+        ] {
+            let err = ec2.refused(&format!("Action=CreateVpc&CidrBlock={cidr}"));
+            assert_eq!(err.code, code, "{cidr}");
+        }
+        assert_eq!(ec2.refused("Action=CreateVpc").code, "MissingParameter");
+        let vpc = ec2.vpc("10.0.0.0/16");
+        ec2.subnet(&vpc, "10.0.1.0/24", "us-east-1a");
+        let err = ec2.refused(&format!(
+            "Action=CreateSubnet&VpcId={vpc}&CidrBlock=10.1.0.0/24&AvailabilityZone=us-east-1a"
+        ));
+        assert_eq!(
+            (err.code.as_str(), err.message.as_str()),
+            ("InvalidSubnet.Range", "The CIDR '10.1.0.0/24' is invalid.")
+        );
+        let err = ec2.refused(&format!(
+            "Action=CreateSubnet&VpcId={vpc}&CidrBlock=10.0.0.0/29&AvailabilityZone=us-east-1a"
+        ));
+        assert_eq!(err.code, "InvalidSubnet.Range", "a /29 is too small");
+        let err = ec2.refused(&format!(
+            "Action=CreateSubnet&VpcId={vpc}&CidrBlock=10.0.0.0/20&AvailabilityZone=us-east-1b"
+        ));
+        assert_eq!(
+            (err.code.as_str(), err.message.as_str()),
+            ("InvalidSubnet.Conflict", "The CIDR '10.0.0.0/20' conflicts with another subnet")
+        );
+        let err = ec2.refused(&format!(
+            "Action=CreateSubnet&VpcId={vpc}&CidrBlock=10.0.2.0/24&AvailabilityZone=us-west-2a"
+        ));
+        assert_eq!(err.code, "InvalidParameterValue");
+        assert!(err.message.contains("us-east-1a, us-east-1b"), "{}", err.message);
+        let by_id = ec2.ok(&format!(
+            "Action=CreateSubnet&VpcId={vpc}&CidrBlock=10.0.2.0/24&AvailabilityZoneId=use1-az3"
+        ));
+        assert_eq!(text(&by_id, &["subnet", "availabilityZone"]), "us-east-1e");
+        assert_eq!(text(&by_id, &["subnet", "availableIpAddressCount"]), "251");
+        let err = ec2.refused(
+            "Action=CreateSubnet&VpcId=vpc-0123456789abcdef0&CidrBlock=10.0.3.0/24",
+        );
+        assert_eq!(
+            (err.code.as_str(), err.message.as_str()),
+            ("InvalidVpcID.NotFound", "The vpc ID 'vpc-0123456789abcdef0' does not exist")
+        );
+        // The same block in another VPC does not conflict.
+        let other = ec2.vpc("10.0.0.0/16");
+        ec2.subnet(&other, "10.0.1.0/24", "us-east-1a");
+        // Five VPCs per region, the default one included.
+        ec2.vpc("10.1.0.0/16");
+        ec2.vpc("10.2.0.0/16");
+        assert_eq!(
+            ec2.refused("Action=CreateVpc&CidrBlock=10.3.0.0/16").code,
+            "VpcLimitExceeded"
+        );
+    }
+
+    #[test]
+    fn a_vpc_is_deleted_only_once_its_subnets_gateway_and_route_tables_are_gone() {
+        let mut ec2 = Ec2::new();
+        let vpc = ec2.vpc("10.0.0.0/16");
+        let subnet = ec2.subnet(&vpc, "10.0.1.0/24", "us-east-1a");
+        let igw = text(&ec2.ok("Action=CreateInternetGateway"), &["internetGateway", "internetGatewayId"]);
+        ec2.ok(&format!("Action=AttachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"));
+        let table = text(
+            &ec2.ok(&format!("Action=CreateRouteTable&VpcId={vpc}")),
+            &["routeTable", "routeTableId"],
+        );
+        let dependency = |ec2: &mut Ec2| {
+            let err = ec2.refused(&format!("Action=DeleteVpc&VpcId={vpc}"));
+            assert_eq!(
+                (err.code.as_str(), err.message.clone()),
+                (
+                    "DependencyViolation",
+                    format!("The vpc '{vpc}' has dependencies and cannot be deleted.")
+                )
+            );
+        };
+        dependency(&mut ec2);
+        ec2.ok(&format!("Action=DeleteSubnet&SubnetId={subnet}"));
+        dependency(&mut ec2);
+        let err = ec2.refused(&format!("Action=DeleteInternetGateway&InternetGatewayId={igw}"));
+        assert_eq!(err.code, "DependencyViolation", "still attached");
+        ec2.ok(&format!("Action=DetachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"));
+        let err = ec2.refused(&format!("Action=DetachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"));
+        assert_eq!(err.code, "Gateway.NotAttached");
+        ec2.ok(&format!("Action=DeleteInternetGateway&InternetGatewayId={igw}"));
+        dependency(&mut ec2);
+        let main = column(
+            &ec2.ok(&format!(
+                "Action=DescribeRouteTables&Filter.1.Name=vpc-id&Filter.1.Value.1={vpc}&Filter.2.Name=association.main&Filter.2.Value.1=true"
+            )),
+            "routeTableSet",
+            "routeTableId",
+        );
+        assert_eq!(main.len(), 1);
+        let err = ec2.refused(&format!("Action=DeleteRouteTable&RouteTableId={}", main[0]));
+        assert_eq!(err.code, "DependencyViolation", "the main table goes with its VPC");
+        ec2.ok(&format!("Action=DeleteRouteTable&RouteTableId={table}"));
+        ec2.ok(&format!("Action=DeleteVpc&VpcId={vpc}"));
+        assert_eq!(
+            ec2.refused(&format!("Action=DescribeRouteTables&RouteTableId.1={}", main[0])).code,
+            "InvalidRouteTableID.NotFound"
+        );
+        assert_eq!(
+            ec2.refused(&format!("Action=DeleteVpc&VpcId={vpc}")).code,
+            "InvalidVpcID.NotFound"
+        );
+        assert!(inventory(&ec2.network).is_empty());
+    }
+
+    #[test]
+    fn a_vpc_has_one_internet_gateway_and_a_subnet_one_route_table() {
+        let mut ec2 = Ec2::new();
+        let vpc = ec2.vpc("10.0.0.0/16");
+        let subnet = ec2.subnet(&vpc, "10.0.1.0/24", "us-east-1a");
+        let first = text(&ec2.ok("Action=CreateInternetGateway"), &["internetGateway", "internetGatewayId"]);
+        let second = text(&ec2.ok("Action=CreateInternetGateway"), &["internetGateway", "internetGatewayId"]);
+        ec2.ok(&format!("Action=AttachInternetGateway&InternetGatewayId={first}&VpcId={vpc}"));
+        let err = ec2.refused(&format!("Action=AttachInternetGateway&InternetGatewayId={second}&VpcId={vpc}"));
+        assert_eq!(err.code, "Resource.AlreadyAssociated");
+        let err = ec2.refused("Action=AttachInternetGateway&InternetGatewayId=igw-0123456789abcdef0&VpcId=x");
+        assert_eq!(err.code, "InvalidInternetGatewayID.NotFound");
+
+        let public = text(&ec2.ok(&format!("Action=CreateRouteTable&VpcId={vpc}")), &["routeTable", "routeTableId"]);
+        let private = text(&ec2.ok(&format!("Action=CreateRouteTable&VpcId={vpc}")), &["routeTable", "routeTableId"]);
+        let assoc = text(
+            &ec2.ok(&format!("Action=AssociateRouteTable&RouteTableId={public}&SubnetId={subnet}")),
+            &["associationId"],
+        );
+        assert!(well_formed("rtbassoc", &assoc), "{assoc}");
+        let err = ec2.refused(&format!("Action=AssociateRouteTable&RouteTableId={private}&SubnetId={subnet}"));
+        assert_eq!(err.code, "Resource.AlreadyAssociated");
+        let found = ec2.ok(&format!(
+            "Action=DescribeRouteTables&Filter.1.Name=association.subnet-id&Filter.1.Value.1={subnet}"
+        ));
+        assert_eq!(column(&found, "routeTableSet", "routeTableId"), [public.clone()]);
+        let err = ec2.refused(&format!("Action=DeleteRouteTable&RouteTableId={public}"));
+        assert_eq!(
+            (err.code.as_str(), err.message.clone()),
+            ("DependencyViolation", format!("The routeTable '{public}' has dependencies and cannot be deleted."))
+        );
+        let moved = text(
+            &ec2.ok(&format!("Action=ReplaceRouteTableAssociation&AssociationId={assoc}&RouteTableId={private}")),
+            &["newAssociationId"],
+        );
+        ec2.ok(&format!("Action=DeleteRouteTable&RouteTableId={public}"));
+        ec2.ok(&format!("Action=DisassociateRouteTable&AssociationId={moved}"));
+        assert_eq!(
+            ec2.refused(&format!("Action=DisassociateRouteTable&AssociationId={moved}")).code,
+            "InvalidAssociationID.NotFound"
+        );
+        // The main association moves too: that is how a VPC's main table changes.
+        let main = ec2.ok(&format!(
+            "Action=DescribeRouteTables&Filter.1.Name=vpc-id&Filter.1.Value.1={vpc}&Filter.2.Name=association.main&Filter.2.Value.1=true"
+        ));
+        let main_table = items(&main, "routeTableSet")[0].clone();
+        let main_assoc = text(&main_table, &["associationSet", "item", "routeTableAssociationId"]);
+        assert_eq!(
+            ec2.refused(&format!("Action=DisassociateRouteTable&AssociationId={main_assoc}")).code,
+            "InvalidParameterValue"
+        );
+        ec2.ok(&format!("Action=ReplaceRouteTableAssociation&AssociationId={main_assoc}&RouteTableId={private}"));
+        let now_main = ec2.ok(&format!(
+            "Action=DescribeRouteTables&Filter.1.Name=vpc-id&Filter.1.Value.1={vpc}&Filter.2.Name=association.main&Filter.2.Value.1=true"
+        ));
+        assert_eq!(column(&now_main, "routeTableSet", "routeTableId"), [private]);
+        let old = main_table.text_of("routeTableId").unwrap_or_default().to_string();
+        ec2.ok(&format!("Action=DeleteRouteTable&RouteTableId={old}"));
+    }
+
+    #[test]
+    fn nat_gateways_become_available_then_deleted_then_free_their_address() {
+        let mut ec2 = Ec2::new();
+        let vpc = ec2.vpc("10.0.0.0/16");
+        let subnet = ec2.subnet(&vpc, "10.0.1.0/24", "us-east-1a");
+        let eip = ec2.address();
+        let created = ec2.ok(&format!(
+            "Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}&TagSpecification.1.ResourceType=natgateway&TagSpecification.1.Tag.1.Key=Name&TagSpecification.1.Tag.1.Value=egress"
+        ));
+        let nat = text(&created, &["natGateway", "natGatewayId"]);
+        assert!(well_formed("nat", &nat) && nat.len() == "nat-".len() + 17, "{nat}");
+        assert_eq!(text(&created, &["natGateway", "state"]), "pending");
+        assert_eq!(text(&created, &["natGateway", "natGatewayAddressSet", "item", "privateIp"]), "10.0.1.4");
+        ec2.pass(2);
+        assert_eq!(ec2.nat_state(&nat), "pending");
+        ec2.pass(4);
+        assert_eq!(ec2.nat_state(&nat), "available");
+        let by_tag = ec2.ok("Action=DescribeNatGateways&Filter.1.Name=tag:Name&Filter.1.Value.1=egress&Filter.2.Name=state&Filter.2.Value.1=available");
+        assert_eq!(column(&by_tag, "natGatewaySet", "natGatewayId"), [nat.clone()]);
+        let subnet_now = ec2.ok(&format!("Action=DescribeSubnets&SubnetId.1={subnet}"));
+        assert_eq!(column(&subnet_now, "subnetSet", "availableIpAddressCount"), ["250"]);
+
+        let err = ec2.refused(&format!("Action=ReleaseAddress&AllocationId={eip}"));
+        assert_eq!(err.code, "InvalidIPAddress.InUse");
+        let err = ec2.refused(&format!("Action=DeleteSubnet&SubnetId={subnet}"));
+        assert_eq!(
+            (err.code.as_str(), err.message.clone()),
+            ("DependencyViolation", format!("The subnet '{subnet}' has dependencies and cannot be deleted."))
+        );
+        let addresses = ec2.ok(&format!("Action=DescribeAddresses&AllocationId.1={eip}"));
+        assert!(column(&addresses, "addressesSet", "associationId")[0].starts_with("eipassoc-"));
+
+        ec2.ok(&format!("Action=DeleteNatGateway&NatGatewayId={nat}"));
+        assert_eq!(ec2.nat_state(&nat), "deleting");
+        assert_eq!(
+            ec2.refused(&format!("Action=ReleaseAddress&AllocationId={eip}")).code,
+            "InvalidIPAddress.InUse",
+            "held until deleted"
+        );
+        ec2.pass(4);
+        assert_eq!(ec2.nat_state(&nat), "deleted");
+        let deleted = ec2.ok(&format!("Action=DescribeNatGateways&NatGatewayId.1={nat}"));
+        assert!(items(&deleted, "natGatewaySet")[0].text_of("deleteTime").is_some());
+        ec2.ok(&format!("Action=DeleteSubnet&SubnetId={subnet}"));
+        ec2.ok(&format!("Action=ReleaseAddress&AllocationId={eip}"));
+        assert_eq!(
+            ec2.refused(&format!("Action=ReleaseAddress&AllocationId={eip}")).code,
+            "InvalidAllocationID.NotFound"
+        );
+        ec2.pass(61);
+        let err = ec2.refused(&format!("Action=DescribeNatGateways&NatGatewayId.1={nat}"));
+        assert_eq!(
+            (err.code.as_str(), err.message.clone()),
+            ("NatGatewayNotFound", format!("The Nat Gateway {nat} was not found"))
+        );
+        assert_eq!(
+            ec2.refused(&format!("Action=DeleteNatGateway&NatGatewayId={nat}")).code,
+            "NatGatewayNotFound"
+        );
+    }
+
+    #[test]
+    fn nat_gateway_creates_are_idempotent_by_client_token_and_need_an_address() {
+        let mut ec2 = Ec2::new();
+        let vpc = ec2.vpc("10.0.0.0/16");
+        let subnet = ec2.subnet(&vpc, "10.0.1.0/24", "us-east-1a");
+        let eip = ec2.address();
+        assert_eq!(
+            ec2.refused(&format!("Action=CreateNatGateway&SubnetId={subnet}")).code,
+            "MissingParameter"
+        );
+        assert_eq!(
+            ec2.refused(&format!("Action=CreateNatGateway&SubnetId={subnet}&AllocationId=eipalloc-0123456789abcdef0")).code,
+            "InvalidAllocationID.NotFound"
+        );
+        assert_eq!(
+            ec2.refused(&format!("Action=CreateNatGateway&SubnetId=subnet-0123456789abcdef0&AllocationId={eip}")).code,
+            "InvalidSubnetID.NotFound"
+        );
+        let body = format!("Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}&ClientToken=t-1");
+        let first = text(&ec2.ok(&body), &["natGateway", "natGatewayId"]);
+        let retried = ec2.ok(&body);
+        assert_eq!(text(&retried, &["natGateway", "natGatewayId"]), first);
+        assert_eq!(text(&retried, &["clientToken"]), "t-1");
+        let err = ec2.refused(&format!(
+            "Action=CreateNatGateway&SubnetId={subnet}&ConnectivityType=private&ClientToken=t-1"
+        ));
+        assert_eq!(err.code, "IdempotentParameterMismatch");
+        // A second gateway on the same address is accepted, then fails.
+        let second = text(
+            &ec2.ok(&format!("Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}")),
+            &["natGateway", "natGatewayId"],
+        );
+        ec2.pass(6);
+        assert_eq!(ec2.nat_state(&second), "failed");
+        let failed = ec2.ok(&format!("Action=DescribeNatGateways&NatGatewayId.1={second}"));
+        assert_eq!(
+            items(&failed, "natGatewaySet")[0].text_of("failureCode"),
+            Some("Resource.AlreadyAssociated")
+        );
+        assert_eq!(ec2.nat_state(&first), "available");
+        let private = ec2.ok(&format!("Action=CreateNatGateway&SubnetId={subnet}&ConnectivityType=private"));
+        assert_eq!(text(&private, &["natGateway", "connectivityType"]), "private");
+        assert_eq!(
+            ec2.refused(&format!("Action=CreateNatGateway&SubnetId={subnet}&ConnectivityType=private&AllocationId={eip}")).code,
+            "InvalidParameterValue"
+        );
+    }
+
+    #[test]
+    fn routes_need_targets_that_exist_and_destinations_once() {
+        let mut ec2 = Ec2::new();
+        let vpc = ec2.vpc("10.0.0.0/16");
+        let subnet = ec2.subnet(&vpc, "10.0.1.0/24", "us-east-1a");
+        let table = text(&ec2.ok(&format!("Action=CreateRouteTable&VpcId={vpc}")), &["routeTable", "routeTableId"]);
+        let err = ec2.refused(&format!(
+            "Action=CreateRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0&GatewayId=igw-0123456789abcdef0"
+        ));
+        assert_eq!(err.code, "InvalidInternetGatewayID.NotFound");
+        let err = ec2.refused(&format!(
+            "Action=CreateRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0&NatGatewayId=nat-0123456789abcdef0"
+        ));
+        assert_eq!(err.code, "InvalidNatGatewayID.NotFound");
+        let igw = text(&ec2.ok("Action=CreateInternetGateway"), &["internetGateway", "internetGatewayId"]);
+        let err = ec2.refused(&format!(
+            "Action=CreateRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0&GatewayId={igw}"
+        ));
+        assert_eq!(err.code, "InvalidParameterValue", "not attached to the VPC");
+        ec2.ok(&format!("Action=AttachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"));
+        let created = ec2.ok(&format!(
+            "Action=CreateRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0&GatewayId={igw}"
+        ));
+        assert_eq!(text(&created, &["return"]), "true");
+        let err = ec2.refused(&format!(
+            "Action=CreateRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0&GatewayId={igw}"
+        ));
+        assert_eq!(
+            (err.code.as_str(), err.message.as_str()),
+            ("RouteAlreadyExists", "The route identified by 0.0.0.0/0 already exists.")
+        );
+        let eip = ec2.address();
+        let nat = text(
+            &ec2.ok(&format!("Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}")),
+            &["natGateway", "natGatewayId"],
+        );
+        ec2.ok(&format!(
+            "Action=ReplaceRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0&NatGatewayId={nat}"
+        ));
+        let described = ec2.ok(&format!(
+            "Action=DescribeRouteTables&Filter.1.Name=route.nat-gateway-id&Filter.1.Value.1={nat}"
+        ));
+        assert_eq!(column(&described, "routeTableSet", "routeTableId"), [table.clone()]);
+        assert_eq!(
+            ec2.refused(&format!("Action=ReplaceRoute&RouteTableId={table}&DestinationCidrBlock=10.9.0.0/16&GatewayId={igw}")).code,
+            "InvalidRoute.NotFound"
+        );
+        assert_eq!(
+            ec2.refused(&format!("Action=DeleteRoute&RouteTableId={table}&DestinationCidrBlock=10.0.0.0/16")).code,
+            "InvalidParameterValue",
+            "the local route stays"
+        );
+        ec2.ok(&format!("Action=DeleteRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0"));
+        assert_eq!(
+            ec2.refused(&format!("Action=DeleteRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0")).code,
+            "InvalidRoute.NotFound"
+        );
+        assert_eq!(
+            ec2.refused("Action=CreateRoute&RouteTableId=rtb-0123456789abcdef0&DestinationCidrBlock=0.0.0.0/0&GatewayId=x").code,
+            "InvalidRouteTableID.NotFound"
+        );
+    }
+
+    #[test]
+    fn tags_are_given_at_create_changed_described_and_filtered_on() {
+        let mut ec2 = Ec2::new();
+        let xml = ec2.ok("Action=CreateVpc&CidrBlock=10.0.0.0/16&TagSpecification.1.ResourceType=vpc&TagSpecification.1.Tag.1.Key=Name&TagSpecification.1.Tag.1.Value=ml&TagSpecification.1.Tag.2.Key=managed-by&TagSpecification.1.Tag.2.Value=terrain");
+        let vpc = text(&xml, &["vpc", "vpcId"]);
+        assert_eq!(text(&xml, &["vpc", "tagSet", "item", "key"]), "Name");
+        let err = ec2.refused("Action=CreateVpc&CidrBlock=10.1.0.0/16&TagSpecification.1.ResourceType=subnet&TagSpecification.1.Tag.1.Key=a");
+        assert_eq!(err.code, "InvalidParameterValue");
+        let found = ec2.ok("Action=DescribeVpcs&Filter.1.Name=tag:Name&Filter.1.Value.1=ml");
+        assert_eq!(column(&found, "vpcSet", "vpcId"), [vpc.clone()]);
+        let found = ec2.ok("Action=DescribeVpcs&Filter.1.Name=tag-key&Filter.1.Value.1=managed-by&Filter.2.Name=cidr&Filter.2.Value.1=10.0.0.0/16");
+        assert_eq!(column(&found, "vpcSet", "vpcId"), [vpc.clone()]);
+        assert!(items(&ec2.ok("Action=DescribeVpcs&Filter.1.Name=tag:Name&Filter.1.Value.1=other"), "vpcSet").is_empty());
+        ec2.ok(&format!("Action=CreateTags&ResourceId.1={vpc}&Tag.1.Key=team&Tag.1.Value=ml"));
+        let tags = ec2.ok(&format!("Action=DescribeTags&Filter.1.Name=resource-id&Filter.1.Value.1={vpc}"));
+        assert_eq!(column(&tags, "tagSet", "key"), ["Name", "managed-by", "team"]);
+        assert_eq!(column(&tags, "tagSet", "resourceType"), ["vpc", "vpc", "vpc"]);
+        ec2.ok(&format!("Action=DeleteTags&ResourceId.1={vpc}&Tag.1.Key=team&Tag.2.Key=Name&Tag.2.Value=not-ml"));
+        let tags = ec2.ok(&format!("Action=DescribeTags&Filter.1.Name=resource-id&Filter.1.Value.1={vpc}"));
+        assert_eq!(column(&tags, "tagSet", "key"), ["Name", "managed-by"]);
+        let err = ec2.refused("Action=CreateTags&ResourceId.1=vpc-0123456789abcdef0&Tag.1.Key=a&Tag.1.Value=b");
+        assert_eq!(err.code, "InvalidVpcID.NotFound");
+        let err = ec2.refused(&format!("Action=CreateTags&ResourceId.1={vpc}&Tag.1.Key=aws:x&Tag.1.Value=b"));
+        assert_eq!(err.code, "InvalidParameterValue");
+    }
+
+    #[test]
+    fn vpc_dns_attributes_are_kept_and_hostnames_need_dns_support() {
+        let mut ec2 = Ec2::new();
+        let vpc = ec2.vpc("10.0.0.0/16");
+        let value = |ec2: &mut Ec2, attribute: &str| {
+            let xml = ec2.ok(&format!("Action=DescribeVpcAttribute&VpcId={vpc}&Attribute={attribute}"));
+            text(&xml, &[attribute, "value"])
+        };
+        assert_eq!(value(&mut ec2, "enableDnsSupport"), "true");
+        assert_eq!(value(&mut ec2, "enableDnsHostnames"), "false");
+        ec2.ok(&format!("Action=ModifyVpcAttribute&VpcId={vpc}&EnableDnsHostnames.Value=true"));
+        assert_eq!(value(&mut ec2, "enableDnsHostnames"), "true");
+        assert_eq!(
+            ec2.refused(&format!("Action=ModifyVpcAttribute&VpcId={vpc}&EnableDnsSupport.Value=false")).code,
+            "InvalidParameterValue"
+        );
+        assert_eq!(
+            ec2.refused(&format!("Action=ModifyVpcAttribute&VpcId={vpc}&EnableDnsSupport.Value=true&EnableDnsHostnames.Value=true")).code,
+            "InvalidParameterCombination"
+        );
+        let subnet = ec2.subnet(&vpc, "10.0.1.0/24", "us-east-1a");
+        ec2.ok(&format!("Action=ModifySubnetAttribute&SubnetId={subnet}&MapPublicIpOnLaunch.Value=true"));
+        let xml = ec2.ok(&format!("Action=DescribeSubnets&SubnetId.1={subnet}"));
+        assert_eq!(column(&xml, "subnetSet", "mapPublicIpOnLaunch"), ["true"]);
+    }
+
+    #[test]
+    fn elastic_ips_come_from_documentation_ranges_five_per_region() {
+        let mut ec2 = Ec2::new();
+        let first = ec2.ok("Action=AllocateAddress&Domain=vpc");
+        assert_eq!(text(&first, &["publicIp"]), "192.0.2.1");
+        assert!(well_formed("eipalloc", &text(&first, &["allocationId"])));
+        for _ in 0..4 {
+            ec2.address();
+        }
+        assert_eq!(ec2.refused("Action=AllocateAddress&Domain=vpc").code, "AddressLimitExceeded");
+        assert_eq!(
+            ec2.refused("Action=DescribeAddresses&AllocationId.1=eipalloc-0123456789abcdef0").code,
+            "InvalidAllocationID.NotFound"
+        );
+        let by_ip = ec2.ok("Action=DescribeAddresses&PublicIp.1=192.0.2.1");
+        assert_eq!(column(&by_ip, "addressesSet", "domain"), ["vpc"]);
+    }
+
+    #[test]
+    fn answers_follow_the_botocore_model() {
+        let model = terrain_contracts::botocore("ec2", "2016-11-15");
+        let mut ec2 = Ec2::with(serde_json::json!({"subnets": {"subnet-0e": "us-east-1e"}}));
+        let check = |ec2: &mut Ec2, shape: &str, body: &str| {
+            let mut xml = ec2.ok(body);
+            xml.children.retain(|c| c.name != "requestId");
+            let problems = botocore_violations(&model, shape, &xml, shape);
+            assert!(problems.is_empty(), "{body}: {problems:#?}");
+            xml
+        };
+        let vpc = text(
+            &check(&mut ec2, "CreateVpcResult", "Action=CreateVpc&CidrBlock=10.0.0.0/16&TagSpecification.1.ResourceType=vpc&TagSpecification.1.Tag.1.Key=Name&TagSpecification.1.Tag.1.Value=x"),
+            &["vpc", "vpcId"],
+        );
+        let subnet = text(
+            &check(&mut ec2, "CreateSubnetResult", &format!("Action=CreateSubnet&VpcId={vpc}&CidrBlock=10.0.0.0/24&AvailabilityZone=us-east-1b")),
+            &["subnet", "subnetId"],
+        );
+        let igw = text(
+            &check(&mut ec2, "CreateInternetGatewayResult", "Action=CreateInternetGateway"),
+            &["internetGateway", "internetGatewayId"],
+        );
+        ec2.ok(&format!("Action=AttachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"));
+        let eip = text(&check(&mut ec2, "AllocateAddressResult", "Action=AllocateAddress&Domain=vpc"), &["allocationId"]);
+        let nat = text(
+            &check(&mut ec2, "CreateNatGatewayResult", &format!("Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}&ClientToken=abc")),
+            &["natGateway", "natGatewayId"],
+        );
+        let table = text(
+            &check(&mut ec2, "CreateRouteTableResult", &format!("Action=CreateRouteTable&VpcId={vpc}")),
+            &["routeTable", "routeTableId"],
+        );
+        check(&mut ec2, "CreateRouteResult", &format!("Action=CreateRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0&NatGatewayId={nat}"));
+        let assoc = text(
+            &check(&mut ec2, "AssociateRouteTableResult", &format!("Action=AssociateRouteTable&RouteTableId={table}&SubnetId={subnet}")),
+            &["associationId"],
+        );
+        check(&mut ec2, "ReplaceRouteTableAssociationResult", &format!("Action=ReplaceRouteTableAssociation&AssociationId={assoc}&RouteTableId={table}"));
+        check(&mut ec2, "DescribeVpcAttributeResult", &format!("Action=DescribeVpcAttribute&VpcId={vpc}&Attribute=enableDnsSupport"));
+        for (shape, body) in [
+            ("DescribeVpcsResult", "Action=DescribeVpcs"),
+            ("DescribeSubnetsResult", "Action=DescribeSubnets"),
+            ("DescribeSubnetsResult", "Action=DescribeSubnets&MaxResults=5"),
+            ("DescribeInternetGatewaysResult", "Action=DescribeInternetGateways"),
+            ("DescribeAddressesResult", "Action=DescribeAddresses"),
+            ("DescribeNatGatewaysResult", "Action=DescribeNatGateways"),
+            ("DescribeRouteTablesResult", "Action=DescribeRouteTables"),
+            ("DescribeTagsResult", "Action=DescribeTags"),
+        ] {
+            check(&mut ec2, shape, body);
+        }
+        ec2.pass(6);
+        check(&mut ec2, "DeleteNatGatewayResult", &format!("Action=DeleteNatGateway&NatGatewayId={nat}"));
+        ec2.pass(4);
+        check(&mut ec2, "DescribeNatGatewaysResult", "Action=DescribeNatGateways");
+    }
+}
