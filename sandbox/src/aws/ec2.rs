@@ -885,7 +885,11 @@ pub(crate) mod tests {
             "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested (us-east-1a). Our system will be working on provisioning additional capacity. You can currently get g5.xlarge capacity by not specifying an Availability Zone in your request or choosing us-east-1b, us-east-1c, us-east-1d, us-east-1f. Launching EC2 instance failed."
         );
         let two = vec!["subnet-a".to_string(), "subnet-c".to_string()];
-        assert_eq!(fails(&g5, &two, "ON_DEMAND", 1), None, "us-east-1b has capacity");
+        assert_eq!(
+            fails(&g5, &two, "ON_DEMAND", 1),
+            None,
+            "us-east-1b has capacity"
+        );
         let both_in_a = vec!["subnet-a".to_string(), "subnet-b".to_string()];
         assert_eq!(
             network.subnet_zones("us-east-1", &both_in_a),
@@ -893,14 +897,25 @@ pub(crate) mod tests {
         );
         assert!(fails(&g5, &both_in_a, "SPOT", 2).is_some_and(|m| m.contains("no Spot capacity")));
         let mixed = vec!["g5.xlarge".to_string(), "g5.2xlarge".to_string()];
-        assert_eq!(fails(&mixed, &one, "ON_DEMAND", 1), None, "another type fits");
+        assert_eq!(
+            fails(&mixed, &one, "ON_DEMAND", 1),
+            None,
+            "another type fits"
+        );
         assert_eq!(fails(&g5, &one, "ON_DEMAND", 0), None, "nothing to launch");
-        let unknown = vec!["subnet-a".to_string(), "subnet-0ffffffffffffffff".to_string()];
+        let unknown = vec![
+            "subnet-a".to_string(),
+            "subnet-0ffffffffffffffff".to_string(),
+        ];
         assert_eq!(
             network.subnet_zones("us-east-1", &unknown),
             Err(vec!["subnet-0ffffffffffffffff".to_string()])
         );
-        assert_eq!(fails(&g5, &unknown, "ON_DEMAND", 1), None, "launches nothing");
+        assert_eq!(
+            fails(&g5, &unknown, "ON_DEMAND", 1),
+            None,
+            "launches nothing"
+        );
     }
 
     pub(crate) fn items<'a>(xml: &'a Element, set: &str) -> Vec<&'a Element> {
@@ -1043,6 +1058,11 @@ pub(crate) mod tests {
             "integer" | "long" => {
                 if el.text.parse::<i64>().is_err() {
                     out.push(format!("{at}: {:?} is not a whole number", el.text));
+                }
+            }
+            "timestamp" => {
+                if chrono::DateTime::parse_from_rfc3339(&el.text).is_err() {
+                    out.push(format!("{at}: {:?} is not an ISO 8601 time", el.text));
                 }
             }
             "boolean" => {

@@ -12,8 +12,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::{AwsCtx, AwsError, AwsRequest, AwsResponse, ACCOUNT};
 use super::vpc::Network;
+use super::{AwsCtx, AwsError, AwsRequest, AwsResponse, ACCOUNT};
 use crate::capacity::AwsCapacity;
 use crate::k8s::{CloudCluster, NodePoolInfo};
 
@@ -1980,9 +1980,7 @@ mod tests {
                 faults: &self.faults,
             };
             self.network.touch(&self.region, &self.capacity);
-            let resp = self
-                .eks
-                .handle(&req, &ctx, &self.capacity, &self.network)?;
+            let resp = self.eks.handle(&req, &ctx, &self.capacity, &self.network)?;
             assert_eq!(resp.status, 200);
             Ok(resp.json_body().unwrap_or(Value::Null))
         }
@@ -2097,7 +2095,10 @@ mod tests {
             body
         };
         let err = h
-            .post("/clusters", with_subnets(&["subnet-a", "subnet-0123456789abcdef0"]))
+            .post(
+                "/clusters",
+                with_subnets(&["subnet-a", "subnet-0123456789abcdef0"]),
+            )
             .expect_err("unknown subnet");
         assert_eq!(
             (err.status, err.code.as_str(), err.message.as_str()),
@@ -2120,8 +2121,13 @@ mod tests {
         // The cluster's VPC is its subnets' (here the default VPC).
         active_cluster(&mut h, "ml");
         let c = h.get("/clusters/ml").expect("described");
-        let vpc = c["cluster"]["resourcesVpcConfig"]["vpcId"].as_str().unwrap_or_default();
-        assert_eq!(h.network.subnet_vpc("us-east-1", "subnet-a").as_deref(), Some(vpc));
+        let vpc = c["cluster"]["resourcesVpcConfig"]["vpcId"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(
+            h.network.subnet_vpc("us-east-1", "subnet-a").as_deref(),
+            Some(vpc)
+        );
         assert!(vpc.starts_with("vpc-"), "{vpc}");
         let mut ng = nodegroup_body("gpu");
         ng["subnets"] = json!(["subnet-0123456789abcdef0"]);
@@ -2136,7 +2142,10 @@ mod tests {
             )
         );
         assert_eq!(
-            h.eks.subnets_in_use("us-east-1").into_iter().collect::<Vec<_>>(),
+            h.eks
+                .subnets_in_use("us-east-1")
+                .into_iter()
+                .collect::<Vec<_>>(),
             ["subnet-a", "subnet-b"]
         );
     }
@@ -2204,7 +2213,9 @@ mod tests {
             .expect("a retried create answers the same");
         assert_eq!(first["cluster"]["arn"], again["cluster"]["arn"]);
         h.region = "eu-west-1".into();
-        h.post("/clusters", cluster_body("a"))
+        let mut elsewhere = cluster_body("a");
+        elsewhere["resourcesVpcConfig"]["subnetIds"] = json!(["subnet-ea", "subnet-eb"]);
+        h.post("/clusters", elsewhere)
             .expect("the same name in another region is another cluster");
         let list = h.get("/clusters").expect("listed");
         assert_eq!(list["clusters"], json!(["a"]));
@@ -2534,11 +2545,19 @@ mod tests {
         assert_eq!(empty.clusters[0].name, "x");
     }
 
-    /// A capacity configuration; unless it names subnets, `subnet-a` in us-east-1a and
-    /// `subnet-b` in us-east-1b, the subnets the tests' clusters and node groups use.
+    /// A capacity configuration; unless it names subnets, the ones the tests' clusters
+    /// and node groups use: `subnet-a`/`subnet-b` in us-east-1a/b, `subnet-wa`/`-wb` in
+    /// us-west-2 and `subnet-ea`/`-eb` in eu-west-1.
     fn capacity(mut spec: Value) -> AwsCapacity {
         if spec.get("subnets").is_none() {
-            spec["subnets"] = json!({"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"});
+            spec["subnets"] = json!({
+                "subnet-a": "us-east-1a",
+                "subnet-b": "us-east-1b",
+                "subnet-wa": "us-west-2a",
+                "subnet-wb": "us-west-2b",
+                "subnet-ea": "eu-west-1a",
+                "subnet-eb": "eu-west-1b",
+            });
         }
         crate::capacity::CapacitySpec::from_json(json!({"aws": spec}))
             .expect("valid capacity")
@@ -2635,11 +2654,13 @@ mod tests {
         );
         // Other regions count apart.
         h.region = "us-west-2".into();
-        active_cluster(&mut h, "west");
+        let mut west = cluster_body("west");
+        west["resourcesVpcConfig"]["subnetIds"] = json!(["subnet-wa", "subnet-wb"]);
+        h.at(30).post("/clusters", west).expect("created");
         h.at(40)
             .post(
                 "/clusters/west/node-groups",
-                on_demand_g5("gpu", &["subnet-a"], 2),
+                on_demand_g5("gpu", &["subnet-wa"], 2),
             )
             .expect("accepted");
         let ng = h

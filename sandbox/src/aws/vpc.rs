@@ -523,7 +523,12 @@ impl RegionNet {
             if self.subnets.iter().any(|s| &s.id == id) {
                 continue;
             }
-            let Some(vpc) = self.vpcs.iter().find(|v| v.is_default).map(|v| v.id.clone()) else {
+            let Some(vpc) = self
+                .vpcs
+                .iter()
+                .find(|v| v.is_default)
+                .map(|v| v.id.clone())
+            else {
                 continue;
             };
             let Some(cidr) = self.free_block(&vpc, CONFIGURED_FROM, 24) else {
@@ -593,9 +598,9 @@ impl RegionNet {
 
     /// The NAT gateway holding allocation `id`, while it does.
     fn holder(&self, allocation: &str) -> Option<&Nat> {
-        self.nats.iter().find(|n| {
-            n.allocation.as_deref() == Some(allocation) && n.holds_address()
-        })
+        self.nats
+            .iter()
+            .find(|n| n.allocation.as_deref() == Some(allocation) && n.holds_address())
     }
 
     fn tags_of(&self, id: &str) -> Option<&BTreeMap<String, String>> {
@@ -633,7 +638,11 @@ impl RegionNet {
             Some("subnet") => subnet_not_found(id),
             Some("internet-gateway") => gateway_not_found(id),
             Some("elastic-ip") => allocation_not_found(id),
-            Some("natgateway") => not_found("InvalidNatGatewayID.NotFound", "natGateway", &[id.to_string()]),
+            Some("natgateway") => not_found(
+                "InvalidNatGatewayID.NotFound",
+                "natGateway",
+                &[id.to_string()],
+            ),
             _ => route_table_not_found(id),
         })
     }
@@ -757,11 +766,10 @@ impl RegionNet {
             _ => "succeeded",
         };
         address.push_leaf("status", status);
-        let mut item = Element::new("item")
-            .with(Element::leaf(
-                "createTime",
-                n.created_at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
-            ));
+        let mut item = Element::new("item").with(Element::leaf(
+            "createTime",
+            n.created_at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+        ));
         if let Some(t) = n.deleted_at {
             item.push_leaf("deleteTime", t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string());
         }
@@ -806,7 +814,8 @@ impl RegionNet {
     fn render_route_table(&self, t: &RouteTable) -> Element {
         let mut routes = Element::new("routeSet");
         for r in &t.routes {
-            let mut item = Element::new("item").with(Element::leaf("destinationCidrBlock", &r.destination));
+            let mut item =
+                Element::new("item").with(Element::leaf("destinationCidrBlock", &r.destination));
             if let Some(g) = &r.gateway {
                 item.push_leaf("gatewayId", g);
             }
@@ -844,7 +853,12 @@ impl RegionNet {
         for n in &mut self.nats {
             if n.state == PENDING && due(n.until, now) {
                 n.until = None;
-                n.state = if n.failure.is_some() { FAILED } else { AVAILABLE }.to_string();
+                n.state = if n.failure.is_some() {
+                    FAILED
+                } else {
+                    AVAILABLE
+                }
+                .to_string();
             }
             if n.state == DELETING && due(n.until, now) {
                 n.deleted_at = n.until;
@@ -1223,10 +1237,7 @@ impl RegionNet {
         Ok(ok_return("ModifyVpcAttribute"))
     }
 
-    fn describe_vpc_attribute(
-        &self,
-        params: &[(String, String)],
-    ) -> Result<AwsResponse, AwsError> {
+    fn describe_vpc_attribute(&self, params: &[(String, String)]) -> Result<AwsResponse, AwsError> {
         let id = required(params, "VpcId")?;
         let attribute = required(params, "Attribute")?;
         let vpc = self.vpc(id)?;
@@ -1379,9 +1390,7 @@ impl RegionNet {
                     "subnet-id" | "subnetId" => admits(&values, &s.id),
                     "vpc-id" | "vpcId" => admits(&values, &s.vpc),
                     "availability-zone" | "availabilityZone" => admits(&values, &s.zone),
-                    "availability-zone-id" | "availabilityZoneId" => {
-                        admits(&values, &s.zone_id)
-                    }
+                    "availability-zone-id" | "availabilityZoneId" => admits(&values, &s.zone_id),
                     "default-for-az" | "defaultForAz" => {
                         admits(&values, &s.default_for_az.to_string())
                     }
@@ -1474,7 +1483,11 @@ impl RegionNet {
                 format!("resource {id} is already attached to network {attached}"),
             ));
         }
-        if let Some(other) = self.gateways.iter().find(|g| g.vpc.as_deref() == Some(&vpc)) {
+        if let Some(other) = self
+            .gateways
+            .iter()
+            .find(|g| g.vpc.as_deref() == Some(&vpc))
+        {
             return Err(AwsError::new(
                 400,
                 "Resource.AlreadyAssociated",
@@ -1633,7 +1646,11 @@ impl RegionNet {
             .cloned()
             .collect();
         if !missing.is_empty() {
-            return Err(not_found("InvalidAllocationID.NotFound", "allocation", &missing));
+            return Err(not_found(
+                "InvalidAllocationID.NotFound",
+                "allocation",
+                &missing,
+            ));
         }
         let ips = list(params, "PublicIp");
         if let Some(ip) = ips
@@ -1841,10 +1858,7 @@ impl RegionNet {
         Ok(respond("CreateNatGateway", children))
     }
 
-    fn describe_nat_gateways(
-        &self,
-        params: &[(String, String)],
-    ) -> Result<AwsResponse, AwsError> {
+    fn describe_nat_gateways(&self, params: &[(String, String)]) -> Result<AwsResponse, AwsError> {
         let ids = list(params, "NatGatewayId");
         if let Some(id) = ids
             .iter()
@@ -1914,10 +1928,7 @@ impl RegionNet {
 
     // ------------------------------------------------------------ route tables
 
-    fn create_route_table(
-        &mut self,
-        params: &[(String, String)],
-    ) -> Result<AwsResponse, AwsError> {
+    fn create_route_table(&mut self, params: &[(String, String)]) -> Result<AwsResponse, AwsError> {
         let vpc_id = required(params, "VpcId")?.to_string();
         let token = param(params, "ClientToken").filter(|t| !t.is_empty());
         if let Some(token) = token {
@@ -1956,10 +1967,7 @@ impl RegionNet {
         Ok(respond("CreateRouteTable", children))
     }
 
-    fn describe_route_tables(
-        &self,
-        params: &[(String, String)],
-    ) -> Result<AwsResponse, AwsError> {
+    fn describe_route_tables(&self, params: &[(String, String)]) -> Result<AwsResponse, AwsError> {
         let ids = list(params, "RouteTableId");
         let missing: Vec<String> = ids
             .iter()
@@ -1989,9 +1997,9 @@ impl RegionNet {
                 match name.as_str() {
                     "route-table-id" => admits(&values, &t.id),
                     "vpc-id" => admits(&values, &t.vpc),
-                    "association.subnet-id" => any_assoc(&|a| {
-                        a.subnet.as_deref().is_some_and(|s| admits(&values, s))
-                    }),
+                    "association.subnet-id" => {
+                        any_assoc(&|a| a.subnet.as_deref().is_some_and(|s| admits(&values, s)))
+                    }
                     "association.route-table-association-id" => {
                         any_assoc(&|a| admits(&values, &a.id))
                     }
@@ -2006,9 +2014,9 @@ impl RegionNet {
                     "route.gateway-id" => {
                         any_route(&|r| r.gateway.as_deref().is_some_and(|g| admits(&values, g)))
                     }
-                    "route.nat-gateway-id" => any_route(&|r| {
-                        r.nat_gateway.as_deref().is_some_and(|g| admits(&values, g))
-                    }),
+                    "route.nat-gateway-id" => {
+                        any_route(&|r| r.nat_gateway.as_deref().is_some_and(|g| admits(&values, g)))
+                    }
                     "owner-id" => admits(&values, ACCOUNT),
                     _ => {
                         refused = Some(unknown_filter(&name));
@@ -2027,10 +2035,7 @@ impl RegionNet {
         page("DescribeRouteTables", "routeTableSet", params, items, 100)
     }
 
-    fn delete_route_table(
-        &mut self,
-        params: &[(String, String)],
-    ) -> Result<AwsResponse, AwsError> {
+    fn delete_route_table(&mut self, params: &[(String, String)]) -> Result<AwsResponse, AwsError> {
         let id = required(params, "RouteTableId")?.to_string();
         let i = self.route_table_index(&id)?;
         // The main association counts: the main table goes only with its VPC.
@@ -2083,7 +2088,11 @@ impl RegionNet {
             }
             (None, Some(n)) => {
                 let found = self.nats.iter().find(|x| x.id == n).ok_or_else(|| {
-                    not_found("InvalidNatGatewayID.NotFound", "natGateway", &[n.to_string()])
+                    not_found(
+                        "InvalidNatGatewayID.NotFound",
+                        "natGateway",
+                        &[n.to_string()],
+                    )
                 })?;
                 if found.vpc != vpc {
                     return Err(invalid(format!(
@@ -2094,7 +2103,10 @@ impl RegionNet {
             }
         };
         let table = &mut self.route_tables[i];
-        let existing = table.routes.iter().position(|r| r.destination == destination);
+        let existing = table
+            .routes
+            .iter()
+            .position(|r| r.destination == destination);
         match (existing, replace) {
             (Some(_), false) => {
                 return Err(AwsError::new(
@@ -2139,7 +2151,11 @@ impl RegionNet {
         let destination = required(params, "DestinationCidrBlock")?.to_string();
         let i = self.route_table_index(&id)?;
         let table = &mut self.route_tables[i];
-        let Some(r) = table.routes.iter().position(|r| r.destination == destination) else {
+        let Some(r) = table
+            .routes
+            .iter()
+            .position(|r| r.destination == destination)
+        else {
             return Err(AwsError::new(
                 400,
                 "InvalidRoute.NotFound",
@@ -2366,9 +2382,10 @@ mod tests {
         }
 
         fn with(aws: serde_json::Value) -> Ec2 {
-            let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": aws}))
-                .expect("valid capacity")
-                .aws;
+            let capacity =
+                crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": aws}))
+                    .expect("valid capacity")
+                    .aws;
             Ec2 {
                 network: Network::default(),
                 capacity,
@@ -2460,7 +2477,10 @@ mod tests {
         assert_eq!(vpc.text_of("cidrBlock"), Some("172.31.0.0/16"));
         assert_eq!(vpc.text_of("isDefault"), Some("true"));
         let id = vpc.text_of("vpcId").unwrap_or_default().to_string();
-        assert!(well_formed("vpc", &id) && id.len() == "vpc-".len() + 17, "{id}");
+        assert!(
+            well_formed("vpc", &id) && id.len() == "vpc-".len() + 17,
+            "{id}"
+        );
         // The same ids in every sandbox, for the account and region.
         let mut other = Ec2::new();
         let again = other.ok("Action=DescribeVpcs");
@@ -2494,8 +2514,14 @@ mod tests {
         assert!(column(&subnets, "subnetSet", "mapPublicIpOnLaunch")
             .iter()
             .all(|m| m == "true"));
-        assert_eq!(column(&subnets, "subnetSet", "availableIpAddressCount")[0], "4091");
-        assert_eq!(column(&subnets, "subnetSet", "availabilityZoneId")[4], "use1-az3");
+        assert_eq!(
+            column(&subnets, "subnetSet", "availableIpAddressCount")[0],
+            "4091"
+        );
+        assert_eq!(
+            column(&subnets, "subnetSet", "availabilityZoneId")[4],
+            "use1-az3"
+        );
 
         let gateways = ec2.ok(&format!(
             "Action=DescribeInternetGateways&Filter.1.Name=attachment.vpc-id&Filter.1.Value.1={id}"
@@ -2512,7 +2538,9 @@ mod tests {
             .flat_map(|r| r.all("item"))
             .map(|r| {
                 (
-                    r.text_of("destinationCidrBlock").unwrap_or_default().to_string(),
+                    r.text_of("destinationCidrBlock")
+                        .unwrap_or_default()
+                        .to_string(),
                     r.text_of("gatewayId").unwrap_or_default().to_string(),
                 )
             })
@@ -2529,7 +2557,10 @@ mod tests {
             .call_in("us-west-2", "Action=DescribeSubnets")
             .expect("answered");
         assert_eq!(items(&west, "subnetSet").len(), 4);
-        assert!(inventory(&ec2.network).is_empty(), "defaults are not inventory");
+        assert!(
+            inventory(&ec2.network).is_empty(),
+            "defaults are not inventory"
+        );
     }
 
     #[test]
@@ -2540,7 +2571,10 @@ mod tests {
             "subnet-0b": "us-west-2b",
         }}));
         let xml = ec2.ok("Action=DescribeSubnets&SubnetId.1=subnet-in-a&SubnetId.2=subnet-0e");
-        assert_eq!(column(&xml, "subnetSet", "subnetId"), ["subnet-in-a", "subnet-0e"]);
+        assert_eq!(
+            column(&xml, "subnetSet", "subnetId"),
+            ["subnet-in-a", "subnet-0e"]
+        );
         assert_eq!(
             column(&xml, "subnetSet", "availabilityZone"),
             ["us-east-1a", "us-east-1e"]
@@ -2549,28 +2583,48 @@ mod tests {
             column(&xml, "subnetSet", "cidrBlock"),
             ["172.31.129.0/24", "172.31.128.0/24"]
         );
-        assert_eq!(column(&xml, "subnetSet", "defaultForAz"), ["false", "false"]);
-        let default_vpc = default_id("vpc", "us-east-1", "vpc");
-        assert_eq!(column(&xml, "subnetSet", "vpcId"), [default_vpc.clone(), default_vpc]);
         assert_eq!(
-            ec2.network
-                .subnet_zones("us-east-1", &["subnet-0e".to_string(), "subnet-in-a".to_string()]),
+            column(&xml, "subnetSet", "defaultForAz"),
+            ["false", "false"]
+        );
+        let default_vpc = default_id("vpc", "us-east-1", "vpc");
+        assert_eq!(
+            column(&xml, "subnetSet", "vpcId"),
+            [default_vpc.clone(), default_vpc]
+        );
+        assert_eq!(
+            ec2.network.subnet_zones(
+                "us-east-1",
+                &["subnet-0e".to_string(), "subnet-in-a".to_string()]
+            ),
             Ok(vec!["us-east-1e".to_string(), "us-east-1a".to_string()])
         );
         // Configured in us-west-2: not a subnet of us-east-1.
         let err = ec2.refused("Action=DescribeSubnets&SubnetId.1=subnet-0b");
-        assert_eq!((err.code.as_str(), err.message.as_str()), ("InvalidSubnetID.NotFound", "The subnet ID 'subnet-0b' does not exist"));
         assert_eq!(
-            ec2.network.subnet_zones("us-east-1", &["subnet-0b".to_string()]),
+            (err.code.as_str(), err.message.as_str()),
+            (
+                "InvalidSubnetID.NotFound",
+                "The subnet ID 'subnet-0b' does not exist"
+            )
+        );
+        assert_eq!(
+            ec2.network
+                .subnet_zones("us-east-1", &["subnet-0b".to_string()]),
             Err(vec!["subnet-0b".to_string()])
         );
         let err = ec2.refused("Action=DescribeSubnets&SubnetId.1=subnet-0123456789abcdef0");
         assert_eq!(err.code, "InvalidSubnetID.NotFound");
         for bad in ["subnet-zz", "sg-0123", "subnet-", "subnet-0ABC"] {
-            let err = ec2.refused(&format!("Action=DescribeSubnets&SubnetId.1=subnet-0e&SubnetId.2={bad}"));
+            let err = ec2.refused(&format!(
+                "Action=DescribeSubnets&SubnetId.1=subnet-0e&SubnetId.2={bad}"
+            ));
             assert_eq!(
                 (err.code.as_str(), err.message.clone()),
-                ("InvalidSubnetID.Malformed", format!("Invalid id: \"{bad}\"")),
+                (
+                    "InvalidSubnetID.Malformed",
+                    format!("Invalid id: \"{bad}\"")
+                ),
             );
         }
         let err = ec2.refused("Action=DescribeSubnets&Filter.1.Name=color&Filter.1.Value.1=x");
@@ -2578,13 +2632,17 @@ mod tests {
         // A deleted configured subnet stays deleted.
         ec2.ok("Action=DeleteSubnet&SubnetId=subnet-0e");
         assert_eq!(
-            ec2.refused("Action=DescribeSubnets&SubnetId.1=subnet-0e").code,
+            ec2.refused("Action=DescribeSubnets&SubnetId.1=subnet-0e")
+                .code,
             "InvalidSubnetID.NotFound"
         );
         let west = ec2
             .call_in("us-west-2", "Action=DescribeSubnets&SubnetId.1=subnet-0b")
             .expect("configured there");
-        assert_eq!(column(&west, "subnetSet", "availabilityZone"), ["us-west-2b"]);
+        assert_eq!(
+            column(&west, "subnetSet", "availabilityZone"),
+            ["us-west-2b"]
+        );
     }
 
     #[test]
@@ -2618,24 +2676,33 @@ mod tests {
         ));
         assert_eq!(
             (err.code.as_str(), err.message.as_str()),
-            ("InvalidSubnet.Conflict", "The CIDR '10.0.0.0/20' conflicts with another subnet")
+            (
+                "InvalidSubnet.Conflict",
+                "The CIDR '10.0.0.0/20' conflicts with another subnet"
+            )
         );
         let err = ec2.refused(&format!(
             "Action=CreateSubnet&VpcId={vpc}&CidrBlock=10.0.2.0/24&AvailabilityZone=us-west-2a"
         ));
         assert_eq!(err.code, "InvalidParameterValue");
-        assert!(err.message.contains("us-east-1a, us-east-1b"), "{}", err.message);
+        assert!(
+            err.message.contains("us-east-1a, us-east-1b"),
+            "{}",
+            err.message
+        );
         let by_id = ec2.ok(&format!(
             "Action=CreateSubnet&VpcId={vpc}&CidrBlock=10.0.2.0/24&AvailabilityZoneId=use1-az3"
         ));
         assert_eq!(text(&by_id, &["subnet", "availabilityZone"]), "us-east-1e");
         assert_eq!(text(&by_id, &["subnet", "availableIpAddressCount"]), "251");
-        let err = ec2.refused(
-            "Action=CreateSubnet&VpcId=vpc-0123456789abcdef0&CidrBlock=10.0.3.0/24",
-        );
+        let err =
+            ec2.refused("Action=CreateSubnet&VpcId=vpc-0123456789abcdef0&CidrBlock=10.0.3.0/24");
         assert_eq!(
             (err.code.as_str(), err.message.as_str()),
-            ("InvalidVpcID.NotFound", "The vpc ID 'vpc-0123456789abcdef0' does not exist")
+            (
+                "InvalidVpcID.NotFound",
+                "The vpc ID 'vpc-0123456789abcdef0' does not exist"
+            )
         );
         // The same block in another VPC does not conflict.
         let other = ec2.vpc("10.0.0.0/16");
@@ -2654,8 +2721,13 @@ mod tests {
         let mut ec2 = Ec2::new();
         let vpc = ec2.vpc("10.0.0.0/16");
         let subnet = ec2.subnet(&vpc, "10.0.1.0/24", "us-east-1a");
-        let igw = text(&ec2.ok("Action=CreateInternetGateway"), &["internetGateway", "internetGatewayId"]);
-        ec2.ok(&format!("Action=AttachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"));
+        let igw = text(
+            &ec2.ok("Action=CreateInternetGateway"),
+            &["internetGateway", "internetGatewayId"],
+        );
+        ec2.ok(&format!(
+            "Action=AttachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"
+        ));
         let table = text(
             &ec2.ok(&format!("Action=CreateRouteTable&VpcId={vpc}")),
             &["routeTable", "routeTableId"],
@@ -2673,12 +2745,20 @@ mod tests {
         dependency(&mut ec2);
         ec2.ok(&format!("Action=DeleteSubnet&SubnetId={subnet}"));
         dependency(&mut ec2);
-        let err = ec2.refused(&format!("Action=DeleteInternetGateway&InternetGatewayId={igw}"));
+        let err = ec2.refused(&format!(
+            "Action=DeleteInternetGateway&InternetGatewayId={igw}"
+        ));
         assert_eq!(err.code, "DependencyViolation", "still attached");
-        ec2.ok(&format!("Action=DetachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"));
-        let err = ec2.refused(&format!("Action=DetachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"));
+        ec2.ok(&format!(
+            "Action=DetachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"
+        ));
+        let err = ec2.refused(&format!(
+            "Action=DetachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"
+        ));
         assert_eq!(err.code, "Gateway.NotAttached");
-        ec2.ok(&format!("Action=DeleteInternetGateway&InternetGatewayId={igw}"));
+        ec2.ok(&format!(
+            "Action=DeleteInternetGateway&InternetGatewayId={igw}"
+        ));
         dependency(&mut ec2);
         let main = column(
             &ec2.ok(&format!(
@@ -2689,11 +2769,18 @@ mod tests {
         );
         assert_eq!(main.len(), 1);
         let err = ec2.refused(&format!("Action=DeleteRouteTable&RouteTableId={}", main[0]));
-        assert_eq!(err.code, "DependencyViolation", "the main table goes with its VPC");
+        assert_eq!(
+            err.code, "DependencyViolation",
+            "the main table goes with its VPC"
+        );
         ec2.ok(&format!("Action=DeleteRouteTable&RouteTableId={table}"));
         ec2.ok(&format!("Action=DeleteVpc&VpcId={vpc}"));
         assert_eq!(
-            ec2.refused(&format!("Action=DescribeRouteTables&RouteTableId.1={}", main[0])).code,
+            ec2.refused(&format!(
+                "Action=DescribeRouteTables&RouteTableId.1={}",
+                main[0]
+            ))
+            .code,
             "InvalidRouteTableID.NotFound"
         );
         assert_eq!(
@@ -2708,40 +2795,75 @@ mod tests {
         let mut ec2 = Ec2::new();
         let vpc = ec2.vpc("10.0.0.0/16");
         let subnet = ec2.subnet(&vpc, "10.0.1.0/24", "us-east-1a");
-        let first = text(&ec2.ok("Action=CreateInternetGateway"), &["internetGateway", "internetGatewayId"]);
-        let second = text(&ec2.ok("Action=CreateInternetGateway"), &["internetGateway", "internetGatewayId"]);
-        ec2.ok(&format!("Action=AttachInternetGateway&InternetGatewayId={first}&VpcId={vpc}"));
-        let err = ec2.refused(&format!("Action=AttachInternetGateway&InternetGatewayId={second}&VpcId={vpc}"));
+        let first = text(
+            &ec2.ok("Action=CreateInternetGateway"),
+            &["internetGateway", "internetGatewayId"],
+        );
+        let second = text(
+            &ec2.ok("Action=CreateInternetGateway"),
+            &["internetGateway", "internetGatewayId"],
+        );
+        ec2.ok(&format!(
+            "Action=AttachInternetGateway&InternetGatewayId={first}&VpcId={vpc}"
+        ));
+        let err = ec2.refused(&format!(
+            "Action=AttachInternetGateway&InternetGatewayId={second}&VpcId={vpc}"
+        ));
         assert_eq!(err.code, "Resource.AlreadyAssociated");
-        let err = ec2.refused("Action=AttachInternetGateway&InternetGatewayId=igw-0123456789abcdef0&VpcId=x");
+        let err = ec2.refused(
+            "Action=AttachInternetGateway&InternetGatewayId=igw-0123456789abcdef0&VpcId=x",
+        );
         assert_eq!(err.code, "InvalidInternetGatewayID.NotFound");
 
-        let public = text(&ec2.ok(&format!("Action=CreateRouteTable&VpcId={vpc}")), &["routeTable", "routeTableId"]);
-        let private = text(&ec2.ok(&format!("Action=CreateRouteTable&VpcId={vpc}")), &["routeTable", "routeTableId"]);
+        let public = text(
+            &ec2.ok(&format!("Action=CreateRouteTable&VpcId={vpc}")),
+            &["routeTable", "routeTableId"],
+        );
+        let private = text(
+            &ec2.ok(&format!("Action=CreateRouteTable&VpcId={vpc}")),
+            &["routeTable", "routeTableId"],
+        );
         let assoc = text(
-            &ec2.ok(&format!("Action=AssociateRouteTable&RouteTableId={public}&SubnetId={subnet}")),
+            &ec2.ok(&format!(
+                "Action=AssociateRouteTable&RouteTableId={public}&SubnetId={subnet}"
+            )),
             &["associationId"],
         );
         assert!(well_formed("rtbassoc", &assoc), "{assoc}");
-        let err = ec2.refused(&format!("Action=AssociateRouteTable&RouteTableId={private}&SubnetId={subnet}"));
+        let err = ec2.refused(&format!(
+            "Action=AssociateRouteTable&RouteTableId={private}&SubnetId={subnet}"
+        ));
         assert_eq!(err.code, "Resource.AlreadyAssociated");
         let found = ec2.ok(&format!(
             "Action=DescribeRouteTables&Filter.1.Name=association.subnet-id&Filter.1.Value.1={subnet}"
         ));
-        assert_eq!(column(&found, "routeTableSet", "routeTableId"), [public.clone()]);
+        assert_eq!(
+            column(&found, "routeTableSet", "routeTableId"),
+            [public.clone()]
+        );
         let err = ec2.refused(&format!("Action=DeleteRouteTable&RouteTableId={public}"));
         assert_eq!(
             (err.code.as_str(), err.message.clone()),
-            ("DependencyViolation", format!("The routeTable '{public}' has dependencies and cannot be deleted."))
+            (
+                "DependencyViolation",
+                format!("The routeTable '{public}' has dependencies and cannot be deleted.")
+            )
         );
         let moved = text(
-            &ec2.ok(&format!("Action=ReplaceRouteTableAssociation&AssociationId={assoc}&RouteTableId={private}")),
+            &ec2.ok(&format!(
+                "Action=ReplaceRouteTableAssociation&AssociationId={assoc}&RouteTableId={private}"
+            )),
             &["newAssociationId"],
         );
         ec2.ok(&format!("Action=DeleteRouteTable&RouteTableId={public}"));
-        ec2.ok(&format!("Action=DisassociateRouteTable&AssociationId={moved}"));
+        ec2.ok(&format!(
+            "Action=DisassociateRouteTable&AssociationId={moved}"
+        ));
         assert_eq!(
-            ec2.refused(&format!("Action=DisassociateRouteTable&AssociationId={moved}")).code,
+            ec2.refused(&format!(
+                "Action=DisassociateRouteTable&AssociationId={moved}"
+            ))
+            .code,
             "InvalidAssociationID.NotFound"
         );
         // The main association moves too: that is how a VPC's main table changes.
@@ -2749,17 +2871,31 @@ mod tests {
             "Action=DescribeRouteTables&Filter.1.Name=vpc-id&Filter.1.Value.1={vpc}&Filter.2.Name=association.main&Filter.2.Value.1=true"
         ));
         let main_table = items(&main, "routeTableSet")[0].clone();
-        let main_assoc = text(&main_table, &["associationSet", "item", "routeTableAssociationId"]);
+        let main_assoc = text(
+            &main_table,
+            &["associationSet", "item", "routeTableAssociationId"],
+        );
         assert_eq!(
-            ec2.refused(&format!("Action=DisassociateRouteTable&AssociationId={main_assoc}")).code,
+            ec2.refused(&format!(
+                "Action=DisassociateRouteTable&AssociationId={main_assoc}"
+            ))
+            .code,
             "InvalidParameterValue"
         );
-        ec2.ok(&format!("Action=ReplaceRouteTableAssociation&AssociationId={main_assoc}&RouteTableId={private}"));
+        ec2.ok(&format!(
+            "Action=ReplaceRouteTableAssociation&AssociationId={main_assoc}&RouteTableId={private}"
+        ));
         let now_main = ec2.ok(&format!(
             "Action=DescribeRouteTables&Filter.1.Name=vpc-id&Filter.1.Value.1={vpc}&Filter.2.Name=association.main&Filter.2.Value.1=true"
         ));
-        assert_eq!(column(&now_main, "routeTableSet", "routeTableId"), [private]);
-        let old = main_table.text_of("routeTableId").unwrap_or_default().to_string();
+        assert_eq!(
+            column(&now_main, "routeTableSet", "routeTableId"),
+            [private]
+        );
+        let old = main_table
+            .text_of("routeTableId")
+            .unwrap_or_default()
+            .to_string();
         ec2.ok(&format!("Action=DeleteRouteTable&RouteTableId={old}"));
     }
 
@@ -2773,24 +2909,42 @@ mod tests {
             "Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}&TagSpecification.1.ResourceType=natgateway&TagSpecification.1.Tag.1.Key=Name&TagSpecification.1.Tag.1.Value=egress"
         ));
         let nat = text(&created, &["natGateway", "natGatewayId"]);
-        assert!(well_formed("nat", &nat) && nat.len() == "nat-".len() + 17, "{nat}");
+        assert!(
+            well_formed("nat", &nat) && nat.len() == "nat-".len() + 17,
+            "{nat}"
+        );
         assert_eq!(text(&created, &["natGateway", "state"]), "pending");
-        assert_eq!(text(&created, &["natGateway", "natGatewayAddressSet", "item", "privateIp"]), "10.0.1.4");
+        assert_eq!(
+            text(
+                &created,
+                &["natGateway", "natGatewayAddressSet", "item", "privateIp"]
+            ),
+            "10.0.1.4"
+        );
         ec2.pass(2);
         assert_eq!(ec2.nat_state(&nat), "pending");
         ec2.pass(4);
         assert_eq!(ec2.nat_state(&nat), "available");
         let by_tag = ec2.ok("Action=DescribeNatGateways&Filter.1.Name=tag:Name&Filter.1.Value.1=egress&Filter.2.Name=state&Filter.2.Value.1=available");
-        assert_eq!(column(&by_tag, "natGatewaySet", "natGatewayId"), [nat.clone()]);
+        assert_eq!(
+            column(&by_tag, "natGatewaySet", "natGatewayId"),
+            [nat.clone()]
+        );
         let subnet_now = ec2.ok(&format!("Action=DescribeSubnets&SubnetId.1={subnet}"));
-        assert_eq!(column(&subnet_now, "subnetSet", "availableIpAddressCount"), ["250"]);
+        assert_eq!(
+            column(&subnet_now, "subnetSet", "availableIpAddressCount"),
+            ["250"]
+        );
 
         let err = ec2.refused(&format!("Action=ReleaseAddress&AllocationId={eip}"));
         assert_eq!(err.code, "InvalidIPAddress.InUse");
         let err = ec2.refused(&format!("Action=DeleteSubnet&SubnetId={subnet}"));
         assert_eq!(
             (err.code.as_str(), err.message.clone()),
-            ("DependencyViolation", format!("The subnet '{subnet}' has dependencies and cannot be deleted."))
+            (
+                "DependencyViolation",
+                format!("The subnet '{subnet}' has dependencies and cannot be deleted.")
+            )
         );
         let addresses = ec2.ok(&format!("Action=DescribeAddresses&AllocationId.1={eip}"));
         assert!(column(&addresses, "addressesSet", "associationId")[0].starts_with("eipassoc-"));
@@ -2798,28 +2952,36 @@ mod tests {
         ec2.ok(&format!("Action=DeleteNatGateway&NatGatewayId={nat}"));
         assert_eq!(ec2.nat_state(&nat), "deleting");
         assert_eq!(
-            ec2.refused(&format!("Action=ReleaseAddress&AllocationId={eip}")).code,
+            ec2.refused(&format!("Action=ReleaseAddress&AllocationId={eip}"))
+                .code,
             "InvalidIPAddress.InUse",
             "held until deleted"
         );
         ec2.pass(4);
         assert_eq!(ec2.nat_state(&nat), "deleted");
         let deleted = ec2.ok(&format!("Action=DescribeNatGateways&NatGatewayId.1={nat}"));
-        assert!(items(&deleted, "natGatewaySet")[0].text_of("deleteTime").is_some());
+        assert!(items(&deleted, "natGatewaySet")[0]
+            .text_of("deleteTime")
+            .is_some());
         ec2.ok(&format!("Action=DeleteSubnet&SubnetId={subnet}"));
         ec2.ok(&format!("Action=ReleaseAddress&AllocationId={eip}"));
         assert_eq!(
-            ec2.refused(&format!("Action=ReleaseAddress&AllocationId={eip}")).code,
+            ec2.refused(&format!("Action=ReleaseAddress&AllocationId={eip}"))
+                .code,
             "InvalidAllocationID.NotFound"
         );
         ec2.pass(61);
         let err = ec2.refused(&format!("Action=DescribeNatGateways&NatGatewayId.1={nat}"));
         assert_eq!(
             (err.code.as_str(), err.message.clone()),
-            ("NatGatewayNotFound", format!("The Nat Gateway {nat} was not found"))
+            (
+                "NatGatewayNotFound",
+                format!("The Nat Gateway {nat} was not found")
+            )
         );
         assert_eq!(
-            ec2.refused(&format!("Action=DeleteNatGateway&NatGatewayId={nat}")).code,
+            ec2.refused(&format!("Action=DeleteNatGateway&NatGatewayId={nat}"))
+                .code,
             "NatGatewayNotFound"
         );
     }
@@ -2831,18 +2993,26 @@ mod tests {
         let subnet = ec2.subnet(&vpc, "10.0.1.0/24", "us-east-1a");
         let eip = ec2.address();
         assert_eq!(
-            ec2.refused(&format!("Action=CreateNatGateway&SubnetId={subnet}")).code,
+            ec2.refused(&format!("Action=CreateNatGateway&SubnetId={subnet}"))
+                .code,
             "MissingParameter"
         );
         assert_eq!(
-            ec2.refused(&format!("Action=CreateNatGateway&SubnetId={subnet}&AllocationId=eipalloc-0123456789abcdef0")).code,
+            ec2.refused(&format!(
+                "Action=CreateNatGateway&SubnetId={subnet}&AllocationId=eipalloc-0123456789abcdef0"
+            ))
+            .code,
             "InvalidAllocationID.NotFound"
         );
         assert_eq!(
-            ec2.refused(&format!("Action=CreateNatGateway&SubnetId=subnet-0123456789abcdef0&AllocationId={eip}")).code,
+            ec2.refused(&format!(
+                "Action=CreateNatGateway&SubnetId=subnet-0123456789abcdef0&AllocationId={eip}"
+            ))
+            .code,
             "InvalidSubnetID.NotFound"
         );
-        let body = format!("Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}&ClientToken=t-1");
+        let body =
+            format!("Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}&ClientToken=t-1");
         let first = text(&ec2.ok(&body), &["natGateway", "natGatewayId"]);
         let retried = ec2.ok(&body);
         assert_eq!(text(&retried, &["natGateway", "natGatewayId"]), first);
@@ -2853,19 +3023,28 @@ mod tests {
         assert_eq!(err.code, "IdempotentParameterMismatch");
         // A second gateway on the same address is accepted, then fails.
         let second = text(
-            &ec2.ok(&format!("Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}")),
+            &ec2.ok(&format!(
+                "Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}"
+            )),
             &["natGateway", "natGatewayId"],
         );
         ec2.pass(6);
         assert_eq!(ec2.nat_state(&second), "failed");
-        let failed = ec2.ok(&format!("Action=DescribeNatGateways&NatGatewayId.1={second}"));
+        let failed = ec2.ok(&format!(
+            "Action=DescribeNatGateways&NatGatewayId.1={second}"
+        ));
         assert_eq!(
             items(&failed, "natGatewaySet")[0].text_of("failureCode"),
             Some("Resource.AlreadyAssociated")
         );
         assert_eq!(ec2.nat_state(&first), "available");
-        let private = ec2.ok(&format!("Action=CreateNatGateway&SubnetId={subnet}&ConnectivityType=private"));
-        assert_eq!(text(&private, &["natGateway", "connectivityType"]), "private");
+        let private = ec2.ok(&format!(
+            "Action=CreateNatGateway&SubnetId={subnet}&ConnectivityType=private"
+        ));
+        assert_eq!(
+            text(&private, &["natGateway", "connectivityType"]),
+            "private"
+        );
         assert_eq!(
             ec2.refused(&format!("Action=CreateNatGateway&SubnetId={subnet}&ConnectivityType=private&AllocationId={eip}")).code,
             "InvalidParameterValue"
@@ -2877,7 +3056,10 @@ mod tests {
         let mut ec2 = Ec2::new();
         let vpc = ec2.vpc("10.0.0.0/16");
         let subnet = ec2.subnet(&vpc, "10.0.1.0/24", "us-east-1a");
-        let table = text(&ec2.ok(&format!("Action=CreateRouteTable&VpcId={vpc}")), &["routeTable", "routeTableId"]);
+        let table = text(
+            &ec2.ok(&format!("Action=CreateRouteTable&VpcId={vpc}")),
+            &["routeTable", "routeTableId"],
+        );
         let err = ec2.refused(&format!(
             "Action=CreateRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0&GatewayId=igw-0123456789abcdef0"
         ));
@@ -2886,12 +3068,17 @@ mod tests {
             "Action=CreateRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0&NatGatewayId=nat-0123456789abcdef0"
         ));
         assert_eq!(err.code, "InvalidNatGatewayID.NotFound");
-        let igw = text(&ec2.ok("Action=CreateInternetGateway"), &["internetGateway", "internetGatewayId"]);
+        let igw = text(
+            &ec2.ok("Action=CreateInternetGateway"),
+            &["internetGateway", "internetGatewayId"],
+        );
         let err = ec2.refused(&format!(
             "Action=CreateRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0&GatewayId={igw}"
         ));
         assert_eq!(err.code, "InvalidParameterValue", "not attached to the VPC");
-        ec2.ok(&format!("Action=AttachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"));
+        ec2.ok(&format!(
+            "Action=AttachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"
+        ));
         let created = ec2.ok(&format!(
             "Action=CreateRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0&GatewayId={igw}"
         ));
@@ -2901,11 +3088,16 @@ mod tests {
         ));
         assert_eq!(
             (err.code.as_str(), err.message.as_str()),
-            ("RouteAlreadyExists", "The route identified by 0.0.0.0/0 already exists.")
+            (
+                "RouteAlreadyExists",
+                "The route identified by 0.0.0.0/0 already exists."
+            )
         );
         let eip = ec2.address();
         let nat = text(
-            &ec2.ok(&format!("Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}")),
+            &ec2.ok(&format!(
+                "Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}"
+            )),
             &["natGateway", "natGatewayId"],
         );
         ec2.ok(&format!(
@@ -2914,19 +3106,30 @@ mod tests {
         let described = ec2.ok(&format!(
             "Action=DescribeRouteTables&Filter.1.Name=route.nat-gateway-id&Filter.1.Value.1={nat}"
         ));
-        assert_eq!(column(&described, "routeTableSet", "routeTableId"), [table.clone()]);
+        assert_eq!(
+            column(&described, "routeTableSet", "routeTableId"),
+            [table.clone()]
+        );
         assert_eq!(
             ec2.refused(&format!("Action=ReplaceRoute&RouteTableId={table}&DestinationCidrBlock=10.9.0.0/16&GatewayId={igw}")).code,
             "InvalidRoute.NotFound"
         );
         assert_eq!(
-            ec2.refused(&format!("Action=DeleteRoute&RouteTableId={table}&DestinationCidrBlock=10.0.0.0/16")).code,
+            ec2.refused(&format!(
+                "Action=DeleteRoute&RouteTableId={table}&DestinationCidrBlock=10.0.0.0/16"
+            ))
+            .code,
             "InvalidParameterValue",
             "the local route stays"
         );
-        ec2.ok(&format!("Action=DeleteRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0"));
+        ec2.ok(&format!(
+            "Action=DeleteRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0"
+        ));
         assert_eq!(
-            ec2.refused(&format!("Action=DeleteRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0")).code,
+            ec2.refused(&format!(
+                "Action=DeleteRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0"
+            ))
+            .code,
             "InvalidRoute.NotFound"
         );
         assert_eq!(
@@ -2947,17 +3150,39 @@ mod tests {
         assert_eq!(column(&found, "vpcSet", "vpcId"), [vpc.clone()]);
         let found = ec2.ok("Action=DescribeVpcs&Filter.1.Name=tag-key&Filter.1.Value.1=managed-by&Filter.2.Name=cidr&Filter.2.Value.1=10.0.0.0/16");
         assert_eq!(column(&found, "vpcSet", "vpcId"), [vpc.clone()]);
-        assert!(items(&ec2.ok("Action=DescribeVpcs&Filter.1.Name=tag:Name&Filter.1.Value.1=other"), "vpcSet").is_empty());
-        ec2.ok(&format!("Action=CreateTags&ResourceId.1={vpc}&Tag.1.Key=team&Tag.1.Value=ml"));
-        let tags = ec2.ok(&format!("Action=DescribeTags&Filter.1.Name=resource-id&Filter.1.Value.1={vpc}"));
-        assert_eq!(column(&tags, "tagSet", "key"), ["Name", "managed-by", "team"]);
-        assert_eq!(column(&tags, "tagSet", "resourceType"), ["vpc", "vpc", "vpc"]);
-        ec2.ok(&format!("Action=DeleteTags&ResourceId.1={vpc}&Tag.1.Key=team&Tag.2.Key=Name&Tag.2.Value=not-ml"));
-        let tags = ec2.ok(&format!("Action=DescribeTags&Filter.1.Name=resource-id&Filter.1.Value.1={vpc}"));
+        assert!(items(
+            &ec2.ok("Action=DescribeVpcs&Filter.1.Name=tag:Name&Filter.1.Value.1=other"),
+            "vpcSet"
+        )
+        .is_empty());
+        ec2.ok(&format!(
+            "Action=CreateTags&ResourceId.1={vpc}&Tag.1.Key=team&Tag.1.Value=ml"
+        ));
+        let tags = ec2.ok(&format!(
+            "Action=DescribeTags&Filter.1.Name=resource-id&Filter.1.Value.1={vpc}"
+        ));
+        assert_eq!(
+            column(&tags, "tagSet", "key"),
+            ["Name", "managed-by", "team"]
+        );
+        assert_eq!(
+            column(&tags, "tagSet", "resourceType"),
+            ["vpc", "vpc", "vpc"]
+        );
+        ec2.ok(&format!(
+            "Action=DeleteTags&ResourceId.1={vpc}&Tag.1.Key=team&Tag.2.Key=Name&Tag.2.Value=not-ml"
+        ));
+        let tags = ec2.ok(&format!(
+            "Action=DescribeTags&Filter.1.Name=resource-id&Filter.1.Value.1={vpc}"
+        ));
         assert_eq!(column(&tags, "tagSet", "key"), ["Name", "managed-by"]);
-        let err = ec2.refused("Action=CreateTags&ResourceId.1=vpc-0123456789abcdef0&Tag.1.Key=a&Tag.1.Value=b");
+        let err = ec2.refused(
+            "Action=CreateTags&ResourceId.1=vpc-0123456789abcdef0&Tag.1.Key=a&Tag.1.Value=b",
+        );
         assert_eq!(err.code, "InvalidVpcID.NotFound");
-        let err = ec2.refused(&format!("Action=CreateTags&ResourceId.1={vpc}&Tag.1.Key=aws:x&Tag.1.Value=b"));
+        let err = ec2.refused(&format!(
+            "Action=CreateTags&ResourceId.1={vpc}&Tag.1.Key=aws:x&Tag.1.Value=b"
+        ));
         assert_eq!(err.code, "InvalidParameterValue");
     }
 
@@ -2966,15 +3191,22 @@ mod tests {
         let mut ec2 = Ec2::new();
         let vpc = ec2.vpc("10.0.0.0/16");
         let value = |ec2: &mut Ec2, attribute: &str| {
-            let xml = ec2.ok(&format!("Action=DescribeVpcAttribute&VpcId={vpc}&Attribute={attribute}"));
+            let xml = ec2.ok(&format!(
+                "Action=DescribeVpcAttribute&VpcId={vpc}&Attribute={attribute}"
+            ));
             text(&xml, &[attribute, "value"])
         };
         assert_eq!(value(&mut ec2, "enableDnsSupport"), "true");
         assert_eq!(value(&mut ec2, "enableDnsHostnames"), "false");
-        ec2.ok(&format!("Action=ModifyVpcAttribute&VpcId={vpc}&EnableDnsHostnames.Value=true"));
+        ec2.ok(&format!(
+            "Action=ModifyVpcAttribute&VpcId={vpc}&EnableDnsHostnames.Value=true"
+        ));
         assert_eq!(value(&mut ec2, "enableDnsHostnames"), "true");
         assert_eq!(
-            ec2.refused(&format!("Action=ModifyVpcAttribute&VpcId={vpc}&EnableDnsSupport.Value=false")).code,
+            ec2.refused(&format!(
+                "Action=ModifyVpcAttribute&VpcId={vpc}&EnableDnsSupport.Value=false"
+            ))
+            .code,
             "InvalidParameterValue"
         );
         assert_eq!(
@@ -2982,7 +3214,9 @@ mod tests {
             "InvalidParameterCombination"
         );
         let subnet = ec2.subnet(&vpc, "10.0.1.0/24", "us-east-1a");
-        ec2.ok(&format!("Action=ModifySubnetAttribute&SubnetId={subnet}&MapPublicIpOnLaunch.Value=true"));
+        ec2.ok(&format!(
+            "Action=ModifySubnetAttribute&SubnetId={subnet}&MapPublicIpOnLaunch.Value=true"
+        ));
         let xml = ec2.ok(&format!("Action=DescribeSubnets&SubnetId.1={subnet}"));
         assert_eq!(column(&xml, "subnetSet", "mapPublicIpOnLaunch"), ["true"]);
     }
@@ -2996,9 +3230,13 @@ mod tests {
         for _ in 0..4 {
             ec2.address();
         }
-        assert_eq!(ec2.refused("Action=AllocateAddress&Domain=vpc").code, "AddressLimitExceeded");
         assert_eq!(
-            ec2.refused("Action=DescribeAddresses&AllocationId.1=eipalloc-0123456789abcdef0").code,
+            ec2.refused("Action=AllocateAddress&Domain=vpc").code,
+            "AddressLimitExceeded"
+        );
+        assert_eq!(
+            ec2.refused("Action=DescribeAddresses&AllocationId.1=eipalloc-0123456789abcdef0")
+                .code,
             "InvalidAllocationID.NotFound"
         );
         let by_ip = ec2.ok("Action=DescribeAddresses&PublicIp.1=192.0.2.1");
@@ -3012,7 +3250,10 @@ mod tests {
         let check = |ec2: &mut Ec2, shape: &str, body: &str| {
             let mut xml = ec2.ok(body);
             xml.children.retain(|c| c.name != "requestId");
-            let problems = botocore_violations(&model, shape, &xml, shape);
+            let mut problems = botocore_violations(&model, shape, &xml, shape);
+            // EC2 reports an attached internet gateway as `available`, a value outside
+            // the model's enum (clients such as Terraform's provider wait for it).
+            problems.retain(|p| !p.contains("attachmentSet.item.state: \"available\""));
             assert!(problems.is_empty(), "{body}: {problems:#?}");
             xml
         };
@@ -3025,31 +3266,74 @@ mod tests {
             &["subnet", "subnetId"],
         );
         let igw = text(
-            &check(&mut ec2, "CreateInternetGatewayResult", "Action=CreateInternetGateway"),
+            &check(
+                &mut ec2,
+                "CreateInternetGatewayResult",
+                "Action=CreateInternetGateway",
+            ),
             &["internetGateway", "internetGatewayId"],
         );
-        ec2.ok(&format!("Action=AttachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"));
-        let eip = text(&check(&mut ec2, "AllocateAddressResult", "Action=AllocateAddress&Domain=vpc"), &["allocationId"]);
+        ec2.ok(&format!(
+            "Action=AttachInternetGateway&InternetGatewayId={igw}&VpcId={vpc}"
+        ));
+        let eip = text(
+            &check(
+                &mut ec2,
+                "AllocateAddressResult",
+                "Action=AllocateAddress&Domain=vpc",
+            ),
+            &["allocationId"],
+        );
         let nat = text(
-            &check(&mut ec2, "CreateNatGatewayResult", &format!("Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}&ClientToken=abc")),
+            &check(
+                &mut ec2,
+                "CreateNatGatewayResult",
+                &format!(
+                    "Action=CreateNatGateway&SubnetId={subnet}&AllocationId={eip}&ClientToken=abc"
+                ),
+            ),
             &["natGateway", "natGatewayId"],
         );
         let table = text(
-            &check(&mut ec2, "CreateRouteTableResult", &format!("Action=CreateRouteTable&VpcId={vpc}")),
+            &check(
+                &mut ec2,
+                "CreateRouteTableResult",
+                &format!("Action=CreateRouteTable&VpcId={vpc}"),
+            ),
             &["routeTable", "routeTableId"],
         );
         check(&mut ec2, "CreateRouteResult", &format!("Action=CreateRoute&RouteTableId={table}&DestinationCidrBlock=0.0.0.0/0&NatGatewayId={nat}"));
         let assoc = text(
-            &check(&mut ec2, "AssociateRouteTableResult", &format!("Action=AssociateRouteTable&RouteTableId={table}&SubnetId={subnet}")),
+            &check(
+                &mut ec2,
+                "AssociateRouteTableResult",
+                &format!("Action=AssociateRouteTable&RouteTableId={table}&SubnetId={subnet}"),
+            ),
             &["associationId"],
         );
-        check(&mut ec2, "ReplaceRouteTableAssociationResult", &format!("Action=ReplaceRouteTableAssociation&AssociationId={assoc}&RouteTableId={table}"));
-        check(&mut ec2, "DescribeVpcAttributeResult", &format!("Action=DescribeVpcAttribute&VpcId={vpc}&Attribute=enableDnsSupport"));
+        check(
+            &mut ec2,
+            "ReplaceRouteTableAssociationResult",
+            &format!(
+                "Action=ReplaceRouteTableAssociation&AssociationId={assoc}&RouteTableId={table}"
+            ),
+        );
+        check(
+            &mut ec2,
+            "DescribeVpcAttributeResult",
+            &format!("Action=DescribeVpcAttribute&VpcId={vpc}&Attribute=enableDnsSupport"),
+        );
         for (shape, body) in [
             ("DescribeVpcsResult", "Action=DescribeVpcs"),
             ("DescribeSubnetsResult", "Action=DescribeSubnets"),
-            ("DescribeSubnetsResult", "Action=DescribeSubnets&MaxResults=5"),
-            ("DescribeInternetGatewaysResult", "Action=DescribeInternetGateways"),
+            (
+                "DescribeSubnetsResult",
+                "Action=DescribeSubnets&MaxResults=5",
+            ),
+            (
+                "DescribeInternetGatewaysResult",
+                "Action=DescribeInternetGateways",
+            ),
             ("DescribeAddressesResult", "Action=DescribeAddresses"),
             ("DescribeNatGatewaysResult", "Action=DescribeNatGateways"),
             ("DescribeRouteTablesResult", "Action=DescribeRouteTables"),
@@ -3058,8 +3342,16 @@ mod tests {
             check(&mut ec2, shape, body);
         }
         ec2.pass(6);
-        check(&mut ec2, "DeleteNatGatewayResult", &format!("Action=DeleteNatGateway&NatGatewayId={nat}"));
+        check(
+            &mut ec2,
+            "DeleteNatGatewayResult",
+            &format!("Action=DeleteNatGateway&NatGatewayId={nat}"),
+        );
         ec2.pass(4);
-        check(&mut ec2, "DescribeNatGatewaysResult", "Action=DescribeNatGateways");
+        check(
+            &mut ec2,
+            "DescribeNatGatewaysResult",
+            "Action=DescribeNatGateways",
+        );
     }
 }
