@@ -5,7 +5,8 @@
 //! variable take — and the matching of one request against it. What each cloud offers
 //! where, its default quotas and how it fails live with that cloud's APIs:
 //! `gcp/compute.rs` (zones, GPUs, regional quotas, GKE's stockout and quota errors),
-//! `gcp/tpu.rs`, `aws/ec2.rs` (instance type offerings, ASG launch failures) and
+//! `gcp/tpu.rs`, `aws/ec2.rs` (instance type offerings, ASG launch failures),
+//! `aws/vpc.rs` (the configured subnets) and
 //! `aws/servicequotas.rs`.
 //!
 //! ```json
@@ -72,8 +73,8 @@ pub(crate) struct GcpStockout {
     pub accelerator_type: Option<String>,
 }
 
-/// AWS: Service Quotas values, Availability Zone stockouts, and which AZ a subnet is in
-/// (the sandbox has no VPCs to look that up in).
+/// AWS: Service Quotas values, Availability Zone stockouts, and subnets the account has
+/// (made subnets of their region's default VPC, `aws/vpc.rs`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct AwsCapacity {

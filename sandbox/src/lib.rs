@@ -261,7 +261,9 @@ impl Sandbox {
     /// `gke node pool p/l/cluster/pool`, `filestore instance p/l/id`, `gcs bucket b`,
     /// `gcs object b/name`, `eks cluster region/name`, `eks node group
     /// region/cluster/name`, `s3 bucket b`, `s3 object b/key`, `sagemaker pipeline
-    /// region/name`, `sagemaker execution region/pipeline/id` and `kubernetes api server
+    /// region/name`, `sagemaker execution region/pipeline/id`, `ec2 vpc|subnet|internet
+    /// gateway|address|nat gateway|route table region/id` for what was made beyond each
+    /// region's default VPC and the configured subnets, and `kubernetes api server
     /// <cluster key>` for every running API server. Operations that have finished by the
     /// sandbox clock are settled first, so a resource is listed until its delete
     /// completes (one still deleting counts as held). Noncurrent object versions are not

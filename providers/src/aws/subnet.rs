@@ -30,9 +30,14 @@ pub struct Spec {
     #[terrain(force_new)]
     pub vpc_id: String,
     /// The subnet's IPv4 block, /16 to /28, inside the VPC's block and overlapping no
-    /// other subnet of it.
+    /// other subnet of it; computed from `carve` when that is set instead.
+    #[serde(default)]
     #[terrain(force_new)]
     pub cidr: String,
+    /// The block carved out of a larger one instead of written out, as Terraform's
+    /// `cidrsubnet`: `{ from = "${aws_vpc.main.cidr}", newbits = 4, netnum = 2 }` is the
+    /// third /20 of a /16. Numbered blocks stay where they are when others are added.
+    pub carve: Option<Carve>,
     /// The Availability Zone (us-east-1a), in the provider's region.
     #[terrain(force_new)]
     pub availability_zone: String,
@@ -47,6 +52,37 @@ pub struct Spec {
     /// AWS tags on the subnet; a Name tag is the resource's name unless set here.
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
+}
+
+/// A block carved out of a larger one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Fields)]
+#[serde(deny_unknown_fields)]
+pub struct Carve {
+    /// The block to carve from (the VPC's).
+    pub from: String,
+    /// How many bits longer the subnet's prefix is than `from`'s (4: a /16 into /20s).
+    pub newbits: u32,
+    /// Which of those blocks, from 0.
+    pub netnum: u32,
+}
+
+/// The `netnum`th block of `newbits` more bits inside `from` (Terraform's cidrsubnet).
+pub fn carve(from: &str, newbits: u32, netnum: u32) -> Result<String, String> {
+    let (base, len) = catalog::ipv4_block(from).ok_or_else(|| format!("{from:?} is not an IPv4 CIDR block"))?;
+    let prefix = len + newbits;
+    if newbits == 0 || prefix > 32 {
+        return Err(format!("a /{len} cannot be carved into /{prefix}s"));
+    }
+    let count = 1u64 << newbits;
+    if u64::from(netnum) >= count {
+        return Err(format!(
+            "{from} holds {count} blocks of /{prefix} (0 to {}); netnum {netnum} is past them",
+            count - 1
+        ));
+    }
+    let mask = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+    let start = (base & mask) | (netnum << (32 - prefix));
+    Ok(format!("{}/{prefix}", std::net::Ipv4Addr::from(start)))
 }
 
 /// What `aws_subnet` reports after apply.
@@ -104,6 +140,7 @@ fn live_of(region: &str, address: &str, subnet: &Node, prior: Option<&Spec>) -> 
         spec: Spec {
             vpc_id: text("vpcId"),
             cidr: text("cidrBlock"),
+            carve: prior.and_then(|p| p.carve.clone()),
             availability_zone: text("availabilityZone"),
             map_public_ip_on_launch: subnet.text("mapPublicIpOnLaunch") == Some("true"),
             role,
@@ -198,8 +235,29 @@ impl Kind for AwsSubnet {
         if let Err(m) = catalog::check_ec2_id(&spec.vpc_id, "vpc", "a VPC id") {
             out.push(Invalid::at("vpc_id", m));
         }
-        if let Err(m) = catalog::check_vpc_cidr(&spec.cidr) {
-            out.push(Invalid::at("cidr", m));
+        match (&spec.carve, spec.cidr.is_empty()) {
+            (Some(_), false) => out.push(Invalid::at(
+                "carve",
+                "set either `cidr` or `carve`, not both",
+            )),
+            (None, true) => out.push(Invalid::at(
+                "cidr",
+                "a subnet needs its block: `cidr = \"10.0.0.0/20\"`, or `carve = { from = …, newbits = …, netnum = … }`",
+            )),
+            (Some(c), true) => {
+                if !crate::protocol::is_unknown(&Value::String(c.from.clone())) {
+                    if let Err(m) = carve(&c.from, c.newbits, c.netnum)
+                        .and_then(|cidr| catalog::check_vpc_cidr(&cidr))
+                    {
+                        out.push(Invalid::at("carve", m));
+                    }
+                }
+            }
+            (None, false) => {
+                if let Err(m) = catalog::check_vpc_cidr(&spec.cidr) {
+                    out.push(Invalid::at("cidr", m));
+                }
+            }
         }
         let zone = &spec.availability_zone;
         let region = crate::usage::aws_region(zone);
@@ -222,6 +280,19 @@ impl Kind for AwsSubnet {
         }
         eks::check_tags_and_config(&spec.tags, config, &mut out);
         out
+    }
+
+    /// A carved block is computed now, so the plan shows it and a change of the block
+    /// carved from replaces the subnet.
+    fn prepare(mut spec: Spec) -> Result<Spec, ProviderError> {
+        if let (Some(c), true) = (&spec.carve, spec.cidr.is_empty()) {
+            spec.cidr = if crate::protocol::is_unknown(&Value::String(c.from.clone())) {
+                crate::protocol::UNKNOWN.to_string()
+            } else {
+                carve(&c.from, c.newbits, c.netnum).map_err(|m| ProviderError::invalid("carve", m))?
+            };
+        }
+        Ok(spec)
     }
 
     /// The block must lie inside the VPC's, when the VPC is in the stack.
@@ -306,6 +377,17 @@ impl Kind for AwsSubnet {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn blocks_are_carved_as_cidrsubnet_carves_them() {
+        assert_eq!(carve("10.0.0.0/16", 4, 0).as_deref(), Ok("10.0.0.0/20"));
+        assert_eq!(carve("10.0.0.0/16", 4, 9).as_deref(), Ok("10.0.144.0/20"));
+        assert_eq!(carve("10.0.0.0/16", 4, 15).as_deref(), Ok("10.0.240.0/20"));
+        assert_eq!(carve("172.31.0.0/16", 8, 3).as_deref(), Ok("172.31.3.0/24"));
+        let e = carve("10.0.0.0/16", 4, 16).expect_err("past the end");
+        assert!(e.contains("0 to 15"), "{e}");
+        assert!(carve("10.0.0.0/30", 4, 0).is_err());
+    }
+
     use super::*;
     use crate::aws::eks::testing::assert_validation;
     use crate::testing::schema_mismatches;
@@ -315,6 +397,7 @@ mod tests {
         Spec {
             vpc_id: "vpc-0a1b2c3d4e5f60001".into(),
             cidr: "10.0.1.0/24".into(),
+            carve: None,
             availability_zone: "us-east-1a".into(),
             map_public_ip_on_launch: false,
             role: None,

@@ -1,26 +1,26 @@
 //! EC2 (the `ec2` query protocol: form-encoded `Action=…&Version=2016-11-15`, XML
-//! answers), as far as capacity planning reads it: `DescribeInstanceTypeOfferings` (by
-//! region, Availability Zone or zone id, with the `instance-type` and `location` filters
-//! and paging), `DescribeInstanceTypes` (vCPUs, memory and GPUs of the instance types
-//! the tables know; the shapes themselves are EKS's, in `eks.rs`, so a node's capacity
-//! and its type's description agree), `DescribeSubnets` (the Availability Zone of each
-//! subnet, as below; the sandbox has no VPCs, so any well-formed id exists) and
-//! `DescribeAvailabilityZones`. The offering table is a snapshot of
+//! answers): the dispatch of every action, and what capacity planning reads —
+//! `DescribeInstanceTypeOfferings` (by region, Availability Zone or zone id, with the
+//! `instance-type` and `location` filters and paging), `DescribeInstanceTypes` (vCPUs,
+//! memory and GPUs of the instance types the tables know; the shapes themselves are
+//! EKS's, in `eks.rs`, so a node's capacity and its type's description agree) and
+//! `DescribeAvailabilityZones`. VPC networking (VPCs, subnets, gateways, addresses, NAT
+//! gateways, route tables, tags) lives in `vpc.rs`. The offering table is a snapshot of
 //! us-east-1 (a–f), us-west-2 (a–d) and eu-west-1 (a–c): general-purpose families in
 //! every zone, GPU families in some (g5 not in us-east-1e, us-west-2d or eu-west-1c; p4d
 //! in a few); any other region gets zones a–c with the general-purpose families and g4dn.
 //!
-//! This file also owns what EC2 is to an EKS managed node group: which Availability Zone
-//! a subnet is in (configured, else the subnets in order across the region's zones) and
-//! the Auto Scaling launch failure when every zone of the group is out of its instance
-//! types (`InsufficientInstanceCapacity`), worded as EKS reports it in a health issue.
+//! This file also owns the Auto Scaling launch failure of an EKS managed node group when
+//! every zone of its subnets (as `vpc.rs` places them) is out of its instance types
+//! (`InsufficientInstanceCapacity`), worded as EKS reports it in a health issue.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::eks::{instance_gpus, instance_shape};
 use super::query::{list, param, params};
+use super::vpc::Network;
 use super::xml::Element;
-use super::{AwsError, AwsRequest, AwsResponse, ACCOUNT};
+use super::{AwsCtx, AwsError, AwsRequest, AwsResponse};
 use crate::capacity::{glob, AwsCapacity};
 
 const XMLNS: &str = "http://ec2.amazonaws.com/doc/2016-11-15/";
@@ -257,34 +257,13 @@ pub(crate) fn offered(region: &str, zone: &str, instance_type: &str) -> bool {
         .any(|(z, t)| z == zone && t == instance_type)
 }
 
-/// The Availability Zone of each subnet of a node group: the configured one, else the
-/// region's zones in turn (a VPC's subnets are usually one per zone, listed in order).
-pub(crate) fn subnet_zones(
-    capacity: &AwsCapacity,
-    region: &str,
-    subnets: &[String],
-) -> Vec<String> {
-    let zones = zones(region);
-    subnets
-        .iter()
-        .enumerate()
-        .map(|(i, subnet)| {
-            capacity.subnets.get(subnet).cloned().unwrap_or_else(|| {
-                zones
-                    .get(i % zones.len().max(1))
-                    .map(|(z, _)| z.clone())
-                    .unwrap_or_else(|| format!("{region}a"))
-            })
-        })
-        .collect()
-}
-
 /// Why an Auto Scaling group of `instance_types` over `subnets` cannot launch its first
 /// instance, as the message of EKS's `AsgInstanceLaunchFailures` health issue: every
 /// zone of its subnets is out of every one of its instance types. `None` when a zone
 /// has capacity or no instance is wanted.
 pub(crate) fn launch_failure(
     capacity: &AwsCapacity,
+    network: &Network,
     region: &str,
     instance_types: &[String],
     subnets: &[String],
@@ -294,7 +273,8 @@ pub(crate) fn launch_failure(
     if desired <= 0 || instance_types.is_empty() {
         return None;
     }
-    let zones = subnet_zones(capacity, region, subnets);
+    // Subnets EC2 does not know launch nothing; EKS refuses them before this.
+    let zones = network.subnet_zones(region, subnets).ok()?;
     let out = |zone: &str, t: &str| capacity.stocked_out(zone, t, capacity_type);
     if !zones
         .iter()
@@ -330,12 +310,12 @@ pub(crate) fn launch_failure(
 
 // ---------------------------------------------------------------- the API
 
-fn invalid(message: impl Into<String>) -> AwsError {
+pub(super) fn invalid(message: impl Into<String>) -> AwsError {
     AwsError::new(400, "InvalidParameterValue", message)
 }
 
 /// `Filter.N.Name` / `Filter.N.Value.M`, in index order.
-fn filters(params: &[(String, String)]) -> Vec<(String, Vec<String>)> {
+pub(super) fn filters(params: &[(String, String)]) -> Vec<(String, Vec<String>)> {
     let mut by_index: BTreeMap<u32, (String, BTreeMap<u32, String>)> = BTreeMap::new();
     for (k, v) in params {
         let Some(rest) = k.strip_prefix("Filter.") else {
@@ -361,7 +341,7 @@ fn filters(params: &[(String, String)]) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-fn respond(action: &str, mut children: Vec<Element>) -> AwsResponse {
+pub(super) fn respond(action: &str, mut children: Vec<Element>) -> AwsResponse {
     let mut root = Element::new(&format!("{action}Response")).attr("xmlns", XMLNS);
     root.push_leaf("requestId", crate::common::ids::new_uid());
     for child in children.drain(..) {
@@ -428,7 +408,7 @@ fn describe_instance_type_offerings(
 }
 
 /// One page of `rows` by `MaxResults` (`min`..=`max`) and `NextToken` (an offset).
-fn paginate<T>(
+pub(super) fn paginate<T>(
     params: &[(String, String)],
     rows: Vec<T>,
     min: usize,
@@ -614,148 +594,44 @@ fn describe_instance_types(
     Ok(respond("DescribeInstanceTypes", children))
 }
 
-/// Whether `id` looks like a subnet id: `subnet-` and lowercase hex digits.
-fn well_formed_subnet(id: &str) -> bool {
-    id.strip_prefix("subnet-").is_some_and(|hex| {
-        !hex.is_empty()
-            && hex
-                .chars()
-                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
-    })
-}
-
-/// One `subnetSet` item. The VPC and CIDR block are derived from the names, so they stay
-/// the same across calls and restarts.
-fn subnet_info(region: &str, subnet: &str, zone: &str, zone_id: Option<&str>) -> Element {
-    use crate::common::hash::fnv64;
-    let vpc = format!("vpc-0{:016x}", fnv64(&["vpc", region]));
-    let octet = fnv64(&["subnet", subnet]) % 256;
-    let mut item = Element::new("item")
-        .with(Element::leaf("subnetId", subnet))
-        .with(Element::leaf(
-            "subnetArn",
-            format!("arn:aws:ec2:{region}:{ACCOUNT}:subnet/{subnet}"),
-        ))
-        .with(Element::leaf("state", "available"))
-        .with(Element::leaf("vpcId", vpc))
-        .with(Element::leaf("cidrBlock", format!("10.0.{octet}.0/24")))
-        .with(Element::new("ipv6CidrBlockAssociationSet"))
-        .with(Element::leaf("availableIpAddressCount", "251"))
-        .with(Element::leaf("availabilityZone", zone));
-    if let Some(id) = zone_id {
-        item.push_leaf("availabilityZoneId", id);
-    }
-    item.push_leaf("defaultForAz", "false");
-    item.push_leaf("mapPublicIpOnLaunch", "false");
-    item.push_leaf("assignIpv6AddressOnCreation", "false");
-    item.push_leaf("ownerId", ACCOUNT);
-    item
-}
-
-fn describe_subnets(
-    region: &str,
+/// Serves one EC2 query-protocol request: capacity reads here, VPC networking in
+/// `vpc.rs`. The signed region is touched first (its default VPC made, the configured
+/// subnets of `capacity` made real); `eks_subnets` are the subnets EKS has network
+/// interfaces in, which cannot be deleted.
+pub(crate) fn handle(
+    req: &AwsRequest,
+    ctx: &AwsCtx,
+    network: &mut Network,
     capacity: &AwsCapacity,
-    params: &[(String, String)],
+    eks_subnets: &BTreeSet<String>,
 ) -> Result<AwsResponse, AwsError> {
-    let region_zones = zones(region);
-    let in_region = |zone: &str| region_zones.iter().any(|(z, _)| z == zone);
-    let ids = list(params, "SubnetId");
-    let mut rows: Vec<(String, String)> = if ids.is_empty() {
-        // With no VPCs to list, "every subnet" is those the capacity places in a zone of
-        // this region.
-        capacity
-            .subnets
-            .iter()
-            .filter(|(_, zone)| in_region(zone))
-            .map(|(s, z)| (s.clone(), z.clone()))
-            .collect()
-    } else {
-        if let Some(bad) = ids.iter().find(|id| !well_formed_subnet(id)) {
-            return Err(AwsError::new(
-                400,
-                "InvalidSubnetID.Malformed",
-                format!("Invalid id: \"{bad}\""),
-            ));
-        }
-        // In the order asked, as a node group lists them: unconfigured subnets take the
-        // region's zones in turn (see `subnet_zones`).
-        let zones = subnet_zones(capacity, region, &ids);
-        let mut rows: Vec<(String, String)> = Vec::new();
-        for (id, zone) in ids.into_iter().zip(zones) {
-            // A subnet configured in another region's zone is not in this one.
-            if !in_region(&zone) {
-                return Err(AwsError::new(
-                    400,
-                    "InvalidSubnetID.NotFound",
-                    format!("The subnet ID '{id}' does not exist"),
-                ));
-            }
-            if !rows.iter().any(|(s, _)| *s == id) {
-                rows.push((id, zone));
-            }
-        }
-        rows
-    };
-    let zone_id = |zone: &str| {
-        region_zones
-            .iter()
-            .find(|(z, _)| z == zone)
-            .map(|(_, id)| id.clone())
-    };
-    for (name, values) in filters(params) {
-        let admits = |v: &str| values.iter().any(|p| glob(p, v));
-        match name.as_str() {
-            "subnet-id" | "subnetId" => rows.retain(|(s, _)| admits(s)),
-            "availability-zone" | "availabilityZone" => rows.retain(|(_, z)| admits(z)),
-            "availability-zone-id" | "availabilityZoneId" => {
-                rows.retain(|(_, z)| zone_id(z).is_some_and(|id| admits(&id)))
-            }
-            "state" => rows.retain(|_| admits("available")),
-            other => return Err(invalid(format!("The filter '{other}' is invalid"))),
-        }
-    }
-    let (page, next) = paginate(params, rows, 5, 1000)?;
-    let mut set = Element::new("subnetSet");
-    for (subnet, zone) in page {
-        set.push(subnet_info(
-            region,
-            &subnet,
-            &zone,
-            zone_id(&zone).as_deref(),
-        ));
-    }
-    let mut children = vec![set];
-    if let Some(next) = next {
-        children.push(Element::leaf("nextToken", next));
-    }
-    Ok(respond("DescribeSubnets", children))
-}
-
-/// Serves one EC2 query-protocol request; only reads. Subnets are placed in zones by
-/// `capacity`.
-pub(crate) fn handle(req: &AwsRequest, capacity: &AwsCapacity) -> Result<AwsResponse, AwsError> {
     let params = params(req);
     let region = req.region.as_str();
-    match param(&params, "Action").unwrap_or_default() {
+    network.touch(region, capacity);
+    let action = param(&params, "Action").unwrap_or_default();
+    match action {
         "DescribeInstanceTypeOfferings" => describe_instance_type_offerings(region, &params),
         "DescribeInstanceTypes" => describe_instance_types(region, &params),
-        "DescribeSubnets" => describe_subnets(region, capacity, &params),
         "DescribeAvailabilityZones" => describe_availability_zones(region, &params),
         "" => Err(AwsError::new(
             400,
             "MissingAction",
             "The request must contain the parameter Action",
         )),
-        other => Err(AwsError::new(
-            400,
-            "InvalidAction",
-            format!("The action {other} is not valid for this web service."),
-        )),
+        other => network
+            .handle(other, region, &params, ctx, eks_subnets)
+            .unwrap_or_else(|| {
+                Err(AwsError::new(
+                    400,
+                    "InvalidAction",
+                    format!("The action {other} is not valid for this web service."),
+                ))
+            }),
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use axum::http::Method;
 
@@ -764,6 +640,34 @@ mod tests {
     }
 
     fn call_with(capacity: &AwsCapacity, region: &str, body: &str) -> Result<Element, AwsError> {
+        call_in(&mut Network::default(), capacity, region, body)
+    }
+
+    /// One EC2 call against `network` at the real time, durations unscaled.
+    pub(crate) fn call_in(
+        network: &mut Network,
+        capacity: &AwsCapacity,
+        region: &str,
+        body: &str,
+    ) -> Result<Element, AwsError> {
+        call_at(network, capacity, region, body, chrono::Utc::now())
+    }
+
+    /// One EC2 call against `network` at `now` (settled first, as the server does).
+    pub(crate) fn call_at(
+        network: &mut Network,
+        capacity: &AwsCapacity,
+        region: &str,
+        body: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Element, AwsError> {
+        network.settle(now);
+        let faults = crate::faults::Faults::default();
+        let ctx = AwsCtx {
+            now,
+            scale: 1.0,
+            faults: &faults,
+        };
         let mut req = AwsRequest::new(
             Method::POST,
             "/",
@@ -774,7 +678,7 @@ mod tests {
             body.as_bytes(),
         );
         req.region = region.to_string();
-        let resp = handle(&req, capacity)?;
+        let resp = handle(&req, &ctx, network, capacity, &BTreeSet::new())?;
         assert_eq!(resp.status, 200);
         let xml = Element::parse(&resp.body).expect("well-formed XML");
         Ok(xml)
@@ -925,47 +829,65 @@ mod tests {
     fn a_node_group_fails_to_launch_only_when_every_zone_is_out() {
         let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": {
             "stockouts": [{"zone": "us-east-1a", "instanceType": "g5.xlarge"}],
-            "subnets": {"subnet-b": "us-east-1a"},
+            "subnets": {"subnet-a": "us-east-1a", "subnet-b": "us-east-1a", "subnet-c": "us-east-1b"},
         }}))
         .expect("valid")
         .aws;
+        let mut network = Network::default();
+        network.touch("us-east-1", &capacity);
         let g5 = vec!["g5.xlarge".to_string()];
         let one = vec!["subnet-a".to_string()];
-        let message =
-            launch_failure(&capacity, "us-east-1", &g5, &one, "ON_DEMAND", 1).expect("stocked out");
+        let fails = |types: &[String], subnets: &[String], capacity_type: &str, desired: i64| {
+            launch_failure(
+                &capacity,
+                &network,
+                "us-east-1",
+                types,
+                subnets,
+                capacity_type,
+                desired,
+            )
+        };
+        let message = fails(&g5, &one, "ON_DEMAND", 1).expect("stocked out");
         assert_eq!(
             message,
             "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do not have sufficient g5.xlarge capacity in the Availability Zone you requested (us-east-1a). Our system will be working on provisioning additional capacity. You can currently get g5.xlarge capacity by not specifying an Availability Zone in your request or choosing us-east-1b, us-east-1c, us-east-1d, us-east-1f. Launching EC2 instance failed."
         );
         let two = vec!["subnet-a".to_string(), "subnet-c".to_string()];
         assert_eq!(
-            launch_failure(&capacity, "us-east-1", &g5, &two, "ON_DEMAND", 1),
+            fails(&g5, &two, "ON_DEMAND", 1),
             None,
             "us-east-1b has capacity"
         );
-        let mapped = vec!["subnet-x".to_string(), "subnet-b".to_string()];
+        let both_in_a = vec!["subnet-a".to_string(), "subnet-b".to_string()];
         assert_eq!(
-            subnet_zones(&capacity, "us-east-1", &mapped),
-            ["us-east-1a", "us-east-1a"]
+            network.subnet_zones("us-east-1", &both_in_a),
+            Ok(vec!["us-east-1a".to_string(), "us-east-1a".to_string()])
         );
-        assert!(
-            launch_failure(&capacity, "us-east-1", &g5, &mapped, "SPOT", 2)
-                .is_some_and(|m| m.contains("no Spot capacity"))
-        );
+        assert!(fails(&g5, &both_in_a, "SPOT", 2).is_some_and(|m| m.contains("no Spot capacity")));
         let mixed = vec!["g5.xlarge".to_string(), "g5.2xlarge".to_string()];
         assert_eq!(
-            launch_failure(&capacity, "us-east-1", &mixed, &one, "ON_DEMAND", 1),
+            fails(&mixed, &one, "ON_DEMAND", 1),
             None,
             "another type fits"
         );
+        assert_eq!(fails(&g5, &one, "ON_DEMAND", 0), None, "nothing to launch");
+        let unknown = vec![
+            "subnet-a".to_string(),
+            "subnet-0ffffffffffffffff".to_string(),
+        ];
         assert_eq!(
-            launch_failure(&capacity, "us-east-1", &g5, &one, "ON_DEMAND", 0),
+            network.subnet_zones("us-east-1", &unknown),
+            Err(vec!["subnet-0ffffffffffffffff".to_string()])
+        );
+        assert_eq!(
+            fails(&g5, &unknown, "ON_DEMAND", 1),
             None,
-            "nothing to launch"
+            "launches nothing"
         );
     }
 
-    fn items<'a>(xml: &'a Element, set: &str) -> Vec<&'a Element> {
+    pub(crate) fn items<'a>(xml: &'a Element, set: &str) -> Vec<&'a Element> {
         xml.find(set)
             .into_iter()
             .flat_map(|s| s.all("item"))
@@ -1059,142 +981,10 @@ mod tests {
         assert_eq!(err.code, "InvalidParameterValue");
     }
 
-    fn subnets_of(xml: &Element) -> Vec<(String, String, String)> {
-        items(xml, "subnetSet")
-            .into_iter()
-            .map(|i| {
-                (
-                    i.text_of("subnetId").unwrap_or_default().to_string(),
-                    i.text_of("availabilityZone")
-                        .unwrap_or_default()
-                        .to_string(),
-                    i.text_of("availabilityZoneId")
-                        .unwrap_or_default()
-                        .to_string(),
-                )
-            })
-            .collect()
-    }
-
-    #[test]
-    fn subnets_are_in_the_zones_node_groups_launch_in() {
-        let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": {
-            "subnets": {
-                "subnet-0e": "us-east-1e",
-                "subnet-in-a": "us-east-1a",
-                "subnet-0b": "us-west-2b",
-            },
-        }}))
-        .expect("valid")
-        .aws;
-        let xml = call_with(
-            &capacity,
-            "us-east-1",
-            "Action=DescribeSubnets&Version=2016-11-15&SubnetId.1=subnet-0a1b2c3d4e5f60001&SubnetId.2=subnet-0e",
-        )
-        .expect("answered");
-        assert_eq!(xml.name, "DescribeSubnetsResponse");
-        assert_eq!(
-            subnets_of(&xml),
-            [
-                (
-                    "subnet-0a1b2c3d4e5f60001".to_string(),
-                    "us-east-1a".to_string(),
-                    "use1-az1".to_string()
-                ),
-                (
-                    "subnet-0e".to_string(),
-                    "us-east-1e".to_string(),
-                    "use1-az3".to_string()
-                ),
-            ]
-        );
-        // What EKS launches in agrees with what EC2 describes.
-        assert_eq!(
-            subnet_zones(
-                &capacity,
-                "us-east-1",
-                &[
-                    "subnet-0a1b2c3d4e5f60001".to_string(),
-                    "subnet-0e".to_string()
-                ]
-            ),
-            ["us-east-1a", "us-east-1e"]
-        );
-        let first = items(&xml, "subnetSet")[0].clone();
-        assert_eq!(first.text_of("state"), Some("available"));
-        assert!(first
-            .text_of("vpcId")
-            .is_some_and(|v| v.starts_with("vpc-0")));
-        assert!(first
-            .text_of("cidrBlock")
-            .is_some_and(|c| c.starts_with("10.0.") && c.ends_with("/24")));
-        let again = call_with(
-            &capacity,
-            "us-east-1",
-            "Action=DescribeSubnets&SubnetId.1=subnet-0a1b2c3d4e5f60001",
-        )
-        .expect("answered");
-        assert_eq!(
-            items(&again, "subnetSet")[0].text_of("cidrBlock"),
-            first.text_of("cidrBlock"),
-            "stable across calls"
-        );
-
-        // Without ids: the configured subnets of the signed region.
-        let all = call_with(&capacity, "us-east-1", "Action=DescribeSubnets").expect("answered");
-        let ids: Vec<String> = subnets_of(&all).into_iter().map(|(s, _, _)| s).collect();
-        assert_eq!(ids, ["subnet-0e", "subnet-in-a"]);
-        let one = call_with(
-            &capacity,
-            "us-east-1",
-            "Action=DescribeSubnets&Filter.1.Name=subnet-id&Filter.1.Value.1=subnet-0*",
-        )
-        .expect("answered");
-        assert_eq!(subnets_of(&one).len(), 1);
-    }
-
-    #[test]
-    fn malformed_and_foreign_subnet_ids_are_refused() {
-        let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": {
-            "subnets": {"subnet-0b": "us-west-2b"},
-        }}))
-        .expect("valid")
-        .aws;
-        for bad in ["subnet-zz", "sg-0123", "subnet-", "subnet-0ABC"] {
-            let err = call_with(
-                &capacity,
-                "us-east-1",
-                &format!("Action=DescribeSubnets&SubnetId.1=subnet-01&SubnetId.2={bad}"),
-            )
-            .expect_err("malformed");
-            assert_eq!(
-                (err.status, err.code.as_str()),
-                (400, "InvalidSubnetID.Malformed"),
-                "{bad}"
-            );
-            assert_eq!(err.message, format!("Invalid id: \"{bad}\""));
-        }
-        let err = call_with(
-            &capacity,
-            "us-east-1",
-            "Action=DescribeSubnets&SubnetId.1=subnet-0b",
-        )
-        .expect_err("in us-west-2");
-        assert_eq!(err.code, "InvalidSubnetID.NotFound");
-        let err = call_with(
-            &capacity,
-            "us-east-1",
-            "Action=DescribeSubnets&Filter.1.Name=tag:Name&Filter.1.Value.1=x",
-        )
-        .expect_err("unknown filter");
-        assert_eq!(err.code, "InvalidParameterValue");
-    }
-
     /// Where an XML answer strays from a botocore output shape: elements the shape has
     /// no member for (by `locationName`), list items not named as the model names them,
     /// numbers and booleans that are not, strings outside an enum.
-    fn botocore_violations(
+    pub(crate) fn botocore_violations(
         model: &serde_json::Value,
         shape: &str,
         el: &Element,
@@ -1239,6 +1029,11 @@ mod tests {
                     out.push(format!("{at}: {:?} is not a whole number", el.text));
                 }
             }
+            "timestamp" => {
+                if chrono::DateTime::parse_from_rfc3339(&el.text).is_err() {
+                    out.push(format!("{at}: {:?} is not an ISO 8601 time", el.text));
+                }
+            }
             "boolean" => {
                 if el.text != "true" && el.text != "false" {
                     out.push(format!("{at}: {:?} is not a boolean", el.text));
@@ -1257,13 +1052,9 @@ mod tests {
     }
 
     #[test]
-    fn instance_types_and_subnets_follow_the_botocore_model() {
+    fn instance_types_follow_the_botocore_model() {
         let model = terrain_contracts::botocore("ec2", "2016-11-15");
-        let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": {
-            "subnets": {"subnet-0e": "us-east-1e"},
-        }}))
-        .expect("valid")
-        .aws;
+        let capacity = AwsCapacity::default();
         let cases = [
             (
                 "DescribeInstanceTypesResult",
@@ -1271,8 +1062,8 @@ mod tests {
             ),
             ("DescribeInstanceTypesResult", "Action=DescribeInstanceTypes&MaxResults=5"),
             (
-                "DescribeSubnetsResult",
-                "Action=DescribeSubnets&SubnetId.1=subnet-0e&SubnetId.2=subnet-01",
+                "DescribeAvailabilityZonesResult",
+                "Action=DescribeAvailabilityZones",
             ),
         ];
         for (shape, body) in cases {

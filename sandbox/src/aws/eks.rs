@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::vpc::Network;
 use super::{AwsCtx, AwsError, AwsRequest, AwsResponse, ACCOUNT};
 use crate::capacity::AwsCapacity;
 use crate::k8s::{CloudCluster, NodePoolInfo};
@@ -213,7 +214,7 @@ fn epoch(t: DateTime<Utc>) -> Value {
 }
 
 /// `secs` of simulated time at the sandbox's scale (and any slow-operations fault).
-fn duration(ctx: &AwsCtx, secs: f64) -> chrono::Duration {
+pub(super) fn duration(ctx: &AwsCtx, secs: f64) -> chrono::Duration {
     let ms = secs * 1000.0 * ctx.scale * ctx.faults.slow_factor();
     if ms.is_finite() && ms > 0.0 {
         chrono::Duration::milliseconds(ms.round() as i64)
@@ -222,7 +223,7 @@ fn duration(ctx: &AwsCtx, secs: f64) -> chrono::Duration {
     }
 }
 
-fn due(until: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+pub(super) fn due(until: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
     until.is_some_and(|u| now >= u)
 }
 
@@ -989,6 +990,21 @@ impl ClusterRecord {
     }
 }
 
+/// The Availability Zone of each subnet, or EKS's refusal of the first that EC2 does
+/// not know in `region`.
+fn known_subnets(
+    network: &Network,
+    region: &str,
+    subnets: &[String],
+) -> Result<Vec<String>, AwsError> {
+    network.subnet_zones(region, subnets).map_err(|unknown| {
+        invalid(format!(
+            "The subnet ID '{}' does not exist",
+            unknown.first().map(String::as_str).unwrap_or_default()
+        ))
+    })
+}
+
 fn ok(value: Value) -> AwsResponse {
     AwsResponse::json(200, "application/json", &value)
 }
@@ -1006,6 +1022,25 @@ impl Eks {
         }
     }
 
+    /// The subnets of `region` EKS has network interfaces in: every cluster's and node
+    /// group's, until they are gone.
+    pub(crate) fn subnets_in_use(&self, region: &str) -> std::collections::BTreeSet<String> {
+        let mut out = std::collections::BTreeSet::new();
+        for c in self.clusters.iter().filter(|c| c.region == region) {
+            out.extend(
+                c.vpc["subnetIds"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|s| s.as_str().map(str::to_string)),
+            );
+            for n in &c.nodegroups {
+                out.extend(n.subnets.iter().cloned());
+            }
+        }
+        out
+    }
+
     /// Moves every running create, update and delete to where the clock says it is.
     pub(crate) fn settle(&mut self, now: DateTime<Utc>) {
         for c in &mut self.clusters {
@@ -1016,18 +1051,19 @@ impl Eks {
     }
 
     /// Serves one EKS request; `capacity` is what node groups that launch instances run
-    /// into (vCPU quotas, stockouts).
+    /// into (vCPU quotas, stockouts), `network` the VPCs their subnets are in.
     pub(crate) fn handle(
         &mut self,
         req: &AwsRequest,
         ctx: &AwsCtx,
         capacity: &AwsCapacity,
+        network: &Network,
     ) -> Result<AwsResponse, AwsError> {
         let segments = req.segments();
         let s: Vec<&str> = segments.iter().map(String::as_str).collect();
         let region = req.region.as_str();
         match (req.method.as_str(), s.as_slice()) {
-            ("POST", ["clusters"]) => self.create_cluster(region, req, ctx),
+            ("POST", ["clusters"]) => self.create_cluster(region, req, ctx, network),
             ("GET", ["clusters"]) => Ok(self.list_clusters(region, req)),
             ("GET", ["clusters", name]) => {
                 let i = self.cluster_index(region, name)?;
@@ -1045,7 +1081,7 @@ impl Eks {
                 self.describe_update(region, name, id, req)
             }
             ("POST", ["clusters", name, "node-groups"]) => {
-                self.create_nodegroup(region, name, req, ctx, capacity)
+                self.create_nodegroup(region, name, req, ctx, capacity, network)
             }
             ("GET", ["clusters", name, "node-groups"]) => self.list_nodegroups(region, name, req),
             ("GET", ["clusters", name, "node-groups", ng]) => {
@@ -1124,6 +1160,7 @@ impl Eks {
         region: &str,
         req: &AwsRequest,
         ctx: &AwsCtx,
+        vpcs: &Network,
     ) -> Result<AwsResponse, AwsError> {
         let body = body_of(req)?;
         let name = req_str(&body, "name")?;
@@ -1159,11 +1196,11 @@ impl Eks {
         }
         let cidrs = opt_strings(&vpc_in, "publicAccessCidrs")?
             .unwrap_or_else(|| vec!["0.0.0.0/0".to_string()]);
-        let vpc = json!({
+        let mut vpc = json!({
             "subnetIds": subnets,
             "securityGroupIds": opt_strings(&vpc_in, "securityGroupIds")?.unwrap_or_default(),
             "clusterSecurityGroupId": format!("sg-{}", stable_hex(&format!("{region}/{name}/sg"), 17)),
-            "vpcId": format!("vpc-{}", stable_hex(&subnets[0], 17)),
+            "vpcId": "",
             "endpointPublicAccess": public,
             "endpointPrivateAccess": private,
             "publicAccessCidrs": cidrs,
@@ -1197,6 +1234,15 @@ impl Eks {
             )));
         }
         let tags = string_map(&body, "tags")?;
+        // The request is well-formed; now what EC2 knows of its subnets.
+        let zones = known_subnets(vpcs, region, &subnets)?;
+        let distinct: std::collections::BTreeSet<&String> = zones.iter().collect();
+        if distinct.len() < 2 {
+            return Err(invalid(
+                "Subnets specified must be in at least two different AZs",
+            ));
+        }
+        vpc["vpcId"] = json!(vpcs.subnet_vpc(region, &subnets[0]).unwrap_or_default());
         let (ca_cert_pem, ca_key_pem) = crate::common::ca::cluster_ca(&name).map_err(|e| {
             AwsError::new(
                 500,
@@ -1405,6 +1451,7 @@ impl Eks {
         req: &AwsRequest,
         ctx: &AwsCtx,
         capacity: &AwsCapacity,
+        network: &Network,
     ) -> Result<AwsResponse, AwsError> {
         // What the region's node groups already run, for the vCPU quotas their Auto
         // Scaling groups launch under (a failed group runs nothing).
@@ -1447,6 +1494,7 @@ impl Eks {
         if subnets.is_empty() {
             return Err(invalid("subnets must name at least one subnet"));
         }
+        known_subnets(network, region, &subnets)?;
         let defaults = Scaling {
             min_size: 2,
             max_size: 2,
@@ -1530,6 +1578,7 @@ impl Eks {
                 .or_else(|| {
                     super::ec2::launch_failure(
                         capacity,
+                        network,
                         region,
                         &instance_types,
                         &subnets,
@@ -1888,6 +1937,7 @@ mod tests {
         eks: Eks,
         faults: Faults,
         capacity: AwsCapacity,
+        network: Network,
         secs: i64,
         region: String,
     }
@@ -1897,7 +1947,8 @@ mod tests {
             Harness {
                 eks: Eks::default(),
                 faults: Faults::default(),
-                capacity: AwsCapacity::default(),
+                capacity: capacity(json!({})),
+                network: Network::default(),
                 secs: 0,
                 region: "us-east-1".into(),
             }
@@ -1928,7 +1979,8 @@ mod tests {
                 scale: 1.0,
                 faults: &self.faults,
             };
-            let resp = self.eks.handle(&req, &ctx, &self.capacity)?;
+            self.network.touch(&self.region, &self.capacity);
+            let resp = self.eks.handle(&req, &ctx, &self.capacity, &self.network)?;
             assert_eq!(resp.status, 200);
             Ok(resp.json_body().unwrap_or(Value::Null))
         }
@@ -2035,6 +2087,70 @@ mod tests {
     }
 
     #[test]
+    fn clusters_and_node_groups_refuse_subnets_ec2_does_not_know_or_one_zone() {
+        let mut h = Harness::new();
+        let with_subnets = |subnets: &[&str]| {
+            let mut body = cluster_body("ml");
+            body["resourcesVpcConfig"]["subnetIds"] = json!(subnets);
+            body
+        };
+        let err = h
+            .post(
+                "/clusters",
+                with_subnets(&["subnet-a", "subnet-0123456789abcdef0"]),
+            )
+            .expect_err("unknown subnet");
+        assert_eq!(
+            (err.status, err.code.as_str(), err.message.as_str()),
+            (
+                400,
+                "InvalidParameterException",
+                "The subnet ID 'subnet-0123456789abcdef0' does not exist"
+            )
+        );
+        let err = h
+            .post("/clusters", with_subnets(&["subnet-a"]))
+            .expect_err("one zone");
+        assert_eq!(
+            (err.code.as_str(), err.message.as_str()),
+            (
+                "InvalidParameterException",
+                "Subnets specified must be in at least two different AZs"
+            )
+        );
+        // The cluster's VPC is its subnets' (here the default VPC).
+        active_cluster(&mut h, "ml");
+        let c = h.get("/clusters/ml").expect("described");
+        let vpc = c["cluster"]["resourcesVpcConfig"]["vpcId"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(
+            h.network.subnet_vpc("us-east-1", "subnet-a").as_deref(),
+            Some(vpc)
+        );
+        assert!(vpc.starts_with("vpc-"), "{vpc}");
+        let mut ng = nodegroup_body("gpu");
+        ng["subnets"] = json!(["subnet-0123456789abcdef0"]);
+        let err = h
+            .post("/clusters/ml/node-groups", ng)
+            .expect_err("unknown subnet");
+        assert_eq!(
+            (err.code.as_str(), err.message.as_str()),
+            (
+                "InvalidParameterException",
+                "The subnet ID 'subnet-0123456789abcdef0' does not exist"
+            )
+        );
+        assert_eq!(
+            h.eks
+                .subnets_in_use("us-east-1")
+                .into_iter()
+                .collect::<Vec<_>>(),
+            ["subnet-a", "subnet-b"]
+        );
+    }
+
+    #[test]
     fn create_errors_match_eks() {
         let mut h = Harness::new();
         let cases = [
@@ -2097,7 +2213,9 @@ mod tests {
             .expect("a retried create answers the same");
         assert_eq!(first["cluster"]["arn"], again["cluster"]["arn"]);
         h.region = "eu-west-1".into();
-        h.post("/clusters", cluster_body("a"))
+        let mut elsewhere = cluster_body("a");
+        elsewhere["resourcesVpcConfig"]["subnetIds"] = json!(["subnet-ea", "subnet-eb"]);
+        h.post("/clusters", elsewhere)
             .expect("the same name in another region is another cluster");
         let list = h.get("/clusters").expect("listed");
         assert_eq!(list["clusters"], json!(["a"]));
@@ -2427,7 +2545,20 @@ mod tests {
         assert_eq!(empty.clusters[0].name, "x");
     }
 
-    fn capacity(spec: Value) -> AwsCapacity {
+    /// A capacity configuration; unless it names subnets, the ones the tests' clusters
+    /// and node groups use: `subnet-a`/`subnet-b` in us-east-1a/b, `subnet-wa`/`-wb` in
+    /// us-west-2 and `subnet-ea`/`-eb` in eu-west-1.
+    fn capacity(mut spec: Value) -> AwsCapacity {
+        if spec.get("subnets").is_none() {
+            spec["subnets"] = json!({
+                "subnet-a": "us-east-1a",
+                "subnet-b": "us-east-1b",
+                "subnet-wa": "us-west-2a",
+                "subnet-wb": "us-west-2b",
+                "subnet-ea": "eu-west-1a",
+                "subnet-eb": "eu-west-1b",
+            });
+        }
         crate::capacity::CapacitySpec::from_json(json!({"aws": spec}))
             .expect("valid capacity")
             .aws
@@ -2448,7 +2579,7 @@ mod tests {
         let mut h = Harness::new();
         h.capacity = capacity(json!({
             "stockouts": [{"zone": "us-east-1a", "instanceType": "g5.xlarge"}],
-            "subnets": {"subnet-a1": "us-east-1a", "subnet-a2": "us-east-1a", "subnet-b": "us-east-1b"},
+            "subnets": {"subnet-a": "us-east-1a", "subnet-a1": "us-east-1a", "subnet-a2": "us-east-1a", "subnet-b": "us-east-1b"},
         }));
         active_cluster(&mut h, "ml");
         let ng = h
@@ -2523,11 +2654,13 @@ mod tests {
         );
         // Other regions count apart.
         h.region = "us-west-2".into();
-        active_cluster(&mut h, "west");
+        let mut west = cluster_body("west");
+        west["resourcesVpcConfig"]["subnetIds"] = json!(["subnet-wa", "subnet-wb"]);
+        h.at(30).post("/clusters", west).expect("created");
         h.at(40)
             .post(
                 "/clusters/west/node-groups",
-                on_demand_g5("gpu", &["subnet-a"], 2),
+                on_demand_g5("gpu", &["subnet-wa"], 2),
             )
             .expect("accepted");
         let ng = h

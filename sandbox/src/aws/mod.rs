@@ -1,8 +1,8 @@
 //! The AWS side of the sandbox: EKS (REST-JSON), S3 (REST-XML), SageMaker (JSON 1.1),
-//! IAM roles and STS (the query protocol), KMS keys (JSON 1.1), and the capacity a plan
-//! reads — EC2's instance type offerings and Availability Zones (the EC2 query protocol)
-//! and Service Quotas (JSON 1.1) — all served at the sandbox's root URL the way a
-//! `--endpoint-url` client reaches them.
+//! IAM roles and STS (the query protocol), KMS keys (JSON 1.1), EC2 (the query
+//! protocol: VPC networking, and the instance type offerings and Availability Zones a
+//! plan reads) and Service Quotas (JSON 1.1) — all served at the sandbox's root URL the
+//! way a `--endpoint-url` client reaches them.
 //! AWS clients sign every request with SigV4, and the credential scope in that signature
 //! (`…/us-east-1/eks/aws4_request`) names the service and region: that is how one port
 //! tells an EKS `GET /clusters` from an S3 `GET /clusters` (a bucket named `clusters`).
@@ -11,9 +11,9 @@
 //! This file owns the transport-neutral request and response values, the routing by
 //! signature and the persisted AWS world (the configured capacity included); `error.rs`
 //! the error formats, `query.rs` the query protocol's parameters and envelope, `eks.rs`,
-//! `s3/`, `sagemaker.rs`, `ec2.rs`, `servicequotas.rs`, `iam.rs`, `sts.rs` and `kms.rs`
-//! the services (`iam.rs` also what a role is to the others: found by ARN, trusting a
-//! service or not), `ack.rs` the ACK SageMaker controller that runs inside emulated EKS
+//! `s3/`, `sagemaker.rs`, `ec2.rs`, `vpc.rs`, `servicequotas.rs`, `iam.rs`, `sts.rs` and
+//! `kms.rs` the services (`iam.rs` also what a role is to the others: found by ARN,
+//! trusting a service or not), `ack.rs` the ACK SageMaker controller that runs inside emulated EKS
 //! clusters, `kube.rs` what EKS is to the Kubernetes emulator.
 
 pub(crate) mod ack;
@@ -28,6 +28,7 @@ pub(crate) mod s3;
 pub(crate) mod sagemaker;
 pub(crate) mod servicequotas;
 pub(crate) mod sts;
+pub(crate) mod vpc;
 pub(crate) mod xml;
 
 use axum::http::Method;
@@ -261,6 +262,9 @@ pub(crate) struct AwsWorld {
     pub s3: s3::S3,
     #[serde(default)]
     pub sagemaker: sagemaker::SageMaker,
+    /// EC2's VPC networking of every region touched.
+    #[serde(default)]
+    pub network: vpc::Network,
     /// The quotas, stockouts and subnet zones configured at `/_sandbox/capacity`, which
     /// EKS node groups run into and EC2 and Service Quotas report.
     #[serde(default)]
@@ -277,6 +281,7 @@ impl AwsWorld {
         self.eks.settle(now);
         self.sagemaker.settle(now);
         self.kms.settle(now);
+        self.network.settle(now);
     }
 
     /// One line per resource the AWS emulators hold (see `Sandbox::inventory`).
@@ -286,6 +291,7 @@ impl AwsWorld {
         self.sagemaker.inventory(out);
         self.iam.inventory(out);
         self.kms.inventory(out);
+        self.network.inventory(out);
     }
 
     /// Serves one request of `service`.
@@ -295,11 +301,17 @@ impl AwsWorld {
         req: &AwsRequest,
         ctx: &AwsCtx,
     ) -> AwsResponse {
+        if matches!(service, Service::Eks | Service::Ec2) {
+            self.network.touch(&req.region, &self.capacity);
+        }
         let result = match service {
-            Service::Eks => self.eks.handle(req, ctx, &self.capacity),
+            Service::Eks => self.eks.handle(req, ctx, &self.capacity, &self.network),
             Service::S3 => self.s3.handle(req, ctx),
             Service::SageMaker => self.sagemaker.handle(req, ctx),
-            Service::Ec2 => ec2::handle(req, &self.capacity),
+            Service::Ec2 => {
+                let eks_subnets = self.eks.subnets_in_use(&req.region);
+                ec2::handle(req, ctx, &mut self.network, &self.capacity, &eks_subnets)
+            }
             Service::Quotas => servicequotas::handle(req, &self.capacity),
             Service::Iam => self.iam.handle(req, ctx.now),
             Service::Sts => sts::handle(req),

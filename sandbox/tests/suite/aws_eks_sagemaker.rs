@@ -20,6 +20,19 @@ const ROLE: &str = "arn:aws:iam::123456789012:role/eks-cluster";
 const NODE_ROLE: &str = "arn:aws:iam::123456789012:role/eks-node";
 const SAGEMAKER_ROLE: &str = "arn:aws:iam::123456789012:role/SageMakerRole";
 
+/// The subnets the tests' clusters and node groups name, made subnets of each region's
+/// default VPC the way an account's subnets are configured in the sandbox.
+fn configure_subnets(sandbox: &Sandbox) {
+    sandbox
+        .set_capacity(json!({"aws": {"subnets": {
+            "subnet-a": "us-east-1a",
+            "subnet-b": "us-east-1b",
+            "subnet-x": "eu-west-1a",
+            "subnet-y": "eu-west-1b",
+        }}}))
+        .expect("subnets configured");
+}
+
 /// A botocore service model (stored gzipped).
 fn model(service: &str, version: &str) -> Value {
     terrain_contracts::botocore(service, version)
@@ -264,6 +277,7 @@ async fn eks_clusters_and_node_groups_through_the_cli() {
     })
     .await
     .expect("sandbox starts");
+    configure_subnets(&sandbox);
     let Some(aws) = Aws::new(&sandbox).await else {
         return;
     };
@@ -299,7 +313,7 @@ async fn eks_clusters_and_node_groups_through_the_cli() {
                 "--role-arn",
                 ROLE,
                 "--resources-vpc-config",
-                "subnetIds=subnet-a",
+                "subnetIds=subnet-a,subnet-b",
             ],
             "ResourceInUseException",
         )
@@ -320,7 +334,7 @@ async fn eks_clusters_and_node_groups_through_the_cli() {
                 "--kubernetes-version",
                 "1.12",
                 "--resources-vpc-config",
-                "subnetIds=subnet-a",
+                "subnetIds=subnet-a,subnet-b",
             ],
             "InvalidParameterException",
         )
@@ -337,7 +351,7 @@ async fn eks_clusters_and_node_groups_through_the_cli() {
             "--role-arn",
             ROLE,
             "--resources-vpc-config",
-            "subnetIds=subnet-x",
+            "subnetIds=subnet-x,subnet-y",
         ],
     )
     .await;
@@ -601,6 +615,7 @@ async fn sagemaker_pipelines_and_executions_through_the_cli() {
     })
     .await
     .expect("sandbox starts");
+    configure_subnets(&sandbox);
     let Some(aws) = Aws::new(&sandbox).await else {
         return;
     };
@@ -928,6 +943,7 @@ async fn the_ack_controller_runs_pipelines_from_kubernetes() {
     })
     .await
     .expect("sandbox starts");
+    configure_subnets(&sandbox);
     let Some(aws) = Aws::new(&sandbox).await else {
         return;
     };
@@ -939,7 +955,7 @@ async fn the_ack_controller_runs_pipelines_from_kubernetes() {
         "--role-arn",
         ROLE,
         "--resources-vpc-config",
-        "subnetIds=subnet-a",
+        "subnetIds=subnet-a,subnet-b",
     ])
     .await;
     cluster_until(&aws, "mlops", "ACTIVE").await;
@@ -1129,7 +1145,7 @@ async fn create_cluster(aws: &Aws, name: &str) {
         "--role-arn",
         ROLE,
         "--resources-vpc-config",
-        "subnetIds=subnet-a",
+        "subnetIds=subnet-a,subnet-b",
     ])
     .await;
     cluster_until(aws, name, "ACTIVE").await;
@@ -1147,6 +1163,7 @@ async fn eks_clusters_come_with_the_ack_controller_installed() {
     })
     .await
     .expect("sandbox starts");
+    configure_subnets(&sandbox);
     let Some(aws) = Aws::new(&sandbox).await else {
         return;
     };
@@ -1270,6 +1287,7 @@ async fn the_ack_controller_option_is_off_by_default_and_applies_after_a_restart
     let sandbox = Sandbox::start(options(false))
         .await
         .expect("sandbox starts");
+    configure_subnets(&sandbox);
     let Some(aws) = Aws::new(&sandbox).await else {
         return;
     };

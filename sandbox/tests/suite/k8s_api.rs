@@ -1123,6 +1123,12 @@ async fn an_eks_cluster_runs_coredns_kube_proxy_and_aws_node() {
     })
     .await
     .expect("sandbox starts");
+    // The subnets the cluster names, as the account's subnets.
+    sandbox
+        .set_capacity(
+            json!({"aws": {"subnets": {"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"}}}),
+        )
+        .expect("subnets configured");
     let http = reqwest::Client::new();
     eks(
         &http,
@@ -1131,7 +1137,7 @@ async fn an_eks_cluster_runs_coredns_kube_proxy_and_aws_node() {
         "/clusters",
         Some(
             json!({"name": "ml", "roleArn": "arn:aws:iam::123456789012:role/eks-cluster",
-                    "resourcesVpcConfig": {"subnetIds": ["subnet-a"]}}),
+                    "resourcesVpcConfig": {"subnetIds": ["subnet-a", "subnet-b"]}}),
         ),
     )
     .await;

@@ -8,6 +8,7 @@ mod common;
 mod aws_eks_sagemaker;
 mod aws_iam_kms;
 mod aws_s3;
+mod aws_vpc;
 mod capacity;
 mod discovery_fields;
 mod gcloud;
