@@ -270,9 +270,11 @@ impl Ec2 {
         let params = Params::new().list(id_param, &[id]);
         Ok(
             found(self.items(action, &params, set).await)?.and_then(|mut items| {
+                // An item names other objects too (a subnet its VPC): the id may be in any
+                // of the id fields.
                 let at = items
                     .iter()
-                    .position(|i| i.first_text(ID_FIELDS) == Some(id));
+                    .position(|i| ID_FIELDS.iter().any(|f| i.text(f) == Some(id)));
                 at.map(|i| items.swap_remove(i))
             }),
         )
