@@ -946,6 +946,16 @@ impl Iam {
                 let items = items.iter().map(|n| Element::leaf("member", *n)).collect();
                 result(paged("PolicyNames", items, next))
             }
+            // The sandbox makes no instance profiles (no EC2 instances are launched
+            // outside node groups): a role is in none, as a new role is on AWS.
+            "ListInstanceProfilesForRole" => {
+                let name = required(&p, "RoleName")?;
+                self.index(name)?;
+                let none: Vec<&String> = Vec::new();
+                let (items, next) = page(&p, &none)?;
+                let items = items.iter().map(|n| Element::leaf("member", *n)).collect();
+                result(paged("InstanceProfiles", items, next))
+            }
             "GetPolicy" => {
                 let arn = required(&p, "PolicyArn")?;
                 check_policy_arn(arn)?;
