@@ -1,7 +1,7 @@
 //! EC2's VPC networking (query protocol, XML answers), per account and region: VPCs,
 //! subnets, internet gateways and their attachments, Elastic IP allocations, NAT
 //! gateways (`pending` → `available`, `deleting` → `deleted` on the sandbox clock, then
-//! forgotten), route tables with their routes, associations and the main one, and tags.
+//! forgotten a minute later), route tables with their routes, associations and the main one, and tags.
 //! EC2 refuses here what it refuses in the cloud: CIDR blocks out of range or
 //! overlapping, deletes while dependencies remain (`DependencyViolation`), a second
 //! gateway or association (`Resource.AlreadyAssociated`), unknown ids with each kind's
@@ -33,8 +33,15 @@ use crate::common::ids::random_hex;
 mod base {
     pub const NAT_CREATE: f64 = 5.0;
     pub const NAT_DELETE: f64 = 3.0;
-    /// How long a deleted or failed NAT gateway is still described.
-    pub const NAT_FORGET: f64 = 60.0;
+}
+
+/// How long a deleted or failed NAT gateway is still described: a window of the
+/// describe calls, not an operation, so it is not scaled (with instant timing too a
+/// client sees `deleted`).
+const NAT_FORGET_SECS: i64 = 60;
+
+fn forget_after() -> chrono::Duration {
+    chrono::Duration::seconds(NAT_FORGET_SECS)
 }
 
 /// The default VPC's block.
@@ -1839,9 +1846,7 @@ impl RegionNet {
             created_at: ctx.now,
             deleted_at: None,
             until: Some(until),
-            forget_at: failure
-                .as_ref()
-                .map(|_| until + duration(ctx, base::NAT_FORGET)),
+            forget_at: failure.as_ref().map(|_| until + forget_after()),
             failure,
             client_token: token.map(str::to_string),
             fingerprint,
@@ -1913,11 +1918,11 @@ impl RegionNet {
             if n.state == FAILED {
                 n.state = DELETED.to_string();
                 n.deleted_at = Some(ctx.now);
-                n.forget_at = Some(ctx.now + duration(ctx, base::NAT_FORGET));
+                n.forget_at = Some(ctx.now + forget_after());
             } else {
                 n.state = DELETING.to_string();
                 n.until = Some(until);
-                n.forget_at = Some(until + duration(ctx, base::NAT_FORGET));
+                n.forget_at = Some(until + forget_after());
             }
         }
         Ok(respond(
