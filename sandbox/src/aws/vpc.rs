@@ -2113,22 +2113,16 @@ impl RegionNet {
             .iter()
             .position(|r| r.destination == destination);
         match (existing, replace) {
-            (Some(_), false) => {
-                return Err(AwsError::new(
-                    400,
-                    "RouteAlreadyExists",
-                    format!("The route identified by {destination} already exists."),
-                ))
-            }
-            (None, true) => {
-                return Err(AwsError::new(
-                    400,
-                    "InvalidRoute.NotFound",
-                    format!(
-                        "no route with destination-cidr-block {destination} in route table {id}"
-                    ),
-                ))
-            }
+            (Some(_), false) => Err(AwsError::new(
+                400,
+                "RouteAlreadyExists",
+                format!("The route identified by {destination} already exists."),
+            )),
+            (None, true) => Err(AwsError::new(
+                400,
+                "InvalidRoute.NotFound",
+                format!("no route with destination-cidr-block {destination} in route table {id}"),
+            )),
             (Some(r), true) => {
                 if table.routes[r].gateway.as_deref() == Some("local") {
                     return Err(invalid(format!(
@@ -2489,7 +2483,7 @@ mod tests {
         // The same ids in every sandbox, for the account and region.
         let mut other = Ec2::new();
         let again = other.ok("Action=DescribeVpcs");
-        assert_eq!(column(&again, "vpcSet", "vpcId"), [id.clone()]);
+        assert_eq!(column(&again, "vpcSet", "vpcId"), std::slice::from_ref(&id));
 
         let subnets = ec2.ok(&format!(
             "Action=DescribeSubnets&Filter.1.Name=vpc-id&Filter.1.Value.1={id}&Filter.2.Name=default-for-az&Filter.2.Value.1=true"
@@ -2844,7 +2838,7 @@ mod tests {
         ));
         assert_eq!(
             column(&found, "routeTableSet", "routeTableId"),
-            [public.clone()]
+            std::slice::from_ref(&public)
         );
         let err = ec2.refused(&format!("Action=DeleteRouteTable&RouteTableId={public}"));
         assert_eq!(
@@ -2933,7 +2927,7 @@ mod tests {
         let by_tag = ec2.ok("Action=DescribeNatGateways&Filter.1.Name=tag:Name&Filter.1.Value.1=egress&Filter.2.Name=state&Filter.2.Value.1=available");
         assert_eq!(
             column(&by_tag, "natGatewaySet", "natGatewayId"),
-            [nat.clone()]
+            std::slice::from_ref(&nat)
         );
         let subnet_now = ec2.ok(&format!("Action=DescribeSubnets&SubnetId.1={subnet}"));
         assert_eq!(
@@ -3113,7 +3107,7 @@ mod tests {
         ));
         assert_eq!(
             column(&described, "routeTableSet", "routeTableId"),
-            [table.clone()]
+            std::slice::from_ref(&table)
         );
         assert_eq!(
             ec2.refused(&format!("Action=ReplaceRoute&RouteTableId={table}&DestinationCidrBlock=10.9.0.0/16&GatewayId={igw}")).code,
@@ -3152,9 +3146,15 @@ mod tests {
         let err = ec2.refused("Action=CreateVpc&CidrBlock=10.1.0.0/16&TagSpecification.1.ResourceType=subnet&TagSpecification.1.Tag.1.Key=a");
         assert_eq!(err.code, "InvalidParameterValue");
         let found = ec2.ok("Action=DescribeVpcs&Filter.1.Name=tag:Name&Filter.1.Value.1=ml");
-        assert_eq!(column(&found, "vpcSet", "vpcId"), [vpc.clone()]);
+        assert_eq!(
+            column(&found, "vpcSet", "vpcId"),
+            std::slice::from_ref(&vpc)
+        );
         let found = ec2.ok("Action=DescribeVpcs&Filter.1.Name=tag-key&Filter.1.Value.1=managed-by&Filter.2.Name=cidr&Filter.2.Value.1=10.0.0.0/16");
-        assert_eq!(column(&found, "vpcSet", "vpcId"), [vpc.clone()]);
+        assert_eq!(
+            column(&found, "vpcSet", "vpcId"),
+            std::slice::from_ref(&vpc)
+        );
         assert!(items(
             &ec2.ok("Action=DescribeVpcs&Filter.1.Name=tag:Name&Filter.1.Value.1=other"),
             "vpcSet"
