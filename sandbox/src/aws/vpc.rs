@@ -1,7 +1,7 @@
 //! EC2's VPC networking (query protocol, XML answers), per account and region: VPCs,
 //! subnets, internet gateways and their attachments, Elastic IP allocations, NAT
 //! gateways (`pending` → `available`, `deleting` → `deleted` on the sandbox clock, then
-//! forgotten), route tables with their routes, associations and the main one, and tags.
+//! forgotten a minute later), route tables with their routes, associations and the main one, and tags.
 //! EC2 refuses here what it refuses in the cloud: CIDR blocks out of range or
 //! overlapping, deletes while dependencies remain (`DependencyViolation`), a second
 //! gateway or association (`Resource.AlreadyAssociated`), unknown ids with each kind's
@@ -34,8 +34,15 @@ use crate::common::ids::random_hex;
 mod base {
     pub const NAT_CREATE: f64 = 5.0;
     pub const NAT_DELETE: f64 = 3.0;
-    /// How long a deleted or failed NAT gateway is still described.
-    pub const NAT_FORGET: f64 = 60.0;
+}
+
+/// How long a deleted or failed NAT gateway is still described: a window of the
+/// describe calls, not an operation, so it is not scaled (with instant timing too a
+/// client sees `deleted`).
+const NAT_FORGET_SECS: i64 = 60;
+
+fn forget_after() -> chrono::Duration {
+    chrono::Duration::seconds(NAT_FORGET_SECS)
 }
 
 /// The default VPC's block.
@@ -1840,9 +1847,7 @@ impl RegionNet {
             created_at: ctx.now,
             deleted_at: None,
             until: Some(until),
-            forget_at: failure
-                .as_ref()
-                .map(|_| until + duration(ctx, base::NAT_FORGET)),
+            forget_at: failure.as_ref().map(|_| until + forget_after()),
             failure,
             client_token: token.map(str::to_string),
             fingerprint,
@@ -1914,11 +1919,11 @@ impl RegionNet {
             if n.state == FAILED {
                 n.state = DELETED.to_string();
                 n.deleted_at = Some(ctx.now);
-                n.forget_at = Some(ctx.now + duration(ctx, base::NAT_FORGET));
+                n.forget_at = Some(ctx.now + forget_after());
             } else {
                 n.state = DELETING.to_string();
                 n.until = Some(until);
-                n.forget_at = Some(until + duration(ctx, base::NAT_FORGET));
+                n.forget_at = Some(until + forget_after());
             }
         }
         Ok(respond(
@@ -2109,22 +2114,16 @@ impl RegionNet {
             .iter()
             .position(|r| r.destination == destination);
         match (existing, replace) {
-            (Some(_), false) => {
-                return Err(AwsError::new(
-                    400,
-                    "RouteAlreadyExists",
-                    format!("The route identified by {destination} already exists."),
-                ))
-            }
-            (None, true) => {
-                return Err(AwsError::new(
-                    400,
-                    "InvalidRoute.NotFound",
-                    format!(
-                        "no route with destination-cidr-block {destination} in route table {id}"
-                    ),
-                ))
-            }
+            (Some(_), false) => Err(AwsError::new(
+                400,
+                "RouteAlreadyExists",
+                format!("The route identified by {destination} already exists."),
+            )),
+            (None, true) => Err(AwsError::new(
+                400,
+                "InvalidRoute.NotFound",
+                format!("no route with destination-cidr-block {destination} in route table {id}"),
+            )),
             (Some(r), true) => {
                 if table.routes[r].gateway.as_deref() == Some("local") {
                     return Err(invalid(format!(
@@ -2485,7 +2484,7 @@ mod tests {
         // The same ids in every sandbox, for the account and region.
         let mut other = Ec2::new();
         let again = other.ok("Action=DescribeVpcs");
-        assert_eq!(column(&again, "vpcSet", "vpcId"), [id.clone()]);
+        assert_eq!(column(&again, "vpcSet", "vpcId"), std::slice::from_ref(&id));
 
         let subnets = ec2.ok(&format!(
             "Action=DescribeSubnets&Filter.1.Name=vpc-id&Filter.1.Value.1={id}&Filter.2.Name=default-for-az&Filter.2.Value.1=true"
@@ -2840,7 +2839,7 @@ mod tests {
         ));
         assert_eq!(
             column(&found, "routeTableSet", "routeTableId"),
-            [public.clone()]
+            std::slice::from_ref(&public)
         );
         let err = ec2.refused(&format!("Action=DeleteRouteTable&RouteTableId={public}"));
         assert_eq!(
@@ -2929,7 +2928,7 @@ mod tests {
         let by_tag = ec2.ok("Action=DescribeNatGateways&Filter.1.Name=tag:Name&Filter.1.Value.1=egress&Filter.2.Name=state&Filter.2.Value.1=available");
         assert_eq!(
             column(&by_tag, "natGatewaySet", "natGatewayId"),
-            [nat.clone()]
+            std::slice::from_ref(&nat)
         );
         let subnet_now = ec2.ok(&format!("Action=DescribeSubnets&SubnetId.1={subnet}"));
         assert_eq!(
@@ -3109,7 +3108,7 @@ mod tests {
         ));
         assert_eq!(
             column(&described, "routeTableSet", "routeTableId"),
-            [table.clone()]
+            std::slice::from_ref(&table)
         );
         assert_eq!(
             ec2.refused(&format!("Action=ReplaceRoute&RouteTableId={table}&DestinationCidrBlock=10.9.0.0/16&GatewayId={igw}")).code,
@@ -3148,9 +3147,15 @@ mod tests {
         let err = ec2.refused("Action=CreateVpc&CidrBlock=10.1.0.0/16&TagSpecification.1.ResourceType=subnet&TagSpecification.1.Tag.1.Key=a");
         assert_eq!(err.code, "InvalidParameterValue");
         let found = ec2.ok("Action=DescribeVpcs&Filter.1.Name=tag:Name&Filter.1.Value.1=ml");
-        assert_eq!(column(&found, "vpcSet", "vpcId"), [vpc.clone()]);
+        assert_eq!(
+            column(&found, "vpcSet", "vpcId"),
+            std::slice::from_ref(&vpc)
+        );
         let found = ec2.ok("Action=DescribeVpcs&Filter.1.Name=tag-key&Filter.1.Value.1=managed-by&Filter.2.Name=cidr&Filter.2.Value.1=10.0.0.0/16");
-        assert_eq!(column(&found, "vpcSet", "vpcId"), [vpc.clone()]);
+        assert_eq!(
+            column(&found, "vpcSet", "vpcId"),
+            std::slice::from_ref(&vpc)
+        );
         assert!(items(
             &ec2.ok("Action=DescribeVpcs&Filter.1.Name=tag:Name&Filter.1.Value.1=other"),
             "vpcSet"

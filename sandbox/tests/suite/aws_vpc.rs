@@ -647,6 +647,34 @@ impl Cli {
     }
 }
 
+/// `assert_botocore` for what the CLI prints: it prints timestamps as ISO 8601 text where
+/// the model (and the wire, in JSON protocols) has numbers, so those are checked as text
+/// and then given to the shape check as numbers.
+fn assert_cli(model: &Value, shape: &str, value: &Value) {
+    fn times(v: &mut Value) {
+        match v {
+            Value::Object(map) => {
+                for (k, item) in map.iter_mut() {
+                    if k.ends_with("Time") {
+                        if let Some(text) = item.as_str() {
+                            let parsed = chrono::DateTime::parse_from_rfc3339(text)
+                                .unwrap_or_else(|e| panic!("{k}: {text:?} is not ISO 8601: {e}"));
+                            *item = json!(parsed.timestamp());
+                        }
+                    } else {
+                        times(item);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(times),
+            _ => {}
+        }
+    }
+    let mut value = value.clone();
+    times(&mut value);
+    assert_botocore(model, shape, &value);
+}
+
 fn on_path(tool: &str) -> bool {
     std::process::Command::new(tool)
         .arg("--version")
@@ -680,7 +708,7 @@ async fn the_aws_cli_builds_a_vpc_and_eks_takes_only_its_real_subnets() {
             "Name=default-for-az,Values=true",
         ])
         .await;
-    assert_botocore(&model, "DescribeSubnetsResult", &defaults);
+    assert_cli(&model, "DescribeSubnetsResult", &defaults);
     let default_subnets: Vec<&Value> = defaults["Subnets"]
         .as_array()
         .into_iter()
@@ -700,7 +728,7 @@ async fn the_aws_cli_builds_a_vpc_and_eks_takes_only_its_real_subnets() {
             "ResourceType=vpc,Tags=[{Key=Name,Value=ml}]",
         ])
         .await;
-    assert_botocore(&model, "CreateVpcResult", &vpc);
+    assert_cli(&model, "CreateVpcResult", &vpc);
     assert_eq!(vpc["Vpc"]["Tags"], json!([{"Key": "Name", "Value": "ml"}]));
     let vpc_id = vpc["Vpc"]["VpcId"].as_str().unwrap_or_default().to_string();
     let refused = aws
@@ -728,7 +756,7 @@ async fn the_aws_cli_builds_a_vpc_and_eks_takes_only_its_real_subnets() {
                 zone,
             ])
             .await;
-        assert_botocore(&model, "CreateSubnetResult", &made);
+        assert_cli(&model, "CreateSubnetResult", &made);
         assert_eq!(made["Subnet"]["AvailabilityZone"], zone);
         assert_eq!(made["Subnet"]["AvailableIpAddressCount"], 251);
         subnets.push(
@@ -758,11 +786,11 @@ async fn the_aws_cli_builds_a_vpc_and_eks_takes_only_its_real_subnets() {
             &format!("Name=vpc-id,Values={vpc_id}"),
         ])
         .await;
-    assert_botocore(&model, "DescribeSubnetsResult", &listed);
+    assert_cli(&model, "DescribeSubnetsResult", &listed);
     assert_eq!(listed["Subnets"].as_array().map(Vec::len), Some(2));
 
     let igw = aws.json(&["ec2", "create-internet-gateway"]).await;
-    assert_botocore(&model, "CreateInternetGatewayResult", &igw);
+    assert_cli(&model, "CreateInternetGatewayResult", &igw);
     let igw_id = igw["InternetGateway"]["InternetGatewayId"]
         .as_str()
         .unwrap_or_default()
@@ -779,7 +807,7 @@ async fn the_aws_cli_builds_a_vpc_and_eks_takes_only_its_real_subnets() {
     let eip = aws
         .json(&["ec2", "allocate-address", "--domain", "vpc"])
         .await;
-    assert_botocore(&model, "AllocateAddressResult", &eip);
+    assert_cli(&model, "AllocateAddressResult", &eip);
     let nat = aws
         .json(&[
             "ec2",
@@ -790,7 +818,7 @@ async fn the_aws_cli_builds_a_vpc_and_eks_takes_only_its_real_subnets() {
             eip["AllocationId"].as_str().unwrap_or_default(),
         ])
         .await;
-    assert_botocore(&model, "CreateNatGatewayResult", &nat);
+    assert_cli(&model, "CreateNatGatewayResult", &nat);
     assert_eq!(nat["NatGateway"]["State"], "pending");
     let nat_id = nat["NatGateway"]["NatGatewayId"]
         .as_str()
@@ -801,7 +829,7 @@ async fn the_aws_cli_builds_a_vpc_and_eks_takes_only_its_real_subnets() {
         let described = aws
             .json(&["ec2", "describe-nat-gateways", "--nat-gateway-ids", &nat_id])
             .await;
-        assert_botocore(&model, "DescribeNatGatewaysResult", &described);
+        assert_cli(&model, "DescribeNatGatewaysResult", &described);
         state = described["NatGateways"][0]["State"]
             .as_str()
             .unwrap_or_default()
@@ -816,7 +844,7 @@ async fn the_aws_cli_builds_a_vpc_and_eks_takes_only_its_real_subnets() {
     let table = aws
         .json(&["ec2", "create-route-table", "--vpc-id", &vpc_id])
         .await;
-    assert_botocore(&model, "CreateRouteTableResult", &table);
+    assert_cli(&model, "CreateRouteTableResult", &table);
     let table_id = table["RouteTable"]["RouteTableId"]
         .as_str()
         .unwrap_or_default()
@@ -863,7 +891,7 @@ async fn the_aws_cli_builds_a_vpc_and_eks_takes_only_its_real_subnets() {
             &format!("Name=vpc-id,Values={vpc_id}"),
         ])
         .await;
-    assert_botocore(&model, "DescribeRouteTablesResult", &tables);
+    assert_cli(&model, "DescribeRouteTablesResult", &tables);
     let tables = tables["RouteTables"]
         .as_array()
         .cloned()
