@@ -1475,53 +1475,7 @@ impl Checker<'_> {
         vars: &BTreeMap<String, Variable>,
         opts: &LoadOptions<'_>,
     ) {
-        let plain = desired::variables_only(vars, opts.env);
-        let mut configs: BTreeMap<&str, Value> = BTreeMap::new();
-        // Providers whose table has problems: each is reported once, at the setting,
-        // not again by every resource that cannot use the table.
-        let mut broken: BTreeSet<&str> = BTreeSet::new();
-        for (name, node) in providers {
-            match eval::eval(node, &plain) {
-                Ok(e) => {
-                    let secrets = desired::secret_values(&e.value, &e.sensitive_paths);
-                    let base = name.split_once('.').map_or(name.as_str(), |(b, _)| b);
-                    let problems = opts.registry.validate_config(base, &e.value);
-                    if !problems.is_empty() {
-                        broken.insert(name.as_str());
-                    }
-                    for invalid in problems {
-                        let span = node.at(&invalid.path).map_or(node.span, |n| n.span);
-                        let field = if invalid.path.is_empty() {
-                            String::new()
-                        } else {
-                            format!(".{}", invalid.path.join("."))
-                        };
-                        let dotted = invalid.path.join(".");
-                        let at_secret = e
-                            .sensitive_paths
-                            .iter()
-                            .any(|p| desired::overlaps(p, &dotted));
-                        self.err(Diagnostic::at(
-                            span,
-                            format!(
-                                "providers.{name}{field}: {}",
-                                desired::hide(&invalid.message, &secrets, at_secret)
-                            ),
-                            "invalid setting",
-                        ));
-                    }
-                    configs.insert(
-                        name.as_str(),
-                        terrain_providers::registry::configure(base, e.value, opts.env),
-                    );
-                }
-                Err(e) => self.err(Diagnostic::at(
-                    e.span,
-                    format!("providers.{name}: {}", e.message),
-                    "here",
-                )),
-            }
-        }
+        let (mut configs, broken) = self.provider_tables(providers, vars, opts);
         let deps: crate::graph::Deps = resources
             .iter()
             .map(|(a, rc)| (a.clone(), rc.dependencies()))
@@ -1622,6 +1576,64 @@ impl Checker<'_> {
         }
     }
 
+    /// Each provider table evaluated with the variables and checked by its provider:
+    /// the configurations resources are checked with, and the providers whose table has
+    /// problems (each reported once, at the setting, not again by every resource that
+    /// cannot use the table).
+    fn provider_tables<'p>(
+        &mut self,
+        providers: &'p BTreeMap<String, Node>,
+        vars: &BTreeMap<String, Variable>,
+        opts: &LoadOptions<'_>,
+    ) -> (BTreeMap<&'p str, Value>, BTreeSet<&'p str>) {
+        let plain = desired::variables_only(vars, opts.env);
+        let mut configs: BTreeMap<&str, Value> = BTreeMap::new();
+        let mut broken: BTreeSet<&str> = BTreeSet::new();
+        for (name, node) in providers {
+            match eval::eval(node, &plain) {
+                Ok(e) => {
+                    let secrets = desired::secret_values(&e.value, &e.sensitive_paths);
+                    let base = name.split_once('.').map_or(name.as_str(), |(b, _)| b);
+                    let problems = opts.registry.validate_config(base, &e.value);
+                    if !problems.is_empty() {
+                        broken.insert(name.as_str());
+                    }
+                    for invalid in problems {
+                        let span = node.at(&invalid.path).map_or(node.span, |n| n.span);
+                        let field = if invalid.path.is_empty() {
+                            String::new()
+                        } else {
+                            format!(".{}", invalid.path.join("."))
+                        };
+                        let dotted = invalid.path.join(".");
+                        let at_secret = e
+                            .sensitive_paths
+                            .iter()
+                            .any(|p| desired::overlaps(p, &dotted));
+                        self.err(Diagnostic::at(
+                            span,
+                            format!(
+                                "providers.{name}{field}: {}",
+                                desired::hide(&invalid.message, &secrets, at_secret)
+                            ),
+                            "invalid setting",
+                        ));
+                    }
+                    configs.insert(
+                        name.as_str(),
+                        terrain_providers::registry::configure(base, e.value, opts.env),
+                    );
+                }
+                Err(e) => self.err(Diagnostic::at(
+                    e.span,
+                    format!("providers.{name}: {}", e.message),
+                    "here",
+                )),
+            }
+        }
+        (configs, broken)
+    }
+
     /// The providers' checks across resources (IAM chains, networks), on the specs
     /// computed above: errors at the field they concern, warnings kept for the plan.
     fn across_resources(
@@ -1637,7 +1649,10 @@ impl Checker<'_> {
             .into_iter()
             .filter_map(|(addr, d)| {
                 let rc = resources.get(&addr)?;
-                secrets.insert(addr.to_string(), desired::secret_values(&d.spec, &d.sensitive));
+                secrets.insert(
+                    addr.to_string(),
+                    desired::secret_values(&d.spec, &d.sensitive),
+                );
                 let (mut refs, mut links) = (BTreeMap::new(), BTreeMap::new());
                 written_refs(&rc.body, "", &mut refs, &mut links);
                 Some(terrain_providers::protocol::StackResource {
@@ -1650,9 +1665,9 @@ impl Checker<'_> {
             })
             .collect();
         for f in terrain_providers::registry::check_stack(&view) {
-            let hidden = secrets.get(&f.address).map_or(f.message.clone(), |s| {
-                desired::hide(&f.message, s, false)
-            });
+            let hidden = secrets
+                .get(&f.address)
+                .map_or(f.message.clone(), |s| desired::hide(&f.message, s, false));
             let field = if f.path.is_empty() {
                 String::new()
             } else {

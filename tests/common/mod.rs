@@ -339,6 +339,11 @@ impl Sandbox {
 
 /// The four scenario stacks under `stacks/`.
 #[allow(dead_code)]
+/// The capacity configuration (`TERRAIN_SANDBOX_CAPACITY`) under which the two subnet ids
+/// the hand-written EKS fixtures name exist in the sandbox's account, one per zone: EKS
+/// refuses subnets the account does not have, as in the cloud.
+pub const HAND_NAMED_SUBNETS: &str = r#"{"aws": {"subnets": {"subnet-0a1b2c3d4e5f60001": "us-east-1a", "subnet-0a1b2c3d4e5f60002": "us-east-1b"}}}"#;
+
 pub const SCENARIO_STACKS: [&str; 4] = [
     "gke-batch-ml",
     "gke-gpu-pipelines",

@@ -38,6 +38,10 @@ impl Env {
         })
         .await
         .expect("sandbox starts");
+        // The fixture names its subnets; the account has them.
+        cloud
+            .set_capacity(serde_json::from_str(common::HAND_NAMED_SUBNETS).expect("JSON"))
+            .expect("capacity set");
         let vars = [
             ("AWS_ENDPOINT_URL", cloud.url()),
             ("AWS_ACCESS_KEY_ID", "AKIDSANDBOX".to_string()),

@@ -38,8 +38,11 @@ fn made(providers: &str, resources: &str) -> Work {
         "adopted/stack.toml",
         &format!("[stack]\nname = \"adopted\"\n\n{providers}"),
     );
-    work.run(&["apply", "-s", "made", "--sandbox", "--auto-approve"])
-        .success();
+    work.run_env(
+        &["apply", "-s", "made", "--sandbox", "--auto-approve"],
+        &[("TERRAIN_SANDBOX_CAPACITY", common::HAND_NAMED_SUBNETS)],
+    )
+    .success();
     work
 }
 

@@ -357,7 +357,22 @@ fn aws_creates_describes_and_deletes_what_the_sandbox_emulates() {
     aws(&["s3", "rm", "s3://clients-data/datasets/shard.csv"]);
     aws(&["s3", "rb", "s3://clients-data"]);
 
-    // EKS: a cluster and a node group, kubectl through the kubeconfig the CLI writes.
+    // EKS: a cluster and a node group in the default VPC's subnets, kubectl through the
+    // kubeconfig the CLI writes.
+    let defaults = aws(&[
+        "ec2",
+        "describe-subnets",
+        "--filters",
+        "Name=default-for-az,Values=true",
+        "--query",
+        "sort_by(Subnets, &AvailabilityZone)[].SubnetId",
+    ]);
+    let subnets: Vec<&str> = defaults.split_whitespace().collect();
+    assert!(
+        subnets.len() >= 2,
+        "one default subnet per zone: {defaults}"
+    );
+    let vpc_config = format!("subnetIds={},{}", subnets[0], subnets[1]);
     aws(&[
         "eks",
         "create-cluster",
@@ -366,7 +381,7 @@ fn aws_creates_describes_and_deletes_what_the_sandbox_emulates() {
         "--role-arn",
         "arn:aws:iam::123456789012:role/eks",
         "--resources-vpc-config",
-        "subnetIds=subnet-1,subnet-2",
+        &vpc_config,
     ]);
     aws(&["eks", "wait", "cluster-active", "--name", "ml"]);
     assert_eq!(
@@ -391,7 +406,7 @@ fn aws_creates_describes_and_deletes_what_the_sandbox_emulates() {
         "--node-role",
         "arn:aws:iam::123456789012:role/node",
         "--subnets",
-        "subnet-1",
+        subnets[0],
         "--scaling-config",
         "minSize=1,maxSize=2,desiredSize=1",
     ]);

@@ -528,7 +528,13 @@ mod tests {
     /// Configured into us-east-1e, where the sandbox offers no g5.
     const SUBNET_E: &str = "subnet-0eeeeeeeeeeeeeeee";
 
-    async fn sandbox(capacity: Value) -> Sandbox {
+    /// A sandbox with `capacity`; the account has subnets A and B (in us-east-1a and b)
+    /// unless `capacity` places subnets itself, as EC2 refuses subnets it does not have.
+    async fn sandbox(mut capacity: Value) -> Sandbox {
+        let aws = &mut capacity["aws"];
+        if aws.get("subnets").is_none() {
+            aws["subnets"] = json!({SUBNET_A: "us-east-1a", SUBNET_B: "us-east-1b"});
+        }
         let sandbox = Sandbox::start(Options {
             timing: Timing::instant(),
             ..Options::default()

@@ -68,7 +68,8 @@ pub struct Carve {
 
 /// The `netnum`th block of `newbits` more bits inside `from` (Terraform's cidrsubnet).
 pub fn carve(from: &str, newbits: u32, netnum: u32) -> Result<String, String> {
-    let (base, len) = catalog::ipv4_block(from).ok_or_else(|| format!("{from:?} is not an IPv4 CIDR block"))?;
+    let (base, len) =
+        catalog::ipv4_block(from).ok_or_else(|| format!("{from:?} is not an IPv4 CIDR block"))?;
     let prefix = len + newbits;
     if newbits == 0 || prefix > 32 {
         return Err(format!("a /{len} cannot be carved into /{prefix}s"));
@@ -289,7 +290,8 @@ impl Kind for AwsSubnet {
             spec.cidr = if crate::protocol::is_unknown(&Value::String(c.from.clone())) {
                 crate::protocol::UNKNOWN.to_string()
             } else {
-                carve(&c.from, c.newbits, c.netnum).map_err(|m| ProviderError::invalid("carve", m))?
+                carve(&c.from, c.newbits, c.netnum)
+                    .map_err(|m| ProviderError::invalid("carve", m))?
             };
         }
         Ok(spec)
@@ -537,6 +539,11 @@ mod tests {
             role: Some("public".into()),
             map_public_ip_on_launch: true,
             tags: BTreeMap::from([("team".to_string(), "ml".to_string())]),
+            carve: Some(Carve {
+                from: "10.0.0.0/16".into(),
+                newbits: 8,
+                netnum: 1,
+            }),
             ..base()
         };
         let outputs = Outputs {

@@ -305,6 +305,9 @@ async fn eks_lifecycle_against_the_sandbox() -> Result<(), ProviderError> {
     })
     .await
     .expect("sandbox starts");
+    sandbox
+        .set_capacity(support::hand_named_subnets())
+        .expect("capacity set");
     let config = support::config(&sandbox.url());
 
     let life = create_and_update(&config).await?;

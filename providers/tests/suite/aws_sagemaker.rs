@@ -165,6 +165,9 @@ async fn eks_sandbox(name: &str) -> Option<(Sandbox, Value, Value)> {
     })
     .await
     .expect("sandbox starts");
+    sandbox
+        .set_capacity(support::hand_named_subnets())
+        .expect("capacity set");
     let config = support::config(&sandbox.url());
     match eks_cluster(&config, name).await {
         Ok(kubernetes) => Some((sandbox, config, kubernetes)),

@@ -36,6 +36,15 @@ pub fn config(url: &str) -> Value {
     json!({"region": "us-east-1", "endpoint": url, "max_attempts": 3})
 }
 
+/// The sandbox capacity under which the two subnet ids these tests name exist, one per
+/// zone: the sandbox's EKS refuses subnets the account does not have, as EKS does.
+pub fn hand_named_subnets() -> Value {
+    json!({"aws": {"subnets": {
+        "subnet-0aaaaaaaaaaaaaaaa": "us-east-1a",
+        "subnet-0bbbbbbbbbbbbbbbb": "us-east-1b",
+    }}})
+}
+
 /// A moto server on a free loopback port, killed on drop.
 pub struct Moto {
     child: Child,
