@@ -73,8 +73,9 @@ pub(crate) struct GcpStockout {
     pub accelerator_type: Option<String>,
 }
 
-/// AWS: Service Quotas values, Availability Zone stockouts, and subnets the account has
-/// (made subnets of their region's default VPC, `aws/vpc.rs`).
+/// AWS: Service Quotas values, Availability Zone stockouts, and subnets and roles the
+/// account has (made subnets of their region's default VPC, `aws/vpc.rs`; roles in
+/// IAM, `aws/iam.rs`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct AwsCapacity {
@@ -85,6 +86,11 @@ pub(crate) struct AwsCapacity {
     /// Subnet id → Availability Zone name.
     #[serde(default)]
     pub subnets: BTreeMap<String, String>,
+    /// IAM roles the account has (made in IAM when it is first called, like the
+    /// subnets): role name → the service principal its trust policy lets assume it
+    /// (`eks.amazonaws.com`).
+    #[serde(default)]
+    pub roles: BTreeMap<String, String>,
 }
 
 /// One applied quota value (`code` as Service Quotas names it, e.g. `L-DB2E81BA`).

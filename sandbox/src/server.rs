@@ -1217,7 +1217,7 @@ mod tests {
         assert_eq!(
             reset,
             Some(
-                json!({"gcp": {"quotas": [], "stockouts": []}, "aws": {"quotas": [], "stockouts": [], "subnets": {}}})
+                json!({"gcp": {"quotas": [], "stockouts": []}, "aws": {"quotas": [], "stockouts": [], "subnets": {}, "roles": {}}})
             )
         );
     }

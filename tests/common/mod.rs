@@ -337,13 +337,14 @@ impl Sandbox {
     }
 }
 
+/// The sandbox configuration (`TERRAIN_SANDBOX_CAPACITY`) under which the two subnet ids
+/// and the two roles the hand-written EKS fixtures name exist in the sandbox's account,
+/// the subnets one per zone, the roles trusting EKS and EC2: EKS refuses subnets and
+/// roles the account does not have, as in the cloud.
+pub const HAND_NAMED_ACCOUNT: &str = r#"{"aws": {"subnets": {"subnet-0a1b2c3d4e5f60001": "us-east-1a", "subnet-0a1b2c3d4e5f60002": "us-east-1b"}, "roles": {"eks-cluster": "eks.amazonaws.com", "eks-nodes": "ec2.amazonaws.com"}}}"#;
+
 /// The four scenario stacks under `stacks/`.
 #[allow(dead_code)]
-/// The capacity configuration (`TERRAIN_SANDBOX_CAPACITY`) under which the two subnet ids
-/// the hand-written EKS fixtures name exist in the sandbox's account, one per zone: EKS
-/// refuses subnets the account does not have, as in the cloud.
-pub const HAND_NAMED_SUBNETS: &str = r#"{"aws": {"subnets": {"subnet-0a1b2c3d4e5f60001": "us-east-1a", "subnet-0a1b2c3d4e5f60002": "us-east-1b"}}}"#;
-
 pub const SCENARIO_STACKS: [&str; 4] = [
     "gke-batch-ml",
     "gke-gpu-pipelines",

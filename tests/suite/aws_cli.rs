@@ -38,9 +38,9 @@ impl Env {
         })
         .await
         .expect("sandbox starts");
-        // The fixture names its subnets; the account has them.
+        // The fixture names its subnets and roles; the account has them.
         cloud
-            .set_capacity(serde_json::from_str(common::HAND_NAMED_SUBNETS).expect("JSON"))
+            .set_capacity(serde_json::from_str(common::HAND_NAMED_ACCOUNT).expect("JSON"))
             .expect("capacity set");
         let vars = [
             ("AWS_ENDPOINT_URL", cloud.url()),

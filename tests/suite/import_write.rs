@@ -40,7 +40,7 @@ fn made(providers: &str, resources: &str) -> Work {
     );
     work.run_env(
         &["apply", "-s", "made", "--sandbox", "--auto-approve"],
-        &[("TERRAIN_SANDBOX_CAPACITY", common::HAND_NAMED_SUBNETS)],
+        &[("TERRAIN_SANDBOX_CAPACITY", common::HAND_NAMED_ACCOUNT)],
     )
     .success();
     work

@@ -12,6 +12,7 @@ mod contract;
 mod support;
 
 mod aws_cli;
+mod aws_from_zero;
 mod bad_stacks;
 mod call_errors;
 mod capacity;

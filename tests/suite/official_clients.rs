@@ -373,13 +373,36 @@ fn aws_creates_describes_and_deletes_what_the_sandbox_emulates() {
         "one default subnet per zone: {defaults}"
     );
     let vpc_config = format!("subnetIds={},{}", subnets[0], subnets[1]);
+    // The cluster's and the nodes' roles, trusting EKS and EC2.
+    let mut arns = Vec::new();
+    for (name, service) in [("eks", "eks.amazonaws.com"), ("node", "ec2.amazonaws.com")] {
+        let trust = serde_json::json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+            "Principal": {"Service": service}, "Action": "sts:AssumeRole"}]});
+        aws(&[
+            "iam",
+            "create-role",
+            "--role-name",
+            name,
+            "--assume-role-policy-document",
+            &trust.to_string(),
+        ]);
+        let arn = aws(&[
+            "iam",
+            "get-role",
+            "--role-name",
+            name,
+            "--query",
+            "Role.Arn",
+        ]);
+        arns.push(arn.trim().to_string());
+    }
     aws(&[
         "eks",
         "create-cluster",
         "--name",
         "ml",
         "--role-arn",
-        "arn:aws:iam::123456789012:role/eks",
+        &arns[0],
         "--resources-vpc-config",
         &vpc_config,
     ]);
@@ -404,7 +427,7 @@ fn aws_creates_describes_and_deletes_what_the_sandbox_emulates() {
         "--nodegroup-name",
         "system",
         "--node-role",
-        "arn:aws:iam::123456789012:role/node",
+        &arns[1],
         "--subnets",
         subnets[0],
         "--scaling-config",
@@ -456,6 +479,13 @@ fn aws_creates_describes_and_deletes_what_the_sandbox_emulates() {
     aws(&["eks", "wait", "cluster-deleted", "--name", "ml"]);
     assert_eq!(
         aws(&["eks", "list-clusters", "--query", "length(clusters)"]).trim(),
+        "0"
+    );
+    for name in ["eks", "node"] {
+        aws(&["iam", "delete-role", "--role-name", name]);
+    }
+    assert_eq!(
+        aws(&["iam", "list-roles", "--query", "length(Roles)"]).trim(),
         "0"
     );
 }

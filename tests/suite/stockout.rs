@@ -211,10 +211,12 @@ fn a_stockout_without_fallback_keeps_the_pool_tainted_not_orphaned() {
     run(&work, NO_STOCKOUT, &["plan", "--detailed-exitcode"]).expect_code(0);
 }
 
-/// g5.xlarge is out in us-east-1a, where the node group's one subnet is.
+/// g5.xlarge is out in us-east-1a, where the node group's one subnet is; the account has
+/// the subnets and roles the stack names.
 const AWS_STOCKOUT: &str = r#"{"aws": {
     "stockouts": [{"zone": "us-east-1a", "instanceType": "g5.xlarge"}],
-    "subnets": {"subnet-0a1b2c3d4e5f60001": "us-east-1a", "subnet-0a1b2c3d4e5f60002": "us-east-1b"}}}"#;
+    "subnets": {"subnet-0a1b2c3d4e5f60001": "us-east-1a", "subnet-0a1b2c3d4e5f60002": "us-east-1b"},
+    "roles": {"eks-cluster": "eks.amazonaws.com", "eks-nodes": "ec2.amazonaws.com"}}}"#;
 
 const EKS_STACK: &str = r#"[stack]
 name = "stockout-eks"

@@ -186,6 +186,21 @@ pub async fn items(
     Ok(items)
 }
 
+/// Whether an EC2 error is `DependencyViolation` (a delete refused while something
+/// still uses the object).
+pub fn is_dependency_violation(e: &ProviderError) -> bool {
+    matches!(e, ProviderError::Api { code, .. } if code == "DependencyViolation")
+}
+
+/// `id (Name)` for an item with a Name tag, `id` otherwise.
+pub fn named(item: &Node, id_field: &str) -> Option<String> {
+    let id = item.text(id_field)?;
+    Some(match item.tags().get("Name") {
+        Some(name) => format!("{id} ({name})"),
+        None => id.to_string(),
+    })
+}
+
 /// The code and message of an EC2 error document
 /// (`<Response><Errors><Error><Code>…</Code><Message>…</Message>`).
 pub(crate) fn error(text: &str) -> (String, String) {

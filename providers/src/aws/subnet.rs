@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::ec2::{self, Ec2, Node, Params};
 use super::{catalog, config, eks};
+use crate::failure::Hint;
 use crate::schema::Fields;
 use crate::{Ctx, Invalid, Kind, Live, Peer, ProviderError};
 
@@ -373,8 +374,37 @@ impl Kind for AwsSubnet {
     ) -> Result<(), ProviderError> {
         let ec2 = Ec2::of(ctx).await?;
         let params = Params::new().set("SubnetId", id);
-        ec2::found(ec2.call("DeleteSubnet", &params).await).map(|_| ())
+        match ec2::found(ec2.call("DeleteSubnet", &params).await) {
+            Err(e) if ec2::is_dependency_violation(&e) => {
+                let held = holders(&ec2, id).await;
+                Err(e.with_hint(Hint::Do(held)))
+            }
+            other => other.map(|_| ()),
+        }
     }
+}
+
+/// What subnet `id` still holds, as a hint: NAT gateways in it, or else the network
+/// interfaces EKS clusters, load balancers and instances put there. Best effort.
+async fn holders(ec2: &Ec2, id: &str) -> String {
+    let params = Params::new().filter("subnet-id", &[id]);
+    let nats: Vec<String> = ec2
+        .items("DescribeNatGateways", &params, "natGatewaySet")
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|n| !matches!(n.text("state"), Some("deleted" | "failed")))
+        .filter_map(|n| ec2::named(n, "natGatewayId"))
+        .collect();
+    if !nats.is_empty() {
+        return format!(
+            "{id} holds NAT gateway {}: destroy it first (another stack, or by hand), then destroy again",
+            nats.join(", ")
+        );
+    }
+    format!(
+        "network interfaces still use {id} (EKS clusters, load balancers, instances): `aws ec2 describe-network-interfaces --filters Name=subnet-id,Values={id}` lists them; destroy what uses them first"
+    )
 }
 
 #[cfg(test)]

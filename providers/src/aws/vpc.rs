@@ -15,6 +15,7 @@ use serde_json::Value;
 
 use super::ec2::{self, Ec2, Node, Params};
 use super::{catalog, eks};
+use crate::failure::Hint;
 use crate::schema::Fields;
 use crate::{Ctx, Invalid, Kind, Live, ProviderError};
 
@@ -290,11 +291,78 @@ impl Kind for AwsVpc {
         _prior: Option<&Spec>,
     ) -> Result<(), ProviderError> {
         let ec2 = Ec2::of(ctx).await?;
-        // EC2 refuses while subnets, gateways or interfaces remain (DependencyViolation):
-        // that error, naming the call, is the answer.
+        // EC2 refuses while subnets, gateways or interfaces remain (DependencyViolation)
+        // without saying which: the error names them, so whoever reads it knows what to
+        // destroy first.
         let params = Params::new().set("VpcId", id);
-        ec2::found(ec2.call("DeleteVpc", &params).await).map(|_| ())
+        match ec2::found(ec2.call("DeleteVpc", &params).await) {
+            Err(e) if ec2::is_dependency_violation(&e) => {
+                let held = holders(&ec2, id).await;
+                Err(e.with_hint(Hint::Do(held)))
+            }
+            other => other.map(|_| ()),
+        }
     }
+}
+
+/// What VPC `id` still holds, as a hint: its subnets, attached internet gateways,
+/// route tables other than the main one and NAT gateways not yet deleted. Best effort:
+/// when the describes fail, the hint says where to look.
+async fn holders(ec2: &Ec2, id: &str) -> String {
+    let vpc = Params::new().filter("vpc-id", &[id]);
+    let attached = Params::new().filter("attachment.vpc-id", &[id]);
+    let mut held: Vec<String> = Vec::new();
+    let lookups: [(&str, &Params, &str, &str, &str); 4] = [
+        ("DescribeSubnets", &vpc, "subnetSet", "subnetId", "subnet"),
+        (
+            "DescribeInternetGateways",
+            &attached,
+            "internetGatewaySet",
+            "internetGatewayId",
+            "internet gateway",
+        ),
+        (
+            "DescribeRouteTables",
+            &vpc,
+            "routeTableSet",
+            "routeTableId",
+            "route table",
+        ),
+        (
+            "DescribeNatGateways",
+            &vpc,
+            "natGatewaySet",
+            "natGatewayId",
+            "NAT gateway",
+        ),
+    ];
+    for (action, params, set, field, noun) in lookups {
+        let Ok(items) = ec2.items(action, params, set).await else {
+            continue;
+        };
+        for item in &items {
+            let main = item
+                .find("associationSet")
+                .is_some_and(|a| a.all("item").any(|i| i.text("main") == Some("true")));
+            let gone = matches!(item.text("state"), Some("deleted" | "deleting" | "failed"))
+                && noun == "NAT gateway";
+            if main || gone {
+                continue;
+            }
+            if let Some(n) = ec2::named(item, field) {
+                held.push(format!("{noun} {n}"));
+            }
+        }
+    }
+    if held.is_empty() {
+        return format!(
+            "something still uses {id} (network interfaces of load balancers, EKS clusters or instances): `aws ec2 describe-network-interfaces --filters Name=vpc-id,Values={id}` lists them; destroy what uses them first"
+        );
+    }
+    format!(
+        "{id} still holds {}: destroy what made them first (another stack, or by hand), then destroy again",
+        held.join(", ")
+    )
 }
 
 #[cfg(test)]

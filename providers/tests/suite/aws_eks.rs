@@ -306,7 +306,7 @@ async fn eks_lifecycle_against_the_sandbox() -> Result<(), ProviderError> {
     .await
     .expect("sandbox starts");
     sandbox
-        .set_capacity(support::hand_named_subnets())
+        .set_capacity(support::hand_named_account())
         .expect("capacity set");
     let config = support::config(&sandbox.url());
 

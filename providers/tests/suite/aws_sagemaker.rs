@@ -166,7 +166,7 @@ async fn eks_sandbox(name: &str) -> Option<(Sandbox, Value, Value)> {
     .await
     .expect("sandbox starts");
     sandbox
-        .set_capacity(support::hand_named_subnets())
+        .set_capacity(support::hand_named_account())
         .expect("capacity set");
     let config = support::config(&sandbox.url());
     match eks_cluster(&config, name).await {

@@ -36,13 +36,21 @@ pub fn config(url: &str) -> Value {
     json!({"region": "us-east-1", "endpoint": url, "max_attempts": 3})
 }
 
-/// The sandbox capacity under which the two subnet ids these tests name exist, one per
-/// zone: the sandbox's EKS refuses subnets the account does not have, as EKS does.
-pub fn hand_named_subnets() -> Value {
-    json!({"aws": {"subnets": {
-        "subnet-0aaaaaaaaaaaaaaaa": "us-east-1a",
-        "subnet-0bbbbbbbbbbbbbbbb": "us-east-1b",
-    }}})
+/// The sandbox configuration under which the two subnet ids and the roles these tests
+/// name exist, the subnets one per zone, the roles trusting EKS and EC2: the sandbox's
+/// EKS refuses subnets and roles the account does not have, as EKS does.
+pub fn hand_named_account() -> Value {
+    json!({"aws": {
+        "subnets": {
+            "subnet-0aaaaaaaaaaaaaaaa": "us-east-1a",
+            "subnet-0bbbbbbbbbbbbbbbb": "us-east-1b",
+        },
+        "roles": {
+            "eks-cluster": "eks.amazonaws.com",
+            "eks-node": "ec2.amazonaws.com",
+            "eks-nodes": "ec2.amazonaws.com",
+        },
+    }})
 }
 
 /// A moto server on a free loopback port, killed on drop.

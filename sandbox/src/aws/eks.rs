@@ -3,7 +3,9 @@
 //! on the sandbox clock. Changes an update asks for take effect when it completes, the
 //! way EKS keeps reporting the old configuration while it works. This file also hands
 //! the clusters to the Kubernetes side (`kube_clusters`): node groups become node pools
-//! with the labels, taints and resources EKS nodes carry.
+//! with the labels, taints and resources EKS nodes carry. EKS refuses here what it
+//! refuses in the cloud: subnets the account does not have or all in one zone, a cluster
+//! or node role that does not exist or does not trust EKS or EC2.
 
 use std::collections::BTreeMap;
 
@@ -12,6 +14,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::iam::{self, Iam};
 use super::vpc::Network;
 use super::{AwsCtx, AwsError, AwsRequest, AwsResponse, ACCOUNT};
 use crate::capacity::AwsCapacity;
@@ -1005,6 +1008,31 @@ fn known_subnets(
     })
 }
 
+/// EKS's refusal of a role (`which`: `clusterRole`, `nodeRole`) that does not exist or
+/// whose trust policy does not let `principal` assume it, in EKS's words.
+fn assumable(iam: &Iam, which: &str, arn: &str, principal: &str) -> Result<(), AwsError> {
+    let Some(role) = iam::role(iam, arn) else {
+        return Err(invalid(format!(
+            "Role with arn: {arn}, could not be assumed because it does not exist or the trusted entity is not correct"
+        )));
+    };
+    if !iam::trusts(role, principal) {
+        return Err(invalid(format!(
+            "Following required service principals [{principal}] were not found in the trust relationships of {which} {arn}"
+        )));
+    }
+    Ok(())
+}
+
+/// What EKS reads of the other emulators: the capacity node groups run into (vCPU
+/// quotas, stockouts), the VPCs their subnets are in, the roles they run as.
+#[derive(Clone, Copy)]
+pub(crate) struct Around<'a> {
+    pub capacity: &'a AwsCapacity,
+    pub network: &'a Network,
+    pub iam: &'a Iam,
+}
+
 fn ok(value: Value) -> AwsResponse {
     AwsResponse::json(200, "application/json", &value)
 }
@@ -1050,20 +1078,19 @@ impl Eks {
             .retain(|c| !(c.status == DELETING && due(c.until, now)));
     }
 
-    /// Serves one EKS request; `capacity` is what node groups that launch instances run
-    /// into (vCPU quotas, stockouts), `network` the VPCs their subnets are in.
+    /// Serves one EKS request, with what it reads of the other emulators (`around`).
     pub(crate) fn handle(
         &mut self,
         req: &AwsRequest,
         ctx: &AwsCtx,
-        capacity: &AwsCapacity,
-        network: &Network,
+        around: &Around<'_>,
     ) -> Result<AwsResponse, AwsError> {
+        let Around { network, iam, .. } = *around;
         let segments = req.segments();
         let s: Vec<&str> = segments.iter().map(String::as_str).collect();
         let region = req.region.as_str();
         match (req.method.as_str(), s.as_slice()) {
-            ("POST", ["clusters"]) => self.create_cluster(region, req, ctx, network),
+            ("POST", ["clusters"]) => self.create_cluster(region, req, ctx, network, iam),
             ("GET", ["clusters"]) => Ok(self.list_clusters(region, req)),
             ("GET", ["clusters", name]) => {
                 let i = self.cluster_index(region, name)?;
@@ -1081,7 +1108,7 @@ impl Eks {
                 self.describe_update(region, name, id, req)
             }
             ("POST", ["clusters", name, "node-groups"]) => {
-                self.create_nodegroup(region, name, req, ctx, capacity, network)
+                self.create_nodegroup(region, name, req, ctx, around)
             }
             ("GET", ["clusters", name, "node-groups"]) => self.list_nodegroups(region, name, req),
             ("GET", ["clusters", name, "node-groups", ng]) => {
@@ -1161,6 +1188,7 @@ impl Eks {
         req: &AwsRequest,
         ctx: &AwsCtx,
         vpcs: &Network,
+        iam: &Iam,
     ) -> Result<AwsResponse, AwsError> {
         let body = body_of(req)?;
         let name = req_str(&body, "name")?;
@@ -1236,6 +1264,7 @@ impl Eks {
         let tags = string_map(&body, "tags")?;
         // The request is well-formed; now what EC2 knows of its subnets.
         let zones = known_subnets(vpcs, region, &subnets)?;
+        assumable(iam, "clusterRole", &role_arn, "eks.amazonaws.com")?;
         let distinct: std::collections::BTreeSet<&String> = zones.iter().collect();
         if distinct.len() < 2 {
             return Err(invalid(
@@ -1450,9 +1479,13 @@ impl Eks {
         cluster: &str,
         req: &AwsRequest,
         ctx: &AwsCtx,
-        capacity: &AwsCapacity,
-        network: &Network,
+        around: &Around<'_>,
     ) -> Result<AwsResponse, AwsError> {
+        let Around {
+            capacity,
+            network,
+            iam,
+        } = *around;
         // What the region's node groups already run, for the vCPU quotas their Auto
         // Scaling groups launch under (a failed group runs nothing).
         let running: Vec<(String, String, i64)> = self
@@ -1495,6 +1528,7 @@ impl Eks {
             return Err(invalid("subnets must name at least one subnet"));
         }
         known_subnets(network, region, &subnets)?;
+        assumable(iam, "nodeRole", &node_role, "ec2.amazonaws.com")?;
         let defaults = Scaling {
             min_size: 2,
             max_size: 2,
@@ -1938,6 +1972,7 @@ mod tests {
         faults: Faults,
         capacity: AwsCapacity,
         network: Network,
+        iam: Iam,
         secs: i64,
         region: String,
     }
@@ -1949,6 +1984,7 @@ mod tests {
                 faults: Faults::default(),
                 capacity: capacity(json!({})),
                 network: Network::default(),
+                iam: Iam::default(),
                 secs: 0,
                 region: "us-east-1".into(),
             }
@@ -1980,7 +2016,13 @@ mod tests {
                 faults: &self.faults,
             };
             self.network.touch(&self.region, &self.capacity);
-            let resp = self.eks.handle(&req, &ctx, &self.capacity, &self.network)?;
+            self.iam.adopt(&self.capacity, now);
+            let around = Around {
+                capacity: &self.capacity,
+                network: &self.network,
+                iam: &self.iam,
+            };
+            let resp = self.eks.handle(&req, &ctx, &around)?;
             assert_eq!(resp.status, 200);
             Ok(resp.json_body().unwrap_or(Value::Null))
         }
@@ -2545,10 +2587,14 @@ mod tests {
         assert_eq!(empty.clusters[0].name, "x");
     }
 
-    /// A capacity configuration; unless it names subnets, the ones the tests' clusters
+    /// A capacity configuration; unless it names roles, `eks` (trusting EKS) and `node`
+    /// (trusting EC2); unless it names subnets, the ones the tests' clusters
     /// and node groups use: `subnet-a`/`subnet-b` in us-east-1a/b, `subnet-wa`/`-wb` in
     /// us-west-2 and `subnet-ea`/`-eb` in eu-west-1.
     fn capacity(mut spec: Value) -> AwsCapacity {
+        if spec.get("roles").is_none() {
+            spec["roles"] = json!({"eks": "eks.amazonaws.com", "node": "ec2.amazonaws.com"});
+        }
         if spec.get("subnets").is_none() {
             spec["subnets"] = json!({
                 "subnet-a": "us-east-1a",

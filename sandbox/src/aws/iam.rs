@@ -20,7 +20,8 @@ use serde_json::Value;
 
 use super::query::{list, param, params, respond, structs};
 use super::xml::Element;
-use super::{AwsError, AwsRequest, AwsResponse, AwsWorld, ACCOUNT};
+use super::{AwsError, AwsRequest, AwsResponse, ACCOUNT};
+use crate::capacity::AwsCapacity;
 use crate::http::percent_encode;
 
 const XMLNS: &str = "https://iam.amazonaws.com/doc/2010-05-08/";
@@ -59,20 +60,20 @@ pub(crate) struct Role {
     /// Inline policies: name → document as sent.
     #[serde(default)]
     pub inline: BTreeMap<String, String>,
+    /// Made from the capacity configuration (`AwsCapacity::roles`): the account had it
+    /// before anything ran, so the inventory does not list it.
+    #[serde(default)]
+    pub configured: bool,
 }
 
 /// The role `arn` names, if it exists.
-// EKS and SageMaker are to check their roles with this and `trusts`; until they do,
-// only the tests call them.
-#[allow(dead_code)]
-pub(crate) fn role<'a>(world: &'a AwsWorld, arn: &str) -> Option<&'a Role> {
-    world.iam.roles.iter().find(|r| r.arn == arn)
+pub(crate) fn role<'a>(iam: &'a Iam, arn: &str) -> Option<&'a Role> {
+    iam.roles.iter().find(|r| r.arn == arn)
 }
 
 /// Whether `role`'s trust policy lets `service_principal` (`eks.amazonaws.com`) assume
 /// it: an `Allow` statement whose actions include `sts:AssumeRole` (or a wildcard
 /// covering it) and whose principal is that service, or anyone (`"*"`).
-#[allow(dead_code)]
 pub(crate) fn trusts(role: &Role, service_principal: &str) -> bool {
     statements(&role.trust).iter().any(|s| {
         let allows = s["Effect"] == "Allow";
@@ -680,8 +681,37 @@ impl Iam {
 
     /// One line per role, for `Sandbox::inventory`.
     pub(crate) fn inventory(&self, out: &mut Vec<String>) {
-        for r in &self.roles {
+        for r in self.roles.iter().filter(|r| !r.configured) {
             out.push(format!("iam role {}{}", r.path, r.name));
+        }
+    }
+
+    /// Makes the roles the capacity configuration names that IAM does not have yet,
+    /// each trusting its service principal.
+    pub(crate) fn adopt(&mut self, capacity: &AwsCapacity, now: DateTime<Utc>) {
+        for (name, principal) in &capacity.roles {
+            if self.index(name).is_ok() {
+                continue;
+            }
+            let trust = serde_json::json!({
+                "Version": "2012-10-17",
+                "Statement": [{"Effect": "Allow", "Principal": {"Service": principal}, "Action": "sts:AssumeRole"}],
+            });
+            self.roles.push(Role {
+                name: name.clone(),
+                path: "/".to_string(),
+                id: unique_id("AROA", None),
+                arn: format!("arn:aws:iam::{ACCOUNT}:role/{name}"),
+                created: now,
+                trust_document: trust.to_string(),
+                trust,
+                description: None,
+                max_session_duration: 3600,
+                tags: Vec::new(),
+                attached: Vec::new(),
+                inline: BTreeMap::new(),
+                configured: true,
+            });
         }
     }
 
@@ -725,6 +755,7 @@ impl Iam {
                     tags,
                     attached: Vec::new(),
                     inline: BTreeMap::new(),
+                    configured: false,
                 };
                 let element = role.element("Role", true);
                 self.roles.push(role);
@@ -1133,12 +1164,8 @@ mod tests {
             ("AssumeRolePolicyDocument", TRUST_EKS),
         ]);
         call(&mut iam, &body).expect("created");
-        let world = AwsWorld {
-            iam: iam.clone(),
-            ..AwsWorld::default()
-        };
-        assert!(role(&world, "arn:aws:iam::123456789012:role/ml/pathed").is_some());
-        assert!(role(&world, "arn:aws:iam::123456789012:role/pathed").is_none());
+        assert!(role(&iam, "arn:aws:iam::123456789012:role/ml/pathed").is_some());
+        assert!(role(&iam, "arn:aws:iam::123456789012:role/pathed").is_none());
     }
 
     #[test]
@@ -1393,19 +1420,15 @@ mod tests {
         create(&mut iam, "worker", both).expect("created");
         let web = r#"{"Version":"2012-10-17","Statement":{"Effect":"Allow","Principal":{"Federated":"arn:aws:iam::123456789012:oidc-provider/x"},"Action":"sts:AssumeRoleWithWebIdentity"}}"#;
         create(&mut iam, "irsa", web).expect("created");
-        let world = AwsWorld {
-            iam,
-            ..AwsWorld::default()
-        };
         let get =
-            |n: &str| role(&world, &format!("arn:aws:iam::123456789012:role/{n}")).expect("exists");
+            |n: &str| role(&iam, &format!("arn:aws:iam::123456789012:role/{n}")).expect("exists");
         assert!(trusts(get("cluster"), "eks.amazonaws.com"));
         assert!(!trusts(get("cluster"), "ec2.amazonaws.com"));
         assert!(trusts(get("worker"), "ec2.amazonaws.com"));
         assert!(trusts(get("worker"), "sagemaker.amazonaws.com"));
         assert!(!trusts(get("worker"), "eks.amazonaws.com"));
         assert!(!trusts(get("irsa"), "eks.amazonaws.com"));
-        assert!(role(&world, "arn:aws:iam::123456789012:role/nope").is_none());
+        assert!(role(&iam, "arn:aws:iam::123456789012:role/nope").is_none());
     }
 
     #[test]

@@ -304,8 +304,18 @@ impl AwsWorld {
         if matches!(service, Service::Eks | Service::Ec2) {
             self.network.touch(&req.region, &self.capacity);
         }
+        if matches!(service, Service::Eks | Service::Iam) {
+            self.iam.adopt(&self.capacity, ctx.now);
+        }
         let result = match service {
-            Service::Eks => self.eks.handle(req, ctx, &self.capacity, &self.network),
+            Service::Eks => {
+                let around = eks::Around {
+                    capacity: &self.capacity,
+                    network: &self.network,
+                    iam: &self.iam,
+                };
+                self.eks.handle(req, ctx, &around)
+            }
             Service::S3 => self.s3.handle(req, ctx),
             Service::SageMaker => self.sagemaker.handle(req, ctx),
             Service::Ec2 => {

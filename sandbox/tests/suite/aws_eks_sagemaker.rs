@@ -20,17 +20,21 @@ const ROLE: &str = "arn:aws:iam::123456789012:role/eks-cluster";
 const NODE_ROLE: &str = "arn:aws:iam::123456789012:role/eks-node";
 const SAGEMAKER_ROLE: &str = "arn:aws:iam::123456789012:role/SageMakerRole";
 
-/// The subnets the tests' clusters and node groups name, made subnets of each region's
-/// default VPC the way an account's subnets are configured in the sandbox.
-fn configure_subnets(sandbox: &Sandbox) {
+/// The subnets and roles the tests' clusters and node groups name, made subnets of each
+/// region's default VPC and roles in IAM the way an account's are configured in the
+/// sandbox.
+fn configure_account(sandbox: &Sandbox) {
     sandbox
-        .set_capacity(json!({"aws": {"subnets": {
-            "subnet-a": "us-east-1a",
-            "subnet-b": "us-east-1b",
-            "subnet-x": "eu-west-1a",
-            "subnet-y": "eu-west-1b",
-        }}}))
-        .expect("subnets configured");
+        .set_capacity(json!({"aws": {
+            "subnets": {
+                "subnet-a": "us-east-1a",
+                "subnet-b": "us-east-1b",
+                "subnet-x": "eu-west-1a",
+                "subnet-y": "eu-west-1b",
+            },
+            "roles": {"eks-cluster": "eks.amazonaws.com", "eks-node": "ec2.amazonaws.com"},
+        }}))
+        .expect("subnets and roles configured");
 }
 
 /// A botocore service model (stored gzipped).
@@ -277,7 +281,7 @@ async fn eks_clusters_and_node_groups_through_the_cli() {
     })
     .await
     .expect("sandbox starts");
-    configure_subnets(&sandbox);
+    configure_account(&sandbox);
     let Some(aws) = Aws::new(&sandbox).await else {
         return;
     };
@@ -615,7 +619,7 @@ async fn sagemaker_pipelines_and_executions_through_the_cli() {
     })
     .await
     .expect("sandbox starts");
-    configure_subnets(&sandbox);
+    configure_account(&sandbox);
     let Some(aws) = Aws::new(&sandbox).await else {
         return;
     };
@@ -943,7 +947,7 @@ async fn the_ack_controller_runs_pipelines_from_kubernetes() {
     })
     .await
     .expect("sandbox starts");
-    configure_subnets(&sandbox);
+    configure_account(&sandbox);
     let Some(aws) = Aws::new(&sandbox).await else {
         return;
     };
@@ -1163,7 +1167,7 @@ async fn eks_clusters_come_with_the_ack_controller_installed() {
     })
     .await
     .expect("sandbox starts");
-    configure_subnets(&sandbox);
+    configure_account(&sandbox);
     let Some(aws) = Aws::new(&sandbox).await else {
         return;
     };
@@ -1287,7 +1291,7 @@ async fn the_ack_controller_option_is_off_by_default_and_applies_after_a_restart
     let sandbox = Sandbox::start(options(false))
         .await
         .expect("sandbox starts");
-    configure_subnets(&sandbox);
+    configure_account(&sandbox);
     let Some(aws) = Aws::new(&sandbox).await else {
         return;
     };

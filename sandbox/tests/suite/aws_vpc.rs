@@ -924,8 +924,33 @@ async fn the_aws_cli_builds_a_vpc_and_eks_takes_only_its_real_subnets() {
         "{refused}"
     );
 
-    // EKS takes the VPC's subnets, spread over two zones, and nothing EC2 does not have.
+    // The cluster role, made with the CLI as a user would, trusting EKS.
+    let trust = |service: &str| {
+        json!({"Version": "2012-10-17", "Statement": [{"Effect": "Allow",
+            "Principal": {"Service": service}, "Action": ["sts:AssumeRole", "sts:TagSession"]}]})
+        .to_string()
+    };
+    for (name, service) in [
+        ("eks-cluster", "eks.amazonaws.com"),
+        ("ec2-only", "ec2.amazonaws.com"),
+    ] {
+        aws.json(&[
+            "iam",
+            "create-role",
+            "--role-name",
+            name,
+            "--assume-role-policy-document",
+            &trust(service),
+        ])
+        .await;
+    }
+    let got = aws
+        .json(&["iam", "get-role", "--role-name", "eks-cluster"])
+        .await;
     let role = "arn:aws:iam::123456789012:role/eks-cluster";
+    assert_eq!(got["Role"]["Arn"], role);
+
+    // EKS takes the VPC's subnets, spread over two zones, and nothing EC2 does not have.
     let config = format!("subnetIds={},{}", subnets[0], subnets[1]);
     let cluster = aws
         .json(&[
@@ -981,6 +1006,34 @@ async fn the_aws_cli_builds_a_vpc_and_eks_takes_only_its_real_subnets() {
         refused.contains("Subnets specified must be in at least two different AZs"),
         "{refused}"
     );
+    // Nor a role the account does not have, or one that does not trust EKS.
+    for (arn, said) in [
+        (
+            "arn:aws:iam::123456789012:role/nobody",
+            "Role with arn: arn:aws:iam::123456789012:role/nobody, could not be assumed because it does not exist or the trusted entity is not correct",
+        ),
+        (
+            "arn:aws:iam::123456789012:role/ec2-only",
+            "Following required service principals [eks.amazonaws.com] were not found in the trust relationships of clusterRole arn:aws:iam::123456789012:role/ec2-only",
+        ),
+    ] {
+        let refused = aws
+            .fails(
+                &[
+                    "eks",
+                    "create-cluster",
+                    "--name",
+                    "other",
+                    "--role-arn",
+                    arn,
+                    "--resources-vpc-config",
+                    &config,
+                ],
+                "InvalidParameterException",
+            )
+            .await;
+        assert!(refused.contains(said), "{refused}");
+    }
     // The cluster's network interfaces keep its subnets.
     aws.json(&["ec2", "delete-nat-gateway", "--nat-gateway-id", &nat_id])
         .await;

@@ -657,6 +657,7 @@ async fn an_eks_node_group_stocked_out_in_every_zone_of_its_subnets_ends_create_
         .set_capacity(json!({"aws": {
             "stockouts": [{"zone": "us-east-1a", "instanceType": "g5.xlarge"}],
             "subnets": {"subnet-in-a": "us-east-1a", "subnet-in-b": "us-east-1b"},
+            "roles": {"eks": "eks.amazonaws.com", "node": "ec2.amazonaws.com"},
         }}))
         .expect("capacity set");
     let json_type = [("content-type", "application/json")];
@@ -735,7 +736,7 @@ async fn capacity_is_kept_with_the_state_file_and_bad_descriptions_are_refused()
     };
     let sandbox = Sandbox::start(opts()).await.expect("starts");
     let spec = json!({"gcp": {"quotas": [{"metric": "NVIDIA_L4_GPUS", "limit": 0.0}], "stockouts": []},
-                      "aws": {"quotas": [], "stockouts": [{"zone": "eu-west-1a"}], "subnets": {}}});
+                      "aws": {"quotas": [], "stockouts": [{"zone": "eu-west-1a"}], "subnets": {}, "roles": {}}});
     sandbox.set_capacity(spec.clone()).expect("set");
     let err = sandbox
         .set_capacity(json!({"aws": {"quotas": [{"code": "L-12345678", "value": 1}]}}))

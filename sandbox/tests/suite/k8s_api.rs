@@ -1126,7 +1126,8 @@ async fn an_eks_cluster_runs_coredns_kube_proxy_and_aws_node() {
     // The subnets the cluster names, as the account's subnets.
     sandbox
         .set_capacity(
-            json!({"aws": {"subnets": {"subnet-a": "eu-west-1a", "subnet-b": "eu-west-1b"}}}),
+            json!({"aws": {"subnets": {"subnet-a": "eu-west-1a", "subnet-b": "eu-west-1b"},
+                "roles": {"eks-cluster": "eks.amazonaws.com", "eks-node": "ec2.amazonaws.com"}}}),
         )
         .expect("subnets configured");
     let http = reqwest::Client::new();

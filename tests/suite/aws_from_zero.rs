@@ -1,0 +1,413 @@
+//! AWS from an empty account, through the CLI on the sandbox: the mistakes the IAM and
+//! network checks exist for, each made in `stacks/eks-sagemaker` (whose roles, bucket,
+//! key and network the stack itself creates) and refused by `terrain plan` with the
+//! stack's file:line:col, nothing created; a network apply killed after the VPC and a
+//! subnet, converging on re-apply with no duplicate; a network still in use refused by
+//! destroy, naming what holds it, and destroyed once freed.
+
+use crate::common;
+
+use std::fs::File;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{set_value, Run, Sandbox as Work};
+
+const STACK: &str = "stacks/eks-sagemaker";
+
+/// A work directory holding `stacks/eks-sagemaker` and the shared modules.
+fn work() -> Work {
+    let work = common::with_stacks(&["eks-sagemaker"]);
+    common::copy_dir(
+        &common::manifest_dir().join("stacks/modules"),
+        &work.join("stacks/modules"),
+    );
+    work
+}
+
+/// `terrain plan` of the stack on the work directory's sandbox.
+fn plan(work: &Work) -> Run {
+    work.run(&["plan", "--no-color", "-s", STACK, "--sandbox"])
+}
+
+/// Edits the stack file with `edit`, plans, and checks the plan refuses the stack with
+/// every one of `said` in its errors, at `stack.toml:LINE` (or in the module), and that
+/// the sandbox holds nothing afterwards.
+#[track_caller]
+fn refused(edit: impl FnOnce(String) -> String, at: &str, said: &[&str]) {
+    let work = work();
+    let path = format!("{STACK}/stack.toml");
+    work.write(&path, &edit(work.read(&path)));
+    let run = plan(&work);
+    run.expect_code(1);
+    let err = flat(&run.stderr);
+    assert!(err.contains(at), "the error names {at}:\n{}", run.stderr);
+    for s in said {
+        assert!(err.contains(s), "the error says {s:?}:\n{}", run.stderr);
+    }
+    assert!(err.contains("nothing was changed"), "{}", run.stderr);
+    let list = work.run(&["sandbox", "list"]);
+    list.success();
+    assert_eq!(list.stdout, "The sandbox holds nothing.\n");
+}
+
+/// An error report on one line: its wrapping and margins gone, words single-spaced.
+fn flat(text: &str) -> String {
+    text.replace(['│', '×'], " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// `text` with `old` replaced by `new`, exactly once.
+#[track_caller]
+fn replace(text: &str, old: &str, new: &str) -> String {
+    assert_eq!(text.matches(old).count(), 1, "{old:?} once in the stack");
+    text.replacen(old, new, 1)
+}
+
+#[test]
+fn a_cluster_role_without_the_cluster_policy_is_refused_at_plan() {
+    refused(
+        |s| {
+            set_value(
+                &s,
+                "managed_policies",
+                r#"["AmazonEKSClusterPolicy"]"#,
+                "[]",
+            )
+        },
+        "stack.toml:42:20",
+        &[
+            "iam_role.cluster.managed_policies: eks_cluster.ml runs as this role",
+            "add \"AmazonEKSClusterPolicy\" to managed_policies",
+        ],
+    );
+}
+
+#[test]
+fn a_cluster_role_eks_cannot_assume_is_refused_at_plan() {
+    refused(
+        |s| {
+            replace(
+                &s,
+                r#"trust            = "eks""#,
+                r#"trust            = "ec2""#,
+            )
+        },
+        "stack.toml:41:21",
+        &[
+            "eks_cluster.ml needs eks.amazonaws.com to assume this role",
+            "use `trust = \"eks\"`",
+        ],
+    );
+}
+
+#[test]
+fn a_node_role_that_cannot_pull_images_is_refused_at_plan() {
+    refused(
+        |s| replace(&s, r#", "AmazonEC2ContainerRegistryPullOnly""#, ""),
+        "stack.toml:47:20",
+        &[
+            "eks_node_group.system's nodes run as this role, which may not pull images from ECR",
+            "module.gpu.eks_node_group.main's nodes run as this role",
+            "add \"AmazonEC2ContainerRegistryPullOnly\"",
+        ],
+    );
+}
+
+#[test]
+fn a_node_role_without_the_cni_policy_is_a_warning_the_plan_goes_on() {
+    let work = work();
+    let path = format!("{STACK}/stack.toml");
+    work.write(
+        &path,
+        &replace(&work.read(&path), r#""AmazonEKS_CNI_Policy", "#, ""),
+    );
+    let run = plan(&work);
+    run.success();
+    let all = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        all.contains("Warning: iam_role.nodes.managed_policies: eks_node_group.system's nodes run as this role, which does not hold AmazonEKS_CNI_Policy"),
+        "{all}"
+    );
+}
+
+#[test]
+fn an_execution_role_sagemaker_cannot_assume_is_refused_at_plan() {
+    refused(
+        |s| {
+            replace(
+                &s,
+                r#"trust            = "sagemaker""#,
+                r#"trust            = "eks""#,
+            )
+        },
+        "stack.toml:53:21",
+        &[
+            "sagemaker_pipeline.xgboost (step AbaloneTrain) needs sagemaker.amazonaws.com to assume this role (the step's execution role)",
+            "use `trust = \"sagemaker\"`",
+        ],
+    );
+}
+
+#[test]
+fn an_execution_role_without_the_bucket_key_is_refused_at_plan() {
+    refused(
+        |s| {
+            replace(
+                &s,
+                "    { actions = [\"kms:Decrypt\", \"kms:GenerateDataKey\"], resources = [\"${kms_key.pipelines.arn}\"] },\n",
+                "",
+            )
+        },
+        "stack.toml:55:20",
+        &[
+            "sagemaker_pipeline.xgboost (step AbaloneTrain) runs as this role, which is not allowed `kms:GenerateDataKey`",
+            "encrypted with the bucket's KMS key",
+            "add to statements: { actions = [\"kms:Decrypt\", \"kms:GenerateDataKey\"], resources = [\"${kms_key.pipelines.arn}\"] }",
+        ],
+    );
+}
+
+/// The classic trap: AmazonSageMakerFullAccess reaches S3 objects only under names
+/// holding "sagemaker". The seed's paths all hold `/sagemaker/` (so the policy alone
+/// would do); once the definition writes elsewhere, the bucket's own statement is what
+/// lets the step read and write.
+#[test]
+fn sagemaker_full_access_alone_cannot_reach_the_bucket_and_the_plan_says_so() {
+    let work = work();
+    let stack = format!("{STACK}/stack.toml");
+    let text = replace(
+        &work.read(&stack),
+        "    { actions = [\"s3:GetObject\", \"s3:PutObject\", \"s3:ListBucket\"], resources = [\"${s3_bucket.pipelines.arn}\", \"${s3_bucket.pipelines.arn}/*\"] },\n",
+        "",
+    );
+    work.write(&stack, &text);
+    // As the seed's definition is, the managed policy covers its paths.
+    plan(&work).success();
+    let definition = format!("{STACK}/pipeline.json");
+    work.write(
+        &definition,
+        &work.read(&definition).replace("/sagemaker/", "/training/"),
+    );
+    let run = plan(&work);
+    run.expect_code(1);
+    let err = flat(&run.stderr);
+    for said in [
+        "iam_role.sagemaker.statements: sagemaker_pipeline.xgboost (step AbaloneTrain) runs as this role, which is not allowed `s3:PutObject`",
+        "s3://ml-pipelines-",
+        "/training/",
+        "add to statements:",
+        "nothing was changed",
+    ] {
+        assert!(err.contains(said), "the error says {said:?}:\n{}", run.stderr);
+    }
+}
+
+#[test]
+fn a_network_in_one_zone_is_refused_at_plan() {
+    refused(
+        |s| replace(&s, r#", "us-east-1b" = { public = 1, private = 9 }"#, ""),
+        "eks-network/main.toml:98:16",
+        &[
+            "eks_cluster.ml.subnet_ids: EKS needs subnets in at least two Availability Zones",
+            "add a subnet in another zone",
+        ],
+    );
+}
+
+#[test]
+fn overlapping_subnets_are_refused_at_plan() {
+    refused(
+        |s| {
+            replace(
+                &s,
+                r#""us-east-1b" = { public = 1, private = 9 }"#,
+                r#""us-east-1b" = { public = 1, private = 8 }"#,
+            )
+        },
+        "eks-network/main.toml:48:13",
+        &["subnets of a VPC take disjoint ranges"],
+    );
+}
+
+/// A stack of the network module alone, beside the shared modules.
+const NETWORK: &str = r#"[stack]
+name = "net"
+
+[providers.aws]
+region = "us-east-1"
+
+[module.network]
+source   = "../modules/eks-network"
+name     = "net"
+zones    = { "us-east-1a" = { public = 0, private = 8 }, "us-east-1b" = { public = 1, private = 9 } }
+nat_zone = "us-east-1a"
+"#;
+
+/// Stops the `terrain sandbox serve` of a test when dropped.
+struct Served(std::process::Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A work directory with the network stack at `stacks/net` and a served sandbox (which
+/// outlives a killed run) that `--sandbox` runs use.
+fn network() -> (Work, Served) {
+    let mut work = work();
+    work.write("stacks/net/stack.toml", NETWORK);
+    work.set_log(work.join("events.jsonl"));
+    let child = work
+        .command(
+            &["sandbox", "serve"],
+            &[("TERRAIN_SANDBOX_TIME_SCALE", "0.2")],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start terrain sandbox serve");
+    work.wait_for("the served sandbox", Duration::from_secs(30), || {
+        work.exists("state/sandbox/serve.json").then_some(())
+    });
+    (work, Served(child))
+}
+
+/// The addresses the event log says were created, in order, with repeats.
+fn created(work: &Work) -> Vec<String> {
+    let log = std::fs::read_to_string(work.join("events.jsonl")).unwrap_or_default();
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["event"] == "finished" && e["step"] == "create")
+        .filter_map(|e| e["address"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The sandbox's inventory lines of `noun` (`ec2 vpc`, `ec2 subnet`, …).
+fn held(work: &Work, noun: &str) -> Vec<String> {
+    let list = work.run(&["sandbox", "list"]);
+    list.success();
+    list.stdout
+        .lines()
+        .filter(|l| l.starts_with(noun))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_network_apply_killed_after_the_vpc_and_a_subnet_converges_with_no_orphan() {
+    let (work, _served) = network();
+    let out = File::create(work.join("killed.out")).expect("create killed.out");
+    let mut child = work
+        .command(
+            &["apply", "-s", "stacks/net", "--sandbox", "--auto-approve"],
+            &[],
+        )
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the apply to kill");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let made = created(&work);
+        let vpc = made.iter().any(|a| a.ends_with("aws_vpc.main"));
+        let subnet = made.iter().any(|a| a.contains("aws_subnet."));
+        if vpc && subnet {
+            break;
+        }
+        if let Some(status) = child.try_wait().expect("poll the apply") {
+            panic!(
+                "the apply ended ({status}) before the VPC and a subnet were made:\n{}",
+                work.read("killed.out")
+            );
+        }
+        assert!(Instant::now() < deadline, "no VPC and subnet within 60 s");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().expect("SIGKILL the apply");
+    child.wait().expect("reap the killed apply");
+    let at_kill = created(&work);
+    assert!(
+        !at_kill
+            .iter()
+            .any(|a| a.ends_with("aws_route_table.private")),
+        "killed part-way: {at_kill:?}"
+    );
+
+    work.run(&["apply", "-s", "stacks/net", "--sandbox", "--auto-approve"])
+        .success();
+    work.run(&[
+        "plan",
+        "-s",
+        "stacks/net",
+        "--sandbox",
+        "--detailed-exitcode",
+    ])
+    .success();
+    // One VPC besides the default one, five subnets (two per zone and the NAT's), one
+    // gateway of each kind: nothing made twice.
+    let vpcs = held(&work, "ec2 vpc ");
+    assert_eq!(vpcs.len(), 1, "{vpcs:?}");
+    let subnets = held(&work, "ec2 subnet ");
+    assert_eq!(subnets.len(), 5, "{subnets:?}");
+    assert_eq!(held(&work, "ec2 internet gateway ").len(), 1);
+    assert_eq!(held(&work, "ec2 nat gateway ").len(), 1);
+    assert_eq!(held(&work, "ec2 address ").len(), 1);
+
+    work.run(&["destroy", "-s", "stacks/net", "--sandbox", "--auto-approve"])
+        .success();
+    let list = work.run(&["sandbox", "list"]);
+    list.success();
+    assert_eq!(list.stdout, "The sandbox holds nothing.\n");
+}
+
+#[test]
+fn destroying_a_network_in_use_fails_naming_what_holds_it_and_succeeds_once_freed() {
+    let (work, _served) = network();
+    work.run(&["apply", "-s", "stacks/net", "--sandbox", "--auto-approve"])
+        .success();
+    // A second stack puts a subnet of its own in the network's VPC.
+    let state = work.json("state/sandbox/net.json");
+    let user = format!(
+        "[stack]\nname = \"user\"\n\n[providers.aws]\nregion = \"us-east-1\"\n\n\
+         [aws_subnet.extra]\nvpc_id = \"{vpc}\"\ncidr = \"10.0.112.0/20\"\navailability_zone = \"us-east-1a\"\n",
+        vpc = state["resources"]["module.network.aws_vpc.main"]["id"]
+            .as_str()
+            .expect("the VPC's id"),
+    );
+    work.write("stacks/user/stack.toml", &user);
+    work.run(&["apply", "-s", "stacks/user", "--sandbox", "--auto-approve"])
+        .success();
+
+    let refused = work.run(&["destroy", "-s", "stacks/net", "--sandbox", "--auto-approve"]);
+    refused.expect_code(1);
+    let err = flat(&refused.stderr);
+    assert!(
+        err.contains("module.network.aws_vpc.main: ec2:DeleteVpc failed: 400 DependencyViolation"),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        err.contains("still holds subnet subnet-"),
+        "names what holds it: {}",
+        refused.stderr
+    );
+
+    work.run(&[
+        "destroy",
+        "-s",
+        "stacks/user",
+        "--sandbox",
+        "--auto-approve",
+    ])
+    .success();
+    work.run(&["destroy", "-s", "stacks/net", "--sandbox", "--auto-approve"])
+        .success();
+    let list = work.run(&["sandbox", "list"]);
+    list.success();
+    assert_eq!(list.stdout, "The sandbox holds nothing.\n");
+}
