@@ -206,6 +206,58 @@ fn sagemaker_full_access_alone_cannot_reach_the_bucket_and_the_plan_says_so() {
 }
 
 #[test]
+fn a_pipeline_role_that_cannot_pass_the_step_role_is_refused_at_plan() {
+    refused(
+        |s| {
+            let s = replace(
+                &s,
+                "[kms_key.pipelines]",
+                "[iam_role.pipeline]\nname  = \"ml-pipelines-pipeline\"\ntrust = \"sagemaker\"\n\n[kms_key.pipelines]",
+            );
+            set_value(
+                &s,
+                "role_arn",
+                "\"${iam_role.sagemaker.arn}\"",
+                "\"${iam_role.pipeline.arn}\"",
+            )
+        },
+        "stack.toml:60:11",
+        &[
+            "iam_role.pipeline.statements: sagemaker_pipeline.xgboost (step AbaloneTrain): the pipeline runs as this role and starts the step as iam_role.sagemaker, so it must pass that role to SageMaker",
+            "add to statements: { actions = [\"iam:PassRole\"], resources = [\"${iam_role.sagemaker.arn}\"], condition = { StringEquals = { \"iam:PassedToService\" = \"sagemaker.amazonaws.com\" } } }",
+        ],
+    );
+}
+
+/// A pipeline role made outside the stack may hold the grant: the plan goes on, and
+/// says what that role needs.
+#[test]
+fn a_pipeline_role_from_outside_the_stack_is_a_warning_naming_what_it_needs() {
+    let work = work();
+    let path = format!("{STACK}/stack.toml");
+    work.write(
+        &path,
+        &set_value(
+            &work.read(&path),
+            "role_arn",
+            "\"${iam_role.sagemaker.arn}\"",
+            "\"arn:aws:iam::123456789012:role/made-by-hand\"",
+        ),
+    );
+    let run = plan(&work);
+    run.success();
+    let all = flat(&format!("{}{}", run.stdout, run.stderr));
+    assert!(
+        all.contains("Warning: sagemaker_pipeline.xgboost.role_arn: sagemaker_pipeline.xgboost (step AbaloneTrain): the pipeline runs as arn:aws:iam::123456789012:role/made-by-hand, which the stack does not make"),
+        "{all}"
+    );
+    assert!(
+        all.contains("must be allowed iam:PassRole on ${iam_role.sagemaker.arn}"),
+        "{all}"
+    );
+}
+
+#[test]
 fn a_network_in_one_zone_is_refused_at_plan() {
     refused(
         |s| replace(&s, r#", "us-east-1b" = { public = 1, private = 9 }"#, ""),

@@ -77,6 +77,41 @@ fn readme_stack_is_the_quickstart_stack() {
     assert_eq!(shown_lines, file_lines);
 }
 
+/// The README's AWS example is `stacks/eks-sagemaker` shortened: every line it shows
+/// (without its trailing comment) is a line of the stack, so the example cannot drift
+/// from what the end-to-end tests apply.
+#[test]
+fn readme_aws_example_is_the_eks_sagemaker_stack_shortened() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("read README");
+    let shown = block_after(&readme, "Scenario 3, shortened from");
+    let file =
+        std::fs::read_to_string(root.join("stacks/eks-sagemaker/stack.toml")).expect("read stack");
+    let words = |l: &str| l.split_whitespace().collect::<Vec<_>>().join(" ");
+    let lines: std::collections::BTreeSet<String> = file.lines().map(words).collect();
+    let mut shown_lines = 0;
+    for line in shown.lines() {
+        // A trailing comment is the README's; a `#` inside a string is not one.
+        let code = match line.find(" #") {
+            Some(at) if line[..at].matches('"').count() % 2 == 0 => &line[..at],
+            _ => line,
+        };
+        let code = words(code);
+        if code.is_empty() || code.starts_with('#') {
+            continue;
+        }
+        shown_lines += 1;
+        assert!(
+            lines.contains(&code),
+            "the README shows {code:?}, which stacks/eks-sagemaker/stack.toml does not hold"
+        );
+    }
+    assert!(
+        shown_lines > 30,
+        "the example is shown ({shown_lines} lines)"
+    );
+}
+
 #[test]
 fn readme_error_example_is_what_terrain_prints() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));

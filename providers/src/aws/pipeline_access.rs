@@ -2,7 +2,8 @@
 //! definition: the pipeline's role and every step's `RoleArn` trust SageMaker; a step's
 //! role may read each input `S3Uri` and write each `S3OutputPath` (and the other S3
 //! outputs), and use the KMS key of a bucket the stack encrypts; a pipeline whose role
-//! differs from a step's may pass that role to SageMaker. The definition's S3 paths are
+//! differs from a step's may pass that role to SageMaker (a warning when the pipeline's
+//! role is a literal ARN, whose policies are outside the stack). The definition's S3 paths are
 //! `Std:Join`s over `Parameters.*`, evaluated with each execution's parameters (the
 //! definition's defaults when the stack runs none).
 
@@ -64,10 +65,18 @@ pub(super) fn check(view: &View<'_>, pipeline: &StackResource, out: &mut Vec<Sta
                 out,
             );
         }
-        if let Some(p) = &pipeline_role {
-            if p.address() != role.address() {
-                pass_role(p, &role, &user, out);
-            }
+        match (&pipeline_role, outside_role(pipeline)) {
+            (Some(p), _) if p.address() != role.address() => pass_role(p, &role, &user, out),
+            (None, Some(arn)) => out.push(StackFinding::warning(
+                &pipeline.address,
+                "role_arn",
+                format!(
+                    "{user}: the pipeline runs as {arn}, which the stack does not make, and starts the step as {}: that role must be allowed iam:PassRole on ${{{}.arn}} with iam:PassedToService = sagemaker.amazonaws.com, which terrain cannot check",
+                    role.address(),
+                    role.address()
+                ),
+            )),
+            _ => {}
         }
         let mut needs = Vec::new();
         for params in &runs {
@@ -75,6 +84,19 @@ pub(super) fn check(view: &View<'_>, pipeline: &StackResource, out: &mut Vec<Sta
         }
         judge(&role, &user, needs, out);
     }
+}
+
+/// The pipeline's role when it is a literal ARN (a role made outside the stack, whose
+/// policies the checks cannot read).
+fn outside_role(pipeline: &StackResource) -> Option<&str> {
+    if pipeline.referenced("role_arn").is_some() {
+        return None;
+    }
+    pipeline
+        .spec
+        .get("role_arn")
+        .and_then(Value::as_str)
+        .filter(|a| a.starts_with("arn:"))
 }
 
 /// The definition's JSON, from its file or inline text.
