@@ -586,7 +586,8 @@ pub fn policy_arn(name_or_arn: &str) -> Result<String, String> {
     if let Some(m) = managed(name_or_arn) {
         return Ok(m.arn());
     }
-    let close = closest(name_or_arn, managed_names());
+    let names: Vec<&str> = managed_names().collect();
+    let close = crate::kubernetes::catalog::did_you_mean(name_or_arn, &names);
     Err(format!(
         "`{name_or_arn}` is not an AWS managed policy terrain knows{}; write its ARN to attach another policy",
         close.map_or(String::new(), |c| format!(" (did you mean `{c}`?)"))
@@ -602,35 +603,6 @@ pub fn is_policy_arn(arn: &str) -> bool {
         && (parts[4] == "aws"
             || (parts[4].len() == 12 && parts[4].bytes().all(|b| b.is_ascii_digit())))
         && parts[5].starts_with("policy/")
-}
-
-/// The candidate closest to `wrong` by edit distance, when close enough to suggest.
-fn closest<'a>(wrong: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    let wrong_l = wrong.to_lowercase();
-    candidates
-        .map(|c| (distance(&wrong_l, &c.to_lowercase()), c))
-        .filter(|(d, c)| *d <= (c.len() / 4).max(2))
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
-}
-
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let cur = row[j + 1];
-            row[j + 1] = if ca == *cb {
-                prev
-            } else {
-                1 + prev.min(row[j]).min(row[j + 1])
-            };
-            prev = cur;
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]
