@@ -7,7 +7,8 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
-use super::signed::{Signed, Xml, STS};
+use super::signed::{Signed, STS};
+use super::xml::Xml;
 use crate::failure::{self, Cloud};
 use crate::schema::Fields;
 use crate::{Ctx, Kind, Live, ProviderError};
@@ -41,10 +42,10 @@ pub struct Outputs {
 
 /// The identity in a GetCallerIdentity answer.
 pub fn identity_of(root: &Xml) -> Result<Outputs, ProviderError> {
-    let result = root.child("GetCallerIdentityResult");
+    let result = root.find("GetCallerIdentityResult");
     let text = |k: &str| {
         result
-            .and_then(|r| r.text_of(k))
+            .and_then(|r| r.text(k))
             .map(str::trim)
             .unwrap_or_default()
             .to_string()

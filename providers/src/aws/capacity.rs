@@ -23,7 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::json;
 
-use super::ec2::{self, Node};
+use super::ec2::{self, Xml};
 use super::signed::{Signed, SERVICE_QUOTAS};
 use crate::capacity::{amount, Tally};
 use crate::failure::{self, Cloud};
@@ -477,7 +477,7 @@ impl Aws {
         action: &str,
         params: &[(String, String)],
         set: &str,
-    ) -> Result<Vec<Node>, ProviderError> {
+    ) -> Result<Vec<Xml>, ProviderError> {
         ec2::items(&self.0, region, action, params, set).await
     }
 
@@ -788,7 +788,7 @@ mod tests {
     #[test]
     fn errors_are_read_as_each_protocol_writes_them() {
         assert_eq!(
-            ec2::error("<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are not authorized to perform this operation.</Message></Error></Errors><RequestID>x</RequestID></Response>"),
+            super::super::signed::query_error("<Response><Errors><Error><Code>UnauthorizedOperation</Code><Message>You are not authorized to perform this operation.</Message></Error></Errors><RequestID>x</RequestID></Response>"),
             ("UnauthorizedOperation".to_string(), "You are not authorized to perform this operation.".to_string())
         );
         assert_eq!(

@@ -1,22 +1,20 @@
 //! EC2's query protocol, for the kinds of the VPC network and for the capacity
 //! preflight: one call through `signed` (form parameters with `Version=2016-11-15`, lists,
-//! filters and `TagSpecification.N` numbered as EC2 reads them), its XML answer read into
-//! a [`Node`] tree, its error (`<Response><Errors><Error><Code>`) as `ProviderError::Api`
-//! naming the call (`ec2:CreateVpc`), and paging by `nextToken`.
+//! filters and `TagSpecification.N` numbered as EC2 reads them) as a query-protocol call
+//! (`Signed::query`, which reads the answer into an [`Xml`] tree and EC2's error
+//! `<Response><Errors><Error><Code>` into `ProviderError::Api` naming the call,
+//! `ec2:CreateVpc`), and paging by `nextToken`.
 //!
 //! Beside the call, what the network kinds share: their run's client ([`Ec2`]), `*.NotFound`
 //! codes as a missing object ([`is_not_found`]), the object an interrupted create left,
 //! found by its `terrain-address` tag ([`Ec2::tagged`]), tags read and converged
 //! (`tagSet`, CreateTags/DeleteTags), the `Name` tag the console shows, and ARNs.
-//!
-//! Answers are read with `roxmltree` into a generic tree: an element without child
-//! elements holds its text, so no list of leaf names has to know every call's shape.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::signed::{Signed, EC2};
-use super::token::encode;
+pub use super::xml::Xml;
 use super::{is_ours, ADDRESS_TAG};
 use crate::failure::{self, Cloud};
 use crate::{Ctx, ProviderError};
@@ -95,64 +93,18 @@ impl Params {
     }
 }
 
-/// The request body of `action` with `params`.
-fn body(action: &str, params: &[(String, String)]) -> String {
-    let mut body = format!("Action={action}&Version={VERSION}");
-    for (name, value) in params {
-        body.push('&');
-        body.push_str(&encode(name));
-        body.push('=');
-        body.push_str(&encode(value));
-    }
-    body
-}
-
 // ---------------------------------------------------------------- the call
 
-/// One EC2 call of `action` in `region`: its answer's document, checked to be
-/// `action`'s (`<CreateVpcResponse>`).
-///
-/// Fails with `ProviderError::Api` naming the call (`ec2:CreateVpc`) with the answer's
-/// status, code and message (see [`error`]); with status 0 when nothing answered; with
-/// status 200 when the answer is not the action's XML document.
+/// One EC2 call of `action` in `region` (see [`Signed::query`]): its answer's document,
+/// checked to be `action`'s (`<CreateVpcResponse>`); failures name the call
+/// (`ec2:CreateVpc`).
 pub async fn call(
     signed: &Signed,
     region: &str,
     action: &str,
     params: &[(String, String)],
-) -> Result<Node, ProviderError> {
-    let call = format!("ec2:{action}");
-    let text = signed
-        .send(
-            &call,
-            &EC2,
-            region,
-            &[(
-                "content-type",
-                "application/x-www-form-urlencoded; charset=utf-8",
-            )],
-            body(action, params).as_bytes(),
-            error,
-        )
-        .await?;
-    let expected = format!("{action}Response");
-    match parse(&text) {
-        Ok(root) if root.name == expected => Ok(root),
-        Ok(root) => Err(failure::malformed(
-            call,
-            Cloud::Aws,
-            200,
-            &format!("expected EC2's {expected} document, got <{}>", root.name),
-            None,
-        )),
-        Err(e) => Err(failure::malformed(
-            call,
-            Cloud::Aws,
-            200,
-            &format!("not XML ({e})"),
-            None,
-        )),
-    }
+) -> Result<Xml, ProviderError> {
+    signed.query(&EC2, region, action, VERSION, params).await
 }
 
 /// Every `item` of the answer's `set` (`vpcSet`) over all the pages of `action`.
@@ -162,7 +114,7 @@ pub async fn items(
     action: &str,
     params: &[(String, String)],
     set: &str,
-) -> Result<Vec<Node>, ProviderError> {
+) -> Result<Vec<Xml>, ProviderError> {
     let mut items = Vec::new();
     let mut token: Option<String> = None;
     // Bounded, so a server that keeps answering with a token cannot loop us.
@@ -193,25 +145,12 @@ pub fn is_dependency_violation(e: &ProviderError) -> bool {
 }
 
 /// `id (Name)` for an item with a Name tag, `id` otherwise.
-pub fn named(item: &Node, id_field: &str) -> Option<String> {
+pub fn named(item: &Xml, id_field: &str) -> Option<String> {
     let id = item.text(id_field)?;
     Some(match item.tags().get("Name") {
         Some(name) => format!("{id} ({name})"),
         None => id.to_string(),
     })
-}
-
-/// The code and message of an EC2 error document
-/// (`<Response><Errors><Error><Code>…</Code><Message>…</Message>`).
-pub(crate) fn error(text: &str) -> (String, String) {
-    let error = parse(text).ok().and_then(|root| {
-        let error = root.find("Errors")?.find("Error")?.clone();
-        Some((
-            error.text("Code").unwrap_or_default().to_string(),
-            error.text("Message").unwrap_or_default().to_string(),
-        ))
-    });
-    error.unwrap_or_else(|| (String::new(), failure::unreadable(text)))
 }
 
 /// Whether an EC2 error says the object does not exist: `InvalidVpcID.NotFound`,
@@ -259,7 +198,7 @@ impl Ec2 {
     }
 
     /// One call (see [`call`]).
-    pub async fn call(&self, action: &str, params: &Params) -> Result<Node, ProviderError> {
+    pub async fn call(&self, action: &str, params: &Params) -> Result<Xml, ProviderError> {
         call(&self.signed, self.region(), action, params.pairs()).await
     }
 
@@ -269,7 +208,7 @@ impl Ec2 {
         action: &str,
         params: &Params,
         set: &str,
-    ) -> Result<Vec<Node>, ProviderError> {
+    ) -> Result<Vec<Xml>, ProviderError> {
         items(&self.signed, self.region(), action, params.pairs(), set).await
     }
 
@@ -281,7 +220,7 @@ impl Ec2 {
         id_param: &str,
         id: &str,
         set: &str,
-    ) -> Result<Option<Node>, ProviderError> {
+    ) -> Result<Option<Xml>, ProviderError> {
         let params = Params::new().list(id_param, &[id]);
         Ok(
             found(self.items(action, &params, set).await)?.and_then(|mut items| {
@@ -303,7 +242,7 @@ impl Ec2 {
         action: &str,
         set: &str,
         address: &str,
-    ) -> Result<Vec<Node>, ProviderError> {
+    ) -> Result<Vec<Xml>, ProviderError> {
         let params = Params::new().filter(&format!("tag:{ADDRESS_TAG}"), &[address]);
         Ok(self
             .items(action, &params, set)
@@ -311,6 +250,36 @@ impl Ec2 {
             .into_iter()
             .filter(|item| is_ours(&item.tags(), address))
             .collect())
+    }
+
+    /// What a create of `address` works on: the object an earlier create of it left
+    /// when its answer was lost (found by its address tags, see [`Ec2::tagged`]),
+    /// else the `element` of the answer to a new `action` with `params` (which tag it).
+    pub async fn adopt_or_create(
+        &self,
+        (describe, set): (&str, &str),
+        address: &str,
+        (action, params): (&str, &Params),
+        element: &str,
+    ) -> Result<Xml, ProviderError> {
+        if let Some(left) = self
+            .tagged(describe, set, address)
+            .await?
+            .into_iter()
+            .next()
+        {
+            return Ok(left);
+        }
+        let made = self.call(action, params).await?;
+        made.find(element).cloned().ok_or_else(|| {
+            failure::malformed(
+                format!("ec2:{action}"),
+                Cloud::Aws,
+                200,
+                &format!("the answer has no {element}"),
+                None,
+            )
+        })
     }
 
     /// Makes `id`'s tags `wanted`: CreateTags for new or changed values, DeleteTags for
@@ -411,93 +380,9 @@ pub fn spec_tags(
     tags
 }
 
-// ---------------------------------------------------------------- XML
-
-/// An element of an EC2 answer: its local name, its text when it has no child
-/// elements, and its child elements.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Node {
-    pub name: String,
-    pub text: String,
-    pub children: Vec<Node>,
-}
-
-impl Node {
-    /// The first child element named `name`.
-    pub fn find(&self, name: &str) -> Option<&Node> {
-        self.children.iter().find(|c| c.name == name)
-    }
-
-    /// Every child element named `name`.
-    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Node> + 'a {
-        self.children.iter().filter(move |c| c.name == name)
-    }
-
-    /// The text of the first child named `name`.
-    pub fn text(&self, name: &str) -> Option<&str> {
-        self.find(name).map(|c| c.text.as_str())
-    }
-
-    /// The text at a path of child names (`["enableDnsSupport", "value"]`).
-    pub fn at(&self, path: &[&str]) -> Option<&str> {
-        let mut node = self;
-        for name in path {
-            node = node.find(name)?;
-        }
-        Some(node.text.as_str())
-    }
-
-    /// The text of the first of `names` that is a child and not empty.
-    pub fn first_text(&self, names: &[&str]) -> Option<&str> {
-        names
-            .iter()
-            .find_map(|n| self.text(n).filter(|t| !t.is_empty()))
-    }
-
-    /// The `item`s of the child list `set` (`routeSet`), none when it is absent.
-    pub fn items<'a>(&'a self, set: &'a str) -> impl Iterator<Item = &'a Node> + 'a {
-        self.find(set).into_iter().flat_map(|s| s.all("item"))
-    }
-
-    /// The object's `tagSet` as a map.
-    pub fn tags(&self) -> BTreeMap<String, String> {
-        self.items("tagSet")
-            .filter_map(|t| {
-                Some((
-                    t.text("key")?.to_string(),
-                    t.text("value").unwrap_or_default().to_string(),
-                ))
-            })
-            .collect()
-    }
-}
-
-/// The tree of an XML document (namespaces dropped: EC2 puts every element in one).
-pub fn parse(xml: &str) -> Result<Node, String> {
-    let doc = roxmltree::Document::parse(xml).map_err(|e| e.to_string())?;
-    Ok(tree(doc.root_element()))
-}
-
-fn tree(el: roxmltree::Node<'_, '_>) -> Node {
-    let children: Vec<Node> = el.children().filter(|c| c.is_element()).map(tree).collect();
-    let text = if children.is_empty() {
-        el.children()
-            .filter_map(|c| c.text())
-            .collect::<String>()
-            .trim()
-            .to_string()
-    } else {
-        String::new()
-    };
-    Node {
-        name: el.tag_name().name().to_string(),
-        text,
-        children,
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::signed::query_error;
     use super::*;
 
     #[test]
@@ -531,50 +416,15 @@ mod tests {
                 "TagSpecification.1.Tag.2.Value=ml",
             ]
         );
-        assert_eq!(
-            body("CreateVpc", &p.pairs()[..1]),
-            "Action=CreateVpc&Version=2016-11-15&CidrBlock=10.0.0.0%2F16"
-        );
-    }
-
-    #[test]
-    fn answers_read_as_a_tree_with_text_at_the_leaves() {
-        let xml = r#"<?xml version="1.0" encoding="UTF-8"?>
-<DescribeVpcsResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">
-    <requestId>r-1</requestId>
-    <vpcSet>
-        <item>
-            <vpcId>vpc-0a1b</vpcId><cidrBlock>10.0.0.0/16</cidrBlock>
-            <tagSet><item><key>Name</key><value>main &amp; more</value></item><item><key>empty</key><value/></item></tagSet>
-        </item>
-    </vpcSet>
-</DescribeVpcsResponse>"#;
-        let root = parse(xml).expect("xml");
-        assert_eq!(root.name, "DescribeVpcsResponse");
-        let vpc = root.items("vpcSet").next().expect("one vpc");
-        assert_eq!(vpc.text("vpcId"), Some("vpc-0a1b"));
-        assert_eq!(vpc.first_text(ID_FIELDS), Some("vpc-0a1b"));
-        assert_eq!(
-            vpc.tags(),
-            BTreeMap::from([
-                ("Name".to_string(), "main & more".to_string()),
-                ("empty".to_string(), String::new()),
-            ])
-        );
-        assert_eq!(
-            root.at(&["vpcSet", "item", "cidrBlock"]),
-            Some("10.0.0.0/16")
-        );
-        assert_eq!(root.items("subnetSet").count(), 0);
     }
 
     #[test]
     fn errors_name_their_code_and_not_found_codes_are_recognised() {
         assert_eq!(
-            error("<Response><Errors><Error><Code>DependencyViolation</Code><Message>The vpc 'vpc-1' has dependencies and cannot be deleted.</Message></Error></Errors><RequestID>x</RequestID></Response>"),
+            query_error("<Response><Errors><Error><Code>DependencyViolation</Code><Message>The vpc 'vpc-1' has dependencies and cannot be deleted.</Message></Error></Errors><RequestID>x</RequestID></Response>"),
             ("DependencyViolation".to_string(), "The vpc 'vpc-1' has dependencies and cannot be deleted.".to_string())
         );
-        let (code, said) = error("<html>bad gateway</html>");
+        let (code, said) = query_error("<html>bad gateway</html>");
         assert_eq!(code, "");
         assert!(said.contains("not in the API's error format"), "{said}");
         for code in [

@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::policy::{self, Document, Effect, StatementSpec};
-use super::signed::{Signed, Xml, IAM};
+use super::signed::{Signed, IAM};
+use super::xml::Xml;
 use super::{check_tags, code_of, is_ours, not_ours, tags_with_ours, user_tags};
 use crate::local::duration::{format_duration, parse_duration};
 use crate::schema::Fields;
@@ -457,8 +458,8 @@ fn role_of(call: &str, role: Option<&Xml>) -> Result<Role, ProviderError> {
             None,
         )
     })?;
-    let text = |k: &str| role.text_of(k).unwrap_or_default().to_string();
-    let trust = match role.text_of("AssumeRolePolicyDocument") {
+    let text = |k: &str| role.text(k).unwrap_or_default().to_string();
+    let trust = match role.text("AssumeRolePolicyDocument") {
         Some(t) if !t.trim().is_empty() => Some(decode_document(t).map_err(|m| {
             crate::failure::malformed(call, crate::failure::Cloud::Aws, 200, &m, None)
         })?),
@@ -470,15 +471,15 @@ fn role_of(call: &str, role: Option<&Xml>) -> Result<Role, ProviderError> {
         arn: text("Arn"),
         id: text("RoleId"),
         description: role
-            .text_of("Description")
+            .text("Description")
             .filter(|d| !d.is_empty())
             .map(str::to_string),
         trust,
         max_session: role
-            .text_of("MaxSessionDuration")
+            .text("MaxSessionDuration")
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(MIN_SESSION),
-        tags: tags_of(role.child("Tags")),
+        tags: tags_of(role.find("Tags")),
     })
 }
 
@@ -487,8 +488,8 @@ fn tags_of(list: Option<&Xml>) -> BTreeMap<String, String> {
         l.all("member")
             .map(|m| {
                 (
-                    m.text_of("Key").unwrap_or_default().to_string(),
-                    m.text_of("Value").unwrap_or_default().to_string(),
+                    m.text("Key").unwrap_or_default().to_string(),
+                    m.text("Value").unwrap_or_default().to_string(),
                 )
             })
             .collect()
@@ -515,7 +516,7 @@ impl Iam {
             .query(&IAM, self.signed.region(), action, VERSION, params)
             .await?;
         Ok(root
-            .child(&format!("{action}Result"))
+            .find(&format!("{action}Result"))
             .cloned()
             .unwrap_or_default())
     }
@@ -523,7 +524,7 @@ impl Iam {
     /// The role named `name`; `None` when there is none.
     async fn get_role(&self, name: &str) -> Result<Option<Role>, ProviderError> {
         match self.call("GetRole", &[param("RoleName", name)]).await {
-            Ok(r) => role_of("iam:GetRole", r.child("Role")).map(Some),
+            Ok(r) => role_of("iam:GetRole", r.find("Role")).map(Some),
             Err(e) if code_of(&e) == NO_SUCH_ENTITY => Ok(None),
             Err(e) => Err(e),
         }
@@ -545,12 +546,12 @@ impl Iam {
                 params.push(param("Marker", m.clone()));
             }
             let result = self.call(action, &params).await?;
-            if let Some(l) = result.child(list) {
+            if let Some(l) = result.find(list) {
                 out.extend(l.all("member").cloned());
             }
             marker = result
-                .text_of("Marker")
-                .filter(|_| result.text_of("IsTruncated") == Some("true"))
+                .text("Marker")
+                .filter(|_| result.text("IsTruncated") == Some("true"))
                 .map(str::to_string);
             if marker.is_none() {
                 break;
@@ -565,7 +566,7 @@ impl Iam {
             .list_all("ListAttachedRolePolicies", name, "AttachedPolicies")
             .await?
             .iter()
-            .filter_map(|m| m.text_of("PolicyArn").map(str::to_string))
+            .filter_map(|m| m.text("PolicyArn").map(str::to_string))
             .collect())
     }
 
@@ -574,7 +575,7 @@ impl Iam {
         let params = [param("RoleName", name), param("PolicyName", INLINE_POLICY)];
         match self.call("GetRolePolicy", &params).await {
             Ok(r) => r
-                .text_of("PolicyDocument")
+                .text("PolicyDocument")
                 .map(|t| {
                     decode_document(t).map_err(|m| {
                         crate::failure::malformed(
@@ -945,7 +946,7 @@ impl Kind for IamRole {
         }
         params.extend(tag_params(&tags_with_ours(&spec.tags, &ctx.address)));
         let role = match iam.call("CreateRole", &params).await {
-            Ok(r) => role_of("iam:CreateRole", r.child("Role"))?,
+            Ok(r) => role_of("iam:CreateRole", r.find("Role"))?,
             Err(e) if code_of(&e) == "EntityAlreadyExists" => {
                 return adopt(ctx, &iam, spec).await;
             }
@@ -1015,7 +1016,7 @@ impl Kind for IamRole {
                     .list_all("ListInstanceProfilesForRole", id, "InstanceProfiles")
                     .await?
                 {
-                    let Some(profile) = profile.text_of("InstanceProfileName") else {
+                    let Some(profile) = profile.text("InstanceProfileName") else {
                         continue;
                     };
                     ctx.progress(&format!(
@@ -1404,7 +1405,8 @@ mod tests {
   </GetRoleResult>
 </GetRoleResponse>"#;
         let root = Xml::parse(xml).expect("xml");
-        let role = role_of("iam:GetRole", root.at(&["GetRoleResult", "Role"])).expect("a role");
+        let role =
+            role_of("iam:GetRole", root.find_at(&["GetRoleResult", "Role"])).expect("a role");
         assert_eq!(role.name, "ml-cluster");
         assert_eq!(role.path, "/ml/");
         assert_eq!(role.max_session, 7200);

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::catalog;
-use super::ec2::{self, Ec2, Node, Params};
+use super::ec2::{self, Ec2, Params, Xml};
 use super::eks::{self, code_of};
 use crate::schema::Fields;
 use crate::{Ctx, Invalid, Kind, Live, ProviderError};
@@ -53,7 +53,7 @@ const ID_PARAM: &str = "InternetGatewayId";
 const DETACH_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The VPCs the gateway is attached to (attaching or attached).
-fn attached(gateway: &Node) -> Vec<String> {
+fn attached(gateway: &Xml) -> Vec<String> {
     gateway
         .items("attachmentSet")
         .filter(|a| !matches!(a.text("state"), Some("detached" | "detaching")))
@@ -61,7 +61,7 @@ fn attached(gateway: &Node) -> Vec<String> {
         .collect()
 }
 
-fn live_of(address: &str, gateway: &Node, prior: Option<&Spec>) -> Live<AwsInternetGateway> {
+fn live_of(address: &str, gateway: &Xml, prior: Option<&Spec>) -> Live<AwsInternetGateway> {
     let id = gateway
         .text("internetGatewayId")
         .unwrap_or_default()
@@ -76,7 +76,7 @@ fn live_of(address: &str, gateway: &Node, prior: Option<&Spec>) -> Live<AwsInter
     }
 }
 
-async fn describe(ec2: &Ec2, id: &str) -> Result<Option<Node>, ProviderError> {
+async fn describe(ec2: &Ec2, id: &str) -> Result<Option<Xml>, ProviderError> {
     ec2.describe_one(DESCRIBE, ID_PARAM, id, SET).await
 }
 
@@ -110,7 +110,7 @@ async fn detach(ctx: &Ctx, ec2: &Ec2, id: &str, vpc: &str) -> Result<(), Provide
 async fn converge(
     ctx: &Ctx,
     ec2: &Ec2,
-    live: &Node,
+    live: &Xml,
     spec: &Spec,
 ) -> Result<Live<AwsInternetGateway>, ProviderError> {
     let id = live.text("internetGatewayId").unwrap_or_default();
@@ -170,25 +170,16 @@ impl Kind for AwsInternetGateway {
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
         let ec2 = Ec2::of(ctx).await?;
-        // A gateway this address made before its create's answer was lost.
-        let left = ec2.tagged(DESCRIBE, SET, &ctx.address).await?;
-        let live = match left.into_iter().next() {
-            Some(gateway) => gateway,
-            None => {
-                let tags = ec2::wanted_tags(&spec.tags, &[], &ctx.address);
-                let params = Params::new().tag_specification("internet-gateway", &tags);
-                let made = ec2.call("CreateInternetGateway", &params).await?;
-                made.find("internetGateway").cloned().ok_or_else(|| {
-                    crate::failure::malformed(
-                        "ec2:CreateInternetGateway",
-                        crate::failure::Cloud::Aws,
-                        200,
-                        "the answer has no internetGateway",
-                        None,
-                    )
-                })?
-            }
-        };
+        let tags = ec2::wanted_tags(&spec.tags, &[], &ctx.address);
+        let params = Params::new().tag_specification("internet-gateway", &tags);
+        let live = ec2
+            .adopt_or_create(
+                (DESCRIBE, SET),
+                &ctx.address,
+                ("CreateInternetGateway", &params),
+                "internetGateway",
+            )
+            .await?;
         converge(ctx, &ec2, &live, spec).await
     }
 

@@ -44,6 +44,7 @@ pub mod signed;
 pub mod subnet;
 pub mod token;
 pub mod vpc;
+pub mod xml;
 
 /// The kinds the stack-wide checks read: the IAM chain (roles, the buckets and keys
 /// they reach, and what runs as them) and the network.

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use super::ec2::{self, Ec2, Node, Params};
+use super::ec2::{self, Ec2, Params, Xml};
 use super::{catalog, eks, is_ours};
 use crate::schema::Fields;
 use crate::{Ctx, Invalid, Kind, Live, ProviderError};
@@ -81,7 +81,7 @@ fn is_gone(state: Option<&str>) -> bool {
     matches!(state, Some("deleted" | "deleting" | "failed"))
 }
 
-fn live_of(address: &str, gateway: &Node, prior: Option<&Spec>) -> Live<AwsNatGateway> {
+fn live_of(address: &str, gateway: &Xml, prior: Option<&Spec>) -> Live<AwsNatGateway> {
     let text = |name: &str| gateway.text(name).unwrap_or_default().to_string();
     let id = text("natGatewayId");
     let first = gateway.items("natGatewayAddressSet").next();
@@ -112,7 +112,7 @@ fn live_of(address: &str, gateway: &Node, prior: Option<&Spec>) -> Live<AwsNatGa
 }
 
 /// The gateway, unless it is gone or going.
-async fn describe(ec2: &Ec2, id: &str) -> Result<Option<Node>, ProviderError> {
+async fn describe(ec2: &Ec2, id: &str) -> Result<Option<Xml>, ProviderError> {
     Ok(ec2
         .describe_one(DESCRIBE, "NatGatewayId", id, SET)
         .await?
@@ -192,7 +192,7 @@ async fn create_gateway(ctx: &Ctx, ec2: &Ec2, spec: &Spec) -> Result<String, Pro
 }
 
 /// The gateway once `available`; fails with EC2's reason when it goes `failed`.
-async fn wait_available(ctx: &Ctx, ec2: &Ec2, id: &str) -> Result<Node, ProviderError> {
+async fn wait_available(ctx: &Ctx, ec2: &Ec2, id: &str) -> Result<Xml, ProviderError> {
     super::wait_for(
         ctx,
         "ec2:DescribeNatGateways",
@@ -224,7 +224,7 @@ async fn wait_available(ctx: &Ctx, ec2: &Ec2, id: &str) -> Result<Node, Provider
 }
 
 /// Retags the gateway, and its Elastic IP when this address allocated it.
-async fn retag(ctx: &Ctx, ec2: &Ec2, gateway: &Node, spec: &Spec) -> Result<(), ProviderError> {
+async fn retag(ctx: &Ctx, ec2: &Ec2, gateway: &Xml, spec: &Spec) -> Result<(), ProviderError> {
     let wanted = ec2::wanted_tags(&spec.tags, &[], &ctx.address);
     let id = gateway.text("natGatewayId").unwrap_or_default();
     ec2.retag(id, &gateway.tags(), &wanted).await?;
@@ -243,7 +243,7 @@ async fn retag(ctx: &Ctx, ec2: &Ec2, gateway: &Node, spec: &Spec) -> Result<(), 
     Ok(())
 }
 
-fn allocations(gateway: &Node) -> Vec<String> {
+fn allocations(gateway: &Xml) -> Vec<String> {
     gateway
         .items("natGatewayAddressSet")
         .filter_map(|a| a.text("allocationId"))

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::ec2::{self, Ec2, Node, Params};
+use super::ec2::{self, Ec2, Params, Xml};
 use super::{catalog, eks};
 use crate::schema::Fields;
 use crate::{Ctx, Invalid, Kind, Live, ProviderError};
@@ -75,7 +75,7 @@ const ID_PARAM: &str = "RouteTableId";
 type Target = (Option<String>, Option<String>);
 
 /// The table's routes besides the local one, by destination.
-fn routes_of(table: &Node) -> BTreeMap<String, Target> {
+fn routes_of(table: &Xml) -> BTreeMap<String, Target> {
     table
         .items("routeSet")
         .filter(|r| r.text("gatewayId") != Some("local"))
@@ -89,7 +89,7 @@ fn routes_of(table: &Node) -> BTreeMap<String, Target> {
 }
 
 /// The table's subnet associations: subnet id → association id.
-fn associations_of(table: &Node) -> BTreeMap<String, String> {
+fn associations_of(table: &Xml) -> BTreeMap<String, String> {
     table
         .items("associationSet")
         .filter(|a| a.text("main") != Some("true"))
@@ -118,7 +118,7 @@ fn in_prior_order<T, K: PartialEq>(
     items
 }
 
-fn live_of(address: &str, table: &Node, prior: Option<&Spec>) -> Live<AwsRouteTable> {
+fn live_of(address: &str, table: &Xml, prior: Option<&Spec>) -> Live<AwsRouteTable> {
     let id = table.text("routeTableId").unwrap_or_default().to_string();
     let routes: Vec<Route> = routes_of(table)
         .into_iter()
@@ -149,7 +149,7 @@ fn live_of(address: &str, table: &Node, prior: Option<&Spec>) -> Live<AwsRouteTa
     }
 }
 
-async fn describe(ec2: &Ec2, id: &str) -> Result<Option<Node>, ProviderError> {
+async fn describe(ec2: &Ec2, id: &str) -> Result<Option<Xml>, ProviderError> {
     ec2.describe_one(DESCRIBE, ID_PARAM, id, SET).await
 }
 
@@ -171,7 +171,7 @@ fn route_params(id: &str, route: &Route) -> Params {
 async fn converge_routes(
     ec2: &Ec2,
     id: &str,
-    live: &Node,
+    live: &Xml,
     wanted: &[Route],
 ) -> Result<(), ProviderError> {
     let now = routes_of(live);
@@ -200,7 +200,7 @@ async fn converge_routes(
 async fn converge_associations(
     ec2: &Ec2,
     id: &str,
-    live: &Node,
+    live: &Xml,
     wanted: &[String],
 ) -> Result<(), ProviderError> {
     let now = associations_of(live);
@@ -221,7 +221,7 @@ async fn converge_associations(
 async fn converge(
     ctx: &Ctx,
     ec2: &Ec2,
-    live: &Node,
+    live: &Xml,
     spec: &Spec,
 ) -> Result<Live<AwsRouteTable>, ProviderError> {
     let id = live.text("routeTableId").unwrap_or_default();
@@ -329,27 +329,18 @@ impl Kind for AwsRouteTable {
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
         let ec2 = Ec2::of(ctx).await?;
-        // A table this address made before its create's answer was lost.
-        let left = ec2.tagged(DESCRIBE, SET, &ctx.address).await?;
-        let live = match left.into_iter().next() {
-            Some(table) => table,
-            None => {
-                let tags = ec2::wanted_tags(&spec.tags, &[], &ctx.address);
-                let params = Params::new()
-                    .set("VpcId", &spec.vpc_id)
-                    .tag_specification("route-table", &tags);
-                let made = ec2.call("CreateRouteTable", &params).await?;
-                made.find("routeTable").cloned().ok_or_else(|| {
-                    crate::failure::malformed(
-                        "ec2:CreateRouteTable",
-                        crate::failure::Cloud::Aws,
-                        200,
-                        "the answer has no routeTable",
-                        None,
-                    )
-                })?
-            }
-        };
+        let tags = ec2::wanted_tags(&spec.tags, &[], &ctx.address);
+        let params = Params::new()
+            .set("VpcId", &spec.vpc_id)
+            .tag_specification("route-table", &tags);
+        let live = ec2
+            .adopt_or_create(
+                (DESCRIBE, SET),
+                &ctx.address,
+                ("CreateRouteTable", &params),
+                "routeTable",
+            )
+            .await?;
         converge(ctx, &ec2, &live, spec).await
     }
 
@@ -505,7 +496,7 @@ mod tests {
               <item><routeTableAssociationId>rtbassoc-b</routeTableAssociationId><subnetId>subnet-b</subnetId><main>false</main></item>
               <item><routeTableAssociationId>rtbassoc-a</routeTableAssociationId><subnetId>subnet-a</subnetId><main>false</main></item>
             </associationSet></item>"#;
-        let table = ec2::parse(xml).expect("xml");
+        let table = Xml::parse(xml).expect("xml");
         let prior = Spec {
             vpc_id: "vpc-1".into(),
             routes: vec![

@@ -36,6 +36,7 @@ use serde_json::Value;
 
 use super::config;
 use super::token::encode;
+use super::xml::Xml;
 use crate::failure::{self, Cloud, Hint};
 use crate::{Ctx, ProviderError};
 
@@ -573,73 +574,16 @@ pub(crate) fn json_error(text: &str) -> (String, String) {
 pub(crate) fn query_error(text: &str) -> (String, String) {
     let error = Xml::parse(text).ok().and_then(|root| {
         let error = match root.name.as_str() {
-            "ErrorResponse" => root.child("Error")?,
-            "Response" => root.child("Errors")?.child("Error")?,
+            "ErrorResponse" => root.find("Error")?,
+            "Response" => root.find("Errors")?.find("Error")?,
             _ => return None,
         };
         Some((
-            error.text_of("Code").unwrap_or_default().to_string(),
-            error.text_of("Message").unwrap_or_default().to_string(),
+            error.text("Code").unwrap_or_default().to_string(),
+            error.text("Message").unwrap_or_default().to_string(),
         ))
     });
     error.unwrap_or_else(|| (String::new(), failure::unreadable(text)))
-}
-
-/// An element of a query-protocol answer: its local name, its text when it holds no
-/// elements, and its child elements. Leaves and lists share names in these answers
-/// (IAM's `member` is a policy name in one and a tag in another), so the whole
-/// document is read as a tree and each caller picks what it knows.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Xml {
-    pub name: String,
-    pub text: String,
-    pub children: Vec<Xml>,
-}
-
-impl Xml {
-    /// The document's root element.
-    pub fn parse(text: &str) -> Result<Xml, String> {
-        let doc = roxmltree::Document::parse(text).map_err(|e| e.to_string())?;
-        Ok(Self::of(doc.root_element()))
-    }
-
-    fn of(node: roxmltree::Node<'_, '_>) -> Xml {
-        let children: Vec<Xml> = node
-            .children()
-            .filter(|c| c.is_element())
-            .map(Self::of)
-            .collect();
-        let text = if children.is_empty() {
-            node.children().filter_map(|c| c.text()).collect::<String>()
-        } else {
-            String::new()
-        };
-        Xml {
-            name: node.tag_name().name().to_string(),
-            text,
-            children,
-        }
-    }
-
-    /// The first child element named `name`.
-    pub fn child(&self, name: &str) -> Option<&Xml> {
-        self.children.iter().find(|c| c.name == name)
-    }
-
-    /// Every child element named `name`.
-    pub fn all<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Xml> + 'a {
-        self.children.iter().filter(move |c| c.name == name)
-    }
-
-    /// The element at `path` below this one, one name per level.
-    pub fn at(&self, path: &[&str]) -> Option<&Xml> {
-        path.iter().try_fold(self, |node, name| node.child(name))
-    }
-
-    /// The text of the child element named `name`.
-    pub fn text_of(&self, name: &str) -> Option<&str> {
-        self.child(name).map(|c| c.text.as_str())
-    }
 }
 
 #[cfg(test)]
@@ -854,12 +798,12 @@ mod tests {
         )
         .expect("xml");
         let names: Vec<&str> = root
-            .child("PolicyNames")
+            .find("PolicyNames")
             .map(|l| l.all("member").map(|m| m.text.as_str()).collect())
             .unwrap_or_default();
         assert_eq!(names, vec!["terrain"]);
-        let tag = root.at(&["Tags", "member"]).expect("a tag");
-        assert_eq!(tag.text_of("Value"), Some("v & w"));
+        let tag = root.find_at(&["Tags", "member"]).expect("a tag");
+        assert_eq!(tag.text("Value"), Some("v & w"));
         assert_eq!(tag.text, "", "a table has no text");
     }
 

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::ec2::{self, Ec2, Node, Params};
+use super::ec2::{self, Ec2, Params, Xml};
 use super::{catalog, config, eks};
 use crate::failure::Hint;
 use crate::schema::Fields;
@@ -118,7 +118,7 @@ fn role_tag(role: Option<&str>) -> Option<&'static str> {
         .map(|(_, t)| *t)
 }
 
-fn live_of(region: &str, address: &str, subnet: &Node, prior: Option<&Spec>) -> Live<AwsSubnet> {
+fn live_of(region: &str, address: &str, subnet: &Xml, prior: Option<&Spec>) -> Live<AwsSubnet> {
     let text = |name: &str| subnet.text(name).unwrap_or_default().to_string();
     let id = text("subnetId");
     let live_tags = subnet.tags();
@@ -170,7 +170,7 @@ async fn read_live(
 }
 
 /// The subnet once EC2 reports it `available`.
-async fn wait_available(ctx: &Ctx, ec2: &Ec2, id: &str) -> Result<Node, ProviderError> {
+async fn wait_available(ctx: &Ctx, ec2: &Ec2, id: &str) -> Result<Xml, ProviderError> {
     super::wait_for(
         ctx,
         "ec2:DescribeSubnets",
@@ -189,7 +189,7 @@ async fn wait_available(ctx: &Ctx, ec2: &Ec2, id: &str) -> Result<Node, Provider
 async fn converge(
     ctx: &Ctx,
     ec2: &Ec2,
-    live: &Node,
+    live: &Xml,
     spec: &Spec,
 ) -> Result<Live<AwsSubnet>, ProviderError> {
     let id = live.text("subnetId").unwrap_or_default();
@@ -331,22 +331,20 @@ impl Kind for AwsSubnet {
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
         let ec2 = Ec2::of(ctx).await?;
-        // A subnet this address made before its create's answer was lost.
-        let left = ec2.tagged(DESCRIBE, SET, &ctx.address).await?;
-        let id = match left.iter().find_map(|s| s.text("subnetId")) {
-            Some(id) => id.to_string(),
-            None => {
-                let params = Params::new()
-                    .set("VpcId", &spec.vpc_id)
-                    .set("CidrBlock", &spec.cidr)
-                    .set("AvailabilityZone", &spec.availability_zone)
-                    .tag_specification("subnet", &wanted_tags(ctx, spec));
-                let made = ec2.call("CreateSubnet", &params).await?;
-                made.at(&["subnet", "subnetId"])
-                    .unwrap_or_default()
-                    .to_string()
-            }
-        };
+        let params = Params::new()
+            .set("VpcId", &spec.vpc_id)
+            .set("CidrBlock", &spec.cidr)
+            .set("AvailabilityZone", &spec.availability_zone)
+            .tag_specification("subnet", &wanted_tags(ctx, spec));
+        let subnet = ec2
+            .adopt_or_create(
+                (DESCRIBE, SET),
+                &ctx.address,
+                ("CreateSubnet", &params),
+                "subnet",
+            )
+            .await?;
+        let id = subnet.text("subnetId").unwrap_or_default().to_string();
         let live = wait_available(ctx, &ec2, &id).await?;
         converge(ctx, &ec2, &live, spec).await
     }
@@ -521,24 +519,24 @@ mod tests {
 
     #[test]
     fn the_role_reads_back_from_its_tag() {
-        let node = |tags: &[(&str, &str)]| Node {
+        let node = |tags: &[(&str, &str)]| Xml {
             name: "item".into(),
             text: String::new(),
-            children: vec![Node {
+            children: vec![Xml {
                 name: "tagSet".into(),
                 text: String::new(),
                 children: tags
                     .iter()
-                    .map(|(k, v)| Node {
+                    .map(|(k, v)| Xml {
                         name: "item".into(),
                         text: String::new(),
                         children: vec![
-                            Node {
+                            Xml {
                                 name: "key".into(),
                                 text: (*k).into(),
                                 children: vec![],
                             },
-                            Node {
+                            Xml {
                                 name: "value".into(),
                                 text: (*v).into(),
                                 children: vec![],

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::ec2::{self, Ec2, Node, Params};
+use super::ec2::{self, Ec2, Params, Xml};
 use super::{catalog, eks};
 use crate::failure::Hint;
 use crate::schema::Fields;
@@ -73,7 +73,7 @@ const DNS_HOSTNAMES: &str = "enableDnsHostnames";
 
 /// A VPC as EC2 describes it, with its DNS attributes and main route table.
 struct Described {
-    vpc: Node,
+    vpc: Xml,
     dns_support: bool,
     dns_hostnames: bool,
     main_route_table_id: String,
@@ -255,19 +255,14 @@ impl Kind for AwsVpc {
 
     async fn create(&self, ctx: &Ctx, spec: &Spec) -> Result<Live<Self>, ProviderError> {
         let ec2 = Ec2::of(ctx).await?;
-        // A VPC this address made before its create's answer was lost.
-        let left = ec2.tagged(DESCRIBE, SET, &ctx.address).await?;
-        let id = match left.iter().find_map(|v| v.text("vpcId")) {
-            Some(id) => id.to_string(),
-            None => {
-                let tags = ec2::wanted_tags(&spec.tags, &[], &ctx.address);
-                let params = Params::new()
-                    .set("CidrBlock", &spec.cidr)
-                    .tag_specification("vpc", &tags);
-                let made = ec2.call("CreateVpc", &params).await?;
-                made.at(&["vpc", "vpcId"]).unwrap_or_default().to_string()
-            }
-        };
+        let tags = ec2::wanted_tags(&spec.tags, &[], &ctx.address);
+        let params = Params::new()
+            .set("CidrBlock", &spec.cidr)
+            .tag_specification("vpc", &tags);
+        let vpc = ec2
+            .adopt_or_create((DESCRIBE, SET), &ctx.address, ("CreateVpc", &params), "vpc")
+            .await?;
+        let id = vpc.text("vpcId").unwrap_or_default().to_string();
         wait_available(ctx, &ec2, &id).await?;
         // A failure from here leaves a tagged VPC the next create adopts and finishes.
         converge(ctx, &ec2, &id, spec).await

@@ -79,10 +79,10 @@ async fn attached(ctx: &Ctx, role: &str) -> Vec<String> {
         .await
         .expect("listed");
     let mut out: Vec<String> = root
-        .at(&["ListAttachedRolePoliciesResult", "AttachedPolicies"])
+        .find_at(&["ListAttachedRolePoliciesResult", "AttachedPolicies"])
         .map(|l| {
             l.all("member")
-                .filter_map(|m| m.text_of("PolicyArn").map(str::to_string))
+                .filter_map(|m| m.text("PolicyArn").map(str::to_string))
                 .collect()
         })
         .unwrap_or_default();

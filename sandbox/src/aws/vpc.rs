@@ -447,6 +447,29 @@ fn tag_filter(
     }
 }
 
+/// The objects a Describe call's `ids` name, every one when it names none; an id that
+/// does not exist is refused with `code` (`InvalidVpcID.NotFound`), naming them all.
+fn named<'r, T>(
+    all: &'r [T],
+    ids: &[String],
+    id: impl Fn(&T) -> &String,
+    code: &str,
+    noun: &str,
+) -> Result<Vec<&'r T>, AwsError> {
+    let missing: Vec<String> = ids
+        .iter()
+        .filter(|want| !all.iter().any(|o| id(o) == *want))
+        .cloned()
+        .collect();
+    if !missing.is_empty() {
+        return Err(not_found(code, noun, &missing));
+    }
+    Ok(all
+        .iter()
+        .filter(|o| ids.is_empty() || ids.contains(id(o)))
+        .collect())
+}
+
 fn unknown_filter(name: &str) -> AwsError {
     invalid(format!("The filter '{name}' is invalid"))
 }
@@ -613,6 +636,35 @@ impl RegionNet {
 
     fn tags_of(&self, id: &str) -> Option<&BTreeMap<String, String>> {
         self.tags.get(id)
+    }
+
+    /// The `rows` every filter of a Describe call admits: tag filters (`tag:KEY`,
+    /// `tag-key`) by the row's tags, the others by `field`, which answers whether the row
+    /// matches one of the values of a filter it knows, and `None` for a filter name the
+    /// call does not have (refused, as EC2 refuses it).
+    fn filtered<'r, T>(
+        &self,
+        mut rows: Vec<&'r T>,
+        params: &[(String, String)],
+        id: impl Fn(&T) -> &String,
+        field: impl Fn(&T, &str, &[String]) -> Option<bool>,
+    ) -> Result<Vec<&'r T>, AwsError> {
+        for (name, values) in filters(params) {
+            let mut refused = None;
+            rows.retain(|r| {
+                if let Some(ok) = tag_filter(&name, &values, self.tags_of(id(r))) {
+                    return ok;
+                }
+                field(r, &name, &values).unwrap_or_else(|| {
+                    refused = Some(unknown_filter(&name));
+                    false
+                })
+            });
+            if let Some(e) = refused {
+                return Err(e);
+            }
+        }
+        Ok(rows)
     }
 
     fn set_tags(&mut self, id: &str, tags: BTreeMap<String, String>) {
@@ -1135,44 +1187,25 @@ impl RegionNet {
 
     fn describe_vpcs(&self, params: &[(String, String)]) -> Result<AwsResponse, AwsError> {
         let ids = list(params, "VpcId");
-        let missing: Vec<String> = ids
-            .iter()
-            .filter(|id| !self.vpcs.iter().any(|v| &v.id == *id))
-            .cloned()
-            .collect();
-        if !missing.is_empty() {
-            return Err(not_found("InvalidVpcID.NotFound", "vpc", &missing));
-        }
-        let mut rows: Vec<&Vpc> = self
-            .vpcs
-            .iter()
-            .filter(|v| ids.is_empty() || ids.contains(&v.id))
-            .collect();
-        for (name, values) in filters(params) {
-            let mut refused = None;
-            rows.retain(|v| {
-                if let Some(ok) = tag_filter(&name, &values, self.tags_of(&v.id)) {
-                    return ok;
-                }
-                match name.as_str() {
-                    "vpc-id" => admits(&values, &v.id),
+        let rows = named(&self.vpcs, &ids, |v| &v.id, "InvalidVpcID.NotFound", "vpc")?;
+        let rows = self.filtered(
+            rows,
+            params,
+            |v| &v.id,
+            |v, name, values| {
+                Some(match name {
+                    "vpc-id" => admits(values, &v.id),
                     "cidr" | "cidr-block" | "cidr-block-association.cidr-block" => {
-                        admits(&values, &v.cidr)
+                        admits(values, &v.cidr)
                     }
-                    "is-default" => admits(&values, &v.is_default.to_string()),
-                    "state" => admits(&values, AVAILABLE),
-                    "owner-id" => admits(&values, ACCOUNT),
-                    "dhcp-options-id" => admits(&values, &v.dhcp_options),
-                    _ => {
-                        refused = Some(unknown_filter(&name));
-                        false
-                    }
-                }
-            });
-            if let Some(e) = refused {
-                return Err(e);
-            }
-        }
+                    "is-default" => admits(values, &v.is_default.to_string()),
+                    "state" => admits(values, AVAILABLE),
+                    "owner-id" => admits(values, ACCOUNT),
+                    "dhcp-options-id" => admits(values, &v.dhcp_options),
+                    _ => return None,
+                })
+            },
+        )?;
         let items = rows.into_iter().map(|v| self.render_vpc(v)).collect();
         page("DescribeVpcs", "vpcSet", params, items, 1000)
     }
@@ -1374,7 +1407,7 @@ impl RegionNet {
         if !missing.is_empty() {
             return Err(not_found("InvalidSubnetID.NotFound", "subnet", &missing));
         }
-        let mut rows: Vec<&Subnet> = if ids.is_empty() {
+        let rows: Vec<&Subnet> = if ids.is_empty() {
             self.subnets.iter().collect()
         } else {
             // In the order asked, once each.
@@ -1388,34 +1421,27 @@ impl RegionNet {
             }
             rows
         };
-        for (name, values) in filters(params) {
-            let mut refused = None;
-            rows.retain(|s| {
-                if let Some(ok) = tag_filter(&name, &values, self.tags_of(&s.id)) {
-                    return ok;
-                }
-                match name.as_str() {
-                    "subnet-id" | "subnetId" => admits(&values, &s.id),
-                    "vpc-id" | "vpcId" => admits(&values, &s.vpc),
-                    "availability-zone" | "availabilityZone" => admits(&values, &s.zone),
-                    "availability-zone-id" | "availabilityZoneId" => admits(&values, &s.zone_id),
+        let rows = self.filtered(
+            rows,
+            params,
+            |s| &s.id,
+            |s, name, values| {
+                Some(match name {
+                    "subnet-id" | "subnetId" => admits(values, &s.id),
+                    "vpc-id" | "vpcId" => admits(values, &s.vpc),
+                    "availability-zone" | "availabilityZone" => admits(values, &s.zone),
+                    "availability-zone-id" | "availabilityZoneId" => admits(values, &s.zone_id),
                     "default-for-az" | "defaultForAz" => {
-                        admits(&values, &s.default_for_az.to_string())
+                        admits(values, &s.default_for_az.to_string())
                     }
-                    "map-public-ip-on-launch" => admits(&values, &s.map_public_ip.to_string()),
-                    "cidr-block" | "cidr" | "cidrBlock" => admits(&values, &s.cidr),
-                    "state" => admits(&values, AVAILABLE),
-                    "owner-id" => admits(&values, ACCOUNT),
-                    _ => {
-                        refused = Some(unknown_filter(&name));
-                        false
-                    }
-                }
-            });
-            if let Some(e) = refused {
-                return Err(e);
-            }
-        }
+                    "map-public-ip-on-launch" => admits(values, &s.map_public_ip.to_string()),
+                    "cidr-block" | "cidr" | "cidrBlock" => admits(values, &s.cidr),
+                    "state" => admits(values, AVAILABLE),
+                    "owner-id" => admits(values, ACCOUNT),
+                    _ => return None,
+                })
+            },
+        )?;
         let items = rows.into_iter().map(|s| self.render_subnet(s)).collect();
         page("DescribeSubnets", "subnetSet", params, items, 1000)
     }
@@ -1547,44 +1573,27 @@ impl RegionNet {
         params: &[(String, String)],
     ) -> Result<AwsResponse, AwsError> {
         let ids = list(params, "InternetGatewayId");
-        let missing: Vec<String> = ids
-            .iter()
-            .filter(|id| !self.gateways.iter().any(|g| &g.id == *id))
-            .cloned()
-            .collect();
-        if !missing.is_empty() {
-            return Err(not_found(
-                "InvalidInternetGatewayID.NotFound",
-                "internetGateway",
-                &missing,
-            ));
-        }
-        let mut rows: Vec<&Gateway> = self
-            .gateways
-            .iter()
-            .filter(|g| ids.is_empty() || ids.contains(&g.id))
-            .collect();
-        for (name, values) in filters(params) {
-            let mut refused = None;
-            rows.retain(|g| {
-                if let Some(ok) = tag_filter(&name, &values, self.tags_of(&g.id)) {
-                    return ok;
-                }
-                match name.as_str() {
-                    "internet-gateway-id" => admits(&values, &g.id),
-                    "attachment.vpc-id" => g.vpc.as_deref().is_some_and(|v| admits(&values, v)),
-                    "attachment.state" => g.vpc.is_some() && admits(&values, AVAILABLE),
-                    "owner-id" => admits(&values, ACCOUNT),
-                    _ => {
-                        refused = Some(unknown_filter(&name));
-                        false
-                    }
-                }
-            });
-            if let Some(e) = refused {
-                return Err(e);
-            }
-        }
+        let rows = named(
+            &self.gateways,
+            &ids,
+            |g| &g.id,
+            "InvalidInternetGatewayID.NotFound",
+            "internetGateway",
+        )?;
+        let rows = self.filtered(
+            rows,
+            params,
+            |g| &g.id,
+            |g, name, values| {
+                Some(match name {
+                    "internet-gateway-id" => admits(values, &g.id),
+                    "attachment.vpc-id" => g.vpc.as_deref().is_some_and(|v| admits(values, v)),
+                    "attachment.state" => g.vpc.is_some() && admits(values, AVAILABLE),
+                    "owner-id" => admits(values, ACCOUNT),
+                    _ => return None,
+                })
+            },
+        )?;
         let items = rows.into_iter().map(|g| self.render_gateway(g)).collect();
         page(
             "DescribeInternetGateways",
@@ -1648,18 +1657,13 @@ impl RegionNet {
 
     fn describe_addresses(&self, params: &[(String, String)]) -> Result<AwsResponse, AwsError> {
         let ids = list(params, "AllocationId");
-        let missing: Vec<String> = ids
-            .iter()
-            .filter(|id| !self.addresses.iter().any(|a| &a.allocation == *id))
-            .cloned()
-            .collect();
-        if !missing.is_empty() {
-            return Err(not_found(
-                "InvalidAllocationID.NotFound",
-                "allocation",
-                &missing,
-            ));
-        }
+        let rows = named(
+            &self.addresses,
+            &ids,
+            |a| &a.allocation,
+            "InvalidAllocationID.NotFound",
+            "allocation",
+        )?;
         let ips = list(params, "PublicIp");
         if let Some(ip) = ips
             .iter()
@@ -1671,40 +1675,31 @@ impl RegionNet {
                 format!("Address '{ip}' not found."),
             ));
         }
-        let mut rows: Vec<&Address> = self
-            .addresses
-            .iter()
-            .filter(|a| ids.is_empty() || ids.contains(&a.allocation))
+        let rows: Vec<&Address> = rows
+            .into_iter()
             .filter(|a| ips.is_empty() || ips.contains(&a.public_ip))
             .collect();
-        for (name, values) in filters(params) {
-            let mut refused = None;
-            rows.retain(|a| {
-                if let Some(ok) = tag_filter(&name, &values, self.tags_of(&a.allocation)) {
-                    return ok;
-                }
+        let rows = self.filtered(
+            rows,
+            params,
+            |a| &a.allocation,
+            |a, name, values| {
                 let holder = self.holder(&a.allocation);
-                match name.as_str() {
-                    "allocation-id" => admits(&values, &a.allocation),
-                    "public-ip" => admits(&values, &a.public_ip),
-                    "domain" => admits(&values, "vpc"),
+                Some(match name {
+                    "allocation-id" => admits(values, &a.allocation),
+                    "public-ip" => admits(values, &a.public_ip),
+                    "domain" => admits(values, "vpc"),
                     "association-id" => holder
                         .and_then(|n| n.association.as_deref())
-                        .is_some_and(|v| admits(&values, v)),
+                        .is_some_and(|v| admits(values, v)),
                     "network-interface-id" => {
-                        holder.is_some_and(|n| admits(&values, &n.network_interface))
+                        holder.is_some_and(|n| admits(values, &n.network_interface))
                     }
-                    "private-ip-address" => holder.is_some_and(|n| admits(&values, &n.private_ip)),
-                    _ => {
-                        refused = Some(unknown_filter(&name));
-                        false
-                    }
-                }
-            });
-            if let Some(e) = refused {
-                return Err(e);
-            }
-        }
+                    "private-ip-address" => holder.is_some_and(|n| admits(values, &n.private_ip)),
+                    _ => return None,
+                })
+            },
+        )?;
         let mut set = Element::new("addressesSet");
         for a in rows {
             set.push(self.render_address(a));
@@ -1872,32 +1867,25 @@ impl RegionNet {
         {
             return Err(nat_gateway_not_found(id));
         }
-        let mut rows: Vec<&Nat> = self
+        let rows: Vec<&Nat> = self
             .nats
             .iter()
             .filter(|n| ids.is_empty() || ids.contains(&n.id))
             .collect();
-        for (name, values) in filters(params) {
-            let mut refused = None;
-            rows.retain(|n| {
-                if let Some(ok) = tag_filter(&name, &values, self.tags_of(&n.id)) {
-                    return ok;
-                }
-                match name.as_str() {
-                    "nat-gateway-id" => admits(&values, &n.id),
-                    "subnet-id" => admits(&values, &n.subnet),
-                    "vpc-id" => admits(&values, &n.vpc),
-                    "state" => admits(&values, &n.state),
-                    _ => {
-                        refused = Some(unknown_filter(&name));
-                        false
-                    }
-                }
-            });
-            if let Some(e) = refused {
-                return Err(e);
-            }
-        }
+        let rows = self.filtered(
+            rows,
+            params,
+            |n| &n.id,
+            |n, name, values| {
+                Some(match name {
+                    "nat-gateway-id" => admits(values, &n.id),
+                    "subnet-id" => admits(values, &n.subnet),
+                    "vpc-id" => admits(values, &n.vpc),
+                    "state" => admits(values, &n.state),
+                    _ => return None,
+                })
+            },
+        )?;
         let items = rows.into_iter().map(|n| self.render_nat(n)).collect();
         page("DescribeNatGateways", "natGatewaySet", params, items, 1000)
     }
@@ -1975,65 +1963,48 @@ impl RegionNet {
 
     fn describe_route_tables(&self, params: &[(String, String)]) -> Result<AwsResponse, AwsError> {
         let ids = list(params, "RouteTableId");
-        let missing: Vec<String> = ids
-            .iter()
-            .filter(|id| !self.route_tables.iter().any(|t| &t.id == *id))
-            .cloned()
-            .collect();
-        if !missing.is_empty() {
-            return Err(not_found(
-                "InvalidRouteTableID.NotFound",
-                "routeTable",
-                &missing,
-            ));
-        }
-        let mut rows: Vec<&RouteTable> = self
-            .route_tables
-            .iter()
-            .filter(|t| ids.is_empty() || ids.contains(&t.id))
-            .collect();
-        for (name, values) in filters(params) {
-            let mut refused = None;
-            rows.retain(|t| {
-                if let Some(ok) = tag_filter(&name, &values, self.tags_of(&t.id)) {
-                    return ok;
-                }
+        let rows = named(
+            &self.route_tables,
+            &ids,
+            |t| &t.id,
+            "InvalidRouteTableID.NotFound",
+            "routeTable",
+        )?;
+        let rows = self.filtered(
+            rows,
+            params,
+            |t| &t.id,
+            |t, name, values| {
                 let any_assoc = |f: &dyn Fn(&Association) -> bool| t.associations.iter().any(f);
                 let any_route = |f: &dyn Fn(&Route) -> bool| t.routes.iter().any(f);
-                match name.as_str() {
-                    "route-table-id" => admits(&values, &t.id),
-                    "vpc-id" => admits(&values, &t.vpc),
+                Some(match name {
+                    "route-table-id" => admits(values, &t.id),
+                    "vpc-id" => admits(values, &t.vpc),
                     "association.subnet-id" => {
-                        any_assoc(&|a| a.subnet.as_deref().is_some_and(|s| admits(&values, s)))
+                        any_assoc(&|a| a.subnet.as_deref().is_some_and(|s| admits(values, s)))
                     }
                     "association.route-table-association-id" => {
-                        any_assoc(&|a| admits(&values, &a.id))
+                        any_assoc(&|a| admits(values, &a.id))
                     }
                     "association.route-table-id" => {
-                        !t.associations.is_empty() && admits(&values, &t.id)
+                        !t.associations.is_empty() && admits(values, &t.id)
                     }
                     // A table with no main association matches `false`, as EC2 has it.
-                    "association.main" => admits(&values, &t.is_main().to_string()),
+                    "association.main" => admits(values, &t.is_main().to_string()),
                     "route.destination-cidr-block" => {
-                        any_route(&|r| admits(&values, &r.destination))
+                        any_route(&|r| admits(values, &r.destination))
                     }
                     "route.gateway-id" => {
-                        any_route(&|r| r.gateway.as_deref().is_some_and(|g| admits(&values, g)))
+                        any_route(&|r| r.gateway.as_deref().is_some_and(|g| admits(values, g)))
                     }
                     "route.nat-gateway-id" => {
-                        any_route(&|r| r.nat_gateway.as_deref().is_some_and(|g| admits(&values, g)))
+                        any_route(&|r| r.nat_gateway.as_deref().is_some_and(|g| admits(values, g)))
                     }
-                    "owner-id" => admits(&values, ACCOUNT),
-                    _ => {
-                        refused = Some(unknown_filter(&name));
-                        false
-                    }
-                }
-            });
-            if let Some(e) = refused {
-                return Err(e);
-            }
-        }
+                    "owner-id" => admits(values, ACCOUNT),
+                    _ => return None,
+                })
+            },
+        )?;
         let items = rows
             .into_iter()
             .map(|t| self.render_route_table(t))
