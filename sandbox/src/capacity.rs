@@ -154,26 +154,58 @@ pub(crate) fn glob(pattern: &str, value: &str) -> bool {
     p[i..].iter().all(|c| *c == '*')
 }
 
+/// The quota names a cloud's emulator reports, which a capacity description may set.
+/// Each cloud registers its own (`gcp::compute::QUOTA_NAMES`,
+/// `aws::servicequotas::QUOTA_NAMES`) and the layer above hands them in: this layer
+/// names no cloud's quotas.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct QuotaNames {
+    /// What a name is, for the refusal (`a regional Compute Engine quota metric the
+    /// sandbox reports`).
+    pub what: &'static str,
+    /// Every name, in the order the cloud reports them.
+    pub names: fn() -> Vec<&'static str>,
+}
+
+/// The quota names of every cloud with a section in a capacity description.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Clouds {
+    pub gcp: QuotaNames,
+    pub aws: QuotaNames,
+}
+
+impl QuotaNames {
+    /// Refuses a name the cloud does not report, listing those it does.
+    fn check(&self, name: &str) -> Result<(), String> {
+        let names = (self.names)();
+        if names.contains(&name) {
+            return Ok(());
+        }
+        Err(format!(
+            "invalid capacity description: {name:?} is not {}; use one of {}",
+            self.what,
+            names.join(", ")
+        ))
+    }
+}
+
 impl CapacitySpec {
-    /// Parses and checks a capacity description: unknown fields, Compute metrics and
-    /// quota codes the sandbox does not know, and negative limits are refused (a typo
-    /// would otherwise silently configure nothing).
-    pub(crate) fn from_json(value: serde_json::Value) -> Result<CapacitySpec, String> {
+    /// Parses and checks a capacity description: unknown fields, quota names `clouds`
+    /// do not report, and negative limits are refused (a typo would otherwise silently
+    /// configure nothing).
+    pub(crate) fn from_json(
+        value: serde_json::Value,
+        clouds: &Clouds,
+    ) -> Result<CapacitySpec, String> {
         let spec: CapacitySpec = serde_json::from_value(value)
             .map_err(|e| format!("invalid capacity description: {e}"))?;
-        spec.check()?;
+        spec.check(clouds)?;
         Ok(spec)
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self, clouds: &Clouds) -> Result<(), String> {
         for q in &self.gcp.quotas {
-            if !crate::gcp::compute::is_metric(&q.metric) {
-                return Err(format!(
-                    "invalid capacity description: {:?} is not a regional Compute Engine quota metric the sandbox reports; use one of {}",
-                    q.metric,
-                    crate::gcp::compute::metric_names().join(", ")
-                ));
-            }
+            clouds.gcp.check(&q.metric)?;
             if !(q.limit.is_finite() && q.limit >= 0.0) {
                 return Err(format!(
                     "invalid capacity description: the limit of {} must be a number ≥ 0",
@@ -182,13 +214,7 @@ impl CapacitySpec {
             }
         }
         for q in &self.aws.quotas {
-            if crate::aws::servicequotas::quota(&q.code).is_none() {
-                return Err(format!(
-                    "invalid capacity description: {:?} is not an EC2 quota code the sandbox knows; use one of {}",
-                    q.code,
-                    crate::aws::servicequotas::codes().join(", ")
-                ));
-            }
+            clouds.aws.check(&q.code)?;
             if !(q.value.is_finite() && q.value >= 0.0) {
                 return Err(format!(
                     "invalid capacity description: the value of {} must be a number ≥ 0",
@@ -210,13 +236,13 @@ impl CapacitySpec {
 
     /// The capacity `TERRAIN_SANDBOX_CAPACITY` describes, when it is set: JSON text, or
     /// the path of a JSON file.
-    pub(crate) fn from_env() -> Result<Option<CapacitySpec>, String> {
+    pub(crate) fn from_env(clouds: &Clouds) -> Result<Option<CapacitySpec>, String> {
         let raw = std::env::var_os(CAPACITY_VAR).map(|v| v.to_string_lossy().into_owned());
-        CapacitySpec::from_var(raw.as_deref())
+        CapacitySpec::from_var(raw.as_deref(), clouds)
     }
 
     /// [`CapacitySpec::from_env`] for the variable's value.
-    fn from_var(raw: Option<&str>) -> Result<Option<CapacitySpec>, String> {
+    fn from_var(raw: Option<&str>, clouds: &Clouds) -> Result<Option<CapacitySpec>, String> {
         let Some(raw) = raw.filter(|r| !r.trim().is_empty()) else {
             return Ok(None);
         };
@@ -228,7 +254,7 @@ impl CapacitySpec {
         };
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| format!("{CAPACITY_VAR}: not valid JSON: {e}"))?;
-        CapacitySpec::from_json(value)
+        CapacitySpec::from_json(value, clouds)
             .map(Some)
             .map_err(|e| format!("{CAPACITY_VAR}: {e}"))
     }
@@ -291,10 +317,13 @@ mod tests {
 
     #[test]
     fn the_last_matching_quota_wins_and_absent_fields_match_everything() {
-        let spec = CapacitySpec::from_json(json!({"gcp": {"quotas": [
-            {"metric": "CPUS", "limit": 48},
-            {"project": "p", "region": "us-central1", "metric": "CPUS", "limit": 0},
-        ]}}))
+        let spec = CapacitySpec::from_json(
+            json!({"gcp": {"quotas": [
+                {"metric": "CPUS", "limit": 48},
+                {"project": "p", "region": "us-central1", "metric": "CPUS", "limit": 0},
+            ]}}),
+            &crate::quota_names(),
+        )
         .expect("valid");
         assert_eq!(spec.gcp.limit("p", "us-central1", "CPUS"), Some(0.0));
         assert_eq!(spec.gcp.limit("p", "europe-west4", "CPUS"), Some(48.0));
@@ -312,10 +341,14 @@ mod tests {
             json!({"aws": {"stockouts": [{"capacityType": "spot"}]}}),
             json!({"azure": {}}),
         ] {
-            assert!(CapacitySpec::from_json(bad.clone()).is_err(), "{bad}");
+            assert!(
+                CapacitySpec::from_json(bad.clone(), &crate::quota_names()).is_err(),
+                "{bad}"
+            );
         }
         assert_eq!(
-            CapacitySpec::from_json(json!({})).expect("empty is the default"),
+            CapacitySpec::from_json(json!({}), &crate::quota_names())
+                .expect("empty is the default"),
             CapacitySpec::default()
         );
     }
@@ -326,7 +359,7 @@ mod tests {
             "gcp": {"stockouts": [{"zone": "us-central1-a", "acceleratorType": "nvidia-tesla-t4"},
                                   {"machineType": "a2-*"}]},
             "aws": {"stockouts": [{"zone": "us-east-1a", "instanceType": "g5.*", "capacityType": "SPOT"}]},
-        }))
+        }), &crate::quota_names())
         .expect("valid");
         let t4 = vec!["nvidia-tesla-t4".to_string()];
         assert!(spec.gcp.stocked_out("us-central1-a", "n1-standard-8", &t4));
@@ -340,10 +373,16 @@ mod tests {
 
     #[test]
     fn the_variable_holds_json_or_names_a_file() {
-        assert_eq!(CapacitySpec::from_var(None), Ok(None));
-        assert_eq!(CapacitySpec::from_var(Some("  ")), Ok(None));
+        assert_eq!(
+            CapacitySpec::from_var(None, &crate::quota_names()),
+            Ok(None)
+        );
+        assert_eq!(
+            CapacitySpec::from_var(Some("  "), &crate::quota_names()),
+            Ok(None)
+        );
         let text = r#"{"aws": {"quotas": [{"code": "L-417A185B", "value": 0}]}}"#;
-        let inline = CapacitySpec::from_var(Some(text))
+        let inline = CapacitySpec::from_var(Some(text), &crate::quota_names())
             .expect("valid")
             .expect("set");
         assert_eq!(
@@ -353,17 +392,18 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("capacity.json");
         std::fs::write(&path, text).expect("write");
-        let from_file = CapacitySpec::from_var(path.to_str())
+        let from_file = CapacitySpec::from_var(path.to_str(), &crate::quota_names())
             .expect("valid")
             .expect("set");
         assert_eq!(from_file, inline);
         let missing =
-            CapacitySpec::from_var(Some("/nonexistent/capacity.json")).expect_err("no file");
+            CapacitySpec::from_var(Some("/nonexistent/capacity.json"), &crate::quota_names())
+                .expect_err("no file");
         assert!(
             missing.starts_with("TERRAIN_SANDBOX_CAPACITY: could not read"),
             "{missing}"
         );
-        assert!(CapacitySpec::from_var(Some("{nope")).is_err());
+        assert!(CapacitySpec::from_var(Some("{nope"), &crate::quota_names()).is_err());
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Transport-neutral request and response values the emulators work on, plus the small
-//! URL helpers (percent coding, query strings) they need; the axum wiring in `server.rs`
+//! URL helpers (percent coding, query strings) they need; the axum wiring in `server/`
 //! converts to and from these so every emulator can be unit-tested without a socket.
 
 use axum::http::Method;

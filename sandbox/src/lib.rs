@@ -5,8 +5,11 @@
 //! timing, the traffic log, the capacity (quotas, stockouts) — while `gcp/` holds the
 //! Google emulators (GKE, Filestore, Cloud Storage, Compute Engine and Cloud TPU
 //! capacity), `aws/` the AWS ones, `k8s/` one Kubernetes API server per emulated cluster,
-//! `server.rs` the HTTP wiring, `faults.rs` fault injection and `capacity.rs` the
-//! capacity configuration.
+//! `server/` the HTTP wiring (`server/kube.rs` the clusters' API servers), `faults.rs`
+//! fault injection and `capacity.rs` the capacity configuration (each cloud registers
+//! its quota names, `quota_names`). Layers point one way: `common/`, `http.rs`,
+//! `faults.rs` and `capacity.rs` at the bottom, `k8s/` above them, `gcp/` and `aws/`
+//! above that, `persist.rs` and `server/` on top (`tests/suite/layout.rs` holds it).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), terrain_sandbox::SandboxError> {
@@ -194,7 +197,9 @@ impl Sandbox {
         };
         // `terrain sandbox serve` users configure capacity through the environment; it
         // replaces what the state file kept, and is saved with the state from then on.
-        if let Some(spec) = capacity::CapacitySpec::from_env().map_err(SandboxError::Capacity)? {
+        if let Some(spec) =
+            capacity::CapacitySpec::from_env(&quota_names()).map_err(SandboxError::Capacity)?
+        {
             world.gcp.capacity = spec.gcp;
             world.aws.capacity = spec.aws;
         }
@@ -293,7 +298,8 @@ impl Sandbox {
     /// "capacityType"}], "subnets": {"subnet-…": "us-east-1a"}}}`. What is left out is
     /// the default; an unknown field, metric or quota code is an error.
     pub fn set_capacity(&self, spec: serde_json::Value) -> Result<(), SandboxError> {
-        let spec = capacity::CapacitySpec::from_json(spec).map_err(SandboxError::Capacity)?;
+        let spec = capacity::CapacitySpec::from_json(spec, &quota_names())
+            .map_err(SandboxError::Capacity)?;
         self.app.set_capacity(spec).map_err(SandboxError::SaveState)
     }
 
@@ -431,6 +437,15 @@ impl Sandbox {
                 abort.abort();
             }
         }
+    }
+}
+
+/// Each cloud's quota names, which capacity descriptions are checked against: the
+/// capacity layer names no cloud's quotas; the clouds register theirs here.
+pub(crate) fn quota_names() -> capacity::Clouds {
+    capacity::Clouds {
+        gcp: gcp::compute::QUOTA_NAMES,
+        aws: aws::servicequotas::QUOTA_NAMES,
     }
 }
 

@@ -21,7 +21,8 @@ use serde_json::{json, Map, Value};
 use super::sagemaker::{self, ExecutionSpec, ExecutionState, PipelineSpec, SageMaker};
 use super::{AwsError, ACCOUNT};
 use crate::faults::Faults;
-use crate::k8s::api::{self, KubeRequest, Outcome};
+use crate::k8s::api::{self, Outcome};
+use crate::k8s::request::KubeRequest;
 use crate::k8s::store::{timestamp, ObjKey, Store};
 use crate::k8s::{ClusterState, SettleCtx};
 

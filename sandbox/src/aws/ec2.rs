@@ -1,26 +1,27 @@
 //! EC2 (the `ec2` query protocol: form-encoded `Action=…&Version=2016-11-15`, XML
-//! answers): the dispatch of every action, and what capacity planning reads —
+//! answers): the protocol's answers, errors, filters and paging, which `vpc.rs` uses too,
+//! and what capacity planning reads —
 //! `DescribeInstanceTypeOfferings` (by region, Availability Zone or zone id, with the
 //! `instance-type` and `location` filters and paging), `DescribeInstanceTypes` (vCPUs,
-//! memory and GPUs of the instance types the tables know; the shapes themselves are
-//! EKS's, in `eks.rs`, so a node's capacity and its type's description agree) and
+//! memory and GPUs of the instance types `instances.rs` knows, the shapes EKS nodes get
+//! too, so a node's capacity and its type's description agree) and
 //! `DescribeAvailabilityZones`. VPC networking (VPCs, subnets, gateways, addresses, NAT
-//! gateways, route tables, tags) lives in `vpc.rs`. The offering table is a snapshot of
+//! gateways, route tables, tags) lives in `vpc.rs`, above this file; `aws/mod.rs`
+//! dispatches a request to one or the other. The offering table is a snapshot of
 //! us-east-1 (a–f), us-west-2 (a–d) and eu-west-1 (a–c): general-purpose families in
 //! every zone, GPU families in some (g5 not in us-east-1e, us-west-2d or eu-west-1c; p4d
 //! in a few); any other region gets zones a–c with the general-purpose families and g4dn.
 //!
 //! This file also owns the Auto Scaling launch failure of an EKS managed node group when
-//! every zone of its subnets (as `vpc.rs` places them) is out of its instance types
+//! every zone of its subnets (as EKS finds them in `vpc.rs`) is out of its instance types
 //! (`InsufficientInstanceCapacity`), worded as EKS reports it in a health issue.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
-use super::eks::{instance_gpus, instance_shape};
-use super::query::{list, param, params};
-use super::vpc::Network;
+use super::instances::{instance_gpus, instance_shape};
+use super::query::{list, param};
 use super::xml::Element;
-use super::{AwsCtx, AwsError, AwsRequest, AwsResponse};
+use super::{AwsError, AwsResponse};
 use crate::capacity::{glob, AwsCapacity};
 
 const XMLNS: &str = "http://ec2.amazonaws.com/doc/2016-11-15/";
@@ -263,18 +264,15 @@ pub(crate) fn offered(region: &str, zone: &str, instance_type: &str) -> bool {
 /// has capacity or no instance is wanted.
 pub(crate) fn launch_failure(
     capacity: &AwsCapacity,
-    network: &Network,
     region: &str,
     instance_types: &[String],
-    subnets: &[String],
+    zones: &[String],
     capacity_type: &str,
     desired: i64,
 ) -> Option<String> {
     if desired <= 0 || instance_types.is_empty() {
         return None;
     }
-    // Subnets EC2 does not know launch nothing; EKS refuses them before this.
-    let zones = network.subnet_zones(region, subnets).ok()?;
     let out = |zone: &str, t: &str| capacity.stocked_out(zone, t, capacity_type);
     if !zones
         .iter()
@@ -594,46 +592,28 @@ fn describe_instance_types(
     Ok(respond("DescribeInstanceTypes", children))
 }
 
-/// Serves one EC2 query-protocol request: capacity reads here, VPC networking in
-/// `vpc.rs`. The signed region is touched first (its default VPC made, the configured
-/// subnets of `capacity` made real); `eks_subnets` are the subnets EKS has network
-/// interfaces in, which cannot be deleted.
-pub(crate) fn handle(
-    req: &AwsRequest,
-    ctx: &AwsCtx,
-    network: &mut Network,
-    capacity: &AwsCapacity,
-    eks_subnets: &BTreeSet<String>,
-) -> Result<AwsResponse, AwsError> {
-    let params = params(req);
-    let region = req.region.as_str();
-    network.touch(region, capacity);
-    let action = param(&params, "Action").unwrap_or_default();
-    match action {
-        "DescribeInstanceTypeOfferings" => describe_instance_type_offerings(region, &params),
-        "DescribeInstanceTypes" => describe_instance_types(region, &params),
-        "DescribeAvailabilityZones" => describe_availability_zones(region, &params),
-        "" => Err(AwsError::new(
-            400,
-            "MissingAction",
-            "The request must contain the parameter Action",
-        )),
-        other => network
-            .handle(other, region, &params, ctx, eks_subnets)
-            .unwrap_or_else(|| {
-                Err(AwsError::new(
-                    400,
-                    "InvalidAction",
-                    format!("The action {other} is not valid for this web service."),
-                ))
-            }),
-    }
+/// Answers EC2's capacity reads (instance type offerings, instance types, zones);
+/// `None` for any other action, which VPC networking (`vpc.rs`) answers.
+pub(crate) fn capacity_read(
+    action: &str,
+    region: &str,
+    params: &[(String, String)],
+) -> Option<Result<AwsResponse, AwsError>> {
+    Some(match action {
+        "DescribeInstanceTypeOfferings" => describe_instance_type_offerings(region, params),
+        "DescribeInstanceTypes" => describe_instance_types(region, params),
+        "DescribeAvailabilityZones" => describe_availability_zones(region, params),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::aws::vpc::Network;
+    use crate::aws::{AwsCtx, AwsRequest};
     use axum::http::Method;
+    use std::collections::BTreeSet;
 
     fn call(region: &str, body: &str) -> Result<Element, AwsError> {
         call_with(&AwsCapacity::default(), region, body)
@@ -678,7 +658,7 @@ pub(crate) mod tests {
             body.as_bytes(),
         );
         req.region = region.to_string();
-        let resp = handle(&req, &ctx, network, capacity, &BTreeSet::new())?;
+        let resp = crate::aws::ec2_request(&req, &ctx, network, capacity, &BTreeSet::new())?;
         assert_eq!(resp.status, 200);
         let xml = Element::parse(&resp.body).expect("well-formed XML");
         Ok(xml)
@@ -830,7 +810,7 @@ pub(crate) mod tests {
         let capacity = crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": {
             "stockouts": [{"zone": "us-east-1a", "instanceType": "g5.xlarge"}],
             "subnets": {"subnet-a": "us-east-1a", "subnet-b": "us-east-1a", "subnet-c": "us-east-1b"},
-        }}))
+        }}), &crate::quota_names())
         .expect("valid")
         .aws;
         let mut network = Network::default();
@@ -838,12 +818,12 @@ pub(crate) mod tests {
         let g5 = vec!["g5.xlarge".to_string()];
         let one = vec!["subnet-a".to_string()];
         let fails = |types: &[String], subnets: &[String], capacity_type: &str, desired: i64| {
+            let zones = network.subnet_zones("us-east-1", subnets).ok()?;
             launch_failure(
                 &capacity,
-                &network,
                 "us-east-1",
                 types,
-                subnets,
+                &zones,
                 capacity_type,
                 desired,
             )

@@ -15,8 +15,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::iam::{self, Iam};
+use super::instances::{instance_gpus, instance_shape};
 use super::vpc::Network;
-use super::{AwsCtx, AwsError, AwsRequest, AwsResponse, ACCOUNT};
+use super::{due, duration, AwsCtx, AwsError, AwsRequest, AwsResponse, ACCOUNT};
 use crate::capacity::AwsCapacity;
 use crate::k8s::{CloudCluster, NodePoolInfo};
 
@@ -214,20 +215,6 @@ fn kube_key(region: &str, name: &str) -> String {
 /// Seconds since the epoch, as REST-JSON timestamps travel.
 fn epoch(t: DateTime<Utc>) -> Value {
     json!(t.timestamp_millis() as f64 / 1000.0)
-}
-
-/// `secs` of simulated time at the sandbox's scale (and any slow-operations fault).
-pub(super) fn duration(ctx: &AwsCtx, secs: f64) -> chrono::Duration {
-    let ms = secs * 1000.0 * ctx.scale * ctx.faults.slow_factor();
-    if ms.is_finite() && ms > 0.0 {
-        chrono::Duration::milliseconds(ms.round() as i64)
-    } else {
-        chrono::Duration::zero()
-    }
-}
-
-pub(super) fn due(until: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
-    until.is_some_and(|u| now >= u)
 }
 
 fn invalid(message: impl Into<String>) -> AwsError {
@@ -532,78 +519,6 @@ fn merge_scaling(base: &Scaling, v: &Map<String, Value>) -> Result<Scaling, AwsE
         max_size: opt_int(v, "maxSize")?.unwrap_or(base.max_size),
         desired_size: opt_int(v, "desiredSize")?.unwrap_or(base.desired_size),
     })
-}
-
-/// The GPUs an EC2 instance type comes with.
-pub(crate) fn instance_gpus(instance_type: &str) -> Option<i64> {
-    let (family, size) = instance_type.split_once('.')?;
-    let gpus = match (family, size) {
-        ("p3", "2xlarge") => 1,
-        ("p3", "8xlarge") => 4,
-        ("p3", "16xlarge") => 8,
-        ("p3dn", "24xlarge") | ("p4d", "24xlarge") | ("p4de", "24xlarge") => 8,
-        ("p5", "48xlarge") | ("p5e", "48xlarge") | ("p5en", "48xlarge") => 8,
-        ("g4dn", "12xlarge") => 4,
-        ("g4dn", "metal") => 8,
-        ("g4dn", _) => 1,
-        ("g5", "12xlarge" | "24xlarge") => 4,
-        ("g5", "48xlarge") => 8,
-        ("g5", _) => 1,
-        ("g6" | "g6e", "12xlarge" | "24xlarge") => 4,
-        ("g6" | "g6e", "48xlarge") => 8,
-        ("g6" | "g6e", _) => 1,
-        _ => return None,
-    };
-    Some(gpus)
-}
-
-/// vCPUs and memory (MiB) of an EC2 instance type; unknown types count as 2 vCPUs and
-/// 8 GiB.
-pub(crate) fn instance_shape(instance_type: &str) -> (i64, i64) {
-    const GIB: i64 = 1024;
-    let explicit = match instance_type {
-        "t3.micro" => Some((2, 1)),
-        "t3.small" => Some((2, 2)),
-        "t3.medium" => Some((2, 4)),
-        "t3.large" => Some((2, 8)),
-        "t3.xlarge" => Some((4, 16)),
-        "t3.2xlarge" => Some((8, 32)),
-        "p3.2xlarge" => Some((8, 61)),
-        "p3.8xlarge" => Some((32, 244)),
-        "p3.16xlarge" => Some((64, 488)),
-        "p3dn.24xlarge" => Some((96, 768)),
-        "p4d.24xlarge" | "p4de.24xlarge" => Some((96, 1152)),
-        "p5.48xlarge" | "p5e.48xlarge" | "p5en.48xlarge" => Some((192, 2048)),
-        "g4dn.metal" => Some((96, 384)),
-        "g5.48xlarge" | "g6.48xlarge" => Some((192, 768)),
-        _ => None,
-    };
-    if let Some((cpu, gib)) = explicit {
-        return (cpu, gib * GIB);
-    }
-    let Some((family, size)) = instance_type.split_once('.') else {
-        return (2, 8 * GIB);
-    };
-    let cpu = match size {
-        "large" => Some(2),
-        "xlarge" => Some(4),
-        s => s
-            .strip_suffix("xlarge")
-            .and_then(|n| n.parse::<i64>().ok())
-            .map(|n| 4 * n),
-    };
-    // GiB per vCPU by family: general purpose 4, compute 2, memory 8; the GPU families
-    // are general purpose around their GPUs.
-    let per_cpu = match family.chars().next() {
-        Some('m' | 'g') => Some(4),
-        Some('c') => Some(2),
-        Some('r') => Some(8),
-        _ => None,
-    };
-    match (cpu, per_cpu) {
-        (Some(cpu), Some(per)) => (cpu, cpu * per * GIB),
-        _ => (2, 8 * GIB),
-    }
 }
 
 /// A Kubernetes minor version as an EKS API server and its kubelets report it
@@ -1022,6 +937,79 @@ fn assumable(iam: &Iam, which: &str, arn: &str, principal: &str) -> Result<(), A
         )));
     }
     Ok(())
+}
+
+/// A new node group's instance types (`t3.medium` when none), AMI type (the NVIDIA one
+/// when a type has GPUs) and capacity type (`ON_DEMAND` when none), as its create asks.
+fn machines(body: &Map<String, Value>) -> Result<(Vec<String>, String, String), AwsError> {
+    let instance_types = opt_strings(body, "instanceTypes")?
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| vec!["t3.medium".to_string()]);
+    let gpu = instance_types.iter().any(|t| instance_gpus(t).is_some());
+    let ami_type = match opt_str(body, "amiType")? {
+        Some(t) if !AMI_TYPES.contains(&t.as_str()) => {
+            return Err(invalid(format!(
+                "amiType {t} is not one of {}",
+                AMI_TYPES.join(", ")
+            )))
+        }
+        Some(t) => t,
+        None if gpu => "AL2023_x86_64_NVIDIA".to_string(),
+        None => "AL2023_x86_64_STANDARD".to_string(),
+    };
+    let capacity_type = opt_str(body, "capacityType")?.unwrap_or_else(|| "ON_DEMAND".into());
+    if !CAPACITY_TYPES.contains(&capacity_type.as_str()) {
+        return Err(invalid(format!(
+            "capacityType {capacity_type} is not one of {}",
+            CAPACITY_TYPES.join(", ")
+        )));
+    }
+    Ok((instance_types, ami_type, capacity_type))
+}
+
+/// The Auto Scaling group a new node group launches its first instances with.
+struct Launch<'a> {
+    region: &'a str,
+    instance_types: &'a [String],
+    subnets: &'a [String],
+    capacity_type: &'a str,
+    desired: i64,
+}
+
+impl Launch<'_> {
+    /// Why its first instances cannot launch: the vCPU quota (`running` being what the
+    /// region's groups already run), else every zone of its subnets out of capacity.
+    fn failure(&self, around: &Around<'_>, running: &[(String, String, i64)]) -> Option<String> {
+        let capacity = around.capacity;
+        self.instance_types
+            .first()
+            .and_then(|t| {
+                super::servicequotas::launch_failure(
+                    capacity,
+                    self.region,
+                    t,
+                    self.capacity_type,
+                    self.desired,
+                    running,
+                    |t| instance_shape(t).0,
+                )
+            })
+            .or_else(|| {
+                // Subnets EC2 does not know launch nothing; EKS refused them before.
+                let zones = around
+                    .network
+                    .subnet_zones(self.region, self.subnets)
+                    .ok()?;
+                super::ec2::launch_failure(
+                    capacity,
+                    self.region,
+                    self.instance_types,
+                    &zones,
+                    self.capacity_type,
+                    self.desired,
+                )
+            })
+    }
 }
 
 /// What EKS reads of the other emulators: the capacity node groups run into (vCPU
@@ -1481,25 +1469,8 @@ impl Eks {
         ctx: &AwsCtx,
         around: &Around<'_>,
     ) -> Result<AwsResponse, AwsError> {
-        let Around {
-            capacity,
-            network,
-            iam,
-        } = *around;
-        // What the region's node groups already run, for the vCPU quotas their Auto
-        // Scaling groups launch under (a failed group runs nothing).
-        let running: Vec<(String, String, i64)> = self
-            .clusters
-            .iter()
-            .filter(|c| c.region == region)
-            .flat_map(|c| c.nodegroups.iter())
-            .filter(|n| n.status != CREATE_FAILED)
-            .filter_map(|n| {
-                n.instance_types
-                    .first()
-                    .map(|t| (t.clone(), n.capacity_type.clone(), n.scaling.desired_size))
-            })
-            .collect();
+        let Around { network, iam, .. } = *around;
+        let running = self.running(region);
         let i = self.cluster_index(region, cluster)?;
         let body = body_of(req)?;
         let name = req_str(&body, "nodegroupName")?;
@@ -1540,28 +1511,7 @@ impl Eks {
         };
         check_scaling(&scaling)?;
         let launch_template = opt_object(&body, "launchTemplate")?.map(Value::Object);
-        let instance_types = opt_strings(&body, "instanceTypes")?
-            .filter(|t| !t.is_empty())
-            .unwrap_or_else(|| vec!["t3.medium".to_string()]);
-        let gpu = instance_types.iter().any(|t| instance_gpus(t).is_some());
-        let ami_type = match opt_str(&body, "amiType")? {
-            Some(t) if !AMI_TYPES.contains(&t.as_str()) => {
-                return Err(invalid(format!(
-                    "amiType {t} is not one of {}",
-                    AMI_TYPES.join(", ")
-                )))
-            }
-            Some(t) => t,
-            None if gpu => "AL2023_x86_64_NVIDIA".to_string(),
-            None => "AL2023_x86_64_STANDARD".to_string(),
-        };
-        let capacity_type = opt_str(&body, "capacityType")?.unwrap_or_else(|| "ON_DEMAND".into());
-        if !CAPACITY_TYPES.contains(&capacity_type.as_str()) {
-            return Err(invalid(format!(
-                "capacityType {capacity_type} is not one of {}",
-                CAPACITY_TYPES.join(", ")
-            )));
-        }
+        let (instance_types, ami_type, capacity_type) = machines(&body)?;
         let labels = string_map(&body, "labels")?;
         check_labels(&labels)?;
         let taints = parse_taints(body.get("taints"), "taints")?;
@@ -1596,30 +1546,14 @@ impl Eks {
         let launch = if fault.is_some() {
             None
         } else {
-            instance_types
-                .first()
-                .and_then(|t| {
-                    super::servicequotas::launch_failure(
-                        capacity,
-                        region,
-                        t,
-                        &capacity_type,
-                        scaling.desired_size,
-                        &running,
-                        |t| instance_shape(t).0,
-                    )
-                })
-                .or_else(|| {
-                    super::ec2::launch_failure(
-                        capacity,
-                        network,
-                        region,
-                        &instance_types,
-                        &subnets,
-                        &capacity_type,
-                        scaling.desired_size,
-                    )
-                })
+            let group = Launch {
+                region,
+                instance_types: &instance_types,
+                subnets: &subnets,
+                capacity_type: &capacity_type,
+                desired: scaling.desired_size,
+            };
+            group.failure(around, &running)
         };
         let failure_code = launch
             .as_ref()
@@ -1658,6 +1592,23 @@ impl Eks {
         let rendered = record.render(region, cluster);
         c.nodegroups.push(record);
         Ok(ok(json!({"nodegroup": rendered})))
+    }
+
+    /// What the region's node groups already run (first instance type, capacity type,
+    /// desired size), for the vCPU quotas their Auto Scaling groups launch under (a failed
+    /// group runs nothing).
+    fn running(&self, region: &str) -> Vec<(String, String, i64)> {
+        self.clusters
+            .iter()
+            .filter(|c| c.region == region)
+            .flat_map(|c| c.nodegroups.iter())
+            .filter(|n| n.status != CREATE_FAILED)
+            .filter_map(|n| {
+                n.instance_types
+                    .first()
+                    .map(|t| (t.clone(), n.capacity_type.clone(), n.scaling.desired_size))
+            })
+            .collect()
     }
 
     fn list_nodegroups(
@@ -2605,7 +2556,7 @@ mod tests {
                 "subnet-eb": "eu-west-1b",
             });
         }
-        crate::capacity::CapacitySpec::from_json(json!({"aws": spec}))
+        crate::capacity::CapacitySpec::from_json(json!({"aws": spec}), &crate::quota_names())
             .expect("valid capacity")
             .aws
     }

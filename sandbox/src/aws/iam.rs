@@ -187,6 +187,37 @@ const TRUST_ACTIONS: &[&str] = &[
 fn check_policy(text: &str, kind: PolicyKind) -> Result<Value, AwsError> {
     let doc: Value =
         serde_json::from_str(text).map_err(|_| malformed("This policy contains invalid Json"))?;
+    let list = check_syntax(&doc)?;
+    // The grammar comes first: a malformed document of the old version is reported as
+    // malformed, not as old.
+    if doc.get("Version").and_then(Value::as_str) != Some("2012-10-17") {
+        return Err(malformed(
+            "Policy document must be version 2012-10-17 or greater.",
+        ));
+    }
+    check_unique_sids(&list)?;
+    for s in &list {
+        check_actions_and_resources(s)?;
+    }
+    match kind {
+        PolicyKind::Trust => check_trust_statements(&list)?,
+        PolicyKind::Permissions => check_permission_statements(&list)?,
+    }
+    Ok(doc)
+}
+
+/// A policy element that may be one string or a list of strings.
+fn string_or_strings(v: &Value) -> bool {
+    match v {
+        Value::String(_) => true,
+        Value::Array(items) => items.iter().all(Value::is_string),
+        _ => false,
+    }
+}
+
+/// The grammar step of [`check_policy`]: the document's top-level elements and every
+/// statement's; the statements when all are well-formed.
+fn check_syntax(doc: &Value) -> Result<Vec<&Value>, AwsError> {
     let syntax = || malformed("Syntax errors in policy.");
     let Some(top) = doc.as_object() else {
         return Err(syntax());
@@ -202,62 +233,64 @@ fn check_policy(text: &str, kind: PolicyKind) -> Result<Value, AwsError> {
     if top.get("Id").is_some_and(|id| !id.is_string()) {
         return Err(syntax());
     }
-    let list = statements(&doc);
+    let list = statements(doc);
     if list.is_empty() {
         return Err(syntax());
     }
-    let string_or_strings = |v: &Value| match v {
-        Value::String(_) => true,
-        Value::Array(items) => items.iter().all(Value::is_string),
-        _ => false,
+    for s in &list {
+        check_statement_syntax(s)?;
+    }
+    Ok(list)
+}
+
+/// The grammar of one statement: known elements of the right types, and principals of
+/// the kinds IAM recognises.
+fn check_statement_syntax(s: &Value) -> Result<(), AwsError> {
+    let syntax = || malformed("Syntax errors in policy.");
+    let Some(obj) = s.as_object() else {
+        return Err(syntax());
     };
-    for s in &list {
-        let Some(obj) = s.as_object() else {
-            return Err(syntax());
-        };
-        if obj
-            .keys()
-            .any(|k| !STATEMENT_ELEMENTS.contains(&k.as_str()))
-            || (obj.contains_key("Action") && obj.contains_key("NotAction"))
-            || (obj.contains_key("Resource") && obj.contains_key("NotResource"))
-            || !matches!(
-                obj.get("Effect").and_then(Value::as_str),
-                Some("Allow" | "Deny")
-            )
-            || obj.get("Sid").is_some_and(|v| !v.is_string())
-            || obj.get("Condition").is_some_and(|v| !v.is_object())
-        {
+    if obj
+        .keys()
+        .any(|k| !STATEMENT_ELEMENTS.contains(&k.as_str()))
+        || (obj.contains_key("Action") && obj.contains_key("NotAction"))
+        || (obj.contains_key("Resource") && obj.contains_key("NotResource"))
+        || !matches!(
+            obj.get("Effect").and_then(Value::as_str),
+            Some("Allow" | "Deny")
+        )
+        || obj.get("Sid").is_some_and(|v| !v.is_string())
+        || obj.get("Condition").is_some_and(|v| !v.is_object())
+    {
+        return Err(syntax());
+    }
+    for key in ["Action", "NotAction", "Resource", "NotResource"] {
+        if obj.get(key).is_some_and(|v| !string_or_strings(v)) {
             return Err(syntax());
         }
-        for key in ["Action", "NotAction", "Resource", "NotResource"] {
-            if obj.get(key).is_some_and(|v| !string_or_strings(v)) {
-                return Err(syntax());
-            }
-        }
-        for key in ["Principal", "NotPrincipal"] {
-            if let Some(p) = obj.get(key) {
-                let ok = p == "*"
-                    || p.as_object().is_some_and(|m| {
-                        !m.is_empty()
-                            && m.iter().all(|(k, v)| {
-                                ["AWS", "Service", "Federated", "CanonicalUser"]
-                                    .contains(&k.as_str())
-                                    && string_or_strings(v)
-                            })
-                    });
-                if !ok {
-                    return Err(malformed("Invalid principal in policy"));
-                }
+    }
+    for key in ["Principal", "NotPrincipal"] {
+        if let Some(p) = obj.get(key) {
+            let ok = p == "*"
+                || p.as_object().is_some_and(|m| {
+                    !m.is_empty()
+                        && m.iter().all(|(k, v)| {
+                            ["AWS", "Service", "Federated", "CanonicalUser"].contains(&k.as_str())
+                                && string_or_strings(v)
+                        })
+                });
+            if !ok {
+                return Err(malformed("Invalid principal in policy"));
             }
         }
     }
-    if top.get("Version").and_then(Value::as_str) != Some("2012-10-17") {
-        return Err(malformed(
-            "Policy document must be version 2012-10-17 or greater.",
-        ));
-    }
+    Ok(())
+}
+
+/// Statement ids, where given, are unique within the document.
+fn check_unique_sids(list: &[&Value]) -> Result<(), AwsError> {
     let mut sids: Vec<&str> = Vec::new();
-    for s in &list {
+    for s in list {
         if let Some(sid) = s["Sid"].as_str().filter(|s| !s.is_empty()) {
             if sids.contains(&sid) {
                 return Err(malformed(
@@ -267,79 +300,89 @@ fn check_policy(text: &str, kind: PolicyKind) -> Result<Value, AwsError> {
             sids.push(sid);
         }
     }
-    for s in &list {
-        let actions: Vec<&str> = strings(&s["Action"])
-            .into_iter()
-            .chain(strings(&s["NotAction"]))
-            .collect();
-        if actions.is_empty() {
-            return Err(malformed("Policy statement must contain actions."));
-        }
-        for a in &actions {
-            let parts: Vec<&str> = a.split(':').collect();
-            match parts.as_slice() {
-                ["*"] => {}
-                [_] => return Err(malformed(
+    Ok(())
+}
+
+/// One statement's actions (present, each `vendor:action` or `*`) and resources (each
+/// an ARN or `*`).
+fn check_actions_and_resources(s: &Value) -> Result<(), AwsError> {
+    let actions: Vec<&str> = strings(&s["Action"])
+        .into_iter()
+        .chain(strings(&s["NotAction"]))
+        .collect();
+    if actions.is_empty() {
+        return Err(malformed("Policy statement must contain actions."));
+    }
+    for a in &actions {
+        let parts: Vec<&str> = a.split(':').collect();
+        match parts.as_slice() {
+            ["*"] => {}
+            [_] => {
+                return Err(malformed(
                     "Actions/Conditions must be prefaced by a vendor, e.g., iam, sdb, ec2, etc.",
-                )),
-                [vendor, _] => {
-                    if *vendor != "*"
-                        && !vendor
-                            .chars()
-                            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
-                    {
-                        return Err(malformed(format!("Vendor {vendor} is not valid")));
-                    }
-                }
-                _ => return Err(malformed("Actions/Condition can contain only one colon.")),
+                ))
             }
+            [vendor, _] => {
+                if *vendor != "*"
+                    && !vendor
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.')
+                {
+                    return Err(malformed(format!("Vendor {vendor} is not valid")));
+                }
+            }
+            _ => return Err(malformed("Actions/Condition can contain only one colon.")),
         }
-        for r in strings(&s["Resource"])
+    }
+    for r in strings(&s["Resource"])
+        .into_iter()
+        .chain(strings(&s["NotResource"]))
+    {
+        if r != "*" && !r.starts_with("arn:") {
+            return Err(malformed(format!(
+                "Resource {r} must be in ARN format or \"*\"."
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The rules of a trust policy: only `sts:` assume actions, a principal, no resource.
+fn check_trust_statements(list: &[&Value]) -> Result<(), AwsError> {
+    for s in list {
+        if strings(&s["Action"])
+            .iter()
+            .any(|a| !TRUST_ACTIONS.contains(a))
+        {
+            return Err(malformed(
+                "Trust Policy statement actions can only be sts:AssumeRole, sts:AssumeRoleWithSAML,  and sts:AssumeRoleWithWebIdentity",
+            ));
+        }
+        if s.get("Resource").is_some() || s.get("NotResource").is_some() {
+            return Err(malformed("Has prohibited field Resource."));
+        }
+        if s.get("Principal").is_none() && s.get("NotPrincipal").is_none() {
+            return Err(malformed("Missing required field Principal."));
+        }
+    }
+    Ok(())
+}
+
+/// The rules of a permissions policy: resources, and no principal.
+fn check_permission_statements(list: &[&Value]) -> Result<(), AwsError> {
+    for s in list {
+        if s.get("Principal").is_some() || s.get("NotPrincipal").is_some() {
+            return Err(malformed("Policy document should not specify a principal."));
+        }
+        let resources: Vec<&str> = strings(&s["Resource"])
             .into_iter()
             .chain(strings(&s["NotResource"]))
-        {
-            if r != "*" && !r.starts_with("arn:") {
-                return Err(malformed(format!(
-                    "Resource {r} must be in ARN format or \"*\"."
-                )));
-            }
+            .collect();
+        if resources.is_empty() {
+            return Err(malformed("Policy statement must contain resources."));
         }
     }
-    match kind {
-        PolicyKind::Trust => {
-            for s in &list {
-                if strings(&s["Action"])
-                    .iter()
-                    .any(|a| !TRUST_ACTIONS.contains(a))
-                {
-                    return Err(malformed(
-                        "Trust Policy statement actions can only be sts:AssumeRole, sts:AssumeRoleWithSAML,  and sts:AssumeRoleWithWebIdentity",
-                    ));
-                }
-                if s.get("Resource").is_some() || s.get("NotResource").is_some() {
-                    return Err(malformed("Has prohibited field Resource."));
-                }
-                if s.get("Principal").is_none() && s.get("NotPrincipal").is_none() {
-                    return Err(malformed("Missing required field Principal."));
-                }
-            }
-        }
-        PolicyKind::Permissions => {
-            for s in &list {
-                if s.get("Principal").is_some() || s.get("NotPrincipal").is_some() {
-                    return Err(malformed("Policy document should not specify a principal."));
-                }
-                let resources: Vec<&str> = strings(&s["Resource"])
-                    .into_iter()
-                    .chain(strings(&s["NotResource"]))
-                    .collect();
-                if resources.is_empty() {
-                    return Err(malformed("Policy statement must contain resources."));
-                }
-            }
-        }
-    }
-    Ok(doc)
+    Ok(())
 }
 
 // ---------------------------------------------------------------- validation
@@ -723,303 +766,28 @@ impl Iam {
     ) -> Result<AwsResponse, AwsError> {
         let p = params(req);
         let action = param(&p, "Action").unwrap_or_default().to_string();
-        let result = |children: Vec<Element>| Ok(respond(XMLNS, &action, Some(children)));
-        let done = || Ok(respond(XMLNS, &action, None));
+        let result = |children: Vec<Element>| respond(XMLNS, &action, Some(children));
+        let done = |(): ()| respond(XMLNS, &action, None);
         match action.as_str() {
-            "CreateRole" => {
-                let name = check_name(&p, "RoleName", 64)?;
-                let path = param(&p, "Path").unwrap_or("/");
-                check_path(path, "path")?;
-                let document = required(&p, "AssumeRolePolicyDocument")?;
-                let trust = check_policy(document, PolicyKind::Trust)?;
-                let description = description(&p)?;
-                let max = max_session_duration(&p)?.unwrap_or(3600);
-                let tags = tags(&p)?;
-                if self.index(name).is_ok() {
-                    return Err(AwsError::new(
-                        409,
-                        "EntityAlreadyExists",
-                        format!("Role with name {name} already exists."),
-                    ));
-                }
-                let role = Role {
-                    name: name.to_string(),
-                    path: path.to_string(),
-                    id: unique_id("AROA", None),
-                    arn: format!("arn:aws:iam::{ACCOUNT}:role{path}{name}"),
-                    created: now,
-                    trust_document: document.to_string(),
-                    trust,
-                    description,
-                    max_session_duration: max,
-                    tags,
-                    attached: Vec::new(),
-                    inline: BTreeMap::new(),
-                    configured: false,
-                };
-                let element = role.element("Role", true);
-                self.roles.push(role);
-                result(vec![element])
-            }
-            "GetRole" => {
-                let name = required(&p, "RoleName")?;
-                let role = &self.roles[self.index(name)?];
-                result(vec![role
-                    .element("Role", true)
-                    .with(Element::new("RoleLastUsed"))])
-            }
-            "DeleteRole" => {
-                let name = required(&p, "RoleName")?;
-                let i = self.index(name)?;
-                let role = &self.roles[i];
-                if !role.attached.is_empty() {
-                    return Err(AwsError::new(
-                        409,
-                        "DeleteConflict",
-                        "Cannot delete entity, must detach all policies first.",
-                    ));
-                }
-                if !role.inline.is_empty() {
-                    return Err(AwsError::new(
-                        409,
-                        "DeleteConflict",
-                        "Cannot delete entity, must delete policies first.",
-                    ));
-                }
-                self.roles.remove(i);
-                done()
-            }
-            "UpdateRole" => {
-                let name = required(&p, "RoleName")?;
-                let i = self.index(name)?;
-                let description = description(&p)?;
-                let max = max_session_duration(&p)?;
-                let role = &mut self.roles[i];
-                if let Some(d) = description {
-                    role.description = Some(d);
-                }
-                if let Some(m) = max {
-                    role.max_session_duration = m;
-                }
-                result(Vec::new())
-            }
-            "UpdateAssumeRolePolicy" => {
-                let name = required(&p, "RoleName")?;
-                let document = required(&p, "PolicyDocument")?;
-                let i = self.index(name)?;
-                let trust = check_policy(document, PolicyKind::Trust)?;
-                let role = &mut self.roles[i];
-                role.trust_document = document.to_string();
-                role.trust = trust;
-                done()
-            }
-            "TagRole" => {
-                let name = required(&p, "RoleName")?;
-                let i = self.index(name)?;
-                let given = tags(&p)?;
-                let role = &mut self.roles[i];
-                let mut merged = role.tags.clone();
-                for (k, v) in given {
-                    match merged
-                        .iter_mut()
-                        .find(|(have, _)| have.eq_ignore_ascii_case(&k))
-                    {
-                        Some(entry) => entry.1 = v,
-                        None => merged.push((k, v)),
-                    }
-                }
-                if merged.len() > MAX_TAGS {
-                    return Err(AwsError::new(
-                        409,
-                        "LimitExceeded",
-                        "The number of tags has reached the maximum limit.",
-                    ));
-                }
-                role.tags = merged;
-                done()
-            }
-            "UntagRole" => {
-                let name = required(&p, "RoleName")?;
-                let i = self.index(name)?;
-                let keys = list(&p, "TagKeys.member");
-                self.roles[i]
-                    .tags
-                    .retain(|(k, _)| !keys.iter().any(|g| g.eq_ignore_ascii_case(k)));
-                done()
-            }
-            "ListRoleTags" => {
-                let name = required(&p, "RoleName")?;
-                let role = &self.roles[self.index(name)?];
-                let (items, next) = page(&p, &role.tags)?;
-                let items = items
-                    .iter()
-                    .map(|(k, v)| {
-                        Element::new("member")
-                            .with(Element::leaf("Key", k))
-                            .with(Element::leaf("Value", v))
-                    })
-                    .collect();
-                result(paged("Tags", items, next))
-            }
-            "ListRoles" => {
-                let prefix = param(&p, "PathPrefix").unwrap_or("/");
-                let mut roles: Vec<&Role> = self
-                    .roles
-                    .iter()
-                    .filter(|r| r.path.starts_with(prefix))
-                    .collect();
-                roles.sort_by(|a, b| {
-                    a.name
-                        .to_ascii_lowercase()
-                        .cmp(&b.name.to_ascii_lowercase())
-                });
-                let (items, next) = page(&p, &roles)?;
-                let items = items.iter().map(|r| r.element("member", false)).collect();
-                result(paged("Roles", items, next))
-            }
-            "AttachRolePolicy" => {
-                let name = required(&p, "RoleName")?;
-                let arn = required(&p, "PolicyArn")?;
-                check_policy_arn(arn)?;
-                let i = self.index(name)?;
-                if managed_policy(arn).is_none() {
-                    return Err(no_policy(arn));
-                }
-                let role = &mut self.roles[i];
-                if !role.attached.iter().any(|a| a == arn) {
-                    if role.attached.len() >= MAX_ATTACHED {
-                        return Err(AwsError::new(
-                            409,
-                            "LimitExceeded",
-                            format!("Cannot exceed quota for PoliciesPerRole: {MAX_ATTACHED}"),
-                        ));
-                    }
-                    role.attached.push(arn.to_string());
-                }
-                done()
-            }
-            "DetachRolePolicy" => {
-                let name = required(&p, "RoleName")?;
-                let arn = required(&p, "PolicyArn")?;
-                check_policy_arn(arn)?;
-                let i = self.index(name)?;
-                let role = &mut self.roles[i];
-                let Some(at) = role.attached.iter().position(|a| a == arn) else {
-                    return Err(AwsError::new(
-                        404,
-                        "NoSuchEntity",
-                        format!("Policy {arn} was not found."),
-                    ));
-                };
-                role.attached.remove(at);
-                done()
-            }
-            "ListAttachedRolePolicies" => {
-                let name = required(&p, "RoleName")?;
-                let prefix = param(&p, "PathPrefix").unwrap_or("/");
-                let role = &self.roles[self.index(name)?];
-                let attached: Vec<(&str, &ManagedPolicy)> = role
-                    .attached
-                    .iter()
-                    .filter_map(|a| managed_policy(a))
-                    .filter(|(_, m)| m.path.starts_with(prefix))
-                    .collect();
-                let (items, next) = page(&p, &attached)?;
-                let items = items
-                    .iter()
-                    .map(|(n, m)| {
-                        Element::new("member")
-                            .with(Element::leaf("PolicyName", *n))
-                            .with(Element::leaf("PolicyArn", managed_arn(n, m)))
-                    })
-                    .collect();
-                result(paged("AttachedPolicies", items, next))
-            }
-            "PutRolePolicy" => {
-                let name = required(&p, "RoleName")?;
-                let policy = check_name(&p, "PolicyName", 128)?;
-                let document = required(&p, "PolicyDocument")?;
-                let i = self.index(name)?;
-                check_policy(document, PolicyKind::Permissions)?;
-                self.roles[i]
-                    .inline
-                    .insert(policy.to_string(), document.to_string());
-                done()
-            }
-            "GetRolePolicy" | "DeleteRolePolicy" => {
-                let name = required(&p, "RoleName")?;
-                let policy = required(&p, "PolicyName")?;
-                let i = self.index(name)?;
-                let role = &mut self.roles[i];
-                let missing = || {
-                    AwsError::new(
-                        404,
-                        "NoSuchEntity",
-                        format!("The role policy with name {policy} cannot be found."),
-                    )
-                };
-                if action == "DeleteRolePolicy" {
-                    role.inline.remove(policy).ok_or_else(missing)?;
-                    return done();
-                }
-                let document = role.inline.get(policy).ok_or_else(missing)?;
-                result(vec![
-                    Element::leaf("RoleName", &role.name),
-                    Element::leaf("PolicyName", policy),
-                    Element::leaf("PolicyDocument", percent_encode(document)),
-                ])
-            }
-            "ListRolePolicies" => {
-                let name = required(&p, "RoleName")?;
-                let role = &self.roles[self.index(name)?];
-                let names: Vec<&String> = role.inline.keys().collect();
-                let (items, next) = page(&p, &names)?;
-                let items = items.iter().map(|n| Element::leaf("member", *n)).collect();
-                result(paged("PolicyNames", items, next))
-            }
-            // The sandbox makes no instance profiles (no EC2 instances are launched
-            // outside node groups): a role is in none, as a new role is on AWS.
-            "ListInstanceProfilesForRole" => {
-                let name = required(&p, "RoleName")?;
-                self.index(name)?;
-                let none: Vec<&String> = Vec::new();
-                let (items, next) = page(&p, &none)?;
-                let items = items.iter().map(|n| Element::leaf("member", *n)).collect();
-                result(paged("InstanceProfiles", items, next))
-            }
-            "GetPolicy" => {
-                let arn = required(&p, "PolicyArn")?;
-                check_policy_arn(arn)?;
-                let (name, policy) = managed_policy(arn).ok_or_else(|| {
-                    AwsError::new(404, "NoSuchEntity", format!("Policy {arn} was not found."))
-                })?;
-                result(vec![policy_element(name, policy, self.attachments(arn))])
-            }
-            "GetPolicyVersion" => {
-                let arn = required(&p, "PolicyArn")?;
-                let version = required(&p, "VersionId")?;
-                check_policy_arn(arn)?;
-                let (_, policy) = managed_policy(arn)
-                    .filter(|(_, m)| m.version == version)
-                    .ok_or_else(|| {
-                        AwsError::new(
-                            404,
-                            "NoSuchEntity",
-                            format!("Policy {arn} version {version} does not exist or is not attachable."),
-                        )
-                    })?;
-                result(vec![Element::new("PolicyVersion")
-                    .with(Element::leaf(
-                        "Document",
-                        percent_encode(&policy.document.to_string()),
-                    ))
-                    .with(Element::leaf("VersionId", &policy.version))
-                    .with(Element::leaf("IsDefaultVersion", "true"))
-                    .with(Element::leaf(
-                        "CreateDate",
-                        catalog_date(&policy.updated),
-                    ))])
-            }
+            "CreateRole" => self.create_role(&p, now).map(result),
+            "GetRole" => self.get_role(&p).map(result),
+            "DeleteRole" => self.delete_role(&p).map(done),
+            "UpdateRole" => self.update_role(&p).map(|()| result(Vec::new())),
+            "UpdateAssumeRolePolicy" => self.update_assume_role_policy(&p).map(done),
+            "TagRole" => self.tag_role(&p).map(done),
+            "UntagRole" => self.untag_role(&p).map(done),
+            "ListRoleTags" => self.list_role_tags(&p).map(result),
+            "ListRoles" => self.list_roles(&p).map(result),
+            "AttachRolePolicy" => self.attach_role_policy(&p).map(done),
+            "DetachRolePolicy" => self.detach_role_policy(&p).map(done),
+            "ListAttachedRolePolicies" => self.list_attached_role_policies(&p).map(result),
+            "PutRolePolicy" => self.put_role_policy(&p).map(done),
+            "GetRolePolicy" => self.get_role_policy(&p).map(result),
+            "DeleteRolePolicy" => self.delete_role_policy(&p).map(done),
+            "ListRolePolicies" => self.list_role_policies(&p).map(result),
+            "ListInstanceProfilesForRole" => self.list_instance_profiles_for_role(&p).map(result),
+            "GetPolicy" => self.get_policy(&p).map(result),
+            "GetPolicyVersion" => get_policy_version(&p).map(result),
             "" => Err(AwsError::new(
                 400,
                 "MissingAction",
@@ -1032,6 +800,371 @@ impl Iam {
             )),
         }
     }
+
+    /// CreateRole: every parameter is checked before the name is looked up, so a bad
+    /// request is refused as bad even when the role exists.
+    fn create_role(
+        &mut self,
+        p: &[(String, String)],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<Element>, AwsError> {
+        let name = check_name(p, "RoleName", 64)?;
+        let path = param(p, "Path").unwrap_or("/");
+        check_path(path, "path")?;
+        let document = required(p, "AssumeRolePolicyDocument")?;
+        let trust = check_policy(document, PolicyKind::Trust)?;
+        let description = description(p)?;
+        let max = max_session_duration(p)?.unwrap_or(3600);
+        let tags = tags(p)?;
+        if self.index(name).is_ok() {
+            return Err(AwsError::new(
+                409,
+                "EntityAlreadyExists",
+                format!("Role with name {name} already exists."),
+            ));
+        }
+        let role = Role {
+            name: name.to_string(),
+            path: path.to_string(),
+            id: unique_id("AROA", None),
+            arn: format!("arn:aws:iam::{ACCOUNT}:role{path}{name}"),
+            created: now,
+            trust_document: document.to_string(),
+            trust,
+            description,
+            max_session_duration: max,
+            tags,
+            attached: Vec::new(),
+            inline: BTreeMap::new(),
+            configured: false,
+        };
+        let element = role.element("Role", true);
+        self.roles.push(role);
+        Ok(vec![element])
+    }
+
+    /// GetRole: the role with its tags, and an empty `RoleLastUsed` (nothing here
+    /// assumes roles).
+    fn get_role(&self, p: &[(String, String)]) -> Result<Vec<Element>, AwsError> {
+        let name = required(p, "RoleName")?;
+        let role = &self.roles[self.index(name)?];
+        Ok(vec![role
+            .element("Role", true)
+            .with(Element::new("RoleLastUsed"))])
+    }
+
+    /// DeleteRole: refused while managed policies are attached or inline ones remain.
+    fn delete_role(&mut self, p: &[(String, String)]) -> Result<(), AwsError> {
+        let name = required(p, "RoleName")?;
+        let i = self.index(name)?;
+        let role = &self.roles[i];
+        if !role.attached.is_empty() {
+            return Err(AwsError::new(
+                409,
+                "DeleteConflict",
+                "Cannot delete entity, must detach all policies first.",
+            ));
+        }
+        if !role.inline.is_empty() {
+            return Err(AwsError::new(
+                409,
+                "DeleteConflict",
+                "Cannot delete entity, must delete policies first.",
+            ));
+        }
+        self.roles.remove(i);
+        Ok(())
+    }
+
+    /// UpdateRole: the description and maximum session duration, each only when given.
+    fn update_role(&mut self, p: &[(String, String)]) -> Result<(), AwsError> {
+        let name = required(p, "RoleName")?;
+        let i = self.index(name)?;
+        let description = description(p)?;
+        let max = max_session_duration(p)?;
+        let role = &mut self.roles[i];
+        if let Some(d) = description {
+            role.description = Some(d);
+        }
+        if let Some(m) = max {
+            role.max_session_duration = m;
+        }
+        Ok(())
+    }
+
+    /// UpdateAssumeRolePolicy: a new trust policy, checked as CreateRole checks it.
+    fn update_assume_role_policy(&mut self, p: &[(String, String)]) -> Result<(), AwsError> {
+        let name = required(p, "RoleName")?;
+        let document = required(p, "PolicyDocument")?;
+        let i = self.index(name)?;
+        let trust = check_policy(document, PolicyKind::Trust)?;
+        let role = &mut self.roles[i];
+        role.trust_document = document.to_string();
+        role.trust = trust;
+        Ok(())
+    }
+
+    /// TagRole: tags merged into the role's, keys compared without regard to case; the
+    /// role keeps its tags when the merge would pass the limit.
+    fn tag_role(&mut self, p: &[(String, String)]) -> Result<(), AwsError> {
+        let name = required(p, "RoleName")?;
+        let i = self.index(name)?;
+        let given = tags(p)?;
+        let role = &mut self.roles[i];
+        let mut merged = role.tags.clone();
+        for (k, v) in given {
+            match merged
+                .iter_mut()
+                .find(|(have, _)| have.eq_ignore_ascii_case(&k))
+            {
+                Some(entry) => entry.1 = v,
+                None => merged.push((k, v)),
+            }
+        }
+        if merged.len() > MAX_TAGS {
+            return Err(AwsError::new(
+                409,
+                "LimitExceeded",
+                "The number of tags has reached the maximum limit.",
+            ));
+        }
+        role.tags = merged;
+        Ok(())
+    }
+
+    /// UntagRole: keys the role does not have are no error.
+    fn untag_role(&mut self, p: &[(String, String)]) -> Result<(), AwsError> {
+        let name = required(p, "RoleName")?;
+        let i = self.index(name)?;
+        let keys = list(p, "TagKeys.member");
+        self.roles[i]
+            .tags
+            .retain(|(k, _)| !keys.iter().any(|g| g.eq_ignore_ascii_case(k)));
+        Ok(())
+    }
+
+    /// ListRoleTags: one page of the role's tags.
+    fn list_role_tags(&self, p: &[(String, String)]) -> Result<Vec<Element>, AwsError> {
+        let name = required(p, "RoleName")?;
+        let role = &self.roles[self.index(name)?];
+        let (items, next) = page(p, &role.tags)?;
+        let items = items
+            .iter()
+            .map(|(k, v)| {
+                Element::new("member")
+                    .with(Element::leaf("Key", k))
+                    .with(Element::leaf("Value", v))
+            })
+            .collect();
+        Ok(paged("Tags", items, next))
+    }
+
+    /// ListRoles: one page of the roles under `PathPrefix`, by name without regard to
+    /// case.
+    fn list_roles(&self, p: &[(String, String)]) -> Result<Vec<Element>, AwsError> {
+        let prefix = param(p, "PathPrefix").unwrap_or("/");
+        let mut roles: Vec<&Role> = self
+            .roles
+            .iter()
+            .filter(|r| r.path.starts_with(prefix))
+            .collect();
+        roles.sort_by(|a, b| {
+            a.name
+                .to_ascii_lowercase()
+                .cmp(&b.name.to_ascii_lowercase())
+        });
+        let (items, next) = page(p, &roles)?;
+        let items = items.iter().map(|r| r.element("member", false)).collect();
+        Ok(paged("Roles", items, next))
+    }
+
+    /// AttachRolePolicy: a catalog policy, once (attaching it again changes nothing),
+    /// within the role's quota.
+    fn attach_role_policy(&mut self, p: &[(String, String)]) -> Result<(), AwsError> {
+        let name = required(p, "RoleName")?;
+        let arn = required(p, "PolicyArn")?;
+        check_policy_arn(arn)?;
+        let i = self.index(name)?;
+        if managed_policy(arn).is_none() {
+            return Err(no_policy(arn));
+        }
+        let role = &mut self.roles[i];
+        if !role.attached.iter().any(|a| a == arn) {
+            if role.attached.len() >= MAX_ATTACHED {
+                return Err(AwsError::new(
+                    409,
+                    "LimitExceeded",
+                    format!("Cannot exceed quota for PoliciesPerRole: {MAX_ATTACHED}"),
+                ));
+            }
+            role.attached.push(arn.to_string());
+        }
+        Ok(())
+    }
+
+    /// DetachRolePolicy: a policy that is not attached is an error.
+    fn detach_role_policy(&mut self, p: &[(String, String)]) -> Result<(), AwsError> {
+        let name = required(p, "RoleName")?;
+        let arn = required(p, "PolicyArn")?;
+        check_policy_arn(arn)?;
+        let i = self.index(name)?;
+        let role = &mut self.roles[i];
+        let Some(at) = role.attached.iter().position(|a| a == arn) else {
+            return Err(AwsError::new(
+                404,
+                "NoSuchEntity",
+                format!("Policy {arn} was not found."),
+            ));
+        };
+        role.attached.remove(at);
+        Ok(())
+    }
+
+    /// ListAttachedRolePolicies: one page of the role's managed policies under
+    /// `PathPrefix`, in attachment order.
+    fn list_attached_role_policies(
+        &self,
+        p: &[(String, String)],
+    ) -> Result<Vec<Element>, AwsError> {
+        let name = required(p, "RoleName")?;
+        let prefix = param(p, "PathPrefix").unwrap_or("/");
+        let role = &self.roles[self.index(name)?];
+        let attached: Vec<(&str, &ManagedPolicy)> = role
+            .attached
+            .iter()
+            .filter_map(|a| managed_policy(a))
+            .filter(|(_, m)| m.path.starts_with(prefix))
+            .collect();
+        let (items, next) = page(p, &attached)?;
+        let items = items
+            .iter()
+            .map(|(n, m)| {
+                Element::new("member")
+                    .with(Element::leaf("PolicyName", *n))
+                    .with(Element::leaf("PolicyArn", managed_arn(n, m)))
+            })
+            .collect();
+        Ok(paged("AttachedPolicies", items, next))
+    }
+
+    /// PutRolePolicy: an inline permissions policy, added or replaced.
+    fn put_role_policy(&mut self, p: &[(String, String)]) -> Result<(), AwsError> {
+        let name = required(p, "RoleName")?;
+        let policy = check_name(p, "PolicyName", 128)?;
+        let document = required(p, "PolicyDocument")?;
+        let i = self.index(name)?;
+        check_policy(document, PolicyKind::Permissions)?;
+        self.roles[i]
+            .inline
+            .insert(policy.to_string(), document.to_string());
+        Ok(())
+    }
+
+    /// The role and inline policy name GetRolePolicy and DeleteRolePolicy address: the
+    /// role's index and the policy name.
+    fn role_policy<'a>(&self, p: &'a [(String, String)]) -> Result<(usize, &'a str), AwsError> {
+        let name = required(p, "RoleName")?;
+        let policy = required(p, "PolicyName")?;
+        let i = self.index(name)?;
+        Ok((i, policy))
+    }
+
+    /// GetRolePolicy: the inline policy's document, URL-encoded as IAM returns it.
+    fn get_role_policy(&self, p: &[(String, String)]) -> Result<Vec<Element>, AwsError> {
+        let (i, policy) = self.role_policy(p)?;
+        let role = &self.roles[i];
+        let document = role
+            .inline
+            .get(policy)
+            .ok_or_else(|| no_role_policy(policy))?;
+        Ok(vec![
+            Element::leaf("RoleName", &role.name),
+            Element::leaf("PolicyName", policy),
+            Element::leaf("PolicyDocument", percent_encode(document)),
+        ])
+    }
+
+    /// DeleteRolePolicy: an inline policy the role does not have is an error.
+    fn delete_role_policy(&mut self, p: &[(String, String)]) -> Result<(), AwsError> {
+        let (i, policy) = self.role_policy(p)?;
+        self.roles[i]
+            .inline
+            .remove(policy)
+            .ok_or_else(|| no_role_policy(policy))?;
+        Ok(())
+    }
+
+    /// ListRolePolicies: one page of the role's inline policy names.
+    fn list_role_policies(&self, p: &[(String, String)]) -> Result<Vec<Element>, AwsError> {
+        let name = required(p, "RoleName")?;
+        let role = &self.roles[self.index(name)?];
+        let names: Vec<&String> = role.inline.keys().collect();
+        let (items, next) = page(p, &names)?;
+        let items = items.iter().map(|n| Element::leaf("member", *n)).collect();
+        Ok(paged("PolicyNames", items, next))
+    }
+
+    /// ListInstanceProfilesForRole: always an empty page. The sandbox makes no instance
+    /// profiles (no EC2 instances are launched outside node groups): a role is in none,
+    /// as a new role is on AWS.
+    fn list_instance_profiles_for_role(
+        &self,
+        p: &[(String, String)],
+    ) -> Result<Vec<Element>, AwsError> {
+        let name = required(p, "RoleName")?;
+        self.index(name)?;
+        let none: Vec<&String> = Vec::new();
+        let (items, next) = page(p, &none)?;
+        let items = items.iter().map(|n| Element::leaf("member", *n)).collect();
+        Ok(paged("InstanceProfiles", items, next))
+    }
+
+    /// GetPolicy: a catalog policy, with how many roles have it attached.
+    fn get_policy(&self, p: &[(String, String)]) -> Result<Vec<Element>, AwsError> {
+        let arn = required(p, "PolicyArn")?;
+        check_policy_arn(arn)?;
+        let (name, policy) = managed_policy(arn).ok_or_else(|| {
+            AwsError::new(404, "NoSuchEntity", format!("Policy {arn} was not found."))
+        })?;
+        Ok(vec![policy_element(name, policy, self.attachments(arn))])
+    }
+}
+
+/// GetPolicyVersion: a catalog policy's one version, its document URL-encoded. Needs no
+/// role, so no `Iam`.
+fn get_policy_version(p: &[(String, String)]) -> Result<Vec<Element>, AwsError> {
+    let arn = required(p, "PolicyArn")?;
+    let version = required(p, "VersionId")?;
+    check_policy_arn(arn)?;
+    let (_, policy) = managed_policy(arn)
+        .filter(|(_, m)| m.version == version)
+        .ok_or_else(|| {
+            AwsError::new(
+                404,
+                "NoSuchEntity",
+                format!("Policy {arn} version {version} does not exist or is not attachable."),
+            )
+        })?;
+    Ok(vec![Element::new("PolicyVersion")
+        .with(Element::leaf(
+            "Document",
+            percent_encode(&policy.document.to_string()),
+        ))
+        .with(Element::leaf("VersionId", &policy.version))
+        .with(Element::leaf("IsDefaultVersion", "true"))
+        .with(Element::leaf(
+            "CreateDate",
+            catalog_date(&policy.updated),
+        ))])
+}
+
+/// The error for an inline policy the role does not have.
+fn no_role_policy(policy: &str) -> AwsError {
+    AwsError::new(
+        404,
+        "NoSuchEntity",
+        format!("The role policy with name {policy} cannot be found."),
+    )
 }
 
 #[cfg(test)]

@@ -177,6 +177,30 @@ impl Key {
             Ok(())
         }
     }
+
+    /// What EnableKeyRotation and DisableKeyRotation both require: a key neither pending
+    /// deletion nor disabled, of the one spec KMS rotates.
+    fn rotatable(&self) -> Result<(), AwsError> {
+        self.not_pending()?;
+        if self.state == DISABLED {
+            return Err(AwsError::new(
+                400,
+                "DisabledException",
+                format!("{} is disabled.", self.arn),
+            ));
+        }
+        if self.key_spec != "SYMMETRIC_DEFAULT" {
+            return Err(AwsError::new(
+                400,
+                "UnsupportedOperationException",
+                format!(
+                    "{} key usage and key spec do not support automatic rotation.",
+                    self.arn
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn str_member(body: &Map<String, Value>, name: &str) -> Result<Option<String>, AwsError> {
@@ -456,279 +480,23 @@ impl Kms {
         let region = req.region.as_str();
         let out = match op {
             "CreateKey" => self.create_key(region, &body, now)?,
-            "DescribeKey" => {
-                let i = self.key_of(region, &body, true)?;
-                json!({"KeyMetadata": self.keys[i].metadata()})
-            }
-            "ListKeys" => {
-                let keys: Vec<Value> = self
-                    .keys
-                    .iter()
-                    .filter(|k| k.region == region)
-                    .map(|k| json!({"KeyId": k.id, "KeyArn": k.arn}))
-                    .collect();
-                let (items, next) = page(&body, &keys, 1000)?;
-                with_page(json!({"Keys": items}), next)
-            }
-            "ScheduleKeyDeletion" => {
-                let i = self.key_of(region, &body, false)?;
-                let days = match int_member(&body, "PendingWindowInDays")? {
-                    None => 30,
-                    Some(d) if (7..=30).contains(&d) => d,
-                    Some(d) => {
-                        return Err(validation(format!(
-                            "1 validation error detected: Value '{d}' at 'pendingWindowInDays' failed to satisfy constraint: Member must have value between 7 and 30"
-                        )))
-                    }
-                };
-                let key = &mut self.keys[i];
-                key.not_pending()?;
-                let when = now + Duration::days(days);
-                key.state = PENDING_DELETION.to_string();
-                key.deletion_date = Some(when);
-                key.pending_window_days = Some(days);
-                json!({
-                    "KeyId": key.arn,
-                    "DeletionDate": epoch(&when),
-                    "KeyState": PENDING_DELETION,
-                    "PendingWindowInDays": days,
-                })
-            }
-            "CancelKeyDeletion" => {
-                let i = self.key_of(region, &body, false)?;
-                let key = &mut self.keys[i];
-                if key.state != PENDING_DELETION {
-                    return Err(invalid_state(format!(
-                        "{} is not pending deletion.",
-                        key.arn
-                    )));
-                }
-                key.state = DISABLED.to_string();
-                key.deletion_date = None;
-                key.pending_window_days = None;
-                json!({"KeyId": key.arn})
-            }
-            "EnableKey" | "DisableKey" => {
-                let i = self.key_of(region, &body, false)?;
-                let key = &mut self.keys[i];
-                key.not_pending()?;
-                key.state = if op == "EnableKey" { ENABLED } else { DISABLED }.to_string();
-                json!({})
-            }
-            "EnableKeyRotation" => {
-                let i = self.key_of(region, &body, false)?;
-                let period = match int_member(&body, "RotationPeriodInDays")? {
-                    None => 365,
-                    Some(d) if (90..=2560).contains(&d) => d,
-                    Some(d) => {
-                        return Err(validation(format!(
-                            "1 validation error detected: Value '{d}' at 'rotationPeriodInDays' failed to satisfy constraint: Member must have value between 90 and 2560"
-                        )))
-                    }
-                };
-                let key = &mut self.keys[i];
-                key.not_pending()?;
-                if key.state == DISABLED {
-                    return Err(AwsError::new(
-                        400,
-                        "DisabledException",
-                        format!("{} is disabled.", key.arn),
-                    ));
-                }
-                if key.key_spec != "SYMMETRIC_DEFAULT" {
-                    return Err(AwsError::new(
-                        400,
-                        "UnsupportedOperationException",
-                        format!(
-                            "{} key usage and key spec do not support automatic rotation.",
-                            key.arn
-                        ),
-                    ));
-                }
-                key.rotation_period_days = Some(period);
-                json!({})
-            }
-            "DisableKeyRotation" => {
-                let i = self.key_of(region, &body, false)?;
-                let key = &mut self.keys[i];
-                key.not_pending()?;
-                if key.state == DISABLED {
-                    return Err(AwsError::new(
-                        400,
-                        "DisabledException",
-                        format!("{} is disabled.", key.arn),
-                    ));
-                }
-                if key.key_spec != "SYMMETRIC_DEFAULT" {
-                    return Err(AwsError::new(
-                        400,
-                        "UnsupportedOperationException",
-                        format!(
-                            "{} key usage and key spec do not support automatic rotation.",
-                            key.arn
-                        ),
-                    ));
-                }
-                key.rotation_period_days = None;
-                json!({})
-            }
-            "GetKeyRotationStatus" => {
-                let i = self.key_of(region, &body, false)?;
-                let key = &self.keys[i];
-                key.not_pending()?;
-                let mut out = json!({
-                    "KeyRotationEnabled": key.rotation_period_days.is_some(),
-                    "KeyId": key.arn,
-                });
-                if let Some(days) = key.rotation_period_days {
-                    out["RotationPeriodInDays"] = json!(days);
-                    out["NextRotationDate"] = epoch(&(now + Duration::days(days)));
-                }
-                out
-            }
-            "UpdateKeyDescription" => {
-                let i = self.key_of(region, &body, false)?;
-                let description = required(&body, "Description")?;
-                if description.chars().count() > 8192 {
-                    return Err(validation(
-                        "1 validation error detected: Value at 'description' failed to satisfy constraint: Member must have length less than or equal to 8192",
-                    ));
-                }
-                let key = &mut self.keys[i];
-                key.not_pending()?;
-                key.description = description;
-                json!({})
-            }
-            "CreateAlias" | "UpdateAlias" => {
-                let name = required(&body, "AliasName")?;
-                let target = required(&body, "TargetKeyId")?;
-                check_alias_name(&name)?;
-                if target.starts_with("alias/") || target.contains(":alias/") {
-                    return Err(validation("Aliases must refer to keys. Not aliases"));
-                }
-                let i = self.resolve(region, &target, false)?;
-                let key_id = self.keys[i].id.clone();
-                self.keys[i].not_pending()?;
-                let existing = self
-                    .aliases
-                    .iter()
-                    .position(|a| a.region == region && a.name == name);
-                match (op, existing) {
-                    ("CreateAlias", Some(_)) => {
-                        return Err(AwsError::new(
-                            400,
-                            "AlreadyExistsException",
-                            format!(
-                                "An alias with the name {} already exists",
-                                Self::alias_arn(region, &name)
-                            ),
-                        ))
-                    }
-                    ("CreateAlias", None) => self.aliases.push(Alias {
-                        region: region.to_string(),
-                        name,
-                        target_key_id: key_id,
-                        created: now,
-                        updated: now,
-                    }),
-                    (_, None) => {
-                        return Err(not_found(format!(
-                            "Alias {} is not found.",
-                            Self::alias_arn(region, &name)
-                        )))
-                    }
-                    (_, Some(a)) => {
-                        let alias = &mut self.aliases[a];
-                        alias.target_key_id = key_id;
-                        alias.updated = now;
-                    }
-                }
-                json!({})
-            }
-            "DeleteAlias" => {
-                let name = required(&body, "AliasName")?;
-                if !name.starts_with("alias/") {
-                    return Err(validation("Invalid identifier"));
-                }
-                let before = self.aliases.len();
-                self.aliases
-                    .retain(|a| !(a.region == region && a.name == name));
-                if self.aliases.len() == before {
-                    return Err(not_found(format!(
-                        "Alias {} is not found.",
-                        Self::alias_arn(region, &name)
-                    )));
-                }
-                json!({})
-            }
-            "ListAliases" => {
-                let only = match str_member(&body, "KeyId")? {
-                    Some(id) => Some(self.keys[self.resolve(region, &id, false)?].id.clone()),
-                    None => None,
-                };
-                let mut aliases: Vec<&Alias> = self
-                    .aliases
-                    .iter()
-                    .filter(|a| a.region == region)
-                    .filter(|a| only.as_ref().is_none_or(|k| *k == a.target_key_id))
-                    .collect();
-                aliases.sort_by(|a, b| a.name.cmp(&b.name));
-                let entries: Vec<Value> = aliases
-                    .iter()
-                    .map(|a| {
-                        json!({
-                            "AliasName": a.name,
-                            "AliasArn": Self::alias_arn(region, &a.name),
-                            "TargetKeyId": a.target_key_id,
-                            "CreationDate": epoch(&a.created),
-                            "LastUpdatedDate": epoch(&a.updated),
-                        })
-                    })
-                    .collect();
-                let (items, next) = page(&body, &entries, 100)?;
-                with_page(json!({"Aliases": items}), next)
-            }
-            "TagResource" => {
-                let i = self.key_of(region, &body, false)?;
-                let given = tag_list(&body)?;
-                let key = &mut self.keys[i];
-                key.not_pending()?;
-                for (k, v) in given {
-                    match key.tags.iter_mut().find(|(have, _)| *have == k) {
-                        Some(e) => e.1 = v,
-                        None => key.tags.push((k, v)),
-                    }
-                }
-                if key.tags.len() > 50 {
-                    return Err(AwsError::new(
-                        400,
-                        "LimitExceededException",
-                        "Too many tags",
-                    ));
-                }
-                json!({})
-            }
-            "UntagResource" => {
-                let i = self.key_of(region, &body, false)?;
-                let keys: Vec<String> = body
-                    .get("TagKeys")
-                    .and_then(Value::as_array)
-                    .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
-                    .ok_or_else(|| {
-                        validation(
-                            "1 validation error detected: Value null at 'tagKeys' failed to satisfy constraint: Member must not be null",
-                        )
-                    })?;
-                let key = &mut self.keys[i];
-                key.not_pending()?;
-                key.tags.retain(|(k, _)| !keys.contains(k));
-                json!({})
-            }
-            "ListResourceTags" => {
-                let i = self.key_of(region, &body, false)?;
-                let (items, next) = page(&body, &self.keys[i].tags, 50)?;
-                with_page(json!({"Tags": tags_json(&items)}), next)
-            }
+            "DescribeKey" => self.describe_key(region, &body)?,
+            "ListKeys" => self.list_keys(region, &body)?,
+            "ScheduleKeyDeletion" => self.schedule_key_deletion(region, &body, now)?,
+            "CancelKeyDeletion" => self.cancel_key_deletion(region, &body)?,
+            "EnableKey" => self.set_key_state(region, &body, ENABLED)?,
+            "DisableKey" => self.set_key_state(region, &body, DISABLED)?,
+            "EnableKeyRotation" => self.enable_key_rotation(region, &body)?,
+            "DisableKeyRotation" => self.disable_key_rotation(region, &body)?,
+            "GetKeyRotationStatus" => self.get_key_rotation_status(region, &body, now)?,
+            "UpdateKeyDescription" => self.update_key_description(region, &body)?,
+            "CreateAlias" => self.create_alias(region, &body, now)?,
+            "UpdateAlias" => self.update_alias(region, &body, now)?,
+            "DeleteAlias" => self.delete_alias(region, &body)?,
+            "ListAliases" => self.list_aliases(region, &body)?,
+            "TagResource" => self.tag_resource(region, &body)?,
+            "UntagResource" => self.untag_resource(region, &body)?,
+            "ListResourceTags" => self.list_resource_tags(region, &body)?,
             other => {
                 return Err(AwsError::new(
                     400,
@@ -738,6 +506,342 @@ impl Kms {
             }
         };
         Ok(AwsResponse::json(200, CONTENT_TYPE, &out))
+    }
+
+    /// DescribeKey: the key's metadata; an alias may name it.
+    fn describe_key(&self, region: &str, body: &Map<String, Value>) -> Result<Value, AwsError> {
+        let i = self.key_of(region, body, true)?;
+        Ok(json!({"KeyMetadata": self.keys[i].metadata()}))
+    }
+
+    /// ListKeys: one page of the region's keys, pending deletion included.
+    fn list_keys(&self, region: &str, body: &Map<String, Value>) -> Result<Value, AwsError> {
+        let keys: Vec<Value> = self
+            .keys
+            .iter()
+            .filter(|k| k.region == region)
+            .map(|k| json!({"KeyId": k.id, "KeyArn": k.arn}))
+            .collect();
+        let (items, next) = page(body, &keys, 1000)?;
+        Ok(with_page(json!({"Keys": items}), next))
+    }
+
+    /// ScheduleKeyDeletion: the key goes `PendingWindowInDays` (7–30, default 30) from
+    /// now; [`Kms::settle`] forgets it then.
+    fn schedule_key_deletion(
+        &mut self,
+        region: &str,
+        body: &Map<String, Value>,
+        now: DateTime<Utc>,
+    ) -> Result<Value, AwsError> {
+        let i = self.key_of(region, body, false)?;
+        let days = match int_member(body, "PendingWindowInDays")? {
+            None => 30,
+            Some(d) if (7..=30).contains(&d) => d,
+            Some(d) => {
+                return Err(validation(format!(
+                    "1 validation error detected: Value '{d}' at 'pendingWindowInDays' failed to satisfy constraint: Member must have value between 7 and 30"
+                )))
+            }
+        };
+        let key = &mut self.keys[i];
+        key.not_pending()?;
+        let when = now + Duration::days(days);
+        key.state = PENDING_DELETION.to_string();
+        key.deletion_date = Some(when);
+        key.pending_window_days = Some(days);
+        Ok(json!({
+            "KeyId": key.arn,
+            "DeletionDate": epoch(&when),
+            "KeyState": PENDING_DELETION,
+            "PendingWindowInDays": days,
+        }))
+    }
+
+    /// CancelKeyDeletion: the key comes back Disabled, not as it was, as KMS does.
+    fn cancel_key_deletion(
+        &mut self,
+        region: &str,
+        body: &Map<String, Value>,
+    ) -> Result<Value, AwsError> {
+        let i = self.key_of(region, body, false)?;
+        let key = &mut self.keys[i];
+        if key.state != PENDING_DELETION {
+            return Err(invalid_state(format!(
+                "{} is not pending deletion.",
+                key.arn
+            )));
+        }
+        key.state = DISABLED.to_string();
+        key.deletion_date = None;
+        key.pending_window_days = None;
+        Ok(json!({"KeyId": key.arn}))
+    }
+
+    /// EnableKey and DisableKey: the key's state becomes `state`.
+    fn set_key_state(
+        &mut self,
+        region: &str,
+        body: &Map<String, Value>,
+        state: &str,
+    ) -> Result<Value, AwsError> {
+        let i = self.key_of(region, body, false)?;
+        let key = &mut self.keys[i];
+        key.not_pending()?;
+        key.state = state.to_string();
+        Ok(json!({}))
+    }
+
+    /// EnableKeyRotation: rotation every `RotationPeriodInDays` (90–2560, default 365).
+    fn enable_key_rotation(
+        &mut self,
+        region: &str,
+        body: &Map<String, Value>,
+    ) -> Result<Value, AwsError> {
+        let i = self.key_of(region, body, false)?;
+        let period = match int_member(body, "RotationPeriodInDays")? {
+            None => 365,
+            Some(d) if (90..=2560).contains(&d) => d,
+            Some(d) => {
+                return Err(validation(format!(
+                    "1 validation error detected: Value '{d}' at 'rotationPeriodInDays' failed to satisfy constraint: Member must have value between 90 and 2560"
+                )))
+            }
+        };
+        let key = &mut self.keys[i];
+        key.rotatable()?;
+        key.rotation_period_days = Some(period);
+        Ok(json!({}))
+    }
+
+    /// DisableKeyRotation: refused for the same keys EnableKeyRotation refuses.
+    fn disable_key_rotation(
+        &mut self,
+        region: &str,
+        body: &Map<String, Value>,
+    ) -> Result<Value, AwsError> {
+        let i = self.key_of(region, body, false)?;
+        let key = &mut self.keys[i];
+        key.rotatable()?;
+        key.rotation_period_days = None;
+        Ok(json!({}))
+    }
+
+    /// GetKeyRotationStatus: whether the key rotates, and when it next would (nothing
+    /// here rotates, so that is always one period from now).
+    fn get_key_rotation_status(
+        &self,
+        region: &str,
+        body: &Map<String, Value>,
+        now: DateTime<Utc>,
+    ) -> Result<Value, AwsError> {
+        let i = self.key_of(region, body, false)?;
+        let key = &self.keys[i];
+        key.not_pending()?;
+        let mut out = json!({
+            "KeyRotationEnabled": key.rotation_period_days.is_some(),
+            "KeyId": key.arn,
+        });
+        if let Some(days) = key.rotation_period_days {
+            out["RotationPeriodInDays"] = json!(days);
+            out["NextRotationDate"] = epoch(&(now + Duration::days(days)));
+        }
+        Ok(out)
+    }
+
+    /// UpdateKeyDescription: a new description, of at most 8192 characters.
+    fn update_key_description(
+        &mut self,
+        region: &str,
+        body: &Map<String, Value>,
+    ) -> Result<Value, AwsError> {
+        let i = self.key_of(region, body, false)?;
+        let description = required(body, "Description")?;
+        if description.chars().count() > 8192 {
+            return Err(validation(
+                "1 validation error detected: Value at 'description' failed to satisfy constraint: Member must have length less than or equal to 8192",
+            ));
+        }
+        let key = &mut self.keys[i];
+        key.not_pending()?;
+        key.description = description;
+        Ok(json!({}))
+    }
+
+    /// What CreateAlias and UpdateAlias both check first: a valid alias name and a key
+    /// (not an alias) that is not pending deletion. The alias name and the key's id.
+    fn alias_target(
+        &self,
+        region: &str,
+        body: &Map<String, Value>,
+    ) -> Result<(String, String), AwsError> {
+        let name = required(body, "AliasName")?;
+        let target = required(body, "TargetKeyId")?;
+        check_alias_name(&name)?;
+        if target.starts_with("alias/") || target.contains(":alias/") {
+            return Err(validation("Aliases must refer to keys. Not aliases"));
+        }
+        let i = self.resolve(region, &target, false)?;
+        let key_id = self.keys[i].id.clone();
+        self.keys[i].not_pending()?;
+        Ok((name, key_id))
+    }
+
+    /// Where the alias `name` is in the list, if `region` has it.
+    fn alias_index(&self, region: &str, name: &str) -> Option<usize> {
+        self.aliases
+            .iter()
+            .position(|a| a.region == region && a.name == name)
+    }
+
+    /// CreateAlias: a new alias; one of the same name in the region is an error.
+    fn create_alias(
+        &mut self,
+        region: &str,
+        body: &Map<String, Value>,
+        now: DateTime<Utc>,
+    ) -> Result<Value, AwsError> {
+        let (name, key_id) = self.alias_target(region, body)?;
+        if self.alias_index(region, &name).is_some() {
+            return Err(AwsError::new(
+                400,
+                "AlreadyExistsException",
+                format!(
+                    "An alias with the name {} already exists",
+                    Self::alias_arn(region, &name)
+                ),
+            ));
+        }
+        self.aliases.push(Alias {
+            region: region.to_string(),
+            name,
+            target_key_id: key_id,
+            created: now,
+            updated: now,
+        });
+        Ok(json!({}))
+    }
+
+    /// UpdateAlias: an existing alias points at another key.
+    fn update_alias(
+        &mut self,
+        region: &str,
+        body: &Map<String, Value>,
+        now: DateTime<Utc>,
+    ) -> Result<Value, AwsError> {
+        let (name, key_id) = self.alias_target(region, body)?;
+        let Some(a) = self.alias_index(region, &name) else {
+            return Err(not_found(format!(
+                "Alias {} is not found.",
+                Self::alias_arn(region, &name)
+            )));
+        };
+        let alias = &mut self.aliases[a];
+        alias.target_key_id = key_id;
+        alias.updated = now;
+        Ok(json!({}))
+    }
+
+    /// DeleteAlias: the alias goes; its key stays.
+    fn delete_alias(&mut self, region: &str, body: &Map<String, Value>) -> Result<Value, AwsError> {
+        let name = required(body, "AliasName")?;
+        if !name.starts_with("alias/") {
+            return Err(validation("Invalid identifier"));
+        }
+        let before = self.aliases.len();
+        self.aliases
+            .retain(|a| !(a.region == region && a.name == name));
+        if self.aliases.len() == before {
+            return Err(not_found(format!(
+                "Alias {} is not found.",
+                Self::alias_arn(region, &name)
+            )));
+        }
+        Ok(json!({}))
+    }
+
+    /// ListAliases: one page of the region's aliases by name, or only those of `KeyId`.
+    fn list_aliases(&self, region: &str, body: &Map<String, Value>) -> Result<Value, AwsError> {
+        let only = match str_member(body, "KeyId")? {
+            Some(id) => Some(self.keys[self.resolve(region, &id, false)?].id.clone()),
+            None => None,
+        };
+        let mut aliases: Vec<&Alias> = self
+            .aliases
+            .iter()
+            .filter(|a| a.region == region)
+            .filter(|a| only.as_ref().is_none_or(|k| *k == a.target_key_id))
+            .collect();
+        aliases.sort_by(|a, b| a.name.cmp(&b.name));
+        let entries: Vec<Value> = aliases
+            .iter()
+            .map(|a| {
+                json!({
+                    "AliasName": a.name,
+                    "AliasArn": Self::alias_arn(region, &a.name),
+                    "TargetKeyId": a.target_key_id,
+                    "CreationDate": epoch(&a.created),
+                    "LastUpdatedDate": epoch(&a.updated),
+                })
+            })
+            .collect();
+        let (items, next) = page(body, &entries, 100)?;
+        Ok(with_page(json!({"Aliases": items}), next))
+    }
+
+    /// TagResource: tags merged into the key's, at most 50 in all.
+    fn tag_resource(&mut self, region: &str, body: &Map<String, Value>) -> Result<Value, AwsError> {
+        let i = self.key_of(region, body, false)?;
+        let given = tag_list(body)?;
+        let key = &mut self.keys[i];
+        key.not_pending()?;
+        for (k, v) in given {
+            match key.tags.iter_mut().find(|(have, _)| *have == k) {
+                Some(e) => e.1 = v,
+                None => key.tags.push((k, v)),
+            }
+        }
+        if key.tags.len() > 50 {
+            return Err(AwsError::new(
+                400,
+                "LimitExceededException",
+                "Too many tags",
+            ));
+        }
+        Ok(json!({}))
+    }
+
+    /// UntagResource: keys the key does not have are no error.
+    fn untag_resource(
+        &mut self,
+        region: &str,
+        body: &Map<String, Value>,
+    ) -> Result<Value, AwsError> {
+        let i = self.key_of(region, body, false)?;
+        let keys: Vec<String> = body
+            .get("TagKeys")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .ok_or_else(|| {
+                validation(
+                    "1 validation error detected: Value null at 'tagKeys' failed to satisfy constraint: Member must not be null",
+                )
+            })?;
+        let key = &mut self.keys[i];
+        key.not_pending()?;
+        key.tags.retain(|(k, _)| !keys.contains(k));
+        Ok(json!({}))
+    }
+
+    /// ListResourceTags: one page of the key's tags.
+    fn list_resource_tags(
+        &self,
+        region: &str,
+        body: &Map<String, Value>,
+    ) -> Result<Value, AwsError> {
+        let i = self.key_of(region, body, false)?;
+        let (items, next) = page(body, &self.keys[i].tags, 50)?;
+        Ok(with_page(json!({"Tags": tags_json(&items)}), next))
     }
 
     fn create_key(

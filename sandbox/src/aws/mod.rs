@@ -21,6 +21,7 @@ pub(crate) mod ec2;
 pub(crate) mod eks;
 pub(crate) mod error;
 pub(crate) mod iam;
+pub(crate) mod instances;
 pub(crate) mod kms;
 pub(crate) mod kube;
 pub(crate) mod query;
@@ -320,7 +321,7 @@ impl AwsWorld {
             Service::SageMaker => self.sagemaker.handle(req, ctx),
             Service::Ec2 => {
                 let eks_subnets = self.eks.subnets_in_use(&req.region);
-                ec2::handle(req, ctx, &mut self.network, &self.capacity, &eks_subnets)
+                ec2_request(req, ctx, &mut self.network, &self.capacity, &eks_subnets)
             }
             Service::Quotas => servicequotas::handle(req, &self.capacity),
             Service::Iam => self.iam.handle(req, ctx.now),
@@ -449,6 +450,57 @@ pub(crate) fn sandbox_eks_token(region: &str, cluster: &str) -> String {
         "k8s-aws-v1.{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(url)
     )
+}
+
+/// Serves one EC2 query-protocol request: the capacity reads (`ec2.rs`), else VPC
+/// networking (`vpc.rs`). The signed region is touched first (its default VPC made, the
+/// configured subnets of `capacity` made real); `eks_subnets` are the subnets EKS has
+/// network interfaces in, which cannot be deleted.
+pub(crate) fn ec2_request(
+    req: &AwsRequest,
+    ctx: &AwsCtx,
+    network: &mut vpc::Network,
+    capacity: &crate::capacity::AwsCapacity,
+    eks_subnets: &std::collections::BTreeSet<String>,
+) -> Result<AwsResponse, AwsError> {
+    let params = query::params(req);
+    let region = req.region.as_str();
+    network.touch(region, capacity);
+    let action = query::param(&params, "Action").unwrap_or_default();
+    if let Some(answer) = ec2::capacity_read(action, region, &params) {
+        return answer;
+    }
+    if action.is_empty() {
+        return Err(AwsError::new(
+            400,
+            "MissingAction",
+            "The request must contain the parameter Action",
+        ));
+    }
+    network
+        .handle(action, region, &params, ctx, eks_subnets)
+        .unwrap_or_else(|| {
+            Err(AwsError::new(
+                400,
+                "InvalidAction",
+                format!("The action {action} is not valid for this web service."),
+            ))
+        })
+}
+
+/// `secs` of simulated time at the sandbox's scale (and any slow-operations fault).
+pub(crate) fn duration(ctx: &AwsCtx, secs: f64) -> chrono::Duration {
+    let ms = secs * 1000.0 * ctx.scale * ctx.faults.slow_factor();
+    if ms.is_finite() && ms > 0.0 {
+        chrono::Duration::milliseconds(ms.round() as i64)
+    } else {
+        chrono::Duration::zero()
+    }
+}
+
+/// Whether an operation due at `until` is done by `now`.
+pub(crate) fn due(until: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
+    until.is_some_and(|u| now >= u)
 }
 
 #[cfg(test)]

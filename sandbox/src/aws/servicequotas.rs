@@ -13,7 +13,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{AwsError, AwsRequest, AwsResponse, ACCOUNT};
-use crate::capacity::AwsCapacity;
+use crate::capacity::{AwsCapacity, QuotaNames};
 
 /// One EC2 vCPU quota: code, name, the usage metric's class, and whether it counts Spot
 /// (`true`) or On-Demand instances.
@@ -97,8 +97,14 @@ pub(crate) fn quota(code: &str) -> Option<&'static Quota> {
     QUOTAS.iter().find(|q| q.code == code)
 }
 
+/// The EC2 quota codes Service Quotas reports, which a capacity description may set.
+pub(crate) const QUOTA_NAMES: QuotaNames = QuotaNames {
+    what: "an EC2 quota code the sandbox knows",
+    names: codes,
+};
+
 /// Every quota code, in order.
-pub(crate) fn codes() -> Vec<&'static str> {
+fn codes() -> Vec<&'static str> {
     QUOTAS.iter().map(|q| q.code).collect()
 }
 
@@ -366,9 +372,12 @@ mod tests {
 
     #[test]
     fn quotas_have_real_codes_names_and_configured_values() {
-        let capacity = crate::capacity::CapacitySpec::from_json(json!({"aws": {"quotas": [
-            {"region": "us-east-1", "code": "L-DB2E81BA", "value": 0}
-        ]}}))
+        let capacity = crate::capacity::CapacitySpec::from_json(
+            json!({"aws": {"quotas": [
+                {"region": "us-east-1", "code": "L-DB2E81BA", "value": 0}
+            ]}}),
+            &crate::quota_names(),
+        )
         .expect("valid")
         .aws;
         let got = call(
@@ -485,9 +494,12 @@ mod tests {
 
     #[test]
     fn launches_beyond_the_vcpu_limit_fail_as_asg_reports_it() {
-        let capacity = crate::capacity::CapacitySpec::from_json(json!({"aws": {"quotas": [
-            {"code": "L-DB2E81BA", "value": 0}, {"code": "L-1216C47A", "value": 8}
-        ]}}))
+        let capacity = crate::capacity::CapacitySpec::from_json(
+            json!({"aws": {"quotas": [
+                {"code": "L-DB2E81BA", "value": 0}, {"code": "L-1216C47A", "value": 8}
+            ]}}),
+            &crate::quota_names(),
+        )
         .expect("valid")
         .aws;
         // A g5.xlarge and an m5.xlarge have 4 vCPUs each.

@@ -22,10 +22,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::ec2::{filters, invalid, paginate, respond, zones};
-use super::eks::{due, duration};
 use super::query::{list, param};
 use super::xml::Element;
-use super::{AwsCtx, AwsError, AwsResponse, ACCOUNT};
+use super::{due, duration, AwsCtx, AwsError, AwsResponse, ACCOUNT};
 use crate::capacity::{glob, AwsCapacity};
 use crate::common::hash::fnv64;
 use crate::common::ids::random_hex;
@@ -2353,10 +2352,12 @@ mod tests {
         }
 
         fn with(aws: serde_json::Value) -> Ec2 {
-            let capacity =
-                crate::capacity::CapacitySpec::from_json(serde_json::json!({"aws": aws}))
-                    .expect("valid capacity")
-                    .aws;
+            let capacity = crate::capacity::CapacitySpec::from_json(
+                serde_json::json!({"aws": aws}),
+                &crate::quota_names(),
+            )
+            .expect("valid capacity")
+            .aws;
             Ec2 {
                 network: Network::default(),
                 capacity,

@@ -16,11 +16,12 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use super::container::{self, KubeCluster};
 use super::error::{ApiError, Code};
 use super::filter::Filter;
 use super::int_of;
-use crate::capacity::GcpCapacity;
+use super::kube::KubeCluster;
+use super::machines::{self, is_zone};
+use crate::capacity::{GcpCapacity, QuotaNames};
 use crate::http::{ApiRequest, ApiResponse};
 
 /// Where selfLinks point, as Compute Engine writes them.
@@ -328,13 +329,14 @@ const METRICS: &[(&str, f64)] = &[
     ("PREEMPTIBLE_TPU_PODSLICE_V4", TPU_LIMIT),
 ];
 
-/// Whether `metric` is one `regions.get` reports (and a capacity may set).
-pub(crate) fn is_metric(metric: &str) -> bool {
-    METRICS.iter().any(|(m, _)| *m == metric)
-}
+/// The metrics `regions.get` reports, which a capacity description may set.
+pub(crate) const QUOTA_NAMES: QuotaNames = QuotaNames {
+    what: "a regional Compute Engine quota metric the sandbox reports",
+    names: metric_names,
+};
 
 /// The metrics `regions.get` reports, in order.
-pub(crate) fn metric_names() -> Vec<&'static str> {
+fn metric_names() -> Vec<&'static str> {
     METRICS.iter().map(|(m, _)| *m).collect()
 }
 
@@ -350,7 +352,7 @@ fn limit(capacity: &GcpCapacity, project: &str, region: &str, metric: &str) -> f
 
 /// The region of a zone (`us-central1-a` → `us-central1`) or of a region (itself).
 pub(crate) fn region_of(location: &str) -> &str {
-    if container::is_zone(location) {
+    if is_zone(location) {
         location.rsplit_once('-').map_or(location, |(r, _)| r)
     } else {
         location
@@ -366,7 +368,7 @@ fn gpu(name: &str) -> Option<&'static Gpu> {
 /// The vCPUs of a machine type: the shapes the Kubernetes side gives its nodes, so a
 /// node's capacity and its quota agree; unknown types count as an e2-medium.
 fn machine_cpus(machine_type: &str) -> i64 {
-    super::kube::known_machine_shape(machine_type).map_or(2, |(cpus, _)| cpus)
+    machines::known_machine_shape(machine_type).map_or(2, |(cpus, _)| cpus)
 }
 
 /// The TPU chips of a TPU machine type and the quota metrics they count against
@@ -419,7 +421,7 @@ pub(crate) fn accelerator_types(config: &Value) -> Vec<String> {
         return configured;
     }
     let machine = config["machineType"].as_str().unwrap_or("e2-medium");
-    super::kube::bundled_gpus(machine)
+    machines::bundled_gpus(machine)
         .map(|(g, _)| vec![g.to_string()])
         .unwrap_or_default()
 }
@@ -478,7 +480,7 @@ pub(crate) fn demand(config: &Value, nodes: i64) -> BTreeMap<&'static str, f64> 
         })
         .collect();
     let gpus = if configured.is_empty() {
-        super::kube::bundled_gpus(machine)
+        machines::bundled_gpus(machine)
             .map(|(g, c)| vec![(g.to_string(), c)])
             .unwrap_or_default()
     } else {
@@ -766,8 +768,8 @@ const LISTED_MACHINES: &[&str] = &[
 /// `machine` as `zone` serves it: a shape the sandbox knows, in a zone that sells the
 /// GPUs it comes with (an a2 only where A100s are, a g2 only where L4s are).
 fn machine_type(project: &str, zone: &str, machine: &str) -> Option<Value> {
-    let (cpus, memory_mb) = super::kube::known_machine_shape(machine)?;
-    let bundled = super::kube::bundled_gpus(machine);
+    let (cpus, memory_mb) = machines::known_machine_shape(machine)?;
+    let bundled = machines::bundled_gpus(machine);
     if let Some((gpu, _)) = bundled {
         let sold = ZONES
             .iter()
@@ -864,10 +866,12 @@ fn list(
 }
 
 /// Serves one Compute Engine request; only reads, so nothing in the state changes.
+/// `clusters` lists GKE's clusters (what their pools use of the regions' quotas), read
+/// only for the regions' answers.
 pub(crate) fn handle(
     req: &ApiRequest,
     capacity: &GcpCapacity,
-    container: &container::State,
+    clusters: &dyn Fn() -> Vec<KubeCluster>,
 ) -> Result<ApiResponse, ApiError> {
     let segments = req.segments();
     let s: Vec<&str> = segments.iter().map(String::as_str).collect();
@@ -898,7 +902,7 @@ pub(crate) fn handle(
             render_zone(project, zone)
         }
         ["regions"] => {
-            let clusters = container.kube_clusters();
+            let clusters = clusters();
             let items = REGIONS
                 .iter()
                 .map(|(r, id)| render_region(project, r, id, capacity, &clusters))
@@ -916,7 +920,7 @@ pub(crate) fn handle(
             let Some((_, id)) = REGIONS.iter().find(|(r, _)| r == region) else {
                 return Err(not_found(&format!("projects/{project}/regions/{region}")));
             };
-            render_region(project, region, id, capacity, &container.kube_clusters())
+            render_region(project, region, id, capacity, &clusters())
         }
         ["zones", zone, "acceleratorTypes"] => {
             if !ZONES.iter().any(|(z, _)| z == zone) {
@@ -994,6 +998,7 @@ pub(crate) fn handle(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gcp::container;
     use axum::http::Method;
 
     fn get(
@@ -1002,7 +1007,8 @@ mod tests {
         container: &container::State,
     ) -> Result<Value, ApiError> {
         let req = ApiRequest::new(Method::GET, path, None);
-        handle(&req, capacity, container).map(|r| r.json_body().cloned().unwrap_or(Value::Null))
+        handle(&req, capacity, &|| container.kube_clusters())
+            .map(|r| r.json_body().cloned().unwrap_or(Value::Null))
     }
 
     fn names(list: &Value) -> Vec<String> {
@@ -1176,9 +1182,12 @@ mod tests {
 
     #[test]
     fn regions_report_configured_limits_and_default_ones() {
-        let cap = crate::capacity::CapacitySpec::from_json(json!({"gcp": {"quotas": [
-            {"project": "p", "region": "us-central1", "metric": "NVIDIA_T4_GPUS", "limit": 0}
-        ]}}))
+        let cap = crate::capacity::CapacitySpec::from_json(
+            json!({"gcp": {"quotas": [
+                {"project": "p", "region": "us-central1", "metric": "NVIDIA_T4_GPUS", "limit": 0}
+            ]}}),
+            &crate::quota_names(),
+        )
         .expect("valid")
         .gcp;
         let gke = container::State::default();
@@ -1243,9 +1252,12 @@ mod tests {
 
     #[test]
     fn quota_errors_read_like_gkes() {
-        let cap = crate::capacity::CapacitySpec::from_json(json!({"gcp": {"quotas": [
-            {"metric": "NVIDIA_T4_GPUS", "limit": 0}, {"metric": "CPUS", "limit": 10}
-        ]}}))
+        let cap = crate::capacity::CapacitySpec::from_json(
+            json!({"gcp": {"quotas": [
+                {"metric": "NVIDIA_T4_GPUS", "limit": 0}, {"metric": "CPUS", "limit": 10}
+            ]}}),
+            &crate::quota_names(),
+        )
         .expect("valid")
         .gcp;
         let one = demand(
@@ -1283,9 +1295,12 @@ mod tests {
 
     #[test]
     fn a_stockout_fails_a_pool_only_when_every_zone_is_out() {
-        let cap = crate::capacity::CapacitySpec::from_json(json!({"gcp": {"stockouts": [
-            {"zone": "us-central1-a", "machineType": "n1-standard-8"}
-        ]}}))
+        let cap = crate::capacity::CapacitySpec::from_json(
+            json!({"gcp": {"stockouts": [
+                {"zone": "us-central1-a", "machineType": "n1-standard-8"}
+            ]}}),
+            &crate::quota_names(),
+        )
         .expect("valid")
         .gcp;
         let config = json!({"machineType": "n1-standard-8"});

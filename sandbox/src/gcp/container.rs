@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::error::ApiError;
+use super::kube::{KubeCluster, KubePool};
+use super::machines::is_zone;
 use super::operation::{progress, Lro, OpCtx};
 use super::schema::Rules;
 use super::{compute, int_of, operation_id, parse_body, set_or_remove, str_of, Api};
@@ -145,36 +147,6 @@ impl Loc<'_> {
     fn matches(&self, project: &str, location: &str) -> bool {
         self.project == project && (self.location == "-" || self.location == location)
     }
-}
-
-/// A cluster as the Kubernetes emulator needs to know it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct KubeCluster {
-    /// `gke/projects/{p}/locations/{l}/clusters/{n}`, the cluster's selfLink path.
-    pub key: String,
-    pub name: String,
-    pub ca_cert_pem: String,
-    pub ca_key_pem: String,
-    pub autopilot: bool,
-    pub pools: Vec<KubePool>,
-    /// `currentMasterVersion` (`1.32.4-gke.1415000`).
-    pub version: String,
-}
-
-/// A node pool as the Kubernetes emulator needs to know it.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct KubePool {
-    pub name: String,
-    /// The NodeConfig (machine type, spot, accelerators, taints, labels…).
-    pub config: Value,
-    /// Nodes per zone.
-    pub size: i64,
-    /// How many zones the pool spans.
-    pub zones: i64,
-    pub autoscaling: Value,
-    pub placement_policy: Value,
-    /// The pool's node version, when it says.
-    pub version: Option<String>,
 }
 
 fn kube_key(project: &str, location: &str, name: &str) -> String {
@@ -333,6 +305,9 @@ impl State {
         Ok(ApiResponse::ok(render_cluster(&self.clusters[i])))
     }
 
+    /// CreateCluster: the request checked, its node pools built and its network ranges
+    /// chosen, then the cluster recorded as PROVISIONING under a CREATE_CLUSTER
+    /// operation.
     fn create_cluster(
         &mut self,
         loc: Loc,
@@ -368,69 +343,7 @@ impl State {
             None => default_zones(loc.location),
         };
         check_zones("cluster.locations", &locations, &region)?;
-        let initial_count = int_of(input, "initialNodeCount");
-        let requested_pools = input
-            .get("nodePools")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        // Autopilot clusters have GKE-managed node pools that cannot be operated on; the
-        // sandbox lists none rather than inventing their configuration.
-        let pool_inputs: Vec<Value> = if autopilot {
-            // gcloud's create-auto always sends one `default-pool` with nothing but
-            // OAuth scopes (or a service account), which GKE accepts and replaces with
-            // the pools it manages; anything more is refused.
-            let gclouds_default = |p: &Value| {
-                p["name"] == "default-pool"
-                    && p["config"].as_object().is_none_or(|c| {
-                        c.keys()
-                            .all(|k| k == "oauthScopes" || k == "serviceAccount")
-                    })
-                    && p.as_object().is_some_and(|m| {
-                        m.keys()
-                            .all(|k| ["name", "config", "initialNodeCount"].contains(&k.as_str()))
-                    })
-            };
-            let extra_pools = match requested_pools.as_slice() {
-                [] => false,
-                [only] => !gclouds_default(only),
-                _ => true,
-            };
-            if extra_pools || initial_count > 0 || input.get("nodeConfig").is_some() {
-                return Err(ApiError::invalid(
-                    "Autopilot clusters do not support node pools, initial_node_count or node_config: GKE manages their nodes.",
-                ));
-            }
-            Vec::new()
-        } else {
-            match (initial_count > 0, requested_pools.is_empty()) {
-                (false, true) => {
-                    return Err(ApiError::invalid(
-                        "Cluster.initial_node_count must be greater than zero.",
-                    ))
-                }
-                (true, false) => {
-                    return Err(ApiError::invalid(
-                        "Cluster.initial_node_count and Cluster.node_pools are mutually exclusive: set the node count on each node pool.",
-                    ))
-                }
-                (true, true) => {
-                    let mut pool = json!({"name": "default-pool", "initialNodeCount": initial_count});
-                    if let Some(config) = input.get("nodeConfig") {
-                        pool["config"] = config.clone();
-                    }
-                    vec![pool]
-                }
-                (false, false) => {
-                    if input.get("nodeConfig").is_some() {
-                        return Err(ApiError::invalid(
-                            "Cluster.node_config is only allowed with Cluster.initial_node_count; set config on each node pool.",
-                        ));
-                    }
-                    requested_pools
-                }
-            }
-        };
+        let pool_inputs = cluster_pool_inputs(input, autopilot)?;
         let release_channel = input
             .get("releaseChannel")
             .cloned()
@@ -441,122 +354,32 @@ impl State {
             input.get("initialClusterVersion").and_then(Value::as_str),
             channel,
         )?;
-
-        let mut pools: Vec<PoolRecord> = Vec::new();
-        for (i, pool_input) in pool_inputs.iter().enumerate() {
-            let field = format!("cluster.node_pools[{i}]");
-            let pool = build_pool(loc, name, pool_input, &field, &locations, &version, &region)?;
-            if pools.iter().any(|p| p.name == pool.name) {
-                return Err(ApiError::invalid(format!(
-                    "Node pool names must be unique: \"{}\" appears twice.",
-                    pool.name
-                )));
-            }
-            pools.push(pool);
-        }
+        let pools = build_pools(loc, name, &pool_inputs, &locations, &version, &region)?;
 
         let (ca_pem, ca_key_pem) = cluster_ca(name)
             .map_err(|e| ApiError::internal(format!("could not generate the cluster CA: {e}")))?;
         let range = self.next_range;
         self.next_range += 1;
-        let labels = input
-            .get("resourceLabels")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        let pod_range = format!("10.{}.0.0/14", (range * 4) % 256);
-        let services_range = "34.118.224.0/20";
-        // An explicit policy without useIpAliases means routes-based; none means GKE's
-        // default, VPC-native.
-        let mut ip_policy = input
-            .get("ipAllocationPolicy")
-            .cloned()
-            .unwrap_or_else(|| json!({"useIpAliases": true}));
-        if ip_policy["useIpAliases"] == Value::Bool(true) {
-            if ip_policy.get("clusterIpv4CidrBlock").is_none() {
-                ip_policy["clusterIpv4CidrBlock"] = json!(pod_range);
-            }
-            if ip_policy.get("servicesIpv4CidrBlock").is_none() {
-                ip_policy["servicesIpv4CidrBlock"] = json!(services_range);
-            }
-        }
-        let pod_range = ip_policy
-            .get("clusterIpv4CidrBlock")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .or_else(|| {
-                input
-                    .get("clusterIpv4Cidr")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            })
-            .unwrap_or(pod_range);
-
-        let mut cluster = Map::new();
-        let mut put = |k: &str, v: Value| {
-            cluster.insert(k.to_string(), v);
-        };
-        put("name", json!(name));
-        for key in ["description", "initialNodeCount", "initialClusterVersion"] {
-            if let Some(v) = input.get(key) {
-                put(key, v.clone());
-            }
-        }
-        put(
-            "masterAuth",
-            json!({"clusterCaCertificate": base64::engine::general_purpose::STANDARD.encode(ca_pem)}),
+        let (ip_policy, pod_range) = ip_allocation(input, range);
+        let cluster = cluster_resource(
+            loc,
+            input,
+            NewCluster {
+                name,
+                version,
+                locations,
+                release_channel,
+                ip_policy,
+                pod_range,
+                ca_pem,
+            },
+            ctx.now,
         );
-        put(
-            "loggingService",
-            input
-                .get("loggingService")
-                .cloned()
-                .unwrap_or(json!("logging.googleapis.com/kubernetes")),
-        );
-        put(
-            "monitoringService",
-            input
-                .get("monitoringService")
-                .cloned()
-                .unwrap_or(json!("monitoring.googleapis.com/kubernetes")),
-        );
-        put(
-            "network",
-            input.get("network").cloned().unwrap_or(json!("default")),
-        );
-        put("clusterIpv4Cidr", json!(pod_range));
-        put(
-            "subnetwork",
-            input.get("subnetwork").cloned().unwrap_or(json!("default")),
-        );
-        put("locations", json!(locations));
-        if labels.as_object().is_some_and(|m| !m.is_empty()) {
-            put("resourceLabels", labels.clone());
-        }
-        put("labelFingerprint", json!(fingerprint(&labels)));
-        put("ipAllocationPolicy", ip_policy);
-        put("releaseChannel", release_channel);
-        put(
-            "autopilot",
-            input.get("autopilot").cloned().unwrap_or(json!({})),
-        );
-        put(
-            "selfLink",
-            json!(format!("{SELF_LINK_ROOT}/{}", loc.cluster_path(name))),
-        );
-        put("zone", json!(loc.location));
-        put("currentMasterVersion", json!(version));
-        put("createTime", json!(time_secs(ctx.now)));
-        put("status", json!("PROVISIONING"));
-        put("nodeIpv4CidrSize", json!(24));
-        put("servicesIpv4Cidr", json!(services_range));
-        put("location", json!(loc.location));
-        put("id", json!(random_hex(64)));
-
         self.clusters.push(ClusterRecord {
             project: loc.project.to_string(),
             location: loc.location.to_string(),
             name: name.to_string(),
-            cluster: Value::Object(cluster),
+            cluster,
             pools,
             ca_key_pem,
         });
@@ -1320,6 +1143,211 @@ fn steps(op_type: &str) -> &'static [(&'static str, i64)] {
 
 // ---------------------------------------------------------------- building and checks
 
+/// The node pools a CreateCluster request asks for, in their request form: an Autopilot
+/// cluster's none, a standard cluster's `nodePools`, or the `default-pool` that
+/// `initialNodeCount` and `nodeConfig` describe.
+fn cluster_pool_inputs(input: &Value, autopilot: bool) -> Result<Vec<Value>, ApiError> {
+    let initial_count = int_of(input, "initialNodeCount");
+    let requested_pools = input
+        .get("nodePools")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    // Autopilot clusters have GKE-managed node pools that cannot be operated on; the
+    // sandbox lists none rather than inventing their configuration.
+    if autopilot {
+        // gcloud's create-auto always sends one `default-pool` with nothing but OAuth
+        // scopes (or a service account), which GKE accepts and replaces with the pools
+        // it manages; anything more is refused.
+        let gclouds_default = |p: &Value| {
+            p["name"] == "default-pool"
+                && p["config"].as_object().is_none_or(|c| {
+                    c.keys()
+                        .all(|k| k == "oauthScopes" || k == "serviceAccount")
+                })
+                && p.as_object().is_some_and(|m| {
+                    m.keys()
+                        .all(|k| ["name", "config", "initialNodeCount"].contains(&k.as_str()))
+                })
+        };
+        let extra_pools = match requested_pools.as_slice() {
+            [] => false,
+            [only] => !gclouds_default(only),
+            _ => true,
+        };
+        if extra_pools || initial_count > 0 || input.get("nodeConfig").is_some() {
+            return Err(ApiError::invalid(
+                "Autopilot clusters do not support node pools, initial_node_count or node_config: GKE manages their nodes.",
+            ));
+        }
+        return Ok(Vec::new());
+    }
+    match (initial_count > 0, requested_pools.is_empty()) {
+        (false, true) => Err(ApiError::invalid(
+            "Cluster.initial_node_count must be greater than zero.",
+        )),
+        (true, false) => Err(ApiError::invalid(
+            "Cluster.initial_node_count and Cluster.node_pools are mutually exclusive: set the node count on each node pool.",
+        )),
+        (true, true) => {
+            let mut pool = json!({"name": "default-pool", "initialNodeCount": initial_count});
+            if let Some(config) = input.get("nodeConfig") {
+                pool["config"] = config.clone();
+            }
+            Ok(vec![pool])
+        }
+        (false, false) => {
+            if input.get("nodeConfig").is_some() {
+                return Err(ApiError::invalid(
+                    "Cluster.node_config is only allowed with Cluster.initial_node_count; set config on each node pool.",
+                ));
+            }
+            Ok(requested_pools)
+        }
+    }
+}
+
+/// Builds each of a new cluster's node pools ([`build_pool`]); their names are unique.
+fn build_pools(
+    loc: Loc,
+    cluster: &str,
+    pool_inputs: &[Value],
+    locations: &[String],
+    version: &str,
+    region: &str,
+) -> Result<Vec<PoolRecord>, ApiError> {
+    let mut pools: Vec<PoolRecord> = Vec::new();
+    for (i, pool_input) in pool_inputs.iter().enumerate() {
+        let field = format!("cluster.node_pools[{i}]");
+        let pool = build_pool(loc, cluster, pool_input, &field, locations, version, region)?;
+        if pools.iter().any(|p| p.name == pool.name) {
+            return Err(ApiError::invalid(format!(
+                "Node pool names must be unique: \"{}\" appears twice.",
+                pool.name
+            )));
+        }
+        pools.push(pool);
+    }
+    Ok(pools)
+}
+
+/// The services range every cluster reports, and a VPC-native one gets by default.
+const SERVICES_RANGE: &str = "34.118.224.0/20";
+
+/// A new cluster's `ipAllocationPolicy`, with the ranges GKE fills in, and its pod
+/// range; `range` is the cluster's number, which keeps pod ranges of clusters apart.
+fn ip_allocation(input: &Value, range: u32) -> (Value, String) {
+    let pod_range = format!("10.{}.0.0/14", (range * 4) % 256);
+    // An explicit policy without useIpAliases means routes-based; none means GKE's
+    // default, VPC-native.
+    let mut ip_policy = input
+        .get("ipAllocationPolicy")
+        .cloned()
+        .unwrap_or_else(|| json!({"useIpAliases": true}));
+    if ip_policy["useIpAliases"] == Value::Bool(true) {
+        if ip_policy.get("clusterIpv4CidrBlock").is_none() {
+            ip_policy["clusterIpv4CidrBlock"] = json!(pod_range);
+        }
+        if ip_policy.get("servicesIpv4CidrBlock").is_none() {
+            ip_policy["servicesIpv4CidrBlock"] = json!(SERVICES_RANGE);
+        }
+    }
+    let pod_range = ip_policy
+        .get("clusterIpv4CidrBlock")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .or_else(|| {
+            input
+                .get("clusterIpv4Cidr")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        })
+        .unwrap_or(pod_range);
+    (ip_policy, pod_range)
+}
+
+/// What CreateCluster settled before writing the cluster resource.
+struct NewCluster<'a> {
+    name: &'a str,
+    version: String,
+    locations: Vec<String>,
+    release_channel: Value,
+    ip_policy: Value,
+    pod_range: String,
+    ca_pem: String,
+}
+
+/// The Cluster resource a new cluster starts as: the request's fields, GKE's defaults
+/// for those it left out, and what CreateCluster settled. The map keeps insertion
+/// order, so the order here is the order of the answer's fields.
+fn cluster_resource(loc: Loc, input: &Value, new: NewCluster<'_>, now: DateTime<Utc>) -> Value {
+    let labels = input
+        .get("resourceLabels")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let mut cluster = Map::new();
+    let mut put = |k: &str, v: Value| {
+        cluster.insert(k.to_string(), v);
+    };
+    put("name", json!(new.name));
+    for key in ["description", "initialNodeCount", "initialClusterVersion"] {
+        if let Some(v) = input.get(key) {
+            put(key, v.clone());
+        }
+    }
+    put(
+        "masterAuth",
+        json!({"clusterCaCertificate": base64::engine::general_purpose::STANDARD.encode(new.ca_pem)}),
+    );
+    put(
+        "loggingService",
+        input
+            .get("loggingService")
+            .cloned()
+            .unwrap_or(json!("logging.googleapis.com/kubernetes")),
+    );
+    put(
+        "monitoringService",
+        input
+            .get("monitoringService")
+            .cloned()
+            .unwrap_or(json!("monitoring.googleapis.com/kubernetes")),
+    );
+    put(
+        "network",
+        input.get("network").cloned().unwrap_or(json!("default")),
+    );
+    put("clusterIpv4Cidr", json!(new.pod_range));
+    put(
+        "subnetwork",
+        input.get("subnetwork").cloned().unwrap_or(json!("default")),
+    );
+    put("locations", json!(new.locations));
+    if labels.as_object().is_some_and(|m| !m.is_empty()) {
+        put("resourceLabels", labels.clone());
+    }
+    put("labelFingerprint", json!(fingerprint(&labels)));
+    put("ipAllocationPolicy", new.ip_policy);
+    put("releaseChannel", new.release_channel);
+    put(
+        "autopilot",
+        input.get("autopilot").cloned().unwrap_or(json!({})),
+    );
+    put(
+        "selfLink",
+        json!(format!("{SELF_LINK_ROOT}/{}", loc.cluster_path(new.name))),
+    );
+    put("zone", json!(loc.location));
+    put("currentMasterVersion", json!(new.version));
+    put("createTime", json!(time_secs(now)));
+    put("status", json!("PROVISIONING"));
+    put("nodeIpv4CidrSize", json!(24));
+    put("servicesIpv4Cidr", json!(SERVICES_RANGE));
+    put("location", json!(loc.location));
+    put("id", json!(random_hex(64)));
+    Value::Object(cluster)
+}
+
 /// Builds a node pool from its request form, filling GKE's defaults.
 fn build_pool(
     loc: Loc,
@@ -1523,12 +1551,6 @@ fn check_name(field: &str, name: &str) -> Result<(), ApiError> {
             "Invalid value for field \"{field}\": \"{name}\". Must be a match of regex '(?:[a-z](?:[-a-z0-9]{{0,38}}[a-z0-9])?)' (only alphanumerics and '-' allowed, must start with a letter and end with an alphanumeric, and must be no longer than 40 characters)."
         )))
     }
-}
-
-/// Whether `location` is a zone (`us-central1-a`) rather than a region (`us-central1`).
-pub(crate) fn is_zone(location: &str) -> bool {
-    let parts: Vec<&str> = location.split('-').collect();
-    parts.len() == 3 && parts[2].len() == 1 && parts[2].bytes().all(|b| b.is_ascii_lowercase())
 }
 
 /// The region of a zone or region, or an error when `location` is neither.
@@ -2095,7 +2117,7 @@ mod tests {
     }
 
     fn capacity(spec: Value) -> GcpCapacity {
-        crate::capacity::CapacitySpec::from_json(json!({"gcp": spec}))
+        crate::capacity::CapacitySpec::from_json(json!({"gcp": spec}), &crate::quota_names())
             .expect("valid capacity")
             .gcp
     }

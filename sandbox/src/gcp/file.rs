@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
-use super::container::is_zone;
 use super::error::{ApiError, Code};
+use super::machines::is_zone;
 use super::operation::{Lro, OpCtx};
 use super::schema::{snake, Rules};
 use super::{int_of, operation_id, parse_body, set_or_remove, str_of, Api};

@@ -8,11 +8,41 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
-use super::container::{KubeCluster, KubePool};
+use super::machines::{bundled_gpus, known_machine_shape};
 use crate::common::hash::fnv64;
 use crate::k8s::cloud::DNS_SERVICE_IP;
-use crate::k8s::controllers::obj::stable_suffix;
+use crate::k8s::obj::stable_suffix;
 use crate::k8s::{CloudCluster, CloudSide, NodePoolInfo};
+
+/// A cluster as the Kubernetes emulator needs to know it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct KubeCluster {
+    /// `gke/projects/{p}/locations/{l}/clusters/{n}`, the cluster's selfLink path.
+    pub key: String,
+    pub name: String,
+    pub ca_cert_pem: String,
+    pub ca_key_pem: String,
+    pub autopilot: bool,
+    pub pools: Vec<KubePool>,
+    /// `currentMasterVersion` (`1.32.4-gke.1415000`).
+    pub version: String,
+}
+
+/// A node pool as the Kubernetes emulator needs to know it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct KubePool {
+    pub name: String,
+    /// The NodeConfig (machine type, spot, accelerators, taints, labels…).
+    pub config: Value,
+    /// Nodes per zone.
+    pub size: i64,
+    /// How many zones the pool spans.
+    pub zones: i64,
+    pub autoscaling: Value,
+    pub placement_policy: Value,
+    /// The pool's node version, when it says.
+    pub version: Option<String>,
+}
 
 /// A GKE cluster, Standard or Autopilot.
 #[derive(Debug)]
@@ -50,6 +80,35 @@ impl CloudSide for GkeCloud {
             "gk3-{cluster}-nap-{:08x}",
             fnv64(&[cluster, pod_uid]) as u32
         )
+    }
+
+    fn pod_node_machine(
+        &self,
+        labels: &mut BTreeMap<String, String>,
+        extended: &BTreeMap<String, i64>,
+    ) -> String {
+        // Autopilot picks a machine for what the pod asks: TPU chips, GPUs, or neither.
+        let machine_type = labels
+            .get("node.kubernetes.io/instance-type")
+            .cloned()
+            .unwrap_or_else(|| {
+                if extended.contains_key("google.com/tpu") {
+                    "ct5lp-hightpu-4t".into()
+                } else if extended.contains_key("nvidia.com/gpu") {
+                    "g2-standard-8".into()
+                } else {
+                    "e2-standard-4".into()
+                }
+            });
+        if labels
+            .get("cloud.google.com/gke-spot")
+            .is_some_and(|v| v == "true")
+        {
+            labels.insert("cloud.google.com/gke-provisioning".into(), "spot".into());
+        }
+        let family = machine_type.split('-').next().unwrap_or_default();
+        labels.insert("cloud.google.com/machine-family".into(), family.to_string());
+        machine_type
     }
 
     fn provider_id(&self, zone: &str, node: &str) -> String {
@@ -342,62 +401,6 @@ pub(crate) fn gke_clusters(clusters: Vec<KubeCluster>) -> Vec<CloudCluster> {
 /// e2-medium.
 fn machine_shape(machine_type: &str) -> (i64, i64) {
     known_machine_shape(machine_type).unwrap_or((2, 4096))
-}
-
-/// vCPUs and memory (MiB) of a machine type the sandbox's Compute Engine has (what
-/// `machineTypes.get` serves and node pools consume); `None` for others.
-pub(crate) fn known_machine_shape(machine_type: &str) -> Option<(i64, i64)> {
-    const GIB: f64 = 1024.0;
-    let parts: Vec<&str> = machine_type.split('-').collect();
-    let n = |s: &str| s.trim_end_matches(['g', 't']).parse::<i64>().ok();
-    let shape = match parts.as_slice() {
-        ["e2", "micro"] => Some((2, 1.0)),
-        ["e2", "small"] => Some((2, 2.0)),
-        ["e2", "medium"] => Some((2, 4.0)),
-        ["custom", cpu, mem] | [_, "custom", cpu, mem] => {
-            n(cpu).zip(n(mem)).map(|(c, m)| (c, m as f64 / GIB))
-        }
-        ["a2", "highgpu", g] => n(g).map(|g| (12 * g, 85.0 * g as f64)),
-        ["a2", "ultragpu", g] => n(g).map(|g| (12 * g, 170.0 * g as f64)),
-        ["a2", "megagpu", _] => Some((96, 1360.0)),
-        ["a3", _, _] => Some((208, 1872.0)),
-        ["ct4p", _, t] | ["ct5p", _, t] => n(t).map(|t| (52 * t, 112.0 * t as f64)),
-        ["ct5lp", _, "1t"] | ["ct5l", _, "1t"] => Some((24, 48.0)),
-        ["ct5lp", _, t] | ["ct5l", _, t] => n(t).map(|t| (28 * t, 48.0 * t as f64)),
-        ["ct6e", _, "1t"] => Some((44, 176.0)),
-        ["ct6e", _, t] => n(t).map(|t| (180, 180.0 * t as f64)),
-        ["n1", "standard", c] => n(c).map(|c| (c, 3.75 * c as f64)),
-        ["n1", "highmem", c] => n(c).map(|c| (c, 6.5 * c as f64)),
-        ["n1", "highcpu", c] => n(c).map(|c| (c, 0.9 * c as f64)),
-        [_, "standard", c] => n(c).map(|c| (c, 4.0 * c as f64)),
-        [_, "highmem", c] => n(c).map(|c| (c, 8.0 * c as f64)),
-        [_, "highcpu", c] => n(c).map(|c| (c, c as f64)),
-        _ => None,
-    };
-    shape.map(|(cpu, gib)| (cpu, (gib * GIB).round() as i64))
-}
-
-/// The GPUs some machine types come with when no accelerator is configured.
-pub(crate) fn bundled_gpus(machine_type: &str) -> Option<(&'static str, i64)> {
-    let parts: Vec<&str> = machine_type.split('-').collect();
-    let count = |s: &str| s.trim_end_matches('g').parse::<i64>().ok();
-    match parts.as_slice() {
-        ["a2", "highgpu", g] => count(g).map(|c| ("nvidia-tesla-a100", c)),
-        ["a2", "megagpu", g] => count(g).map(|c| ("nvidia-tesla-a100", c)),
-        ["a2", "ultragpu", g] => count(g).map(|c| ("nvidia-a100-80gb", c)),
-        ["a3", "megagpu", g] => count(g).map(|c| ("nvidia-h100-mega-80gb", c)),
-        ["a3", _, g] => count(g).map(|c| ("nvidia-h100-80gb", c)),
-        ["g2", "standard", cpu] => cpu.parse::<i64>().ok().map(|cpu| {
-            let gpus = match cpu {
-                24 => 2,
-                48 => 4,
-                96 => 8,
-                _ => 1,
-            };
-            ("nvidia-l4", gpus)
-        }),
-        _ => None,
-    }
 }
 
 /// A TPU machine type's accelerator label value, chip count and default topology.

@@ -13,6 +13,7 @@ pub(crate) mod error;
 pub(crate) mod file;
 pub(crate) mod filter;
 pub(crate) mod kube;
+pub(crate) mod machines;
 pub(crate) mod operation;
 pub mod schema;
 pub(crate) mod serviceusage;
@@ -106,7 +107,9 @@ impl GcpState {
             Api::File => self.file.handle(req, ctx),
             Api::Storage => self.storage.handle(req, ctx),
             Api::ServiceUsage => self.serviceusage.handle(req, ctx),
-            Api::Compute => compute::handle(req, &self.capacity, &self.container),
+            Api::Compute => {
+                compute::handle(req, &self.capacity, &|| self.container.kube_clusters())
+            }
             Api::Tpu => tpu::handle(req),
         };
         result.unwrap_or_else(|e| e.response(api))

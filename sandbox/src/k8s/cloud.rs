@@ -26,6 +26,21 @@ pub(crate) trait CloudSide: Debug + Send + Sync {
     fn pool_node_name(&self, cluster: &str, pool: &str, index: i64) -> String;
     /// The name of the node made for the pod `pod_uid` (when [`Self::provisions_per_pod`]).
     fn pod_node_name(&self, cluster: &str, pod_uid: &str) -> String;
+    /// The machine type of the node the cloud makes for a pod (when
+    /// [`Self::provisions_per_pod`]) that selects `labels` and asks for the extended
+    /// resources `extended` (`nvidia.com/gpu` → 2), adding to `labels` what the cloud
+    /// labels such a node with (its provisioning, its machine family). By default the
+    /// type the pod selects (`node.kubernetes.io/instance-type`), else a general one.
+    fn pod_node_machine(
+        &self,
+        labels: &mut std::collections::BTreeMap<String, String>,
+        _extended: &std::collections::BTreeMap<String, i64>,
+    ) -> String {
+        labels
+            .get("node.kubernetes.io/instance-type")
+            .cloned()
+            .unwrap_or_else(|| "general".to_string())
+    }
     /// A node's `spec.providerID`.
     fn provider_id(&self, zone: &str, node: &str) -> String;
     /// The node's OS image and container runtime, as `status.nodeInfo` reports them.

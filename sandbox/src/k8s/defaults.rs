@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-use super::controllers::obj::{self, default};
+use super::obj::{self, default};
 use super::store::ObjKey;
 use super::ClusterState;
 
@@ -210,7 +210,7 @@ fn pod(object: &mut Value) {
         }
     }
     default(object, &["status", "phase"], json!("Pending"));
-    let qos = super::controllers::qos_class(&object["spec"]);
+    let qos = qos_class(&object["spec"]);
     default(object, &["status", "qosClass"], json!(qos));
 }
 
@@ -682,9 +682,7 @@ fn pvc_update(old: &Value, object: &mut Value, causes: &mut Vec<Cause>) {
             "Forbidden: spec is immutable after creation except resources.requests and volumeAttributesClassName for bound claims".into(),
         ));
     }
-    let size = |v: &Value| {
-        super::controllers::storage_bytes(&v["spec"]["resources"]["requests"]["storage"])
-    };
+    let size = |v: &Value| obj::storage_bytes(&v["spec"]["resources"]["requests"]["storage"]);
     if size(object) < size(old) {
         causes.push((
             "spec.resources.requests.storage".into(),
@@ -800,6 +798,36 @@ fn data_immutable(old: &Value, object: &Value, causes: &mut Vec<Cause>) {
     }
     if object["immutable"] != true {
         causes.push(("immutable".into(), message.into()));
+    }
+}
+
+/// A pod's QoS class, as the API server sets `status.qosClass` and the kubelet
+/// ranks pods by it: no requests or limits at all, every container's limits set and
+/// requests equal to them, or neither.
+pub(crate) fn qos_class(spec: &Value) -> &'static str {
+    let all: Vec<&Value> = obj::items(&spec["containers"])
+        .iter()
+        .chain(obj::items(&spec["initContainers"]))
+        .collect();
+    let set = |c: &Value, part: &str, r: &str| !c["resources"][part][r].is_null();
+    if all.iter().all(|c| {
+        ["cpu", "memory"]
+            .iter()
+            .all(|r| !set(c, "requests", r) && !set(c, "limits", r))
+    }) {
+        return "BestEffort";
+    }
+    let guaranteed = all.iter().all(|c| {
+        ["cpu", "memory"].iter().all(|r| {
+            let limit = &c["resources"]["limits"][*r];
+            let request = &c["resources"]["requests"][*r];
+            !limit.is_null() && (request.is_null() || request == limit)
+        })
+    });
+    if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
     }
 }
 

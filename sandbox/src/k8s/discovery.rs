@@ -542,23 +542,22 @@ pub(crate) fn openapi_name(group: &str, version: &str) -> String {
     }
 }
 
-/// `/openapi/v3`, parsed (the server answers the cached bytes).
-#[cfg(test)]
-pub(crate) fn openapi_root(cluster: &ClusterState) -> Value {
-    serde_json::from_slice(super::openapi::documents(cluster).v3_root()).unwrap_or(Value::Null)
-}
-
-/// `/openapi/v3/<api/v1|apis/g/v>`, parsed.
-#[cfg(test)]
-pub(crate) fn openapi_group_version(cluster: &ClusterState, name: &str) -> Option<Value> {
-    serde_json::from_slice(super::openapi::documents(cluster).v3(name)?).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::k8s::ClusterState;
     use chrono::Utc;
+
+    /// `/openapi/v3`, parsed (the server answers the cached bytes).
+    fn openapi_root(cluster: &ClusterState) -> Value {
+        serde_json::from_slice(crate::k8s::openapi::documents(cluster).v3_root())
+            .unwrap_or(Value::Null)
+    }
+
+    /// `/openapi/v3/<api/v1|apis/g/v>`, parsed.
+    fn openapi_group_version(cluster: &ClusterState, name: &str) -> Option<Value> {
+        serde_json::from_slice(crate::k8s::openapi::documents(cluster).v3(name)?).ok()
+    }
 
     fn cluster() -> ClusterState {
         ClusterState::new(

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::controllers::obj;
+use super::obj;
 use super::store::ObjKey;
 use super::ClusterState;
 use crate::common::hash::fnv64;

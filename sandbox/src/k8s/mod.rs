@@ -1,10 +1,13 @@
 //! The Kubernetes side of the sandbox: one emulated API server per emulated cluster (GKE
-//! now, EKS later), each on its own loopback TLS port with a serving certificate signed
-//! by the cluster's CA. This file owns the per-cluster state kept in the sandbox world
-//! ([`KubeState`], [`ClusterState`]), the facts the cloud side hands over (flavor, CA,
-//! node pools — with the labels, taints and resources GKE gives its nodes) and keeping
-//! the clusters in step with the cloud; `store.rs` the objects, `server.rs` the
-//! listeners, `api.rs` the handlers.
+//! and EKS), transport-neutral and naming no cloud: what is a cloud's (node shapes,
+//! machine families, accelerator labels) comes through [`CloudSide`] (`cloud.rs`), which
+//! `gcp/kube.rs` and `aws/kube.rs` implement. This layer sits above `common/` and
+//! `http.rs` and below the clouds and the server (`server/kube.rs` serves each cluster on
+//! its own loopback TLS port); nothing here imports them. This file owns the
+//! per-cluster state kept in the sandbox world ([`KubeState`], [`ClusterState`]), the
+//! facts the cloud side hands over (flavor, CA, node pools with their labels, taints and
+//! resources) and keeping the clusters in step with the cloud; `store.rs` the objects,
+//! `api/` the handlers, `request.rs` the request they take.
 
 pub(crate) mod api;
 pub(crate) mod apply;
@@ -15,10 +18,11 @@ pub(crate) mod discovery;
 pub(crate) mod environment;
 pub(crate) mod jail;
 pub(crate) mod kubeconfig;
+pub(crate) mod obj;
 pub(crate) mod openapi;
 pub(crate) mod processes;
+pub(crate) mod request;
 pub(crate) mod schema;
-pub(crate) mod server;
 pub(crate) mod spdy;
 pub(crate) mod status;
 pub(crate) mod store;

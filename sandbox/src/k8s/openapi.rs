@@ -10,8 +10,8 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha512};
 
 use crate::http::{ApiResponse, Body};
-use crate::k8s::api::KubeRequest;
 use crate::k8s::discovery::{self, ResourceType};
+use crate::k8s::request::KubeRequest;
 use crate::k8s::schema::{self, Root, PATCH, V2_REF, V3_REF};
 use crate::k8s::status::StatusError;
 use crate::k8s::ClusterState;

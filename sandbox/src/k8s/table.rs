@@ -344,568 +344,738 @@ fn count(v: &Value) -> i64 {
     v.as_object().map_or(0, |m| m.len() as i64)
 }
 
+/// What a built-in type's row is made from: its type, the object, its spec and status, its NAME
+/// and AGE cells, the time.
+struct Row<'a> {
+    rt: &'a ResourceType,
+    obj: &'a Value,
+    spec: &'a Value,
+    status: &'a Value,
+    name: Value,
+    age: Value,
+    now: DateTime<Utc>,
+}
+
 /// The columns and cells of a built-in type, or `None` for NAME/AGE.
 fn builtin(
     rt: &ResourceType,
     obj: &Value,
     now: DateTime<Utc>,
 ) -> Option<(Vec<Column>, Vec<Value>)> {
-    let name = json!(s(&obj["metadata"]["name"]));
-    let age = json!(since(&obj["metadata"]["creationTimestamp"], now));
-    let spec = &obj["spec"];
-    let status = &obj["status"];
+    let row = Row {
+        rt,
+        obj,
+        spec: &obj["spec"],
+        status: &obj["status"],
+        name: json!(s(&obj["metadata"]["name"])),
+        age: json!(since(&obj["metadata"]["creationTimestamp"], now)),
+        now,
+    };
     let group = if rt.group == "events.k8s.io" {
         ""
     } else {
         rt.group.as_str()
     };
-    let out = match (group, rt.plural.as_str()) {
-        ("", "pods") => {
-            let (ready, restarts, reason) = pod_row(obj);
-            (
-                vec![
-                    NAME,
-                    (
-                        "Ready",
-                        "string",
-                        0,
-                        "The aggregate readiness state of this pod for accepting traffic.",
-                    ),
-                    (
-                        "Status",
-                        "string",
-                        0,
-                        "The aggregate status of the containers in this pod.",
-                    ),
-                    (
-                        "Restarts",
-                        "string",
-                        0,
-                        "The number of times the containers in this pod have been restarted.",
-                    ),
-                    AGE,
-                    ("IP", "string", 1, "IP address allocated to the pod."),
-                    (
-                        "Node",
-                        "string",
-                        1,
-                        "Name of the node the pod is assigned to.",
-                    ),
-                    (
-                        "Nominated Node",
-                        "string",
-                        1,
-                        "Name of the node the pod is nominated to.",
-                    ),
-                    (
-                        "Readiness Gates",
-                        "string",
-                        1,
-                        "Readiness gates of the pod.",
-                    ),
-                ],
-                vec![
-                    name,
-                    json!(ready),
-                    json!(reason),
-                    json!(restarts),
-                    age,
-                    json!(or_none(s(&status["podIP"]))),
-                    json!(or_none(s(&spec["nodeName"]))),
-                    json!(or_none(s(&status["nominatedNodeName"]))),
-                    json!("<none>"),
-                ],
-            )
-        }
-        ("batch", "jobs") => {
-            let succeeded = int(&status["succeeded"]);
-            let completions = match spec["completions"].as_i64() {
-                Some(c) => format!("{succeeded}/{c}"),
-                None => match spec["parallelism"].as_i64().filter(|p| *p > 1) {
-                    Some(p) => format!("{succeeded}/1 of {p}"),
-                    None => format!("{succeeded}/1"),
-                },
-            };
-            let (containers, images) = containers_and_images(&spec["template"]["spec"]);
-            (
-                vec![
-                    NAME,
-                    ("Status", "string", 0, "Status of the job."),
-                    (
-                        "Completions",
-                        "string",
-                        0,
-                        "The completion status of the job.",
-                    ),
-                    (
-                        "Duration",
-                        "string",
-                        0,
-                        "Time required to complete the job.",
-                    ),
-                    AGE,
-                    (
-                        "Containers",
-                        "string",
-                        1,
-                        "Names of each container in the template.",
-                    ),
-                    (
-                        "Images",
-                        "string",
-                        1,
-                        "Images referenced by each container in the template.",
-                    ),
-                    (
-                        "Selector",
-                        "string",
-                        1,
-                        "Query over pods that should match the replicas count.",
-                    ),
-                ],
-                vec![
-                    name,
-                    json!(job_status(obj)),
-                    json!(completions),
-                    json!(job_duration(obj, now)),
-                    age,
-                    json!(containers),
-                    json!(images),
-                    json!(or_none(selector_string(&spec["selector"]))),
-                ],
-            )
-        }
-        ("batch", "cronjobs") => (
-            vec![
-                NAME,
-                ("Schedule", "string", 0, "The schedule in Cron format."),
-                ("Timezone", "string", 0, "The time zone for the schedule."),
-                (
-                    "Suspend",
-                    "boolean",
-                    0,
-                    "Whether the cron job is suspended.",
-                ),
-                ("Active", "integer", 0, "The number of active jobs."),
-                (
-                    "Last Schedule",
-                    "string",
-                    0,
-                    "When the job was last scheduled.",
-                ),
-                AGE,
-            ],
-            vec![
-                name,
-                json!(s(&spec["schedule"])),
-                json!(or_none(s(&spec["timeZone"]))),
-                json!(spec["suspend"] == Value::Bool(true)),
-                json!(status["active"].as_array().map_or(0, Vec::len)),
-                json!(match status.get("lastScheduleTime") {
-                    Some(t) => since(t, now),
-                    None => "<none>".into(),
-                }),
-                age,
-            ],
-        ),
-        ("", "services") => (
-            vec![
-                NAME,
-                ("Type", "string", 0, "The type of the service."),
-                ("Cluster-IP", "string", 0, "The cluster IP of the service."),
-                (
-                    "External-IP",
-                    "string",
-                    0,
-                    "The external IPs of the service.",
-                ),
-                ("Port(s)", "string", 0, "The ports of the service."),
-                AGE,
-                ("Selector", "string", 1, "The pods this service routes to."),
-            ],
-            vec![
-                name,
-                json!(spec["type"].as_str().unwrap_or("ClusterIP")),
-                json!(or_none(s(&spec["clusterIP"]))),
-                json!(external_ip(obj)),
-                json!(service_ports(obj)),
-                age,
-                json!(or_none(
-                    spec["selector"]
-                        .as_object()
-                        .into_iter()
-                        .flatten()
-                        .map(|(k, v)| format!("{k}={}", s(v)))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                )),
-            ],
-        ),
-        ("", "persistentvolumeclaims") => (
-            vec![
-                NAME,
-                ("Status", "string", 0, "The phase of the claim."),
-                ("Volume", "string", 0, "The volume bound to the claim."),
-                ("Capacity", "string", 0, "The capacity of the bound volume."),
-                (
-                    "Access Modes",
-                    "string",
-                    0,
-                    "The access modes of the bound volume.",
-                ),
-                (
-                    "StorageClass",
-                    "string",
-                    0,
-                    "The storage class of the claim.",
-                ),
-                (
-                    "VolumeAttributesClass",
-                    "string",
-                    0,
-                    "The volume attributes class of the claim.",
-                ),
-                AGE,
-                ("VolumeMode", "string", 1, "The volume mode of the claim."),
-            ],
-            vec![
-                name,
-                json!(s(&status["phase"])),
-                json!(s(&spec["volumeName"])),
-                json!(s(&status["capacity"]["storage"])),
-                json!(access_modes(&status["accessModes"])),
-                json!(s(&spec["storageClassName"])),
-                json!(spec["volumeAttributesClassName"]
-                    .as_str()
-                    .unwrap_or("<unset>")),
-                age,
-                json!(spec["volumeMode"].as_str().unwrap_or("Filesystem")),
-            ],
-        ),
-        ("", "persistentvolumes") => {
-            let claim = &spec["claimRef"];
-            let claim = if claim.is_object() {
-                format!("{}/{}", s(&claim["namespace"]), s(&claim["name"]))
-            } else {
-                String::new()
-            };
-            (
-                vec![
-                    NAME,
-                    ("Capacity", "string", 0, "The capacity of the volume."),
-                    (
-                        "Access Modes",
-                        "string",
-                        0,
-                        "The access modes of the volume.",
-                    ),
-                    (
-                        "Reclaim Policy",
-                        "string",
-                        0,
-                        "What happens to the volume when released.",
-                    ),
-                    ("Status", "string", 0, "The phase of the volume."),
-                    ("Claim", "string", 0, "The claim bound to the volume."),
-                    (
-                        "StorageClass",
-                        "string",
-                        0,
-                        "The storage class of the volume.",
-                    ),
-                    (
-                        "VolumeAttributesClass",
-                        "string",
-                        0,
-                        "The volume attributes class of the volume.",
-                    ),
-                    ("Reason", "string", 0, "Why the volume is in its phase."),
-                    AGE,
-                    ("VolumeMode", "string", 1, "The volume mode of the volume."),
-                ],
-                vec![
-                    name,
-                    json!(s(&spec["capacity"]["storage"])),
-                    json!(access_modes(&spec["accessModes"])),
-                    json!(spec["persistentVolumeReclaimPolicy"]
-                        .as_str()
-                        .unwrap_or("Retain")),
-                    json!(s(&status["phase"])),
-                    json!(claim),
-                    json!(s(&spec["storageClassName"])),
-                    json!(spec["volumeAttributesClassName"]
-                        .as_str()
-                        .unwrap_or("<unset>")),
-                    json!(s(&status["reason"])),
-                    age,
-                    json!(spec["volumeMode"].as_str().unwrap_or("Filesystem")),
-                ],
-            )
-        }
-        ("", "nodes") => {
-            let info = &status["nodeInfo"];
-            (
-                vec![
-                    NAME,
-                    ("Status", "string", 0, "The status of the node."),
-                    ("Roles", "string", 0, "The roles of the node."),
-                    AGE,
-                    (
-                        "Version",
-                        "string",
-                        0,
-                        "Kubelet version reported by the node.",
-                    ),
-                    ("Internal-IP", "string", 1, "The internal IP of the node."),
-                    ("External-IP", "string", 1, "The external IP of the node."),
-                    ("OS-Image", "string", 1, "OS image reported by the node."),
-                    (
-                        "Kernel-Version",
-                        "string",
-                        1,
-                        "Kernel version reported by the node.",
-                    ),
-                    (
-                        "Container-Runtime",
-                        "string",
-                        1,
-                        "Container runtime reported by the node.",
-                    ),
-                ],
-                vec![
-                    name,
-                    json!(node_status(obj)),
-                    json!(node_roles(obj)),
-                    age,
-                    json!(s(&info["kubeletVersion"])),
-                    json!(node_address(obj, "InternalIP")),
-                    json!(node_address(obj, "ExternalIP")),
-                    json!(s(&info["osImage"])),
-                    json!(s(&info["kernelVersion"])),
-                    json!(s(&info["containerRuntimeVersion"])),
-                ],
-            )
-        }
-        ("", "namespaces") => (
-            vec![
-                NAME,
-                ("Status", "string", 0, "The status of the namespace."),
-                AGE,
-            ],
-            vec![
-                name,
-                json!(status["phase"].as_str().unwrap_or("Active")),
-                age,
-            ],
-        ),
-        ("", "configmaps") => (
-            vec![NAME, ("Data", "integer", 0, "Number of data entries."), AGE],
-            vec![
-                name,
-                json!(count(&obj["data"]) + count(&obj["binaryData"])),
-                age,
-            ],
-        ),
-        ("", "secrets") => (
-            vec![
-                NAME,
-                ("Type", "string", 0, "The type of the secret."),
-                ("Data", "integer", 0, "Number of data entries."),
-                AGE,
-            ],
-            vec![
-                name,
-                json!(obj["type"].as_str().unwrap_or("Opaque")),
-                json!(count(&obj["data"])),
-                age,
-            ],
-        ),
-        ("", "events") => {
-            let involved = if rt.group == "events.k8s.io" {
-                &obj["regarding"]
-            } else {
-                &obj["involvedObject"]
-            };
-            let last = obj
-                .get("lastTimestamp")
-                .filter(|v| !v.is_null())
-                .or(obj.get("eventTime").filter(|v| !v.is_null()))
-                .unwrap_or(&obj["metadata"]["creationTimestamp"]);
-            let message = if rt.group == "events.k8s.io" {
-                &obj["note"]
-            } else {
-                &obj["message"]
-            };
-            (
-                vec![
-                    (
-                        "Last Seen",
-                        "string",
-                        0,
-                        "Time since the event was last seen.",
-                    ),
-                    ("Type", "string", 0, "Type of the event."),
-                    ("Reason", "string", 0, "Why the event happened."),
-                    ("Object", "string", 0, "The object the event is about."),
-                    ("Message", "string", 0, "What happened."),
-                ],
-                vec![
-                    json!(since(last, now)),
-                    json!(s(&obj["type"])),
-                    json!(s(&obj["reason"])),
-                    json!(format!(
-                        "{}/{}",
-                        s(&involved["kind"]).to_lowercase(),
-                        s(&involved["name"])
-                    )),
-                    json!(s(message)),
-                ],
-            )
-        }
-        ("apps", "deployments") => {
-            let (containers, images) = containers_and_images(&spec["template"]["spec"]);
-            (
-                vec![
-                    NAME,
-                    ("Ready", "string", 0, "Number of the pod with ready state."),
-                    ("Up-to-date", "integer", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
-                    ("Available", "integer", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
-                    AGE,
-                    ("Containers", "string", 1, "Names of each container in the template."),
-                    ("Images", "string", 1, "Images referenced by each container in the template."),
-                    ("Selector", "string", 1, "Label selector for pods."),
-                ],
-                vec![
-                    name,
-                    json!(format!("{}/{}", int(&status["readyReplicas"]), spec["replicas"].as_i64().unwrap_or(1))),
-                    json!(int(&status["updatedReplicas"])),
-                    json!(int(&status["availableReplicas"])),
-                    age,
-                    json!(containers),
-                    json!(images),
-                    json!(or_none(selector_string(&spec["selector"]))),
-                ],
-            )
-        }
-        ("apps", "replicasets") => (
-            vec![
-                NAME,
-                ("Desired", "integer", 0, "Number of desired pods."),
-                ("Current", "integer", 0, "Number of actual replicas."),
-                ("Ready", "integer", 0, "Number of ready replicas."),
-                AGE,
-            ],
-            vec![
-                name,
-                json!(spec["replicas"].as_i64().unwrap_or(1)),
-                json!(int(&status["replicas"])),
-                json!(int(&status["readyReplicas"])),
-                age,
-            ],
-        ),
-        ("apps", "statefulsets") => (
-            vec![
-                NAME,
-                ("Ready", "string", 0, "Number of the pod with ready state."),
-                AGE,
-            ],
-            vec![
-                name,
-                json!(format!(
-                    "{}/{}",
-                    int(&status["readyReplicas"]),
-                    spec["replicas"].as_i64().unwrap_or(1)
-                )),
-                age,
-            ],
-        ),
-        ("apps", "daemonsets") => {
-            let (containers, images) = containers_and_images(&spec["template"]["spec"]);
-            let node_selector: Vec<String> = spec["template"]["spec"]["nodeSelector"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| format!("{k}={}", s(v)))
-                .collect();
-            (
-                vec![
-                    NAME,
-                    (
-                        "Desired",
-                        "integer",
-                        0,
-                        "The desired number of nodes running the daemon pod.",
-                    ),
-                    (
-                        "Current",
-                        "integer",
-                        0,
-                        "The number of nodes running at least one daemon pod.",
-                    ),
-                    (
-                        "Ready",
-                        "integer",
-                        0,
-                        "The number of nodes running a ready daemon pod.",
-                    ),
-                    (
-                        "Up-to-date",
-                        "integer",
-                        0,
-                        "The number of nodes running the updated daemon pod.",
-                    ),
-                    (
-                        "Available",
-                        "integer",
-                        0,
-                        "The number of nodes running an available daemon pod.",
-                    ),
-                    (
-                        "Node Selector",
-                        "string",
-                        0,
-                        "The node selector of the daemon pods.",
-                    ),
-                    AGE,
-                    (
-                        "Containers",
-                        "string",
-                        1,
-                        "Names of each container in the template.",
-                    ),
-                    (
-                        "Images",
-                        "string",
-                        1,
-                        "Images referenced by each container in the template.",
-                    ),
-                    ("Selector", "string", 1, "Label selector for pods."),
-                ],
-                vec![
-                    name,
-                    json!(int(&status["desiredNumberScheduled"])),
-                    json!(int(&status["currentNumberScheduled"])),
-                    json!(int(&status["numberReady"])),
-                    json!(int(&status["updatedNumberScheduled"])),
-                    json!(int(&status["numberAvailable"])),
-                    json!(or_none(node_selector.join(","))),
-                    age,
-                    json!(containers),
-                    json!(images),
-                    json!(or_none(selector_string(&spec["selector"]))),
-                ],
-            )
-        }
-        ("apiextensions.k8s.io", "customresourcedefinitions") => (
-            vec![
-                NAME,
-                ("Created At", "date", 0, "When the definition was created."),
-            ],
-            vec![name, json!(s(&obj["metadata"]["creationTimestamp"]))],
-        ),
+    Some(match (group, rt.plural.as_str()) {
+        ("", "pods") => row_pods(row),
+        ("batch", "jobs") => row_jobs(row),
+        ("batch", "cronjobs") => row_cronjobs(row),
+        ("", "services") => row_services(row),
+        ("", "persistentvolumeclaims") => row_persistentvolumeclaims(row),
+        ("", "persistentvolumes") => row_persistentvolumes(row),
+        ("", "nodes") => row_nodes(row),
+        ("", "namespaces") => row_namespaces(row),
+        ("", "configmaps") => row_configmaps(row),
+        ("", "secrets") => row_secrets(row),
+        ("", "events") => row_events(row),
+        ("apps", "deployments") => row_deployments(row),
+        ("apps", "replicasets") => row_replicasets(row),
+        ("apps", "statefulsets") => row_statefulsets(row),
+        ("apps", "daemonsets") => row_daemonsets(row),
+        ("apiextensions.k8s.io", "customresourcedefinitions") => row_customresourcedefinitions(row),
         _ => return None,
+    })
+}
+
+/// The columns `kubectl get pods` shows, and this object's cells.
+fn row_pods(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row {
+        obj,
+        spec,
+        status,
+        name,
+        age,
+        ..
+    } = row;
+    let (ready, restarts, reason) = pod_row(obj);
+    (
+        vec![
+            NAME,
+            (
+                "Ready",
+                "string",
+                0,
+                "The aggregate readiness state of this pod for accepting traffic.",
+            ),
+            (
+                "Status",
+                "string",
+                0,
+                "The aggregate status of the containers in this pod.",
+            ),
+            (
+                "Restarts",
+                "string",
+                0,
+                "The number of times the containers in this pod have been restarted.",
+            ),
+            AGE,
+            ("IP", "string", 1, "IP address allocated to the pod."),
+            (
+                "Node",
+                "string",
+                1,
+                "Name of the node the pod is assigned to.",
+            ),
+            (
+                "Nominated Node",
+                "string",
+                1,
+                "Name of the node the pod is nominated to.",
+            ),
+            (
+                "Readiness Gates",
+                "string",
+                1,
+                "Readiness gates of the pod.",
+            ),
+        ],
+        vec![
+            name,
+            json!(ready),
+            json!(reason),
+            json!(restarts),
+            age,
+            json!(or_none(s(&status["podIP"]))),
+            json!(or_none(s(&spec["nodeName"]))),
+            json!(or_none(s(&status["nominatedNodeName"]))),
+            json!("<none>"),
+        ],
+    )
+}
+
+/// The columns `kubectl get jobs` shows, and this object's cells.
+fn row_jobs(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row {
+        obj,
+        spec,
+        status,
+        name,
+        age,
+        now,
+        ..
+    } = row;
+    let succeeded = int(&status["succeeded"]);
+    let completions = match spec["completions"].as_i64() {
+        Some(c) => format!("{succeeded}/{c}"),
+        None => match spec["parallelism"].as_i64().filter(|p| *p > 1) {
+            Some(p) => format!("{succeeded}/1 of {p}"),
+            None => format!("{succeeded}/1"),
+        },
     };
-    Some(out)
+    let (containers, images) = containers_and_images(&spec["template"]["spec"]);
+    (
+        vec![
+            NAME,
+            ("Status", "string", 0, "Status of the job."),
+            (
+                "Completions",
+                "string",
+                0,
+                "The completion status of the job.",
+            ),
+            (
+                "Duration",
+                "string",
+                0,
+                "Time required to complete the job.",
+            ),
+            AGE,
+            (
+                "Containers",
+                "string",
+                1,
+                "Names of each container in the template.",
+            ),
+            (
+                "Images",
+                "string",
+                1,
+                "Images referenced by each container in the template.",
+            ),
+            (
+                "Selector",
+                "string",
+                1,
+                "Query over pods that should match the replicas count.",
+            ),
+        ],
+        vec![
+            name,
+            json!(job_status(obj)),
+            json!(completions),
+            json!(job_duration(obj, now)),
+            age,
+            json!(containers),
+            json!(images),
+            json!(or_none(selector_string(&spec["selector"]))),
+        ],
+    )
+}
+
+/// The columns `kubectl get cronjobs` shows, and this object's cells.
+fn row_cronjobs(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row {
+        spec,
+        status,
+        name,
+        age,
+        now,
+        ..
+    } = row;
+    (
+        vec![
+            NAME,
+            ("Schedule", "string", 0, "The schedule in Cron format."),
+            ("Timezone", "string", 0, "The time zone for the schedule."),
+            (
+                "Suspend",
+                "boolean",
+                0,
+                "Whether the cron job is suspended.",
+            ),
+            ("Active", "integer", 0, "The number of active jobs."),
+            (
+                "Last Schedule",
+                "string",
+                0,
+                "When the job was last scheduled.",
+            ),
+            AGE,
+        ],
+        vec![
+            name,
+            json!(s(&spec["schedule"])),
+            json!(or_none(s(&spec["timeZone"]))),
+            json!(spec["suspend"] == Value::Bool(true)),
+            json!(status["active"].as_array().map_or(0, Vec::len)),
+            json!(match status.get("lastScheduleTime") {
+                Some(t) => since(t, now),
+                None => "<none>".into(),
+            }),
+            age,
+        ],
+    )
+}
+
+/// The columns `kubectl get services` shows, and this object's cells.
+fn row_services(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row {
+        obj,
+        spec,
+        name,
+        age,
+        ..
+    } = row;
+    (
+        vec![
+            NAME,
+            ("Type", "string", 0, "The type of the service."),
+            ("Cluster-IP", "string", 0, "The cluster IP of the service."),
+            (
+                "External-IP",
+                "string",
+                0,
+                "The external IPs of the service.",
+            ),
+            ("Port(s)", "string", 0, "The ports of the service."),
+            AGE,
+            ("Selector", "string", 1, "The pods this service routes to."),
+        ],
+        vec![
+            name,
+            json!(spec["type"].as_str().unwrap_or("ClusterIP")),
+            json!(or_none(s(&spec["clusterIP"]))),
+            json!(external_ip(obj)),
+            json!(service_ports(obj)),
+            age,
+            json!(or_none(
+                spec["selector"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .map(|(k, v)| format!("{k}={}", s(v)))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            )),
+        ],
+    )
+}
+
+/// The columns `kubectl get persistentvolumeclaims` shows, and this object's cells.
+fn row_persistentvolumeclaims(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row {
+        spec,
+        status,
+        name,
+        age,
+        ..
+    } = row;
+    (
+        vec![
+            NAME,
+            ("Status", "string", 0, "The phase of the claim."),
+            ("Volume", "string", 0, "The volume bound to the claim."),
+            ("Capacity", "string", 0, "The capacity of the bound volume."),
+            (
+                "Access Modes",
+                "string",
+                0,
+                "The access modes of the bound volume.",
+            ),
+            (
+                "StorageClass",
+                "string",
+                0,
+                "The storage class of the claim.",
+            ),
+            (
+                "VolumeAttributesClass",
+                "string",
+                0,
+                "The volume attributes class of the claim.",
+            ),
+            AGE,
+            ("VolumeMode", "string", 1, "The volume mode of the claim."),
+        ],
+        vec![
+            name,
+            json!(s(&status["phase"])),
+            json!(s(&spec["volumeName"])),
+            json!(s(&status["capacity"]["storage"])),
+            json!(access_modes(&status["accessModes"])),
+            json!(s(&spec["storageClassName"])),
+            json!(spec["volumeAttributesClassName"]
+                .as_str()
+                .unwrap_or("<unset>")),
+            age,
+            json!(spec["volumeMode"].as_str().unwrap_or("Filesystem")),
+        ],
+    )
+}
+
+/// The columns `kubectl get persistentvolumes` shows, and this object's cells.
+fn row_persistentvolumes(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row {
+        spec,
+        status,
+        name,
+        age,
+        ..
+    } = row;
+    let claim = &spec["claimRef"];
+    let claim = if claim.is_object() {
+        format!("{}/{}", s(&claim["namespace"]), s(&claim["name"]))
+    } else {
+        String::new()
+    };
+    (
+        vec![
+            NAME,
+            ("Capacity", "string", 0, "The capacity of the volume."),
+            (
+                "Access Modes",
+                "string",
+                0,
+                "The access modes of the volume.",
+            ),
+            (
+                "Reclaim Policy",
+                "string",
+                0,
+                "What happens to the volume when released.",
+            ),
+            ("Status", "string", 0, "The phase of the volume."),
+            ("Claim", "string", 0, "The claim bound to the volume."),
+            (
+                "StorageClass",
+                "string",
+                0,
+                "The storage class of the volume.",
+            ),
+            (
+                "VolumeAttributesClass",
+                "string",
+                0,
+                "The volume attributes class of the volume.",
+            ),
+            ("Reason", "string", 0, "Why the volume is in its phase."),
+            AGE,
+            ("VolumeMode", "string", 1, "The volume mode of the volume."),
+        ],
+        vec![
+            name,
+            json!(s(&spec["capacity"]["storage"])),
+            json!(access_modes(&spec["accessModes"])),
+            json!(spec["persistentVolumeReclaimPolicy"]
+                .as_str()
+                .unwrap_or("Retain")),
+            json!(s(&status["phase"])),
+            json!(claim),
+            json!(s(&spec["storageClassName"])),
+            json!(spec["volumeAttributesClassName"]
+                .as_str()
+                .unwrap_or("<unset>")),
+            json!(s(&status["reason"])),
+            age,
+            json!(spec["volumeMode"].as_str().unwrap_or("Filesystem")),
+        ],
+    )
+}
+
+/// The columns `kubectl get nodes` shows, and this object's cells.
+fn row_nodes(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row {
+        obj,
+        status,
+        name,
+        age,
+        ..
+    } = row;
+    let info = &status["nodeInfo"];
+    (
+        vec![
+            NAME,
+            ("Status", "string", 0, "The status of the node."),
+            ("Roles", "string", 0, "The roles of the node."),
+            AGE,
+            (
+                "Version",
+                "string",
+                0,
+                "Kubelet version reported by the node.",
+            ),
+            ("Internal-IP", "string", 1, "The internal IP of the node."),
+            ("External-IP", "string", 1, "The external IP of the node."),
+            ("OS-Image", "string", 1, "OS image reported by the node."),
+            (
+                "Kernel-Version",
+                "string",
+                1,
+                "Kernel version reported by the node.",
+            ),
+            (
+                "Container-Runtime",
+                "string",
+                1,
+                "Container runtime reported by the node.",
+            ),
+        ],
+        vec![
+            name,
+            json!(node_status(obj)),
+            json!(node_roles(obj)),
+            age,
+            json!(s(&info["kubeletVersion"])),
+            json!(node_address(obj, "InternalIP")),
+            json!(node_address(obj, "ExternalIP")),
+            json!(s(&info["osImage"])),
+            json!(s(&info["kernelVersion"])),
+            json!(s(&info["containerRuntimeVersion"])),
+        ],
+    )
+}
+
+/// The columns `kubectl get namespaces` shows, and this object's cells.
+fn row_namespaces(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row {
+        status, name, age, ..
+    } = row;
+    (
+        vec![
+            NAME,
+            ("Status", "string", 0, "The status of the namespace."),
+            AGE,
+        ],
+        vec![
+            name,
+            json!(status["phase"].as_str().unwrap_or("Active")),
+            age,
+        ],
+    )
+}
+
+/// The columns `kubectl get configmaps` shows, and this object's cells.
+fn row_configmaps(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row { obj, name, age, .. } = row;
+    (
+        vec![NAME, ("Data", "integer", 0, "Number of data entries."), AGE],
+        vec![
+            name,
+            json!(count(&obj["data"]) + count(&obj["binaryData"])),
+            age,
+        ],
+    )
+}
+
+/// The columns `kubectl get secrets` shows, and this object's cells.
+fn row_secrets(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row { obj, name, age, .. } = row;
+    (
+        vec![
+            NAME,
+            ("Type", "string", 0, "The type of the secret."),
+            ("Data", "integer", 0, "Number of data entries."),
+            AGE,
+        ],
+        vec![
+            name,
+            json!(obj["type"].as_str().unwrap_or("Opaque")),
+            json!(count(&obj["data"])),
+            age,
+        ],
+    )
+}
+
+/// The columns `kubectl get events` shows, and this object's cells.
+fn row_events(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row { rt, obj, now, .. } = row;
+    let involved = if rt.group == "events.k8s.io" {
+        &obj["regarding"]
+    } else {
+        &obj["involvedObject"]
+    };
+    let last = obj
+        .get("lastTimestamp")
+        .filter(|v| !v.is_null())
+        .or(obj.get("eventTime").filter(|v| !v.is_null()))
+        .unwrap_or(&obj["metadata"]["creationTimestamp"]);
+    let message = if rt.group == "events.k8s.io" {
+        &obj["note"]
+    } else {
+        &obj["message"]
+    };
+    (
+        vec![
+            (
+                "Last Seen",
+                "string",
+                0,
+                "Time since the event was last seen.",
+            ),
+            ("Type", "string", 0, "Type of the event."),
+            ("Reason", "string", 0, "Why the event happened."),
+            ("Object", "string", 0, "The object the event is about."),
+            ("Message", "string", 0, "What happened."),
+        ],
+        vec![
+            json!(since(last, now)),
+            json!(s(&obj["type"])),
+            json!(s(&obj["reason"])),
+            json!(format!(
+                "{}/{}",
+                s(&involved["kind"]).to_lowercase(),
+                s(&involved["name"])
+            )),
+            json!(s(message)),
+        ],
+    )
+}
+
+/// The columns `kubectl get deployments` shows, and this object's cells.
+fn row_deployments(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row {
+        spec,
+        status,
+        name,
+        age,
+        ..
+    } = row;
+    let (containers, images) = containers_and_images(&spec["template"]["spec"]);
+    (
+        vec![
+            NAME,
+            ("Ready", "string", 0, "Number of the pod with ready state."),
+            ("Up-to-date", "integer", 0, "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
+            ("Available", "integer", 0, "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+            AGE,
+            ("Containers", "string", 1, "Names of each container in the template."),
+            ("Images", "string", 1, "Images referenced by each container in the template."),
+            ("Selector", "string", 1, "Label selector for pods."),
+        ],
+        vec![
+            name,
+            json!(format!("{}/{}", int(&status["readyReplicas"]), spec["replicas"].as_i64().unwrap_or(1))),
+            json!(int(&status["updatedReplicas"])),
+            json!(int(&status["availableReplicas"])),
+            age,
+            json!(containers),
+            json!(images),
+            json!(or_none(selector_string(&spec["selector"]))),
+        ],
+    )
+}
+
+/// The columns `kubectl get replicasets` shows, and this object's cells.
+fn row_replicasets(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row {
+        spec,
+        status,
+        name,
+        age,
+        ..
+    } = row;
+    (
+        vec![
+            NAME,
+            ("Desired", "integer", 0, "Number of desired pods."),
+            ("Current", "integer", 0, "Number of actual replicas."),
+            ("Ready", "integer", 0, "Number of ready replicas."),
+            AGE,
+        ],
+        vec![
+            name,
+            json!(spec["replicas"].as_i64().unwrap_or(1)),
+            json!(int(&status["replicas"])),
+            json!(int(&status["readyReplicas"])),
+            age,
+        ],
+    )
+}
+
+/// The columns `kubectl get statefulsets` shows, and this object's cells.
+fn row_statefulsets(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row {
+        spec,
+        status,
+        name,
+        age,
+        ..
+    } = row;
+    (
+        vec![
+            NAME,
+            ("Ready", "string", 0, "Number of the pod with ready state."),
+            AGE,
+        ],
+        vec![
+            name,
+            json!(format!(
+                "{}/{}",
+                int(&status["readyReplicas"]),
+                spec["replicas"].as_i64().unwrap_or(1)
+            )),
+            age,
+        ],
+    )
+}
+
+/// The columns `kubectl get daemonsets` shows, and this object's cells.
+fn row_daemonsets(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row {
+        spec,
+        status,
+        name,
+        age,
+        ..
+    } = row;
+    let (containers, images) = containers_and_images(&spec["template"]["spec"]);
+    let node_selector: Vec<String> = spec["template"]["spec"]["nodeSelector"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", s(v)))
+        .collect();
+    (
+        vec![
+            NAME,
+            (
+                "Desired",
+                "integer",
+                0,
+                "The desired number of nodes running the daemon pod.",
+            ),
+            (
+                "Current",
+                "integer",
+                0,
+                "The number of nodes running at least one daemon pod.",
+            ),
+            (
+                "Ready",
+                "integer",
+                0,
+                "The number of nodes running a ready daemon pod.",
+            ),
+            (
+                "Up-to-date",
+                "integer",
+                0,
+                "The number of nodes running the updated daemon pod.",
+            ),
+            (
+                "Available",
+                "integer",
+                0,
+                "The number of nodes running an available daemon pod.",
+            ),
+            (
+                "Node Selector",
+                "string",
+                0,
+                "The node selector of the daemon pods.",
+            ),
+            AGE,
+            (
+                "Containers",
+                "string",
+                1,
+                "Names of each container in the template.",
+            ),
+            (
+                "Images",
+                "string",
+                1,
+                "Images referenced by each container in the template.",
+            ),
+            ("Selector", "string", 1, "Label selector for pods."),
+        ],
+        vec![
+            name,
+            json!(int(&status["desiredNumberScheduled"])),
+            json!(int(&status["currentNumberScheduled"])),
+            json!(int(&status["numberReady"])),
+            json!(int(&status["updatedNumberScheduled"])),
+            json!(int(&status["numberAvailable"])),
+            json!(or_none(node_selector.join(","))),
+            age,
+            json!(containers),
+            json!(images),
+            json!(or_none(selector_string(&spec["selector"]))),
+        ],
+    )
+}
+
+/// The row of apiextensions.k8s.io/customresourcedefinitions.
+fn row_customresourcedefinitions(row: Row<'_>) -> (Vec<Column>, Vec<Value>) {
+    let Row { obj, name, .. } = row;
+    (
+        vec![
+            NAME,
+            ("Created At", "date", 0, "When the definition was created."),
+        ],
+        vec![name, json!(s(&obj["metadata"]["creationTimestamp"]))],
+    )
 }
 
 /// The results of a printer-column JSONPath (`.a.b`, `[0]`, `[*]`, `[?(@.k=="v")]`).

@@ -13,8 +13,8 @@ use std::path::{Component, Path, PathBuf};
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::controllers::obj;
 use super::controllers::{is_redis_pod, redis_container};
+use super::obj;
 use super::processes::Processes;
 use super::store::ObjKey;
 use super::{ClusterState, Mount};

@@ -18,6 +18,8 @@ use crate::aws::{AwsError, AwsRequest, AwsResponse};
 use crate::common::ids::random_hex;
 
 const MAX_LIFECYCLE_RULES: usize = 1000;
+/// An element count with no limit, for [`expect_children`].
+const UNBOUNDED: usize = usize::MAX;
 
 const TRANSITION_STORAGE_CLASSES: &[&str] = &[
     "GLACIER",
@@ -246,8 +248,9 @@ fn validate_lifecycle(doc: &mut Element) -> Result<(), AwsError> {
     Ok(())
 }
 
+/// Checks one lifecycle rule: its elements, its ID and status, what it selects, and its
+/// actions (at least one).
 fn validate_rule(rule: &Element) -> Result<(), AwsError> {
-    const UNBOUNDED: usize = usize::MAX;
     expect_children(
         rule,
         &[
@@ -276,178 +279,217 @@ fn validate_rule(rule: &Element) -> Result<(), AwsError> {
     }
     // A rule selects objects by the V2 `Filter` or the deprecated rule-level `Prefix`,
     // exactly one of them.
-    let mut has_tags = false;
-    match (rule.find("Filter"), rule.find("Prefix")) {
-        (Some(filter), None) => {
-            let allowed = [
-                ("Prefix", 1),
-                ("Tag", 1),
-                ("ObjectSizeGreaterThan", 1),
-                ("ObjectSizeLessThan", 1),
-                ("And", 1),
-            ];
-            expect_children(filter, &allowed)?;
-            if filter.children.len() > 1 {
-                return Err(malformed());
-            }
-            if let Some(tag) = filter.find("Tag") {
-                validate_filter_tag(tag)?;
-                has_tags = true;
-            }
-            if let Some(and) = filter.find("And") {
-                expect_children(
-                    and,
-                    &[
-                        ("Prefix", 1),
-                        ("Tag", UNBOUNDED),
-                        ("ObjectSizeGreaterThan", 1),
-                        ("ObjectSizeLessThan", 1),
-                    ],
-                )?;
-                for tag in and.all("Tag") {
-                    validate_filter_tag(tag)?;
-                    has_tags = true;
-                }
-                for size in ["ObjectSizeGreaterThan", "ObjectSizeLessThan"] {
-                    if let Some(v) = and.text_of(size) {
-                        parse_int(v)?;
-                    }
-                }
-            }
-            for size in ["ObjectSizeGreaterThan", "ObjectSizeLessThan"] {
-                if let Some(v) = filter.text_of(size) {
-                    parse_int(v)?;
-                }
-            }
-        }
-        (None, Some(_)) => {}
+    let has_tags = match (rule.find("Filter"), rule.find("Prefix")) {
+        (Some(filter), None) => validate_filter(filter)?,
+        (None, Some(_)) => false,
         _ => return Err(malformed()),
-    }
+    };
     let mut actions = 0;
     if let Some(expiration) = rule.find("Expiration") {
         actions += 1;
-        expect_children(
-            expiration,
-            &[("Date", 1), ("Days", 1), ("ExpiredObjectDeleteMarker", 1)],
-        )?;
-        if expiration.children.len() != 1 {
-            return Err(malformed());
-        }
-        if let Some(days) = expiration.text_of("Days") {
-            positive(
-                days,
-                "'Days' for Expiration action must be a positive integer",
-                "Days",
-            )?;
-        }
-        if let Some(date) = expiration.text_of("Date") {
-            check_midnight(date)?;
-        }
-        if let Some(flag) = expiration.text_of("ExpiredObjectDeleteMarker") {
-            parse_bool(flag)?;
-        }
+        validate_expiration(expiration)?;
     }
     for transition in rule.all("Transition") {
         actions += 1;
-        expect_children(transition, &[("Date", 1), ("Days", 1), ("StorageClass", 1)])?;
-        let class = transition
-            .text_of("StorageClass")
-            .filter(|c| TRANSITION_STORAGE_CLASSES.contains(c))
-            .ok_or_else(malformed)?;
-        match (transition.text_of("Days"), transition.text_of("Date")) {
-            (Some(days), None) => {
-                let days = parse_int(days)?;
-                if days < 0 {
-                    return Err(invalid_argument(
-                        "'Days' in Transition action must be a non-negative integer",
-                        "Days",
-                        &days.to_string(),
-                    ));
-                }
-                if matches!(class, "STANDARD_IA" | "ONEZONE_IA") && days < 30 {
-                    return Err(invalid_argument(
-                        &format!("'Days' in Transition action must be greater than or equal to 30 for storageClass '{class}'"),
-                        "Days",
-                        &days.to_string(),
-                    ));
-                }
-            }
-            (None, Some(date)) => check_midnight(date)?,
-            _ => return Err(malformed()),
-        }
+        validate_transition(transition)?;
     }
     for transition in rule.all("NoncurrentVersionTransition") {
         actions += 1;
-        expect_children(
-            transition,
-            &[
-                ("NoncurrentDays", 1),
-                ("StorageClass", 1),
-                ("NewerNoncurrentVersions", 1),
-            ],
-        )?;
-        transition
-            .text_of("StorageClass")
-            .filter(|c| TRANSITION_STORAGE_CLASSES.contains(c))
-            .ok_or_else(malformed)?;
-        let days = transition.text_of("NoncurrentDays").ok_or_else(malformed)?;
-        if parse_int(days)? < 0 {
-            return Err(invalid_argument(
-                "'NoncurrentDays' in NoncurrentVersionTransition action must be a non-negative integer",
-                "NoncurrentDays",
-                days,
-            ));
-        }
-        if let Some(n) = transition.text_of("NewerNoncurrentVersions") {
-            positive(
-                n,
-                "'NewerNoncurrentVersions' must be a positive integer",
-                "NewerNoncurrentVersions",
-            )?;
-        }
+        validate_noncurrent_transition(transition)?;
     }
     if let Some(expiration) = rule.find("NoncurrentVersionExpiration") {
         actions += 1;
-        expect_children(
-            expiration,
-            &[("NoncurrentDays", 1), ("NewerNoncurrentVersions", 1)],
-        )?;
-        let days = expiration.text_of("NoncurrentDays").ok_or_else(malformed)?;
-        positive(
-            days,
-            "'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer",
-            "NoncurrentDays",
-        )?;
-        if let Some(n) = expiration.text_of("NewerNoncurrentVersions") {
-            positive(
-                n,
-                "'NewerNoncurrentVersions' must be a positive integer",
-                "NewerNoncurrentVersions",
-            )?;
-        }
+        validate_noncurrent_expiration(expiration)?;
     }
     if let Some(abort) = rule.find("AbortIncompleteMultipartUpload") {
         actions += 1;
-        expect_children(abort, &[("DaysAfterInitiation", 1)])?;
-        let days = abort.text_of("DaysAfterInitiation").ok_or_else(malformed)?;
-        positive(
-            days,
-            "'DaysAfterInitiation' for AbortIncompleteMultipartUpload action must be a positive integer",
-            "DaysAfterInitiation",
-        )?;
-        if has_tags {
-            return Err(AwsError::new(
-                400,
-                "InvalidRequest",
-                "AbortIncompleteMultipartUpload cannot be specified with Tags.",
-            ));
-        }
+        validate_abort(abort, has_tags)?;
     }
     if actions == 0 {
         return Err(AwsError::new(
             400,
             "InvalidRequest",
             "At least one action needs to be specified in a rule",
+        ));
+    }
+    Ok(())
+}
+
+/// A rule's V2 `Filter`: one condition, or an `And` of several. Whether it selects by
+/// tags, which rules with AbortIncompleteMultipartUpload may not.
+fn validate_filter(filter: &Element) -> Result<bool, AwsError> {
+    let mut has_tags = false;
+    let allowed = [
+        ("Prefix", 1),
+        ("Tag", 1),
+        ("ObjectSizeGreaterThan", 1),
+        ("ObjectSizeLessThan", 1),
+        ("And", 1),
+    ];
+    expect_children(filter, &allowed)?;
+    if filter.children.len() > 1 {
+        return Err(malformed());
+    }
+    if let Some(tag) = filter.find("Tag") {
+        validate_filter_tag(tag)?;
+        has_tags = true;
+    }
+    if let Some(and) = filter.find("And") {
+        expect_children(
+            and,
+            &[
+                ("Prefix", 1),
+                ("Tag", UNBOUNDED),
+                ("ObjectSizeGreaterThan", 1),
+                ("ObjectSizeLessThan", 1),
+            ],
+        )?;
+        for tag in and.all("Tag") {
+            validate_filter_tag(tag)?;
+            has_tags = true;
+        }
+        for size in ["ObjectSizeGreaterThan", "ObjectSizeLessThan"] {
+            if let Some(v) = and.text_of(size) {
+                parse_int(v)?;
+            }
+        }
+    }
+    for size in ["ObjectSizeGreaterThan", "ObjectSizeLessThan"] {
+        if let Some(v) = filter.text_of(size) {
+            parse_int(v)?;
+        }
+    }
+    Ok(has_tags)
+}
+
+/// The `Expiration` action: exactly one of a date, a number of days or the
+/// expired-delete-marker flag.
+fn validate_expiration(expiration: &Element) -> Result<(), AwsError> {
+    expect_children(
+        expiration,
+        &[("Date", 1), ("Days", 1), ("ExpiredObjectDeleteMarker", 1)],
+    )?;
+    if expiration.children.len() != 1 {
+        return Err(malformed());
+    }
+    if let Some(days) = expiration.text_of("Days") {
+        positive(
+            days,
+            "'Days' for Expiration action must be a positive integer",
+            "Days",
+        )?;
+    }
+    if let Some(date) = expiration.text_of("Date") {
+        check_midnight(date)?;
+    }
+    if let Some(flag) = expiration.text_of("ExpiredObjectDeleteMarker") {
+        parse_bool(flag)?;
+    }
+    Ok(())
+}
+
+/// A `Transition` action: a storage class it may move to, and days or a date; the
+/// infrequent-access classes take no object younger than 30 days.
+fn validate_transition(transition: &Element) -> Result<(), AwsError> {
+    expect_children(transition, &[("Date", 1), ("Days", 1), ("StorageClass", 1)])?;
+    let class = transition
+        .text_of("StorageClass")
+        .filter(|c| TRANSITION_STORAGE_CLASSES.contains(c))
+        .ok_or_else(malformed)?;
+    match (transition.text_of("Days"), transition.text_of("Date")) {
+        (Some(days), None) => {
+            let days = parse_int(days)?;
+            if days < 0 {
+                return Err(invalid_argument(
+                    "'Days' in Transition action must be a non-negative integer",
+                    "Days",
+                    &days.to_string(),
+                ));
+            }
+            if matches!(class, "STANDARD_IA" | "ONEZONE_IA") && days < 30 {
+                return Err(invalid_argument(
+                    &format!("'Days' in Transition action must be greater than or equal to 30 for storageClass '{class}'"),
+                    "Days",
+                    &days.to_string(),
+                ));
+            }
+        }
+        (None, Some(date)) => check_midnight(date)?,
+        _ => return Err(malformed()),
+    }
+    Ok(())
+}
+
+/// A `NoncurrentVersionTransition` action: a storage class it may move to, and days
+/// since the version became noncurrent.
+fn validate_noncurrent_transition(transition: &Element) -> Result<(), AwsError> {
+    expect_children(
+        transition,
+        &[
+            ("NoncurrentDays", 1),
+            ("StorageClass", 1),
+            ("NewerNoncurrentVersions", 1),
+        ],
+    )?;
+    transition
+        .text_of("StorageClass")
+        .filter(|c| TRANSITION_STORAGE_CLASSES.contains(c))
+        .ok_or_else(malformed)?;
+    let days = transition.text_of("NoncurrentDays").ok_or_else(malformed)?;
+    if parse_int(days)? < 0 {
+        return Err(invalid_argument(
+            "'NoncurrentDays' in NoncurrentVersionTransition action must be a non-negative integer",
+            "NoncurrentDays",
+            days,
+        ));
+    }
+    if let Some(n) = transition.text_of("NewerNoncurrentVersions") {
+        positive(
+            n,
+            "'NewerNoncurrentVersions' must be a positive integer",
+            "NewerNoncurrentVersions",
+        )?;
+    }
+    Ok(())
+}
+
+/// The `NoncurrentVersionExpiration` action: a positive number of days.
+fn validate_noncurrent_expiration(expiration: &Element) -> Result<(), AwsError> {
+    expect_children(
+        expiration,
+        &[("NoncurrentDays", 1), ("NewerNoncurrentVersions", 1)],
+    )?;
+    let days = expiration.text_of("NoncurrentDays").ok_or_else(malformed)?;
+    positive(
+        days,
+        "'NoncurrentDays' for NoncurrentVersionExpiration action must be a positive integer",
+        "NoncurrentDays",
+    )?;
+    if let Some(n) = expiration.text_of("NewerNoncurrentVersions") {
+        positive(
+            n,
+            "'NewerNoncurrentVersions' must be a positive integer",
+            "NewerNoncurrentVersions",
+        )?;
+    }
+    Ok(())
+}
+
+/// The `AbortIncompleteMultipartUpload` action: a positive number of days, in a rule
+/// that does not filter by tags (uploads have none).
+fn validate_abort(abort: &Element, has_tags: bool) -> Result<(), AwsError> {
+    expect_children(abort, &[("DaysAfterInitiation", 1)])?;
+    let days = abort.text_of("DaysAfterInitiation").ok_or_else(malformed)?;
+    positive(
+        days,
+        "'DaysAfterInitiation' for AbortIncompleteMultipartUpload action must be a positive integer",
+        "DaysAfterInitiation",
+    )?;
+    if has_tags {
+        return Err(AwsError::new(
+            400,
+            "InvalidRequest",
+            "AbortIncompleteMultipartUpload cannot be specified with Tags.",
         ));
     }
     Ok(())

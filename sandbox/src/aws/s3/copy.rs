@@ -6,11 +6,14 @@ use chrono::{DateTime, Utc};
 
 use super::format::{etag_matches, quoted, xml};
 use super::objects::{
-    add_version, check_object_extras, check_write_conditions, object_sse, select_version,
-    sse_headers, storage_class, stored_headers, user_metadata,
+    add_version, check_object_extras, check_write_conditions, object_sse, sse_headers,
+    storage_class, stored_headers, user_metadata,
 };
 use super::tagging::header_tags;
-use super::{invalid_argument, precondition_failed, Fail, Outcome, Version, Versioning, NS, S3};
+use super::{
+    invalid_argument, precondition_failed, select_version, Fail, Outcome, Version, Versioning, NS,
+    S3,
+};
 use crate::aws::xml::Element;
 use crate::aws::{AwsError, AwsRequest};
 use crate::common::time::time_millis;

@@ -640,6 +640,66 @@ fn no_such_bucket(name: &str) -> AwsError {
         .with("BucketName", name)
 }
 
+/// The version a read addresses: the current one, or `?versionId=`. A delete marker is
+/// a 404 when current and a 405 when addressed by ID, both saying it is a marker.
+fn select_version<'a>(
+    bucket: &'a Bucket,
+    key: &str,
+    version_id: Option<&str>,
+    method: &str,
+) -> Result<&'a Version, Fail> {
+    let versions = bucket.objects.get(key);
+    let marker_headers = |v: &Version| {
+        vec![
+            ("x-amz-delete-marker".to_string(), "true".to_string()),
+            ("x-amz-version-id".to_string(), v.version_id.clone()),
+            (
+                "last-modified".to_string(),
+                format::http_date(v.last_modified),
+            ),
+        ]
+    };
+    match version_id {
+        None => {
+            let latest = versions
+                .and_then(|v| v.last())
+                .ok_or_else(|| no_such_key(key))?;
+            if latest.delete_marker {
+                return Err(Fail {
+                    error: no_such_key(key),
+                    headers: marker_headers(latest),
+                });
+            }
+            Ok(latest)
+        }
+        Some("") => {
+            Err(invalid_argument("Version id cannot be the empty string", "versionId", "").into())
+        }
+        Some(id) => {
+            let found = versions
+                .and_then(|vs| vs.iter().find(|v| v.version_id == id))
+                .ok_or_else(|| {
+                    AwsError::new(
+                        404,
+                        "NoSuchVersion",
+                        "The specified version does not exist.",
+                    )
+                    .with("Key", key)
+                    .with("VersionId", id)
+                })?;
+            if found.delete_marker {
+                let mut headers = marker_headers(found);
+                headers.push(("allow".into(), "DELETE".into()));
+                return Err(Fail {
+                    error: method_not_allowed_on(method, "DeleteMarker"),
+                    headers,
+                });
+            }
+            Ok(found)
+        }
+    }
+}
+
 fn no_such_key(key: &str) -> AwsError {
     AwsError::new(404, "NoSuchKey", "The specified key does not exist.").with("Key", key)
 }

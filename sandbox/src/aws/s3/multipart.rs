@@ -361,6 +361,9 @@ const COMPLETED_PART_FIELDS: &[(&str, usize)] = &[
     ("ChecksumXXHASH128", 1),
 ];
 
+/// CompleteMultipartUpload: the part list checked against the upload, the parts joined
+/// into the object (with S3's `-N` ETag and the upload's checksum), and the upload
+/// replaced by it.
 fn complete_multipart_upload(
     name: &str,
     bucket: &mut Bucket,
@@ -374,93 +377,11 @@ fn complete_multipart_upload(
     // checksum, not the body's, so only the framing is undone.
     let body = payload(req)?;
     let doc = Element::parse(&body.data).map_err(|_| malformed())?;
-    if doc.name != "CompleteMultipartUpload" {
-        return Err(malformed().into());
-    }
-    expect_children(&doc, &[("Part", MAX_PART_NUMBER as usize)])?;
-    let mut listed: Vec<(u32, &str, &Element)> = Vec::new();
-    for part in doc.all("Part") {
-        expect_children(part, COMPLETED_PART_FIELDS)?;
-        let number = part
-            .text_of("PartNumber")
-            .and_then(|n| n.trim().parse::<u32>().ok())
-            .ok_or_else(malformed)?;
-        let etag = part.text_of("ETag").ok_or_else(malformed)?;
-        listed.push((number, etag, part));
-    }
-    if listed.is_empty() {
-        return Err(malformed().into());
-    }
-    if listed.windows(2).any(|w| w[0].0 >= w[1].0) {
-        return Err(AwsError::new(
-            400,
-            "InvalidPartOrder",
-            "The list of parts was not in ascending order. Parts must be ordered by part number.",
-        )
-        .with("UploadId", upload_id)
-        .into());
-    }
-    let mut parts: Vec<(u32, &Part)> = Vec::new();
-    for (number, etag, element) in &listed {
-        let invalid_part = || {
-            AwsError::new(
-                400,
-                "InvalidPart",
-                "One or more of the specified parts could not be found.  The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.",
-            )
-            .with("UploadId", upload_id)
-            .with("PartNumber", number.to_string())
-            .with("ETag", *etag)
-        };
-        let part = upload
-            .parts
-            .get(number)
-            .filter(|p| p.etag == etag.trim().trim_matches('"'))
-            .ok_or_else(invalid_part)?;
-        // Parts of an upload with a checksum algorithm are listed with their checksums.
-        if let (Some(algorithm), Some(stored)) = (&upload.checksum_algorithm, &part.checksum) {
-            match element.text_of(&stored.element()) {
-                None => {
-                    return Err(AwsError::new(
-                        400,
-                        "InvalidRequest",
-                        format!("The upload was created using a {algorithm} checksum. The complete request must include the checksum for each part. It was missing for part {number} in the request."),
-                    )
-                    .into())
-                }
-                Some(sent) if sent.trim() != stored.value => return Err(invalid_part().into()),
-                Some(_) => {}
-            }
-        }
-        parts.push((*number, part));
-    }
-    if let Some((number, part)) = parts[..parts.len() - 1]
-        .iter()
-        .find(|(_, p)| p.size < MIN_PART_SIZE)
-    {
-        return Err(AwsError::new(
-            400,
-            "EntityTooSmall",
-            "Your proposed upload is smaller than the minimum allowed size",
-        )
-        .with("ProposedSize", part.size.to_string())
-        .with("MinSizeAllowed", MIN_PART_SIZE.to_string())
-        .with("PartNumber", number.to_string())
-        .with("ETag", quoted(&part.etag))
-        .into());
-    }
+    let listed = listed_parts(&doc, upload_id)?;
+    let parts = matched_parts(upload, &listed, upload_id)?;
+    check_part_sizes(&parts)?;
     check_write_conditions(req, key, bucket.objects.get(key).and_then(|v| v.last()))?;
-
-    let mut data = Vec::with_capacity(parts.iter().map(|(_, p)| p.size as usize).sum());
-    let mut md5s = Vec::with_capacity(parts.len() * 16);
-    for (_, part) in &parts {
-        data.extend(stored_bytes(&part.data)?);
-        md5s.extend(
-            unhex(&part.etag).ok_or_else(|| {
-                AwsError::new(500, "InternalError", "a stored part ETag is corrupt")
-            })?,
-        );
-    }
+    let (data, etag) = join_parts(&parts)?;
     if let Some(sent) = req.header("x-amz-mp-object-size") {
         if sent.trim().parse::<usize>().ok() != Some(data.len()) {
             return Err(AwsError::new(
@@ -471,45 +392,8 @@ fn complete_multipart_upload(
             .into());
         }
     }
-    let count = parts.len();
-    // S3's multipart ETag: the MD5 of the parts' binary MD5s, and how many there are.
-    let etag = format!("{}-{count}", hex(&digest::md5(&md5s)));
-    let checksum = match &upload.checksum_algorithm {
-        None => None,
-        Some(algorithm) if upload.composite => {
-            let digests: Option<Vec<Vec<u8>>> = parts
-                .iter()
-                .map(|(_, p)| p.checksum.as_ref().and_then(|c| B64.decode(&c.value).ok()))
-                .collect();
-            digests
-                .and_then(|d| digest::compute(algorithm, &d.concat()))
-                .map(|d| Checksum {
-                    algorithm: algorithm.clone(),
-                    value: format!("{}-{count}", B64.encode(d)),
-                    composite: true,
-                })
-        }
-        Some(algorithm) => digest::compute(algorithm, &data).map(|d| Checksum {
-            algorithm: algorithm.clone(),
-            value: B64.encode(d),
-            composite: false,
-        }),
-    };
-    if let Some(c) = checksum.as_ref().filter(|c| !c.composite) {
-        if let Some(sent) = req.header(&format!("x-amz-checksum-{}", c.algorithm)) {
-            if sent.trim() != c.value {
-                return Err(AwsError::new(
-                    400,
-                    "BadDigest",
-                    format!(
-                        "The {} you specified did not match the calculated checksum.",
-                        c.algorithm.to_uppercase()
-                    ),
-                )
-                .into());
-            }
-        }
-    }
+    let checksum = object_checksum(upload, &parts, &data);
+    check_sent_checksum(req, checksum.as_ref())?;
 
     let Some(upload) = bucket.uploads.remove(upload_id) else {
         return Err(no_such_upload(upload_id).into());
@@ -538,6 +422,166 @@ fn complete_multipart_upload(
     }
     response.headers.extend(sse.iter().flat_map(sse_headers));
     Ok(response)
+}
+
+/// The part list of a CompleteMultipartUpload body: each part's number, ETag and
+/// element, at least one, in ascending order of part number.
+fn listed_parts<'a>(
+    doc: &'a Element,
+    upload_id: &str,
+) -> Result<Vec<(u32, &'a str, &'a Element)>, AwsError> {
+    if doc.name != "CompleteMultipartUpload" {
+        return Err(malformed());
+    }
+    expect_children(doc, &[("Part", MAX_PART_NUMBER as usize)])?;
+    let mut listed: Vec<(u32, &str, &Element)> = Vec::new();
+    for part in doc.all("Part") {
+        expect_children(part, COMPLETED_PART_FIELDS)?;
+        let number = part
+            .text_of("PartNumber")
+            .and_then(|n| n.trim().parse::<u32>().ok())
+            .ok_or_else(malformed)?;
+        let etag = part.text_of("ETag").ok_or_else(malformed)?;
+        listed.push((number, etag, part));
+    }
+    if listed.is_empty() {
+        return Err(malformed());
+    }
+    if listed.windows(2).any(|w| w[0].0 >= w[1].0) {
+        return Err(AwsError::new(
+            400,
+            "InvalidPartOrder",
+            "The list of parts was not in ascending order. Parts must be ordered by part number.",
+        )
+        .with("UploadId", upload_id));
+    }
+    Ok(listed)
+}
+
+/// The uploaded part each listed part names: its ETag must match, and so must its
+/// checksum when the upload has a checksum algorithm.
+fn matched_parts<'a>(
+    upload: &'a Upload,
+    listed: &[(u32, &str, &Element)],
+    upload_id: &str,
+) -> Result<Vec<(u32, &'a Part)>, AwsError> {
+    let mut parts: Vec<(u32, &Part)> = Vec::new();
+    for (number, etag, element) in listed {
+        let invalid_part = || {
+            AwsError::new(
+                400,
+                "InvalidPart",
+                "One or more of the specified parts could not be found.  The part may not have been uploaded, or the specified entity tag may not match the part's entity tag.",
+            )
+            .with("UploadId", upload_id)
+            .with("PartNumber", number.to_string())
+            .with("ETag", *etag)
+        };
+        let part = upload
+            .parts
+            .get(number)
+            .filter(|p| p.etag == etag.trim().trim_matches('"'))
+            .ok_or_else(invalid_part)?;
+        // Parts of an upload with a checksum algorithm are listed with their checksums.
+        if let (Some(algorithm), Some(stored)) = (&upload.checksum_algorithm, &part.checksum) {
+            match element.text_of(&stored.element()) {
+                None => {
+                    return Err(AwsError::new(
+                        400,
+                        "InvalidRequest",
+                        format!("The upload was created using a {algorithm} checksum. The complete request must include the checksum for each part. It was missing for part {number} in the request."),
+                    ))
+                }
+                Some(sent) if sent.trim() != stored.value => return Err(invalid_part()),
+                Some(_) => {}
+            }
+        }
+        parts.push((*number, part));
+    }
+    Ok(parts)
+}
+
+/// Every part but the last is at least [`MIN_PART_SIZE`].
+fn check_part_sizes(parts: &[(u32, &Part)]) -> Result<(), AwsError> {
+    if let Some((number, part)) = parts[..parts.len() - 1]
+        .iter()
+        .find(|(_, p)| p.size < MIN_PART_SIZE)
+    {
+        return Err(AwsError::new(
+            400,
+            "EntityTooSmall",
+            "Your proposed upload is smaller than the minimum allowed size",
+        )
+        .with("ProposedSize", part.size.to_string())
+        .with("MinSizeAllowed", MIN_PART_SIZE.to_string())
+        .with("PartNumber", number.to_string())
+        .with("ETag", quoted(&part.etag)));
+    }
+    Ok(())
+}
+
+/// The object's content, the parts' in order, and its multipart ETag.
+fn join_parts(parts: &[(u32, &Part)]) -> Result<(Vec<u8>, String), AwsError> {
+    let mut data = Vec::with_capacity(parts.iter().map(|(_, p)| p.size as usize).sum());
+    let mut md5s = Vec::with_capacity(parts.len() * 16);
+    for (_, part) in parts {
+        data.extend(stored_bytes(&part.data)?);
+        md5s.extend(
+            unhex(&part.etag).ok_or_else(|| {
+                AwsError::new(500, "InternalError", "a stored part ETag is corrupt")
+            })?,
+        );
+    }
+    // S3's multipart ETag: the MD5 of the parts' binary MD5s, and how many there are.
+    let etag = format!("{}-{}", hex(&digest::md5(&md5s)), parts.len());
+    Ok((data, etag))
+}
+
+/// The object's checksum with the upload's algorithm, if it has one: of the part
+/// checksums (`-N`, like the ETag) for a composite upload, else of the whole content.
+fn object_checksum(upload: &Upload, parts: &[(u32, &Part)], data: &[u8]) -> Option<Checksum> {
+    let count = parts.len();
+    match &upload.checksum_algorithm {
+        None => None,
+        Some(algorithm) if upload.composite => {
+            let digests: Option<Vec<Vec<u8>>> = parts
+                .iter()
+                .map(|(_, p)| p.checksum.as_ref().and_then(|c| B64.decode(&c.value).ok()))
+                .collect();
+            digests
+                .and_then(|d| digest::compute(algorithm, &d.concat()))
+                .map(|d| Checksum {
+                    algorithm: algorithm.clone(),
+                    value: format!("{}-{count}", B64.encode(d)),
+                    composite: true,
+                })
+        }
+        Some(algorithm) => digest::compute(algorithm, data).map(|d| Checksum {
+            algorithm: algorithm.clone(),
+            value: B64.encode(d),
+            composite: false,
+        }),
+    }
+}
+
+/// A full-object checksum the client sent (`x-amz-checksum-<algorithm>`) must match
+/// the one computed; a composite one is not compared.
+fn check_sent_checksum(req: &AwsRequest, checksum: Option<&Checksum>) -> Result<(), AwsError> {
+    if let Some(c) = checksum.filter(|c| !c.composite) {
+        if let Some(sent) = req.header(&format!("x-amz-checksum-{}", c.algorithm)) {
+            if sent.trim() != c.value {
+                return Err(AwsError::new(
+                    400,
+                    "BadDigest",
+                    format!(
+                        "The {} you specified did not match the calculated checksum.",
+                        c.algorithm.to_uppercase()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The URL of an object as CompleteMultipartUpload reports it: path-style, on the host

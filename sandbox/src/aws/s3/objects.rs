@@ -13,9 +13,8 @@ use super::digest;
 use super::format::{etag_matches, hex, http_date, new_version_id, quoted, xml};
 use super::tagging::header_tags;
 use super::{
-    invalid_argument, malformed, method_not_allowed_on, no_such_key, not_emulated,
-    precondition_failed, Bucket, Fail, Outcome, Sse, Version, Versioning, MAX_KEY_BYTES, NS,
-    SSE_ALGORITHMS,
+    invalid_argument, malformed, no_such_key, not_emulated, precondition_failed, select_version,
+    Bucket, Outcome, Sse, Version, Versioning, MAX_KEY_BYTES, NS, SSE_ALGORITHMS,
 };
 use crate::aws::xml::Element;
 use crate::aws::{AwsError, AwsRequest, AwsResponse, ACCOUNT};
@@ -215,63 +214,6 @@ pub(super) fn get_object(bucket: &Bucket, key: &str, req: &AwsRequest) -> Outcom
         headers,
         body: if head { Vec::new() } else { body },
     })
-}
-
-/// The version a read addresses: the current one, or `?versionId=`. A delete marker is
-/// a 404 when current and a 405 when addressed by ID, both saying it is a marker.
-pub(super) fn select_version<'a>(
-    bucket: &'a Bucket,
-    key: &str,
-    version_id: Option<&str>,
-    method: &str,
-) -> Result<&'a Version, Fail> {
-    let versions = bucket.objects.get(key);
-    let marker_headers = |v: &Version| {
-        vec![
-            ("x-amz-delete-marker".to_string(), "true".to_string()),
-            ("x-amz-version-id".to_string(), v.version_id.clone()),
-            ("last-modified".to_string(), http_date(v.last_modified)),
-        ]
-    };
-    match version_id {
-        None => {
-            let latest = versions
-                .and_then(|v| v.last())
-                .ok_or_else(|| no_such_key(key))?;
-            if latest.delete_marker {
-                return Err(Fail {
-                    error: no_such_key(key),
-                    headers: marker_headers(latest),
-                });
-            }
-            Ok(latest)
-        }
-        Some("") => {
-            Err(invalid_argument("Version id cannot be the empty string", "versionId", "").into())
-        }
-        Some(id) => {
-            let found = versions
-                .and_then(|vs| vs.iter().find(|v| v.version_id == id))
-                .ok_or_else(|| {
-                    AwsError::new(
-                        404,
-                        "NoSuchVersion",
-                        "The specified version does not exist.",
-                    )
-                    .with("Key", key)
-                    .with("VersionId", id)
-                })?;
-            if found.delete_marker {
-                let mut headers = marker_headers(found);
-                headers.push(("allow".into(), "DELETE".into()));
-                return Err(Fail {
-                    error: method_not_allowed_on(method, "DeleteMarker"),
-                    headers,
-                });
-            }
-            Ok(found)
-        }
-    }
 }
 
 /// The conditional-read headers in the order S3 (RFC 7232) evaluates them: a failed

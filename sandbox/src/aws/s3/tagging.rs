@@ -4,8 +4,7 @@
 
 use super::body::{configuration, expect_children};
 use super::format::xml;
-use super::objects::select_version;
-use super::{malformed, no_such_key, Bucket, Fail, Outcome, Version, NS};
+use super::{malformed, no_such_key, select_version, Bucket, Fail, Outcome, Version, NS};
 use crate::aws::xml::Element;
 use crate::aws::{AwsError, AwsRequest, AwsResponse};
 use crate::http::parse_query;

@@ -2,9 +2,9 @@
 //! resource type, get/list (label and field selectors, paging), create, replace, the
 //! patch flavours, server-side apply, delete with propagation, the status and scale
 //! subresources, dry runs, pod logs, and the first half of watches, exec and
-//! port-forward (validated here under the state lock, streamed by `server.rs`).
+//! port-forward (validated here under the state lock, streamed by `server/kube.rs`).
 //! Transport-neutral, so every rule can be unit-tested without a socket. This file owns
-//! the request and its outcome and the routing of a path to a handler; the handlers
+//! a request's outcome and the routing of a path (`request.rs` the request) to a handler; the handlers
 //! live by seam: `objects.rs` (views, checks, storing), `selectors.rs`, `read.rs`,
 //! `write.rs` (create, replace, patches, server-side apply), `delete.rs`, `scale.rs`,
 //! `pods.rs` (logs, exec, port-forward) and `watch.rs`.
@@ -20,6 +20,7 @@ use serde_json::{json, Value};
 
 use super::apply::{self, Writer};
 use super::discovery::{self, ResourceType};
+use super::request::KubeRequest;
 use super::status::{self, Cause, StatusError};
 use super::store::timestamp;
 use super::stream::ExecTarget;
@@ -54,86 +55,7 @@ const DEFAULT_WATCH_TIMEOUT: Duration = Duration::from_secs(1800);
 /// Namespaces that cannot be deleted.
 const PROTECTED_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public"];
 
-/// One Kubernetes API request, as the handlers see it.
-#[derive(Debug, Clone)]
-pub(crate) struct KubeRequest {
-    pub method: Method,
-    /// The request path, still percent-encoded, starting with `/`.
-    pub path: String,
-    pub query: Vec<(String, String)>,
-    pub content_type: Option<String>,
-    pub accept: Option<String>,
-    pub user_agent: Option<String>,
-    pub body: Vec<u8>,
-    /// A port-forward whose client names each stream's port as it opens it (SPDY, or
-    /// SPDY tunnelled in a WebSocket), so the query names none.
-    pub port_streams: bool,
-}
-
-impl KubeRequest {
-    pub(crate) fn param(&self, name: &str) -> Option<&str> {
-        self.query
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn params(&self, name: &str) -> Vec<&str> {
-        self.query
-            .iter()
-            .filter(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-
-    fn flag(&self, name: &str) -> bool {
-        matches!(self.param(name), Some("true" | "1" | "True"))
-    }
-
-    fn accept(&self) -> &str {
-        self.accept.as_deref().unwrap_or("")
-    }
-
-    /// The field manager of a write: `fieldManager`, else the client's User-Agent name.
-    fn manager(&self) -> String {
-        if let Some(m) = self.param("fieldManager").filter(|m| !m.is_empty()) {
-            return m.to_string();
-        }
-        self.user_agent
-            .as_deref()
-            .and_then(|ua| ua.split('/').next())
-            .map(str::trim)
-            .filter(|m| !m.is_empty())
-            .unwrap_or("unknown")
-            .to_string()
-    }
-
-    /// The body as JSON (or YAML, for apply patches).
-    fn body_value(&self) -> Result<Value, StatusError> {
-        if self.body.iter().all(u8::is_ascii_whitespace) {
-            return Err(StatusError::bad_request("the request body is empty"));
-        }
-        match serde_json::from_slice::<Value>(&self.body) {
-            Ok(v) => Ok(v),
-            Err(json_err) => {
-                let is_yaml = self
-                    .content_type
-                    .as_deref()
-                    .is_some_and(|c| c.contains("yaml"));
-                if !is_yaml {
-                    return Err(StatusError::bad_request(format!(
-                        "the request body is not valid JSON: {json_err}"
-                    )));
-                }
-                serde_yaml_ng::from_slice::<Value>(&self.body).map_err(|e| {
-                    StatusError::bad_request(format!("the request body is not valid YAML: {e}"))
-                })
-            }
-        }
-    }
-}
-
-/// What a request turned into: an answer, or a stream for `server.rs` to run.
+/// What a request turned into: an answer, or a stream for `server/kube.rs` to run.
 #[derive(Debug)]
 pub(crate) enum Outcome {
     Done(ApiResponse),

@@ -1,6 +1,6 @@
 //! The pod subresources that reach a container: logs (tail, follow), and the first half
 //! of exec and port-forward (checked here under the state lock, streamed by
-//! `server.rs`).
+//! `server/kube.rs`).
 
 use super::*;
 

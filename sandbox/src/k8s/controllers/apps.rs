@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use super::events::{self, Event, Involved};
-use super::obj::{self, ts};
 use crate::common::hash::fnv64;
+use crate::k8s::obj::{self, ts};
 use crate::k8s::store::ObjKey;
 use crate::k8s::{ClusterState, SettleCtx};
 
@@ -172,62 +172,12 @@ fn revision(rs: &Value) -> i64 {
         .unwrap_or_default()
 }
 
-fn deployment(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut d: Value) {
-    const COMPONENT: &str = "deployment-controller";
+/// The deployment controller for one Deployment: its ReplicaSet for the current
+/// template found or made, the rollout moved on (unless paused), and the status written.
+fn deployment(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, d: Value) {
     let now = ctx.now;
-    let template = d["spec"]["template"].clone();
     let want = replicas(&d["spec"]);
-    let sets = owned(
-        cluster,
-        "apps",
-        "replicasets",
-        &key.namespace,
-        "Deployment",
-        &d,
-    );
-    let hash = template_hash(&template);
-    let name = format!("{}-{hash}", key.name);
-    let mut new_rs = sets
-        .iter()
-        .find(|(k, rs)| without_hash(&rs["spec"]["template"]) == template || k.name == name)
-        .cloned();
-    if new_rs.is_none() {
-        let next_revision = sets
-            .iter()
-            .map(|(_, rs)| revision(rs))
-            .max()
-            .unwrap_or_default()
-            + 1;
-        let mut rs_template = template.clone();
-        obj::set(
-            &mut rs_template,
-            &["metadata", "labels", HASH_LABEL],
-            json!(hash),
-        );
-        let mut selector = d["spec"]["selector"].clone();
-        obj::set(&mut selector, &["matchLabels", HASH_LABEL], json!(hash));
-        let rs = json!({
-            "apiVersion": "apps/v1",
-            "kind": "ReplicaSet",
-            "metadata": {
-                "name": name,
-                "namespace": key.namespace,
-                "labels": rs_template["metadata"]["labels"].clone(),
-                "annotations": {
-                    REVISION: next_revision.to_string(),
-                    "deployment.kubernetes.io/desired-replicas": want.to_string(),
-                    "deployment.kubernetes.io/max-replicas": (want + int_or_percent(&d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], want)).to_string(),
-                },
-                "ownerReferences": [obj::controller_ref(&d, "apps/v1", "Deployment")],
-            },
-            "spec": {"replicas": 0, "selector": selector, "template": rs_template},
-        });
-        let rs_key = ObjKey::new("apps", "replicasets", &key.namespace, &name);
-        let owner = Involved::new(&d, "apps/v1", "Deployment");
-        new_rs = super::create_owned(cluster, rs_key.clone(), rs, &owner, COMPONENT, None, now)
-            .map(|v| (rs_key, v));
-    }
-    let Some((new_key, new_rs)) = new_rs else {
+    let Some((new_key, new_rs)) = current_replicaset(cluster, key, &d, want, now) else {
         return;
     };
     let old: Vec<(ObjKey, Value)> = owned(
@@ -242,50 +192,144 @@ fn deployment(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut
     .filter(|(k, _)| *k != new_key)
     .collect();
     if d["spec"]["paused"] != true {
-        let old_pods: i64 = old
-            .iter()
-            .map(|(_, rs)| rs["status"]["replicas"].as_i64().unwrap_or_default())
-            .sum();
-        let recreate = d["spec"]["strategy"]["type"] == "Recreate";
-        let new_target = if recreate && old_pods > 0 { 0 } else { want };
-        scale(cluster, &d, &new_key, &new_rs, new_target, now);
-        // Old sets keep what the new one cannot yet serve.
-        let mut budget = if recreate {
-            0
-        } else {
-            (want
-                - new_rs["status"]["availableReplicas"]
-                    .as_i64()
-                    .unwrap_or_default())
-            .max(0)
-        };
-        let mut old_sorted = old.clone();
-        old_sorted.sort_by_key(|(_, rs)| std::cmp::Reverse(revision(rs)));
-        for (k, rs) in &old_sorted {
-            let current = rs["spec"]["replicas"].as_i64().unwrap_or_default();
-            let keep = current.min(budget);
-            budget -= keep;
-            scale(cluster, &d, k, rs, keep, now);
-        }
-        let limit = d["spec"]["revisionHistoryLimit"]
-            .as_i64()
-            .unwrap_or(10)
-            .max(0);
-        let mut idle: Vec<&(ObjKey, Value)> = old_sorted
-            .iter()
-            .filter(|(_, rs)| {
-                rs["spec"]["replicas"] == 0
-                    && rs["status"]["replicas"].as_i64().unwrap_or_default() == 0
-            })
-            .collect();
-        idle.sort_by_key(|(_, rs)| std::cmp::Reverse(revision(rs)));
-        for (k, _) in idle
-            .into_iter()
-            .skip(usize::try_from(limit).unwrap_or_default())
-        {
-            cluster.store.delete(k, now);
-        }
+        roll(cluster, &d, &new_key, &new_rs, &old, want, now);
     }
+    deployment_status(cluster, key, d, &new_key, new_rs, want, now);
+}
+
+/// The Deployment's ReplicaSet for its current template: an owned set with that
+/// template (or the name it would get), else a new one at the next revision, with no
+/// replicas yet. None when it cannot be made.
+fn current_replicaset(
+    cluster: &mut ClusterState,
+    key: &ObjKey,
+    d: &Value,
+    want: i64,
+    now: DateTime<Utc>,
+) -> Option<(ObjKey, Value)> {
+    const COMPONENT: &str = "deployment-controller";
+    let template = d["spec"]["template"].clone();
+    let sets = owned(
+        cluster,
+        "apps",
+        "replicasets",
+        &key.namespace,
+        "Deployment",
+        d,
+    );
+    let hash = template_hash(&template);
+    let name = format!("{}-{hash}", key.name);
+    let found = sets
+        .iter()
+        .find(|(k, rs)| without_hash(&rs["spec"]["template"]) == template || k.name == name)
+        .cloned();
+    if found.is_some() {
+        return found;
+    }
+    let next_revision = sets
+        .iter()
+        .map(|(_, rs)| revision(rs))
+        .max()
+        .unwrap_or_default()
+        + 1;
+    let mut rs_template = template.clone();
+    obj::set(
+        &mut rs_template,
+        &["metadata", "labels", HASH_LABEL],
+        json!(hash),
+    );
+    let mut selector = d["spec"]["selector"].clone();
+    obj::set(&mut selector, &["matchLabels", HASH_LABEL], json!(hash));
+    let rs = json!({
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "metadata": {
+            "name": name,
+            "namespace": key.namespace,
+            "labels": rs_template["metadata"]["labels"].clone(),
+            "annotations": {
+                REVISION: next_revision.to_string(),
+                "deployment.kubernetes.io/desired-replicas": want.to_string(),
+                "deployment.kubernetes.io/max-replicas": (want + int_or_percent(&d["spec"]["strategy"]["rollingUpdate"]["maxSurge"], want)).to_string(),
+            },
+            "ownerReferences": [obj::controller_ref(d, "apps/v1", "Deployment")],
+        },
+        "spec": {"replicas": 0, "selector": selector, "template": rs_template},
+    });
+    let rs_key = ObjKey::new("apps", "replicasets", &key.namespace, &name);
+    let owner = Involved::new(d, "apps/v1", "Deployment");
+    super::create_owned(cluster, rs_key.clone(), rs, &owner, COMPONENT, None, now)
+        .map(|v| (rs_key, v))
+}
+
+/// One step of the rollout: the new ReplicaSet scaled to what the strategy allows, the
+/// old ones down to what it cannot serve yet, and idle old sets past
+/// `revisionHistoryLimit` deleted.
+fn roll(
+    cluster: &mut ClusterState,
+    d: &Value,
+    new_key: &ObjKey,
+    new_rs: &Value,
+    old: &[(ObjKey, Value)],
+    want: i64,
+    now: DateTime<Utc>,
+) {
+    let old_pods: i64 = old
+        .iter()
+        .map(|(_, rs)| rs["status"]["replicas"].as_i64().unwrap_or_default())
+        .sum();
+    let recreate = d["spec"]["strategy"]["type"] == "Recreate";
+    let new_target = if recreate && old_pods > 0 { 0 } else { want };
+    scale(cluster, d, new_key, new_rs, new_target, now);
+    // Old sets keep what the new one cannot yet serve.
+    let mut budget = if recreate {
+        0
+    } else {
+        (want
+            - new_rs["status"]["availableReplicas"]
+                .as_i64()
+                .unwrap_or_default())
+        .max(0)
+    };
+    let mut old_sorted = old.to_vec();
+    old_sorted.sort_by_key(|(_, rs)| std::cmp::Reverse(revision(rs)));
+    for (k, rs) in &old_sorted {
+        let current = rs["spec"]["replicas"].as_i64().unwrap_or_default();
+        let keep = current.min(budget);
+        budget -= keep;
+        scale(cluster, d, k, rs, keep, now);
+    }
+    let limit = d["spec"]["revisionHistoryLimit"]
+        .as_i64()
+        .unwrap_or(10)
+        .max(0);
+    let mut idle: Vec<&(ObjKey, Value)> = old_sorted
+        .iter()
+        .filter(|(_, rs)| {
+            rs["spec"]["replicas"] == 0
+                && rs["status"]["replicas"].as_i64().unwrap_or_default() == 0
+        })
+        .collect();
+    idle.sort_by_key(|(_, rs)| std::cmp::Reverse(revision(rs)));
+    for (k, _) in idle
+        .into_iter()
+        .skip(usize::try_from(limit).unwrap_or_default())
+    {
+        cluster.store.delete(k, now);
+    }
+}
+
+/// Writes the Deployment's status from its ReplicaSets as they are now: the replica
+/// counts, the Available and Progressing conditions, and the current set's revision.
+fn deployment_status(
+    cluster: &mut ClusterState,
+    key: &ObjKey,
+    mut d: Value,
+    new_key: &ObjKey,
+    new_rs: Value,
+    want: i64,
+    now: DateTime<Utc>,
+) {
     let sets = owned(
         cluster,
         "apps",
@@ -302,7 +346,7 @@ fn deployment(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut
     let total = sum("replicas");
     let ready_n = sum("readyReplicas");
     let available = sum("availableReplicas");
-    let new_now = cluster.store.get(&new_key).cloned().unwrap_or(new_rs);
+    let new_now = cluster.store.get(new_key).cloned().unwrap_or(new_rs);
     let updated = new_now["status"]["replicas"].as_i64().unwrap_or_default();
     let new_available = new_now["status"]["availableReplicas"]
         .as_i64()
@@ -328,13 +372,30 @@ fn deployment(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut
     } else {
         status.remove("unavailableReplicas");
     }
+    let rolled_out = updated == want && new_available == want && total == want;
+    set_rollout_conditions(&mut d, &new_key.name, want, available, rolled_out, now);
+    let rev = revision(&new_now).to_string();
+    obj::set(&mut d, &["metadata", "annotations", REVISION], json!(rev));
+    cluster.store.update(key, d);
+}
+
+/// The Deployment's Available condition (enough pods for `maxUnavailable`) and its
+/// Progressing one (whether the set `rs_name` has `rolled_out` fully), Available first.
+fn set_rollout_conditions(
+    d: &mut Value,
+    rs_name: &str,
+    want: i64,
+    available: i64,
+    rolled_out: bool,
+    now: DateTime<Utc>,
+) {
     let max_unavailable = int_or_percent(
         &d["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"],
         want,
     );
     if available >= want - max_unavailable {
         set_condition(
-            &mut d,
+            d,
             "Available",
             true,
             "MinimumReplicasAvailable",
@@ -343,7 +404,7 @@ fn deployment(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut
         );
     } else {
         set_condition(
-            &mut d,
+            d,
             "Available",
             false,
             "MinimumReplicasUnavailable",
@@ -351,10 +412,9 @@ fn deployment(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut
             now,
         );
     }
-    let rs_name = new_key.name.clone();
-    if updated == want && new_available == want && total == want {
+    if rolled_out {
         set_condition(
-            &mut d,
+            d,
             "Progressing",
             true,
             "NewReplicaSetAvailable",
@@ -363,7 +423,7 @@ fn deployment(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut
         );
     } else {
         set_condition(
-            &mut d,
+            d,
             "Progressing",
             true,
             "ReplicaSetUpdated",
@@ -371,11 +431,8 @@ fn deployment(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut
             now,
         );
     }
-    let conditions = obj::array_mut(&mut d, &["status", "conditions"]);
+    let conditions = obj::array_mut(d, &["status", "conditions"]);
     conditions.sort_by_key(|c| c["type"] != "Available");
-    let rev = revision(&new_now).to_string();
-    obj::set(&mut d, &["metadata", "annotations", REVISION], json!(rev));
-    cluster.store.update(key, d);
 }
 
 fn scale(

@@ -5,8 +5,8 @@
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use super::obj::{self, ts};
 use crate::common::hash::fnv64;
+use crate::k8s::obj::{self, ts};
 use crate::k8s::store::{ObjKey, Store};
 
 /// The object an Event is about.

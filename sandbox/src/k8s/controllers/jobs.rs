@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 
 use super::events::{self, Event, Involved};
 use super::kubelet;
-use super::obj::{self, ts};
 use super::scaled;
+use crate::k8s::obj::{self, ts};
 use crate::k8s::store::ObjKey;
 use crate::k8s::{ClusterState, SettleCtx};
 
@@ -103,6 +103,9 @@ fn format_indexes(set: &BTreeSet<i64>) -> String {
     parts.join(",")
 }
 
+/// The Job controller for one Job: the pods that ended counted, the Job moved on
+/// (failing, completing, suspended or running), pods removed and created to match, and
+/// the status written.
 fn sync_job(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut job: Value) {
     let now = ctx.now;
     if expire(cluster, ctx, key, &job) {
@@ -112,7 +115,6 @@ fn sync_job(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut j
     let spec = job["spec"].clone();
     let indexed = spec["completionMode"] == "Indexed";
     let completions = spec["completions"].as_i64();
-    let parallelism = spec["parallelism"].as_i64().unwrap_or(1).max(0);
     let backoff_limit = spec["backoffLimit"].as_i64().unwrap_or(6);
     let suspended = spec["suspend"] == true;
     let pods = |cluster: &ClusterState| -> Vec<(ObjKey, Value)> {
@@ -121,65 +123,11 @@ fn sync_job(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut j
         })
     };
 
-    // Count what ended, then let those pods go.
-    let mut succeeded = job["status"]["succeeded"].as_i64().unwrap_or_default();
-    let mut failed = job["status"]["failed"].as_i64().unwrap_or_default();
-    let mut done_indexes = parse_indexes(
-        job["status"]["completedIndexes"]
-            .as_str()
-            .unwrap_or_default(),
-    );
-    for (pod_key, mut pod) in pods(cluster) {
-        if !obj::has_finalizer(&pod, TRACKING) {
-            continue;
-        }
-        let unbound_and_deleted =
-            obj::deleting(&pod) && !obj::has_finalizer(&pod, kubelet::FINALIZER);
-        if !terminal(&pod) && !unbound_and_deleted {
-            continue;
-        }
-        if pod["status"]["phase"] == "Succeeded" {
-            succeeded += 1;
-            if let Some(i) = index_of(&pod) {
-                done_indexes.insert(i);
-            }
-        } else {
-            failed += 1;
-        }
-        obj::remove_finalizer(&mut pod, TRACKING);
-        cluster.store.update(&pod_key, pod);
-    }
+    let before = pods(cluster);
+    let tally = count_ended(cluster, &job, before);
     let current = pods(cluster);
-    let active: Vec<&(ObjKey, Value)> = current
-        .iter()
-        .filter(|(_, p)| !terminal(p) && !obj::deleting(p))
-        .collect();
-    let terminating = current
-        .iter()
-        .filter(|(_, p)| !terminal(p) && obj::deleting(p))
-        .count() as i64;
-    let ready = active
-        .iter()
-        .filter(|(_, p)| {
-            obj::items(&p["status"]["conditions"])
-                .iter()
-                .any(|c| c["type"] == "Ready" && c["status"] == "True")
-        })
-        .count() as i64;
-    let restarts: i64 = active.iter().map(|(_, p)| kubelet::restarts(p)).sum();
-    // When the Job's last pod ended: what finishing is dated from, however late a settle
-    // notices it.
-    let latest_end = current
-        .iter()
-        .filter(|(_, p)| terminal(p))
-        .flat_map(|(_, p)| {
-            obj::items(&p["status"]["containerStatuses"])
-                .iter()
-                .filter_map(|c| obj::parse_time(&c["state"]["terminated"]["finishedAt"]))
-                .collect::<Vec<_>>()
-        })
-        .max();
-    let ended_at = latest_end.map_or(now, |t| t.min(now));
+    let seen = Seen::of(&current);
+    let ended_at = seen.latest_end.map_or(now, |t| t.min(now));
 
     let finished = condition(&job, "Complete").is_some() || condition(&job, "Failed").is_some();
     if !finished && !suspended && job["status"]["startTime"].is_null() {
@@ -190,11 +138,7 @@ fn sync_job(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut j
     }
     let started = obj::parse_time(&job["status"]["startTime"]);
     // New pods are due from when the Job started or a pod last ended or went.
-    let deleted = current
-        .iter()
-        .filter_map(|(_, p)| obj::parse_time(&p["metadata"]["deletionTimestamp"]))
-        .max();
-    let create_at = [started, latest_end, deleted]
+    let create_at = [started, seen.latest_end, seen.deleted]
         .into_iter()
         .flatten()
         .max()
@@ -209,43 +153,25 @@ fn sync_job(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut j
                 .as_f64()
                 .zip(started)
                 .map(|(secs, start)| start + scaled(ctx, secs));
-            if failed + restarts > backoff_limit {
-                add_condition(
-                    &mut job,
-                    "FailureTarget",
-                    "BackoffLimitExceeded",
-                    "Job has reached the specified backoff limit",
-                    ended_at,
-                );
-            } else if let Some(d) = deadline.filter(|d| *d <= now && !suspended) {
-                add_condition(
-                    &mut job,
-                    "FailureTarget",
-                    "DeadlineExceeded",
-                    "Job was active longer than specified deadline",
-                    d,
-                );
-            }
+            mark_failure_target(
+                &mut job,
+                tally.failed + seen.restarts > backoff_limit,
+                deadline.filter(|d| *d <= now && !suspended),
+                ended_at,
+            );
         }
         let all_done = match (indexed, completions) {
-            (true, Some(c)) => (0..c).all(|i| done_indexes.contains(&i)),
-            (false, Some(c)) => succeeded >= c,
-            (_, None) => succeeded > 0,
+            (true, Some(c)) => (0..c).all(|i| tally.done_indexes.contains(&i)),
+            (false, Some(c)) => tally.succeeded >= c,
+            (_, None) => tally.succeeded > 0,
         };
+        let drained = seen.active.is_empty() && seen.terminating == 0;
+        let active_keys =
+            |failure: bool| seen.active.iter().map(move |(k, _)| (k.clone(), failure));
         if let Some(target) = condition(&job, "FailureTarget").cloned() {
-            remove_pods.extend(active.iter().map(|(k, _)| (k.clone(), true)));
-            if active.is_empty() && terminating == 0 {
-                let reason = target["reason"].as_str().unwrap_or_default().to_string();
-                let message = target["message"].as_str().unwrap_or_default().to_string();
-                let at = obj::parse_time(&target["lastTransitionTime"])
-                    .map_or(ended_at, |t| t.max(ended_at));
-                add_condition(&mut job, "Failed", &reason, &message, at);
-                events::emit(
-                    &mut cluster.store,
-                    &Involved::new(&job, "batch/v1", "Job"),
-                    Event::warning(CONTROLLER, &reason, message),
-                    at,
-                );
+            remove_pods.extend(active_keys(true));
+            if drained {
+                fail(cluster, &mut job, &target, ended_at);
             }
         } else if all_done {
             if condition(&job, "SuccessCriteriaMet").is_none() {
@@ -257,71 +183,16 @@ fn sync_job(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut j
                     ended_at,
                 );
             }
-            remove_pods.extend(active.iter().map(|(k, _)| (k.clone(), false)));
-            if active.is_empty() && terminating == 0 {
-                add_condition(
-                    &mut job,
-                    "Complete",
-                    "CompletionsReached",
-                    "Reached expected number of succeeded pods",
-                    ended_at,
-                );
-                obj::set(&mut job, &["status", "completionTime"], ts(ended_at));
-                events::emit(
-                    &mut cluster.store,
-                    &Involved::new(&job, "batch/v1", "Job"),
-                    Event::normal(CONTROLLER, "Completed", "Job completed"),
-                    ended_at,
-                );
+            remove_pods.extend(active_keys(false));
+            if drained {
+                complete(cluster, &mut job, ended_at);
             }
         } else if suspended {
-            remove_pods.extend(active.iter().map(|(k, _)| (k.clone(), false)));
-            if condition(&job, "Suspended").is_none() {
-                add_condition(&mut job, "Suspended", "JobSuspended", "Job suspended", now);
-                events::emit(
-                    &mut cluster.store,
-                    &Involved::new(&job, "batch/v1", "Job"),
-                    Event::normal(CONTROLLER, "Suspended", "Job suspended"),
-                    now,
-                );
-            }
+            remove_pods.extend(active_keys(false));
+            suspend(cluster, &mut job, now);
         } else {
-            if condition(&job, "Suspended").is_some() {
-                let conditions = obj::array_mut(&mut job, &["status", "conditions"]);
-                for c in conditions.iter_mut().filter(|c| c["type"] == "Suspended") {
-                    *c = json!({"type": "Suspended", "status": "False", "lastProbeTime": ts(now),
-                                "lastTransitionTime": ts(now), "reason": "JobResumed", "message": "Job resumed"});
-                }
-                obj::set(&mut job, &["status", "startTime"], ts(now));
-                events::emit(
-                    &mut cluster.store,
-                    &Involved::new(&job, "batch/v1", "Job"),
-                    Event::normal(CONTROLLER, "Resumed", "Job resumed"),
-                    now,
-                );
-            }
-            // TerminatingOrFailed: a terminating pod is replaced at once; Failed waits.
-            let occupied = active.len() as i64
-                + if spec["podReplacementPolicy"] == "Failed" {
-                    terminating
-                } else {
-                    0
-                };
-            if indexed {
-                let busy: BTreeSet<i64> = active.iter().filter_map(|(_, p)| index_of(p)).collect();
-                let room = usize::try_from(parallelism - occupied).unwrap_or_default();
-                create_indexes = (0..completions.unwrap_or(1))
-                    .filter(|i| !done_indexes.contains(i) && !busy.contains(i))
-                    .take(room)
-                    .collect();
-            } else {
-                let wanted = match completions {
-                    Some(c) => parallelism.min(c - succeeded),
-                    None if succeeded > 0 => 0,
-                    None => parallelism,
-                };
-                create = usize::try_from(wanted - occupied).unwrap_or_default();
-            }
+            resume(cluster, &mut job, now);
+            (create, create_indexes) = pods_to_create(&spec, indexed, completions, &seen, &tally);
         }
     }
 
@@ -334,12 +205,263 @@ fn sync_job(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut j
     for i in create_indexes {
         create_pod(cluster, &job, key, Some(i), create_at);
     }
+    write_status(cluster, key, job, &uid, &tally, seen.ready, indexed);
+}
 
+/// What the Job's ended pods add up to: the counts its status keeps.
+struct Tally {
+    succeeded: i64,
+    failed: i64,
+    /// Indexed Jobs: the completion indexes that have succeeded.
+    done_indexes: BTreeSet<i64>,
+}
+
+/// Counts the pods that ended since the last settle into the Job's status counts, then
+/// lets those pods go (drops the tracking finalizer), so each is counted once.
+fn count_ended(cluster: &mut ClusterState, job: &Value, pods: Vec<(ObjKey, Value)>) -> Tally {
+    let mut tally = Tally {
+        succeeded: job["status"]["succeeded"].as_i64().unwrap_or_default(),
+        failed: job["status"]["failed"].as_i64().unwrap_or_default(),
+        done_indexes: parse_indexes(
+            job["status"]["completedIndexes"]
+                .as_str()
+                .unwrap_or_default(),
+        ),
+    };
+    for (pod_key, mut pod) in pods {
+        if !obj::has_finalizer(&pod, TRACKING) {
+            continue;
+        }
+        let unbound_and_deleted =
+            obj::deleting(&pod) && !obj::has_finalizer(&pod, kubelet::FINALIZER);
+        if !terminal(&pod) && !unbound_and_deleted {
+            continue;
+        }
+        if pod["status"]["phase"] == "Succeeded" {
+            tally.succeeded += 1;
+            if let Some(i) = index_of(&pod) {
+                tally.done_indexes.insert(i);
+            }
+        } else {
+            tally.failed += 1;
+        }
+        obj::remove_finalizer(&mut pod, TRACKING);
+        cluster.store.update(&pod_key, pod);
+    }
+    tally
+}
+
+/// The Job's pods as this settle finds them, once the ended ones are counted.
+struct Seen<'a> {
+    /// Pods neither ended nor being deleted.
+    active: Vec<&'a (ObjKey, Value)>,
+    /// Pods not ended but being deleted.
+    terminating: i64,
+    /// Active pods that are Ready.
+    ready: i64,
+    /// Container restarts of the active pods, which count against `backoffLimit`.
+    restarts: i64,
+    /// When the Job's last pod ended: what finishing is dated from, however late a
+    /// settle notices it.
+    latest_end: Option<DateTime<Utc>>,
+    /// When a pod was last marked for deletion.
+    deleted: Option<DateTime<Utc>>,
+}
+
+impl<'a> Seen<'a> {
+    /// Sorts out `current`, the Job's pods.
+    fn of(current: &'a [(ObjKey, Value)]) -> Self {
+        let active: Vec<&(ObjKey, Value)> = current
+            .iter()
+            .filter(|(_, p)| !terminal(p) && !obj::deleting(p))
+            .collect();
+        let terminating = current
+            .iter()
+            .filter(|(_, p)| !terminal(p) && obj::deleting(p))
+            .count() as i64;
+        let ready = active
+            .iter()
+            .filter(|(_, p)| {
+                obj::items(&p["status"]["conditions"])
+                    .iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+            .count() as i64;
+        let restarts: i64 = active.iter().map(|(_, p)| kubelet::restarts(p)).sum();
+        let latest_end = current
+            .iter()
+            .filter(|(_, p)| terminal(p))
+            .flat_map(|(_, p)| {
+                obj::items(&p["status"]["containerStatuses"])
+                    .iter()
+                    .filter_map(|c| obj::parse_time(&c["state"]["terminated"]["finishedAt"]))
+                    .collect::<Vec<_>>()
+            })
+            .max();
+        let deleted = current
+            .iter()
+            .filter_map(|(_, p)| obj::parse_time(&p["metadata"]["deletionTimestamp"]))
+            .max();
+        Seen {
+            active,
+            terminating,
+            ready,
+            restarts,
+            latest_end,
+            deleted,
+        }
+    }
+}
+
+/// Marks a Job that is to fail (FailureTarget): past its backoff limit, dated from the
+/// last pod's end, or past its deadline `deadline_passed`, dated from the deadline.
+fn mark_failure_target(
+    job: &mut Value,
+    over_backoff: bool,
+    deadline_passed: Option<DateTime<Utc>>,
+    ended_at: DateTime<Utc>,
+) {
+    if over_backoff {
+        add_condition(
+            job,
+            "FailureTarget",
+            "BackoffLimitExceeded",
+            "Job has reached the specified backoff limit",
+            ended_at,
+        );
+    } else if let Some(d) = deadline_passed {
+        add_condition(
+            job,
+            "FailureTarget",
+            "DeadlineExceeded",
+            "Job was active longer than specified deadline",
+            d,
+        );
+    }
+}
+
+/// Fails a Job whose pods are all gone, for the reason its FailureTarget gives.
+fn fail(cluster: &mut ClusterState, job: &mut Value, target: &Value, ended_at: DateTime<Utc>) {
+    let reason = target["reason"].as_str().unwrap_or_default().to_string();
+    let message = target["message"].as_str().unwrap_or_default().to_string();
+    let at = obj::parse_time(&target["lastTransitionTime"]).map_or(ended_at, |t| t.max(ended_at));
+    add_condition(job, "Failed", &reason, &message, at);
+    events::emit(
+        &mut cluster.store,
+        &Involved::new(job, "batch/v1", "Job"),
+        Event::warning(CONTROLLER, &reason, message),
+        at,
+    );
+}
+
+/// Completes a Job that has its completions and whose pods are all gone.
+fn complete(cluster: &mut ClusterState, job: &mut Value, ended_at: DateTime<Utc>) {
+    add_condition(
+        job,
+        "Complete",
+        "CompletionsReached",
+        "Reached expected number of succeeded pods",
+        ended_at,
+    );
+    obj::set(job, &["status", "completionTime"], ts(ended_at));
+    events::emit(
+        &mut cluster.store,
+        &Involved::new(job, "batch/v1", "Job"),
+        Event::normal(CONTROLLER, "Completed", "Job completed"),
+        ended_at,
+    );
+}
+
+/// Marks a suspended Job Suspended, once.
+fn suspend(cluster: &mut ClusterState, job: &mut Value, now: DateTime<Utc>) {
+    if condition(job, "Suspended").is_none() {
+        add_condition(job, "Suspended", "JobSuspended", "Job suspended", now);
+        events::emit(
+            &mut cluster.store,
+            &Involved::new(job, "batch/v1", "Job"),
+            Event::normal(CONTROLLER, "Suspended", "Job suspended"),
+            now,
+        );
+    }
+}
+
+/// Resumes a Job that was suspended: its Suspended condition turns False, and its
+/// start time (what `activeDeadlineSeconds` runs from) starts again.
+fn resume(cluster: &mut ClusterState, job: &mut Value, now: DateTime<Utc>) {
+    if condition(job, "Suspended").is_some() {
+        let conditions = obj::array_mut(job, &["status", "conditions"]);
+        for c in conditions.iter_mut().filter(|c| c["type"] == "Suspended") {
+            *c = json!({"type": "Suspended", "status": "False", "lastProbeTime": ts(now),
+                        "lastTransitionTime": ts(now), "reason": "JobResumed", "message": "Job resumed"});
+        }
+        obj::set(job, &["status", "startTime"], ts(now));
+        events::emit(
+            &mut cluster.store,
+            &Involved::new(job, "batch/v1", "Job"),
+            Event::normal(CONTROLLER, "Resumed", "Job resumed"),
+            now,
+        );
+    }
+}
+
+/// The pods a running Job is short of, up to `parallelism`: how many for a NonIndexed
+/// Job, which indexes for an Indexed one.
+fn pods_to_create(
+    spec: &Value,
+    indexed: bool,
+    completions: Option<i64>,
+    seen: &Seen<'_>,
+    tally: &Tally,
+) -> (usize, Vec<i64>) {
+    let parallelism = spec["parallelism"].as_i64().unwrap_or(1).max(0);
+    // TerminatingOrFailed: a terminating pod is replaced at once; Failed waits.
+    let occupied = seen.active.len() as i64
+        + if spec["podReplacementPolicy"] == "Failed" {
+            seen.terminating
+        } else {
+            0
+        };
+    if indexed {
+        let busy: BTreeSet<i64> = seen
+            .active
+            .iter()
+            .filter_map(|(_, p)| index_of(p))
+            .collect();
+        let room = usize::try_from(parallelism - occupied).unwrap_or_default();
+        let indexes = (0..completions.unwrap_or(1))
+            .filter(|i| !tally.done_indexes.contains(i) && !busy.contains(i))
+            .take(room)
+            .collect();
+        (0, indexes)
+    } else {
+        let wanted = match completions {
+            Some(c) => parallelism.min(c - tally.succeeded),
+            None if tally.succeeded > 0 => 0,
+            None => parallelism,
+        };
+        (
+            usize::try_from(wanted - occupied).unwrap_or_default(),
+            Vec::new(),
+        )
+    }
+}
+
+/// Writes the Job's status: its counts, with active and terminating pods counted again
+/// after this settle's removals and creations.
+fn write_status(
+    cluster: &mut ClusterState,
+    key: &ObjKey,
+    mut job: Value,
+    uid: &str,
+    tally: &Tally,
+    ready: i64,
+    indexed: bool,
+) {
     let live_now: Vec<bool> = cluster
         .store
         .list("", "pods", Some(&key.namespace))
         .into_iter()
-        .filter(|(_, p)| obj::controller_uid(p, "Job") == Some(uid.as_str()) && !terminal(p))
+        .filter(|(_, p)| obj::controller_uid(p, "Job") == Some(uid) && !terminal(p))
         .map(|(_, p)| obj::deleting(p))
         .collect();
     let terminating_now = live_now.iter().filter(|d| **d).count() as i64;
@@ -347,8 +469,8 @@ fn sync_job(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut j
     let status = obj::obj_mut(&mut job, &["status"]);
     for (field, n) in [
         ("active", active_now),
-        ("succeeded", succeeded),
-        ("failed", failed),
+        ("succeeded", tally.succeeded),
+        ("failed", tally.failed),
     ] {
         if n > 0 {
             status.insert(field.into(), json!(n));
@@ -360,7 +482,7 @@ fn sync_job(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut j
     status.insert("terminating".into(), json!(terminating_now));
     status.insert("uncountedTerminatedPods".into(), json!({}));
     if indexed {
-        let done = format_indexes(&done_indexes);
+        let done = format_indexes(&tally.done_indexes);
         if done.is_empty() {
             status.remove("completedIndexes");
         } else {

@@ -8,11 +8,12 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Value};
 
 use super::events::{self, Event, Involved};
+use super::images::{is_redis_image, is_redis_pod, normalize_image};
 use super::nodes::{self, Shape};
-use super::obj::{self, ts};
 use super::workers::{self, is_queue_worker, Drain};
 use super::{base, scaled};
 use crate::common::hash::fnv64;
+use crate::k8s::obj::{self, ts};
 use crate::k8s::processes::RedisStatus;
 use crate::k8s::store::ObjKey;
 use crate::k8s::{ClusterState, SettleCtx};
@@ -32,45 +33,6 @@ const JOB_TRACKING: &str = "batch.kubernetes.io/job-tracking";
 const RESTARTS_PER_SETTLE: u32 = 3;
 pub(super) const SHUTDOWN_MESSAGE: &str =
     "Pod was terminated in response to imminent node shutdown.";
-
-/// Whether an image is Redis (`redis`, `redis:7.2`, `docker.io/library/redis:6.0.5`,
-/// `bitnami/redis`), which a real redis-server then backs.
-pub(crate) fn is_redis_image(image: &str) -> bool {
-    let repo = image.split('@').next().unwrap_or(image);
-    let last = repo.rsplit('/').next().unwrap_or(repo);
-    let name = last.split(':').next().unwrap_or(last);
-    name.contains("redis") && !name.contains("exporter")
-}
-
-pub(crate) fn is_redis_pod(pod: &Value) -> bool {
-    redis_container(pod).is_some()
-}
-
-pub(crate) fn redis_container(pod: &Value) -> Option<&Value> {
-    obj::items(&pod["spec"]["containers"])
-        .iter()
-        .find(|c| c["image"].as_str().is_some_and(is_redis_image))
-}
-
-/// The image reference as the container runtime reports it.
-pub(crate) fn normalize_image(image: &str) -> String {
-    let (repo, tag) = match image.split_once('@') {
-        Some((r, d)) => (r.to_string(), format!("@{d}")),
-        None => match image.rsplit_once(':') {
-            Some((r, t)) if !t.contains('/') => (r.to_string(), format!(":{t}")),
-            _ => (image.to_string(), ":latest".to_string()),
-        },
-    };
-    let first = repo.split('/').next().unwrap_or_default();
-    let repo = if !repo.contains('/') {
-        format!("docker.io/library/{repo}")
-    } else if first.contains('.') || first.contains(':') || first == "localhost" {
-        repo
-    } else {
-        format!("docker.io/{repo}")
-    };
-    format!("{repo}{tag}")
-}
 
 fn image_id(image: &str) -> String {
     let n = normalize_image(image);
@@ -373,33 +335,6 @@ fn allocate_ip(cluster: &ClusterState, node: &Value) -> String {
         .unwrap_or_else(|| format!("{prefix}.254"))
 }
 
-pub(crate) fn qos_class(spec: &Value) -> &'static str {
-    let all: Vec<&Value> = obj::items(&spec["containers"])
-        .iter()
-        .chain(obj::items(&spec["initContainers"]))
-        .collect();
-    let set = |c: &Value, part: &str, r: &str| !c["resources"][part][r].is_null();
-    if all.iter().all(|c| {
-        ["cpu", "memory"]
-            .iter()
-            .all(|r| !set(c, "requests", r) && !set(c, "limits", r))
-    }) {
-        return "BestEffort";
-    }
-    let guaranteed = all.iter().all(|c| {
-        ["cpu", "memory"].iter().all(|r| {
-            let limit = &c["resources"]["limits"][*r];
-            let request = &c["resources"]["requests"][*r];
-            !limit.is_null() && (request.is_null() || request == limit)
-        })
-    });
-    if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
-    }
-}
-
 /// The failures a pod's Job has had so far, besides this pod's own restarts: what the
 /// `fail-attempts` annotation counts against.
 fn job_failures(cluster: &ClusterState, pod: &Value) -> i64 {
@@ -594,7 +529,7 @@ fn pick_up(cluster: &mut ClusterState, pod: &mut Value, node: &Value, at: DateTi
     if !init.is_empty() {
         status.insert("initContainerStatuses".into(), json!(init));
     }
-    let qos = qos_class(&pod["spec"]);
+    let qos = crate::k8s::defaults::qos_class(&pod["spec"]);
     obj::default(pod, &["status", "qosClass"], json!(qos));
     set_condition(pod, "PodReadyToStartContainers", true, None, at);
     set_condition(

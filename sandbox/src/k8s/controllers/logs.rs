@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::kubelet;
-use super::obj;
 use super::workers;
+use crate::k8s::obj;
 use crate::k8s::store::ObjKey;
 use crate::k8s::ClusterState;
 
@@ -69,7 +69,7 @@ pub(super) fn pod_logs(
     let started = obj::parse_time(&run["startedAt"]).unwrap_or(now);
     let image = spec["image"].as_str().unwrap_or_default();
     let mut lines = Vec::new();
-    if kubelet::is_redis_image(image) && !kubelet::runs_to_completion(pod) {
+    if super::images::is_redis_image(image) && !kubelet::runs_to_completion(pod) {
         let ready = status.is_some_and(|s| s["ready"] == true);
         lines.extend(redis_lines(spec, started, ready));
     } else {

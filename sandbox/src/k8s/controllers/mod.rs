@@ -10,11 +10,11 @@
 mod apps;
 mod events;
 mod gc;
+mod images;
 mod jobs;
 mod kubelet;
 mod logs;
 mod nodes;
-pub(crate) mod obj;
 mod scheduler;
 mod services;
 mod storage;
@@ -26,10 +26,9 @@ use chrono::{DateTime, Duration, Utc};
 use serde_json::Value;
 
 use super::store::ObjKey;
-use super::{defaults, ClusterState, SettleCtx};
+use super::{defaults, obj, ClusterState, SettleCtx};
 use events::{Event, Involved};
-pub(super) use kubelet::{is_redis_pod, qos_class, redis_container};
-pub(super) use storage::bytes as storage_bytes;
+pub(super) use images::{is_redis_pod, redis_container};
 pub(crate) use workers::Drained;
 
 /// Base durations in seconds, multiplied by `SettleCtx::scale`. Durations users give in
@@ -165,7 +164,7 @@ pub(crate) fn preempt(
 /// Stops whatever backs the cluster's pods (the cluster is being deleted).
 pub(crate) fn teardown(cluster: &ClusterState, ctx: &SettleCtx<'_>) {
     for (_, pod) in cluster.store.list("", "pods", None) {
-        if kubelet::is_redis_pod(pod) {
+        if images::is_redis_pod(pod) {
             ctx.processes.stop(obj::uid(pod));
         }
     }

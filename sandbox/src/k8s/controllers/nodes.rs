@@ -8,9 +8,9 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use super::events::{self, Event, Involved};
-use super::obj::{self, ts};
 use super::{base, scaled};
 use crate::common::hash::fnv64;
+use crate::k8s::obj::{self, ts};
 use crate::k8s::store::ObjKey;
 use crate::k8s::{ClusterState, NodePoolInfo, SettleCtx};
 

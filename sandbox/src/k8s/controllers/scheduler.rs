@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 
 use super::events::{self, Event, Involved};
 use super::nodes::{self, Shape};
-use super::obj::{self, ts};
 use super::{base, scaled};
+use crate::k8s::obj::{self, ts};
 use crate::k8s::store::ObjKey;
 use crate::k8s::{ClusterState, SettleCtx};
 
@@ -392,8 +392,9 @@ fn unschedulable(
     pod
 }
 
-/// Autopilot: a node made to the pod's measure (its selector's labels, its GPUs or TPU
-/// chips) once the provisioning delay has passed; the node's name.
+/// Clouds that make a node per pod (GKE Autopilot): a node made to the pod's measure
+/// (its selector's labels, its GPUs or TPU chips, the machine the cloud picks for them)
+/// once the provisioning delay has passed; the node's name.
 fn provision_for(
     cluster: &mut ClusterState,
     ctx: &SettleCtx<'_>,
@@ -432,30 +433,7 @@ fn provision_for(
         }
     }
     let extended = extended_requests(spec);
-    let machine_type = labels
-        .get("node.kubernetes.io/instance-type")
-        .cloned()
-        .unwrap_or_else(|| {
-            if extended.contains_key("google.com/tpu") {
-                "ct5lp-hightpu-4t".into()
-            } else if extended.contains_key("nvidia.com/gpu") {
-                "g2-standard-8".into()
-            } else {
-                "e2-standard-4".into()
-            }
-        });
-    if labels
-        .get("cloud.google.com/gke-spot")
-        .is_some_and(|v| v == "true")
-    {
-        labels.insert("cloud.google.com/gke-provisioning".into(), "spot".into());
-    }
-    let family = machine_type
-        .split('-')
-        .next()
-        .unwrap_or_default()
-        .to_string();
-    labels.insert("cloud.google.com/machine-family".into(), family);
+    let machine_type = cluster.cloud.pod_node_machine(&mut labels, &extended);
     let pool = format!("nap-{}", name.rsplit('-').next().unwrap_or_default());
     let message = format!("pod triggered scale-up: [{{{pool} 0->1 (max: 1000)}}]");
     events::emit_once(

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use serde_json::{json, Value};
 
 use super::events::{self, Event, Involved};
-use super::obj;
 use super::{base, scaled};
 use crate::common::hash::fnv64;
+use crate::k8s::obj;
 use crate::k8s::store::ObjKey;
 use crate::k8s::{ClusterState, SettleCtx};
 

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
 use super::events::{self, Event, Involved};
-use super::obj::{self, ts};
 use super::{base, scaled};
+use crate::k8s::obj::{self, ts};
 use crate::k8s::store::ObjKey;
 use crate::k8s::{ClusterState, SettleCtx};
 
@@ -22,35 +22,6 @@ fn pvc_key(namespace: &str, name: &str) -> ObjKey {
 
 fn pv_key(name: &str) -> ObjKey {
     ObjKey::new("", "persistentvolumes", "", name)
-}
-
-/// A storage quantity in bytes (`1Ti`, `10Gi`, `500M`, `1.5Gi`).
-pub(crate) fn bytes(q: &Value) -> f64 {
-    let s = match q {
-        Value::String(s) => s.trim().to_string(),
-        Value::Number(n) => n.to_string(),
-        _ => return 0.0,
-    };
-    let units: [(&str, f64); 12] = [
-        ("Ki", 1024f64),
-        ("Mi", 1024f64.powi(2)),
-        ("Gi", 1024f64.powi(3)),
-        ("Ti", 1024f64.powi(4)),
-        ("Pi", 1024f64.powi(5)),
-        ("Ei", 1024f64.powi(6)),
-        ("k", 1e3),
-        ("M", 1e6),
-        ("G", 1e9),
-        ("T", 1e12),
-        ("P", 1e15),
-        ("E", 1e18),
-    ];
-    for (suffix, mult) in units {
-        if let Some(n) = s.strip_suffix(suffix) {
-            return n.parse::<f64>().unwrap_or_default() * mult;
-        }
-    }
-    s.parse().unwrap_or_default()
 }
 
 fn class_of(v: &Value) -> &str {
@@ -107,8 +78,8 @@ fn matches(pv: &Value, pvc: &Value) -> bool {
     class_of(pv) == class_of(pvc)
         && mode(pv) == mode(pvc)
         && modes(pvc).iter().all(|m| pv_modes.contains(m))
-        && bytes(&pv["spec"]["capacity"]["storage"])
-            >= bytes(&pvc["spec"]["resources"]["requests"]["storage"])
+        && obj::storage_bytes(&pv["spec"]["capacity"]["storage"])
+            >= obj::storage_bytes(&pvc["spec"]["resources"]["requests"]["storage"])
         && (pvc["spec"]["selector"].is_null()
             || obj::selector_matches(&pvc["spec"]["selector"], &pv["metadata"]["labels"]))
 }
@@ -209,8 +180,8 @@ fn bind_claim(cluster: &mut ClusterState, ctx: &SettleCtx<'_>, key: &ObjKey, mut
                     })
                     .collect();
                 free.sort_by(|(_, a), (_, b)| {
-                    bytes(&a["spec"]["capacity"]["storage"])
-                        .total_cmp(&bytes(&b["spec"]["capacity"]["storage"]))
+                    obj::storage_bytes(&a["spec"]["capacity"]["storage"])
+                        .total_cmp(&obj::storage_bytes(&b["spec"]["capacity"]["storage"]))
                 });
                 free.first().copied()
             }),
@@ -708,7 +679,7 @@ mod tests {
             ("1.5Gi", 1.5 * 1024f64.powi(3)),
             ("100", 100.0),
         ] {
-            assert_eq!(bytes(&json!(q)), want, "{q}");
+            assert_eq!(obj::storage_bytes(&json!(q)), want, "{q}");
         }
     }
 }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, TimeZone, Utc};
 use serde_json::{json, Value};
 
-use super::obj;
+use crate::k8s::obj;
 use crate::k8s::processes::Processes;
 use crate::k8s::store::{ObjKey, Store};
 use std::sync::Arc;

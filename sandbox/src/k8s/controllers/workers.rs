@@ -19,9 +19,9 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::kubelet::{is_redis_pod, normalize_image};
-use super::obj;
+use super::images::{is_redis_pod, normalize_image};
 use super::{base, scaled};
+use crate::k8s::obj;
 use crate::k8s::store::ObjKey;
 use crate::k8s::{ClusterState, SettleCtx};
 

@@ -7,7 +7,9 @@
 //! settling, persisting, lost responses, the traffic record), the clusters' API servers
 //! included. It also keeps
 //! the emulated clusters' Kubernetes API servers in step with the clouds: one listener
-//! per cluster (see `k8s/server.rs`), started and stopped as clusters come and go.
+//! per cluster (see `server/kube.rs`), started and stopped as clusters come and go.
+
+mod kube;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -30,7 +32,7 @@ use crate::gcp::operation::OpCtx;
 use crate::gcp::{self, Api};
 use crate::http::{parse_query, ApiRequest, ApiResponse, Body};
 use crate::k8s::processes::Processes;
-use crate::k8s::{self, controllers, ClusterState, SettleCtx};
+use crate::k8s::{controllers, ClusterState, SettleCtx};
 use crate::persist::{self, World};
 use crate::{Exchange, SandboxError, Timing};
 
@@ -66,7 +68,7 @@ pub(crate) struct App {
     data_dir: DataDir,
     pub processes: Processes,
     /// The running Kubernetes API servers, by cluster key; runtime only, never persisted.
-    listeners: Mutex<BTreeMap<String, k8s::server::Listener>>,
+    listeners: Mutex<BTreeMap<String, kube::Listener>>,
     /// EKS clusters come with the ACK SageMaker controller's chart applied.
     ack_controller: bool,
     /// The EKS clusters this process has applied the chart to (when they were created,
@@ -192,7 +194,7 @@ impl App {
                 }
                 // A listener that cannot start is retried on the next request; until then
                 // the cluster has no endpoint, which is what clients see.
-                if let Ok(listener) = k8s::server::start(
+                if let Ok(listener) = kube::start(
                     self.me.clone(),
                     key,
                     &cluster.name,
@@ -546,7 +548,7 @@ impl App {
                 } else {
                     serde_json::from_slice::<Value>(body)
                         .map_err(|e| format!("invalid capacity description: {e}"))
-                        .and_then(CapacitySpec::from_json)
+                        .and_then(|v| CapacitySpec::from_json(v, &crate::quota_names()))
                 };
                 match spec {
                     Ok(spec) => match self.set_capacity(spec) {

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 
-use super::super::store::{self, ObjKey, Store};
+use super::store::{self, ObjKey, Store};
 #[cfg(test)]
 use crate::common::hash::canonical;
 use crate::common::hash::fnv64;
@@ -381,6 +381,35 @@ pub(crate) fn count(v: &Value) -> i64 {
         }
         _ => 0,
     }
+}
+
+/// A storage quantity in bytes (`1Ti`, `10Gi`, `500M`, `1.5Gi`).
+pub(crate) fn storage_bytes(q: &Value) -> f64 {
+    let s = match q {
+        Value::String(s) => s.trim().to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => return 0.0,
+    };
+    let units: [(&str, f64); 12] = [
+        ("Ki", 1024f64),
+        ("Mi", 1024f64.powi(2)),
+        ("Gi", 1024f64.powi(3)),
+        ("Ti", 1024f64.powi(4)),
+        ("Pi", 1024f64.powi(5)),
+        ("Ei", 1024f64.powi(6)),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("P", 1e15),
+        ("E", 1e18),
+    ];
+    for (suffix, mult) in units {
+        if let Some(n) = s.strip_suffix(suffix) {
+            return n.parse::<f64>().unwrap_or_default() * mult;
+        }
+    }
+    s.parse().unwrap_or_default()
 }
 
 #[cfg(test)]

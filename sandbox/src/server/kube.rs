@@ -1,4 +1,5 @@
-//! The network side of one emulated cluster's API server: a loopback TLS listener with a
+//! The network side of one emulated cluster's API server (the Kubernetes emulator in
+//! `k8s/` is transport-neutral; this file serves it through the sandbox's pipeline): a loopback TLS listener with a
 //! serving certificate signed by the cluster CA (HTTP/1.1 only, so WebSocket upgrades
 //! work), and per request the sandbox's fault injection, bearer-token check, traffic
 //! record, then `api.rs` under the state lock — or, for watches, followed logs, exec and
@@ -21,16 +22,17 @@ use serde_json::Value;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::Instant;
 
-use super::api::{self, KubeRequest, LogFollow, Outcome, Watch};
-use super::spdy;
-use super::status::StatusError;
-use super::stream::{self, Protocol};
-use super::volumes;
-use super::CloudSide;
+use super::{bearer_token_present, App, Call};
 use crate::faults::Injected;
 use crate::http::{parse_query, ApiResponse, Body as ApiBody};
+use crate::k8s::api::{self, LogFollow, Outcome, Watch};
+use crate::k8s::request::KubeRequest;
+use crate::k8s::spdy;
+use crate::k8s::status::StatusError;
+use crate::k8s::stream::{self, Protocol};
+use crate::k8s::volumes;
+use crate::k8s::CloudSide;
 use crate::persist::World;
-use crate::server::{bearer_token_present, App, Call};
 use crate::Exchange;
 
 /// Request bodies beyond this are refused.
