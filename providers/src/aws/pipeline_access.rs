@@ -315,10 +315,14 @@ fn judge(role: &RoleView<'_>, user: &str, needs: Vec<Need>, out: &mut Vec<StackF
             .with("aws:PrincipalAccount", super::iam_checks::ACCOUNT_STAND_IN)
             .with("aws:ResourceAccount", super::iam_checks::ACCOUNT_STAND_IN);
         let decision = role.may(&req);
+        // The account is known only at apply: say so rather than show the stand-in.
+        let what = need
+            .what
+            .replace(super::iam_checks::ACCOUNT_STAND_IN, "<account>");
         let message = |why: &str| {
             format!(
-                "{user} runs as this role, which {why} `{}` to {}; add to statements: {}",
-                need.action, need.what, need.grant
+                "{user} runs as this role, which {why} `{}` to {what}; add to statements: {}",
+                need.action, need.grant
             )
         };
         match decision {

@@ -795,19 +795,22 @@ impl Kms {
         let given = tag_list(body)?;
         let key = &mut self.keys[i];
         key.not_pending()?;
+        // Merged aside first: a refused request changes nothing, as in KMS.
+        let mut tags = key.tags.clone();
         for (k, v) in given {
-            match key.tags.iter_mut().find(|(have, _)| *have == k) {
+            match tags.iter_mut().find(|(have, _)| *have == k) {
                 Some(e) => e.1 = v,
-                None => key.tags.push((k, v)),
+                None => tags.push((k, v)),
             }
         }
-        if key.tags.len() > 50 {
+        if tags.len() > 50 {
             return Err(AwsError::new(
                 400,
                 "LimitExceededException",
                 "Too many tags",
             ));
         }
+        key.tags = tags;
         Ok(json!({}))
     }
 
@@ -1008,6 +1011,31 @@ mod tests {
             .call_in("eu-west-1", "DescribeKey", json!({"KeyId": id}))
             .expect_err("another region");
         assert_eq!(e.code, "NotFoundException");
+    }
+
+    #[test]
+    fn tag_resource_over_the_limit_changes_nothing() {
+        let mut h = Harness::new();
+        let (id, _) = h.key();
+        let tags = |range: std::ops::Range<usize>| -> Vec<Value> {
+            range
+                .map(|n| json!({"TagKey": format!("k{n}"), "TagValue": "v"}))
+                .collect()
+        };
+        h.call("TagResource", json!({"KeyId": id, "Tags": tags(0..40)}))
+            .expect("40 tags");
+        let e = h
+            .call("TagResource", json!({"KeyId": id, "Tags": tags(40..51)}))
+            .expect_err("51 tags");
+        assert_eq!(e.code, "LimitExceededException");
+        let listed = h
+            .call("ListResourceTags", json!({"KeyId": id}))
+            .expect("listed");
+        assert_eq!(
+            listed["Tags"].as_array().map(Vec::len),
+            Some(40),
+            "the refused request added none"
+        );
     }
 
     #[test]
