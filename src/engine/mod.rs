@@ -101,6 +101,8 @@ pub enum EngineError {
     StalePlan(String),
     #[error("apply finished with {} error(s):\n{}", .0.len(), .0.iter().map(|(a, e)| format!("  {a}: {e}")).collect::<Vec<_>>().join("\n"))]
     Apply(Vec<(Address, String)>),
+    #[error("destroy finished with {} error(s):\n{}", .0.len(), .0.iter().map(|(a, e)| format!("  {a}: {e}")).collect::<Vec<_>>().join("\n"))]
+    Destroy(Vec<(Address, String)>),
     #[error("interrupted: {done} operation(s) completed and saved, {not_started} not started; run the same command again to continue")]
     Interrupted { done: usize, not_started: usize },
     #[error("outputs.{name}: {message}")]

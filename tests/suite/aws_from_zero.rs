@@ -438,6 +438,11 @@ fn destroying_a_network_in_use_fails_naming_what_holds_it_and_succeeds_once_free
     refused.expect_code(1);
     let err = flat(&refused.stderr);
     assert!(
+        err.contains("Error: destroy finished with 1 error(s):"),
+        "a destroy says so: {}",
+        refused.stderr
+    );
+    assert!(
         err.contains("module.network.aws_vpc.main: ec2:DeleteVpc failed: 400 DependencyViolation"),
         "{}",
         refused.stderr

@@ -128,7 +128,11 @@ impl Engine {
         persister.finish().await?;
         let errors = persister.errors();
         if !errors.is_empty() {
-            return Err(EngineError::Apply(errors));
+            return Err(if plan.destroy {
+                EngineError::Destroy(errors)
+            } else {
+                EngineError::Apply(errors)
+            });
         }
         if not_started > 0 {
             let done = outcomes.iter().filter(|o| **o == Outcome::Done).count();
