@@ -217,15 +217,40 @@ fn str_member(body: &Map<String, Value>, name: &str) -> Result<Option<String>, A
 
 fn required(body: &Map<String, Value>, name: &str) -> Result<String, AwsError> {
     str_member(body, name)?.ok_or_else(|| {
-        let mut chars = name.chars();
-        let member = chars
-            .next()
-            .map(|c| c.to_ascii_lowercase().to_string() + chars.as_str())
-            .unwrap_or_default();
         validation(format!(
-            "1 validation error detected: Value null at '{member}' failed to satisfy constraint: Member must not be null"
+            "1 validation error detected: Value null at '{}' failed to satisfy constraint: Member must not be null",
+            member(name)
         ))
     })
+}
+
+/// A member as KMS's validation messages name it: `KeyId` → `keyId`.
+fn member(name: &str) -> String {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .map(|c| c.to_ascii_lowercase().to_string() + chars.as_str())
+        .unwrap_or_default()
+}
+
+/// A number of days `name` may give, within `range` (`default` when absent), refused in
+/// KMS's validation wording (`… at 'pendingWindowInDays' failed to satisfy constraint`).
+fn days_member(
+    body: &Map<String, Value>,
+    name: &str,
+    range: std::ops::RangeInclusive<i64>,
+    default: i64,
+) -> Result<i64, AwsError> {
+    match int_member(body, name)? {
+        None => Ok(default),
+        Some(d) if range.contains(&d) => Ok(d),
+        Some(d) => Err(validation(format!(
+            "1 validation error detected: Value '{d}' at '{}' failed to satisfy constraint: Member must have value between {} and {}",
+            member(name),
+            range.start(),
+            range.end()
+        ))),
+    }
 }
 
 fn int_member(body: &Map<String, Value>, name: &str) -> Result<Option<i64>, AwsError> {
@@ -535,15 +560,7 @@ impl Kms {
         now: DateTime<Utc>,
     ) -> Result<Value, AwsError> {
         let i = self.key_of(region, body, false)?;
-        let days = match int_member(body, "PendingWindowInDays")? {
-            None => 30,
-            Some(d) if (7..=30).contains(&d) => d,
-            Some(d) => {
-                return Err(validation(format!(
-                    "1 validation error detected: Value '{d}' at 'pendingWindowInDays' failed to satisfy constraint: Member must have value between 7 and 30"
-                )))
-            }
-        };
+        let days = days_member(body, "PendingWindowInDays", 7..=30, 30)?;
         let key = &mut self.keys[i];
         key.not_pending()?;
         let when = now + Duration::days(days);
@@ -599,15 +616,7 @@ impl Kms {
         body: &Map<String, Value>,
     ) -> Result<Value, AwsError> {
         let i = self.key_of(region, body, false)?;
-        let period = match int_member(body, "RotationPeriodInDays")? {
-            None => 365,
-            Some(d) if (90..=2560).contains(&d) => d,
-            Some(d) => {
-                return Err(validation(format!(
-                    "1 validation error detected: Value '{d}' at 'rotationPeriodInDays' failed to satisfy constraint: Member must have value between 90 and 2560"
-                )))
-            }
-        };
+        let period = days_member(body, "RotationPeriodInDays", 90..=2560, 365)?;
         let key = &mut self.keys[i];
         key.rotatable()?;
         key.rotation_period_days = Some(period);

@@ -302,7 +302,8 @@ impl AwsWorld {
         req: &AwsRequest,
         ctx: &AwsCtx,
     ) -> AwsResponse {
-        if matches!(service, Service::Eks | Service::Ec2) {
+        // EC2 requests touch their region in `ec2_request`.
+        if matches!(service, Service::Eks) {
             self.network.touch(&req.region, &self.capacity);
         }
         if matches!(service, Service::Eks | Service::Iam) {

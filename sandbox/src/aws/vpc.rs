@@ -304,6 +304,15 @@ fn dependency(noun: &str, id: &str) -> AwsError {
     )
 }
 
+/// A create retried with a client token another create used with other parameters.
+fn token_mismatch() -> AwsError {
+    AwsError::new(
+        400,
+        "IdempotentParameterMismatch",
+        "The client token you have provided is associated with a resource that is already created but with different parameters.",
+    )
+}
+
 fn missing(name: &str) -> AwsError {
     AwsError::new(
         400,
@@ -1768,11 +1777,7 @@ impl RegionNet {
                 .find(|n| n.client_token.as_deref() == Some(token))
             {
                 if n.fingerprint != fingerprint {
-                    return Err(AwsError::new(
-                        400,
-                        "IdempotentParameterMismatch",
-                        "The client token you have provided is associated with a resource that is already created but with different parameters.",
-                    ));
+                    return Err(token_mismatch());
                 }
                 let mut item = self.render_nat(n);
                 item.name = "natGateway".to_string();
@@ -1931,11 +1936,7 @@ impl RegionNet {
                 .find(|t| t.client_token.as_deref() == Some(token))
             {
                 if t.vpc != vpc_id {
-                    return Err(AwsError::new(
-                        400,
-                        "IdempotentParameterMismatch",
-                        "The client token you have provided is associated with a resource that is already created but with different parameters.",
-                    ));
+                    return Err(token_mismatch());
                 }
                 let mut item = self.render_route_table(t);
                 item.name = "routeTable".to_string();
