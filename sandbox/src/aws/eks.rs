@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
+use super::capabilities::{Capabilities, ClusterFacts};
 use super::iam::{self, Iam};
 use super::instances::{instance_gpus, instance_shape};
 use super::vpc::Network;
@@ -84,6 +85,9 @@ const CREATE_FAILED: &str = "CREATE_FAILED";
 pub(crate) struct Eks {
     #[serde(default)]
     clusters: Vec<ClusterRecord>,
+    /// The clusters' managed capabilities (ACK, KRO, Argo CD).
+    #[serde(default)]
+    pub(crate) capabilities: Capabilities,
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -1062,8 +1066,14 @@ impl Eks {
         for c in &mut self.clusters {
             c.settle(now);
         }
+        for c in &self.clusters {
+            if c.status == DELETING && due(c.until, now) {
+                self.capabilities.forget(&c.region, &c.name);
+            }
+        }
         self.clusters
             .retain(|c| !(c.status == DELETING && due(c.until, now)));
+        self.capabilities.settle(now);
     }
 
     /// Serves one EKS request, with what it reads of the other emulators (`around`).
@@ -1112,6 +1122,9 @@ impl Eks {
             }
             ("POST", ["clusters", name, "node-groups", ng, "update-config"]) => {
                 self.update_nodegroup_config(region, name, ng, req, ctx)
+            }
+            (_, ["clusters", name, "capabilities", ..]) => {
+                self.capability_request(region, name, req, ctx, iam)
             }
             (method @ ("GET" | "POST" | "DELETE"), ["tags", arn @ ..]) if !arn.is_empty() => {
                 // A client that does not escape the ARN's slashes splits it into segments.
@@ -1322,6 +1335,10 @@ impl Eks {
         if !c.nodegroups.is_empty() {
             return Err(in_use("Cluster has nodegroups attached"));
         }
+        if self.capabilities.of(region, name).next().is_some() {
+            return Err(in_use("Cluster has capabilities attached"));
+        }
+        let c = &mut self.clusters[i];
         if c.status == UPDATING {
             return Err(in_use(format!(
                 "Cannot delete because cluster {name} currently has an update in progress"
@@ -1457,6 +1474,54 @@ impl Eks {
                     format!("No update found for ID: {id}"),
                 )
             })
+    }
+
+    // ------------------------------------------------------------ capabilities
+
+    /// The capability calls of cluster `name` (`capabilities.rs`).
+    fn capability_request(
+        &mut self,
+        region: &str,
+        name: &str,
+        req: &AwsRequest,
+        ctx: &AwsCtx,
+        iam: &Iam,
+    ) -> Result<AwsResponse, AwsError> {
+        let i = self.cluster_index(region, name)?;
+        let c = &self.clusters[i];
+        let mode = c.access_config["authenticationMode"]
+            .as_str()
+            .unwrap_or("CONFIG_MAP")
+            .to_string();
+        let facts = ClusterFacts {
+            region,
+            name,
+            authentication_mode: &mode,
+            active: c.status == ACTIVE,
+        };
+        let segments = req.segments();
+        let s: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let answer = match (req.method.as_str(), s.as_slice()) {
+            ("POST", [_, _, _]) => self.capabilities.create(&facts, &body_of(req)?, ctx, iam)?,
+            ("GET", [_, _, _]) => self.capabilities.list(region, name),
+            ("GET", [_, _, _, cap]) => self.capabilities.describe(region, name, cap)?,
+            ("POST", [_, _, _, cap]) => {
+                self.capabilities
+                    .update(&facts, cap, &body_of(req)?, ctx, iam)?
+            }
+            ("DELETE", [_, _, _, cap]) => self.capabilities.delete(region, name, cap, ctx)?,
+            (method, _) => {
+                return Err(AwsError::new(
+                    404,
+                    "UnknownOperationException",
+                    format!(
+                        "the sandbox's EKS has no operation at {method} {}",
+                        req.path
+                    ),
+                ))
+            }
+        };
+        Ok(ok(answer))
     }
 
     // ------------------------------------------------------------ node groups

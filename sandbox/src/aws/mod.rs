@@ -17,6 +17,7 @@
 //! clusters, `kube.rs` what EKS is to the Kubernetes emulator.
 
 pub(crate) mod ack;
+pub(crate) mod capabilities;
 pub(crate) mod ec2;
 pub(crate) mod eks;
 pub(crate) mod error;

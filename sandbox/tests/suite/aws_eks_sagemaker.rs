@@ -274,6 +274,101 @@ fn pipeline_definition(steps: usize) -> String {
 }
 
 #[tokio::test]
+async fn eks_capabilities_through_the_cli() {
+    let sandbox = Sandbox::start(Options {
+        timing: Timing::instant(),
+        ..Options::default()
+    })
+    .await
+    .expect("sandbox starts");
+    sandbox
+        .set_capacity(json!({"aws": {
+            "subnets": {"subnet-a": "us-east-1a", "subnet-b": "us-east-1b"},
+            "roles": {"eks-cluster": "eks.amazonaws.com", "ack": "capabilities.eks.amazonaws.com"},
+        }}))
+        .expect("account configured");
+    let Some(aws) = Aws::new(&sandbox).await else {
+        return;
+    };
+    let eks = model("eks", "2017-11-01");
+    for (name, mode) in [("ml", "API"), ("old", "CONFIG_MAP")] {
+        aws.json(&[
+            "eks",
+            "create-cluster",
+            "--name",
+            name,
+            "--role-arn",
+            ROLE,
+            "--resources-vpc-config",
+            "subnetIds=subnet-a,subnet-b",
+            "--access-config",
+            &format!("authenticationMode={mode}"),
+        ])
+        .await;
+        aws.run(&["eks", "wait", "cluster-active", "--name", name])
+            .await;
+    }
+    let ack = "arn:aws:iam::123456789012:role/ack";
+    let create = |cluster: &'static str, role: &'static str| {
+        vec![
+            "eks",
+            "create-capability",
+            "--cluster-name",
+            cluster,
+            "--capability-name",
+            "ack",
+            "--type",
+            "ACK",
+            "--role-arn",
+            role,
+            "--delete-propagation-policy",
+            "RETAIN",
+        ]
+    };
+    let made = aws.json(&create("ml", ack)).await;
+    assert_botocore(&eks, "CreateCapabilityResponse", &made);
+    let described = aws
+        .json(&[
+            "eks",
+            "describe-capability",
+            "--cluster-name",
+            "ml",
+            "--capability-name",
+            "ack",
+        ])
+        .await;
+    assert_botocore(&eks, "DescribeCapabilityResponse", &described);
+    assert_eq!(described["capability"]["status"], "ACTIVE");
+    let listed = aws
+        .json(&["eks", "list-capabilities", "--cluster-name", "ml"])
+        .await;
+    assert_botocore(&eks, "ListCapabilitiesResponse", &listed);
+    assert_eq!(listed["capabilities"][0]["type"], "ACK");
+    // A cluster without access entries, and a role EKS's capabilities cannot assume.
+    let refused = aws
+        .fails(&create("old", ack), "InvalidParameterException")
+        .await;
+    assert!(refused.contains("authentication mode"), "{refused}");
+    let refused = aws
+        .fails(&create("ml", ROLE), "ResourceInUseException")
+        .await;
+    assert!(refused.contains("ack"), "{refused}");
+    aws.json(&[
+        "eks",
+        "delete-capability",
+        "--cluster-name",
+        "ml",
+        "--capability-name",
+        "ack",
+    ])
+    .await;
+    let listed = aws
+        .json(&["eks", "list-capabilities", "--cluster-name", "ml"])
+        .await;
+    assert_eq!(listed["capabilities"], json!([]), "{listed}");
+}
+
+#[tokio::test]
 async fn eks_clusters_and_node_groups_through_the_cli() {
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
