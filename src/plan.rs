@@ -292,6 +292,15 @@ pub enum PlanError {
     },
     #[error("--target {0}: no such resource in the stack or the state")]
     UnknownTarget(Box<Address>),
+    /// A custom kind nothing will serve: nothing in the stack provides its API group
+    /// on a cluster this plan creates.
+    #[error("{at}: {message}")]
+    Unserved {
+        address: Box<Address>,
+        /// `file:line:col` of the consumer's `cluster` field.
+        at: String,
+        message: String,
+    },
 }
 
 /// Inputs to planning besides the stack and the refreshed state.
@@ -351,8 +360,38 @@ pub fn compute(
         }
     }
     plan_deletions(&ctx, &state_deps, &mut changes)?;
+    if !inputs.destroy {
+        unserved(stack, &changes)?;
+    }
     take_desired(&mut changes, &mut planned.desired);
     Ok(changes)
+}
+
+/// Refuses a custom kind nothing will serve: its cluster is created (or replaced) by
+/// this plan and nothing in the stack provides its API group there. On a cluster that
+/// exists, the live cluster is asked instead (`Engine::served`).
+fn unserved(stack: &Stack, changes: &[Change]) -> Result<(), PlanError> {
+    let action = |a: &Address| changes.iter().find(|c| &c.address == a).map(|c| c.action);
+    for u in &stack.unserved {
+        let fresh = matches!(action(&u.cluster), Some(Action::Create | Action::Replace));
+        let consumed = matches!(
+            action(&u.consumer),
+            Some(Action::Create | Action::Update | Action::Replace)
+        );
+        if !(fresh && consumed) {
+            continue;
+        }
+        let span = stack
+            .resources
+            .get(&u.consumer)
+            .map(|rc| rc.body.at(&["cluster".to_string()]).map_or(rc.span, |n| n.span));
+        return Err(PlanError::Unserved {
+            address: Box::new(u.consumer.clone()),
+            at: span.map(|s| stack.sources.locate(s)).unwrap_or_default(),
+            message: crate::stack::api_groups::unserved_message(u),
+        });
+    }
+    Ok(())
 }
 
 /// What planning each resource reads: the run's inputs and what was derived from them

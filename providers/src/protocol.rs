@@ -156,6 +156,8 @@ pub struct StackResource {
     pub kind: String,
     pub address: String,
     pub spec: Value,
+    /// The provider table of its provider instance, configured (its `region`…).
+    pub config: Value,
     /// Dotted spec path → the value as written, for values with references.
     pub refs: std::collections::BTreeMap<String, String>,
     /// Dotted spec path → (address, attribute path) for values that are exactly one
@@ -213,6 +215,36 @@ pub struct Observed {
     pub outputs: Value,
 }
 
+/// A custom resource kind an object needs its cluster to serve: `group` is what a
+/// provider must offer (`sagemaker.services.k8s.aws`), `api_version` and `kind` what
+/// a live cluster is asked about.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ApiKind {
+    pub group: String,
+    pub api_version: String,
+    pub kind: String,
+}
+
+/// The Kubernetes API groups an object makes its cluster serve, and those it needs
+/// served, read offline from its spec. The engine orders a consumer after the
+/// providers of its groups on the same cluster (the resource its `cluster` field
+/// references), and so destroys it first, while its controller still runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApiGroups {
+    /// Groups served once the object exists: the CRDs it holds, the controllers it runs.
+    /// `*.suffix` stands for every group ending in `.suffix`; `-group` withholds one
+    /// group a wildcard would cover (an ACK service turned off).
+    pub provides: Vec<String>,
+    /// Custom resource kinds the object is made of.
+    pub needs: Vec<ApiKind>,
+}
+
+impl ApiGroups {
+    pub fn is_empty(&self) -> bool {
+        self.provides.is_empty() && self.needs.is_empty()
+    }
+}
+
 /// The untyped face of a resource kind, which the engine uses.
 #[async_trait]
 pub trait Resource: Send + Sync {
@@ -261,6 +293,11 @@ pub trait Resource: Send + Sync {
     /// How `terrain import --write` writes a block of this kind (see [`Writes`]).
     fn writes(&self) -> Writes {
         Writes::No
+    }
+    /// The API groups the object provides to and needs from its cluster (see
+    /// [`ApiGroups`]), read offline from `spec` (defaults filled, maybe unknown values).
+    fn api_groups(&self, _spec: &Value) -> ApiGroups {
+        ApiGroups::default()
     }
     /// The id the object will have, when it can be known before create (ids often
     /// include provider settings such as the project, hence `config`).
@@ -636,6 +673,11 @@ pub trait Kind: Send + Sync + 'static {
     fn demand(_spec: &Value, _config: &Value, _peers: &[Peer]) -> Vec<crate::Demand> {
         Vec::new()
     }
+    /// The API groups the object provides to and needs from its cluster (see
+    /// [`Resource::api_groups`]); untyped, as `spec` may hold unknown values.
+    fn api_groups(_spec: &Value) -> ApiGroups {
+        ApiGroups::default()
+    }
     /// The id the object will have, when known before create.
     fn planned_id(_spec: &Self::Spec, _config: &Value) -> Option<String> {
         None
@@ -853,6 +895,10 @@ impl<K: Kind> Resource for Adapter<K> {
 
     fn writes(&self) -> Writes {
         K::WRITES
+    }
+
+    fn api_groups(&self, spec: &Value) -> ApiGroups {
+        K::api_groups(spec)
     }
 
     fn validate_change(&self, prior: &Value, spec: &Value) -> Vec<Invalid> {

@@ -53,9 +53,6 @@ pub struct Options {
     /// The port to listen on when it is free (a sandbox reopened from a state file keeps
     /// its address, so URLs recorded by clients stay valid); otherwise any free port.
     pub port: Option<u16>,
-    /// Emulated EKS clusters come with the ACK SageMaker controller installed (its CRDs
-    /// served, the controller reconciling), as a cluster set up by its Helm chart would.
-    pub ack_controller: bool,
 }
 
 /// Durations of long-running operations: every base duration (cluster create ~6 s, node
@@ -217,16 +214,9 @@ impl Sandbox {
                 .map_err(SandboxError::Bind)?,
         };
         let addr = listener.local_addr().map_err(SandboxError::Bind)?;
-        let app = server::App::new(
-            world,
-            saved,
-            opts.timing,
-            opts.state_file,
-            data_dir,
-            opts.ack_controller,
-        );
+        let app = server::App::new(world, saved, opts.timing, opts.state_file, data_dir);
         // Persisted clusters get their API servers back (on their old ports if free), and
-        // with `ack_controller` the chart's CRDs where they lack them.
+        // those with an ACTIVE ACK capability its CRDs where they lack them.
         app.settle_everything().map_err(SandboxError::SaveState)?;
         let router = server::router(app.clone());
         let (stop, stopped) = oneshot::channel::<()>();

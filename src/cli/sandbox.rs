@@ -205,7 +205,6 @@ async fn start(dir: &Path, scale: f64) -> anyhow::Result<Sandbox> {
         timing: Timing::scaled(scale),
         state_file: Some(dir.join("cloud.json")),
         port,
-        ack_controller: true,
     })
     .await
     .with_context(|| format!("start the sandbox in {}", dir.display()))?;

@@ -103,6 +103,7 @@ impl Engine {
             ..plan
         };
         if self.settings.refresh && !destroy {
+            self.served(&plan).await?;
             let (errors, found) = self.preflight(&plan).await?;
             if !errors.is_empty() {
                 return Err(EngineError::Capacity(errors));
@@ -111,6 +112,58 @@ impl Engine {
         }
         Ok((plan, Base { state, learned }))
     }
+    /// Asks each existing cluster whether it serves the custom kinds the plan creates on
+    /// it when nothing in the stack provides them (see `stack::api_groups`): a kind it
+    /// does not serve fails the plan, naming the two ways to provide it. A cluster that
+    /// cannot be asked is left to the apply, which says the same when it gets there.
+    async fn served(&self, plan: &Plan) -> Result<(), EngineError> {
+        for u in &self.stack.unserved {
+            let Some(c) = plan
+                .changes
+                .iter()
+                .find(|c| c.address == u.consumer && c.action == Action::Create)
+            else {
+                continue;
+            };
+            let Some(cluster) = c.after.as_ref().map(|a| &a["cluster"]) else {
+                continue;
+            };
+            if terrain_providers::protocol::is_unknown(cluster) {
+                continue;
+            }
+            let Ok(kind) = self.kind(&c.address, &c.kind) else {
+                continue;
+            };
+            let Ok(ctx) = self.ctx(
+                &c.address,
+                &self.instance(&c.address, kind.provider(), None),
+            ) else {
+                continue;
+            };
+            let served = terrain_providers::kubernetes::serves(
+                &ctx,
+                cluster,
+                &u.kind.api_version,
+                &u.kind.kind,
+            )
+            .await;
+            if let Ok(false) = served {
+                let span = self
+                    .stack
+                    .resources
+                    .get(&u.consumer)
+                    .map(|rc| rc.body.at(&["cluster".to_string()]).map_or(rc.span, |n| n.span));
+                return Err(plan::PlanError::Unserved {
+                    address: Box::new(u.consumer.clone()),
+                    at: span.map(|s| self.stack.sources.locate(s)).unwrap_or_default(),
+                    message: crate::stack::api_groups::live_message(u),
+                }
+                .into());
+            }
+        }
+        Ok(())
+    }
+
     /// Asks the providers what each update or replace will change on the live object.
     /// A failure does not fail the plan (the change itself is known): it becomes a
     /// warning, since the same call at apply time will say more.

@@ -100,15 +100,19 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
     for (name, _, node) in &mut raw.outputs {
         blocks.resolve(&|| format!("output.{name}"), node, &mut c.diags);
     }
-    let resources = c.resources(raw_resources, &blocks, &providers, opts);
+    let mut resources = c.resources(raw_resources, &blocks, &providers, opts);
     let outputs = c.outputs(&raw.outputs, &variables, &resources, opts);
     for (addr, rc) in &resources {
         c.body_refs(addr, &rc.body, &variables, &resources, opts);
     }
     let moved = super::moved::check(&raw.moved, &resources, &mut c.diags);
     c.cycles(&resources);
+    let mut unserved = Vec::new();
     if c.diags.is_empty() {
-        c.kind_validation(&resources, &providers, &variables, opts);
+        let groups = c.kind_validation(&resources, &providers, &variables, opts);
+        unserved = super::api_groups::link(&mut resources, &groups);
+        // What the groups imply can close a cycle no reference shows.
+        c.cycles(&resources);
     }
     let warnings = std::mem::take(&mut c.warnings);
     let mut diags = c.diags;
@@ -136,6 +140,7 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         pricing,
         policies,
         warnings,
+        unserved,
     })
 }
 
@@ -796,6 +801,7 @@ impl Checker<'_> {
                     span: r.name_span,
                     body,
                     depends_on,
+                    implied: Vec::new(),
                     lifecycle,
                     sensitive,
                     provider,
@@ -1467,14 +1473,16 @@ impl Checker<'_> {
     /// the spec is known without any API: variables and environment filled in, the
     /// stack's own configuration of referenced resources known (their fields), what
     /// only the cloud reports unknown. Resources go dependencies first, so each sees
-    /// its peers' offline specs. Provider settings are checked at their table.
+    /// its peers' offline specs. Provider settings are checked at their table. Returns
+    /// the API groups each resource provides and needs (see `api_groups`).
     fn kind_validation(
         &mut self,
         resources: &BTreeMap<Address, ResourceConfig>,
         providers: &BTreeMap<String, Node>,
         vars: &BTreeMap<String, Variable>,
         opts: &LoadOptions<'_>,
-    ) {
+    ) -> BTreeMap<Address, terrain_providers::ApiGroups> {
+        let mut groups = BTreeMap::new();
         let (mut configs, broken) = self.provider_tables(providers, vars, opts);
         let deps: crate::graph::Deps = resources
             .iter()
@@ -1491,7 +1499,7 @@ impl Checker<'_> {
         let mut specs: BTreeMap<Address, desired::Desired> = BTreeMap::new();
         // The resources the providers' stack-wide checks read, kept whole.
         let wanted: BTreeSet<&str> = terrain_providers::registry::stack_kinds().collect();
-        let mut across: Vec<(Address, desired::Desired)> = Vec::new();
+        let mut across: Vec<(Address, desired::Desired, Value)> = Vec::new();
         for addr in crate::graph::topo_order(&deps) {
             let Some(rc) = resources.get(&addr) else {
                 continue;
@@ -1538,8 +1546,12 @@ impl Checker<'_> {
             done(&mut specs, &mut waiting);
             match computed {
                 Ok(d) => {
+                    let g = rc.resource.api_groups(&d.spec);
+                    if !g.is_empty() {
+                        groups.insert(addr.clone(), g);
+                    }
                     if wanted.contains(rc.resource.kind()) {
-                        across.push((addr.clone(), d.clone()));
+                        across.push((addr.clone(), d.clone(), config.clone()));
                     }
                     if waiting.get(&addr).is_some_and(|n| *n > 0) {
                         specs.insert(addr, d);
@@ -1574,6 +1586,7 @@ impl Checker<'_> {
         if self.diags.is_empty() {
             self.across_resources(resources, across);
         }
+        groups
     }
 
     /// Each provider table evaluated with the variables and checked by its provider:
@@ -1639,7 +1652,7 @@ impl Checker<'_> {
     fn across_resources(
         &mut self,
         resources: &BTreeMap<Address, ResourceConfig>,
-        across: Vec<(Address, desired::Desired)>,
+        across: Vec<(Address, desired::Desired, Value)>,
     ) {
         if across.is_empty() {
             return;
@@ -1647,7 +1660,7 @@ impl Checker<'_> {
         let mut secrets: BTreeMap<String, Vec<String>> = BTreeMap::new();
         let view: Vec<terrain_providers::protocol::StackResource> = across
             .into_iter()
-            .filter_map(|(addr, d)| {
+            .filter_map(|(addr, d, config)| {
                 let rc = resources.get(&addr)?;
                 secrets.insert(
                     addr.to_string(),
@@ -1659,6 +1672,7 @@ impl Checker<'_> {
                     kind: rc.resource.kind().to_string(),
                     address: addr.to_string(),
                     spec: d.spec,
+                    config,
                     refs,
                     links,
                 })

@@ -8,6 +8,7 @@
 //! resource per `count`/`for_each` instance; [`moved`] checks `[[moved]]` entries.
 //! Every problem found is reported at once with file:line:col.
 
+pub mod api_groups;
 pub mod backend;
 pub mod check;
 pub mod expand;
@@ -63,6 +64,9 @@ pub struct Stack {
     /// What the providers' stack-wide checks warn about (an IAM grant the stack cannot
     /// see), `address.field: message`; shown by validate and under every plan.
     pub warnings: Vec<String>,
+    /// Custom kinds resources need on a cluster of the stack where nothing in the stack
+    /// provides them: the plan decides from the cluster's state (see [`api_groups`]).
+    pub unserved: Vec<api_groups::Unserved>,
 }
 
 impl Stack {
@@ -133,6 +137,9 @@ pub struct ResourceConfig {
     /// The spec fields (meta keys such as `depends_on` removed), a table node.
     pub body: Node,
     pub depends_on: Vec<Address>,
+    /// Dependencies found from the stack rather than written: the providers of the
+    /// Kubernetes API groups this resource needs on its cluster (see [`api_groups`]).
+    pub implied: Vec<Address>,
     pub lifecycle: Lifecycle,
     /// Extra spec fields (dotted paths) to treat as secret, beyond the schema's own.
     pub sensitive: Vec<String>,
@@ -144,7 +151,8 @@ pub struct ResourceConfig {
 }
 
 impl ResourceConfig {
-    /// Every resource this one depends on: referenced or listed in `depends_on`, sorted.
+    /// Every resource this one depends on: referenced, listed in `depends_on` or implied
+    /// by the API groups it needs, sorted.
     /// Never itself: a validated stack has no self-reference (the load reports one as a
     /// cycle, at the reference), and the graph code assumes no self edges.
     pub fn dependencies(&self) -> Vec<Address> {
@@ -157,6 +165,7 @@ impl ResourceConfig {
                 _ => None,
             })
             .chain(self.depends_on.iter().cloned())
+            .chain(self.implied.iter().cloned())
             .filter(|a| *a != self.addr)
             .collect();
         deps.sort();

@@ -467,3 +467,93 @@ fn destroying_a_network_in_use_fails_naming_what_holds_it_and_succeeds_once_free
     list.success();
     assert_eq!(list.stdout, "The sandbox holds nothing.\n");
 }
+
+/// The stack without its ACK capability: nothing serves the Pipeline kind on the
+/// cluster it creates.
+fn without_capability(s: String) -> String {
+    let start = s.find("# The ACK controllers, run by EKS").expect("the capability block");
+    let end = s[start..]
+        .find("\n\n")
+        .map(|i| start + i + 2)
+        .expect("the block's end");
+    format!("{}{}", &s[..start], &s[end..])
+}
+
+#[test]
+fn a_pipeline_on_a_new_cluster_without_ack_is_refused_at_plan() {
+    refused(
+        without_capability,
+        "stack.toml:LINE_PIPELINE_CLUSTER",
+        &[
+            "sagemaker_pipeline.xgboost needs its cluster to serve Pipeline (sagemaker.services.k8s.aws/v1alpha1)",
+            "nothing in this stack provides it on eks_cluster.ml, which this plan creates",
+            "add an `eks_capability` with type = \"ACK\" on eks_cluster.ml",
+            "with a `kubernetes_manifest`",
+        ],
+    );
+}
+
+#[test]
+fn a_capability_on_a_config_map_cluster_is_refused_at_plan() {
+    refused(
+        |s| {
+            replace(
+                &s,
+                r#"authentication_mode = "API""#,
+                r#"authentication_mode = "CONFIG_MAP""#,
+            )
+        },
+        "stack.toml:LINE_CAPABILITY_CLUSTER",
+        &[
+            "eks_capability.ack.cluster: eks_cluster.ml has authentication_mode = \"CONFIG_MAP\"",
+            "EKS runs capabilities only on clusters with access entries",
+        ],
+    );
+}
+
+#[test]
+fn a_capability_role_that_cannot_pass_the_pipeline_role_is_refused_at_plan() {
+    refused(
+        |s| {
+            let line = s
+                .lines()
+                .find(|l| l.contains(r#"{ actions = ["iam:PassRole"], resources = ["${iam_role.sagemaker.arn}"]"#))
+                .expect("the PassRole grant")
+                .to_string();
+            replace(&s, &format!("{line}\n"), "")
+        },
+        "stack.toml:LINE_ACK_STATEMENTS",
+        &[
+            "iam_role.ack.statements: eks_capability.ack submits sagemaker_pipeline.xgboost as this role",
+            "SageMaker refuses a pipeline whose role the caller may not pass",
+            "resources = [\"${iam_role.sagemaker.arn}\"]",
+        ],
+    );
+}
+
+#[test]
+fn a_capability_role_eks_cannot_assume_is_refused_at_plan() {
+    refused(
+        |s| {
+            replace(
+                &s,
+                r#"trust      = "eks-capabilities""#,
+                r#"trust      = "eks""#,
+            )
+        },
+        "stack.toml:LINE_ACK_TRUST",
+        &[
+            "eks_capability.ack needs capabilities.eks.amazonaws.com to assume this role",
+            "use `trust = \"eks-capabilities\"`",
+        ],
+    );
+}
+
+#[test]
+fn a_capability_of_a_type_terrain_does_not_manage_is_refused_at_plan() {
+    refused(
+        |s| replace(&s, r#"type     = "ACK""#, r#"type     = "KRO""#),
+        "stack.toml:LINE_CAPABILITY_TYPE",
+        &["eks_capability.ack.type:"],
+    );
+}

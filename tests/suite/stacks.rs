@@ -195,7 +195,6 @@ async fn gke_batch_ml_queues_runs_grows_the_share_and_destroys() {
     let sandbox = Sandbox::start(Options {
         timing: Timing::scaled(0.2),
         state_file: Some(work.join("state/sandbox/cloud.json")),
-        ack_controller: true,
         ..Options::default()
     })
     .await

@@ -14,7 +14,6 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::config;
 use super::signed::Signed;
 use crate::kubernetes::apply;
 use crate::kubernetes::{
@@ -26,12 +25,6 @@ use crate::{Ctx, Health, Invalid, Kind, Live, ProviderError};
 
 /// The API group and version of the ACK SageMaker custom resources.
 pub const API_VERSION: &str = "sagemaker.services.k8s.aws/v1alpha1";
-/// How to install the controller (and with it the CRDs) for `region`, for the error
-/// when it is absent. The controller calls SageMaker in the region it is given, so the
-/// region is part of the command.
-pub fn install_command(region: &str) -> String {
-    format!("helm install -n ack-system --create-namespace ack-sagemaker-controller oci://public.ecr.aws/aws-controllers-k8s/sagemaker-chart --version 1.9.1 --set aws.region={region}")
-}
 /// How long deleting an object may take: the controller deletes (or stops) the SageMaker
 /// resource before it lifts its finalizer.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(15 * 60);
@@ -51,6 +44,22 @@ pub trait AckKind: Kind {
         Self: Sized;
     /// The health the live `object` shows.
     fn health_of(object: &Value) -> Health;
+}
+
+/// The API group the ACK SageMaker kinds belong to, which an ACK capability or the
+/// controller's manifests provide.
+pub const GROUP: &str = "sagemaker.services.k8s.aws";
+
+/// What an object of ACK kind `kind` needs its cluster to serve.
+pub fn needs(kind: &str) -> crate::ApiGroups {
+    crate::ApiGroups {
+        provides: Vec::new(),
+        needs: vec![crate::ApiKind {
+            group: GROUP.to_string(),
+            api_version: API_VERSION.to_string(),
+            kind: kind.to_string(),
+        }],
+    }
 }
 
 /// `serde` default of the `namespace` field.
@@ -226,15 +235,14 @@ where
 }
 
 /// The error for a cluster that does not serve the ACK kind `kind`.
-fn not_installed(kind: &str, region: &str) -> ProviderError {
+fn not_installed(kind: &str) -> ProviderError {
     let plural = format!("{}s", kind.to_lowercase());
     ProviderError::api(
         format!("kubernetes apply {plural}.sagemaker.services.k8s.aws"),
         404,
         "NotFound",
         format!(
-            "the ACK SageMaker controller is not installed on this cluster (no CustomResourceDefinition serves {kind} in {API_VERSION}); install it with `{}`, its service account bound to an IAM role allowed to call SageMaker (IRSA)",
-            install_command(region)
+            "no CustomResourceDefinition serves {kind} in {API_VERSION}: nothing runs the ACK SageMaker controller on this cluster; add an `eks_capability` with type = \"ACK\" on it (EKS runs the controller and installs its CRDs), or install the controller and its CRDs with a `kubernetes_manifest`"
         ),
     )
 }
@@ -243,11 +251,10 @@ fn not_installed(kind: &str, region: &str) -> ProviderError {
 pub async fn require_crd(
     client: &crate::kubernetes::connect::Conn,
     kind: &str,
-    region: &str,
 ) -> Result<(), ProviderError> {
     match apply::is_namespaced(client, API_VERSION, kind).await? {
         Some(_) => Ok(()),
-        None => Err(not_installed(kind, region)),
+        None => Err(not_installed(kind)),
     }
 }
 
@@ -257,7 +264,6 @@ pub async fn require_crd(
 pub async fn apply_ack(
     client: &crate::kubernetes::connect::Conn,
     object: &Value,
-    region: &str,
 ) -> Result<Value, ProviderError> {
     match apply::apply(client, object, true).await {
         Err(e) if apply::status_of(&e) == Some(404) => {
@@ -266,7 +272,7 @@ pub async fn apply_ack(
                 kube::api::GroupVersionKind::gvk("sagemaker.services.k8s.aws", "v1alpha1", kind);
             match kube::discovery::pinned_kind(client, &gvk).await {
                 Ok(_) => Err(e),
-                Err(_) => Err(not_installed(kind, region)),
+                Err(_) => Err(not_installed(kind)),
             }
         }
         other => other,
@@ -286,14 +292,11 @@ pub async fn submit<K: AckKind>(
     refuse: bool,
 ) -> Result<(connect::Conn, Value), ProviderError> {
     let client = connect::client(ctx, cluster).await?;
-    let region = config::of(ctx)?
-        .region_or_env(ctx)
-        .unwrap_or_else(|| "<region>".to_string());
-    require_crd(&client, K::ACK_KIND, &region).await?;
+    require_crd(&client, K::ACK_KIND).await?;
     if refuse {
         refuse_strangers(&client, std::slice::from_ref(object), K::KIND, &ctx.address).await?;
     }
-    let applied = apply_ack(&client, object, &region).await?;
+    let applied = apply_ack(&client, object).await?;
     Ok((client, applied))
 }
 
@@ -715,15 +718,15 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_crd_says_how_to_install_the_controller() {
-        let e = not_installed("PipelineExecution", "eu-west-1").to_string();
+    fn a_missing_crd_says_how_to_provide_the_controller() {
+        let e = not_installed("PipelineExecution").to_string();
         assert!(
             e.starts_with("kubernetes apply pipelineexecutions.sagemaker.services.k8s.aws"),
             "{e}"
         );
-        assert!(e.contains(&install_command("eu-west-1")), "{e}");
         assert!(
-            e.contains("--create-namespace") && e.contains("--set aws.region=eu-west-1"),
+            e.contains("add an `eks_capability` with type = \"ACK\" on it")
+                && e.contains("with a `kubernetes_manifest`"),
             "{e}"
         );
         assert!(e.contains("no CustomResourceDefinition serves PipelineExecution in sagemaker.services.k8s.aws/v1alpha1"), "{e}");

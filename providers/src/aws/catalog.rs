@@ -369,9 +369,14 @@ pub fn cidr_within(inner: &str, outer: &str) -> Option<bool> {
 pub const EKS_CLUSTER_NAME_MAX: usize = 100;
 /// The longest EKS node group name.
 pub const EKS_NODE_GROUP_NAME_MAX: usize = 63;
+/// The longest EKS capability name. The API model states no bound (only "alphanumeric
+/// characters, hyphens, and underscores"): 64 is an assumption, to correct when EKS
+/// documents one.
+pub const EKS_CAPABILITY_NAME_MAX: usize = 64;
 
-/// Checks an EKS cluster or node group name: letters, digits, `-` and `_`, starting with
-/// a letter or digit, at most `max` characters (the `ClusterName` pattern of the API).
+/// Checks an EKS cluster, node group or capability name: letters, digits, `-` and `_`,
+/// starting with a letter or digit, at most `max` characters (the `ClusterName` pattern
+/// of the API).
 pub fn check_eks_name(name: &str, max: usize) -> Result<(), String> {
     if name.is_empty() {
         return Err("must not be empty".into());

@@ -1,14 +1,14 @@
-//! What the EKS kinds (`eks_cluster`, `eks_node_group`) share: a Describe answer with a
-//! missing object as `None`, polling an object's status until it is ACTIVE or gone,
-//! creating with adoption of an earlier attempt's object, following an update to its end
-//! (DescribeUpdate), tag and label diffs, the one-line form of EKS's issues and errors,
-//! and health from a status.
+//! What the EKS kinds (`eks_cluster`, `eks_node_group`, `eks_capability`) share: a
+//! Describe answer with a missing object as `None`, polling an object's status until it
+//! is ACTIVE or gone, creating with adoption of an earlier attempt's object, following an
+//! update to its end (DescribeUpdate), tag and label diffs, the one-line form of EKS's
+//! issues and errors, and health from a status.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::time::Duration;
 
-use aws_sdk_eks::types::{Cluster, Nodegroup, Update};
+use aws_sdk_eks::types::{Capability, Cluster, Nodegroup, Update};
 use aws_smithy_runtime_api::client::orchestrator::HttpResponse;
 use aws_smithy_runtime_api::client::result::SdkError;
 use aws_smithy_types::error::metadata::ProvideErrorMetadata;
@@ -27,7 +27,7 @@ pub(crate) const IN_USE: &str = "ResourceInUseException";
 /// EKS's own waiters poll every 30 s; half that notices the end sooner.
 pub(crate) const POLL: Duration = Duration::from_secs(15);
 
-/// An EKS object with a lifecycle status and tags (a cluster, a node group).
+/// An EKS object with a lifecycle status and tags (a cluster, a node group, a capability).
 pub(crate) trait EksObject {
     /// The status as EKS spells it (`ACTIVE`, `DELETING`, …).
     fn status_str(&self) -> Option<&str>;
@@ -45,6 +45,15 @@ impl EksObject for Cluster {
 }
 
 impl EksObject for Nodegroup {
+    fn status_str(&self) -> Option<&str> {
+        self.status().map(|s| s.as_str())
+    }
+    fn tag_list(&self) -> Option<&HashMap<String, String>> {
+        self.tags()
+    }
+}
+
+impl EksObject for Capability {
     fn status_str(&self) -> Option<&str> {
         self.status().map(|s| s.as_str())
     }
@@ -453,21 +462,22 @@ where
     .await
 }
 
-/// Which update to follow and how: the cluster (and node group) it belongs to, the call
-/// that started it, the progress message and how long to wait.
+/// Which update to follow and how: the cluster (and node group or capability) it belongs
+/// to, the call that started it, the progress message and how long to wait.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct UpdateWait<'a> {
     pub cluster: &'a str,
     pub nodegroup: Option<&'a str>,
+    pub capability: Option<&'a str>,
     pub call: &'a str,
     pub waiting_for: &'a str,
     pub timeout: Duration,
 }
 
 /// Follows an update EKS started (UpdateClusterConfig, UpdateClusterVersion,
-/// UpdateNodegroupConfig) to its end: `Ok` once Successful, `Failed` with EKS's errors
-/// when it failed or was cancelled. An answer without an update (some emulators answer
-/// with the cluster instead) has nothing to follow.
+/// UpdateNodegroupConfig, UpdateCapability) to its end: `Ok` once Successful, `Failed`
+/// with EKS's errors when it failed or was cancelled. An answer without an update (some
+/// emulators answer with the cluster instead) has nothing to follow.
 pub(crate) async fn wait_update(
     ctx: &Ctx,
     eks: &aws_sdk_eks::Client,
@@ -477,6 +487,7 @@ pub(crate) async fn wait_update(
     let UpdateWait {
         cluster,
         nodegroup,
+        capability,
         call,
         waiting_for,
         timeout,
@@ -510,6 +521,7 @@ pub(crate) async fn wait_update(
             .name(cluster)
             .update_id(id)
             .set_nodegroup_name(nodegroup.map(str::to_string))
+            .set_capability_name(capability.map(str::to_string))
             .send()
             .await
             .map_err(|e| sdk_error(DESCRIBE_UPDATE, e))?;

@@ -2,10 +2,12 @@
 //! control plane logging and tags, and the `kubernetes` output the kubernetes_* kinds
 //! connect through (host, CA, EKS token auth, flavor "eks").
 //!
-//! Endpoint access and logging change in place (UpdateClusterConfig, one kind of
-//! change per call, as EKS requires), tags through TagResource/UntagResource, and the
-//! Kubernetes version by UpdateClusterVersion, one minor version per apply; name, IAM
-//! role, subnets and security groups force a new cluster. Every update is followed to
+//! Endpoint access, logging and the authentication mode change in place
+//! (UpdateClusterConfig, one kind of change per call, as EKS requires; the authentication
+//! mode only one step along CONFIG_MAP → API_AND_CONFIG_MAP → API, never back), tags
+//! through TagResource/UntagResource, and the Kubernetes version by
+//! UpdateClusterVersion, one minor version per apply; name, IAM role, subnets and
+//! security groups force a new cluster. Every update is followed to
 //! its end (DescribeUpdate) and until the cluster is ACTIVE again; that plumbing, shared
 //! with `eks_node_group`, is in `eks`.
 
@@ -13,7 +15,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use aws_sdk_eks::types::{Cluster, LogSetup, LogType, Logging, VpcConfigRequest};
+use aws_sdk_eks::types::{
+    AuthenticationMode, Cluster, CreateAccessConfigRequest, LogSetup, LogType, Logging,
+    UpdateAccessConfigRequest, VpcConfigRequest,
+};
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -41,6 +46,12 @@ fn yes() -> bool {
 
 fn anywhere() -> Vec<String> {
     vec!["0.0.0.0/0".to_string()]
+}
+
+/// What EKS gives a cluster created through its API without `accessConfig` (the console
+/// picks API_AND_CONFIG_MAP instead; the API's documented default is CONFIG_MAP).
+fn config_map() -> String {
+    "CONFIG_MAP".to_string()
 }
 
 /// What a stack writes for an `eks_cluster`.
@@ -80,6 +91,12 @@ pub struct Spec {
     /// scheduler.
     #[serde(default)]
     pub logging: Vec<String>,
+    /// How the cluster authenticates IAM principals: CONFIG_MAP (the aws-auth ConfigMap
+    /// only), API_AND_CONFIG_MAP or API (access entries, which EKS capabilities need).
+    /// Changed in place one step at a time along CONFIG_MAP → API_AND_CONFIG_MAP → API; EKS
+    /// never goes back.
+    #[serde(default = "config_map")]
+    pub authentication_mode: String,
     /// AWS tags on the cluster.
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
@@ -105,6 +122,10 @@ pub struct Outputs {
     #[terrain(derived_from = [])]
     pub kubernetes: Value,
 }
+
+/// Authentication modes in the only order EKS moves a cluster through them: one step
+/// forward per update, never back.
+pub const AUTHENTICATION_MODES: &[&str] = &["CONFIG_MAP", "API_AND_CONFIG_MAP", "API"];
 
 /// Control plane log types, in the API's order.
 pub const LOG_TYPES: &[&str] = &[
@@ -154,6 +175,39 @@ pub fn access_config(spec: &Spec) -> VpcConfigRequest {
         .build()
 }
 
+/// The access configuration of CreateCluster: the authentication mode, and the creator
+/// as a cluster admin (EKS refuses CONFIG_MAP without it, and it is EKS's default).
+pub fn create_access_config(spec: &Spec) -> CreateAccessConfigRequest {
+    CreateAccessConfigRequest::builder()
+        .authentication_mode(AuthenticationMode::from(spec.authentication_mode.as_str()))
+        .bootstrap_cluster_creator_admin_permissions(true)
+        .build()
+}
+
+/// Whether EKS takes a cluster's authentication mode from `from` to `to` in one update.
+///
+/// Fails with why not: a step back, a skipped step, or a mode EKS does not have.
+pub fn check_authentication_change(from: &str, to: &str) -> Result<(), String> {
+    let step = |m: &str| AUTHENTICATION_MODES.iter().position(|s| *s == m);
+    let (Some(a), Some(b)) = (step(from), step(to)) else {
+        // An unknown mode is `validate`'s to report.
+        return Ok(());
+    };
+    if b < a {
+        Err(format!(
+            "EKS cannot take a cluster back from {from} to {to}: access entries, once on, stay on; keep authentication_mode = \"{from}\", or replace the cluster (a new name)"
+        ))
+    } else if b > a + 1 {
+        Err(format!(
+            "EKS moves the authentication mode one step at a time ({}): set authentication_mode = \"{}\" and apply first, then \"{to}\"",
+            AUTHENTICATION_MODES.join(" → "),
+            AUTHENTICATION_MODES[a + 1]
+        ))
+    } else {
+        Ok(())
+    }
+}
+
 /// Control plane logging: the listed types enabled, every other type disabled
 /// explicitly, so turning a type off is a change EKS sees.
 pub fn logging_config(enabled: &[String]) -> Logging {
@@ -186,6 +240,8 @@ pub fn logging_config(enabled: &[String]) -> Logging {
 pub enum ConfigChange {
     Access(VpcConfigRequest),
     Logging(Logging),
+    /// The authentication mode (`accessConfig`), one step forward.
+    Authentication(UpdateAccessConfigRequest),
 }
 
 /// The UpdateClusterConfig calls that take `prior` to `spec`.
@@ -199,6 +255,13 @@ pub fn config_changes(prior: &Spec, spec: &Spec) -> Vec<ConfigChange> {
     }
     if !same_set(&prior.logging, &spec.logging) {
         out.push(ConfigChange::Logging(logging_config(&spec.logging)));
+    }
+    if prior.authentication_mode != spec.authentication_mode {
+        out.push(ConfigChange::Authentication(
+            UpdateAccessConfigRequest::builder()
+                .authentication_mode(AuthenticationMode::from(spec.authentication_mode.as_str()))
+                .build(),
+        ));
     }
     out
 }
@@ -248,6 +311,11 @@ pub fn spec_of(live: &Cluster, prior: Option<&Spec>) -> Spec {
             prior.map(|p| &p.public_access_cidrs),
         ),
         logging: in_prior_order(enabled_logs(live.logging()), prior.map(|p| &p.logging)),
+        // An answer without accessConfig (moto's) is a cluster left at EKS's default.
+        authentication_mode: live
+            .access_config()
+            .and_then(|a| a.authentication_mode())
+            .map_or_else(config_map, |m| m.as_str().to_string()),
         tags: user_tags(&tag_map(live.tags())),
     }
 }
@@ -402,6 +470,12 @@ pub fn describe_version_change(from: &str, to: &str) -> Option<String> {
     })
 }
 
+/// A one-line description of an authentication mode change for plans: it cannot be
+/// undone.
+pub fn describe_authentication_change(from: &str, to: &str) -> Option<String> {
+    (from != to).then(|| format!("authentication mode {from} → {to} in place (eks:UpdateClusterConfig); EKS cannot change it back"))
+}
+
 fn gone(name: &str) -> ProviderError {
     eks::gone(DESCRIBE, &format!("cluster {name}"))
 }
@@ -471,6 +545,15 @@ impl Kind for EksCluster {
                 out.push(Invalid::at(&format!("public_access_cidrs.{i}"), m));
             }
         }
+        if !AUTHENTICATION_MODES.contains(&spec.authentication_mode.as_str()) {
+            out.push(Invalid::at(
+                "authentication_mode",
+                format!(
+                    "{:?} is not an EKS authentication mode; use CONFIG_MAP, API_AND_CONFIG_MAP or API",
+                    spec.authentication_mode
+                ),
+            ));
+        }
         let mut seen = BTreeSet::new();
         for (i, t) in spec.logging.iter().enumerate() {
             if !LOG_TYPES.contains(&t.as_str()) {
@@ -493,15 +576,21 @@ impl Kind for EksCluster {
     }
 
     fn validate_change(prior: &Spec, spec: &Spec) -> Vec<Invalid> {
-        // `prior` is the refreshed spec, so its version is the live one: the plan
-        // refuses what UpdateClusterVersion would, before anything is applied.
-        if prior.version == spec.version {
-            return Vec::new();
+        // `prior` is the refreshed spec, so its version and authentication mode are the
+        // live ones: the plan refuses what UpdateClusterVersion and UpdateClusterConfig
+        // would, before anything is applied.
+        let mut out = Vec::new();
+        if prior.version != spec.version {
+            if let Err(m) = catalog::check_upgrade(&prior.version, &spec.version) {
+                out.push(Invalid::at("version", m));
+            }
         }
-        match catalog::check_upgrade(&prior.version, &spec.version) {
-            Ok(()) => Vec::new(),
-            Err(m) => vec![Invalid::at("version", m)],
+        if let Err(m) =
+            check_authentication_change(&prior.authentication_mode, &spec.authentication_mode)
+        {
+            out.push(Invalid::at("authentication_mode", m));
         }
+        out
     }
 
     /// EKS's cluster fee (standard support).
@@ -555,6 +644,7 @@ impl Kind for EksCluster {
                 .role_arn(&spec.role_arn)
                 .resources_vpc_config(vpc_config(spec))
                 .logging(logging_config(&spec.logging))
+                .access_config(create_access_config(spec))
                 .set_tags(Some(tags.clone()))
                 .send()
         };
@@ -607,8 +697,19 @@ impl Kind for EksCluster {
                 ProviderError::Unsupported(format!("{UPDATE_VERSION}: version: {m}"))
             })?;
         }
+        // Likewise the live authentication mode (absent: EKS's default).
+        let mode = current
+            .access_config()
+            .and_then(|a| a.authentication_mode())
+            .map_or_else(config_map, |m| m.as_str().to_string());
+        check_authentication_change(&mode, &spec.authentication_mode).map_err(|m| {
+            ProviderError::Unsupported(format!("{UPDATE_CONFIG}: authentication_mode: {m}"))
+        })?;
         for change in config_changes(prior, spec) {
             let (what, request) = match change {
+                // Already there (changed outside terrain since the last apply): EKS
+                // refuses an update that changes nothing.
+                ConfigChange::Authentication(_) if mode == spec.authentication_mode => continue,
                 ConfigChange::Access(vpc) => (
                     "endpoint access",
                     eks.update_cluster_config()
@@ -619,6 +720,10 @@ impl Kind for EksCluster {
                     "logging",
                     eks.update_cluster_config().name(id).logging(logging),
                 ),
+                ConfigChange::Authentication(access) => (
+                    "authentication mode",
+                    eks.update_cluster_config().name(id).access_config(access),
+                ),
             };
             let out = request
                 .send()
@@ -628,6 +733,7 @@ impl Kind for EksCluster {
             let how = UpdateWait {
                 cluster: id,
                 nodegroup: None,
+                capability: None,
                 call: UPDATE_CONFIG,
                 waiting_for: &waiting_for,
                 timeout: CONFIG_TIMEOUT,
@@ -652,6 +758,7 @@ impl Kind for EksCluster {
             let how = UpdateWait {
                 cluster: id,
                 nodegroup: None,
+                capability: None,
                 call: UPDATE_VERSION,
                 waiting_for: &waiting_for,
                 timeout: UPGRADE_TIMEOUT,
@@ -710,7 +817,14 @@ impl Kind for EksCluster {
         prior: &Spec,
         spec: &Spec,
     ) -> Result<Option<String>, ProviderError> {
-        Ok(describe_version_change(&prior.version, &spec.version))
+        let lines: Vec<String> = [
+            describe_version_change(&prior.version, &spec.version),
+            describe_authentication_change(&prior.authentication_mode, &spec.authentication_mode),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        Ok((!lines.is_empty()).then(|| lines.join("; ")))
     }
 
     async fn health(
@@ -767,7 +881,9 @@ mod tests {
     use super::*;
     use crate::aws::eks::testing::assert_validation;
     use crate::testing::schema_mismatches;
-    use aws_sdk_eks::types::{Certificate, ClusterStatus, Identity, Oidc, VpcConfigResponse};
+    use aws_sdk_eks::types::{
+        AccessConfigResponse, Certificate, ClusterStatus, Identity, Oidc, VpcConfigResponse,
+    };
 
     fn spec() -> Spec {
         Spec {
@@ -783,6 +899,7 @@ mod tests {
             endpoint_private_access: false,
             public_access_cidrs: vec!["0.0.0.0/0".into()],
             logging: vec![],
+            authentication_mode: "CONFIG_MAP".into(),
             tags: BTreeMap::new(),
         }
     }
@@ -810,6 +927,11 @@ mod tests {
             .role_arn(&s.role_arn)
             .resources_vpc_config(vpc)
             .logging(logging_config(&s.logging))
+            .access_config(
+                AccessConfigResponse::builder()
+                    .authentication_mode(AuthenticationMode::from(s.authentication_mode.as_str()))
+                    .build(),
+            )
             .identity(
                 Identity::builder()
                     .oidc(
@@ -844,6 +966,7 @@ mod tests {
         let full = Spec {
             security_group_ids: vec!["sg-0aaaaaaaaaaaaaaaa".into()],
             logging: vec!["api".into()],
+            authentication_mode: "API".into(),
             tags: BTreeMap::from([("team".to_string(), "ml".to_string())]),
             ..spec()
         };
@@ -861,6 +984,7 @@ mod tests {
             logging: vec!["scheduler".into(), "api".into()],
             endpoint_private_access: true,
             public_access_cidrs: vec!["203.0.113.0/24".into(), "198.51.100.0/24".into()],
+            authentication_mode: "API_AND_CONFIG_MAP".into(),
             tags: BTreeMap::from([("team".to_string(), "ml".to_string())]),
             ..spec()
         };
@@ -876,6 +1000,10 @@ mod tests {
         let imported = spec_of(&live_of(&s, "eks_cluster.ml"), None);
         assert_eq!(imported.logging, vec!["api", "scheduler"]);
         assert!(imported.tags.is_empty());
+        // An answer without accessConfig is a cluster at EKS's default.
+        let mut bare = live_of(&spec(), "eks_cluster.ml");
+        bare.access_config = None;
+        assert_eq!(spec_of(&bare, None).authentication_mode, "CONFIG_MAP");
     }
 
     #[test]
@@ -955,6 +1083,15 @@ mod tests {
         let none = logging_config(&[]);
         assert_eq!(none.cluster_logging().len(), 1);
         assert_eq!(none.cluster_logging()[0].enabled(), Some(false));
+        let access = create_access_config(&Spec {
+            authentication_mode: "API".into(),
+            ..spec()
+        });
+        assert_eq!(access.authentication_mode(), Some(&AuthenticationMode::Api));
+        assert_eq!(
+            access.bootstrap_cluster_creator_admin_permissions(),
+            Some(true)
+        );
     }
 
     #[test]
@@ -986,6 +1123,57 @@ mod tests {
         assert!(
             matches!(&changes[1], ConfigChange::Logging(l) if l.cluster_logging()[0].types() == [LogType::Audit])
         );
+        // The authentication mode is an update of its own, after the others.
+        let all = Spec {
+            authentication_mode: "API_AND_CONFIG_MAP".into(),
+            ..both
+        };
+        let changes = config_changes(&prior, &all);
+        assert_eq!(changes.len(), 3);
+        assert!(
+            matches!(&changes[2], ConfigChange::Authentication(a) if a.authentication_mode() == Some(&AuthenticationMode::ApiAndConfigMap))
+        );
+    }
+
+    #[test]
+    fn authentication_mode_changes_go_one_step_towards_api_and_never_back() {
+        let at = |from: &str, to: &str| {
+            let prior = Spec {
+                authentication_mode: from.into(),
+                ..spec()
+            };
+            let next = Spec {
+                authentication_mode: to.into(),
+                ..spec()
+            };
+            <EksCluster as Kind>::validate_change(&prior, &next)
+        };
+        assert!(at("CONFIG_MAP", "CONFIG_MAP").is_empty());
+        assert!(at("CONFIG_MAP", "API_AND_CONFIG_MAP").is_empty());
+        assert!(at("API_AND_CONFIG_MAP", "API").is_empty());
+        let skip = at("CONFIG_MAP", "API");
+        assert!(
+            matches!(skip.as_slice(), [p] if p.path == ["authentication_mode"] && p.message.contains("set authentication_mode = \"API_AND_CONFIG_MAP\" and apply first")),
+            "{skip:?}"
+        );
+        for (from, to) in [
+            ("API", "API_AND_CONFIG_MAP"),
+            ("API", "CONFIG_MAP"),
+            ("API_AND_CONFIG_MAP", "CONFIG_MAP"),
+        ] {
+            let back = at(from, to);
+            assert!(
+                matches!(back.as_slice(), [p] if p.path == ["authentication_mode"] && p.message.contains(&format!("cannot take a cluster back from {from} to {to}"))),
+                "{back:?}"
+            );
+        }
+        // A mode EKS does not have is validate's problem, not a change's.
+        assert!(at("CONFIG_MAP", "IAM").is_empty());
+        assert_eq!(
+            describe_authentication_change("CONFIG_MAP", "API_AND_CONFIG_MAP").as_deref(),
+            Some("authentication mode CONFIG_MAP → API_AND_CONFIG_MAP in place (eks:UpdateClusterConfig); EKS cannot change it back")
+        );
+        assert_eq!(describe_authentication_change("API", "API"), None);
     }
 
     #[test]
@@ -1153,6 +1341,22 @@ mod tests {
                 },
                 "logging.0",
                 "not a control plane log type",
+            ),
+            (
+                Spec {
+                    authentication_mode: "API".into(),
+                    ..spec()
+                },
+                "",
+                "",
+            ),
+            (
+                Spec {
+                    authentication_mode: "api".into(),
+                    ..spec()
+                },
+                "authentication_mode",
+                "not an EKS authentication mode",
             ),
             (
                 Spec {

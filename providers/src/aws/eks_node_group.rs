@@ -1209,6 +1209,7 @@ impl Kind for EksNodeGroup {
             let how = UpdateWait {
                 cluster,
                 nodegroup: Some(name),
+                capability: None,
                 call: UPDATE,
                 waiting_for: &waiting_for,
                 timeout: UPDATE_TIMEOUT,

@@ -470,6 +470,7 @@ pub(crate) mod tests {
             kind: kind.to_string(),
             address: format!("{kind}.{name}"),
             spec,
+            config: Value::Null,
             refs: refs
                 .iter()
                 .map(|(p, t)| (p.to_string(), t.to_string()))

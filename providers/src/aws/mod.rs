@@ -1,8 +1,9 @@
-//! The AWS provider (`[providers.aws]`): EKS clusters and managed node groups, S3 buckets
-//! and objects through the AWS SDK for Rust, the VPC network (VPC, subnets, internet and
-//! NAT gateways, route tables) through EC2's query protocol, SageMaker pipelines and
-//! executions submitted as ACK custom resources on an EKS cluster (cross-checked with the
-//! SageMaker API), and IAM roles, KMS keys and the account itself by hand-signed calls.
+//! The AWS provider (`[providers.aws]`): EKS clusters, managed node groups and
+//! capabilities, S3 buckets and objects through the AWS SDK for Rust, the VPC network
+//! (VPC, subnets, internet and NAT gateways, route tables) through EC2's query protocol,
+//! SageMaker pipelines and executions submitted as ACK custom resources on an EKS cluster
+//! (cross-checked with the SageMaker API), and IAM roles, KMS keys and the account itself
+//! by hand-signed calls.
 //!
 //! Layout: `config` resolves settings and builds SDK clients, `signed` calls by
 //! hand-signed HTTP the services terrain builds no SDK crate for (EC2, Service Quotas,
@@ -18,6 +19,7 @@
 
 pub mod access;
 pub mod ack;
+mod ack_checks;
 pub mod aws_account;
 pub mod capacity;
 pub mod catalog;
@@ -25,6 +27,7 @@ pub mod config;
 pub mod definition;
 pub mod ec2;
 pub mod eks;
+pub mod eks_capability;
 pub mod eks_cluster;
 pub mod eks_node_group;
 pub mod iam_checks;
@@ -55,6 +58,7 @@ const STACK_KINDS: &[&str] = &[
     "s3_bucket",
     "eks_cluster",
     "eks_node_group",
+    "eks_capability",
     "sagemaker_pipeline",
     "sagemaker_pipeline_execution",
     "aws_vpc",
@@ -99,6 +103,7 @@ impl crate::provider::Provider for Aws {
     ) -> Vec<crate::protocol::StackFinding> {
         let mut found = iam_checks::check(resources);
         found.extend(network_checks::check(resources));
+        ack_checks::check(&iam_checks::View::new(resources), &mut found);
         found
     }
 

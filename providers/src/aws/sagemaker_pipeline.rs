@@ -566,6 +566,10 @@ impl Kind for SageMakerPipeline {
     const PROVIDER: &'static str = "aws";
     const RENDERS: bool = true;
 
+    fn api_groups(_spec: &Value) -> crate::ApiGroups {
+        ack::needs(<Self as ack::AckKind>::ACK_KIND)
+    }
+
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();
         ack::check_placement(&spec.cluster, &spec.namespace, &spec.name, &mut out);

@@ -370,6 +370,10 @@ impl Kind for SageMakerPipelineExecution {
     const PROVIDER: &'static str = "aws";
     const RENDERS: bool = true;
 
+    fn api_groups(_spec: &Value) -> crate::ApiGroups {
+        ack::needs(<Self as ack::AckKind>::ACK_KIND)
+    }
+
     /// A run of a pipeline of the same stack may only set the parameters its
     /// definition declares: SageMaker refuses the start otherwise, after the cluster,
     /// the pipeline and everything before it were made.

@@ -1055,6 +1055,44 @@ fn same_object(object: &Value, live: &ObjectRef, default_namespace: &str) -> boo
         && live.namespace.as_deref().is_none_or(|ns| ns == namespace)
 }
 
+/// The groups of the CRDs the manifest holds (provided), and the custom kinds of its
+/// other objects whose group it does not define itself (needed from another resource
+/// of the stack, or from the live cluster).
+fn api_groups(spec: &Value) -> crate::ApiGroups {
+    let objects = spec["objects"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let mut provides: Vec<String> = objects
+        .iter()
+        .filter(|o| {
+            o["kind"] == "CustomResourceDefinition"
+                && o["apiVersion"]
+                    .as_str()
+                    .is_some_and(|v| v.starts_with("apiextensions.k8s.io/"))
+        })
+        .filter_map(|o| o["spec"]["group"].as_str().map(str::to_string))
+        .collect();
+    provides.sort();
+    provides.dedup();
+    let mut needs: Vec<crate::ApiKind> = objects
+        .iter()
+        .filter_map(|o| {
+            let api_version = o["apiVersion"].as_str()?;
+            let kind = o["kind"].as_str()?;
+            let (group, _) = catalog::split_api_version(api_version)?;
+            (!group.is_empty()
+                && !catalog::is_builtin_group(group)
+                && !provides.iter().any(|p| p == group))
+            .then(|| crate::ApiKind {
+                group: group.to_string(),
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+            })
+        })
+        .collect();
+    needs.sort();
+    needs.dedup();
+    crate::ApiGroups { provides, needs }
+}
+
 #[async_trait]
 impl Kind for Manifest {
     type Spec = Spec;
@@ -1063,6 +1101,10 @@ impl Kind for Manifest {
     const PROVIDER: &'static str = "kubernetes";
     const WRITES: crate::protocol::Writes = crate::protocol::Writes::Manifest;
     const RENDERS: bool = true;
+
+    fn api_groups(spec: &Value) -> crate::ApiGroups {
+        api_groups(spec)
+    }
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {
         let mut out = Vec::new();

@@ -737,6 +737,21 @@ fn system_key(key: &str) -> bool {
     })
 }
 
+/// Whether the live cluster `cluster` (a `cluster` value, as kinds take it) serves
+/// `kind` in `api_version`, by its discovery: what the plan asks of an existing cluster
+/// when nothing in the stack provides a custom kind a resource needs.
+pub async fn serves(
+    ctx: &Ctx,
+    cluster: &Value,
+    api_version: &str,
+    kind: &str,
+) -> Result<bool, ProviderError> {
+    let client = connect::client(ctx, cluster).await?;
+    Ok(apply::is_namespaced(&client, api_version, kind)
+        .await?
+        .is_some())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,12 +8,18 @@
 //! tags → create a Spot GPU node group with a taint → update scaling, labels and taints
 //! → read back → a cluster delete is refused while the group exists, naming it → delete
 //! the group → delete the cluster → read is None; deleting again is Ok.
+//!
+//! `eks_capability` against the sandbox alone (moto has no capabilities): a cluster moved
+//! to access entries in place (its authentication mode one step at a time, never back),
+//! an ACK capability on it with a role trusting capabilities.eks.amazonaws.com, its role
+//! and settings changed in place, then deleted.
 
 use crate::support::aws as support;
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{json, Value};
+use terrain_providers::aws::eks_capability::EksCapability;
 use terrain_providers::aws::eks_cluster::EksCluster;
 use terrain_providers::aws::eks_node_group::EksNodeGroup;
 use terrain_providers::{Adapter, Ctx, ProviderError, Resource};
@@ -24,6 +30,10 @@ fn cluster_kind() -> Adapter<EksCluster> {
 
 fn node_group_kind() -> Adapter<EksNodeGroup> {
     Adapter::new(EksNodeGroup)
+}
+
+fn capability_kind() -> Adapter<EksCapability> {
+    Adapter::new(EksCapability)
 }
 
 /// A context that keeps the progress messages it is sent.
@@ -405,6 +415,144 @@ async fn eks_lifecycle_against_the_sandbox() -> Result<(), ProviderError> {
     assert!(health.ready, "{health:?}");
 
     tear_down(&config).await?;
+    sandbox.shutdown().await;
+    Ok(())
+}
+
+/// A capability on a cluster with access entries, its role and settings changed in
+/// place, then deleted; the cluster's authentication mode moves one step forward in
+/// place and is refused going back.
+#[tokio::test]
+async fn eks_capability_lifecycle_against_the_sandbox() -> Result<(), ProviderError> {
+    use terrain_sandbox::{Options, Sandbox, Timing};
+    let sandbox = Sandbox::start(Options {
+        timing: Timing::instant(),
+        ..Default::default()
+    })
+    .await
+    .expect("sandbox starts");
+    // The capability's roles trust EKS's capabilities principal, as EKS requires.
+    let mut account = support::hand_named_account();
+    for role in ["ack-capability", "ack-capability-next"] {
+        account["aws"]["roles"][role] = json!("capabilities.eks.amazonaws.com");
+    }
+    sandbox.set_capacity(account).expect("capacity set");
+    let config = support::config(&sandbox.url());
+    let clusters = cluster_kind();
+    let caps = capability_kind();
+    let cluster_full = |v: &Value| clusters.schema().with_defaults(v);
+    let cap_full = |v: &Value| caps.schema().with_defaults(v);
+
+    // A cluster with access entries, then API only: one step, in place.
+    let ctx = support::ctx("eks_cluster.ml", config.clone());
+    let mut both = cluster_spec();
+    both["authentication_mode"] = json!("API_AND_CONFIG_MAP");
+    let created = clusters.create(&ctx, &cluster_full(&both)).await?;
+    assert_eq!(created.spec["authentication_mode"], "API_AND_CONFIG_MAP");
+    read_back(&clusters, &ctx, "ml", &both).await?;
+    let mut api = cluster_spec();
+    api["authentication_mode"] = json!("API");
+    assert!(clusters
+        .validate_change(&cluster_full(&both), &cluster_full(&api))
+        .is_empty());
+    let moved = clusters
+        .update(&ctx, "ml", &cluster_full(&both), &cluster_full(&api))
+        .await?;
+    assert_eq!(moved.spec["authentication_mode"], "API");
+    read_back(&clusters, &ctx, "ml", &api).await?;
+    let back = clusters.validate_change(&cluster_full(&api), &cluster_full(&both));
+    assert!(
+        matches!(back.as_slice(), [p] if p.path == ["authentication_mode"] && p.message.contains("cannot take a cluster back from API to API_AND_CONFIG_MAP")),
+        "{back:?}"
+    );
+
+    // An ACK capability: created ACTIVE, read back as written.
+    let cap_ctx = support::ctx("eks_capability.ack", config.clone());
+    let cap = json!({
+        "cluster": "ml",
+        "name": "ack",
+        "role_arn": "arn:aws:iam::123456789012:role/ack-capability",
+        "tags": {"team": "ml"},
+    });
+    assert!(caps.validate(&cap_full(&cap), &config).is_empty());
+    assert_eq!(
+        caps.planned_id(&cap_full(&cap), &config),
+        Some("ml/ack".to_string())
+    );
+    let made = caps.create(&cap_ctx, &cap_full(&cap)).await?;
+    assert_eq!(made.id, "ml/ack");
+    assert_eq!(without_nulls(&made.spec), planned(&caps, &cap));
+    assert_eq!(made.outputs["status"], "ACTIVE");
+    assert!(
+        made.outputs["arn"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("arn:aws:eks:us-east-1:")
+                && a.ends_with(":capability/ml/ack/ack")),
+        "{}",
+        made.outputs["arn"]
+    );
+    let outputs = read_back(&caps, &cap_ctx, "ml/ack", &cap).await?;
+    assert_eq!(outputs["status"], "ACTIVE");
+    assert_eq!(outputs["arn"], made.outputs["arn"]);
+
+    // Creating it again from the same address adopts it; a second ACK capability under
+    // another name is refused, naming the first.
+    let again = caps.create(&cap_ctx, &cap_full(&cap)).await?;
+    assert_eq!(again.id, "ml/ack");
+    let mut second = cap.clone();
+    second["name"] = json!("ack-two");
+    let refused = caps
+        .create(
+            &support::ctx("eks_capability.two", config.clone()),
+            &cap_full(&second),
+        )
+        .await
+        .expect_err("one capability of each type per cluster");
+    let m = refused.to_string();
+    assert!(
+        m.starts_with("eks:CreateCapability failed:")
+            && m.contains("cluster ml already has an ACK capability, ack"),
+        "{m}"
+    );
+
+    // The role and ACK's settings change in place.
+    let mut next = cap.clone();
+    next["role_arn"] = json!("arn:aws:iam::123456789012:role/ack-capability-next");
+    next["configuration"] =
+        json!({"ack": {"enable_cross_namespace": true, "disabled_services": ["ec2"]}});
+    let changed = caps
+        .update(&cap_ctx, "ml/ack", &cap_full(&cap), &cap_full(&next))
+        .await?;
+    assert_eq!(without_nulls(&changed.spec), planned(&caps, &next));
+    read_back(&caps, &cap_ctx, "ml/ack", &next).await?;
+    let health = caps.health(&cap_ctx, "ml/ack", &cap_full(&next)).await?;
+    assert!(health.ready, "{health:?}");
+
+    // The cluster goes only once its capability has.
+    let held = clusters
+        .delete(&ctx, "ml", &cluster_full(&api))
+        .await
+        .expect_err("a capability remains")
+        .to_string();
+    assert!(
+        held.starts_with("eks:DeleteCluster failed:")
+            && held.contains("ResourceInUseException")
+            && held.contains("capabilities"),
+        "{held}"
+    );
+    caps.delete(&cap_ctx, "ml/ack", &cap_full(&next)).await?;
+    assert!(caps
+        .read(&cap_ctx, "ml/ack", &cap_full(&next))
+        .await?
+        .is_none());
+    caps.delete(&cap_ctx, "ml/ack", &cap_full(&next)).await?;
+    clusters.delete(&ctx, "ml", &cluster_full(&api)).await?;
+    // A capability of a deleted cluster is gone too, and deleting it stays idempotent.
+    assert!(caps
+        .read(&cap_ctx, "ml/ack", &cap_full(&next))
+        .await?
+        .is_none());
+    caps.delete(&cap_ctx, "ml/ack", &cap_full(&next)).await?;
     sandbox.shutdown().await;
     Ok(())
 }

@@ -19,14 +19,15 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{json, Value};
+use terrain_providers::aws::eks_capability::EksCapability;
 use terrain_providers::aws::eks_cluster::EksCluster;
+use terrain_providers::aws::iam_role::IamRole;
 use terrain_providers::aws::sagemaker_pipeline::{
     cross_check_pipeline, PipelineCheck, SageMakerPipeline,
 };
 use terrain_providers::aws::sagemaker_pipeline_execution::{
     cross_check_execution, SageMakerPipelineExecution,
 };
-use terrain_providers::kubernetes::manifest::Manifest;
 use terrain_providers::{Adapter, Ctx, ProviderError, Resource};
 use terrain_sandbox::{Options, Sandbox, Timing};
 
@@ -169,7 +170,7 @@ async fn eks_sandbox(name: &str) -> Option<(Sandbox, Value, Value)> {
         .set_capacity(support::hand_named_account())
         .expect("capacity set");
     let config = support::config(&sandbox.url());
-    match eks_cluster(&config, name).await {
+    match eks_cluster(&config, name, true).await {
         Ok(kubernetes) => Some((sandbox, config, kubernetes)),
         Err(ProviderError::Api { status: 501, .. }) => {
             eprintln!("the sandbox's EKS answers 501 NotImplemented: skipping");
@@ -180,14 +181,17 @@ async fn eks_sandbox(name: &str) -> Option<(Sandbox, Value, Value)> {
     }
 }
 
-/// Creates the EKS cluster `name` and returns its `kubernetes` output.
-async fn eks_cluster(config: &Value, name: &str) -> Result<Value, ProviderError> {
+/// Creates the EKS cluster `name`, `with_ack` the ACK controllers as a capability (which
+/// installs their CRDs and acts as a role allowed SageMaker and passing roles to it),
+/// and returns its `kubernetes` output.
+async fn eks_cluster(config: &Value, name: &str, with_ack: bool) -> Result<Value, ProviderError> {
     let clusters = Adapter::new(EksCluster);
     let spec = clusters.schema().with_defaults(&json!({
         "name": name,
         "version": "1.31",
         "role_arn": "arn:aws:iam::123456789012:role/eks-cluster",
         "subnet_ids": ["subnet-0aaaaaaaaaaaaaaaa", "subnet-0bbbbbbbbbbbbbbbb"],
+        "authentication_mode": "API",
     }));
     let cluster = clusters
         .create(
@@ -197,34 +201,32 @@ async fn eks_cluster(config: &Value, name: &str) -> Result<Value, ProviderError>
         .await?;
     let kubernetes = cluster.outputs["kubernetes"].clone();
     assert_eq!(kubernetes["flavor"], "eks", "{kubernetes}");
-    Ok(kubernetes)
-}
-
-/// Installs the ACK SageMaker CRDs (the reference files) as a `kubernetes_manifest`.
-async fn install_crds(cluster: &Value) -> Result<(), ProviderError> {
-    let manifests = Adapter::new(Manifest);
-    let mut crds = Vec::new();
-    for file in [
-        "sagemaker.services.k8s.aws_pipelines.yaml",
-        "sagemaker.services.k8s.aws_pipelineexecutions.yaml",
-    ] {
-        let text = terrain_contracts::text(&format!("ack-sagemaker/{file}"));
-        let crd: Value = serde_yaml_ng::from_str(&text).expect("the CRD is YAML");
-        crds.push(crd);
+    if !with_ack {
+        return Ok(kubernetes);
     }
-    let spec = prepared(
-        &manifests,
-        json!({"cluster": cluster, "manifest": crds}),
-        &json!({}),
-    );
-    let applied = manifests
+    let roles = Adapter::new(IamRole);
+    let role = roles
         .create(
-            &support::ctx("kubernetes_manifest.ack_crds", json!({})),
-            &spec,
+            &support::ctx("iam_role.ack", config.clone()),
+            &roles.schema().with_defaults(&json!({
+                "name": format!("{name}-ack"),
+                "trust": "eks-capabilities",
+                "managed_policies": ["AmazonSageMakerFullAccess"],
+            })),
         )
         .await?;
-    assert_eq!(applied.outputs["count"], 2);
-    Ok(())
+    let capabilities = Adapter::new(EksCapability);
+    capabilities
+        .create(
+            &support::ctx("eks_capability.ack", config.clone()),
+            &capabilities.schema().with_defaults(&json!({
+                "cluster": name,
+                "name": "ack",
+                "role_arn": role.outputs["arn"],
+            })),
+        )
+        .await?;
+    Ok(kubernetes)
 }
 
 fn write(path: &Path, text: &str) {
@@ -236,7 +238,6 @@ async fn pipelines_and_runs_through_ack_on_the_sandbox() -> Result<(), ProviderE
     let Some((sandbox, config, cluster)) = eks_sandbox("ml").await else {
         return Ok(());
     };
-    install_crds(&cluster).await?;
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("abalone.json");
     write(&file, &training_definition(3600));
@@ -492,7 +493,6 @@ async fn a_cluster_without_the_crds_gets_the_install_command() -> Result<(), Pro
     // Regression: kinds resolved through discovery are remembered for the process, so
     // once a cluster with the CRDs was seen, a cluster without them passed the early
     // check; the apply's 404 must still come out as the install command.
-    install_crds(&with_ack).await?;
     let ctx = support::ctx("sagemaker_pipeline.probe", config.clone());
     let probe = json!({"cluster": with_ack, "name": "probe", "pipeline_name": "probe", "role_arn": ROLE, "definition": training_definition(3600)});
     assert!(kind
@@ -503,7 +503,7 @@ async fn a_cluster_without_the_crds_gets_the_install_command() -> Result<(), Pro
         )
         .await?
         .is_none());
-    let cluster = eks_cluster(&config, "bare").await?;
+    let cluster = eks_cluster(&config, "bare", false).await?;
     let spec = prepared(
         &kind,
         json!({
@@ -524,11 +524,11 @@ async fn a_cluster_without_the_crds_gets_the_install_command() -> Result<(), Pro
         .expect_err("no CRDs");
     let text = e.to_string();
     assert!(
-        text.contains("the ACK SageMaker controller is not installed on this cluster"),
+        text.contains("nothing runs the ACK SageMaker controller on this cluster"),
         "{text}"
     );
     assert!(
-        text.contains("helm install -n ack-system --create-namespace ack-sagemaker-controller oci://public.ecr.aws/aws-controllers-k8s/sagemaker-chart --version 1.9.1 --set aws.region="),
+        text.contains("add an `eks_capability` with type = \"ACK\" on it"),
         "{text}"
     );
     let runs = executions();
@@ -544,7 +544,7 @@ async fn a_cluster_without_the_crds_gets_the_install_command() -> Result<(), Pro
         )
         .await
         .expect_err("no CRDs");
-    assert!(e.to_string().contains("helm install"), "{e}");
+    assert!(e.to_string().contains("eks_capability"), "{e}");
     // Nothing to delete is not an error.
     kind.delete(
         &support::ctx("sagemaker_pipeline.train", config.clone()),

@@ -1,9 +1,11 @@
 //! The ACK SageMaker controller (aws-controllers-k8s/sagemaker-controller v1.9.1) as it
-//! behaves inside an emulated EKS cluster: once the `Pipeline` and `PipelineExecution`
-//! CRDs are installed (by a client, or by [`install_crds`] when the sandbox starts its
-//! EKS clusters with the controller's Helm chart already applied) it reconciles those
-//! objects against the emulated SageMaker —
-//! creates, updates and deletes pipelines, starts and stops executions — and writes
+//! behaves for an emulated EKS cluster. An EKS cluster starts with neither its CRDs nor
+//! a controller, as a real one does. An ACTIVE ACK capability installs the `Pipeline`
+//! and `PipelineExecution` CRDs ([`install_crds`]) and runs the controller as the
+//! capability's role ([`Controller`]: every SageMaker call is checked against the
+//! role's policies, `iam:PassRole` of the pipeline's role included, and refused in
+//! SageMaker's words). The controller reconciles the objects against the emulated
+//! SageMaker — creates, updates and deletes pipelines, starts and stops executions — and writes
 //! back the status the real controller writes (`ackResourceMetadata`, the ACK
 //! conditions, the SageMaker fields), holding each object with its finalizer until the
 //! SageMaker side is cleaned up.
@@ -18,6 +20,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
+use super::iam::{self, Role};
 use super::sagemaker::{self, ExecutionSpec, ExecutionState, PipelineSpec, SageMaker};
 use super::{AwsError, ACCOUNT};
 use crate::faults::Faults;
@@ -36,10 +39,9 @@ const EXECUTION_FINALIZER: &str = "finalizers.sagemaker.services.k8s.aws/Pipelin
 const CONTROLLER_VERSION: &str = "sagemaker-v1.9.1";
 const COMPONENT: &str = "ack-sagemaker-controller";
 
-/// What `helm install ack-sagemaker-controller` leaves on the objects it creates.
-const HELM_RELEASE: &str = "ack-sagemaker-controller";
-const HELM_NAMESPACE: &str = "ack-system";
-const HELM_USER_AGENT: &str = "Helm/3.16.2";
+/// Who installs the CRDs of an ACK capability: EKS, from outside the cluster, as the
+/// managed field's manager shows.
+const CAPABILITY_MANAGER: &str = "eks-capabilities";
 
 const SYNCED: &str = "ACK.ResourceSynced";
 const TERMINAL: &str = "ACK.Terminal";
@@ -77,6 +79,61 @@ impl Condition {
 }
 
 /// An error as the controller reports it in a condition: `Code: message`.
+/// Who the controller acts as: the IAM role of the EKS capability (or of the pod
+/// identity of a self-managed controller). Every SageMaker call it makes is checked
+/// against that role's policies first, so a role that may not pass the pipeline's role
+/// fails as the real controller reports it, in SageMaker's words.
+pub(crate) struct Controller<'a> {
+    /// The role, or `None` when it no longer exists (every call is then refused).
+    pub role: Option<&'a Role>,
+    /// The role's ARN, for messages when the role is gone.
+    pub role_arn: &'a str,
+}
+
+/// The session name the controller's calls carry in CloudTrail and in denials.
+const SESSION: &str = "ack-sagemaker-controller";
+
+impl Controller<'_> {
+    /// Refuses `action` on `resource` (and passing `passes` to SageMaker) as SageMaker
+    /// refuses a caller whose role does not allow it.
+    fn may(&self, action: &str, resource: &str, passes: Option<&str>) -> Result<(), AwsError> {
+        let denied = |action: &str, resource: &str| {
+            let message = match self.role {
+                Some(role) => iam::not_authorized(role, SESSION, action, resource),
+                None => format!(
+                    "The role {} the controller runs as does not exist: it cannot be assumed",
+                    self.role_arn
+                ),
+            };
+            AwsError::new(400, "AccessDeniedException", message)
+        };
+        let Some(role) = self.role else {
+            return Err(denied(action, resource));
+        };
+        if !iam::allows(role, action, resource, &[]) {
+            return Err(denied(action, resource));
+        }
+        if let Some(passed) = passes {
+            let keys = [("iam:PassedToService", "sagemaker.amazonaws.com")];
+            if !iam::allows(role, "iam:PassRole", passed, &keys) {
+                return Err(denied("iam:PassRole", passed));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The ARN of pipeline `name` (or `name` itself when it is one).
+fn pipeline_arn(region: &str, name: &str) -> String {
+    if name.starts_with("arn:") {
+        return name.to_string();
+    }
+    format!(
+        "arn:aws:sagemaker:{region}:{ACCOUNT}:pipeline/{}",
+        name.to_ascii_lowercase()
+    )
+}
+
 fn describe(e: &AwsError) -> String {
     format!("{}: {}", e.code, e.message)
 }
@@ -378,11 +435,6 @@ fn crd(kind: &str, plural: &str, columns: Value, spec: Value, status: Value) -> 
         "kind": "CustomResourceDefinition",
         "metadata": {
             "name": format!("{plural}.{GROUP}"),
-            "labels": {"app.kubernetes.io/managed-by": "Helm"},
-            "annotations": {
-                "meta.helm.sh/release-name": HELM_RELEASE,
-                "meta.helm.sh/release-namespace": HELM_NAMESPACE,
-            },
         },
         "spec": {
             "group": GROUP,
@@ -436,7 +488,7 @@ fn parallelism_schema() -> Value {
     })
 }
 
-/// The two CRDs the controller's Helm chart installs: `Pipeline`, then
+/// The two CRDs of the controller that the sandbox's SageMaker serves: `Pipeline`, then
 /// `PipelineExecution`.
 pub(crate) fn crds() -> [Value; 2] {
     let age = json!({"jsonPath": ".metadata.creationTimestamp", "name": "AGE", "type": "date"});
@@ -504,8 +556,8 @@ pub(crate) fn crds() -> [Value; 2] {
 }
 
 /// Creates whichever of the controller's CRDs the cluster lacks, through the cluster's
-/// API as `helm install` would (so they are validated, Established and owned by `Helm`
-/// like any client's); a CRD already there, whoever installed it, is left as it is.
+/// API as an ACK capability does (so they are validated, Established and owned by their
+/// manager like any client's); a CRD already there, whoever installed it, is left as it is.
 /// Returns the names of the CRDs created.
 pub(crate) fn install_crds(cluster: &mut ClusterState, ctx: &SettleCtx) -> Vec<String> {
     let mut created = Vec::new();
@@ -523,7 +575,7 @@ pub(crate) fn install_crds(cluster: &mut ClusterState, ctx: &SettleCtx) -> Vec<S
             query: Vec::new(),
             content_type: Some("application/json".into()),
             accept: Some("application/json".into()),
-            user_agent: Some(HELM_USER_AGENT.into()),
+            user_agent: Some(CAPABILITY_MANAGER.into()),
             body: crd.to_string().into_bytes(),
             port_streams: false,
         };
@@ -553,6 +605,7 @@ fn crd_installed(store: &Store, name: &str) -> bool {
 pub(crate) fn settle(
     cluster: &mut ClusterState,
     sagemaker: &mut SageMaker,
+    who: &Controller<'_>,
     region: &str,
     now: DateTime<Utc>,
     scale: f64,
@@ -566,7 +619,7 @@ pub(crate) fn settle(
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (key, object) in pipelines {
-            reconcile_pipeline(store, &key, object, sagemaker, region, now);
+            reconcile_pipeline(store, &key, object, sagemaker, who, region, now);
         }
     }
     if crd_installed(store, EXECUTION_CRD) {
@@ -576,7 +629,9 @@ pub(crate) fn settle(
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         for (key, object) in executions {
-            reconcile_execution(store, &key, object, sagemaker, region, now, scale, faults);
+            reconcile_execution(
+                store, &key, object, sagemaker, who, region, now, scale, faults,
+            );
         }
     }
     // Objects whose last finalizer this pass removed go now, not on the next request.
@@ -588,6 +643,7 @@ fn reconcile_pipeline(
     key: &ObjKey,
     old: Value,
     sagemaker: &mut SageMaker,
+    who: &Controller<'_>,
     region: &str,
     now: DateTime<Utc>,
 ) {
@@ -597,7 +653,11 @@ fn reconcile_pipeline(
         if !has_finalizer(&object, PIPELINE_FINALIZER) {
             return;
         }
-        match sagemaker.delete_pipeline(region, &desired.name) {
+        let arn = pipeline_arn(region, &desired.name);
+        match who
+            .may("sagemaker:DeletePipeline", &arn, None)
+            .and_then(|()| sagemaker.delete_pipeline(region, &desired.name))
+        {
             Ok(_) => remove_finalizer(&mut object, PIPELINE_FINALIZER),
             Err(e) if e.code == "ResourceNotFound" => {
                 remove_finalizer(&mut object, PIPELINE_FINALIZER);
@@ -608,10 +668,23 @@ fn reconcile_pipeline(
         return;
     }
     add_finalizer(&mut object, PIPELINE_FINALIZER);
+    let arn = pipeline_arn(region, &desired.name);
     let result = match sagemaker.pipeline(region, &desired.name) {
-        None => sagemaker.create_pipeline(region, &desired, now).map(|_| ()),
+        None => who
+            .may(
+                "sagemaker:CreatePipeline",
+                &arn,
+                desired.role_arn.as_deref(),
+            )
+            .and_then(|()| sagemaker.create_pipeline(region, &desired, now).map(|_| ())),
         Some(current) => match pipeline_delta(current, &desired) {
-            Some(delta) => sagemaker.update_pipeline(region, &delta, now).map(|_| ()),
+            Some(delta) => who
+                .may(
+                    "sagemaker:UpdatePipeline",
+                    &arn,
+                    desired.role_arn.as_deref(),
+                )
+                .and_then(|()| sagemaker.update_pipeline(region, &delta, now).map(|_| ())),
             None => Ok(()),
         },
     };
@@ -649,6 +722,7 @@ fn reconcile_execution(
     key: &ObjKey,
     old: Value,
     sagemaker: &mut SageMaker,
+    who: &Controller<'_>,
     region: &str,
     now: DateTime<Utc>,
     scale: f64,
@@ -666,7 +740,10 @@ fn reconcile_execution(
         // A running execution is stopped, and the object held until it has stopped.
         let state = match (&arn, &current) {
             (Some(arn), Some(s)) if s.status == sagemaker::EXECUTING => {
-                match sagemaker.stop_execution(arn, now, scale) {
+                match who
+                    .may("sagemaker:StopPipelineExecution", arn, None)
+                    .and_then(|()| sagemaker.stop_execution(arn, now, scale))
+                {
                     Ok(_) => sagemaker.execution(arn),
                     Err(e) => {
                         set_conditions(&mut object, &failure_conditions(&e), now);
@@ -692,17 +769,25 @@ fn reconcile_execution(
         (Some(arn), Some(state)) => Ok((arn.clone(), state)),
         // Never started, or gone from SageMaker (its pipeline was deleted): start one,
         // as the real controller creates a resource its read no longer finds.
-        _ => sagemaker
-            .start_execution(
-                region,
-                &execution_spec(&object),
-                now,
-                scale,
-                // A planned SageMaker failure applies to runs the controller starts too.
-                faults
-                    .take_operation_failure("sagemaker")
-                    .map(|(_, message)| message),
+        _ => {
+            let spec = execution_spec(&object);
+            who.may(
+                "sagemaker:StartPipelineExecution",
+                &pipeline_arn(region, &spec.pipeline),
+                None,
             )
+            .and_then(|()| {
+                sagemaker.start_execution(
+                    region,
+                    &spec,
+                    now,
+                    scale,
+                    // A planned SageMaker failure applies to runs the controller starts too.
+                    faults
+                        .take_operation_failure("sagemaker")
+                        .map(|(_, message)| message),
+                )
+            })
             .and_then(|arn| {
                 sagemaker
                     .execution(&arn)
@@ -714,7 +799,8 @@ fn reconcile_execution(
                             format!("Pipeline execution '{arn}' does not exist."),
                         )
                     })
-            }),
+            })
+        }
     };
     match started {
         Ok((arn, state)) => {
@@ -798,6 +884,8 @@ mod tests {
     struct Harness {
         cluster: ClusterState,
         sm: SageMaker,
+        /// The role the controller acts as.
+        role: Role,
         secs: i64,
     }
 
@@ -824,6 +912,7 @@ mod tests {
             Harness {
                 cluster,
                 sm: SageMaker::default(),
+                role: iam::role_with(&["arn:aws:iam::aws:policy/AmazonSageMakerFullAccess"], &[]),
                 secs: 0,
             }
         }
@@ -836,9 +925,14 @@ mod tests {
             self.secs = secs;
             let now = self.now();
             self.sm.settle(now);
+            let who = Controller {
+                role: Some(&self.role),
+                role_arn: &self.role.arn,
+            };
             settle(
                 &mut self.cluster,
                 &mut self.sm,
+                &who,
                 "us-west-2",
                 now,
                 1.0,
@@ -921,6 +1015,38 @@ mod tests {
         assert!(h
             .get("pipelines", "p")
             .is_some_and(|p| p["status"].is_null()));
+    }
+
+    #[test]
+    fn a_controller_role_that_cannot_pass_the_pipeline_role_is_refused_as_sagemaker_refuses_it() {
+        let mut h = Harness::new(true);
+        // Allowed to create pipelines, not to pass their role.
+        h.role = iam::role_with(
+            &[],
+            &[
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"sagemaker:*","Resource":"*"}]}"#,
+            ],
+        );
+        h.put("pipelines", pipeline("train", &definition(1)));
+        h.pass(0);
+        assert!(h.sm.pipeline("us-west-2", "train").is_none());
+        let recoverable = h.condition("pipelines", "train", RECOVERABLE);
+        assert_eq!(recoverable["status"], "True");
+        let message = recoverable["message"].as_str().unwrap_or_default();
+        assert!(
+            message.starts_with("AccessDeniedException: User: arn:aws:sts::123456789012:assumed-role/controller/ack-sagemaker-controller is not authorized to perform: iam:PassRole on resource: arn:aws:iam::123456789012:role/SageMakerRole"),
+            "{message}"
+        );
+        assert_eq!(
+            h.condition("pipelines", "train", SYNCED)["status"],
+            "Unknown"
+        );
+
+        // Once the role may pass it, the next pass creates the pipeline.
+        h.role = iam::role_with(&["arn:aws:iam::aws:policy/AmazonSageMakerFullAccess"], &[]);
+        h.pass(5);
+        assert!(h.sm.pipeline("us-west-2", "train").is_some());
+        assert_eq!(h.condition("pipelines", "train", SYNCED)["status"], "True");
     }
 
     #[test]
@@ -1108,14 +1234,9 @@ mod tests {
                 .any(|c| c["type"] == "Established" && c["status"] == "True");
             assert!(established, "{crd:#}");
             assert_eq!(
-                crd["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-                "Helm"
+                crd["metadata"]["managedFields"][0]["manager"],
+                CAPABILITY_MANAGER
             );
-            assert_eq!(
-                crd["metadata"]["annotations"]["meta.helm.sh/release-name"],
-                HELM_RELEASE
-            );
-            assert_eq!(crd["metadata"]["managedFields"][0]["manager"], "Helm");
             assert_eq!(crd["status"]["storedVersions"], json!(["v1alpha1"]));
         }
         let version = h.cluster.store.resource_version;

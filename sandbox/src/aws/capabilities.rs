@@ -5,7 +5,9 @@
 //! refuses here what it refuses in the cloud: a second capability of one type on a
 //! cluster, a `deletePropagationPolicy` other than `RETAIN`, a cluster whose
 //! authentication mode has no access entries (`CONFIG_MAP`), a role that does not exist
-//! or does not trust `capabilities.eks.amazonaws.com`.
+//! or does not trust `capabilities.eks.amazonaws.com`. An ACTIVE ACK capability is what
+//! puts the ACK SageMaker CRDs in the cluster and runs the controller as its role
+//! ([`Capabilities::ack_role`]; the server wires it to `ack.rs`).
 
 use std::collections::BTreeMap;
 
@@ -96,9 +98,6 @@ impl Capability {
     }
 
     /// Whether the capability runs: its controllers act in the cluster.
-    // Read by the tests until EKS clusters start without ACK and an ACTIVE capability is
-    // what installs it.
-    #[allow(dead_code)]
     pub(crate) fn is_active(&self) -> bool {
         self.status == ACTIVE
     }
@@ -154,6 +153,18 @@ impl Capabilities {
         self.items
             .iter()
             .filter(move |c| c.region == region && c.cluster == cluster)
+    }
+
+    /// The role the ACK controllers of the cluster behind kube key `key`
+    /// (`eks/<region>/<name>`) run as: its ACTIVE ACK capability's, if it has one.
+    pub(crate) fn ack_role(&self, key: &str) -> Option<&str> {
+        let (region, cluster) = key.strip_prefix("eks/")?.split_once('/')?;
+        self.items
+            .iter()
+            .find(|c| {
+                c.region == region && c.cluster == cluster && c.kind == "ACK" && c.is_active()
+            })
+            .map(|c| c.role_arn.as_str())
     }
 
     /// Forgets a deleted cluster's capabilities.

@@ -71,6 +71,9 @@ const AMI_TYPES: &[&str] = &[
 const CAPACITY_TYPES: &[&str] = &["ON_DEMAND", "SPOT", "CAPACITY_BLOCK"];
 const TAINT_EFFECTS: &[&str] = &["NO_SCHEDULE", "NO_EXECUTE", "PREFER_NO_SCHEDULE"];
 const AUTH_MODES: &[&str] = &["API", "API_AND_CONFIG_MAP", "CONFIG_MAP"];
+/// The authentication modes in the only order EKS moves a cluster through them: one step
+/// forward per update, never back.
+const AUTH_MODE_STEPS: &[&str] = &["CONFIG_MAP", "API_AND_CONFIG_MAP", "API"];
 
 const CREATING: &str = "CREATING";
 const ACTIVE: &str = "ACTIVE";
@@ -151,6 +154,10 @@ enum Change {
     },
     Logging {
         enabled: Vec<String>,
+    },
+    /// The new `accessConfig.authenticationMode`.
+    Access {
+        authentication_mode: String,
     },
     Nodegroup {
         scaling: Option<Scaling>,
@@ -867,6 +874,17 @@ impl ClusterRecord {
                 }
             }
             (None, Change::Logging { enabled }) => self.enabled_logs = enabled.clone(),
+            (
+                None,
+                Change::Access {
+                    authentication_mode,
+                },
+            ) => match self.access_config.as_object_mut() {
+                Some(access) => {
+                    access.insert("authenticationMode".into(), json!(authentication_mode));
+                }
+                None => self.access_config = json!({"authenticationMode": authentication_mode}),
+            },
             (None, Change::Nodegroup { .. }) => {}
         }
     }
@@ -1361,15 +1379,15 @@ impl Eks {
         let body = body_of(req)?;
         let vpc_in = opt_object(&body, "resourcesVpcConfig")?;
         let logging = opt_object(&body, "logging")?;
+        let access_in = opt_object(&body, "accessConfig")?;
         let c = &mut self.clusters[i];
-        let (update_type, params, change) = match (vpc_in, logging) {
-            (Some(_), Some(_)) => return Err(invalid("Only one type of update can be allowed.")),
-            (None, None) => {
+        let (update_type, params, change) = match (vpc_in, logging, access_in) {
+            (None, None, None) => {
                 return Err(invalid(
-                    "No changes requested: give resourcesVpcConfig or logging",
+                    "No changes requested: give resourcesVpcConfig, logging or accessConfig",
                 ))
             }
-            (None, Some(logging)) => {
+            (None, Some(logging), None) => {
                 c.check_changeable()?;
                 let enabled = apply_logging(&c.enabled_logs, &logging)?;
                 let mut sorted_new = enabled.clone();
@@ -1386,10 +1404,15 @@ impl Eks {
                     Change::Logging { enabled },
                 )
             }
-            (Some(vpc_in), None) => {
+            (Some(vpc_in), None, None) => {
                 c.check_changeable()?;
                 vpc_update(c, &vpc_in)?
             }
+            (None, None, Some(access_in)) => {
+                c.check_changeable()?;
+                access_update(c, &access_in)?
+            }
+            _ => return Err(invalid("Only one type of update can be allowed.")),
         };
         let update = c.start_update(ctx, None, update_type, params, change, base::CLUSTER_UPDATE);
         c.status = UPDATING.to_string();
@@ -1953,6 +1976,47 @@ fn vpc_update(c: &ClusterRecord, vpc_in: &Map<String, Value>) -> Result<UpdatePl
     Ok(("EndpointAccessUpdate", params, Change::Vpc { patch }))
 }
 
+/// What an `update-config` with `accessConfig` changes: the authentication mode, one
+/// step along CONFIG_MAP → API_AND_CONFIG_MAP → API. EKS refuses a step back or a skipped
+/// step with the same InvalidParameterException (access entries, once on, stay on).
+fn access_update(
+    c: &ClusterRecord,
+    access_in: &Map<String, Value>,
+) -> Result<UpdatePlan, AwsError> {
+    let Some(mode) = opt_str(access_in, "authenticationMode")? else {
+        return Err(invalid(
+            "No changes requested: give accessConfig.authenticationMode",
+        ));
+    };
+    if !AUTH_MODES.contains(&mode.as_str()) {
+        return Err(invalid(format!(
+            "accessConfig.authenticationMode {mode:?} is not one of {}",
+            AUTH_MODES.join(", ")
+        )));
+    }
+    let current = c.access_config["authenticationMode"]
+        .as_str()
+        .unwrap_or("CONFIG_MAP");
+    if mode == current {
+        return Err(invalid(
+            "No changes needed for the authentication mode provided",
+        ));
+    }
+    let step = |m: &str| AUTH_MODE_STEPS.iter().position(|s| *s == m);
+    if step(&mode) != step(current).map(|i| i + 1) {
+        return Err(invalid(format!(
+            "Unsupported authentication mode update from {current} to {mode}"
+        )));
+    }
+    Ok((
+        "AccessConfigUpdate",
+        vec![("AuthenticationMode".to_string(), mode.clone())],
+        Change::Access {
+            authentication_mode: mode,
+        },
+    ))
+}
+
 /// One page of `items` under `key`, after the `nextToken` offset, `maxResults` long.
 fn page(items: Vec<String>, key: &str, req: &AwsRequest) -> Value {
     let start: usize = req
@@ -2390,6 +2454,72 @@ mod tests {
             none.message,
             "No changes needed for the logging config provided"
         );
+    }
+
+    #[test]
+    fn authentication_mode_moves_one_step_towards_api_and_never_back() {
+        let mut h = Harness::new();
+        active_cluster(&mut h, "ml");
+        let c = h.get("/clusters/ml").expect("described");
+        assert_eq!(
+            c["cluster"]["accessConfig"]["authenticationMode"], "CONFIG_MAP",
+            "EKS's default without accessConfig"
+        );
+        let access = |mode: &str| json!({"accessConfig": {"authenticationMode": mode}});
+        let skip = h
+            .post("/clusters/ml/update-config", access("API"))
+            .expect_err("a skipped step");
+        assert_eq!(
+            (skip.status, skip.code.as_str(), skip.message.as_str()),
+            (
+                400,
+                "InvalidParameterException",
+                "Unsupported authentication mode update from CONFIG_MAP to API"
+            )
+        );
+        let two = h
+            .post(
+                "/clusters/ml/update-config",
+                json!({"accessConfig": {"authenticationMode": "API_AND_CONFIG_MAP"}, "logging": {"clusterLogging": []}}),
+            )
+            .expect_err("two kinds");
+        assert_eq!(two.message, "Only one type of update can be allowed.");
+        let u = h
+            .post("/clusters/ml/update-config", access("API_AND_CONFIG_MAP"))
+            .expect("one step");
+        assert_eq!(u["update"]["type"], "AccessConfigUpdate");
+        assert_eq!(
+            u["update"]["params"],
+            json!([{"type": "AuthenticationMode", "value": "API_AND_CONFIG_MAP"}])
+        );
+        h.at(13);
+        let c = h.get("/clusters/ml").expect("described");
+        assert_eq!(
+            c["cluster"]["accessConfig"]["authenticationMode"],
+            "API_AND_CONFIG_MAP"
+        );
+        for back in ["CONFIG_MAP", "API_AND_CONFIG_MAP"] {
+            let e = h
+                .post("/clusters/ml/update-config", access(back))
+                .expect_err("not back, not the same");
+            assert_eq!(e.code, "InvalidParameterException", "{back}");
+        }
+        h.post("/clusters/ml/update-config", access("API"))
+            .expect("the last step");
+        h.at(26);
+        let c = h.get("/clusters/ml").expect("described");
+        assert_eq!(c["cluster"]["accessConfig"]["authenticationMode"], "API");
+        let back = h
+            .post("/clusters/ml/update-config", access("API_AND_CONFIG_MAP"))
+            .expect_err("never back");
+        assert_eq!(
+            back.message,
+            "Unsupported authentication mode update from API to API_AND_CONFIG_MAP"
+        );
+        let bad = h
+            .post("/clusters/ml/update-config", access("IAM"))
+            .expect_err("no such mode");
+        assert!(bad.message.contains("is not one of"), "{}", bad.message);
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //! them. IAM is global: roles are one set whatever region a request was signed for.
 //!
 //! This file also owns what a role is to the other emulators: [`role`] finds one by ARN
-//! with its trust policy parsed and [`trusts`] says whether it lets a service assume it,
-//! so EKS and SageMaker can refuse roles that do not exist or do not trust them.
+//! with its trust policy parsed, [`trusts`] says whether it lets a service assume it,
+//! so EKS and SageMaker can refuse roles that do not exist or do not trust them, and
+//! [`allows`] evaluates its policies for one request, so a controller acting as a role
+//! (ACK) is refused what the role may not do.
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
@@ -87,6 +89,155 @@ pub(crate) fn trusts(role: &Role, service_principal: &str) -> bool {
             || strings(&principal["AWS"]).contains(&"*");
         allows && assumes && names
     })
+}
+
+/// What a role's identity policies say about one request, as IAM decides it for one
+/// account: an explicit `Deny` wins, else an `Allow` grants, else the request is denied
+/// implicitly. `keys` are the request's condition keys (`iam:PassedToService`).
+/// Conditions with the `String*` and `Arn*` operators (and their `IfExists` forms) are
+/// evaluated; a statement with any other operator is taken not to apply, so an
+/// emulated controller is never allowed more than the cloud would allow it.
+pub(crate) fn allows(role: &Role, action: &str, resource: &str, keys: &[(&str, &str)]) -> bool {
+    let mut documents: Vec<Value> = role
+        .attached
+        .iter()
+        .filter_map(|arn| managed_policy(arn).map(|(_, p)| p.document.clone()))
+        .collect();
+    documents.extend(
+        role.inline
+            .values()
+            .filter_map(|text| serde_json::from_str::<Value>(text).ok()),
+    );
+    let mut allowed = false;
+    for doc in &documents {
+        for s in statements(doc) {
+            if !applies(s, action, resource, keys) {
+                continue;
+            }
+            match s["Effect"].as_str() {
+                Some("Deny") => return false,
+                Some("Allow") => allowed = true,
+                _ => {}
+            }
+        }
+    }
+    allowed
+}
+
+/// The message IAM's callers relay when `role` may not do `action` on `resource`, as
+/// the session a controller runs under sees it.
+pub(crate) fn not_authorized(role: &Role, session: &str, action: &str, resource: &str) -> String {
+    format!(
+        "User: arn:aws:sts::{ACCOUNT}:assumed-role/{}/{session} is not authorized to perform: {action} on resource: {resource} because no identity-based policy allows the {action} action",
+        role.name
+    )
+}
+
+/// Whether statement `s` covers the request.
+fn applies(s: &Value, action: &str, resource: &str, keys: &[(&str, &str)]) -> bool {
+    let action_ok = match (s.get("Action"), s.get("NotAction")) {
+        (Some(a), _) => strings(a)
+            .iter()
+            .any(|p| glob(&p.to_ascii_lowercase(), &action.to_ascii_lowercase())),
+        (None, Some(n)) => !strings(n)
+            .iter()
+            .any(|p| glob(&p.to_ascii_lowercase(), &action.to_ascii_lowercase())),
+        (None, None) => false,
+    };
+    let resource_ok = match (s.get("Resource"), s.get("NotResource")) {
+        (Some(r), _) => strings(r).iter().any(|p| glob(p, resource)),
+        (None, Some(n)) => !strings(n).iter().any(|p| glob(p, resource)),
+        (None, None) => false,
+    };
+    action_ok && resource_ok && conditions_hold(&s["Condition"], keys)
+}
+
+/// Whether every condition of a statement holds for the request's keys.
+fn conditions_hold(conditions: &Value, keys: &[(&str, &str)]) -> bool {
+    let Some(ops) = conditions.as_object() else {
+        return true;
+    };
+    ops.iter().all(|(op, tests)| {
+        let (base, if_exists) = match op.strip_suffix("IfExists") {
+            Some(b) => (b, true),
+            None => (op.as_str(), false),
+        };
+        let like = match base {
+            "StringEquals" | "ArnEquals" => false,
+            "StringLike" | "ArnLike" => true,
+            "StringEqualsIgnoreCase" => false,
+            _ => return false,
+        };
+        let Some(tests) = tests.as_object() else {
+            return false;
+        };
+        tests.iter().all(|(key, wanted)| {
+            let found = keys
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                .map(|(_, v)| *v);
+            match found {
+                None => if_exists,
+                Some(v) => strings(wanted).iter().any(|w| {
+                    if like {
+                        glob(w, v)
+                    } else if base == "StringEqualsIgnoreCase" {
+                        w.eq_ignore_ascii_case(v)
+                    } else {
+                        *w == v
+                    }
+                }),
+            }
+        })
+    })
+}
+
+/// IAM's wildcard match: `*` any run of characters, `?` one character.
+fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ti));
+            pi += 1;
+        } else if let Some((sp, st)) = star {
+            pi = sp + 1;
+            ti = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|c| *c == '*')
+}
+
+/// A role holding `attached` managed policies and `inline` documents, for tests of
+/// what acts as it.
+#[cfg(test)]
+pub(crate) fn role_with(attached: &[&str], inline: &[&str]) -> Role {
+    Role {
+        name: "controller".into(),
+        path: "/".into(),
+        id: "AROAEXAMPLE".into(),
+        arn: format!("arn:aws:iam::{ACCOUNT}:role/controller"),
+        created: Utc::now(),
+        trust_document: String::new(),
+        trust: Value::Null,
+        description: None,
+        max_session_duration: 3600,
+        tags: Vec::new(),
+        attached: attached.iter().map(|a| a.to_string()).collect(),
+        inline: inline
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (format!("p{i}"), d.to_string()))
+            .collect(),
+        configured: false,
+    }
 }
 
 /// A statement list: `Statement` as an array, or the one statement object.
@@ -1173,6 +1324,52 @@ mod tests {
     use axum::http::Method;
 
     const TRUST_EKS: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"eks.amazonaws.com"},"Action":"sts:AssumeRole"}]}"#;
+
+    #[test]
+    fn a_role_may_pass_a_role_only_as_its_policies_say() {
+        let exec = "arn:aws:iam::123456789012:role/exec";
+        let to_sagemaker = [("iam:PassedToService", "sagemaker.amazonaws.com")];
+        let full = role_with(&["arn:aws:iam::aws:policy/AmazonSageMakerFullAccess"], &[]);
+        assert!(allows(&full, "iam:PassRole", exec, &to_sagemaker));
+        assert!(allows(
+            &full,
+            "sagemaker:CreatePipeline",
+            "arn:aws:sagemaker:us-east-1:123456789012:pipeline/p",
+            &[]
+        ));
+        // The managed policy passes roles to SageMaker only.
+        assert!(!allows(
+            &full,
+            "iam:PassRole",
+            exec,
+            &[("iam:PassedToService", "ec2.amazonaws.com")]
+        ));
+        let nothing = role_with(&[], &[]);
+        assert!(!allows(&nothing, "iam:PassRole", exec, &to_sagemaker));
+        let narrow = role_with(
+            &[],
+            &[
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"iam:Pass*","Resource":"arn:aws:iam::*:role/ex?c"}]}"#,
+            ],
+        );
+        assert!(allows(&narrow, "iam:PassRole", exec, &to_sagemaker));
+        assert!(!allows(
+            &narrow,
+            "iam:PassRole",
+            "arn:aws:iam::123456789012:role/other",
+            &to_sagemaker
+        ));
+        let denied = role_with(
+            &["arn:aws:iam::aws:policy/AmazonSageMakerFullAccess"],
+            &[
+                r#"{"Version":"2012-10-17","Statement":[{"Effect":"Deny","Action":"iam:PassRole","Resource":"*"}]}"#,
+            ],
+        );
+        assert!(!allows(&denied, "iam:PassRole", exec, &to_sagemaker));
+        assert!(not_authorized(&nothing, "ack", "iam:PassRole", exec).starts_with(
+            "User: arn:aws:sts::123456789012:assumed-role/controller/ack is not authorized to perform: iam:PassRole on resource: arn:aws:iam::123456789012:role/exec"
+        ));
+    }
 
     fn call(iam: &mut Iam, body: &str) -> Result<Element, AwsError> {
         let req = AwsRequest::new(

@@ -69,10 +69,9 @@ pub(crate) struct App {
     pub processes: Processes,
     /// The running Kubernetes API servers, by cluster key; runtime only, never persisted.
     listeners: Mutex<BTreeMap<String, kube::Listener>>,
-    /// EKS clusters come with the ACK SageMaker controller's chart applied.
-    ack_controller: bool,
-    /// The EKS clusters this process has applied the chart to (when they were created,
-    /// or first seen after a restart), so a CRD a client deletes stays deleted.
+    /// The EKS clusters whose ACTIVE ACK capability this process has installed the CRDs
+    /// for (when it became ACTIVE, or was first seen after a restart), so a CRD a client
+    /// deletes stays deleted while the capability lasts.
     ack_applied: Mutex<BTreeSet<String>>,
 }
 
@@ -131,7 +130,6 @@ impl App {
         timing: Timing,
         state_file: Option<PathBuf>,
         data_dir: DataDir,
-        ack_controller: bool,
     ) -> Arc<App> {
         Arc::new_cyclic(|me| App {
             me: me.clone(),
@@ -144,7 +142,6 @@ impl App {
             processes: Processes::new(data_dir.path.clone()),
             data_dir,
             listeners: Mutex::new(BTreeMap::new()),
-            ack_controller,
             ack_applied: Mutex::new(BTreeSet::new()),
         })
     }
@@ -160,8 +157,8 @@ impl App {
 
     /// Makes the Kubernetes side match the clouds: every GKE cluster gets its API server
     /// state and a running listener, its endpoint points there, and clusters that are
-    /// gone are torn down. With `ack_controller`, an EKS cluster this process has not
-    /// seen yet gets the ACK SageMaker chart's CRDs it lacks. Listeners start only
+    /// gone are torn down. An EKS cluster whose ACK capability became ACTIVE gets the
+    /// ACK SageMaker CRDs it lacks. Listeners start only
     /// inside a tokio runtime.
     fn reconcile(&self, world: &mut World) {
         let now = self.now();
@@ -173,11 +170,16 @@ impl App {
                 .reconcile("eks/", world.aws.eks.kube_clusters(), now),
         );
         let ctx = self.settle_ctx(now);
-        if self.ack_controller {
+        {
+            // An ACK capability installs the CRDs once it is ACTIVE (again after a
+            // restart, or after it was deleted and made anew), as EKS does.
             let mut applied = lock(&self.ack_applied);
-            applied.retain(|key| world.kubernetes.clusters.contains_key(key));
+            let capabilities = &world.aws.eks.capabilities;
+            applied.retain(|key| {
+                world.kubernetes.clusters.contains_key(key) && capabilities.ack_role(key).is_some()
+            });
             for (key, cluster) in world.kubernetes.clusters.iter_mut() {
-                if key.starts_with("eks/") && applied.insert(key.clone()) {
+                if capabilities.ack_role(key).is_some() && applied.insert(key.clone()) {
                     aws::ack::install_crds(cluster, &ctx);
                 }
             }
@@ -1033,7 +1035,9 @@ fn aws_to_http(response: AwsResponse) -> Response {
     out
 }
 
-/// Runs the ACK SageMaker controller on an EKS cluster (ACK is installed on EKS only).
+/// Runs the ACK SageMaker controller on an EKS cluster where one runs: an ACTIVE ACK
+/// capability's, acting as the capability's role. Nothing reconciles the ACK objects of
+/// a cluster without one, as on a real cluster with the CRDs but no controller.
 fn run_ack(
     key: &str,
     cluster: &mut ClusterState,
@@ -1041,16 +1045,25 @@ fn run_ack(
     ctx: &SettleCtx,
     faults: &Faults,
 ) {
-    if let Some(region) = key.strip_prefix("eks/").and_then(|k| k.split('/').next()) {
-        aws::ack::settle(
-            cluster,
-            &mut aws.sagemaker,
-            region,
-            ctx.now,
-            ctx.scale,
-            faults,
-        );
-    }
+    let Some(region) = key.strip_prefix("eks/").and_then(|k| k.split('/').next()) else {
+        return;
+    };
+    let Some(role_arn) = aws.eks.capabilities.ack_role(key) else {
+        return;
+    };
+    let who = aws::ack::Controller {
+        role: aws::iam::role(&aws.iam, role_arn),
+        role_arn,
+    };
+    aws::ack::settle(
+        cluster,
+        &mut aws.sagemaker,
+        &who,
+        region,
+        ctx.now,
+        ctx.scale,
+        faults,
+    );
 }
 
 fn to_http(response: ApiResponse) -> Response {
@@ -1084,7 +1097,6 @@ mod tests {
             Timing::instant(),
             None,
             DataDir::create(None).expect("data dir"),
-            false,
         )
     }
 

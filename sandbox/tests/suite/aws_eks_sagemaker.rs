@@ -1046,18 +1046,7 @@ async fn the_ack_controller_runs_pipelines_from_kubernetes() {
     let Some(aws) = Aws::new(&sandbox).await else {
         return;
     };
-    aws.json(&[
-        "eks",
-        "create-cluster",
-        "--name",
-        "mlops",
-        "--role-arn",
-        ROLE,
-        "--resources-vpc-config",
-        "subnetIds=subnet-a,subnet-b",
-    ])
-    .await;
-    cluster_until(&aws, "mlops", "ACTIVE").await;
+    create_cluster(&aws, "mlops").await;
     let kubectl = Kubectl::for_cluster(&sandbox, "mlops");
 
     // Until the CRDs are installed the API has no such resource.
@@ -1073,6 +1062,8 @@ async fn the_ack_controller_runs_pipelines_from_kubernetes() {
             .ok(&["apply", "-f", &reference(crd).to_string_lossy()])
             .await;
     }
+    // The controller: an ACK capability, which leaves the chart's CRDs in place.
+    ack_capability(&aws, "mlops", &["AmazonSageMakerFullAccess"]).await;
 
     kubectl
         .apply(&[
@@ -1235,6 +1226,8 @@ fn names(objects: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// Creates cluster `name` in the `API` authentication mode an ACK capability needs, and
+/// waits until it is ACTIVE.
 async fn create_cluster(aws: &Aws, name: &str) {
     aws.json(&[
         "eks",
@@ -1245,19 +1238,89 @@ async fn create_cluster(aws: &Aws, name: &str) {
         ROLE,
         "--resources-vpc-config",
         "subnetIds=subnet-a,subnet-b",
+        "--access-config",
+        "authenticationMode=API",
     ])
     .await;
     cluster_until(aws, name, "ACTIVE").await;
 }
 
+/// Makes role `ack-controller`, trusting EKS capabilities and holding the managed
+/// `policies`, and an ACK capability of cluster `cluster` acting as it; returns once the
+/// capability is ACTIVE.
+async fn ack_capability(aws: &Aws, cluster: &str, policies: &[&str]) {
+    let trust = json!({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow",
+        "Principal": {"Service": "capabilities.eks.amazonaws.com"},
+        "Action": ["sts:AssumeRole", "sts:TagSession"],
+    }]})
+    .to_string();
+    let exists = aws
+        .run(&["iam", "get-role", "--role-name", "ack-controller"])
+        .await;
+    if exists.code != 0 {
+        aws.json(&[
+            "iam",
+            "create-role",
+            "--role-name",
+            "ack-controller",
+            "--assume-role-policy-document",
+            &trust,
+        ])
+        .await;
+    }
+    for policy in policies {
+        aws.run(&[
+            "iam",
+            "attach-role-policy",
+            "--role-name",
+            "ack-controller",
+            "--policy-arn",
+            &format!("arn:aws:iam::aws:policy/{policy}"),
+        ])
+        .await;
+    }
+    aws.json(&[
+        "eks",
+        "create-capability",
+        "--cluster-name",
+        cluster,
+        "--capability-name",
+        "ack",
+        "--type",
+        "ACK",
+        "--role-arn",
+        "arn:aws:iam::123456789012:role/ack-controller",
+        "--delete-propagation-policy",
+        "RETAIN",
+    ])
+    .await;
+    for _ in 0..200 {
+        let c = aws
+            .json(&[
+                "eks",
+                "describe-capability",
+                "--cluster-name",
+                cluster,
+                "--capability-name",
+                "ack",
+            ])
+            .await;
+        if c["capability"]["status"] == "ACTIVE" {
+            return;
+        }
+        pause().await;
+    }
+    panic!("the ACK capability of {cluster} never became ACTIVE");
+}
+
 #[tokio::test]
-async fn eks_clusters_come_with_the_ack_controller_installed() {
+async fn eks_clusters_start_without_ack_until_an_ack_capability_is_active() {
     if !Kubectl::installed() {
         return;
     }
     let sandbox = Sandbox::start(Options {
         timing: Timing::scaled(0.05),
-        ack_controller: true,
         ..Options::default()
     })
     .await
@@ -1266,9 +1329,28 @@ async fn eks_clusters_come_with_the_ack_controller_installed() {
     let Some(aws) = Aws::new(&sandbox).await else {
         return;
     };
-    create_cluster(&aws, "preinstalled").await;
-    let kubectl = Kubectl::for_cluster(&sandbox, "preinstalled");
+    create_cluster(&aws, "fresh").await;
+    let kubectl = Kubectl::for_cluster(&sandbox, "fresh");
 
+    // A new EKS cluster has no ACK: no CRDs, nothing to submit a pipeline to.
+    assert_eq!(crds(&kubectl).await, Vec::<Value>::new());
+    let unknown = kubectl.run(&["get", "pipelines"]).await;
+    assert_ne!(unknown.code, 0, "{}", unknown.stdout);
+
+    // The capability installs the CRDs and runs the controller as its role, which may
+    // call SageMaker but not pass the pipeline's role: ACK reports SageMaker's refusal.
+    ack_capability(&aws, "fresh", &[]).await;
+    aws.json(&[
+        "iam",
+        "put-role-policy",
+        "--role-name",
+        "ack-controller",
+        "--policy-name",
+        "sagemaker",
+        "--policy-document",
+        r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"sagemaker:*","Resource":"*"}]}"#,
+    ])
+    .await;
     let installed = crds(&kubectl).await;
     assert_eq!(names(&installed), ACK_CRDS);
     for crd in &installed {
@@ -1277,48 +1359,52 @@ async fn eks_clusters_come_with_the_ack_controller_installed() {
             Some(json!("True")),
             "{crd:#}"
         );
-        assert_eq!(
-            crd["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-            "Helm"
-        );
-        assert_eq!(
-            crd["metadata"]["annotations"]["meta.helm.sh/release-name"],
-            "ack-sagemaker-controller"
+        assert!(
+            crd["metadata"]["labels"]["app.kubernetes.io/managed-by"].is_null(),
+            "no Helm release installed it: {crd:#}"
         );
     }
-    let empty = kubectl.ok(&["get", "pipelines"]).await;
-    assert!(
-        empty.stderr.contains("No resources found"),
-        "{}",
-        empty.stderr
-    );
-
-    // Objects apply at once, and the controller reconciles them.
     kubectl
         .apply(&[
             ack_pipeline("train", &pipeline_definition(1)),
             ack_execution("run", "train"),
         ])
         .await;
+    let refused = object_until(&kubectl, "pipeline", "train", |o| {
+        condition(o, "ACK.Recoverable").is_some()
+    })
+    .await;
+    let message = condition(&refused, "ACK.Recoverable").expect("recoverable")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("AccessDeniedException")
+            && message.contains("assumed-role/ack-controller/")
+            && message.contains(&format!("iam:PassRole on resource: {SAGEMAKER_ROLE}")),
+        "{message}"
+    );
+    aws.fails(
+        &["sagemaker", "describe-pipeline", "--pipeline-name", "train"],
+        "ResourceNotFound",
+    )
+    .await;
+
+    // With the policy that lets it pass roles to SageMaker, the next pass goes through.
+    aws.json(&[
+        "iam",
+        "attach-role-policy",
+        "--role-name",
+        "ack-controller",
+        "--policy-arn",
+        "arn:aws:iam::aws:policy/AmazonSageMakerFullAccess",
+    ])
+    .await;
     let pipeline = object_until(&kubectl, "pipeline", "train", |o| {
         condition(o, "ACK.ResourceSynced").is_some_and(|c| c["status"] == "True")
     })
     .await;
     assert_eq!(pipeline["status"]["pipelineStatus"], "Active");
-    let listed = kubectl.ok(&["get", "pipelines"]).await.stdout;
-    let header: Vec<&str> = listed
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .collect();
-    assert_eq!(header, ["NAME", "STATUS", "AGE"], "{listed}");
-    assert!(
-        listed
-            .lines()
-            .any(|l| l.starts_with("train") && l.contains("Active")),
-        "{listed}"
-    );
     let run = object_until(&kubectl, "pipelineexecution", "run", |o| {
         o["status"]["pipelineExecutionStatus"] == "Succeeded"
     })
@@ -1328,32 +1414,69 @@ async fn eks_clusters_come_with_the_ack_controller_installed() {
         .and_then(|arn| arn.rsplit('/').next())
         .expect("an execution ARN")
         .to_string();
-
     let held = sandbox.inventory();
     for line in [
-        "eks cluster us-east-1/preinstalled".to_string(),
-        "kubernetes api server eks/us-east-1/preinstalled".to_string(),
+        "eks cluster us-east-1/fresh".to_string(),
         "sagemaker pipeline us-east-1/train".to_string(),
         format!("sagemaker execution us-east-1/train/{run_id}"),
     ] {
         assert!(held.contains(&line), "{line} in {held:#?}");
     }
 
-    // Taking the stack down leaves the sandbox holding nothing.
+    // Taken down in order (objects while the controller runs, then the capability,
+    // then the cluster) the sandbox holds nothing.
     kubectl
         .ok(&["delete", "pipelineexecution", "run", "--timeout=60s"])
         .await;
     kubectl
         .ok(&["delete", "pipeline", "train", "--timeout=60s"])
         .await;
-    assert!(
-        !sandbox
-            .inventory()
-            .iter()
-            .any(|l| l.starts_with("sagemaker ")),
-        "the pipeline's executions go with it"
-    );
-    aws.json(&["eks", "delete-cluster", "--name", "preinstalled"])
+    let refused = aws
+        .fails(
+            &["eks", "delete-cluster", "--name", "fresh"],
+            "ResourceInUseException",
+        )
+        .await;
+    assert!(refused.contains("capabilities"), "{refused}");
+    aws.json(&[
+        "eks",
+        "delete-capability",
+        "--cluster-name",
+        "fresh",
+        "--capability-name",
+        "ack",
+    ])
+    .await;
+    for _ in 0..200 {
+        let listed = aws
+            .json(&["eks", "list-capabilities", "--cluster-name", "fresh"])
+            .await;
+        if listed["capabilities"] == json!([]) {
+            break;
+        }
+        pause().await;
+    }
+    aws.json(&["eks", "delete-cluster", "--name", "fresh"])
+        .await;
+    aws.json(&[
+        "iam",
+        "detach-role-policy",
+        "--role-name",
+        "ack-controller",
+        "--policy-arn",
+        "arn:aws:iam::aws:policy/AmazonSageMakerFullAccess",
+    ])
+    .await;
+    aws.json(&[
+        "iam",
+        "delete-role-policy",
+        "--role-name",
+        "ack-controller",
+        "--policy-name",
+        "sagemaker",
+    ])
+    .await;
+    aws.json(&["iam", "delete-role", "--role-name", "ack-controller"])
         .await;
     let mut held = sandbox.inventory();
     for _ in 0..100 {
@@ -1368,24 +1491,20 @@ async fn eks_clusters_come_with_the_ack_controller_installed() {
 }
 
 #[tokio::test]
-async fn the_ack_controller_option_is_off_by_default_and_applies_after_a_restart() {
+async fn an_ack_capability_installs_only_the_crds_a_cluster_lacks_also_after_a_restart() {
     if !Kubectl::installed() {
         return;
     }
     let dir = tempfile::tempdir().expect("temp dir");
     let state = dir.path().join("state.json");
-    let options = |ack_controller: bool| Options {
+    let options = || Options {
         timing: Timing::instant(),
         state_file: Some(state.clone()),
-        ack_controller,
         ..Options::default()
     };
 
-    // Without the option a cluster has no CRDs until a client installs them; this one
-    // installs the Pipeline CRD only.
-    let sandbox = Sandbox::start(options(false))
-        .await
-        .expect("sandbox starts");
+    // A client installs the Pipeline CRD only; the capability adds the one it lacks.
+    let sandbox = Sandbox::start(options()).await.expect("sandbox starts");
     configure_account(&sandbox);
     let Some(aws) = Aws::new(&sandbox).await else {
         return;
@@ -1402,39 +1521,23 @@ async fn the_ack_controller_option_is_off_by_default_and_applies_after_a_restart
         .await;
     let own = crds(&kubectl).await;
     assert_eq!(names(&own), [ACK_CRDS[1]]);
+    ack_capability(&aws, "later", &["AmazonSageMakerFullAccess"]).await;
+    let installed = crds(&kubectl).await;
+    assert_eq!(names(&installed), ACK_CRDS);
+    assert_eq!(
+        installed[1]["metadata"]["uid"], own[0]["metadata"]["uid"],
+        "the client's CRD is not replaced"
+    );
     let port = sandbox.port();
     sandbox.shutdown().await;
 
-    // Reopened with the option, the persisted cluster gets the CRD it lacks and keeps
-    // the one its client installed.
+    // Reopened, the persisted capability installs nothing twice.
     let sandbox = Sandbox::start(Options {
         port: Some(port),
-        ..options(true)
+        ..options()
     })
     .await
     .expect("sandbox reopens");
-    let kubectl = Kubectl::for_cluster(&sandbox, "later");
-    let installed = crds(&kubectl).await;
-    assert_eq!(names(&installed), ACK_CRDS);
-    let (execution_crd, pipeline_crd) = (&installed[0], &installed[1]);
-    assert_eq!(
-        pipeline_crd["metadata"]["uid"], own[0]["metadata"]["uid"],
-        "the client's CRD is not replaced"
-    );
-    assert!(
-        pipeline_crd["metadata"]["labels"]["app.kubernetes.io/managed-by"].is_null(),
-        "{pipeline_crd:#}"
-    );
-    assert_eq!(
-        execution_crd["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-        "Helm"
-    );
-    sandbox.shutdown().await;
-
-    // Another restart installs nothing twice.
-    let sandbox = Sandbox::start(options(true))
-        .await
-        .expect("sandbox reopens");
     let kubectl = Kubectl::for_cluster(&sandbox, "later");
     let again = crds(&kubectl).await;
     assert_eq!(names(&again), ACK_CRDS);
