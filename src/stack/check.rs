@@ -1584,7 +1584,7 @@ impl Checker<'_> {
             }
         }
         if self.diags.is_empty() {
-            self.across_resources(resources, across);
+            self.across_resources(resources, vars, across);
         }
         groups
     }
@@ -1652,6 +1652,7 @@ impl Checker<'_> {
     fn across_resources(
         &mut self,
         resources: &BTreeMap<Address, ResourceConfig>,
+        vars: &BTreeMap<String, Variable>,
         across: Vec<(Address, desired::Desired, Value)>,
     ) {
         if across.is_empty() {
@@ -1667,7 +1668,7 @@ impl Checker<'_> {
                     desired::secret_values(&d.spec, &d.sensitive),
                 );
                 let (mut refs, mut links) = (BTreeMap::new(), BTreeMap::new());
-                written_refs(&rc.body, "", &mut refs, &mut links);
+                written_refs(&rc.body, "", vars, &mut refs, &mut links);
                 Some(terrain_providers::protocol::StackResource {
                     kind: rc.resource.kind().to_string(),
                     address: addr.to_string(),
@@ -1711,10 +1712,11 @@ impl Checker<'_> {
 }
 
 /// Every value of `node` that references something, as written (`${iam_role.x.arn}`,
-/// `s3://${s3_bucket.b.name}`), by dotted path.
+/// `s3://${s3_bucket.b.name}`), by dotted path; non-sensitive variables written in.
 fn written_refs(
     node: &Node,
     path: &str,
+    vars: &BTreeMap<String, Variable>,
     out: &mut BTreeMap<String, String>,
     links: &mut BTreeMap<String, (String, String)>,
 ) {
@@ -1739,6 +1741,17 @@ fn written_refs(
                 .iter()
                 .map(|p| match p {
                     Part::Lit(l) => l.replace("${", "$${"),
+                    // A variable's value is known: written in (a secret stays a
+                    // reference, so no check ever shows it).
+                    Part::Ref(Ref::Var(name), _) => match vars.get(name) {
+                        Some(v) if !v.sensitive => match &v.value {
+                            Value::String(text) => text.replace("${", "$${"),
+                            Value::Number(n) => n.to_string(),
+                            Value::Bool(b) => b.to_string(),
+                            _ => format!("${{var.{name}}}"),
+                        },
+                        _ => format!("${{var.{name}}}"),
+                    },
                     Part::Ref(r, _) => format!("${{{r}}}"),
                 })
                 .collect();
@@ -1746,12 +1759,12 @@ fn written_refs(
         }
         NodeKind::List(items) => {
             for (i, n) in items.iter().enumerate() {
-                written_refs(n, &join(&i.to_string()), out, links);
+                written_refs(n, &join(&i.to_string()), vars, out, links);
             }
         }
         NodeKind::Table(entries) => {
             for (k, _, n) in entries {
-                written_refs(n, &join(k), out, links);
+                written_refs(n, &join(k), vars, out, links);
             }
         }
     }
