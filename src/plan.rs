@@ -381,10 +381,11 @@ fn unserved(stack: &Stack, changes: &[Change]) -> Result<(), PlanError> {
         if !(fresh && consumed) {
             continue;
         }
-        let span = stack
-            .resources
-            .get(&u.consumer)
-            .map(|rc| rc.body.at(&["cluster".to_string()]).map_or(rc.span, |n| n.span));
+        let span = stack.resources.get(&u.consumer).map(|rc| {
+            rc.body
+                .at(&["cluster".to_string()])
+                .map_or(rc.span, |n| n.span)
+        });
         return Err(PlanError::Unserved {
             address: Box::new(u.consumer.clone()),
             at: span.map(|s| stack.sources.locate(s)).unwrap_or_default(),

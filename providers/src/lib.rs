@@ -26,8 +26,8 @@ pub mod usage;
 pub use capacity::{Demand, Finding, Need, Severity};
 pub use error::ProviderError;
 pub use protocol::{
-    Adapter, ApiGroups, ApiKind, Ctx, Health, Invalid, Kind, LineSink, Live, Observed, Peer, Reporter,
-    Resource, Writes,
+    Adapter, ApiGroups, ApiKind, Ctx, Health, Invalid, Kind, LineSink, Live, Observed, Peer,
+    Reporter, Resource, Writes,
 };
 pub use registry::Registry;
 pub use schema::{Field, Schema, Type};

@@ -148,14 +148,16 @@ impl Engine {
             )
             .await;
             if let Ok(false) = served {
-                let span = self
-                    .stack
-                    .resources
-                    .get(&u.consumer)
-                    .map(|rc| rc.body.at(&["cluster".to_string()]).map_or(rc.span, |n| n.span));
+                let span = self.stack.resources.get(&u.consumer).map(|rc| {
+                    rc.body
+                        .at(&["cluster".to_string()])
+                        .map_or(rc.span, |n| n.span)
+                });
                 return Err(plan::PlanError::Unserved {
                     address: Box::new(u.consumer.clone()),
-                    at: span.map(|s| self.stack.sources.locate(s)).unwrap_or_default(),
+                    at: span
+                        .map(|s| self.stack.sources.locate(s))
+                        .unwrap_or_default(),
                     message: crate::stack::api_groups::live_message(u),
                 }
                 .into());

@@ -150,6 +150,8 @@ async fn eks_sagemaker_applies_runs_the_pipeline_and_destroys() {
     for address in [
         "eks_cluster.ml",
         "eks_node_group.gpu",
+        "iam_role.ack",
+        "eks_capability.ack",
         "s3_bucket.pipelines",
         "s3_object.definition",
         "kubernetes_manifest.ack_pipeline_crd",
@@ -183,7 +185,7 @@ async fn eks_sagemaker_applies_runs_the_pipeline_and_destroys() {
     assert!(
         apply
             .stdout
-            .contains("Apply complete! Resources: 8 added, 0 changed, 0 replaced, 0 destroyed."),
+            .contains("Apply complete! Resources: 10 added, 0 changed, 0 replaced, 0 destroyed."),
         "{}",
         apply.stdout
     );

@@ -145,10 +145,21 @@ fn gke_accelerators_plans_applies_scales_and_destroys() {
     assert_eq!(inventory(&work), "The sandbox holds nothing.\n");
 }
 
-#[test]
-fn eks_sagemaker_plans_applies_scales_and_destroys() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn eks_sagemaker_plans_applies_scales_and_destroys() {
     let name = "eks-sagemaker";
     let work = work_with(name);
+    std::fs::create_dir_all(work.join("state/sandbox")).expect("create state/sandbox");
+    // Served from here, so the destroy's requests can be read back in order.
+    let sandbox = Sandbox::start(Options {
+        timing: Timing::scaled(0.2),
+        state_file: Some(work.join("state/sandbox/cloud.json")),
+        ..Options::default()
+    })
+    .await
+    .expect("start the sandbox");
+    serve_from_here(&work, &sandbox);
+    // From an empty account: no ACK until the stack's capability is ACTIVE.
     let apply = create(&work, name);
     assert!(
         apply.stdout.contains("execution_status = \"Succeeded\""),
@@ -156,18 +167,23 @@ fn eks_sagemaker_plans_applies_scales_and_destroys() {
         apply.stdout
     );
     let held = inventory(&work);
-    assert!(
-        held.contains("sagemaker pipeline us-east-1/my-kubernetes-pipeline")
-            && held.contains("s3 object ml-pipelines-123456789012/"),
-        "{held}"
-    );
+    for object in [
+        "eks capability us-east-1/ml-pipelines/ack (ACK)",
+        "sagemaker pipeline us-east-1/my-kubernetes-pipeline",
+        "s3 object ml-pipelines-123456789012/sagemaker/xgboost/train/abalone.train",
+        "s3 object ml-pipelines-123456789012/sagemaker/xgboost/validation/abalone.validation",
+    ] {
+        assert!(held.contains(object), "{object} in:\n{held}");
+    }
     edit_one(
         &work,
         name,
         ("max_nodes", "4", "6"),
         "module.gpu.eks_node_group.main",
     );
+    sandbox.clear_traffic();
     destroy(&work, name);
+    destroyed_consumers_before_the_controller(&sandbox.traffic());
     // KMS keeps a destroyed key for its waiting period (scheduled, not deleted), as in
     // the cloud; nothing else is left.
     let left = inventory(&work);
@@ -177,6 +193,50 @@ fn eks_sagemaker_plans_applies_scales_and_destroys() {
             && lines[0].starts_with("kms key us-east-1/")
             && lines[0].ends_with(" (PendingDeletion)"),
         "{left}"
+    );
+    sandbox.shutdown().await;
+}
+
+/// From the sandbox's request log of a destroy: the Pipeline and PipelineExecution were
+/// deleted, and gone (their finalizers lifted by the controller), before the ACK
+/// capability was deleted, and the capability before the cluster.
+#[track_caller]
+fn destroyed_consumers_before_the_controller(traffic: &[terrain_sandbox::Exchange]) {
+    let at = |what: &str, hit: &dyn Fn(&terrain_sandbox::Exchange) -> bool| {
+        traffic
+            .iter()
+            .rposition(|e| hit(e))
+            .unwrap_or_else(|| panic!("the destroy sent {what}"))
+    };
+    let object_gone = |plural: &'static str, name: &'static str| {
+        move |e: &terrain_sandbox::Exchange| {
+            e.api == "kubernetes"
+                && e.method == "GET"
+                && e.status == 404
+                && e.path.ends_with(&format!("/{plural}/{name}"))
+        }
+    };
+    let pipeline_gone = at(
+        "a read of the deleted Pipeline",
+        &object_gone("pipelines", "my-kubernetes-pipeline"),
+    );
+    let execution_gone = at(
+        "a read of the deleted PipelineExecution",
+        &object_gone("pipelineexecutions", "my-kubernetes-pipeline-execution"),
+    );
+    let capability = at("DeleteCapability", &|e| {
+        e.api == "eks" && e.method == "DELETE" && e.path.ends_with("/capabilities/ack")
+    });
+    let cluster = at("DeleteCluster", &|e| {
+        e.api == "eks" && e.method == "DELETE" && e.path.ends_with("clusters/ml-pipelines")
+    });
+    assert!(
+        pipeline_gone < capability && execution_gone < capability,
+        "the ACK objects were gone before the capability was deleted"
+    );
+    assert!(
+        capability < cluster,
+        "the capability went before the cluster"
     );
 }
 

@@ -466,21 +466,29 @@ impl Kind for EksCapability {
 
     fn validate_peers(_spec: &Value, peers: &[Peer]) -> Vec<Invalid> {
         // EKS refuses a capability on a cluster without access entries: say so at plan,
-        // when the stack's cluster is left at CONFIG_MAP.
+        // when the stack's cluster is at CONFIG_MAP, or leaves the mode to EKS (whose
+        // default for a new cluster is CONFIG_MAP; the stack must say, so the plan can).
         peers
             .iter()
             .filter(|p| p.kind == "eks_cluster")
-            // Unknown (not decided until apply) or absent (a state from before the field)
-            // is left for EKS to judge.
-            .filter(|p| p.spec["authentication_mode"].as_str() == Some("CONFIG_MAP"))
-            .map(|p| {
-                Invalid::at(
+            .filter_map(|p| {
+                let mode = &p.spec["authentication_mode"];
+                let said = match mode.as_str() {
+                    Some("CONFIG_MAP") => "has authentication_mode = \"CONFIG_MAP\"",
+                    // Not decided until apply: left for EKS to judge.
+                    Some(_) => return None,
+                    None if mode.is_null() => {
+                        "leaves authentication_mode to EKS, whose default is CONFIG_MAP"
+                    }
+                    None => return None,
+                };
+                Some(Invalid::at(
                     "cluster",
                     format!(
-                        "{} has authentication_mode = \"CONFIG_MAP\", and EKS runs capabilities only on clusters with access entries: set its authentication_mode = \"API_AND_CONFIG_MAP\" (or \"API\")",
+                        "{} {said}, and EKS runs capabilities only on clusters with access entries: set its authentication_mode = \"API\" for a new cluster (an existing one moves one step at a time: \"API_AND_CONFIG_MAP\" first)",
                         p.address
                     ),
-                )
+                ))
             })
             .collect()
     }
@@ -989,12 +997,13 @@ mod tests {
             matches!(refused.as_slice(), [p] if p.path == ["cluster"] && p.message.starts_with("eks_cluster.ml has authentication_mode = \"CONFIG_MAP\"")),
             "{refused:?}"
         );
-        for ok in [
-            json!("API"),
-            json!("API_AND_CONFIG_MAP"),
-            json!(UNKNOWN),
-            Value::Null,
-        ] {
+        // Left to EKS: a new cluster would be CONFIG_MAP.
+        let unsaid = EksCapability::validate_peers(&spec, &[peer(Value::Null)]);
+        assert!(
+            matches!(unsaid.as_slice(), [p] if p.message.starts_with("eks_cluster.ml leaves authentication_mode to EKS, whose default is CONFIG_MAP")),
+            "{unsaid:?}"
+        );
+        for ok in [json!("API"), json!("API_AND_CONFIG_MAP"), json!(UNKNOWN)] {
             assert!(
                 EksCapability::validate_peers(&spec, &[peer(ok.clone())]).is_empty(),
                 "{ok}"

@@ -50,8 +50,12 @@ fn anywhere() -> Vec<String> {
 
 /// What EKS gives a cluster created through its API without `accessConfig` (the console
 /// picks API_AND_CONFIG_MAP instead; the API's documented default is CONFIG_MAP).
-fn config_map() -> String {
-    "CONFIG_MAP".to_string()
+/// The authentication mode DescribeCluster reports; an answer without one (moto's) is
+/// a cluster left at EKS's default, CONFIG_MAP.
+fn live_authentication_mode(live: &Cluster) -> String {
+    live.access_config()
+        .and_then(|a| a.authentication_mode())
+        .map_or_else(|| "CONFIG_MAP".to_string(), |m| m.as_str().to_string())
 }
 
 /// What a stack writes for an `eks_cluster`.
@@ -94,9 +98,9 @@ pub struct Spec {
     /// How the cluster authenticates IAM principals: CONFIG_MAP (the aws-auth ConfigMap
     /// only), API_AND_CONFIG_MAP or API (access entries, which EKS capabilities need).
     /// Changed in place one step at a time along CONFIG_MAP → API_AND_CONFIG_MAP → API; EKS
-    /// never goes back.
-    #[serde(default = "config_map")]
-    pub authentication_mode: String,
+    /// never goes back. Left out, a new cluster gets EKS's default (CONFIG_MAP) and an
+    /// existing one keeps whatever it has.
+    pub authentication_mode: Option<String>,
     /// AWS tags on the cluster.
     #[serde(default)]
     pub tags: BTreeMap<String, String>,
@@ -179,7 +183,11 @@ pub fn access_config(spec: &Spec) -> VpcConfigRequest {
 /// as a cluster admin (EKS refuses CONFIG_MAP without it, and it is EKS's default).
 pub fn create_access_config(spec: &Spec) -> CreateAccessConfigRequest {
     CreateAccessConfigRequest::builder()
-        .authentication_mode(AuthenticationMode::from(spec.authentication_mode.as_str()))
+        .set_authentication_mode(
+            spec.authentication_mode
+                .as_deref()
+                .map(AuthenticationMode::from),
+        )
         .bootstrap_cluster_creator_admin_permissions(true)
         .build()
 }
@@ -256,10 +264,14 @@ pub fn config_changes(prior: &Spec, spec: &Spec) -> Vec<ConfigChange> {
     if !same_set(&prior.logging, &spec.logging) {
         out.push(ConfigChange::Logging(logging_config(&spec.logging)));
     }
-    if prior.authentication_mode != spec.authentication_mode {
+    if let Some(mode) = spec
+        .authentication_mode
+        .as_deref()
+        .filter(|m| prior.authentication_mode.as_deref() != Some(*m))
+    {
         out.push(ConfigChange::Authentication(
             UpdateAccessConfigRequest::builder()
-                .authentication_mode(AuthenticationMode::from(spec.authentication_mode.as_str()))
+                .authentication_mode(AuthenticationMode::from(mode))
                 .build(),
         ));
     }
@@ -311,11 +323,11 @@ pub fn spec_of(live: &Cluster, prior: Option<&Spec>) -> Spec {
             prior.map(|p| &p.public_access_cidrs),
         ),
         logging: in_prior_order(enabled_logs(live.logging()), prior.map(|p| &p.logging)),
-        // An answer without accessConfig (moto's) is a cluster left at EKS's default.
-        authentication_mode: live
-            .access_config()
-            .and_then(|a| a.authentication_mode())
-            .map_or_else(config_map, |m| m.as_str().to_string()),
+        // Tracked when the stack sets it (a prior without it, or an import, leaves it to
+        // the cluster); an answer without accessConfig (moto's) is EKS's default.
+        authentication_mode: prior
+            .is_none_or(|p| p.authentication_mode.is_some())
+            .then(|| live_authentication_mode(live)),
         tags: user_tags(&tag_map(live.tags())),
     }
 }
@@ -545,12 +557,15 @@ impl Kind for EksCluster {
                 out.push(Invalid::at(&format!("public_access_cidrs.{i}"), m));
             }
         }
-        if !AUTHENTICATION_MODES.contains(&spec.authentication_mode.as_str()) {
+        if let Some(mode) = spec
+            .authentication_mode
+            .as_ref()
+            .filter(|m| !AUTHENTICATION_MODES.contains(&m.as_str()))
+        {
             out.push(Invalid::at(
                 "authentication_mode",
                 format!(
-                    "{:?} is not an EKS authentication mode; use CONFIG_MAP, API_AND_CONFIG_MAP or API",
-                    spec.authentication_mode
+                    "{mode:?} is not an EKS authentication mode; use CONFIG_MAP, API_AND_CONFIG_MAP or API"
                 ),
             ));
         }
@@ -585,10 +600,10 @@ impl Kind for EksCluster {
                 out.push(Invalid::at("version", m));
             }
         }
-        if let Err(m) =
-            check_authentication_change(&prior.authentication_mode, &spec.authentication_mode)
-        {
-            out.push(Invalid::at("authentication_mode", m));
+        if let (Some(from), Some(to)) = (&prior.authentication_mode, &spec.authentication_mode) {
+            if let Err(m) = check_authentication_change(from, to) {
+                out.push(Invalid::at("authentication_mode", m));
+            }
         }
         out
     }
@@ -698,18 +713,21 @@ impl Kind for EksCluster {
             })?;
         }
         // Likewise the live authentication mode (absent: EKS's default).
-        let mode = current
-            .access_config()
-            .and_then(|a| a.authentication_mode())
-            .map_or_else(config_map, |m| m.as_str().to_string());
-        check_authentication_change(&mode, &spec.authentication_mode).map_err(|m| {
-            ProviderError::Unsupported(format!("{UPDATE_CONFIG}: authentication_mode: {m}"))
-        })?;
+        let mode = live_authentication_mode(&current);
+        if let Some(to) = &spec.authentication_mode {
+            check_authentication_change(&mode, to).map_err(|m| {
+                ProviderError::Unsupported(format!("{UPDATE_CONFIG}: authentication_mode: {m}"))
+            })?;
+        }
         for change in config_changes(prior, spec) {
             let (what, request) = match change {
                 // Already there (changed outside terrain since the last apply): EKS
                 // refuses an update that changes nothing.
-                ConfigChange::Authentication(_) if mode == spec.authentication_mode => continue,
+                ConfigChange::Authentication(_)
+                    if spec.authentication_mode.as_deref() == Some(mode.as_str()) =>
+                {
+                    continue
+                }
                 ConfigChange::Access(vpc) => (
                     "endpoint access",
                     eks.update_cluster_config()
@@ -819,7 +837,10 @@ impl Kind for EksCluster {
     ) -> Result<Option<String>, ProviderError> {
         let lines: Vec<String> = [
             describe_version_change(&prior.version, &spec.version),
-            describe_authentication_change(&prior.authentication_mode, &spec.authentication_mode),
+            match (&prior.authentication_mode, &spec.authentication_mode) {
+                (Some(from), Some(to)) => describe_authentication_change(from, to),
+                _ => None,
+            },
         ]
         .into_iter()
         .flatten()
@@ -899,7 +920,7 @@ mod tests {
             endpoint_private_access: false,
             public_access_cidrs: vec!["0.0.0.0/0".into()],
             logging: vec![],
-            authentication_mode: "CONFIG_MAP".into(),
+            authentication_mode: Some("CONFIG_MAP".into()),
             tags: BTreeMap::new(),
         }
     }
@@ -929,7 +950,11 @@ mod tests {
             .logging(logging_config(&s.logging))
             .access_config(
                 AccessConfigResponse::builder()
-                    .authentication_mode(AuthenticationMode::from(s.authentication_mode.as_str()))
+                    .set_authentication_mode(
+                        s.authentication_mode
+                            .as_deref()
+                            .map(AuthenticationMode::from),
+                    )
                     .build(),
             )
             .identity(
@@ -966,7 +991,7 @@ mod tests {
         let full = Spec {
             security_group_ids: vec!["sg-0aaaaaaaaaaaaaaaa".into()],
             logging: vec!["api".into()],
-            authentication_mode: "API".into(),
+            authentication_mode: Some("API".into()),
             tags: BTreeMap::from([("team".to_string(), "ml".to_string())]),
             ..spec()
         };
@@ -984,7 +1009,7 @@ mod tests {
             logging: vec!["scheduler".into(), "api".into()],
             endpoint_private_access: true,
             public_access_cidrs: vec!["203.0.113.0/24".into(), "198.51.100.0/24".into()],
-            authentication_mode: "API_AND_CONFIG_MAP".into(),
+            authentication_mode: Some("API_AND_CONFIG_MAP".into()),
             tags: BTreeMap::from([("team".to_string(), "ml".to_string())]),
             ..spec()
         };
@@ -1003,7 +1028,10 @@ mod tests {
         // An answer without accessConfig is a cluster at EKS's default.
         let mut bare = live_of(&spec(), "eks_cluster.ml");
         bare.access_config = None;
-        assert_eq!(spec_of(&bare, None).authentication_mode, "CONFIG_MAP");
+        assert_eq!(
+            spec_of(&bare, None).authentication_mode.as_deref(),
+            Some("CONFIG_MAP")
+        );
     }
 
     #[test]
@@ -1084,7 +1112,7 @@ mod tests {
         assert_eq!(none.cluster_logging().len(), 1);
         assert_eq!(none.cluster_logging()[0].enabled(), Some(false));
         let access = create_access_config(&Spec {
-            authentication_mode: "API".into(),
+            authentication_mode: Some("API".into()),
             ..spec()
         });
         assert_eq!(access.authentication_mode(), Some(&AuthenticationMode::Api));
@@ -1125,7 +1153,7 @@ mod tests {
         );
         // The authentication mode is an update of its own, after the others.
         let all = Spec {
-            authentication_mode: "API_AND_CONFIG_MAP".into(),
+            authentication_mode: Some("API_AND_CONFIG_MAP".into()),
             ..both
         };
         let changes = config_changes(&prior, &all);
@@ -1139,11 +1167,11 @@ mod tests {
     fn authentication_mode_changes_go_one_step_towards_api_and_never_back() {
         let at = |from: &str, to: &str| {
             let prior = Spec {
-                authentication_mode: from.into(),
+                authentication_mode: Some(from.into()),
                 ..spec()
             };
             let next = Spec {
-                authentication_mode: to.into(),
+                authentication_mode: Some(to.into()),
                 ..spec()
             };
             <EksCluster as Kind>::validate_change(&prior, &next)
@@ -1344,7 +1372,7 @@ mod tests {
             ),
             (
                 Spec {
-                    authentication_mode: "API".into(),
+                    authentication_mode: Some("API".into()),
                     ..spec()
                 },
                 "",
@@ -1352,7 +1380,7 @@ mod tests {
             ),
             (
                 Spec {
-                    authentication_mode: "api".into(),
+                    authentication_mode: Some("api".into()),
                     ..spec()
                 },
                 "authentication_mode",

@@ -1059,7 +1059,10 @@ fn same_object(object: &Value, live: &ObjectRef, default_namespace: &str) -> boo
 /// other objects whose group it does not define itself (needed from another resource
 /// of the stack, or from the live cluster).
 fn api_groups(spec: &Value) -> crate::ApiGroups {
-    let objects = spec["objects"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let objects = spec["objects"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     let mut provides: Vec<String> = objects
         .iter()
         .filter(|o| {

@@ -167,6 +167,14 @@ impl Capabilities {
             .map(|c| c.role_arn.as_str())
     }
 
+    /// The tags of the capability `arn` names, for TagResource and UntagResource.
+    pub(crate) fn tags_of(&mut self, arn: &str) -> Option<&mut BTreeMap<String, String>> {
+        self.items
+            .iter_mut()
+            .find(|c| c.arn() == arn)
+            .map(|c| &mut c.tags)
+    }
+
     /// Forgets a deleted cluster's capabilities.
     pub(crate) fn forget(&mut self, region: &str, cluster: &str) {
         self.items

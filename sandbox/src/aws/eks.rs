@@ -1048,14 +1048,20 @@ fn ok(value: Value) -> AwsResponse {
 }
 
 impl Eks {
-    /// One line per cluster and node group, for `Sandbox::inventory`; a cluster or node
-    /// group being deleted is still held until the delete completes, and a failed one
-    /// until it is deleted, as EKS keeps it.
+    /// One line per cluster, node group and capability, for `Sandbox::inventory`; one
+    /// being deleted is still held until the delete completes, and a failed one until
+    /// it is deleted, as EKS keeps it.
     pub(crate) fn inventory(&self, out: &mut Vec<String>) {
         for c in &self.clusters {
             out.push(format!("eks cluster {}/{}", c.region, c.name));
             for n in &c.nodegroups {
                 out.push(format!("eks node group {}/{}/{}", c.region, c.name, n.name));
+            }
+            for cap in self.capabilities.of(&c.region, &c.name) {
+                out.push(format!(
+                    "eks capability {}/{}/{} ({})",
+                    c.region, c.name, cap.name, cap.kind
+                ));
             }
         }
     }
@@ -1897,7 +1903,7 @@ impl Eks {
                 return Some(&mut n.tags);
             }
         }
-        None
+        self.capabilities.tags_of(arn)
     }
 }
 
