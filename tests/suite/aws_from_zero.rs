@@ -635,7 +635,8 @@ fn killed_and_converged(after: usize, seed: u64) {
         again.code,
         Some(0),
         "seed {seed}: the re-apply after a kill at {after} creates ({at_kill:?}) failed:\n{}{}",
-        again.stdout, again.stderr
+        again.stdout,
+        again.stderr
     );
     assert!(
         again.stdout.contains("execution_status = \"Succeeded\""),

@@ -462,6 +462,88 @@ where
     .await
 }
 
+/// Statuses a node group or capability does not leave by itself.
+pub(crate) const BROKEN: &[&str] = &["CREATE_FAILED", "DEGRADED", "DELETE_FAILED"];
+
+/// A part of a cluster EKS creates and deletes on its own (a node group, a capability),
+/// as the waits' messages name it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Part<'a> {
+    /// `node group`, `capability`.
+    pub noun: &'a str,
+    pub cluster: &'a str,
+    pub name: &'a str,
+}
+
+/// Waits until the part is ACTIVE; fails with its health issues (`issues`) when it
+/// reaches a state it does not leave by itself ([`BROKEN`]) or is being deleted.
+pub(crate) async fn wait_part_active<T, D, DF>(
+    ctx: &Ctx,
+    part: Part<'_>,
+    (call, waiting_for): (&str, &str),
+    timeout: Duration,
+    describe: D,
+    issues: fn(&T) -> String,
+) -> Result<T, ProviderError>
+where
+    T: EksObject,
+    D: Fn() -> DF,
+    DF: Future<Output = Result<Option<T>, ProviderError>>,
+{
+    let Part {
+        noun,
+        cluster,
+        name,
+    } = part;
+    wait_active(ctx, call, waiting_for, timeout, describe, |live, status| {
+        (BROKEN.contains(&status) || status == "DELETING").then(|| {
+            format!(
+                "{noun} {name} of cluster {cluster} is {status}: {}",
+                issues(live)
+            )
+        })
+    })
+    .await
+}
+
+/// Waits until the part no longer exists; fails with its health issues when its
+/// deletion failed.
+pub(crate) async fn wait_part_gone<T, D, DF>(
+    ctx: &Ctx,
+    part: Part<'_>,
+    call: &str,
+    timeout: Duration,
+    describe: D,
+    issues: fn(&T) -> String,
+) -> Result<(), ProviderError>
+where
+    T: EksObject,
+    D: Fn() -> DF,
+    DF: Future<Output = Result<Option<T>, ProviderError>>,
+{
+    let Part {
+        noun,
+        cluster,
+        name,
+    } = part;
+    wait_gone(
+        ctx,
+        call,
+        &format!("deleting {noun} {name} of EKS cluster {cluster}"),
+        timeout,
+        describe,
+        |live, status| {
+            (status == "DELETE_FAILED").then(|| {
+                format!(
+                    "{noun} {name} of cluster {cluster} could not be deleted: {}",
+                    issues(live)
+                )
+            })
+        },
+    )
+    .await
+}
+
 /// Which update to follow and how: the cluster (and node group or capability) it belongs
 /// to, the call that started it, the progress message and how long to wait.
 #[derive(Debug, Clone, Copy)]

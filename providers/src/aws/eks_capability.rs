@@ -128,9 +128,6 @@ const CREATE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 const UPDATE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 const DELETE_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 
-/// Statuses a capability does not leave by itself.
-const BROKEN: &[&str] = &["CREATE_FAILED", "DEGRADED", "DELETE_FAILED"];
-
 // ---------------------------------------------------------------------------------
 // Offline checks
 // ---------------------------------------------------------------------------------
@@ -306,9 +303,7 @@ pub fn health_issues(live: &Capability) -> String {
     )
 }
 
-/// Waits until the capability is ACTIVE; fails with its health issues when it reaches a
-/// state it does not leave by itself (CREATE_FAILED, DEGRADED, DELETE_FAILED) or is
-/// being deleted.
+/// Waits until the capability is ACTIVE (see [`eks::wait_part_active`]).
 async fn wait_active(
     ctx: &Ctx,
     eks: &aws_sdk_eks::Client,
@@ -317,47 +312,37 @@ async fn wait_active(
     waiting_for: &str,
     timeout: Duration,
 ) -> Result<Capability, ProviderError> {
-    eks::wait_active(
+    let part = eks::Part {
+        noun: "capability",
+        cluster,
+        name,
+    };
+    // Right after the create it may not be visible yet: the wait keeps waiting.
+    let describe = || describe(eks, cluster, name);
+    eks::wait_part_active(
         ctx,
-        call,
-        waiting_for,
+        part,
+        (call, waiting_for),
         timeout,
-        // Right after CreateCapability it may not be visible yet: keep waiting.
-        || describe(eks, cluster, name),
-        |live, status| {
-            (BROKEN.contains(&status) || status == "DELETING").then(|| {
-                format!(
-                    "capability {name} of cluster {cluster} is {status}: {}",
-                    health_issues(live)
-                )
-            })
-        },
+        describe,
+        health_issues,
     )
     .await
 }
 
-/// Waits until the capability no longer exists; fails when its deletion failed.
+/// Waits until the capability no longer exists (see [`eks::wait_part_gone`]).
 async fn wait_gone(
     ctx: &Ctx,
     eks: &aws_sdk_eks::Client,
     (cluster, name): (&str, &str),
 ) -> Result<(), ProviderError> {
-    eks::wait_gone(
-        ctx,
-        DELETE,
-        &format!("deleting capability {name} of EKS cluster {cluster}"),
-        DELETE_TIMEOUT,
-        || describe(eks, cluster, name),
-        |live, status| {
-            (status == "DELETE_FAILED").then(|| {
-                format!(
-                    "capability {name} of cluster {cluster} could not be deleted: {}",
-                    health_issues(live)
-                )
-            })
-        },
-    )
-    .await
+    let part = eks::Part {
+        noun: "capability",
+        cluster,
+        name,
+    };
+    let describe = || describe(eks, cluster, name);
+    eks::wait_part_gone(ctx, part, DELETE, DELETE_TIMEOUT, describe, health_issues).await
 }
 
 /// Deletes the capability and waits until it is gone; one (or a cluster) already gone
@@ -701,7 +686,7 @@ impl Kind for EksCapability {
         let live = describe(&eks, cluster, name).await?;
         Ok(Some(eks::health_of(
             live.as_ref(),
-            BROKEN,
+            eks::BROKEN,
             health_issues,
             |live| format!("version {}", live.version().unwrap_or("unknown")),
         )))
@@ -1029,7 +1014,7 @@ mod tests {
             health_issues(&live),
             "AccessDenied: the role cannot be assumed"
         );
-        let health = eks::health_of(Some(&live), BROKEN, health_issues, |_| String::new());
+        let health = eks::health_of(Some(&live), eks::BROKEN, health_issues, |_| String::new());
         assert_eq!(
             health,
             Health {
@@ -1039,7 +1024,7 @@ mod tests {
         );
         let active = live_of(&base(), "eks_capability.ack");
         assert!(
-            eks::health_of(Some(&active), BROKEN, health_issues, |l| format!(
+            eks::health_of(Some(&active), eks::BROKEN, health_issues, |l| format!(
                 "version {}",
                 l.version().unwrap_or("unknown")
             ))

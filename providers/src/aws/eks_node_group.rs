@@ -675,12 +675,7 @@ pub fn health_issues(live: &Nodegroup) -> String {
     )
 }
 
-/// Statuses a node group does not leave by itself.
-const BROKEN: &[&str] = &["CREATE_FAILED", "DEGRADED", "DELETE_FAILED"];
-
-/// Waits until the node group is ACTIVE; fails with its health issues when it reaches
-/// a state it does not leave by itself (CREATE_FAILED, DEGRADED, DELETE_FAILED) or is
-/// being deleted.
+/// Waits until the node group is ACTIVE (see [`eks::wait_part_active`]).
 async fn wait_active(
     ctx: &Ctx,
     eks: &aws_sdk_eks::Client,
@@ -689,46 +684,37 @@ async fn wait_active(
     waiting_for: &str,
     timeout: Duration,
 ) -> Result<Nodegroup, ProviderError> {
-    eks::wait_active(
+    let part = eks::Part {
+        noun: "node group",
+        cluster,
+        name,
+    };
+    // Right after the create it may not be visible yet: the wait keeps waiting.
+    let describe = || describe(eks, cluster, name);
+    eks::wait_part_active(
         ctx,
-        call,
-        waiting_for,
+        part,
+        (call, waiting_for),
         timeout,
-        || describe(eks, cluster, name),
-        |live, status| {
-            (BROKEN.contains(&status) || status == "DELETING").then(|| {
-                format!(
-                    "node group {name} of cluster {cluster} is {status}: {}",
-                    health_issues(live)
-                )
-            })
-        },
+        describe,
+        health_issues,
     )
     .await
 }
 
-/// Waits until the node group no longer exists; fails when its deletion failed.
+/// Waits until the node group no longer exists (see [`eks::wait_part_gone`]).
 async fn wait_gone(
     ctx: &Ctx,
     eks: &aws_sdk_eks::Client,
     (cluster, name): (&str, &str),
 ) -> Result<(), ProviderError> {
-    eks::wait_gone(
-        ctx,
-        DELETE,
-        &format!("deleting node group {name} of EKS cluster {cluster}"),
-        DELETE_TIMEOUT,
-        || describe(eks, cluster, name),
-        |live, status| {
-            (status == "DELETE_FAILED").then(|| {
-                format!(
-                    "node group {name} of cluster {cluster} could not be deleted: {}",
-                    health_issues(live)
-                )
-            })
-        },
-    )
-    .await
+    let part = eks::Part {
+        noun: "node group",
+        cluster,
+        name,
+    };
+    let describe = || describe(eks, cluster, name);
+    eks::wait_part_gone(ctx, part, DELETE, DELETE_TIMEOUT, describe, health_issues).await
 }
 
 /// Deletes the node group and waits until it is gone; a group (or cluster) already
@@ -1262,7 +1248,7 @@ impl Kind for EksNodeGroup {
         let live = describe(&eks, cluster, name).await?;
         Ok(Some(eks::health_of(
             live.as_ref(),
-            BROKEN,
+            eks::BROKEN,
             health_issues,
             |live| {
                 let desired = live
