@@ -11,6 +11,7 @@ mod contract;
 #[path = "../../providers/tests/support/mod.rs"]
 mod support;
 
+mod ack_manifests;
 mod aws_cli;
 mod aws_from_zero;
 mod bad_stacks;

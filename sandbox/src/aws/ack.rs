@@ -20,7 +20,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
-use super::iam::{self, Role};
+use super::iam::{self, Iam, Role};
 use super::sagemaker::{self, ExecutionSpec, ExecutionState, PipelineSpec, SageMaker};
 use super::{AwsError, ACCOUNT};
 use crate::faults::Faults;
@@ -79,15 +79,44 @@ impl Condition {
 }
 
 /// An error as the controller reports it in a condition: `Code: message`.
-/// Who the controller acts as: the IAM role of the EKS capability (or of the pod
-/// identity of a self-managed controller). Every SageMaker call it makes is checked
-/// against that role's policies first, so a role that may not pass the pipeline's role
-/// fails as the real controller reports it, in SageMaker's words.
+/// Who the controller acts as: the IAM role of the EKS capability, or of the pod
+/// identity association of a self-managed controller's service account. Every
+/// SageMaker call it makes is checked against that role's policies first, so a role that
+/// may not pass the pipeline's role fails as the real controller reports it, in
+/// SageMaker's words.
 pub(crate) struct Controller<'a> {
-    /// The role, or `None` when it no longer exists (every call is then refused).
-    pub role: Option<&'a Role>,
-    /// The role's ARN, for messages when the role is gone.
-    pub role_arn: &'a str,
+    /// The role, or why the controller has no usable identity (the role is gone; its
+    /// pods were given none), which every call then fails with.
+    pub role: Result<&'a Role, AwsError>,
+}
+
+impl<'a> Controller<'a> {
+    /// The controller acting as role `role_arn` (an error when it does not exist).
+    pub(crate) fn acting_as(iam: &'a Iam, role_arn: &str) -> Controller<'a> {
+        Controller {
+            role: iam::role(iam, role_arn).ok_or_else(|| {
+                AwsError::new(
+                    403,
+                    "AccessDeniedException",
+                    format!("The role {role_arn} the controller runs as does not exist: it cannot be assumed"),
+                )
+            }),
+        }
+    }
+
+    /// A self-managed controller whose service account has no pod identity: the AWS
+    /// SDK finds no credentials and no call leaves the pod.
+    pub(crate) fn without_credentials(namespace: &str, service_account: &str) -> Controller<'a> {
+        Controller {
+            role: Err(AwsError::new(
+                400,
+                "NoCredentialProviders",
+                format!(
+                    "get identity: get credentials: failed to refresh cached credentials: no EKS Pod Identity association (with the eks-pod-identity-agent add-on ACTIVE) gives service account {namespace}/{service_account} a role"
+                ),
+            )),
+        }
+    }
 }
 
 /// The session name the controller's calls carry in CloudTrail and in denials.
@@ -97,18 +126,13 @@ impl Controller<'_> {
     /// Refuses `action` on `resource` (and passing `passes` to SageMaker) as SageMaker
     /// refuses a caller whose role does not allow it.
     fn may(&self, action: &str, resource: &str, passes: Option<&str>) -> Result<(), AwsError> {
+        let role = self.role.as_ref().map_err(Clone::clone)?;
         let denied = |action: &str, resource: &str| {
-            let message = match self.role {
-                Some(role) => iam::not_authorized(role, SESSION, action, resource),
-                None => format!(
-                    "The role {} the controller runs as does not exist: it cannot be assumed",
-                    self.role_arn
-                ),
-            };
-            AwsError::new(400, "AccessDeniedException", message)
-        };
-        let Some(role) = self.role else {
-            return Err(denied(action, resource));
+            AwsError::new(
+                400,
+                "AccessDeniedException",
+                iam::not_authorized(role, SESSION, action, resource),
+            )
         };
         if !iam::allows(role, action, resource, &[]) {
             return Err(denied(action, resource));
@@ -601,6 +625,39 @@ fn crd_installed(store: &Store, name: &str) -> bool {
         .is_some()
 }
 
+/// The image repository of the controller's Deployment (the chart's default image).
+const CONTROLLER_IMAGE: &str = "aws-controllers-k8s/sagemaker-controller";
+
+/// A self-managed controller running in the cluster: the namespace and service account
+/// of a Deployment of the controller's image with a replica available (its pods run),
+/// as `kubectl apply` of the chart's manifests leaves it.
+pub(crate) fn self_managed(cluster: &ClusterState) -> Option<(String, String)> {
+    cluster
+        .store
+        .list("apps", "deployments", None)
+        .into_iter()
+        .map(|(_, d)| d)
+        .find(|d| {
+            d["status"]["availableReplicas"].as_i64().unwrap_or(0) > 0
+                && d["spec"]["template"]["spec"]["containers"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| {
+                        c["image"]
+                            .as_str()
+                            .is_some_and(|i| i.contains(CONTROLLER_IMAGE))
+                    })
+        })
+        .map(|d| {
+            let namespace = d["metadata"]["namespace"].as_str().unwrap_or("default");
+            let account = d["spec"]["template"]["spec"]["serviceAccountName"]
+                .as_str()
+                .unwrap_or("default");
+            (namespace.to_string(), account.to_string())
+        })
+}
+
 /// One controller pass over a cluster's `Pipeline` and `PipelineExecution` objects.
 pub(crate) fn settle(
     cluster: &mut ClusterState,
@@ -926,8 +983,7 @@ mod tests {
             let now = self.now();
             self.sm.settle(now);
             let who = Controller {
-                role: Some(&self.role),
-                role_arn: &self.role.arn,
+                role: Ok(&self.role),
             };
             settle(
                 &mut self.cluster,

@@ -17,6 +17,7 @@ use serde_json::{json, Map, Value};
 use super::capabilities::{Capabilities, ClusterFacts};
 use super::iam::{self, Iam};
 use super::instances::{instance_gpus, instance_shape};
+use super::pod_identity::PodIdentity;
 use super::vpc::Network;
 use super::{due, duration, AwsCtx, AwsError, AwsRequest, AwsResponse, ACCOUNT};
 use crate::capacity::AwsCapacity;
@@ -91,6 +92,9 @@ pub(crate) struct Eks {
     /// The clusters' managed capabilities (ACK, KRO, Argo CD).
     #[serde(default)]
     pub(crate) capabilities: Capabilities,
+    /// The clusters' add-ons and pod identity associations.
+    #[serde(default)]
+    pub(crate) pod_identity: PodIdentity,
 }
 
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
@@ -1057,6 +1061,7 @@ impl Eks {
             for n in &c.nodegroups {
                 out.push(format!("eks node group {}/{}/{}", c.region, c.name, n.name));
             }
+            self.pod_identity.inventory(&c.region, &c.name, out);
             for cap in self.capabilities.of(&c.region, &c.name) {
                 out.push(format!(
                     "eks capability {}/{}/{} ({})",
@@ -1093,11 +1098,13 @@ impl Eks {
         for c in &self.clusters {
             if c.status == DELETING && due(c.until, now) {
                 self.capabilities.forget(&c.region, &c.name);
+                self.pod_identity.forget(&c.region, &c.name);
             }
         }
         self.clusters
             .retain(|c| !(c.status == DELETING && due(c.until, now)));
         self.capabilities.settle(now);
+        self.pod_identity.settle(now);
     }
 
     /// Serves one EKS request, with what it reads of the other emulators (`around`).
@@ -1150,6 +1157,11 @@ impl Eks {
             (_, ["clusters", name, "capabilities", ..]) => {
                 self.capability_request(region, name, req, ctx, iam)
             }
+            (
+                _,
+                ["clusters", name, "addons", ..]
+                | ["clusters", name, "pod-identity-associations", ..],
+            ) => self.pod_identity_request(region, name, req, ctx, iam),
             (method @ ("GET" | "POST" | "DELETE"), ["tags", arn @ ..]) if !arn.is_empty() => {
                 // A client that does not escape the ARN's slashes splits it into segments.
                 self.tags(method, &arn.join("/"), req)
@@ -1503,6 +1515,63 @@ impl Eks {
                     format!("No update found for ID: {id}"),
                 )
             })
+    }
+
+    // ------------------------------------------------------------ pod identity
+
+    /// The add-on and pod identity association calls of cluster `name`
+    /// (`pod_identity.rs`).
+    fn pod_identity_request(
+        &mut self,
+        region: &str,
+        name: &str,
+        req: &AwsRequest,
+        ctx: &AwsCtx,
+        iam: &Iam,
+    ) -> Result<AwsResponse, AwsError> {
+        let i = self.cluster_index(region, name)?;
+        if self.clusters[i].status != ACTIVE && req.method.as_str() == "POST" {
+            return Err(AwsError::new(
+                400,
+                "InvalidRequestException",
+                format!("Cluster '{name}' is not in ACTIVE status"),
+            ));
+        }
+        let segments = req.segments();
+        let s: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let p = &mut self.pod_identity;
+        let answer = match (req.method.as_str(), s.as_slice()) {
+            ("POST", [_, _, "addons"]) => p.create_addon((region, name), &body_of(req)?, ctx)?,
+            ("GET", [_, _, "addons"]) => p.list_addons(region, name),
+            ("GET", [_, _, "addons", addon]) => p.describe_addon(region, name, addon)?,
+            ("DELETE", [_, _, "addons", addon]) => p.delete_addon(region, name, addon, ctx)?,
+            ("POST", [_, _, "pod-identity-associations"]) => {
+                p.create_association((region, name), &body_of(req)?, ctx, iam)?
+            }
+            ("GET", [_, _, "pod-identity-associations"]) => p.list_associations(
+                region,
+                name,
+                req.param("namespace"),
+                req.param("serviceAccount"),
+            ),
+            ("GET", [_, _, "pod-identity-associations", id]) => {
+                p.describe_association(region, name, id)?
+            }
+            ("POST", [_, _, "pod-identity-associations", id]) => {
+                p.update_association((region, name), id, &body_of(req)?, ctx, iam)?
+            }
+            ("DELETE", [_, _, "pod-identity-associations", id]) => {
+                p.delete_association(region, name, id)?
+            }
+            (method, _) => {
+                return Err(AwsError::new(
+                    404,
+                    "UnknownOperationException",
+                    format!("{method} {} is not an EKS operation", req.path),
+                ))
+            }
+        };
+        Ok(ok(answer))
     }
 
     // ------------------------------------------------------------ capabilities

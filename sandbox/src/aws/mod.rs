@@ -25,6 +25,7 @@ pub(crate) mod iam;
 pub(crate) mod instances;
 pub(crate) mod kms;
 pub(crate) mod kube;
+pub(crate) mod pod_identity;
 pub(crate) mod query;
 pub(crate) mod s3;
 pub(crate) mod sagemaker;

@@ -1036,8 +1036,10 @@ fn aws_to_http(response: AwsResponse) -> Response {
 }
 
 /// Runs the ACK SageMaker controller on an EKS cluster where one runs: an ACTIVE ACK
-/// capability's, acting as the capability's role. Nothing reconciles the ACK objects of
-/// a cluster without one, as on a real cluster with the CRDs but no controller.
+/// capability's, acting as the capability's role, or a self-managed one (the chart's
+/// Deployment running in the cluster), acting as its service account's pod identity.
+/// Nothing reconciles the ACK objects of a cluster without either, as on a real cluster
+/// with the CRDs but no controller.
 fn run_ack(
     key: &str,
     cluster: &mut ClusterState,
@@ -1048,12 +1050,15 @@ fn run_ack(
     let Some(region) = key.strip_prefix("eks/").and_then(|k| k.split('/').next()) else {
         return;
     };
-    let Some(role_arn) = aws.eks.capabilities.ack_role(key) else {
+    let who = if let Some(role_arn) = aws.eks.capabilities.ack_role(key) {
+        aws::ack::Controller::acting_as(&aws.iam, role_arn)
+    } else if let Some((namespace, account)) = aws::ack::self_managed(cluster) {
+        match aws.eks.pod_identity.role_of(key, &namespace, &account) {
+            Some(role_arn) => aws::ack::Controller::acting_as(&aws.iam, role_arn),
+            None => aws::ack::Controller::without_credentials(&namespace, &account),
+        }
+    } else {
         return;
-    };
-    let who = aws::ack::Controller {
-        role: aws::iam::role(&aws.iam, role_arn),
-        role_arn,
     };
     aws::ack::settle(
         cluster,

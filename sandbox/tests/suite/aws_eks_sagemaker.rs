@@ -1553,3 +1553,259 @@ async fn an_ack_capability_installs_only_the_crds_a_cluster_lacks_also_after_a_r
     );
     sandbox.shutdown().await;
 }
+
+/// The controller's manifests kept in the repository (the chart's rendering), with the
+/// region filled in.
+fn controller_manifests(dir: &Path, region: &str) -> Vec<PathBuf> {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../stacks/modules/ack-sagemaker-controller/manifests");
+    ["crds.yaml", "namespace.yaml", "controller.yaml"]
+        .iter()
+        .map(|name| {
+            let text = std::fs::read_to_string(from.join(name)).expect("read a manifest");
+            let path = dir.join(name);
+            std::fs::write(&path, text.replace("${var.region}", region)).expect("write");
+            path
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_self_managed_controller_runs_as_its_pod_identity() {
+    if !Kubectl::installed() {
+        return;
+    }
+    let sandbox = Sandbox::start(Options {
+        timing: Timing::scaled(0.05),
+        ..Options::default()
+    })
+    .await
+    .expect("sandbox starts");
+    configure_account(&sandbox);
+    let Some(aws) = Aws::new(&sandbox).await else {
+        return;
+    };
+    let eks = model("eks", "2017-11-01");
+    create_cluster(&aws, "own").await;
+    aws.json(&[
+        "eks",
+        "create-nodegroup",
+        "--cluster-name",
+        "own",
+        "--nodegroup-name",
+        "system",
+        "--node-role",
+        NODE_ROLE,
+        "--subnets",
+        "subnet-a",
+        "--instance-types",
+        "m6i.large",
+        "--scaling-config",
+        "minSize=1,maxSize=1,desiredSize=1",
+    ])
+    .await;
+    aws.run(&[
+        "eks",
+        "wait",
+        "nodegroup-active",
+        "--cluster-name",
+        "own",
+        "--nodegroup-name",
+        "system",
+    ])
+    .await;
+
+    // The controller, applied from the repository's manifests, runs without an
+    // identity: every call fails before it leaves the pod.
+    let kubectl = Kubectl::for_cluster(&sandbox, "own");
+    let dir = tempfile::tempdir().expect("temp dir");
+    for file in controller_manifests(dir.path(), "us-east-1") {
+        kubectl
+            .ok(&["apply", "--server-side", "-f", &file.to_string_lossy()])
+            .await;
+    }
+    kubectl
+        .ok(&[
+            "rollout",
+            "status",
+            "-n",
+            "ack-system",
+            "deployment/ack-sagemaker-controller-sagemaker-chart",
+            "--timeout=60s",
+        ])
+        .await;
+    kubectl
+        .apply(&[ack_pipeline("train", &pipeline_definition(1))])
+        .await;
+    let stuck = object_until(&kubectl, "pipeline", "train", |o| {
+        condition(o, "ACK.Recoverable").is_some()
+    })
+    .await;
+    let message = condition(&stuck, "ACK.Recoverable").expect("recoverable")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("no EKS Pod Identity association")
+            && message.contains("ack-system/ack-sagemaker-controller"),
+        "{message}"
+    );
+
+    // The agent add-on and an association give its service account a role.
+    let addon = aws
+        .json(&[
+            "eks",
+            "create-addon",
+            "--cluster-name",
+            "own",
+            "--addon-name",
+            "eks-pod-identity-agent",
+        ])
+        .await;
+    assert_botocore(&eks, "CreateAddonResponse", &addon);
+    aws.fails(
+        &[
+            "eks",
+            "create-addon",
+            "--cluster-name",
+            "own",
+            "--addon-name",
+            "not-an-addon",
+        ],
+        "InvalidParameterException",
+    )
+    .await;
+    let trust = json!({"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow",
+        "Principal": {"Service": "pods.eks.amazonaws.com"},
+        "Action": ["sts:AssumeRole", "sts:TagSession"],
+    }]})
+    .to_string();
+    aws.json(&[
+        "iam",
+        "create-role",
+        "--role-name",
+        "ack-pods",
+        "--assume-role-policy-document",
+        &trust,
+    ])
+    .await;
+    aws.json(&[
+        "iam",
+        "attach-role-policy",
+        "--role-name",
+        "ack-pods",
+        "--policy-arn",
+        "arn:aws:iam::aws:policy/AmazonSageMakerFullAccess",
+    ])
+    .await;
+    let refused = aws
+        .fails(
+            &[
+                "eks",
+                "create-pod-identity-association",
+                "--cluster-name",
+                "own",
+                "--namespace",
+                "ack-system",
+                "--service-account",
+                "ack-sagemaker-controller",
+                "--role-arn",
+                ROLE,
+            ],
+            "InvalidParameterException",
+        )
+        .await;
+    assert!(refused.contains("pods.eks.amazonaws.com"), "{refused}");
+    let made = aws
+        .json(&[
+            "eks",
+            "create-pod-identity-association",
+            "--cluster-name",
+            "own",
+            "--namespace",
+            "ack-system",
+            "--service-account",
+            "ack-sagemaker-controller",
+            "--role-arn",
+            "arn:aws:iam::123456789012:role/ack-pods",
+        ])
+        .await;
+    assert_botocore(&eks, "CreatePodIdentityAssociationResponse", &made);
+    let id = made["association"]["associationId"]
+        .as_str()
+        .expect("an association id")
+        .to_string();
+    let described = aws
+        .json(&[
+            "eks",
+            "describe-pod-identity-association",
+            "--cluster-name",
+            "own",
+            "--association-id",
+            &id,
+        ])
+        .await;
+    assert_botocore(&eks, "DescribePodIdentityAssociationResponse", &described);
+    let listed = aws
+        .json(&[
+            "eks",
+            "list-pod-identity-associations",
+            "--cluster-name",
+            "own",
+            "--namespace",
+            "ack-system",
+        ])
+        .await;
+    assert_botocore(&eks, "ListPodIdentityAssociationsResponse", &listed);
+    assert_eq!(listed["associations"][0]["associationId"], json!(id));
+
+    // Once the add-on is ACTIVE the controller gets the role's credentials and syncs.
+    let pipeline = object_until(&kubectl, "pipeline", "train", |o| {
+        condition(o, "ACK.ResourceSynced").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
+    assert_eq!(pipeline["status"]["pipelineStatus"], "Active");
+    let described = aws
+        .json(&[
+            "eks",
+            "describe-addon",
+            "--cluster-name",
+            "own",
+            "--addon-name",
+            "eks-pod-identity-agent",
+        ])
+        .await;
+    assert_botocore(&eks, "DescribeAddonResponse", &described);
+    assert_eq!(described["addon"]["status"], "ACTIVE");
+    let held = sandbox.inventory();
+    assert!(
+        held.iter()
+            .any(|l| l.starts_with("eks pod identity association us-east-1/own/a-")),
+        "{held:#?}"
+    );
+
+    // Taken down: the objects while the controller runs, then its association.
+    kubectl
+        .ok(&["delete", "pipeline", "train", "--timeout=60s"])
+        .await;
+    aws.json(&[
+        "eks",
+        "delete-pod-identity-association",
+        "--cluster-name",
+        "own",
+        "--association-id",
+        &id,
+    ])
+    .await;
+    aws.json(&[
+        "eks",
+        "delete-addon",
+        "--cluster-name",
+        "own",
+        "--addon-name",
+        "eks-pod-identity-agent",
+    ])
+    .await;
+    sandbox.shutdown().await;
+}
