@@ -131,6 +131,10 @@ pub fn builtin() -> Registry {
     r.register(Arc::new(Adapter::new(aws::eks_cluster::EksCluster)));
     r.register(Arc::new(Adapter::new(aws::eks_node_group::EksNodeGroup)));
     r.register(Arc::new(Adapter::new(aws::eks_capability::EksCapability)));
+    r.register(Arc::new(Adapter::new(aws::eks_addon::EksAddon)));
+    r.register(Arc::new(Adapter::new(
+        aws::eks_pod_identity_association::EksPodIdentityAssociation,
+    )));
     r.register(Arc::new(Adapter::new(aws::s3_bucket::S3Bucket)));
     r.register(Arc::new(Adapter::new(aws::s3_object::S3Object)));
     r.register(Arc::new(Adapter::new(aws::iam_role::IamRole)));

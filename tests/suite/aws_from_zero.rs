@@ -699,3 +699,88 @@ fn the_whole_stack_killed_at_random_moments_converges_with_one_execution() {
         killed_and_converged(after, seed);
     }
 }
+
+/// The stack with the controller installed by the stack itself (the Pod Identity agent,
+/// an association and the controller's manifests, `stacks/modules/ack-sagemaker-controller`)
+/// in place of the capability: for accounts whose policies do not allow capabilities.
+fn self_managed(s: String) -> String {
+    let s = replace(
+        &without_capability(s),
+        r#"trust      = "eks-capabilities""#,
+        r#"trust      = "eks-pods""#,
+    );
+    replace(
+        &s,
+        "[kms_key.pipelines]",
+        "[module.ack]\nsource       = \"../modules/ack-sagemaker-controller\"\ncluster      = \"${eks_cluster.ml.kubernetes}\"\ncluster_name = \"${eks_node_group.system.cluster_name}\"\nregion       = \"${var.region}\"\nrole_arn     = \"${iam_role.ack.arn}\"\n\n[kms_key.pipelines]",
+    )
+}
+
+#[test]
+fn the_self_managed_controller_path_runs_the_pipeline_from_an_empty_sandbox() {
+    let work = work();
+    let path = format!("{STACK}/stack.toml");
+    work.write(&path, &self_managed(work.read(&path)));
+    let scaled = [("TERRAIN_SANDBOX_TIME_SCALE", "0.2")];
+    let run = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["-s", STACK, "--sandbox", "--no-color"]);
+        work.run_env(&all, &scaled)
+    };
+    run(&["plan", "--detailed-exitcode"]).expect_code(2);
+    let apply = run(&["apply", "--auto-approve"]);
+    apply.success();
+    assert!(
+        apply.stdout.contains("execution_status = \"Succeeded\""),
+        "{}",
+        apply.stdout
+    );
+    // The controller was applied after its identity, the pipeline after the controller.
+    let at = |what: &str| {
+        apply
+            .stdout
+            .find(what)
+            .unwrap_or_else(|| panic!("{what} in:\n{}", apply.stdout))
+    };
+    assert!(
+        at("module.ack.eks_pod_identity_association.controller: creation complete")
+            < at("module.ack.kubernetes_manifest.controller: creating...")
+    );
+    assert!(
+        at("module.ack.kubernetes_manifest.controller: creation complete")
+            < at("sagemaker_pipeline.xgboost: creating...")
+    );
+    let held = work.run(&["sandbox", "list"]);
+    held.success();
+    for line in [
+        "eks addon us-east-1/ml-pipelines/eks-pod-identity-agent",
+        "eks pod identity association us-east-1/ml-pipelines/a-",
+        "sagemaker pipeline us-east-1/my-kubernetes-pipeline",
+    ] {
+        assert!(held.stdout.contains(line), "{line} in:\n{}", held.stdout);
+    }
+    assert!(!held.stdout.contains("eks capability"), "{}", held.stdout);
+    run(&["plan", "--detailed-exitcode"]).expect_code(0);
+    let destroy = run(&["destroy", "--auto-approve"]);
+    destroy.success();
+    // The pipeline went while its controller still ran: before the controller's
+    // manifest, whose objects go before the association that gives it its identity.
+    let at = |what: &str| {
+        destroy
+            .stdout
+            .find(what)
+            .unwrap_or_else(|| panic!("{what} in:\n{}", destroy.stdout))
+    };
+    assert!(
+        at("sagemaker_pipeline.xgboost: destruction complete")
+            < at("module.ack.kubernetes_manifest.controller: destroying...")
+    );
+    let left = work.run(&["sandbox", "list"]);
+    left.success();
+    let lines: Vec<&str> = left.stdout.lines().collect();
+    assert!(
+        lines.len() == 1 && lines[0].ends_with(" (PendingDeletion)"),
+        "{}",
+        left.stdout
+    );
+}

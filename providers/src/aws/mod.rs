@@ -1,9 +1,9 @@
-//! The AWS provider (`[providers.aws]`): EKS clusters, managed node groups and
-//! capabilities, S3 buckets and objects through the AWS SDK for Rust, the VPC network
-//! (VPC, subnets, internet and NAT gateways, route tables) through EC2's query protocol,
-//! SageMaker pipelines and executions submitted as ACK custom resources on an EKS cluster
-//! (cross-checked with the SageMaker API), and IAM roles, KMS keys and the account itself
-//! by hand-signed calls.
+//! The AWS provider (`[providers.aws]`): EKS clusters, managed node groups,
+//! capabilities, add-ons and pod identity associations, S3 buckets and objects through
+//! the AWS SDK for Rust, the VPC network (VPC, subnets, internet and NAT gateways, route
+//! tables) through EC2's query protocol, SageMaker pipelines and executions submitted as
+//! ACK custom resources on an EKS cluster (cross-checked with the SageMaker API), and IAM
+//! roles, KMS keys and the account itself by hand-signed calls.
 //!
 //! Layout: `config` resolves settings and builds SDK clients, `signed` calls by
 //! hand-signed HTTP the services terrain builds no SDK crate for (EC2, Service Quotas,
@@ -27,9 +27,11 @@ pub mod config;
 pub mod definition;
 pub mod ec2;
 pub mod eks;
+pub mod eks_addon;
 pub mod eks_capability;
 pub mod eks_cluster;
 pub mod eks_node_group;
+pub mod eks_pod_identity_association;
 pub mod iam_checks;
 pub mod iam_role;
 pub mod internet_gateway;
@@ -59,6 +61,8 @@ const STACK_KINDS: &[&str] = &[
     "eks_cluster",
     "eks_node_group",
     "eks_capability",
+    "eks_addon",
+    "eks_pod_identity_association",
     "sagemaker_pipeline",
     "sagemaker_pipeline_execution",
     "aws_vpc",

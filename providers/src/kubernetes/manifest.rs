@@ -60,6 +60,11 @@ pub struct Spec {
     /// A YAML or JSON file of objects (several documents allowed), relative to the current
     /// directory.
     pub file: Option<String>,
+    /// Values filled into `file` before it is read: each `${KEY}` of its text becomes the
+    /// value (`template = { "var.region" = "${var.region}" }`). A key the file does not
+    /// hold is an error; a `${…}` no key names stays as written.
+    #[serde(default)]
+    pub template: std::collections::BTreeMap<String, String>,
     /// Objects written inline: one object, or a list of them.
     #[terrain(any)]
     pub manifest: Option<Value>,
@@ -72,6 +77,13 @@ pub struct Spec {
     /// Wait for CRDs, rollouts, Jobs and claims to be ready.
     #[serde(default = "yes")]
     pub wait: bool,
+    /// API groups the controllers this manifest runs serve, beyond the groups of the
+    /// CRDs it holds (`["sagemaker.services.k8s.aws"]` for the ACK SageMaker
+    /// controller's Deployment): resources of those groups on the cluster are created
+    /// after it and destroyed before it, while the controller can still lift their
+    /// finalizers.
+    #[serde(default)]
+    pub serves: Vec<String>,
     /// Computed from file or manifest at plan time; do not set it.
     #[serde(default)]
     pub objects: Vec<Value>,
@@ -210,8 +222,34 @@ fn yaml_error(path: &str, document: usize, e: &serde_yaml_ng::Error) -> String {
     }
 }
 
-/// Reads and parses a manifest file; the error names the file and says why.
-fn read_file(path: &str) -> Result<Vec<Entry>, String> {
+/// `text` with each `${KEY}` of `template` filled in.
+///
+/// Fails naming a key the text does not hold (a misspelt key would otherwise leave its
+/// placeholder in the objects unnoticed).
+fn fill(
+    text: &str,
+    template: &std::collections::BTreeMap<String, String>,
+    path: &str,
+) -> Result<String, String> {
+    let mut out = text.to_string();
+    for (key, value) in template {
+        let placeholder = format!("${{{key}}}");
+        if !out.contains(&placeholder) {
+            return Err(format!(
+                "{path}: template key {key:?} is not in the file (no `{placeholder}` to fill)"
+            ));
+        }
+        out = out.replace(&placeholder, value);
+    }
+    Ok(out)
+}
+
+/// Reads a manifest file, fills in `template` and parses it; the error names the file
+/// and says why.
+fn read_file(
+    path: &str,
+    template: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<Entry>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => {
             format!("{path}: no such file (a relative path is relative to the stack's directory)")
@@ -224,7 +262,7 @@ fn read_file(path: &str) -> Result<Vec<Entry>, String> {
         }
         _ => format!("{path}: cannot read: {e}"),
     })?;
-    read_entries(&text, path)
+    read_entries(&fill(&text, template, path)?, path)
 }
 
 /// A CustomResourceDefinition found in this manifest or in a manifest it references.
@@ -783,7 +821,12 @@ fn problems(spec: &Value, peers: &[Peer], mode: Mode) -> Vec<(&'static str, Stri
         (Some(Value::String(path)), None)
             if !is_unknown(&json!(path)) && !path.trim().is_empty() =>
         {
-            match read_file(path) {
+            let template = template_of(spec);
+            if template.values().any(|v| v.contains(UNKNOWN)) {
+                // Filled in once its values are known.
+                return Vec::new();
+            }
+            match read_file(path, &template) {
                 Ok(entries) => (Source::File(path), entries),
                 Err(m) if mode != Mode::Peers => return vec![("file", m)],
                 Err(_) => return Vec::new(),
@@ -820,11 +863,23 @@ fn named_problems(
         .collect()
 }
 
+/// The `template` table of an untyped spec.
+fn template_of(spec: &Value) -> std::collections::BTreeMap<String, String> {
+    spec["template"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+        .collect()
+}
+
 /// The objects a spec describes, from its file or its inline manifest (unchecked: the
 /// checks ran at plan time).
 fn parse(spec: &Spec) -> Result<Vec<Value>, ProviderError> {
     let entries = match (&spec.file, &spec.manifest) {
-        (Some(path), None) => read_file(path).map_err(|m| ProviderError::invalid("file", m))?,
+        (Some(path), None) => {
+            read_file(path, &spec.template).map_err(|m| ProviderError::invalid("file", m))?
+        }
         (None, Some(inline)) => inline_entries(inline),
         _ => {
             return Err(ProviderError::Unsupported(format!(
@@ -1055,9 +1110,9 @@ fn same_object(object: &Value, live: &ObjectRef, default_namespace: &str) -> boo
         && live.namespace.as_deref().is_none_or(|ns| ns == namespace)
 }
 
-/// The groups of the CRDs the manifest holds (provided), and the custom kinds of its
-/// other objects whose group it does not define itself (needed from another resource
-/// of the stack, or from the live cluster).
+/// The groups of the CRDs the manifest holds and those it `serves` (provided), and the
+/// custom kinds of its other objects whose group it does not provide itself (needed from
+/// another resource of the stack, or from the live cluster).
 fn api_groups(spec: &Value) -> crate::ApiGroups {
     let objects = spec["objects"]
         .as_array()
@@ -1073,6 +1128,14 @@ fn api_groups(spec: &Value) -> crate::ApiGroups {
         })
         .filter_map(|o| o["spec"]["group"].as_str().map(str::to_string))
         .collect();
+    provides.extend(
+        spec["serves"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string),
+    );
     provides.sort();
     provides.dedup();
     let mut needs: Vec<crate::ApiKind> = objects
@@ -1157,8 +1220,13 @@ impl Kind for Manifest {
     /// listed. A `file` not known until apply leaves `objects` empty.
     fn prepare(mut spec: Spec) -> Result<Spec, ProviderError> {
         match (&spec.file, &spec.manifest) {
-            (Some(path), None) if !path.trim().is_empty() && !path.contains(UNKNOWN) => {
-                let entries = read_file(path).map_err(|m| ProviderError::invalid("file", m))?;
+            (Some(path), None)
+                if !path.trim().is_empty()
+                    && !path.contains(UNKNOWN)
+                    && !spec.template.values().any(|v| v.contains(UNKNOWN)) =>
+            {
+                let entries = read_file(path, &spec.template)
+                    .map_err(|m| ProviderError::invalid("file", m))?;
                 let found = named_problems(
                     Source::File(path),
                     &entries,
@@ -1365,6 +1433,8 @@ spec:
         Spec {
             cluster: gke_reference(),
             file: None,
+            template: std::collections::BTreeMap::new(),
+            serves: Vec::new(),
             manifest: Some(json!([
                 {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": "runner"},
                  "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"}, "subjects": []},
@@ -1631,6 +1701,45 @@ spec:
             &local("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, labells: {a: b}}\n"),
             "metadata.labells: unknown field (did you mean `labels`?)",
         );
+    }
+
+    #[test]
+    fn a_template_fills_the_file_and_a_key_it_lacks_is_refused() -> Result<(), ProviderError> {
+        let dir = tempfile::tempdir().map_err(|e| ProviderError::io("tempdir", "", e))?;
+        let path = dir.path().join("cm.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  region: ${var.region}\n  script: echo ${HOME}\n",
+        )
+        .map_err(|e| ProviderError::io("write", "cm.yaml", e))?;
+        let file = Some(path.to_string_lossy().into_owned());
+        let filled = Manifest::prepare(Spec {
+            file: file.clone(),
+            manifest: None,
+            template: [("var.region".to_string(), "eu-west-1".to_string())].into(),
+            ..inline()
+        })?;
+        assert_eq!(filled.objects[0]["data"]["region"], "eu-west-1");
+        assert_eq!(
+            filled.objects[0]["data"]["script"], "echo ${HOME}",
+            "no key, left as written"
+        );
+        match Manifest::prepare(Spec {
+            file,
+            manifest: None,
+            template: [("var.regoin".to_string(), "eu-west-1".to_string())].into(),
+            ..inline()
+        }) {
+            Err(ProviderError::Invalid { field, message }) => {
+                assert_eq!(field, "file");
+                assert!(
+                    message.contains("template key \"var.regoin\" is not in the file"),
+                    "{message}"
+                );
+            }
+            other => panic!("a misspelt key is refused: {other:?}"),
+        }
+        Ok(())
     }
 
     #[test]

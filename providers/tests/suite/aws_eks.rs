@@ -13,15 +13,22 @@
 //! to access entries in place (its authentication mode one step at a time, never back),
 //! an ACK capability on it with a role trusting capabilities.eks.amazonaws.com, its role
 //! and settings changed in place, then deleted.
+//!
+//! `eks_addon` and `eks_pod_identity_association` against the sandbox alone: the pod
+//! identity agent add-on on a cluster with access entries, an association for a role
+//! trusting pods.eks.amazonaws.com, its role changed in place, a second association for
+//! the same service account refused naming `terrain import`, then both deleted.
 
 use crate::support::aws as support;
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use serde_json::{json, Value};
+use terrain_providers::aws::eks_addon::EksAddon;
 use terrain_providers::aws::eks_capability::EksCapability;
 use terrain_providers::aws::eks_cluster::EksCluster;
 use terrain_providers::aws::eks_node_group::EksNodeGroup;
+use terrain_providers::aws::eks_pod_identity_association::EksPodIdentityAssociation;
 use terrain_providers::{Adapter, Ctx, ProviderError, Resource};
 
 fn cluster_kind() -> Adapter<EksCluster> {
@@ -34,6 +41,14 @@ fn node_group_kind() -> Adapter<EksNodeGroup> {
 
 fn capability_kind() -> Adapter<EksCapability> {
     Adapter::new(EksCapability)
+}
+
+fn addon_kind() -> Adapter<EksAddon> {
+    Adapter::new(EksAddon)
+}
+
+fn association_kind() -> Adapter<EksPodIdentityAssociation> {
+    Adapter::new(EksPodIdentityAssociation)
 }
 
 /// A context that keeps the progress messages it is sent.
@@ -553,6 +568,196 @@ async fn eks_capability_lifecycle_against_the_sandbox() -> Result<(), ProviderEr
         .await?
         .is_none());
     caps.delete(&cap_ctx, "ml/ack", &cap_full(&next)).await?;
+    sandbox.shutdown().await;
+    Ok(())
+}
+
+/// EKS Pod Identity: the agent add-on made ACTIVE (and adopted again from its own
+/// address, refused from another's), an association giving a service account a role
+/// trusting pods.eks.amazonaws.com, its role changed in place, a second association for
+/// the same service account refused naming `terrain import`, then both deleted. UpdateAddon
+/// is not emulated, so add-on updates are not driven here.
+#[tokio::test]
+async fn eks_pod_identity_lifecycle_against_the_sandbox() -> Result<(), ProviderError> {
+    use terrain_sandbox::{Options, Sandbox, Timing};
+    let sandbox = Sandbox::start(Options {
+        timing: Timing::instant(),
+        ..Default::default()
+    })
+    .await
+    .expect("sandbox starts");
+    // The associations' roles trust EKS Pod Identity's principal, as EKS requires.
+    let mut account = support::hand_named_account();
+    for role in ["trainer", "trainer-next"] {
+        account["aws"]["roles"][role] = json!("pods.eks.amazonaws.com");
+    }
+    sandbox.set_capacity(account).expect("capacity set");
+    let config = support::config(&sandbox.url());
+    let clusters = cluster_kind();
+    let addons = addon_kind();
+    let assocs = association_kind();
+    let cluster_full = |v: &Value| clusters.schema().with_defaults(v);
+    let addon_full = |v: &Value| addons.schema().with_defaults(v);
+    let assoc_full = |v: &Value| assocs.schema().with_defaults(v);
+
+    let ctx = support::ctx("eks_cluster.ml", config.clone());
+    let mut cluster = cluster_spec();
+    cluster["authentication_mode"] = json!("API");
+    clusters.create(&ctx, &cluster_full(&cluster)).await?;
+
+    // The agent add-on: ACTIVE, at the version EKS picks, read back without one.
+    let addon_ctx = support::ctx("eks_addon.pod_identity", config.clone());
+    let agent = json!({
+        "cluster": "ml",
+        "name": "eks-pod-identity-agent",
+        "tags": {"team": "ml"},
+    });
+    assert!(addons.validate(&addon_full(&agent), &config).is_empty());
+    assert_eq!(
+        addons.planned_id(&addon_full(&agent), &config).as_deref(),
+        Some("ml/eks-pod-identity-agent")
+    );
+    let made = addons.create(&addon_ctx, &addon_full(&agent)).await?;
+    assert_eq!(made.id, "ml/eks-pod-identity-agent");
+    assert_eq!(without_nulls(&made.spec), planned(&addons, &agent));
+    assert_eq!(made.outputs["status"], "ACTIVE");
+    assert!(
+        made.outputs["version"]
+            .as_str()
+            .is_some_and(|v| v.starts_with('v')),
+        "{}",
+        made.outputs["version"]
+    );
+    assert!(
+        made.outputs["arn"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("arn:aws:eks:us-east-1:")
+                && a.contains(":addon/ml/eks-pod-identity-agent/")),
+        "{}",
+        made.outputs["arn"]
+    );
+    let outputs = read_back(&addons, &addon_ctx, "ml/eks-pod-identity-agent", &agent).await?;
+    assert_eq!(outputs, made.outputs);
+    let health = addons
+        .health(&addon_ctx, "ml/eks-pod-identity-agent", &addon_full(&agent))
+        .await?;
+    assert!(health.ready, "{health:?}");
+    // Again from its own address: adopted; from another: refused, naming import.
+    let again = addons.create(&addon_ctx, &addon_full(&agent)).await?;
+    assert_eq!(again.id, "ml/eks-pod-identity-agent");
+    let stranger = addons
+        .create(
+            &support::ctx("eks_addon.other", config.clone()),
+            &addon_full(&agent),
+        )
+        .await
+        .expect_err("another address's add-on")
+        .to_string();
+    assert!(
+        stranger.starts_with("eks:CreateAddon failed:")
+            && stranger.contains("terrain import eks_addon.other ml/eks-pod-identity-agent"),
+        "{stranger}"
+    );
+    // An add-on EKS does not publish is refused in EKS's words.
+    let mut unknown = agent.clone();
+    unknown["name"] = json!("no-such-addon");
+    let refused = addons
+        .create(
+            &support::ctx("eks_addon.unknown", config.clone()),
+            &addon_full(&unknown),
+        )
+        .await
+        .expect_err("an add-on EKS does not publish")
+        .to_string();
+    assert!(
+        refused.starts_with("eks:CreateAddon failed: 400 InvalidParameterException")
+            && refused.contains("Addon no-such-addon specified is not supported"),
+        "{refused}"
+    );
+
+    // An association: its id is EKS's, known once made; read back as written.
+    let assoc_ctx = support::ctx("eks_pod_identity_association.trainer", config.clone());
+    let assoc = json!({
+        "cluster": "ml",
+        "namespace": "training",
+        "service_account": "trainer",
+        "role_arn": "arn:aws:iam::123456789012:role/trainer",
+        "tags": {"team": "ml"},
+    });
+    assert!(assocs.validate(&assoc_full(&assoc), &config).is_empty());
+    assert_eq!(assocs.planned_id(&assoc_full(&assoc), &config), None);
+    let made = assocs.create(&assoc_ctx, &assoc_full(&assoc)).await?;
+    let association_id = made.outputs["association_id"]
+        .as_str()
+        .expect("an association id")
+        .to_string();
+    assert!(association_id.starts_with("a-"), "{association_id}");
+    let id = format!("ml/{association_id}");
+    assert_eq!(made.id, id);
+    assert_eq!(without_nulls(&made.spec), planned(&assocs, &assoc));
+    assert!(
+        made.outputs["association_arn"]
+            .as_str()
+            .is_some_and(|a| a.ends_with(&format!(":podidentityassociation/{id}"))),
+        "{}",
+        made.outputs["association_arn"]
+    );
+    let outputs = read_back(&assocs, &assoc_ctx, &id, &assoc).await?;
+    assert_eq!(outputs, made.outputs);
+
+    // The role changes in place.
+    let mut next = assoc.clone();
+    next["role_arn"] = json!("arn:aws:iam::123456789012:role/trainer-next");
+    let changed = assocs
+        .update(&assoc_ctx, &id, &assoc_full(&assoc), &assoc_full(&next))
+        .await?;
+    assert_eq!(changed.id, id);
+    assert_eq!(without_nulls(&changed.spec), planned(&assocs, &next));
+    read_back(&assocs, &assoc_ctx, &id, &next).await?;
+    let health = assocs.health(&assoc_ctx, &id, &assoc_full(&next)).await?;
+    assert!(
+        health.ready && health.summary.ends_with("role/trainer-next"),
+        "{health:?}"
+    );
+
+    // Again from its own address: adopted; for the same service account from another
+    // address: refused, naming the association and `terrain import`.
+    let again = assocs.create(&assoc_ctx, &assoc_full(&next)).await?;
+    assert_eq!(again.id, id);
+    let refused = assocs
+        .create(
+            &support::ctx("eks_pod_identity_association.other", config.clone()),
+            &assoc_full(&next),
+        )
+        .await
+        .expect_err("one association per service account")
+        .to_string();
+    assert!(
+        refused.starts_with("eks:CreatePodIdentityAssociation failed:")
+            && refused.contains(&format!(
+                "`terrain import eks_pod_identity_association.other {id}`"
+            )),
+        "{refused}"
+    );
+
+    // Deleted: gone at once, and deleting again is fine.
+    assocs.delete(&assoc_ctx, &id, &assoc_full(&next)).await?;
+    assert!(assocs
+        .read(&assoc_ctx, &id, &assoc_full(&next))
+        .await?
+        .is_none());
+    assocs.delete(&assoc_ctx, &id, &assoc_full(&next)).await?;
+    addons
+        .delete(&addon_ctx, "ml/eks-pod-identity-agent", &addon_full(&agent))
+        .await?;
+    assert!(addons
+        .read(&addon_ctx, "ml/eks-pod-identity-agent", &addon_full(&agent))
+        .await?
+        .is_none());
+    addons
+        .delete(&addon_ctx, "ml/eks-pod-identity-agent", &addon_full(&agent))
+        .await?;
+    clusters.delete(&ctx, "ml", &cluster_full(&cluster)).await?;
     sandbox.shutdown().await;
     Ok(())
 }
