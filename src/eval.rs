@@ -145,6 +145,15 @@ fn resolve(r: &Ref, span: Span, scope: &dyn Scope) -> Result<(Value, bool), Eval
                 false,
             )
         })),
+        Ref::Test {
+            subject,
+            equal,
+            value,
+            choose,
+        } => {
+            let (v, secret) = resolve(subject, span, scope)?;
+            Ok((Ref::test(*equal, value, choose.as_ref(), &v), secret))
+        }
         Ref::Resource { addr, path } => match scope.resource(addr, path) {
             Resolved::Known(v, s) => Ok((v, s)),
             Resolved::Unknown(s) => Ok((Value::String(UNKNOWN.to_string()), s)),

@@ -57,6 +57,12 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
     );
     let providers = c.providers(&raw.providers, opts);
     let variables = c.variables(&raw.variables, &raw.var_values, opts);
+    let refused: BTreeSet<String> = c
+        .declared_vars
+        .iter()
+        .filter(|name| !variables.contains_key(*name))
+        .cloned()
+        .collect();
     let (backend, problems) = super::backend::check(
         &raw.sources,
         &super::backend::Declared {
@@ -79,13 +85,14 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
         &mut raw_resources,
         &mut raw.outputs,
         &variables,
+        &refused,
         opts,
         &mut c.diags,
     );
     raw_resources.extend(inlined.resources);
     raw.moved.extend(inlined.moved);
     let (mut raw_resources, blocks) =
-        super::expand::instances(raw_resources, &variables, opts, &mut c.diags);
+        super::expand::instances(raw_resources, &variables, &refused, opts, &mut c.diags);
     c.failed = blocks.failed().clone();
     for r in &mut raw_resources {
         let (kind, name, key, module) = (&r.kind, &r.name, &r.key, &r.module);
@@ -174,6 +181,8 @@ struct VariableDecl {
     default: Option<(Value, Span)>,
     ty: Option<(String, Span)>,
     sensitive: bool,
+    /// `allowed = [...]`: the only values the variable may take.
+    allowed: Option<Vec<Value>>,
 }
 
 fn type_of(v: &Value) -> &'static str {
@@ -488,6 +497,7 @@ impl Checker<'_> {
             default,
             ty,
             sensitive,
+            allowed,
         } = self.variable_decl(name, node)?;
         if let Some((t, tspan)) = &ty {
             if !["string", "number", "integer", "bool", "list", "table"].contains(&t.as_str()) {
@@ -518,10 +528,15 @@ impl Checker<'_> {
             .as_deref()
             .or(default.as_ref().map(|(d, _)| type_name_of(d)));
         if let Some((_, _, node)) = from_file {
-            return self.file_value(name, node, want, sensitive);
+            let v = self.file_value(name, node, want, sensitive)?;
+            return self.allowed(name, node.span, v, allowed.as_deref(), "in the variables file");
         }
         let given = from_cli
             .or_else(|| (opts.env)(&format!("TERRAIN_VAR_{name}")).map(|v| (v, "TERRAIN_VAR_")));
+        let origin = match &given {
+            Some((_, from)) => format!("given with {from}"),
+            None => "as its default".to_string(),
+        };
         let (value, value_span) = match given {
             Some((text, from)) => self.given_value(name, span, &text, from, want, sensitive)?,
             None => self.default_value(name, span, default)?,
@@ -541,11 +556,56 @@ impl Checker<'_> {
                 return None;
             }
         }
-        Some(Variable {
+        let v = Variable {
             value,
             sensitive,
             span,
-        })
+        };
+        self.allowed(name, value_span, v, allowed.as_deref(), &origin)
+    }
+
+    /// `v` when `allowed` (the declaration's list) holds its value; otherwise an error
+    /// at `at` listing the allowed values (a sensitive value is not shown).
+    fn allowed(
+        &mut self,
+        name: &str,
+        at: Span,
+        v: Variable,
+        allowed: Option<&[Value]>,
+        origin: &str,
+    ) -> Option<Variable> {
+        let Some(allowed) = allowed else {
+            return Some(v);
+        };
+        if allowed.contains(&v.value) {
+            return Some(v);
+        }
+        let shown = if v.sensitive {
+            "its value".to_string()
+        } else {
+            v.value.to_string()
+        };
+        let list: Vec<String> = allowed.iter().map(Value::to_string).collect();
+        self.err(
+            Diagnostic::at(
+                at,
+                format!(
+                    "variables.{name}: {shown} ({origin}) is not one of its allowed values: {}",
+                    list.join(", ")
+                ),
+                "not allowed",
+            )
+            .help(
+                v.value
+                    .as_str()
+                    .filter(|_| !v.sensitive)
+                    .and_then(|given| {
+                        did_you_mean(given, allowed.iter().filter_map(Value::as_str))
+                    })
+                    .unwrap_or_else(|| format!("pass one of them: --var {name}=…")),
+            ),
+        );
+        None
     }
 
     /// The default of the variable `name` (declared at `span`), given no value; `None`
@@ -583,6 +643,7 @@ impl Checker<'_> {
                     default: None,
                     ty: None,
                     sensitive: false,
+                    allowed: None,
                 };
                 for (k, kspan, v) in fields {
                     match k.as_str() {
@@ -606,11 +667,24 @@ impl Checker<'_> {
                             decl.sensitive =
                                 self.literal_bool(&format!("variables.{name}.sensitive"), v)
                         }
+                        "allowed" => match v.literal() {
+                            Some(Value::Array(items)) if !items.is_empty() => {
+                                decl.allowed = Some(items)
+                            }
+                            _ => self.err(
+                                Diagnostic::at(
+                                    v.span,
+                                    format!("variables.{name}.allowed: expected a list of the values the variable may take"),
+                                    "not a list of values",
+                                )
+                                .help("allowed = [\"capability\", \"self-managed\"]"),
+                            ),
+                        },
                         other => self.unknown_key(
                             &format!("variables.{name}"),
                             other,
                             *kspan,
-                            &["default", "type", "description", "sensitive"],
+                            &["default", "type", "description", "sensitive", "allowed"],
                         ),
                     }
                 }
@@ -621,6 +695,7 @@ impl Checker<'_> {
                     default: Some((v, node.span)),
                     ty: None,
                     sensitive: false,
+                    allowed: None,
                 }),
                 None => {
                     self.err(Diagnostic::at(
@@ -1161,6 +1236,16 @@ impl Checker<'_> {
                 Some(Type::String)
             }
             Ref::Environment => Some(Type::String),
+            Ref::Test {
+                subject, choose, ..
+            } => {
+                self.check_ref(what, subject, span, vars, resources, opts)?;
+                Some(if choose.is_some() {
+                    Type::String
+                } else {
+                    Type::Bool
+                })
+            }
             // Where expansion did not replace them: outside any resource block.
             Ref::CountIndex | Ref::EachKey | Ref::EachValue(_) => {
                 self.err(Diagnostic::at(
@@ -1379,6 +1464,7 @@ impl Checker<'_> {
                 for (r, rspan) in value.refs() {
                     let secret = match r {
                         Ref::Var(v) => vars.get(v).is_some_and(|v| v.sensitive),
+                        Ref::Test { subject, .. } => matches!(subject.as_ref(), Ref::Var(v) if vars.get(v).is_some_and(|v| v.sensitive)),
                         Ref::Resource { addr, path } => resources.get(addr).is_some_and(|rc| {
                             let s = rc.resource.schema();
                             s.field(&path[0])

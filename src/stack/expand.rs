@@ -73,6 +73,7 @@ pub(super) enum Instance<'a> {
 pub fn instances(
     raw: Vec<RawResource>,
     vars: &BTreeMap<String, Variable>,
+    refused: &BTreeSet<String>,
     opts: &LoadOptions<'_>,
     diags: &mut Vec<Diagnostic>,
 ) -> (Vec<RawResource>, Blocks) {
@@ -80,7 +81,7 @@ pub fn instances(
     let mut blocks = Blocks::default();
     for mut r in raw {
         let block = Address::new(&r.kind, &r.name).within(&r.module);
-        let repeat = take_repeat(&block.to_string(), &mut r.body, vars, opts, diags);
+        let repeat = take_repeat(&block.to_string(), &mut r.body, vars, refused, opts, diags);
         let Some(repeat) = repeat else {
             blocks.failed.insert(block);
             continue;
@@ -131,6 +132,7 @@ pub(super) fn take_repeat(
     block: &str,
     body: &mut Node,
     vars: &BTreeMap<String, Variable>,
+    refused: &BTreeSet<String>,
     opts: &LoadOptions<'_>,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Repeat> {
@@ -183,21 +185,23 @@ pub(super) fn take_repeat(
             Some(Repeat::ForEach(keys))
         }
         [(key, _, node)] => {
-            let value = known_value(block, key, node, vars, opts, diags)?;
+            let value = known_value(block, key, node, vars, refused, opts, diags)?;
             if key == "count" {
-                return match value.as_u64() {
+                // A test (`count = "${var.ack == 'capability'}"`) makes the block or not.
+                let n = value.as_u64().or(value.as_bool().map(u64::from));
+                return match n {
                     Some(n) => Some(Repeat::Count(usize::try_from(n).ok()?)),
                     None => {
                         diags.push(
                             Diagnostic::at(
                                 node.span,
                                 format!(
-                                    "{block}.count: expected a whole number ≥ 0, found {}",
+                                    "{block}.count: expected a whole number ≥ 0 or a test, found {}",
                                     shape(&value)
                                 ),
                                 "not a count",
                             )
-                            .help("`count = 3` makes instances [0], [1] and [2]"),
+                            .help("`count = 3` makes instances [0], [1] and [2]; `count = \"${var.x == 'on'}\"` makes [0] only when the test holds"),
                         );
                         None
                     }
@@ -314,15 +318,30 @@ impl RawResource {
 }
 
 /// The value of `count` / `for_each`, which must be known now: literals, variables and
-/// the environment only, and no secret.
+/// the environment only, and no secret. A variable in `refused` (declared, but its
+/// value was refused and reported) gives no value and no second report.
 fn known_value(
     block: &str,
     key: &str,
     node: &Node,
     vars: &BTreeMap<String, Variable>,
+    refused: &BTreeSet<String>,
     opts: &LoadOptions<'_>,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Value> {
+    for (r, _) in node.refs() {
+        let var = match r {
+            Ref::Var(name) => Some(name),
+            Ref::Test { subject, .. } => match subject.as_ref() {
+                Ref::Var(name) => Some(name),
+                _ => None,
+            },
+            _ => None,
+        };
+        if var.is_some_and(|name| refused.contains(name)) {
+            return None;
+        }
+    }
     for (r, span) in node.refs() {
         let why = match r {
             Ref::Resource { .. } | Ref::Splat { .. } | Ref::ModuleOutput { .. } => format!(
@@ -333,6 +352,9 @@ fn known_value(
             }
             Ref::Var(name) if vars.get(name).is_some_and(|v| v.sensitive) => format!(
                 "variable `{name}` is sensitive, and instance keys are shown in every address"
+            ),
+            Ref::Test { subject, .. } if matches!(subject.as_ref(), Ref::Var(name) if vars.get(name).is_some_and(|v| v.sensitive)) => format!(
+                "`${{{r}}}` tests a sensitive variable, and instance keys are shown in every address"
             ),
             _ => continue,
         };

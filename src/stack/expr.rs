@@ -1,7 +1,10 @@
 //! Values in a stack with their source spans, and the references inside strings:
 //! `${kind.name.attr}`, `${var.x}`, `${env.X}`, `${env}` (the run's environment). A
 //! string that is one reference and nothing else keeps the referenced value's type;
-//! `$${` writes a literal `${`.
+//! `$${` writes a literal `${`. A test of a value known at plan (a variable, an
+//! environment variable, `${env}`) against a quoted string picks between two forms of a
+//! stack: `${var.ack == 'capability'}` is a boolean (`count` takes it as 1 or 0), and
+//! `${var.ack == 'capability' ? 'eks-capabilities' : 'eks-pods'}` one of two strings.
 
 use serde_json::Value;
 
@@ -40,6 +43,32 @@ pub enum Ref {
         module: crate::addr::ModuleStep,
         output: String,
     },
+    /// `${SUBJECT == 'value'}` (`equal`) or `!=`: a boolean; with `? 'a' : 'b'`
+    /// (`choose`), the first string when the test holds, else the second. The subject
+    /// is a [`Ref::Var`], [`Ref::Env`] or [`Ref::Environment`]: known at plan, so the
+    /// choice is too.
+    Test {
+        subject: Box<Ref>,
+        equal: bool,
+        value: String,
+        choose: Option<(String, String)>,
+    },
+}
+
+impl Ref {
+    /// The boolean or string a [`Ref::Test`] gives when its subject is `subject`: the
+    /// subject's text (numbers and booleans as written) compared with the value.
+    pub fn test(equal: bool, value: &str, choose: Option<&(String, String)>, subject: &Value) -> Value {
+        let text = match subject {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let holds = (text == value) == equal;
+        match choose {
+            None => Value::Bool(holds),
+            Some((yes, no)) => Value::String(if holds { yes.clone() } else { no.clone() }),
+        }
+    }
 }
 
 impl std::fmt::Display for Ref {
@@ -57,6 +86,19 @@ impl std::fmt::Display for Ref {
             Ref::ModuleOutput { module, output } => write!(f, "{module}.{output}"),
             Ref::Path { module: true } => write!(f, "path.module"),
             Ref::Path { module: false } => write!(f, "path.root"),
+            Ref::Test {
+                subject,
+                equal,
+                value,
+                choose,
+            } => {
+                let op = if *equal { "==" } else { "!=" };
+                write!(f, "{subject} {op} '{value}'")?;
+                match choose {
+                    Some((yes, no)) => write!(f, " ? '{yes}' : '{no}'"),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
@@ -236,6 +278,9 @@ pub fn parse_template(s: &str, file: usize, base: usize) -> Result<Vec<Part>, Pa
 
 /// Parses the inside of `${…}`.
 pub fn parse_ref(s: &str) -> Result<Ref, String> {
+    if let Some(at) = s.find("==").or_else(|| s.find("!=")) {
+        return parse_test(s, at);
+    }
     use crate::addr::{segments, Bracket, ModuleStep};
     let bad = |why: &str| {
         format!("`${{{s}}}` is not a reference: {why}; references look like `${{kind.name.attr}}`, `${{kind.name[0].attr}}`, `${{var.name}}`, `${{env.NAME}}` or `${{module.NAME.output}}`")
@@ -340,6 +385,48 @@ pub fn parse_ref(s: &str) -> Result<Ref, String> {
     })
 }
 
+/// `SUBJECT == 'v'`, `SUBJECT != 'v'`, optionally `? 'a' : 'b'`; `at` is where the
+/// operator starts. Strings are quoted with `'` or `"`.
+fn parse_test(s: &str, at: usize) -> Result<Ref, String> {
+    let bad = |why: &str| {
+        format!("`${{{s}}}` is not a test: {why}; a test looks like `${{var.name == 'value'}}`, or `${{var.name == 'value' ? 'this' : 'that'}}` to pick a string")
+    };
+    let subject = parse_ref(s[..at].trim()).map_err(|_| bad("the left side is not a reference"))?;
+    if !matches!(subject, Ref::Var(_) | Ref::Env(_) | Ref::Environment) {
+        return Err(bad(&format!(
+            "`{subject}` may be known only after apply; test a variable, `env.NAME` or `env`"
+        )));
+    }
+    let equal = s[at..].starts_with("==");
+    let (value, rest) = quoted(s[at + 2..].trim_start()).ok_or_else(|| bad("the right side is not a quoted string"))?;
+    let rest = rest.trim();
+    let choose = if rest.is_empty() {
+        None
+    } else {
+        let rest = rest.strip_prefix('?').ok_or_else(|| bad("expected `?` after the value"))?;
+        let (yes, rest) = quoted(rest.trim_start()).ok_or_else(|| bad("expected a quoted string after `?`"))?;
+        let rest = rest.trim_start().strip_prefix(':').ok_or_else(|| bad("expected `:` between the two strings"))?;
+        let (no, rest) = quoted(rest.trim_start()).ok_or_else(|| bad("expected a quoted string after `:`"))?;
+        if !rest.trim().is_empty() {
+            return Err(bad("unexpected text after the second string"));
+        }
+        Some((yes, no))
+    };
+    Ok(Ref::Test {
+        subject: Box::new(subject),
+        equal,
+        value,
+        choose,
+    })
+}
+
+/// A string in `'…'` or `"…"` at the start of `s` (no escapes), and what follows it.
+fn quoted(s: &str) -> Option<(String, &str)> {
+    let q = s.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    let end = s[1..].find(q)? + 1;
+    Some((s[1..end].to_string(), &s[end + 1..]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -410,6 +497,42 @@ mod tests {
     }
 
     #[test]
+    fn tests_of_known_values_parse_and_pick() {
+        let t = parse_ref("var.ack == 'capability'").expect("a test");
+        assert_eq!(
+            t,
+            Ref::Test {
+                subject: Box::new(Ref::Var("ack".into())),
+                equal: true,
+                value: "capability".into(),
+                choose: None
+            }
+        );
+        assert_eq!(t.to_string(), "var.ack == 'capability'");
+        let Ref::Test { equal, value, choose, .. } =
+            parse_ref(r#"env != "prod" ? "eks-pods" : 'eks-capabilities'"#).expect("a choice")
+        else {
+            panic!("not a test");
+        };
+        assert!(!equal);
+        let choose = choose.expect("two strings");
+        assert_eq!(
+            Ref::test(equal, &value, Some(&choose), &Value::String("dev".into())),
+            Value::String("eks-pods".into())
+        );
+        assert_eq!(
+            Ref::test(equal, &value, Some(&choose), &Value::String("prod".into())),
+            Value::String("eks-capabilities".into())
+        );
+        assert_eq!(
+            Ref::test(true, "3", None, &serde_json::json!(3)),
+            Value::Bool(true)
+        );
+        let parts = parse_template("${var.a == 'x'}", 0, 0).expect("parses");
+        assert!(matches!(parts.as_slice(), [Part::Ref(Ref::Test { .. }, _)]));
+    }
+
+    #[test]
     fn malformed_references_are_rejected() {
         for bad in [
             "local_file.a",
@@ -425,6 +548,17 @@ mod tests {
             "a.b.c[0]",
             "module.m",
             "module.m.out.x",
+        ] {
+            assert!(parse_ref(bad).is_err(), "{bad:?}");
+        }
+        for bad in [
+            "var.a == b",
+            "var.a ==",
+            "gke_cluster.a.name == 'x'",
+            "var.a == 'x' ? 'y'",
+            "var.a == 'x' ? 'y' : 'z' w",
+            "var.a == 'x' 'y'",
+            "count.index == '0'",
         ] {
             assert!(parse_ref(bad).is_err(), "{bad:?}");
         }

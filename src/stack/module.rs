@@ -56,6 +56,7 @@ pub fn inline(
     resources: &mut [RawResource],
     outputs: &mut [Entry],
     vars: &BTreeMap<String, Variable>,
+    refused: &BTreeSet<String>,
     opts: &LoadOptions<'_>,
     diags: &mut Vec<Diagnostic>,
 ) -> Inlined {
@@ -74,6 +75,7 @@ pub fn inline(
     let ctx = Context {
         modules: stack.modules,
         vars,
+        refused,
         opts,
         root: stack
             .dir
@@ -101,6 +103,8 @@ pub fn inline(
 struct Context<'a> {
     modules: &'a BTreeMap<PathBuf, RawModule>,
     vars: &'a BTreeMap<String, Variable>,
+    /// Variables declared whose value was refused (reported): see `expand`.
+    refused: &'a BTreeSet<String>,
     opts: &'a LoadOptions<'a>,
     /// The stack's directory, canonical: `${path.module}` is relative to it.
     root: PathBuf,
@@ -152,7 +156,7 @@ impl Context<'_> {
                 dir: parent.dir.clone(),
             };
             let mut body = sibling.rewrite(&here, &call.body, &mut BTreeSet::new(), diags);
-            let Some(repeat) = expand::take_repeat(&here, &mut body, self.vars, self.opts, diags)
+            let Some(repeat) = expand::take_repeat(&here, &mut body, self.vars, self.refused, self.opts, diags)
             else {
                 continue;
             };
@@ -503,6 +507,38 @@ impl Rewriter {
                     ".".to_string()
                 })),
             }),
+            // A test of a module variable: decided by the argument when it is written
+            // out, carried up when it is itself a value known at plan.
+            Ref::Test {
+                subject,
+                equal,
+                value,
+                choose,
+            } if matches!(subject.as_ref(), Ref::Var(_)) => {
+                let arg = self.value_of(what, subject, span, field, secret, diags)?;
+                let kind = match arg.kind {
+                    NodeKind::Literal(v) => {
+                        NodeKind::Literal(Ref::test(*equal, value, choose.as_ref(), &v))
+                    }
+                    NodeKind::Whole(inner @ (Ref::Var(_) | Ref::Env(_) | Ref::Environment)) => {
+                        NodeKind::Whole(Ref::Test {
+                            subject: Box::new(inner),
+                            equal: *equal,
+                            value: value.clone(),
+                            choose: choose.clone(),
+                        })
+                    }
+                    _ => {
+                        diags.push(Diagnostic::at(
+                            span,
+                            format!("{what}: `${{{r}}}` tests `{subject}`, whose argument is not known at plan"),
+                            "not known at plan",
+                        ).help("pass the module a literal, a variable or the environment for it"));
+                        return Some(null_at(span));
+                    }
+                };
+                Some(Node { span, kind })
+            }
             Ref::ModuleOutput { module, output } => {
                 let found = self.outputs.get(module).and_then(|o| o.get(output));
                 if let Some(node) = found {

@@ -77,7 +77,7 @@ fn a_cluster_role_without_the_cluster_policy_is_refused_at_plan() {
                 "[]",
             )
         },
-        "stack.toml:40:20",
+        "stack.toml:48:20",
         &[
             "iam_role.cluster.managed_policies: eks_cluster.ml runs as this role",
             "add \"AmazonEKSClusterPolicy\" to managed_policies",
@@ -95,7 +95,7 @@ fn a_cluster_role_eks_cannot_assume_is_refused_at_plan() {
                 r#"trust            = "ec2""#,
             )
         },
-        "stack.toml:39:21",
+        "stack.toml:47:21",
         &[
             "eks_cluster.ml needs eks.amazonaws.com to assume this role",
             "use `trust = \"eks\"`",
@@ -107,7 +107,7 @@ fn a_cluster_role_eks_cannot_assume_is_refused_at_plan() {
 fn a_node_role_that_cannot_pull_images_is_refused_at_plan() {
     refused(
         |s| replace(&s, r#", "AmazonEC2ContainerRegistryPullOnly""#, ""),
-        "stack.toml:45:20",
+        "stack.toml:53:20",
         &[
             "eks_node_group.system's nodes run as this role, which may not pull images from ECR",
             "module.gpu.eks_node_group.main's nodes run as this role",
@@ -143,7 +143,7 @@ fn an_execution_role_sagemaker_cannot_assume_is_refused_at_plan() {
                 r#"trust            = "eks""#,
             )
         },
-        "stack.toml:51:21",
+        "stack.toml:59:21",
         &[
             "sagemaker_pipeline.xgboost (step AbaloneTrain) needs sagemaker.amazonaws.com to assume this role (the step's execution role)",
             "use `trust = \"sagemaker\"`",
@@ -161,7 +161,7 @@ fn an_execution_role_without_the_bucket_key_is_refused_at_plan() {
                 "",
             )
         },
-        "stack.toml:53:20",
+        "stack.toml:61:20",
         &[
             "sagemaker_pipeline.xgboost (step AbaloneTrain) runs as this role, which is not allowed `kms:GenerateDataKey`",
             "encrypted with the bucket's KMS key",
@@ -222,7 +222,7 @@ fn a_pipeline_role_that_cannot_pass_the_step_role_is_refused_at_plan() {
             // The ACK controllers may pass the new role: only the pipeline's grant lacks.
             ack_may_also_pass(&s, "${iam_role.pipeline.arn}")
         },
-        "stack.toml:69:11",
+        "stack.toml:78:11",
         &[
             "iam_role.pipeline.statements: sagemaker_pipeline.xgboost (step AbaloneTrain): the pipeline runs as this role and starts the step as iam_role.sagemaker, so it must pass that role to SageMaker",
             "add to statements: { actions = [\"iam:PassRole\"], resources = [\"${iam_role.sagemaker.arn}\"], condition = { StringEquals = { \"iam:PassedToService\" = \"sagemaker.amazonaws.com\" } } }",
@@ -513,7 +513,7 @@ fn a_pipeline_on_a_new_cluster_without_ack_is_refused_at_plan() {
     run.expect_code(1);
     let err = flat(&run.stderr);
     for said in [
-        "stack.toml:140:20: sagemaker_pipeline.xgboost needs its cluster to serve Pipeline (sagemaker.services.k8s.aws/v1alpha1)",
+        "stack.toml:166:20: sagemaker_pipeline.xgboost needs its cluster to serve Pipeline (sagemaker.services.k8s.aws/v1alpha1)",
         "nothing in this stack provides it on eks_cluster.ml, which this plan creates",
         "add an `eks_capability` with type = \"ACK\" on eks_cluster.ml",
         "with a `kubernetes_manifest`",
@@ -535,9 +535,9 @@ fn a_capability_on_a_config_map_cluster_is_refused_at_plan() {
                 r#"authentication_mode = "CONFIG_MAP""#,
             )
         },
-        "stack.toml:87:13",
+        "stack.toml:97:13",
         &[
-            "eks_capability.ack.cluster: eks_cluster.ml has authentication_mode = \"CONFIG_MAP\"",
+            "eks_capability.ack[0].cluster: eks_cluster.ml has authentication_mode = \"CONFIG_MAP\"",
             "EKS runs capabilities only on clusters with access entries",
         ],
     );
@@ -554,9 +554,9 @@ fn a_capability_role_that_cannot_pass_the_pipeline_role_is_refused_at_plan() {
                 .to_string();
             replace(&s, &format!("{line}\n"), "")
         },
-        "stack.toml:64:14",
+        "stack.toml:73:14",
         &[
-            "iam_role.ack.statements: eks_capability.ack submits sagemaker_pipeline.xgboost as this role",
+            "iam_role.ack.statements: eks_capability.ack[0] submits sagemaker_pipeline.xgboost as this role",
             "SageMaker refuses a pipeline whose role the caller may not pass",
             "resources = [\"${iam_role.sagemaker.arn}\"]",
         ],
@@ -569,13 +569,13 @@ fn a_capability_role_eks_cannot_assume_is_refused_at_plan() {
         |s| {
             replace(
                 &s,
-                r#"trust      = "eks-capabilities""#,
+                r#"trust      = "${var.ack_controller == 'capability' ? 'eks-capabilities' : 'eks-pods'}""#,
                 r#"trust      = "eks""#,
             )
         },
-        "stack.toml:63:15",
+        "stack.toml:72:15",
         &[
-            "eks_capability.ack needs capabilities.eks.amazonaws.com to assume this role",
+            "eks_capability.ack[0] needs capabilities.eks.amazonaws.com to assume this role",
             "its trust does not allow `sts:AssumeRole` for capabilities.eks.amazonaws.com",
         ],
     );
@@ -585,8 +585,8 @@ fn a_capability_role_eks_cannot_assume_is_refused_at_plan() {
 fn a_capability_of_a_type_terrain_does_not_manage_is_refused_at_plan() {
     refused(
         |s| replace(&s, r#"type     = "ACK""#, r#"type     = "KRO""#),
-        "stack.toml:89:13",
-        &["eks_capability.ack.type:"],
+        "stack.toml:99:13",
+        &["eks_capability.ack[0].type:"],
     );
 }
 
@@ -700,31 +700,23 @@ fn the_whole_stack_killed_at_random_moments_converges_with_one_execution() {
     }
 }
 
-/// The stack with the controller installed by the stack itself (the Pod Identity agent,
-/// an association and the controller's manifests, `stacks/modules/ack-sagemaker-controller`)
-/// in place of the capability: for accounts whose policies do not allow capabilities.
-fn self_managed(s: String) -> String {
-    let s = replace(
-        &without_capability(s),
-        r#"trust      = "eks-capabilities""#,
-        r#"trust      = "eks-pods""#,
-    );
-    replace(
-        &s,
-        "[kms_key.pipelines]",
-        "[module.ack]\nsource       = \"../modules/ack-sagemaker-controller\"\ncluster      = \"${eks_cluster.ml.kubernetes}\"\ncluster_name = \"${eks_node_group.system.cluster_name}\"\nregion       = \"${var.region}\"\nrole_arn     = \"${iam_role.ack.arn}\"\n\n[kms_key.pipelines]",
-    )
-}
-
 #[test]
 fn the_self_managed_controller_path_runs_the_pipeline_from_an_empty_sandbox() {
+    // The stack's own switch: the Pod Identity agent, an association and the
+    // controller's manifests (`stacks/modules/ack-sagemaker-controller`) in place of the
+    // capability, for accounts whose policies do not allow capabilities.
     let work = work();
-    let path = format!("{STACK}/stack.toml");
-    work.write(&path, &self_managed(work.read(&path)));
     let scaled = [("TERRAIN_SANDBOX_TIME_SCALE", "0.2")];
     let run = |args: &[&str]| {
         let mut all = args.to_vec();
-        all.extend(["-s", STACK, "--sandbox", "--no-color"]);
+        all.extend([
+            "-s",
+            STACK,
+            "--sandbox",
+            "--no-color",
+            "--var",
+            "ack_controller=self-managed",
+        ]);
         work.run_env(&all, &scaled)
     };
     run(&["plan", "--detailed-exitcode"]).expect_code(2);
@@ -743,11 +735,11 @@ fn the_self_managed_controller_path_runs_the_pipeline_from_an_empty_sandbox() {
             .unwrap_or_else(|| panic!("{what} in:\n{}", apply.stdout))
     };
     assert!(
-        at("module.ack.eks_pod_identity_association.controller: creation complete")
-            < at("module.ack.kubernetes_manifest.controller: creating...")
+        at("module.ack[0].eks_pod_identity_association.controller: creation complete")
+            < at("module.ack[0].kubernetes_manifest.controller: creating...")
     );
     assert!(
-        at("module.ack.kubernetes_manifest.controller: creation complete")
+        at("module.ack[0].kubernetes_manifest.controller: creation complete")
             < at("sagemaker_pipeline.xgboost: creating...")
     );
     let held = work.run(&["sandbox", "list"]);
@@ -773,7 +765,7 @@ fn the_self_managed_controller_path_runs_the_pipeline_from_an_empty_sandbox() {
     };
     assert!(
         at("sagemaker_pipeline.xgboost: destruction complete")
-            < at("module.ack.kubernetes_manifest.controller: destroying...")
+            < at("module.ack[0].kubernetes_manifest.controller: destroying...")
     );
     let left = work.run(&["sandbox", "list"]);
     left.success();

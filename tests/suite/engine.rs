@@ -1587,7 +1587,7 @@ fn a_problem_inside_a_module_is_located_in_the_module_file_and_named_by_the_call
     ));
     for want in [
         "modules/pool/main.toml:17:9: module.gpu[\"a\"].test_thing.key: the module has no variable `prefx`",
-        "stack.toml:9:13: module.gpu[\"a\"].test_thing.node.count: expected a whole number ≥ 0, found a string",
+        "stack.toml:9:13: module.gpu[\"a\"].test_thing.node.count: expected a whole number ≥ 0 or a test, found a string",
         "stack.toml:13:1: module.bad: the module has no variable `colour`",
     ] {
         assert!(err.contains(want), "{want}:\n{err}");
@@ -1596,6 +1596,65 @@ fn a_problem_inside_a_module_is_located_in_the_module_file_and_named_by_the_call
     // or downstream of its outputs piles up.
     assert_eq!(err.matches("module.bad").count(), 1, "{err}");
     assert!(!err.contains("not in the stack"), "{err}");
+}
+
+/// A module that makes its thing only when asked: a test of a module variable in
+/// `count`, and a choice between two names.
+const SWITCH_MODULE: &str = r#"
+[variables]
+mode = "on"
+
+[test_thing.only]
+count = "${var.mode == 'on'}"
+name  = "${var.mode != 'on' ? 'never' : 'switched-on'}"
+"#;
+
+#[tokio::test]
+async fn a_test_of_a_variable_picks_which_blocks_exist_and_which_string_a_field_takes() {
+    let f = Fixture::new();
+    f.write(&[("modules/switch/main.toml", SWITCH_MODULE)]);
+    let stack = |mode: &str| {
+        format!(
+            "[variables.mode]\ndefault = \"{mode}\"\nallowed = [\"a\", \"b\"]\n\n[test_thing.a]\ncount = \"${{var.mode == 'a'}}\"\nname  = \"${{var.mode == 'a' ? 'first' : 'second'}}\"\n\n[test_thing.b]\ncount = \"${{var.mode != 'a'}}\"\nname  = \"b-${{env}}\"\n\n[module.on]\nsource = \"modules/switch\"\n\n[module.off]\nsource = \"modules/switch\"\nmode   = \"${{var.mode}}\"\n"
+        )
+    };
+    let e = f.engine(&stack("a"));
+    converge(&e).await;
+    let mut created = calls_of(&f.cloud, Op::Create);
+    created.sort();
+    assert_eq!(created, ["first", "switched-on"]);
+    f.cloud.clear_calls();
+    // The other value: test_thing.a[0] goes, test_thing.b[0] comes; the module passed
+    // the variable through decides on the stack's value, the other keeps its default.
+    let e = f.engine(&stack("b"));
+    converge(&e).await;
+    assert_eq!(calls_of(&f.cloud, Op::Delete), ["first"]);
+    assert_eq!(calls_of(&f.cloud, Op::Create), ["b-default"]);
+    let (p, _) = plan(&e).await;
+    assert!(!p.has_changes(), "{:?}", actions(&p));
+    // A value the variable does not allow is refused where it is written, with the
+    // nearest allowed one; `count` says nothing more about it.
+    let err = f.load_errors(&stack("c"));
+    assert!(
+        err.contains("stack.toml:2:12: variables.mode: \"c\" (as its default) is not one of its allowed values: \"a\", \"b\""),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    // A secret cannot decide the instances (keys are shown in every address).
+    let err = f.load_errors(
+        "[variables.mode]\ndefault = \"a\"\nsensitive = true\n\n[test_thing.a]\ncount = \"${var.mode == 'a'}\"\nname = \"x\"\n",
+    );
+    assert!(
+        err.contains("stack.toml:6:10: test_thing.a.count must be known at plan: `${var.mode == 'a'}` tests a sensitive variable"),
+        "{err}"
+    );
+    assert!(!err.contains("\"a\" "), "the secret's value shows: {err}");
+    // Only what is known at plan can be tested.
+    let err = f.load_errors("[test_thing.a]\nname = \"x\"\n\n[test_thing.b]\nname = \"${test_thing.a.name == 'x'}\"\n");
+    assert!(
+        err.contains("stack.toml:5:9: `${test_thing.a.name == 'x'}` is not a test: `test_thing.a.name` may be known only after apply"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

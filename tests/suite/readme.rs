@@ -703,8 +703,9 @@ fn readme_guardrails_walk_is_what_terrain_prints() {
 }
 
 /// The README's section on count, for_each, modules and provider instances: its TOML
-/// is `stacks/multi-region-gpu`'s (the moved entry is the engine tests' to prove), and
-/// its commands print what it shows.
+/// is `stacks/multi-region-gpu`'s, or `stacks/eks-sagemaker`'s for the switch between
+/// its two ACK controllers (the moved entry is the engine tests' to prove), and its
+/// commands print what it shows.
 #[test]
 fn readme_reuse_walk_is_what_terrain_prints() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -713,6 +714,8 @@ fn readme_reuse_walk_is_what_terrain_prints() {
     let blocks = console_blocks(&readme, heading);
     assert_eq!(blocks.len(), 2, "the walk has its commands");
     let stack = std::fs::read_to_string(root.join("stacks/multi-region-gpu/stack.toml"))
+        .expect("read stack");
+    let switch = std::fs::read_to_string(root.join("stacks/eks-sagemaker/stack.toml"))
         .expect("read stack");
     let section = &readme[readme.find(heading).expect("section")..];
     let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
@@ -723,17 +726,22 @@ fn readme_reuse_walk_is_what_terrain_prints() {
         let close = body.find("```").expect("the block closes");
         let snippet = &body[..close];
         if !snippet.contains("[[moved]]") {
+            let (name, text) = if snippet.contains("ack_controller") {
+                ("eks-sagemaker", &switch)
+            } else {
+                ("multi-region-gpu", &stack)
+            };
             for line in snippet.lines().filter(|l| !l.is_empty()) {
                 assert!(
-                    stack.lines().any(|s| s == line),
-                    "README shows `{line}`, which stacks/multi-region-gpu/stack.toml does not have"
+                    text.lines().any(|s| s == line),
+                    "README shows `{line}`, which stacks/{name}/stack.toml does not have"
                 );
             }
             snippets += 1;
         }
         rest = &body[close + 3..];
     }
-    assert_eq!(snippets, 3, "count/for_each, module and provider snippets");
+    assert_eq!(snippets, 4, "count/for_each, switch, module and provider snippets");
     let work = common::Sandbox::new();
     common::copy_dir(
         &root.join("stacks/multi-region-gpu"),
