@@ -546,14 +546,7 @@ fn a_capability_on_a_config_map_cluster_is_refused_at_plan() {
 #[test]
 fn a_capability_role_that_cannot_pass_the_pipeline_role_is_refused_at_plan() {
     refused(
-        |s| {
-            let line = s
-                .lines()
-                .find(|l| l.contains(r#"{ actions = ["iam:PassRole"], resources = ["${iam_role.sagemaker.arn}"]"#))
-                .expect("the PassRole grant")
-                .to_string();
-            replace(&s, &format!("{line}\n"), "")
-        },
+        without_pass_role,
         "stack.toml:73:14",
         &[
             "iam_role.ack.statements: eks_capability.ack[0] submits sagemaker_pipeline.xgboost as this role",
@@ -587,6 +580,73 @@ fn a_capability_of_a_type_terrain_does_not_manage_is_refused_at_plan() {
         |s| replace(&s, r#"type     = "ACK""#, r#"type     = "KRO""#),
         "stack.toml:99:13",
         &["eks_capability.ack[0].type:"],
+    );
+}
+
+/// The stack with `ack_controller` defaulting to the self-managed controller.
+fn self_managed(s: String) -> String {
+    replace(&s, r#"default = "capability""#, r#"default = "self-managed""#)
+}
+
+/// `s` without the grant that lets `iam_role.ack` pass the step's role.
+fn without_pass_role(s: String) -> String {
+    let line = s
+        .lines()
+        .find(|l| l.contains(r#"{ actions = ["iam:PassRole"], resources = ["${iam_role.sagemaker.arn}"]"#))
+        .expect("the PassRole grant")
+        .to_string();
+    replace(&s, &format!("{line}\n"), "")
+}
+
+#[test]
+fn a_self_managed_controller_role_that_cannot_pass_the_pipeline_role_is_refused_at_plan() {
+    refused(
+        |s| without_pass_role(self_managed(s)),
+        "stack.toml:73:14",
+        &[
+            "iam_role.ack.statements: module.ack[0].kubernetes_manifest.controller submits sagemaker_pipeline.xgboost as this role",
+            "SageMaker refuses a pipeline whose role the caller may not pass",
+        ],
+    );
+}
+
+#[test]
+fn a_self_managed_controller_role_pods_cannot_assume_is_refused_at_plan() {
+    refused(
+        |s| {
+            replace(
+                &self_managed(s),
+                r#"trust      = "${var.ack_controller == 'capability' ? 'eks-capabilities' : 'eks-pods'}""#,
+                r#"trust      = "eks-capabilities""#,
+            )
+        },
+        "stack.toml:112:17",
+        &[
+            "module.ack[0].eks_pod_identity_association.controller.role_arn: iam_role.ack has trust =",
+            "but EKS Pod Identity assumes the role as pods.eks.amazonaws.com",
+        ],
+    );
+}
+
+#[test]
+fn a_bucket_in_another_region_than_the_controller_is_refused_at_plan() {
+    let elsewhere = |s: String| {
+        let s = replace(
+            &s,
+            "[providers.aws]\nregion = \"${var.region}\"\n",
+            "[providers.aws]\nregion = \"${var.region}\"\n\n[providers.aws.eu]\nregion = \"eu-west-1\"\n",
+        );
+        replace(&s, "[s3_bucket.pipelines]\n", "[s3_bucket.pipelines]\nprovider = \"aws.eu\"\n")
+    };
+    refused(
+        elsewhere,
+        "stack.toml:98:1",
+        &["eks_capability.ack[0] submits sagemaker_pipeline.xgboost in us-east-1, but it reads s3_bucket.pipelines in eu-west-1"],
+    );
+    refused(
+        |s| elsewhere(self_managed(s)),
+        "ack-sagemaker-controller/main.toml:55:14",
+        &["module.ack[0].kubernetes_manifest.controller.template: module.ack[0].kubernetes_manifest.controller submits sagemaker_pipeline.xgboost in us-east-1, but it reads s3_bucket.pipelines in eu-west-1"],
     );
 }
 

@@ -62,6 +62,32 @@ impl<'a> View<'a> {
         self.get(address).filter(|t| t.kind == kind)
     }
 
+    /// The resources of kind `kind` that any value of `r` references.
+    pub fn referenced_of_kind(&self, r: &StackResource, kind: &str) -> Vec<&'a StackResource> {
+        let mut out: Vec<&'a StackResource> = Vec::new();
+        for written in r.refs.values() {
+            let mut rest = written.as_str();
+            while let Some(i) = rest.find("${") {
+                let after = &rest[i + 2..];
+                let Some(end) = after.find('}') else { break };
+                let inner = &after[..end];
+                let target = self
+                    .by_address
+                    .iter()
+                    .filter(|(a, t)| t.kind == kind && inner.starts_with(&format!("{a}.")))
+                    .max_by_key(|(a, _)| a.len())
+                    .map(|(_, t)| *t);
+                if let Some(t) = target {
+                    if !out.iter().any(|o| o.address == t.address) {
+                        out.push(t);
+                    }
+                }
+                rest = &after[end + 1..];
+            }
+        }
+        out
+    }
+
     /// The value at `path` of `r` as text, with references to other resources replaced
     /// by their values where the stack knows them (their spec), an account id by
     /// [`ACCOUNT_STAND_IN`]; `None` when a piece stays unknown.

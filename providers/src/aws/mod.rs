@@ -70,6 +70,8 @@ const STACK_KINDS: &[&str] = &[
     "aws_internet_gateway",
     "aws_nat_gateway",
     "aws_route_table",
+    // The ACK controller's own manifests (a self-managed controller), for `ack_checks`.
+    "kubernetes_manifest",
 ];
 
 /// The aws provider's table and capacity (see [`crate::provider::Provider`]).
