@@ -662,6 +662,7 @@ pub(crate) fn self_managed(cluster: &ClusterState) -> Option<(String, String)> {
 pub(crate) fn settle(
     cluster: &mut ClusterState,
     sagemaker: &mut SageMaker,
+    iam: &super::iam::Iam,
     who: &Controller<'_>,
     region: &str,
     now: DateTime<Utc>,
@@ -687,7 +688,7 @@ pub(crate) fn settle(
             .collect();
         for (key, object) in executions {
             reconcile_execution(
-                store, &key, object, sagemaker, who, region, now, scale, faults,
+                store, &key, object, sagemaker, iam, who, region, now, scale, faults,
             );
         }
     }
@@ -779,6 +780,7 @@ fn reconcile_execution(
     key: &ObjKey,
     old: Value,
     sagemaker: &mut SageMaker,
+    iam: &super::iam::Iam,
     who: &Controller<'_>,
     region: &str,
     now: DateTime<Utc>,
@@ -843,6 +845,7 @@ fn reconcile_execution(
                     faults
                         .take_operation_failure("sagemaker")
                         .map(|(_, message)| message),
+                    iam,
                 )
             })
             .and_then(|arn| {
@@ -988,6 +991,7 @@ mod tests {
             settle(
                 &mut self.cluster,
                 &mut self.sm,
+                &crate::aws::iam::Iam::default(),
                 &who,
                 "us-west-2",
                 now,

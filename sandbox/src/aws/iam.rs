@@ -215,6 +215,12 @@ fn glob(pattern: &str, text: &str) -> bool {
     p[pi..].iter().all(|c| *c == '*')
 }
 
+/// IAM holding `roles`, for tests of what runs as them.
+#[cfg(test)]
+pub(crate) fn holding(roles: Vec<Role>) -> Iam {
+    Iam { roles }
+}
+
 /// A role holding `attached` managed policies and `inline` documents, for tests of
 /// what acts as it.
 #[cfg(test)]

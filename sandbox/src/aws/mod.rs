@@ -321,7 +321,7 @@ impl AwsWorld {
                 self.eks.handle(req, ctx, &around)
             }
             Service::S3 => self.s3.handle(req, ctx),
-            Service::SageMaker => self.sagemaker.handle(req, ctx),
+            Service::SageMaker => self.sagemaker.handle(req, ctx, &self.iam),
             Service::Ec2 => {
                 let eks_subnets = self.eks.subnets_in_use(&req.region);
                 ec2_request(req, ctx, &mut self.network, &self.capacity, &eks_subnets)

@@ -787,6 +787,7 @@ impl SageMaker {
         &mut self,
         req: &AwsRequest,
         ctx: &AwsCtx,
+        iam: &super::iam::Iam,
     ) -> Result<AwsResponse, AwsError> {
         let target = req.header("x-amz-target").unwrap_or_default();
         let Some(op) = target.strip_prefix("SageMaker.") else {
@@ -838,7 +839,7 @@ impl SageMaker {
                     .faults
                     .take_operation_failure("sagemaker")
                     .map(|(_, m)| m);
-                let arn = self.start_execution(region, &spec, now, scale, failure)?;
+                let arn = self.start_execution(region, &spec, now, scale, failure, iam)?;
                 json!({"PipelineExecutionArn": arn})
             }
             "DescribePipelineExecution" => {
@@ -1035,7 +1036,8 @@ impl SageMaker {
 
     /// StartPipelineExecution: the new execution's ARN. The run takes `base::STEP` per
     /// top-level step at `scale`; `failure` (a planned fault) makes its first step fail
-    /// with that reason. Fails with ResourceNotFound for an unknown pipeline, or
+    /// with that reason, as does a pipeline role of `iam` that SageMaker may not assume
+    /// (its steps run as it). Fails with ResourceNotFound for an unknown pipeline, or
     /// ValidationException for bad names or undeclared parameters.
     pub(crate) fn start_execution(
         &mut self,
@@ -1044,6 +1046,7 @@ impl SageMaker {
         now: DateTime<Utc>,
         scale: f64,
         failure: Option<String>,
+        iam: &super::iam::Iam,
     ) -> Result<String, AwsError> {
         if spec.pipeline.is_empty() {
             return Err(missing("pipelineName"));
@@ -1079,6 +1082,19 @@ impl SageMaker {
             )));
         }
         let steps = check_definition(&pipeline.definition)?;
+        // A role of the account SageMaker may not assume fails the first step, as
+        // SageMaker reports it once it tries to run the step as that role. (A role the
+        // sandbox does not hold is taken to be assumable.)
+        let failure = failure.or_else(|| {
+            super::iam::role(iam, &pipeline.role_arn)
+                .filter(|role| !super::iam::trusts(role, "sagemaker.amazonaws.com"))
+                .map(|_| {
+                    format!(
+                        "ClientError: SageMaker is unable to perform: sts:AssumeRole on the role {}. Check if you have a trust relationship for 'sagemaker.amazonaws.com' to assume the role.",
+                        pipeline.role_arn
+                    )
+                })
+        });
         // A planned fault fails the first step; otherwise a Fail step ends the run.
         let failure = failure.map(|m| (0, m)).or_else(|| {
             steps.iter().position(|s| s.step_type == "Fail").map(|i| {
@@ -1352,6 +1368,7 @@ mod tests {
     struct Harness {
         sm: SageMaker,
         faults: Faults,
+        iam: crate::aws::iam::Iam,
         secs: i64,
     }
 
@@ -1360,6 +1377,7 @@ mod tests {
             Harness {
                 sm: SageMaker::default(),
                 faults: Faults::default(),
+                iam: crate::aws::iam::Iam::default(),
                 secs: 0,
             }
         }
@@ -1385,7 +1403,7 @@ mod tests {
                 scale: 1.0,
                 faults: &self.faults,
             };
-            let resp = self.sm.handle(&req, &ctx)?;
+            let resp = self.sm.handle(&req, &ctx, &self.iam)?;
             assert_eq!(resp.header("content-type"), Some(CONTENT_TYPE));
             Ok(resp.json_body().unwrap_or(Value::Null))
         }
@@ -1642,6 +1660,34 @@ mod tests {
             list["PipelineExecutionSummaries"][0]["PipelineExecutionStatus"],
             SUCCEEDED
         );
+    }
+
+    #[test]
+    fn a_pipeline_role_sagemaker_may_not_assume_fails_the_first_step() {
+        use crate::aws::iam;
+        let mut h = Harness::new();
+        let mut role = iam::role_with(&[], &[]);
+        role.arn = ROLE.to_string();
+        role.trust = json!({"Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]});
+        h.iam = iam::holding(vec![role.clone()]);
+        h.create("p", &[("Train", "Training")]).expect("created");
+        let failing = h.at(0).start("p");
+        assert_eq!(h.at(2).status(&failing), FAILED);
+        let steps = h
+            .call(
+                "ListPipelineExecutionSteps",
+                json!({"PipelineExecutionArn": failing}),
+            )
+            .expect("listed");
+        assert_eq!(
+            steps["PipelineExecutionSteps"][0]["FailureReason"],
+            format!("ClientError: SageMaker is unable to perform: sts:AssumeRole on the role {ROLE}. Check if you have a trust relationship for 'sagemaker.amazonaws.com' to assume the role.")
+        );
+        // Trusted, the same pipeline runs.
+        role.trust = json!({"Statement": [{"Effect": "Allow", "Principal": {"Service": ["ec2.amazonaws.com", "sagemaker.amazonaws.com"]}, "Action": "sts:AssumeRole"}]});
+        h.iam = iam::holding(vec![role]);
+        let running = h.at(3).start("p");
+        assert_eq!(h.at(10).status(&running), SUCCEEDED);
     }
 
     #[test]

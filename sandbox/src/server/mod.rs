@@ -1063,6 +1063,7 @@ fn run_ack(
     aws::ack::settle(
         cluster,
         &mut aws.sagemaker,
+        &aws.iam,
         &who,
         region,
         ctx.now,
