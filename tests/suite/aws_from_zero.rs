@@ -526,6 +526,42 @@ fn a_pipeline_on_a_new_cluster_without_ack_is_refused_at_plan() {
 }
 
 #[test]
+fn a_pipeline_on_an_existing_cluster_without_ack_is_refused_by_its_discovery() {
+    // The cluster exists (applied on its own first) and nothing in the stack provides
+    // the group: the plan asks the cluster, which serves no Pipeline.
+    let work = work();
+    let path = format!("{STACK}/stack.toml");
+    work.write(&path, &without_capability(work.read(&path)));
+    let scaled = [("TERRAIN_SANDBOX_TIME_SCALE", "0.2")];
+    work.run_env(
+        &[
+            "apply",
+            "-s",
+            STACK,
+            "--sandbox",
+            "--auto-approve",
+            "--target",
+            "eks_node_group.system",
+        ],
+        &scaled,
+    )
+    .success();
+    let before = work.run(&["sandbox", "list"]);
+    let run = work.run_env(&["plan", "--no-color", "-s", STACK, "--sandbox"], &scaled);
+    run.expect_code(1);
+    let err = flat(&run.stderr);
+    for said in [
+        "sagemaker_pipeline.xgboost needs its cluster to serve Pipeline (sagemaker.services.k8s.aws/v1alpha1)",
+        "nothing in this stack provides it, and eks_cluster.ml does not serve it (no CustomResourceDefinition)",
+        "add an `eks_capability` with type = \"ACK\" on eks_cluster.ml",
+    ] {
+        assert!(err.contains(said), "the error says {said:?}:\n{}", run.stderr);
+    }
+    // Nothing changed by the refused plan.
+    assert_eq!(work.run(&["sandbox", "list"]).stdout, before.stdout);
+}
+
+#[test]
 fn a_capability_on_a_config_map_cluster_is_refused_at_plan() {
     refused(
         |s| {
