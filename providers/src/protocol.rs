@@ -237,11 +237,25 @@ pub struct ApiGroups {
     pub provides: Vec<String>,
     /// Custom resource kinds the object is made of.
     pub needs: Vec<ApiKind>,
+    /// The object runs a controller's pods on the cluster's nodes: it is created after
+    /// the stack's node groups of that cluster and destroyed before them, so the
+    /// controller still runs while what it serves is deleted.
+    pub pods: bool,
+    /// The object is nodes of its cluster (a node group or pool).
+    pub nodes: bool,
 }
 
 impl ApiGroups {
     pub fn is_empty(&self) -> bool {
-        self.provides.is_empty() && self.needs.is_empty()
+        self.provides.is_empty() && self.needs.is_empty() && !self.pods && !self.nodes
+    }
+
+    /// The groups of nodes of a cluster.
+    pub fn nodes() -> ApiGroups {
+        ApiGroups {
+            nodes: true,
+            ..ApiGroups::default()
+        }
     }
 }
 

@@ -5,9 +5,13 @@
 //! hand-written `depends_on`: it is created after them and destroyed before them, so
 //! its finalizers are lifted while the controller still runs.
 //!
-//! "The same cluster" is the resource the `cluster` field references
-//! (`${eks_cluster.ml.kubernetes}` and `${eks_cluster.ml.name}` are both
-//! `eks_cluster.ml`), or the literal value when it references nothing. A need no
+//! A controller's manifest runs pods, so it also depends on the stack's node groups of
+//! its cluster: created once there are nodes, destroyed while they still run it.
+//!
+//! "The same cluster" is the resource the `cluster` field (a node group's
+//! `cluster_name`) references (`${eks_cluster.ml.kubernetes}` and
+//! `${eks_cluster.ml.name}` are both `eks_cluster.ml`), or the literal value when it
+//! references nothing. A need no
 //! provider in the stack meets on a cluster the stack manages is kept as
 //! [`Unserved`]: the plan refuses it when that cluster is yet to be created, and asks
 //! the live cluster otherwise.
@@ -34,7 +38,10 @@ pub struct Unserved {
 /// Where a resource runs: the resource its `cluster` field references, or the field's
 /// literal value as text; `None` without a `cluster` field.
 fn cluster_of(rc: &ResourceConfig) -> Option<String> {
-    let node = rc.body.at(&["cluster".to_string()])?;
+    let node = rc
+        .body
+        .at(&["cluster".to_string()])
+        .or_else(|| rc.body.at(&["cluster_name".to_string()]))?;
     referenced(node)
         .map(|a| a.to_string())
         .or_else(|| match &node.kind {
@@ -91,6 +98,14 @@ pub fn link(
         let Some(on) = clusters.get(consumer) else {
             continue;
         };
+        if g.pods {
+            implied.entry(consumer.clone()).or_default().extend(
+                groups
+                    .iter()
+                    .filter(|(n, ng)| ng.nodes && clusters.get(n) == Some(on))
+                    .map(|(n, _)| n.clone()),
+            );
+        }
         for need in &g.needs {
             let providers: Vec<&Address> = groups
                 .iter()

@@ -838,6 +838,13 @@ fn the_self_managed_controller_path_runs_the_pipeline_from_an_empty_sandbox() {
         at("module.ack[0].kubernetes_manifest.controller: creation complete")
             < at("sagemaker_pipeline.xgboost: creating...")
     );
+    // It runs on the cluster's nodes: applied once they are up.
+    for nodes in ["eks_node_group.system", "module.gpu.eks_node_group.main"] {
+        assert!(
+            at(&format!("{nodes}: creation complete"))
+                < at("module.ack[0].kubernetes_manifest.controller: creating...")
+        );
+    }
     let held = work.run(&["sandbox", "list"]);
     held.success();
     for line in [
@@ -863,6 +870,13 @@ fn the_self_managed_controller_path_runs_the_pipeline_from_an_empty_sandbox() {
         at("sagemaker_pipeline.xgboost: destruction complete")
             < at("module.ack[0].kubernetes_manifest.controller: destroying...")
     );
+    // The controller went before the nodes it ran on.
+    for nodes in ["eks_node_group.system", "module.gpu.eks_node_group.main"] {
+        assert!(
+            at("module.ack[0].kubernetes_manifest.controller: destruction complete")
+                < at(&format!("{nodes}: destroying..."))
+        );
+    }
     let left = work.run(&["sandbox", "list"]);
     left.success();
     let lines: Vec<&str> = left.stdout.lines().collect();

@@ -59,6 +59,7 @@ pub fn needs(kind: &str) -> crate::ApiGroups {
             api_version: API_VERSION.to_string(),
             kind: kind.to_string(),
         }],
+        ..crate::ApiGroups::default()
     }
 }
 

@@ -493,9 +493,10 @@ impl Kind for EksCapability {
                 .filter_map(Value::as_str)
                 .map(|s| format!("-{s}.services.k8s.aws")),
         );
+        // EKS runs the capability's controllers outside the cluster: no pods here.
         crate::ApiGroups {
             provides,
-            needs: Vec::new(),
+            ..crate::ApiGroups::default()
         }
     }
 

@@ -983,6 +983,10 @@ impl Kind for EksNodeGroup {
 
     /// The group's instances at its desired size (EKS starts it there; the minimum when
     /// none is set) and at its maximum, over its subnets.
+    fn api_groups(_spec: &Value) -> crate::ApiGroups {
+        crate::ApiGroups::nodes()
+    }
+
     fn demand(spec: &Value, config: &Value, _peers: &[crate::Peer]) -> Vec<crate::Demand> {
         let Ok(typed) = serde_json::from_value::<Spec>(spec.clone()) else {
             return Vec::new();

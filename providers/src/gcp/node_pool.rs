@@ -1195,6 +1195,10 @@ impl Kind for GkeNodePool {
 
     /// The pool's nodes: in the cluster's zone, or in each of a regional cluster's
     /// zones (which GKE picks: three), at their initial size and autoscaling maximum.
+    fn api_groups(_spec: &Value) -> crate::ApiGroups {
+        crate::ApiGroups::nodes()
+    }
+
     fn demand(spec: &Value, config: &Value, peers: &[Peer]) -> Vec<crate::Demand> {
         let Ok(typed) = serde_json::from_value::<Spec>(spec.clone()) else {
             return Vec::new();

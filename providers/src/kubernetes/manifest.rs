@@ -1156,7 +1156,14 @@ fn api_groups(spec: &Value) -> crate::ApiGroups {
         .collect();
     needs.sort();
     needs.dedup();
-    crate::ApiGroups { provides, needs }
+    // A manifest that serves groups runs their controller: on the cluster's nodes.
+    let pods = spec["serves"].as_array().is_some_and(|s| !s.is_empty());
+    crate::ApiGroups {
+        provides,
+        needs,
+        pods,
+        nodes: false,
+    }
 }
 
 #[async_trait]
