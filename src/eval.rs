@@ -145,14 +145,9 @@ fn resolve(r: &Ref, span: Span, scope: &dyn Scope) -> Result<(Value, bool), Eval
                 false,
             )
         })),
-        Ref::Test {
-            subject,
-            equal,
-            value,
-            choose,
-        } => {
+        Ref::Test { subject, .. } => {
             let (v, secret) = resolve(subject, span, scope)?;
-            Ok((Ref::test(*equal, value, choose.as_ref(), &v), secret))
+            Ok((r.decide(&v).unwrap_or(Value::Null), secret))
         }
         Ref::Resource { addr, path } => match scope.resource(addr, path) {
             Resolved::Known(v, s) => Ok((v, s)),

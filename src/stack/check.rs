@@ -529,7 +529,13 @@ impl Checker<'_> {
             .or(default.as_ref().map(|(d, _)| type_name_of(d)));
         if let Some((_, _, node)) = from_file {
             let v = self.file_value(name, node, want, sensitive)?;
-            return self.allowed(name, node.span, v, allowed.as_deref(), "in the variables file");
+            return self.allowed(
+                name,
+                node.span,
+                v,
+                allowed.as_deref(),
+                "in the variables file",
+            );
         }
         let given = from_cli
             .or_else(|| (opts.env)(&format!("TERRAIN_VAR_{name}")).map(|v| (v, "TERRAIN_VAR_")));
@@ -599,9 +605,7 @@ impl Checker<'_> {
                 v.value
                     .as_str()
                     .filter(|_| !v.sensitive)
-                    .and_then(|given| {
-                        did_you_mean(given, allowed.iter().filter_map(Value::as_str))
-                    })
+                    .and_then(|given| did_you_mean(given, allowed.iter().filter_map(Value::as_str)))
                     .unwrap_or_else(|| format!("pass one of them: --var {name}=…")),
             ),
         );
@@ -1464,7 +1468,9 @@ impl Checker<'_> {
                 for (r, rspan) in value.refs() {
                     let secret = match r {
                         Ref::Var(v) => vars.get(v).is_some_and(|v| v.sensitive),
-                        Ref::Test { subject, .. } => matches!(subject.as_ref(), Ref::Var(v) if vars.get(v).is_some_and(|v| v.sensitive)),
+                        Ref::Test { subject, .. } => {
+                            matches!(subject.as_ref(), Ref::Var(v) if vars.get(v).is_some_and(|v| v.sensitive))
+                        }
                         Ref::Resource { addr, path } => resources.get(addr).is_some_and(|rc| {
                             let s = rc.resource.schema();
                             s.field(&path[0])

@@ -56,18 +56,28 @@ pub enum Ref {
 }
 
 impl Ref {
-    /// The boolean or string a [`Ref::Test`] gives when its subject is `subject`: the
-    /// subject's text (numbers and booleans as written) compared with the value.
-    pub fn test(equal: bool, value: &str, choose: Option<&(String, String)>, subject: &Value) -> Value {
+    /// The boolean or string a [`Ref::Test`] gives when its subject's value is
+    /// `subject`: the subject's text (numbers and booleans as written) compared with the
+    /// value. `None` for any other reference.
+    pub fn decide(&self, subject: &Value) -> Option<Value> {
+        let Ref::Test {
+            equal,
+            value,
+            choose,
+            ..
+        } = self
+        else {
+            return None;
+        };
         let text = match subject {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        let holds = (text == value) == equal;
-        match choose {
+        let holds = (&text == value) == *equal;
+        Some(match choose {
             None => Value::Bool(holds),
             Some((yes, no)) => Value::String(if holds { yes.clone() } else { no.clone() }),
-        }
+        })
     }
 }
 
@@ -398,15 +408,23 @@ fn parse_test(s: &str, at: usize) -> Result<Ref, String> {
         )));
     }
     let equal = s[at..].starts_with("==");
-    let (value, rest) = quoted(s[at + 2..].trim_start()).ok_or_else(|| bad("the right side is not a quoted string"))?;
+    let (value, rest) = quoted(s[at + 2..].trim_start())
+        .ok_or_else(|| bad("the right side is not a quoted string"))?;
     let rest = rest.trim();
     let choose = if rest.is_empty() {
         None
     } else {
-        let rest = rest.strip_prefix('?').ok_or_else(|| bad("expected `?` after the value"))?;
-        let (yes, rest) = quoted(rest.trim_start()).ok_or_else(|| bad("expected a quoted string after `?`"))?;
-        let rest = rest.trim_start().strip_prefix(':').ok_or_else(|| bad("expected `:` between the two strings"))?;
-        let (no, rest) = quoted(rest.trim_start()).ok_or_else(|| bad("expected a quoted string after `:`"))?;
+        let rest = rest
+            .strip_prefix('?')
+            .ok_or_else(|| bad("expected `?` after the value"))?;
+        let (yes, rest) =
+            quoted(rest.trim_start()).ok_or_else(|| bad("expected a quoted string after `?`"))?;
+        let rest = rest
+            .trim_start()
+            .strip_prefix(':')
+            .ok_or_else(|| bad("expected `:` between the two strings"))?;
+        let (no, rest) =
+            quoted(rest.trim_start()).ok_or_else(|| bad("expected a quoted string after `:`"))?;
         if !rest.trim().is_empty() {
             return Err(bad("unexpected text after the second string"));
         }
@@ -509,25 +527,22 @@ mod tests {
             }
         );
         assert_eq!(t.to_string(), "var.ack == 'capability'");
-        let Ref::Test { equal, value, choose, .. } =
-            parse_ref(r#"env != "prod" ? "eks-pods" : 'eks-capabilities'"#).expect("a choice")
-        else {
-            panic!("not a test");
-        };
-        assert!(!equal);
-        let choose = choose.expect("two strings");
+        let choice =
+            parse_ref(r#"env != "prod" ? "eks-pods" : 'eks-capabilities'"#).expect("a choice");
         assert_eq!(
-            Ref::test(equal, &value, Some(&choose), &Value::String("dev".into())),
-            Value::String("eks-pods".into())
+            choice.decide(&Value::String("dev".into())),
+            Some(Value::String("eks-pods".into()))
         );
         assert_eq!(
-            Ref::test(equal, &value, Some(&choose), &Value::String("prod".into())),
-            Value::String("eks-capabilities".into())
+            choice.decide(&Value::String("prod".into())),
+            Some(Value::String("eks-capabilities".into()))
         );
+        let number = parse_ref("var.n == '3'").expect("a test");
         assert_eq!(
-            Ref::test(true, "3", None, &serde_json::json!(3)),
-            Value::Bool(true)
+            number.decide(&serde_json::json!(3)),
+            Some(Value::Bool(true))
         );
+        assert_eq!(Ref::Var("n".into()).decide(&serde_json::json!(3)), None);
         let parts = parse_template("${var.a == 'x'}", 0, 0).expect("parses");
         assert!(matches!(parts.as_slice(), [Part::Ref(Ref::Test { .. }, _)]));
     }

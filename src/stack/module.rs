@@ -156,7 +156,8 @@ impl Context<'_> {
                 dir: parent.dir.clone(),
             };
             let mut body = sibling.rewrite(&here, &call.body, &mut BTreeSet::new(), diags);
-            let Some(repeat) = expand::take_repeat(&here, &mut body, self.vars, self.refused, self.opts, diags)
+            let Some(repeat) =
+                expand::take_repeat(&here, &mut body, self.vars, self.refused, self.opts, diags)
             else {
                 continue;
             };
@@ -509,24 +510,16 @@ impl Rewriter {
             }),
             // A test of a module variable: decided by the argument when it is written
             // out, carried up when it is itself a value known at plan.
-            Ref::Test {
-                subject,
-                equal,
-                value,
-                choose,
-            } if matches!(subject.as_ref(), Ref::Var(_)) => {
+            Ref::Test { subject, .. } if matches!(subject.as_ref(), Ref::Var(_)) => {
                 let arg = self.value_of(what, subject, span, field, secret, diags)?;
                 let kind = match arg.kind {
-                    NodeKind::Literal(v) => {
-                        NodeKind::Literal(Ref::test(*equal, value, choose.as_ref(), &v))
-                    }
+                    NodeKind::Literal(v) => NodeKind::Literal(r.decide(&v).unwrap_or(Value::Null)),
                     NodeKind::Whole(inner @ (Ref::Var(_) | Ref::Env(_) | Ref::Environment)) => {
-                        NodeKind::Whole(Ref::Test {
-                            subject: Box::new(inner),
-                            equal: *equal,
-                            value: value.clone(),
-                            choose: choose.clone(),
-                        })
+                        let mut carried = r.clone();
+                        if let Ref::Test { subject, .. } = &mut carried {
+                            **subject = inner;
+                        }
+                        NodeKind::Whole(carried)
                     }
                     _ => {
                         diags.push(Diagnostic::at(

@@ -621,14 +621,20 @@ fn a_capability_of_a_type_terrain_does_not_manage_is_refused_at_plan() {
 
 /// The stack with `ack_controller` defaulting to the self-managed controller.
 fn self_managed(s: String) -> String {
-    replace(&s, r#"default = "capability""#, r#"default = "self-managed""#)
+    replace(
+        &s,
+        r#"default = "capability""#,
+        r#"default = "self-managed""#,
+    )
 }
 
 /// `s` without the grant that lets `iam_role.ack` pass the step's role.
 fn without_pass_role(s: String) -> String {
     let line = s
         .lines()
-        .find(|l| l.contains(r#"{ actions = ["iam:PassRole"], resources = ["${iam_role.sagemaker.arn}"]"#))
+        .find(|l| {
+            l.contains(r#"{ actions = ["iam:PassRole"], resources = ["${iam_role.sagemaker.arn}"]"#)
+        })
         .expect("the PassRole grant")
         .to_string();
     replace(&s, &format!("{line}\n"), "")
@@ -672,7 +678,11 @@ fn a_bucket_in_another_region_than_the_controller_is_refused_at_plan() {
             "[providers.aws]\nregion = \"${var.region}\"\n",
             "[providers.aws]\nregion = \"${var.region}\"\n\n[providers.aws.eu]\nregion = \"eu-west-1\"\n",
         );
-        replace(&s, "[s3_bucket.pipelines]\n", "[s3_bucket.pipelines]\nprovider = \"aws.eu\"\n")
+        replace(
+            &s,
+            "[s3_bucket.pipelines]\n",
+            "[s3_bucket.pipelines]\nprovider = \"aws.eu\"\n",
+        )
     };
     refused(
         elsewhere,

@@ -1650,7 +1650,9 @@ async fn a_test_of_a_variable_picks_which_blocks_exist_and_which_string_a_field_
     );
     assert!(!err.contains("\"a\" "), "the secret's value shows: {err}");
     // Only what is known at plan can be tested.
-    let err = f.load_errors("[test_thing.a]\nname = \"x\"\n\n[test_thing.b]\nname = \"${test_thing.a.name == 'x'}\"\n");
+    let err = f.load_errors(
+        "[test_thing.a]\nname = \"x\"\n\n[test_thing.b]\nname = \"${test_thing.a.name == 'x'}\"\n",
+    );
     assert!(
         err.contains("stack.toml:5:9: `${test_thing.a.name == 'x'}` is not a test: `test_thing.a.name` may be known only after apply"),
         "{err}"

@@ -715,8 +715,8 @@ fn readme_reuse_walk_is_what_terrain_prints() {
     assert_eq!(blocks.len(), 2, "the walk has its commands");
     let stack = std::fs::read_to_string(root.join("stacks/multi-region-gpu/stack.toml"))
         .expect("read stack");
-    let switch = std::fs::read_to_string(root.join("stacks/eks-sagemaker/stack.toml"))
-        .expect("read stack");
+    let switch =
+        std::fs::read_to_string(root.join("stacks/eks-sagemaker/stack.toml")).expect("read stack");
     let section = &readme[readme.find(heading).expect("section")..];
     let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
     let mut rest = section;
@@ -741,7 +741,10 @@ fn readme_reuse_walk_is_what_terrain_prints() {
         }
         rest = &body[close + 3..];
     }
-    assert_eq!(snippets, 4, "count/for_each, switch, module and provider snippets");
+    assert_eq!(
+        snippets, 4,
+        "count/for_each, switch, module and provider snippets"
+    );
     let work = common::Sandbox::new();
     common::copy_dir(
         &root.join("stacks/multi-region-gpu"),

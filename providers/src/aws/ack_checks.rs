@@ -80,12 +80,17 @@ pub fn check(view: &View<'_>, out: &mut Vec<StackFinding>) {
 /// The checks of a controller run from `manifest`: its Deployments' service accounts,
 /// the roles the stack's pod identity associations give them, and what it submits.
 fn self_managed(view: &View<'_>, manifest: &StackResource, out: &mut Vec<StackFinding>) {
-    let objects = manifest.spec["objects"].as_array().cloned().unwrap_or_default();
+    let objects = manifest.spec["objects"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     for deployment in objects
         .iter()
         .filter(|o| o["kind"].as_str() == Some("Deployment"))
     {
-        let namespace = deployment["metadata"]["namespace"].as_str().unwrap_or("default");
+        let namespace = deployment["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("default");
         let pod = &deployment["spec"]["template"]["spec"];
         let account = pod["serviceAccountName"].as_str().unwrap_or("default");
         let region = region_env(pod);
