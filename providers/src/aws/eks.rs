@@ -102,6 +102,20 @@ where
     }
 }
 
+/// `(cluster, name)` of the id `CLUSTER/NAME` of a part of a cluster (`shape` says
+/// it for the kind: `CLUSTER/NODEGROUP`).
+pub(crate) fn parts<'i>(
+    id: &'i str,
+    kind: &str,
+    shape: &str,
+) -> Result<(&'i str, &'i str), ProviderError> {
+    id.split_once('/')
+        .filter(|(c, n)| !c.is_empty() && !n.is_empty() && !n.contains('/'))
+        .ok_or_else(|| {
+            ProviderError::Unsupported(format!("{kind} id {id:?} is not of the form {shape}"))
+        })
+}
+
 /// The error for an object that vanished in the middle of an update.
 pub(crate) fn gone(call: &str, what: &str) -> ProviderError {
     ProviderError::api(

@@ -218,16 +218,9 @@ fn outputs_of(live: &Addon) -> Outputs {
     }
 }
 
-/// `(cluster, name)` of an id `CLUSTER/NAME`.
+/// `(cluster, name)` of an id (see [`ID_SHAPE`]).
 fn parts(id: &str) -> Result<(&str, &str), ProviderError> {
-    id.split_once('/')
-        .filter(|(c, n)| !c.is_empty() && !n.is_empty() && !n.contains('/'))
-        .ok_or_else(|| {
-            ProviderError::Unsupported(format!(
-                "{} id {id:?} is not of the form {ID_SHAPE}",
-                EksAddon::KIND
-            ))
-        })
+    eks::parts(id, EksAddon::KIND, ID_SHAPE)
 }
 
 /// The add-on; `None` when it (or its cluster) does not exist.

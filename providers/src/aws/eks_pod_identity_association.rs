@@ -239,16 +239,9 @@ fn live_of(live: &PodIdentityAssociation, cluster: &str) -> Live<EksPodIdentityA
     }
 }
 
-/// `(cluster, association id)` of an id `CLUSTER/ASSOCIATION_ID`.
+/// `(cluster, name)` of an id (see [`ID_SHAPE`]).
 fn parts(id: &str) -> Result<(&str, &str), ProviderError> {
-    id.split_once('/')
-        .filter(|(c, a)| !c.is_empty() && !a.is_empty() && !a.contains('/'))
-        .ok_or_else(|| {
-            ProviderError::Unsupported(format!(
-                "{} id {id:?} is not of the form {ID_SHAPE}",
-                EksPodIdentityAssociation::KIND
-            ))
-        })
+    eks::parts(id, EksPodIdentityAssociation::KIND, ID_SHAPE)
 }
 
 /// The association; `None` when it (or its cluster) does not exist.
