@@ -301,6 +301,15 @@ pub enum PlanError {
         at: String,
         message: String,
     },
+    /// A resource calls a cloud API that is off in its project, and nothing in the
+    /// stack turns it on.
+    #[error("{at}: {address}: {message}")]
+    ServicesOff {
+        address: Box<Address>,
+        /// `file:line:col` of the first resource calling it.
+        at: String,
+        message: String,
+    },
 }
 
 /// Inputs to planning besides the stack and the refreshed state.

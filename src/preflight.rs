@@ -5,9 +5,10 @@
 //! once for all its resources. The providers read quotas and offerings
 //! (`terrain_providers::capacity`); this step only gathers, hides secrets and sorts what
 //! they find into plan errors and warnings. A provider that cannot be asked (offline,
-//! no permission) is noted in the plan as not checked; it never fails the plan.
+//! no permission), or whose project gets an API turned on by this very plan, is noted
+//! in the plan as not checked; it never fails the plan.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use terrain_providers::{Need, Severity};
 
@@ -25,6 +26,7 @@ impl Engine {
     pub(crate) async fn preflight(
         &self,
         plan: &Plan,
+        pending: &BTreeSet<(String, String)>,
     ) -> Result<(Vec<String>, Vec<String>), EngineError> {
         let by_address: BTreeMap<&Address, &Change> =
             plan.changes.iter().map(|c| (&c.address, c)).collect();
@@ -84,6 +86,19 @@ impl Engine {
         }
         let (mut errors, mut warnings) = (Vec::new(), Vec::new());
         for (instance, (needs, first, secrets)) in by_instance {
+            // A project whose APIs this plan turns on cannot be asked before the apply.
+            let turning_on: Vec<&str> = pending
+                .iter()
+                .filter(|(i, _)| *i == instance)
+                .map(|(_, api)| api.as_str())
+                .collect();
+            if !turning_on.is_empty() {
+                warnings.push(format!(
+                    "capacity not checked for provider {instance}: this apply turns on {} first",
+                    turning_on.join(", ")
+                ));
+                continue;
+            }
             // A plan that changes no node asks its cloud nothing: what runs already fits.
             if needs.iter().all(|n| n.after == n.before) {
                 continue;

@@ -310,6 +310,16 @@ pub trait Resource: Send + Sync {
     }
     /// The API groups the object provides to and needs from its cluster (see
     /// [`ApiGroups`]), read offline from `spec` (defaults filled, maybe unknown values).
+    /// The cloud APIs objects of this kind call, which must be on in their project
+    /// (`container.googleapis.com`): the plan asks which are off, and orders the object
+    /// after the resource of the stack that [`Resource::enables`] its API.
+    fn services(&self, _spec: &Value) -> Vec<&'static str> {
+        Vec::new()
+    }
+    /// The cloud API the object turns on in its project, for kinds that do.
+    fn enables(&self, _spec: &Value) -> Option<String> {
+        None
+    }
     fn api_groups(&self, _spec: &Value) -> ApiGroups {
         ApiGroups::default()
     }
@@ -692,6 +702,15 @@ pub trait Kind: Send + Sync + 'static {
     fn api_groups(_spec: &Value) -> ApiGroups {
         ApiGroups::default()
     }
+    /// The cloud APIs the object calls (see [`Resource::services`]); `spec` may hold
+    /// unknown values.
+    fn services(_spec: &Value) -> Vec<&'static str> {
+        Vec::new()
+    }
+    /// The cloud API the object turns on (see [`Resource::enables`]).
+    fn enables(_spec: &Value) -> Option<String> {
+        None
+    }
     /// The id the object will have, when known before create.
     fn planned_id(_spec: &Self::Spec, _config: &Value) -> Option<String> {
         None
@@ -913,6 +932,14 @@ impl<K: Kind> Resource for Adapter<K> {
 
     fn api_groups(&self, spec: &Value) -> ApiGroups {
         K::api_groups(spec)
+    }
+
+    fn services(&self, spec: &Value) -> Vec<&'static str> {
+        K::services(spec)
+    }
+
+    fn enables(&self, spec: &Value) -> Option<String> {
+        K::enables(spec)
     }
 
     fn validate_change(&self, prior: &Value, spec: &Value) -> Vec<Invalid> {

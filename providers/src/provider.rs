@@ -52,4 +52,15 @@ pub trait Provider: Send + Sync {
     async fn preflight(&self, _ctx: &Ctx, _needs: &[Need]) -> Result<Vec<Finding>, ProviderError> {
         Ok(Vec::new())
     }
+
+    /// Which of `services` (see [`crate::Resource::services`]) are off in the
+    /// instance's project, read-only; the plan refuses resources calling one that the
+    /// stack does not turn on.
+    async fn services_off(
+        &self,
+        _ctx: &Ctx,
+        _services: &[String],
+    ) -> Result<Vec<String>, ProviderError> {
+        Ok(Vec::new())
+    }
 }

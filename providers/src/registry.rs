@@ -112,6 +112,19 @@ pub async fn preflight(
     }
 }
 
+/// Which of `services` are off for `provider`'s instance (see
+/// [`crate::provider::Provider::services_off`]).
+pub async fn services_off(
+    provider: &str,
+    ctx: &crate::Ctx,
+    services: &[String],
+) -> Result<Vec<String>, crate::ProviderError> {
+    match self::provider(provider) {
+        Some(p) => p.services_off(ctx, services).await,
+        None => Ok(Vec::new()),
+    }
+}
+
 /// The kinds shipped with terrain.
 pub fn builtin() -> Registry {
     let mut r = Registry::new();
@@ -122,6 +135,9 @@ pub fn builtin() -> Registry {
     r.register(Arc::new(Adapter::new(gcp::node_pool::GkeNodePool)));
     r.register(Arc::new(Adapter::new(gcp::filestore::FilestoreInstance)));
     r.register(Arc::new(Adapter::new(gcp::bucket::GcsBucket)));
+    r.register(Arc::new(Adapter::new(
+        gcp::project_service::GcpProjectService,
+    )));
     r.register(Arc::new(Adapter::new(kubernetes::manifest::Manifest)));
     r.register(Arc::new(Adapter::new(kubernetes::nfs_volume::NfsVolume)));
     r.register(Arc::new(Adapter::new(kubernetes::redis::Redis)));

@@ -53,7 +53,31 @@ pub struct Options {
     /// The port to listen on when it is free (a sandbox reopened from a state file keeps
     /// its address, so URLs recorded by clients stay valid); otherwise any free port.
     pub port: Option<u16>,
+    /// Google APIs (`container.googleapis.com`) on in every project from the start, as
+    /// if its owner had enabled them; otherwise a project starts as a new one does, with
+    /// only Cloud Storage and Service Usage on. Replaces what a state file kept.
+    pub enabled_apis: Option<Vec<String>>,
 }
+
+impl Options {
+    /// Options whose projects have every Google API terrain calls on ([`GOOGLE_APIS`]),
+    /// as a project set up by hand has: for work that is not about enabling APIs.
+    pub fn google_apis_on() -> Options {
+        Options {
+            enabled_apis: Some(GOOGLE_APIS.iter().map(|a| a.to_string()).collect()),
+            ..Options::default()
+        }
+    }
+}
+
+/// The Google APIs the sandbox emulates beyond a new project's: what a project whose
+/// owner enabled everything terrain calls has on.
+pub const GOOGLE_APIS: [&str; 4] = [
+    "container.googleapis.com",
+    "file.googleapis.com",
+    "compute.googleapis.com",
+    "tpu.googleapis.com",
+];
 
 /// Durations of long-running operations: every base duration (cluster create ~6 s, node
 /// pool ~3 s, Filestore ~4 s, deletes ~2 s) is multiplied by `scale`.
@@ -199,6 +223,9 @@ impl Sandbox {
         {
             world.gcp.capacity = spec.gcp;
             world.aws.capacity = spec.aws;
+        }
+        if let Some(apis) = &opts.enabled_apis {
+            world.gcp.serviceusage.set_baseline(apis);
         }
         let data_dir = server::DataDir::create(opts.state_file.as_deref())?;
         let preferred = match opts.port {

@@ -28,6 +28,8 @@ use crate::output;
 
 /// The variable that slows the emulator down (or speeds it up): base durations × scale.
 pub const TIME_SCALE_VAR: &str = "TERRAIN_SANDBOX_TIME_SCALE";
+/// Google APIs on in every sandbox project from the start (see `enabled_apis_from_env`).
+pub const ENABLED_APIS_VAR: &str = "TERRAIN_SANDBOX_ENABLED_APIS";
 
 /// The token the emulated Google APIs are called with (they check that one is sent,
 /// not what it is, so it is no secret).
@@ -99,6 +101,7 @@ fn overrides(url: &str, token_file: &Path) -> BTreeMap<String, Map<String, Value
                 "storage": format!("{url}/storage/"),
                 "compute": format!("{url}/compute/"),
                 "tpu": format!("{url}/tpu/"),
+                "serviceusage": format!("{url}/serviceusage/"),
             },
             "access_token_file": token_file.display().to_string(),
             "credentials": null,
@@ -176,6 +179,22 @@ fn write_token(dir: &Path) -> anyhow::Result<()> {
     written.with_context(|| format!("write {}", path.display()))
 }
 
+/// `TERRAIN_SANDBOX_ENABLED_APIS`: Google APIs on in every project of the sandbox from
+/// the start (comma-separated; `all` for every API terrain calls), as in a project
+/// whose owner enabled them by hand. Unset, a project starts as a new one does.
+fn enabled_apis_from_env() -> Option<Vec<String>> {
+    let text = std::env::var(ENABLED_APIS_VAR).ok()?;
+    let mut apis = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        if name == "all" {
+            apis.extend(terrain_sandbox::GOOGLE_APIS.iter().map(|a| a.to_string()));
+        } else {
+            apis.push(name.to_string());
+        }
+    }
+    Some(apis)
+}
+
 fn time_scale_from_env() -> anyhow::Result<f64> {
     match std::env::var(TIME_SCALE_VAR) {
         Ok(text) if !text.trim().is_empty() => {
@@ -205,6 +224,7 @@ async fn start(dir: &Path, scale: f64) -> anyhow::Result<Sandbox> {
         timing: Timing::scaled(scale),
         state_file: Some(dir.join("cloud.json")),
         port,
+        enabled_apis: enabled_apis_from_env(),
     })
     .await
     .with_context(|| format!("start the sandbox in {}", dir.display()))?;

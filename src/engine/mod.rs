@@ -32,6 +32,7 @@ mod import;
 mod persist;
 mod planning;
 mod refresh;
+mod services;
 
 pub use refresh::Refresh;
 

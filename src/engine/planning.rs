@@ -103,8 +103,9 @@ impl Engine {
             ..plan
         };
         if self.settings.refresh && !destroy {
+            let pending = self.services(&plan).await?;
             self.served(&plan).await?;
-            let (errors, found) = self.preflight(&plan).await?;
+            let (errors, found) = self.preflight(&plan, &pending).await?;
             if !errors.is_empty() {
                 return Err(EngineError::Capacity(errors));
             }

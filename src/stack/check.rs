@@ -116,9 +116,10 @@ pub fn check(mut raw: RawStack, opts: &LoadOptions<'_>) -> Result<Stack, StackEr
     c.cycles(&resources);
     let mut unserved = Vec::new();
     if c.diags.is_empty() {
-        let groups = c.kind_validation(&resources, &providers, &variables, opts);
+        let (groups, services) = c.kind_validation(&resources, &providers, &variables, opts);
         unserved = super::api_groups::link(&mut resources, &groups);
-        // What the groups imply can close a cycle no reference shows.
+        super::services::link(&mut resources, &services);
+        // What the groups and services imply can close a cycle no reference shows.
         c.cycles(&resources);
     }
     let warnings = std::mem::take(&mut c.warnings);
@@ -1566,15 +1567,20 @@ impl Checker<'_> {
     /// stack's own configuration of referenced resources known (their fields), what
     /// only the cloud reports unknown. Resources go dependencies first, so each sees
     /// its peers' offline specs. Provider settings are checked at their table. Returns
-    /// the API groups each resource provides and needs (see `api_groups`).
+    /// the API groups each resource provides and needs (see `api_groups`), and the
+    /// cloud APIs it calls and turns on (see `services`).
     fn kind_validation(
         &mut self,
         resources: &BTreeMap<Address, ResourceConfig>,
         providers: &BTreeMap<String, Node>,
         vars: &BTreeMap<String, Variable>,
         opts: &LoadOptions<'_>,
-    ) -> BTreeMap<Address, terrain_providers::ApiGroups> {
+    ) -> (
+        BTreeMap<Address, terrain_providers::ApiGroups>,
+        BTreeMap<Address, super::services::Services>,
+    ) {
         let mut groups = BTreeMap::new();
+        let mut services = BTreeMap::new();
         let (mut configs, broken) = self.provider_tables(providers, vars, opts);
         let deps: crate::graph::Deps = resources
             .iter()
@@ -1638,6 +1644,16 @@ impl Checker<'_> {
             done(&mut specs, &mut waiting);
             match computed {
                 Ok(d) => {
+                    let s = super::services::Services {
+                        project: config["project"]
+                            .as_str()
+                            .map_or_else(|| rc.provider.clone(), str::to_string),
+                        uses: rc.resource.services(&d.spec),
+                        enables: rc.resource.enables(&d.spec),
+                    };
+                    if !s.uses.is_empty() || s.enables.is_some() {
+                        services.insert(addr.clone(), s);
+                    }
                     let g = rc.resource.api_groups(&d.spec);
                     if !g.is_empty() {
                         groups.insert(addr.clone(), g);
@@ -1678,7 +1694,7 @@ impl Checker<'_> {
         if self.diags.is_empty() {
             self.across_resources(resources, vars, across);
         }
-        groups
+        (groups, services)
     }
 
     /// Each provider table evaluated with the variables and checked by its provider:

@@ -18,6 +18,7 @@ pub mod load;
 pub mod module;
 pub mod moved;
 pub mod pricing;
+pub mod services;
 pub mod source;
 pub mod write;
 
@@ -138,7 +139,8 @@ pub struct ResourceConfig {
     pub body: Node,
     pub depends_on: Vec<Address>,
     /// Dependencies found from the stack rather than written: the providers of the
-    /// Kubernetes API groups this resource needs on its cluster (see [`api_groups`]).
+    /// Kubernetes API groups this resource needs on its cluster (see [`api_groups`]),
+    /// the resources turning on the cloud APIs it calls (see [`services`]).
     pub implied: Vec<Address>,
     pub lifecycle: Lifecycle,
     /// Extra spec fields (dotted paths) to treat as secret, beyond the schema's own.

@@ -94,6 +94,10 @@ pub struct Sandbox {
     dir: tempfile::TempDir,
     /// `TERRAIN_LOG_PATH` for every run, when set.
     log: Option<PathBuf>,
+    /// Whether its sandbox's projects start as new ones do, every API but Cloud Storage
+    /// off (see [`Sandbox::fresh_projects`]); otherwise they have every API terrain
+    /// calls on, as a project set up by hand.
+    fresh: bool,
 }
 
 impl Default for Sandbox {
@@ -111,7 +115,15 @@ impl Sandbox {
                 .tempdir()
                 .expect("create a temporary working directory"),
             log: None,
+            fresh: false,
         }
+    }
+
+    /// Makes the sandbox's projects start as new Google Cloud projects do: every API
+    /// but Cloud Storage and Service Usage off until the stack turns it on.
+    pub fn fresh_projects(mut self) -> Self {
+        self.fresh = true;
+        self
     }
 
     /// A working directory holding a copy of `tests/fixtures/<name>`: every file of a
@@ -176,6 +188,9 @@ impl Sandbox {
             .env("LOGNAME", TEST_USER);
         if let Some(log) = &self.log {
             cmd.env("TERRAIN_LOG_PATH", log);
+        }
+        if !self.fresh {
+            cmd.env("TERRAIN_SANDBOX_ENABLED_APIS", "all");
         }
         for (k, v) in envs {
             cmd.env(k, v);

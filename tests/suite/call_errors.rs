@@ -118,7 +118,7 @@ fn check(class: &str, call: &str, e: &dyn std::fmt::Display, expect: &[&str]) ->
 async fn sandbox() -> Sandbox {
     Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("start the sandbox")

@@ -29,7 +29,7 @@ impl World {
     async fn new() -> Self {
         let sandbox = Sandbox::start(Options {
             timing: Timing::scaled(0.002),
-            ..Options::default()
+            ..Options::google_apis_on()
         })
         .await
         .expect("sandbox starts");

@@ -18,7 +18,7 @@ impl Env {
     async fn new(work: &Sandbox) -> Self {
         let cloud = Cloud::start(Options {
             timing: Timing::scaled(0.002),
-            ..Options::default()
+            ..Options::google_apis_on()
         })
         .await
         .expect("sandbox starts");
@@ -40,6 +40,11 @@ impl Env {
                 e.compute,
             ),
             ("CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU".to_string(), e.tpu),
+            // The plan asks Service Usage which APIs are on.
+            (
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_SERVICEUSAGE".to_string(),
+                e.serviceusage,
+            ),
             (
                 "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE".to_string(),
                 work.join("token").display().to_string(),

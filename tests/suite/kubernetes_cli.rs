@@ -21,7 +21,7 @@ impl Env {
     async fn new(work: &Sandbox) -> Self {
         let cloud = Cloud::start(Options {
             timing: Timing::scaled(0.01),
-            ..Options::default()
+            ..Options::google_apis_on()
         })
         .await
         .expect("sandbox starts");

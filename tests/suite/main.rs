@@ -25,6 +25,7 @@ mod features;
 mod fmt;
 mod gcp;
 mod gcp_cli;
+mod gcp_from_zero;
 mod graph_picture;
 mod import_write;
 mod kubernetes_cli;

@@ -15,7 +15,7 @@ const TOKEN: &str = "terrain-test-token";
 async fn sandbox() -> Sandbox {
     Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("start the sandbox")

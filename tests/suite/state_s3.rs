@@ -74,7 +74,7 @@ fn backend(settings: S3Settings) -> S3Backend {
 async fn sandbox() -> (Sandbox, Store) {
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("start the sandbox");

@@ -263,6 +263,10 @@ impl Kind for GcsBucket {
         )]
     }
 
+    fn services(_spec: &Value) -> Vec<&'static str> {
+        vec!["storage.googleapis.com"]
+    }
+
     fn planned_id(spec: &Spec, _config: &Value) -> Option<String> {
         Some(spec.name.clone())
     }

@@ -711,9 +711,10 @@ mod tests {
     /// unchecked (and says so) while Compute Engine's quotas are checked all the same.
     #[tokio::test]
     async fn a_disabled_tpu_api_leaves_the_slice_unchecked_and_the_quotas_checked() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // A project with Compute Engine on and Cloud TPU off, as the sandbox keeps it.
         let sandbox = terrain_sandbox::Sandbox::start(terrain_sandbox::Options {
             timing: terrain_sandbox::Timing::instant(),
+            enabled_apis: Some(vec!["compute.googleapis.com".to_string()]),
             ..terrain_sandbox::Options::default()
         })
         .await
@@ -723,23 +724,6 @@ mod tests {
                 {"metric": "TPU_LITE_PODSLICE_V5", "limit": 0}
             ]}}))
             .expect("a valid capacity");
-        // Cloud TPU as a project without it enabled answers.
-        let tpu = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("a free port");
-        let tpu_url = format!("http://{}/", tpu.local_addr().expect("an address"));
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = tpu.accept().await {
-                let mut buf = [0u8; 4096];
-                let _ = socket.read(&mut buf).await;
-                let body = r#"{"error": {"code": 403, "message": "Cloud TPU API has not been used in project p before or it is disabled.", "status": "PERMISSION_DENIED"}}"#;
-                let reply = format!(
-                    "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = socket.write_all(reply.as_bytes()).await;
-            }
-        });
         let dir = tempfile::tempdir().expect("tempdir");
         let token = dir.path().join("token");
         std::fs::write(&token, "t\n").expect("token file");
@@ -750,7 +734,7 @@ mod tests {
                 "project": "tpu-project",
                 "access_token_file": token.display().to_string(),
                 "retry_base_delay": "1ms",
-                "endpoints": {"compute": e.compute, "tpu": tpu_url},
+                "endpoints": {"compute": e.compute, "tpu": e.tpu},
             }),
         );
         let need = Need {

@@ -158,6 +158,23 @@ fn busy(status: u16, code: &str, message: &str) -> bool {
     }
 }
 
+/// How many times a call refused because its API is off is retried: an API enabled
+/// moments ago takes a while to reach every Google front end (about a minute at the
+/// default base delay; the plan has already refused an API that nothing turns on).
+const PROPAGATION_WAITS: u32 = 6;
+
+/// The service an error says is off in the project (`ErrorInfo` reason
+/// SERVICE_DISABLED), if it says so.
+fn disabled_service(body: &str) -> Option<String> {
+    let json: Value = serde_json::from_str(body).ok()?;
+    json["error"]["details"]
+        .as_array()?
+        .iter()
+        .find(|d| d["reason"] == "SERVICE_DISABLED")
+        .and_then(|d| d["metadata"]["service"].as_str())
+        .map(str::to_string)
+}
+
 /// Whether a failed call may be retried as is.
 fn retryable(status: u16, code: &str, message: &str) -> bool {
     matches!(status, 429 | 500 | 502 | 503 | 504) || busy(status, code, message)
@@ -234,6 +251,7 @@ impl Client {
     pub async fn send_raw(&self, ctx: &Ctx, req: &Request) -> Result<Vec<u8>, ProviderError> {
         let mut attempt = 0u32;
         let mut busy_waits = 0u32;
+        let mut propagation_waits = 0u32;
         loop {
             let (err, retry_after) = match self.once(req).await {
                 Ok(v) => return Ok(v),
@@ -241,7 +259,37 @@ impl Client {
                     status,
                     code,
                     message,
+                    retry_after: _,
+                    disabled: Some(service),
+                }) => {
+                    if propagation_waits < PROPAGATION_WAITS {
+                        propagation_waits += 1;
+                        let delay = self.backoff(propagation_waits);
+                        ctx.progress(&format!(
+                            "{} answered that {service} is off; waiting {:.1}s for an enablement to propagate",
+                            req.call,
+                            delay.as_secs_f64()
+                        ));
+                        tokio::time::sleep(delay).await;
+                        continue;
+                    }
+                    let project = self.config.project.as_deref().unwrap_or("PROJECT");
+                    return Err(failure::answered(
+                        req.call,
+                        Cloud::Google,
+                        status,
+                        code,
+                        &format!("{message} Turn it on from the stack with [gcp_project_service.NAME] service = \"{service}\" (the resources calling it wait for it), or run `gcloud services enable {service} --project {project}`."),
+                        None,
+                        Some(propagation_waits + 1),
+                    ));
+                }
+                Err(Failure::Api {
+                    status,
+                    code,
+                    message,
                     retry_after,
+                    disabled: None,
                 }) => {
                     // Another operation on the same cluster is a wait, not a failure: it
                     // may run for many minutes, so it has its own, larger budget.
@@ -346,12 +394,14 @@ impl Client {
         if (200..300).contains(&status) {
             return Ok(bytes.to_vec());
         }
-        let (code, message) = parse_error(status, &String::from_utf8_lossy(&bytes));
+        let body = String::from_utf8_lossy(&bytes);
+        let (code, message) = parse_error(status, &body);
         Err(Failure::Api {
             status,
             code,
             message,
             retry_after,
+            disabled: disabled_service(&body),
         })
     }
 }
@@ -362,6 +412,8 @@ enum Failure {
         code: String,
         message: String,
         retry_after: Option<Duration>,
+        /// The service the project has off, when that is why the call failed.
+        disabled: Option<String>,
     },
     Transport(reqwest::Error),
     Fatal(ProviderError),

@@ -413,6 +413,10 @@ impl Kind for GkeCluster {
         )]
     }
 
+    fn services(_spec: &Value) -> Vec<&'static str> {
+        vec!["container.googleapis.com", "compute.googleapis.com"]
+    }
+
     fn planned_id(spec: &Spec, config: &Value) -> Option<String> {
         let config = GcpConfig::from_ctx(config).ok()?;
         let location = spec.location_in(&config)?;

@@ -27,6 +27,7 @@ pub enum Api {
     Storage,
     Compute,
     Tpu,
+    ServiceUsage,
 }
 
 impl Api {
@@ -39,6 +40,7 @@ impl Api {
             Api::Storage => "storage",
             Api::Compute => "compute",
             Api::Tpu => "tpu",
+            Api::ServiceUsage => "serviceusage",
         }
     }
 
@@ -50,15 +52,29 @@ impl Api {
             Api::Storage => "https://storage.googleapis.com/",
             Api::Compute => "https://compute.googleapis.com/",
             Api::Tpu => "https://tpu.googleapis.com/",
+            Api::ServiceUsage => "https://serviceusage.googleapis.com/",
         }
     }
 
-    const ALL: [Api; 5] = [
+    /// The service name Service Usage knows the API by.
+    pub fn service(self) -> &'static str {
+        match self {
+            Api::Container => "container.googleapis.com",
+            Api::File => "file.googleapis.com",
+            Api::Storage => "storage.googleapis.com",
+            Api::Compute => "compute.googleapis.com",
+            Api::Tpu => "tpu.googleapis.com",
+            Api::ServiceUsage => "serviceusage.googleapis.com",
+        }
+    }
+
+    const ALL: [Api; 6] = [
         Api::Container,
         Api::File,
         Api::Storage,
         Api::Compute,
         Api::Tpu,
+        Api::ServiceUsage,
     ];
 }
 

@@ -406,6 +406,10 @@ impl Kind for FilestoreInstance {
         )]
     }
 
+    fn services(_spec: &Value) -> Vec<&'static str> {
+        vec!["file.googleapis.com"]
+    }
+
     fn planned_id(spec: &Spec, config: &Value) -> Option<String> {
         let config = GcpConfig::from_ctx(config).ok()?;
         Some(format!(

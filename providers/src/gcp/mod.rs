@@ -1,5 +1,6 @@
-//! The Google Cloud provider (`[providers.gcp]`): GKE clusters and node pools,
-//! Filestore instances and Cloud Storage buckets, over the v1 REST APIs.
+//! The Google Cloud provider (`[providers.gcp]`): the project's APIs (Service Usage),
+//! GKE clusters and node pools, Filestore instances and Cloud Storage buckets, over the
+//! v1 REST APIs.
 //!
 //! Layout: `config` resolves settings, `auth` supplies tokens, `client` sends requests
 //! (retries, errors), `operation` follows long-running operations, `catalog` holds the
@@ -20,6 +21,7 @@ pub mod config;
 pub mod filestore;
 pub mod node_pool;
 pub mod operation;
+pub mod project_service;
 
 /// The gcp provider's table and capacity (see [`crate::provider::Provider`]).
 pub struct Gcp;
@@ -52,6 +54,14 @@ impl crate::provider::Provider for Gcp {
         needs: &[crate::Need],
     ) -> Result<Vec<crate::Finding>, crate::ProviderError> {
         capacity::preflight(ctx, needs).await
+    }
+
+    async fn services_off(
+        &self,
+        ctx: &crate::Ctx,
+        services: &[String],
+    ) -> Result<Vec<String>, crate::ProviderError> {
+        project_service::off(ctx, services).await
     }
 }
 

@@ -1195,6 +1195,16 @@ impl Kind for GkeNodePool {
 
     /// The pool's nodes: in the cluster's zone, or in each of a regional cluster's
     /// zones (which GKE picks: three), at their initial size and autoscaling maximum.
+    /// Kubernetes Engine, and the capacity the plan reads: Compute Engine, and Cloud
+    /// TPU for a TPU pool.
+    fn services(spec: &Value) -> Vec<&'static str> {
+        let mut out = vec!["container.googleapis.com", "compute.googleapis.com"];
+        if !spec["tpu"].is_null() {
+            out.push("tpu.googleapis.com");
+        }
+        out
+    }
+
     fn api_groups(_spec: &Value) -> crate::ApiGroups {
         crate::ApiGroups::nodes()
     }

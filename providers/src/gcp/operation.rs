@@ -144,6 +144,13 @@ pub const FILE: OperationApi = OperationApi {
     read: longrunning_poll,
 };
 
+/// Service Usage operations (enabling or disabling an API), read at `v1/{name}`.
+pub const SERVICEUSAGE: OperationApi = OperationApi {
+    api: Api::ServiceUsage,
+    get_call: "serviceusage.operations.get",
+    read: longrunning_poll,
+};
+
 /// Waits for the operation `op` (as returned by `call`) to finish.
 ///
 /// `path` is the operation's path after the API root. Fails when the operation ends in

@@ -34,7 +34,7 @@ impl Env {
     async fn start() -> Env {
         let sandbox = Sandbox::start(Options {
             timing: Timing::default(),
-            ..Options::default()
+            ..Options::google_apis_on()
         })
         .await
         .expect("sandbox starts");

@@ -47,7 +47,7 @@ impl Env {
     async fn start() -> Env {
         let sandbox = Sandbox::start(Options {
             timing: Timing::scaled(0.01),
-            ..Options::default()
+            ..Options::google_apis_on()
         })
         .await
         .expect("sandbox starts");

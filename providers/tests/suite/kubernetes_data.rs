@@ -79,7 +79,7 @@ impl Env {
         }
         let sandbox = Sandbox::start(Options {
             timing: Timing::instant(),
-            ..Options::default()
+            ..Options::google_apis_on()
         })
         .await
         .expect("sandbox starts");

@@ -151,8 +151,8 @@ impl ApiError {
     pub(crate) fn body(&self, api: Api) -> Value {
         match api {
             // Compute Engine answers in the same legacy JSON-API format as storage.
-            Api::Storage | Api::Compute => json!({
-                "error": {
+            Api::Storage | Api::Compute => {
+                let mut error = json!({
                     "code": self.http,
                     "message": self.message,
                     "errors": [{
@@ -160,8 +160,15 @@ impl ApiError {
                         "reason": self.reason.unwrap_or(self.code.storage_reason()),
                         "message": self.message,
                     }],
+                });
+                // Errors Google's front end answers (an API that is off) carry the
+                // canonical status and details in both formats.
+                if !self.details.is_empty() {
+                    error["status"] = json!(self.code.status());
+                    error["details"] = Value::Array(self.details.clone());
                 }
-            }),
+                json!({ "error": error })
+            }
             Api::Container | Api::File | Api::ServiceUsage | Api::Tpu => {
                 let mut error = json!({
                     "code": self.http,

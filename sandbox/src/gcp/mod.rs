@@ -1,5 +1,6 @@
 //! The Google Cloud emulators — GKE (container v1), Filestore (file v1), Cloud Storage
-//! (storage v1), the Service Usage calls gcloud makes first (serviceusage v1), and the
+//! (storage v1), Service Usage (serviceusage v1: which APIs each project has on, every
+//! other API's requests refused for a project where it is off), and the
 //! capacity a plan reads: Compute Engine's zones, accelerator types and regional quotas
 //! (compute v1) and Cloud TPU's accelerator types (tpu v2) — and what they share: the
 //! persisted state (the configured capacity included), request-body parsing against the
@@ -89,6 +90,7 @@ pub(crate) struct GcpState {
 impl GcpState {
     /// Applies the effect of every operation that has finished by `now`.
     pub(crate) fn settle(&mut self, now: DateTime<Utc>) {
+        self.serviceusage.settle(now);
         self.container.settle(now);
         self.file.settle(now);
     }
@@ -100,8 +102,14 @@ impl GcpState {
         self.storage.inventory(out);
     }
 
-    /// Serves one request of `api`; errors are rendered in that API's format.
+    /// Serves one request of `api`; errors are rendered in that API's format. A request
+    /// for a project where the API is off is refused as Google refuses it.
     pub(crate) fn handle(&mut self, api: Api, req: &ApiRequest, ctx: &OpCtx) -> ApiResponse {
+        if let Some(project) = project_of(api, req) {
+            if let Err(e) = self.serviceusage.check(api, &project, ctx.now) {
+                return e.response(api);
+            }
+        }
         let result = match api {
             Api::Container => self.container.handle(req, ctx, &self.capacity),
             Api::File => self.file.handle(req, ctx),
@@ -114,6 +122,26 @@ impl GcpState {
         };
         result.unwrap_or_else(|e| e.response(api))
     }
+}
+
+/// The project a request of `api` is for: the segment after `projects/` in its path,
+/// or a Cloud Storage request's `project` parameter (a bucket's own calls name none, and
+/// Cloud Storage is on in every project unless disabled). `None` for Service Usage.
+fn project_of(api: Api, req: &ApiRequest) -> Option<String> {
+    if api == Api::ServiceUsage {
+        return None;
+    }
+    let segments = req.segments();
+    let named = segments
+        .iter()
+        .position(|s| s == "projects")
+        .and_then(|i| segments.get(i + 1))
+        .cloned();
+    named.or_else(|| {
+        (api == Api::Storage)
+            .then(|| req.param("project").map(str::to_string))
+            .flatten()
+    })
 }
 
 /// Parses and canonicalizes a JSON request body against message `message` of `api`'s

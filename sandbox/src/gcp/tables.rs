@@ -382,8 +382,8 @@ pub static SERVICEUSAGE: Profile = Profile {
     enums: &[],
     emulated: &[(
         "DisableServiceRequest",
-        // No emulated service depends on another and the sandbox records no usage, so
-        // neither the cascade nor the usage check ever has anything to refuse.
+        // Disabling Compute Engine under Kubernetes Engine needs the cascade; the
+        // sandbox records no usage, so the usage check never has anything to refuse.
         &["disableDependentServices", "checkIfServiceHasUsage"],
     )],
 };

@@ -277,7 +277,7 @@ fn pipeline_definition(steps: usize) -> String {
 async fn eks_capabilities_through_the_cli() {
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");
@@ -372,7 +372,7 @@ async fn eks_capabilities_through_the_cli() {
 async fn eks_clusters_and_node_groups_through_the_cli() {
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");
@@ -710,7 +710,7 @@ async fn execution_until(aws: &Aws, arn: &str, done: impl Fn(&str) -> bool) -> V
 async fn sagemaker_pipelines_and_executions_through_the_cli() {
     let sandbox = Sandbox::start(Options {
         timing: Timing::scaled(0.5),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");
@@ -1038,7 +1038,7 @@ async fn the_ack_controller_runs_pipelines_from_kubernetes() {
     }
     let sandbox = Sandbox::start(Options {
         timing: Timing::scaled(0.05),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");
@@ -1321,7 +1321,7 @@ async fn eks_clusters_start_without_ack_until_an_ack_capability_is_active() {
     }
     let sandbox = Sandbox::start(Options {
         timing: Timing::scaled(0.05),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");
@@ -1500,7 +1500,7 @@ async fn an_ack_capability_installs_only_the_crds_a_cluster_lacks_also_after_a_r
     let options = || Options {
         timing: Timing::instant(),
         state_file: Some(state.clone()),
-        ..Options::default()
+        ..Options::google_apis_on()
     };
 
     // A client installs the Pipeline CRD only; the capability adds the one it lacks.
@@ -1577,7 +1577,7 @@ async fn a_self_managed_controller_runs_as_its_pod_identity() {
     }
     let sandbox = Sandbox::start(Options {
         timing: Timing::scaled(0.05),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");

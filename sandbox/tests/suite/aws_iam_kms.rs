@@ -34,7 +34,7 @@ async fn start(state_file: Option<std::path::PathBuf>) -> Sandbox {
     Sandbox::start(Options {
         timing: Timing::instant(),
         state_file,
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts")

@@ -21,7 +21,7 @@ fn aws_on_path() -> bool {
 async fn start() -> Sandbox {
     Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts")

@@ -253,7 +253,7 @@ fn p(k: &'static str, v: &str) -> (&'static str, String) {
 async fn vpc_requests_and_answers_follow_the_botocore_model() {
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");
@@ -690,7 +690,7 @@ async fn the_aws_cli_builds_a_vpc_and_eks_takes_only_its_real_subnets() {
     }
     let sandbox = Sandbox::start(Options {
         timing: Timing::scaled(0.2),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");

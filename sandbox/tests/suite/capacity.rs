@@ -107,7 +107,7 @@ fn method_path(doc: &Value, resource: &[&str], method: &str, params: &[(&str, &s
 async fn start() -> Sandbox {
     Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts")
@@ -732,7 +732,7 @@ async fn capacity_is_kept_with_the_state_file_and_bad_descriptions_are_refused()
     let opts = || Options {
         timing: Timing::instant(),
         state_file: Some(state.clone()),
-        ..Options::default()
+        ..Options::google_apis_on()
     };
     let sandbox = Sandbox::start(opts()).await.expect("starts");
     let spec = json!({"gcp": {"quotas": [{"metric": "NVIDIA_L4_GPUS", "limit": 0.0}], "stockouts": []},

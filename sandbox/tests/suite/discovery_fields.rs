@@ -413,7 +413,7 @@ fn every_field_tables_names_is_in_the_discovery_documents() {
 async fn every_request_field_of_every_served_method_is_accepted_and_no_other() {
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");
@@ -562,7 +562,7 @@ fn methods_with_bodies<'a>(resource: &'a Value, out: &mut Vec<&'a Value>) {
 async fn methods_with_bodies_not_listed_as_served_are_not_served() {
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");
@@ -630,7 +630,7 @@ async fn methods_with_bodies_not_listed_as_served_are_not_served() {
 async fn clusters_update_node_pool_autoscaling_is_accepted() {
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");

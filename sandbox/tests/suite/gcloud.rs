@@ -33,6 +33,24 @@ impl Gcloud<'_> {
 
     /// [`Gcloud::run`] with `input` on gcloud's stdin (for `gcloud storage cp -`).
     async fn run_with_input(&self, args: &[&str], input: Option<&[u8]>) -> String {
+        let (ok, stdout, stderr) = self.output(args, input).await;
+        assert!(
+            ok,
+            "gcloud {} failed:\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            args.join(" "),
+        );
+        stdout
+    }
+
+    /// Runs gcloud expecting it to fail; returns its stderr.
+    async fn fails(&self, args: &[&str]) -> String {
+        let (ok, stdout, stderr) = self.output(args, None).await;
+        assert!(!ok, "gcloud {} succeeded:\n{stdout}", args.join(" "));
+        stderr
+    }
+
+    /// Runs gcloud: whether it succeeded, its stdout and its stderr.
+    async fn output(&self, args: &[&str], input: Option<&[u8]>) -> (bool, String, String) {
         let endpoints = self.sandbox.gcp_endpoints();
         let mut cmd = tokio::process::Command::new("gcloud");
         cmd.args(args);
@@ -48,6 +66,10 @@ impl Gcloud<'_> {
                 &endpoints.container,
             )
             .env("CLOUDSDK_API_ENDPOINT_OVERRIDES_FILE", &endpoints.file)
+            .env(
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_SERVICEUSAGE",
+                &endpoints.serviceusage,
+            )
             // The storage override names the JSON API's root, `…/storage/v1/`, as
             // `terrain sandbox serve` prints it.
             .env(
@@ -90,13 +112,7 @@ impl Gcloud<'_> {
             .expect("gcloud runs");
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(
-            out.status.success(),
-            "gcloud {} failed ({}):\nstdout:\n{stdout}\nstderr:\n{stderr}",
-            args.join(" "),
-            out.status
-        );
-        stdout
+        (out.status.success(), stdout, stderr)
     }
 
     async fn json(&self, args: &[&str]) -> Value {
@@ -128,7 +144,7 @@ async fn gcloud_lists_and_describes_sandbox_objects() {
     }
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");
@@ -406,7 +422,7 @@ async fn gcloud_storage_copies_objects_both_ways() {
     }
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");
@@ -605,4 +621,86 @@ async fn gcloud_storage_copies_objects_both_ways() {
         assert!(checked > 0, "object bodies were checked against discovery");
     }
     sandbox.shutdown().await;
+}
+
+#[tokio::test]
+async fn gcloud_finds_the_apis_of_a_new_project_off_and_turns_them_on() {
+    if !gcloud_on_path() {
+        println!("skipped: gcloud is not on PATH");
+        return;
+    }
+    // A new project: only Cloud Storage and Service Usage on.
+    let sandbox = Sandbox::start(Options {
+        timing: Timing::instant(),
+        ..Options::default()
+    })
+    .await
+    .expect("sandbox starts");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "gcloud-token\n").expect("token file");
+    let config_dir = dir.path().join("gcloud-config");
+    std::fs::create_dir(&config_dir).expect("config dir");
+    let gcloud = Gcloud {
+        config_dir: &config_dir,
+        token_file: &token_file,
+        sandbox: &sandbox,
+    };
+    let enabled = |text: String| -> Vec<String> {
+        let mut names: Vec<String> = text.lines().map(str::to_string).collect();
+        names.sort();
+        names
+    };
+    let listed = gcloud
+        .run(&[
+            "services",
+            "list",
+            "--enabled",
+            "--format=value(config.name)",
+        ])
+        .await;
+    assert_eq!(
+        enabled(listed),
+        ["serviceusage.googleapis.com", "storage.googleapis.com"]
+    );
+    // Kubernetes Engine is off: refused as Google refuses it (403 SERVICE_DISABLED).
+    let refused = gcloud
+        .fails(&["container", "clusters", "list", "--format=json"])
+        .await;
+    assert!(refused.contains("container.googleapis.com"), "{refused}");
+    let traffic = sandbox.traffic();
+    let last = traffic
+        .iter()
+        .rev()
+        .find(|e| e.api == "container")
+        .expect("gcloud called Kubernetes Engine");
+    assert_eq!(last.status, 403);
+    let details = &last.response.as_ref().expect("a body")["error"]["details"][0];
+    assert_eq!(details["reason"], "SERVICE_DISABLED");
+    assert_eq!(details["metadata"]["service"], "container.googleapis.com");
+    // Enabled (gcloud waits on the operation), with Compute Engine it depends on.
+    gcloud
+        .run(&["services", "enable", "container.googleapis.com"])
+        .await;
+    let listed = gcloud
+        .run(&[
+            "services",
+            "list",
+            "--enabled",
+            "--format=value(config.name)",
+        ])
+        .await;
+    assert_eq!(
+        enabled(listed),
+        [
+            "compute.googleapis.com",
+            "container.googleapis.com",
+            "serviceusage.googleapis.com",
+            "storage.googleapis.com"
+        ]
+    );
+    let clusters = gcloud
+        .json(&["container", "clusters", "list", "--format=json"])
+        .await;
+    assert_eq!(clusters, json!([]));
 }

@@ -26,7 +26,7 @@ impl Client {
     async fn start(timing: Timing) -> Client {
         Self::with(Options {
             timing,
-            ..Options::default()
+            ..Options::google_apis_on()
         })
         .await
     }
@@ -874,7 +874,7 @@ async fn state_file_survives_a_restart() {
     let opts = || Options {
         timing: Timing::default(),
         state_file: Some(state_file.clone()),
-        ..Options::default()
+        ..Options::google_apis_on()
     };
     let c = Client::with(opts()).await;
     let clusters = c.container("locations/us-central1/clusters");

@@ -93,7 +93,7 @@ impl Cluster {
     async fn start(name: &str) -> Cluster {
         let sandbox = Sandbox::start(Options {
             timing: Timing::instant(),
-            ..Options::default()
+            ..Options::google_apis_on()
         })
         .await
         .expect("sandbox starts");
@@ -895,7 +895,7 @@ async fn clusters_survive_a_restart_and_go_away_with_their_cloud_cluster() {
     let options = || Options {
         timing: Timing::instant(),
         state_file: Some(state.clone()),
-        ..Options::default()
+        ..Options::google_apis_on()
     };
     let c = Cluster::create(Sandbox::start(options()).await.expect("sandbox"), "keep").await;
     assert!(
@@ -1119,7 +1119,7 @@ async fn eks(
 async fn an_eks_cluster_runs_coredns_kube_proxy_and_aws_node() {
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");

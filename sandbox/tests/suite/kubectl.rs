@@ -21,7 +21,7 @@ async fn kubectl_gets_applies_describes_and_deletes() {
     }
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");
@@ -156,7 +156,7 @@ async fn cluster_with_redis() -> Option<(Sandbox, tempfile::TempDir, std::path::
     }
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");

@@ -18,7 +18,7 @@ const PROJECT: &str = "kubectl-schema-proj";
 async fn cluster() -> (Sandbox, tempfile::TempDir, PathBuf) {
     let sandbox = Sandbox::start(Options {
         timing: Timing::instant(),
-        ..Options::default()
+        ..Options::google_apis_on()
     })
     .await
     .expect("sandbox starts");
