@@ -72,7 +72,7 @@ fn apis_off_in_a_new_project_are_refused_at_plan_with_the_blocks_to_add() {
     plan.expect_code(1);
     let err = plan.stderr.split_whitespace().collect::<Vec<_>>().join(" ");
     for said in [
-        "stack.toml:6:14: gke_cluster.gpu: these APIs are off in project fresh-project and nothing in this stack turns them on:",
+        "stack.toml:7:14: gke_cluster.gpu: these APIs are off in project fresh-project and nothing in this stack turns them on:",
         "compute.googleapis.com (called by gke_cluster.gpu, gke_node_pool.gpu)",
         "container.googleapis.com (called by gke_cluster.gpu, gke_node_pool.gpu)",
         "file.googleapis.com (called by filestore_instance.nfs)",
@@ -84,7 +84,7 @@ fn apis_off_in_a_new_project_are_refused_at_plan_with_the_blocks_to_add() {
     // Cloud Storage is on in a new project: nothing asks for it.
     assert!(!err.contains("storage.googleapis.com"), "{}", plan.stderr);
     assert_eq!(
-        run(&work, &["sandbox", "list"]).stdout,
+        work.run(&["sandbox", "list"]).stdout,
         "The sandbox holds nothing.\n"
     );
 }

@@ -258,7 +258,7 @@ fn html_page_is_self_contained_and_colours_a_first_plan_as_creates() {
         );
     }
     assert!(
-        html.contains("Plan: 7 to add, 0 to change, 0 to replace, 0 to destroy."),
+        html.contains("Plan: 10 to add, 0 to change, 0 to replace, 0 to destroy."),
         "{html}"
     );
     for legend in ["create", "update", "replace", "delete", "no change"] {
@@ -331,7 +331,7 @@ fn html_page_colours_a_changed_resource_as_an_update_and_a_removed_one_as_a_dele
         Some("update"),
         "{actions:?}"
     );
-    assert_eq!(actions.len(), 7, "{actions:?}");
+    assert_eq!(actions.len(), 10, "{actions:?}");
     // Drawn with the dependencies the state records for it.
     assert!(picture
         .edges

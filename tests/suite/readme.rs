@@ -281,7 +281,8 @@ fn readme_walkthrough_is_what_terrain_and_kubectl_print() {
     let readme = std::fs::read_to_string(root.join("README.md")).expect("read README");
     let blocks = console_blocks(&readme, "## Your first ten minutes");
     assert!(blocks.len() >= 8, "the walk has its commands");
-    let work = common::Sandbox::new();
+    // A new user's sandbox: its projects start with their APIs off.
+    let work = common::Sandbox::new().fresh_projects();
     common::copy_dir(
         &root.join("stacks/gke-batch-ml"),
         &work.join("stacks/gke-batch-ml"),

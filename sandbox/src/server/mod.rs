@@ -1096,9 +1096,13 @@ fn to_http(response: ApiResponse) -> Response {
 mod tests {
     use super::*;
 
+    /// An app whose projects have every Google API on.
     fn app() -> Arc<App> {
+        let mut world = World::new();
+        let apis: Vec<String> = crate::GOOGLE_APIS.iter().map(|a| a.to_string()).collect();
+        world.gcp.serviceusage.set_baseline(&apis);
         App::new(
-            World::new(),
+            world,
             String::new(),
             Timing::instant(),
             None,
