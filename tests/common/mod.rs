@@ -47,6 +47,15 @@ pub struct Run {
 }
 
 impl Run {
+    /// Where `what` first appears in stdout (to compare the order of progress lines);
+    /// fails the test, showing stdout, when it does not.
+    #[track_caller]
+    pub fn at(&self, what: &str) -> usize {
+        self.stdout
+            .find(what)
+            .unwrap_or_else(|| panic!("{what} in:\n{}", self.stdout))
+    }
+
     fn from_output(args: Vec<String>, out: std::process::Output) -> Self {
         Self {
             code: out.status.code(),

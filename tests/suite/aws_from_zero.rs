@@ -834,12 +834,7 @@ fn the_self_managed_controller_path_runs_the_pipeline_from_an_empty_sandbox() {
         apply.stdout
     );
     // The controller was applied after its identity, the pipeline after the controller.
-    let at = |what: &str| {
-        apply
-            .stdout
-            .find(what)
-            .unwrap_or_else(|| panic!("{what} in:\n{}", apply.stdout))
-    };
+    let at = |what: &str| apply.at(what);
     assert!(
         at("module.ack[0].eks_pod_identity_association.controller: creation complete")
             < at("module.ack[0].kubernetes_manifest.controller: creating...")
@@ -870,12 +865,7 @@ fn the_self_managed_controller_path_runs_the_pipeline_from_an_empty_sandbox() {
     destroy.success();
     // The pipeline went while its controller still ran: before the controller's
     // manifest, whose objects go before the association that gives it its identity.
-    let at = |what: &str| {
-        destroy
-            .stdout
-            .find(what)
-            .unwrap_or_else(|| panic!("{what} in:\n{}", destroy.stdout))
-    };
+    let at = |what: &str| destroy.at(what);
     assert!(
         at("sagemaker_pipeline.xgboost: destruction complete")
             < at("module.ack[0].kubernetes_manifest.controller: destroying...")

@@ -103,12 +103,7 @@ fn a_stack_that_turns_its_apis_on_applies_on_a_new_project_and_leaves_them_on() 
     );
     let apply = run(&work, &["apply", "--auto-approve"]);
     apply.success();
-    let at = |what: &str| {
-        apply
-            .stdout
-            .find(what)
-            .unwrap_or_else(|| panic!("{what} in:\n{}", apply.stdout))
-    };
+    let at = |what: &str| apply.at(what);
     // Each resource waited for the API it calls, with no depends_on written.
     assert!(
         at("gcp_project_service.container: creation complete") < at("gke_cluster.gpu: creating...")

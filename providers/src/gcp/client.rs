@@ -446,6 +446,22 @@ mod tests {
     }
 
     #[test]
+    fn an_api_that_is_off_is_read_from_the_error_info() {
+        let off = r#"{"error": {"code": 403, "message": "Kubernetes Engine API has not been used in project 1 before or it is disabled.", "status": "PERMISSION_DENIED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "SERVICE_DISABLED", "domain": "googleapis.com",
+                "metadata": {"service": "container.googleapis.com", "consumer": "projects/1"}}]}}"#;
+        assert_eq!(
+            disabled_service(off).as_deref(),
+            Some("container.googleapis.com")
+        );
+        // Any other 403 is not a disabled API, whatever its message says.
+        let denied = r#"{"error": {"code": 403, "message": "has not been used in project", "status": "PERMISSION_DENIED",
+            "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "IAM_PERMISSION_DENIED"}]}}"#;
+        assert_eq!(disabled_service(denied), None);
+        assert_eq!(disabled_service("<html>403</html>"), None);
+    }
+
+    #[test]
     fn retries_only_transient_failures() {
         for (status, code, message, want) in [
             (429, "RESOURCE_EXHAUSTED", "", true),

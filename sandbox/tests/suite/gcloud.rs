@@ -18,9 +18,40 @@ fn gcloud_on_path() -> bool {
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join("gcloud").is_file()))
 }
 
+/// A private gcloud configuration directory and access-token file.
+struct Home {
+    dir: tempfile::TempDir,
+}
+
+impl Home {
+    fn new() -> Home {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("token"), "gcloud-token\n").expect("token file");
+        std::fs::create_dir(dir.path().join("gcloud-config")).expect("config dir");
+        Home { dir }
+    }
+
+    fn token_file(&self) -> std::path::PathBuf {
+        self.dir.path().join("token")
+    }
+
+    fn config_dir(&self) -> std::path::PathBuf {
+        self.dir.path().join("gcloud-config")
+    }
+
+    /// gcloud with this configuration, pointed at `sandbox`.
+    fn gcloud<'a>(&'a self, sandbox: &'a Sandbox) -> Gcloud<'a> {
+        Gcloud {
+            config_dir: self.config_dir(),
+            token_file: self.token_file(),
+            sandbox,
+        }
+    }
+}
+
 struct Gcloud<'a> {
-    config_dir: &'a Path,
-    token_file: &'a Path,
+    config_dir: std::path::PathBuf,
+    token_file: std::path::PathBuf,
     sandbox: &'a Sandbox,
 }
 
@@ -60,7 +91,7 @@ impl Gcloud<'_> {
                 cmd.env_remove(key);
             }
         }
-        cmd.env("CLOUDSDK_CONFIG", self.config_dir)
+        cmd.env("CLOUDSDK_CONFIG", &self.config_dir)
             .env(
                 "CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER",
                 &endpoints.container,
@@ -76,7 +107,7 @@ impl Gcloud<'_> {
                 "CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE",
                 format!("{}storage/v1/", endpoints.storage),
             )
-            .env("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", self.token_file)
+            .env("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", &self.token_file)
             .env("CLOUDSDK_CORE_PROJECT", PROJECT)
             .env("CLOUDSDK_CORE_DISABLE_PROMPTS", "1")
             .env("CLOUDSDK_COMPONENT_MANAGER_DISABLE_UPDATE_CHECK", "1")
@@ -184,16 +215,8 @@ async fn gcloud_lists_and_describes_sandbox_objects() {
     .await;
     sandbox.clear_traffic();
 
-    let dir = tempfile::tempdir().expect("temp dir");
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "gcloud-token\n").expect("token file");
-    let config_dir = dir.path().join("gcloud-config");
-    std::fs::create_dir(&config_dir).expect("config dir");
-    let gcloud = Gcloud {
-        config_dir: &config_dir,
-        token_file: &token_file,
-        sandbox: &sandbox,
-    };
+    let home = Home::new();
+    let gcloud = home.gcloud(&sandbox);
 
     // Instant timing: the operations finished on the first read gcloud makes.
     let clusters = gcloud
@@ -437,23 +460,15 @@ async fn gcloud_storage_copies_objects_both_ways() {
     .await;
     sandbox.clear_traffic();
 
-    let dir = tempfile::tempdir().expect("temp dir");
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "gcloud-token\n").expect("token file");
-    let config_dir = dir.path().join("gcloud-config");
-    std::fs::create_dir(&config_dir).expect("config dir");
-    let gcloud = Gcloud {
-        config_dir: &config_dir,
-        token_file: &token_file,
-        sandbox: &sandbox,
-    };
+    let home = Home::new();
+    let gcloud = home.gcloud(&sandbox);
     let small = b"hello from gcloud storage cp\n".to_vec();
     // Over the 256 KiB resumable threshold, and not a whole number of 256 KiB chunks.
     let big: Vec<u8> = (0..3 * 256 * 1024 + 12_345)
         .map(|i: usize| (i * 31 % 251) as u8)
         .collect();
-    let small_file = dir.path().join("small.txt");
-    let big_file = dir.path().join("big.bin");
+    let small_file = home.dir.path().join("small.txt");
+    let big_file = home.dir.path().join("big.bin");
     std::fs::write(&small_file, &small).expect("small file");
     std::fs::write(&big_file, &big).expect("big file");
     let gs = |name: &str| format!("gs://{bucket}/{name}");
@@ -544,7 +559,7 @@ async fn gcloud_storage_copies_objects_both_ways() {
     }
 
     // Down again, validated against the hashes, byte for byte.
-    let down = dir.path().join("down");
+    let down = home.dir.path().join("down");
     std::fs::create_dir(&down).expect("download dir");
     for name in ["big.bin", "streamed.bin"] {
         gcloud
@@ -636,16 +651,8 @@ async fn gcloud_finds_the_apis_of_a_new_project_off_and_turns_them_on() {
     })
     .await
     .expect("sandbox starts");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "gcloud-token\n").expect("token file");
-    let config_dir = dir.path().join("gcloud-config");
-    std::fs::create_dir(&config_dir).expect("config dir");
-    let gcloud = Gcloud {
-        config_dir: &config_dir,
-        token_file: &token_file,
-        sandbox: &sandbox,
-    };
+    let home = Home::new();
+    let gcloud = home.gcloud(&sandbox);
     let enabled = |text: String| -> Vec<String> {
         let mut names: Vec<String> = text.lines().map(str::to_string).collect();
         names.sort();
