@@ -301,6 +301,13 @@ pub enum PlanError {
         at: String,
         message: String,
     },
+    /// Deleting a resource would turn off a cloud API that resources the stack keeps
+    /// call.
+    #[error("{address}: {message}")]
+    ApiStranded {
+        address: Box<Address>,
+        message: String,
+    },
     /// A resource calls a cloud API that is off in its project, and nothing in the
     /// stack turns it on.
     #[error("{at}: {address}: {message}")]

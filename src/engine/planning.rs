@@ -102,6 +102,7 @@ impl Engine {
             cost: Some(self.cost_of(&plan)),
             ..plan
         };
+        self.stranded(&plan)?;
         if self.settings.refresh && !destroy {
             let pending = self.services(&plan).await?;
             self.served(&plan).await?;

@@ -3,7 +3,8 @@
 //! API that is off, and that no resource of the stack turns on (`Resource::enables`: a
 //! `gcp_project_service`), fails the plan naming the API, the project, the resources
 //! that call it and the block to add. A provider that cannot be asked is left to the
-//! apply, whose call then says the same.
+//! apply, whose call then says the same. Offline, a plan that would turn an API off
+//! (`disable_on_destroy`) under resources the stack keeps is refused.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,6 +31,66 @@ struct Asks {
 }
 
 impl Engine {
+    /// Refuses a plan that deletes a resource turning an API off on destroy
+    /// (`disable_on_destroy = true`) while resources of the stack calling that API in
+    /// the same project stay: they would be left running on an API that is off.
+    pub(crate) fn stranded(&self, plan: &Plan) -> Result<(), EngineError> {
+        let instance_of = |c: &crate::plan::Change| {
+            let kind = self.kind(&c.address, &c.kind).ok()?;
+            let recorded = plan
+                .refreshed
+                .get(&c.address.to_string())
+                .map(|r| r.provider.as_str());
+            Some((self.instance(&c.address, kind.provider(), recorded), kind))
+        };
+        let project_of = |instance: &str| {
+            self.provider_config(instance)
+                .ok()
+                .and_then(|c| c["project"].as_str().map(str::to_string))
+                .unwrap_or_else(|| instance.to_string())
+        };
+        for c in plan.changes.iter().filter(|c| c.action == Action::Delete) {
+            let Some(before) = plan.before(c) else {
+                continue;
+            };
+            if before["disable_on_destroy"].as_bool() != Some(true) {
+                continue;
+            }
+            let Some((instance, kind)) = instance_of(c) else {
+                continue;
+            };
+            let Some(api) = kind.enables(before) else {
+                continue;
+            };
+            let project = project_of(&instance);
+            let kept: Vec<String> = plan
+                .changes
+                .iter()
+                .filter(|u| u.action != Action::Delete && u.address != c.address)
+                .filter(|u| {
+                    let Some((i, k)) = instance_of(u) else {
+                        return false;
+                    };
+                    plan.after(u)
+                        .is_some_and(|after| k.services(&after).contains(&api.as_str()))
+                        && project_of(&i) == project
+                })
+                .map(|u| u.address.to_string())
+                .collect();
+            if !kept.is_empty() {
+                return Err(PlanError::ApiStranded {
+                    address: Box::new(c.address.clone()),
+                    message: format!(
+                        "deleting it turns {api} off in project {project} (disable_on_destroy = true) under {}, which the stack keeps; delete them too, or set disable_on_destroy = false first to leave the API on",
+                        kept.join(", ")
+                    ),
+                }
+                .into());
+            }
+        }
+        Ok(())
+    }
+
     /// Refuses the plan when a resource it creates or changes calls an API that is off
     /// and that nothing in the stack turns on. Returns the APIs that are off and that
     /// this plan turns on, per provider instance: their calls cannot be made before the

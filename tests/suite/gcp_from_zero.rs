@@ -143,3 +143,28 @@ fn a_stack_that_turns_its_apis_on_applies_on_a_new_project_and_leaves_them_on() 
     );
     assert!(!err.contains("container.googleapis.com"), "{}", plan.stderr);
 }
+
+#[test]
+fn turning_an_api_off_under_resources_the_stack_keeps_is_refused_at_plan() {
+    let work = work(APIS);
+    run(&work, &["apply", "--auto-approve"]).success();
+    // The Filestore API's block removed, the share kept: destroying the block would
+    // turn the API off under the share.
+    let without_file = APIS.replace(
+        "[gcp_project_service.file]\nservice            = \"file.googleapis.com\"\ndisable_on_destroy = true\n",
+        "",
+    );
+    assert_ne!(without_file, APIS);
+    work.write("stack.toml", &stack(&without_file));
+    let plan = run(&work, &["plan"]);
+    plan.expect_code(1);
+    let err = plan.stderr.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        err.contains("gcp_project_service.file: deleting it turns file.googleapis.com off in project fresh-project (disable_on_destroy = true) under filestore_instance.nfs, which the stack keeps"),
+        "{}",
+        plan.stderr
+    );
+    // Destroying everything is fine: the share goes first, then the API.
+    work.write("stack.toml", &stack(APIS));
+    run(&work, &["destroy", "--auto-approve"]).success();
+}
