@@ -72,11 +72,13 @@ impl Options {
 
 /// The Google APIs the sandbox emulates beyond a new project's: what a project whose
 /// owner enabled everything terrain calls has on.
-pub const GOOGLE_APIS: [&str; 4] = [
+pub const GOOGLE_APIS: [&str; 6] = [
     "container.googleapis.com",
     "file.googleapis.com",
     "compute.googleapis.com",
     "tpu.googleapis.com",
+    "iam.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
 ];
 
 /// Durations of long-running operations: every base duration (cluster create ~6 s, node
@@ -115,6 +117,8 @@ pub struct GcpEndpoints {
     pub file: String,
     pub storage: String,
     pub serviceusage: String,
+    pub iam: String,
+    pub cloudresourcemanager: String,
     /// Compute Engine's root: its paths are `compute/v1/…` under it, so gcloud's
     /// override is this plus `compute/v1/`.
     pub compute: String,
@@ -124,7 +128,8 @@ pub struct GcpEndpoints {
 /// One API request and its response, as recorded in the traffic log.
 #[derive(Clone, Debug, Serialize)]
 pub struct Exchange {
-    /// The Google API's root (`container`, `file`, `storage`, `serviceusage`,
+    /// The Google API's root (`container`, `file`, `storage`, `serviceusage`, `iam`,
+    /// `cloudresourcemanager`,
     /// `compute`, `tpu`), the AWS service's signing name (`eks`, `s3`, `sagemaker`,
     /// `ec2`, `servicequotas`, `iam`, `sts`, `kms`), or `kubernetes` for a cluster's API server.
     pub api: String,
@@ -302,6 +307,8 @@ impl Sandbox {
             file: format!("{url}/file/"),
             storage: format!("{url}/storage/"),
             serviceusage: format!("{url}/serviceusage/"),
+            iam: format!("{url}/iam/"),
+            cloudresourcemanager: format!("{url}/cloudresourcemanager/"),
             compute: format!("{url}/compute/"),
             tpu: format!("{url}/tpu/"),
         }

@@ -179,6 +179,8 @@ impl State {
                 KubeCluster {
                     key: kube_key(&c.project, &c.location, &c.name),
                     name: c.name.clone(),
+                    project: c.project.clone(),
+                    workload_identity: c.cluster.get("workloadIdentityConfig").is_some(),
                     ca_cert_pem,
                     ca_key_pem: c.ca_key_pem.clone(),
                     autopilot: c.cluster["autopilot"]["enabled"] == Value::Bool(true),
@@ -224,6 +226,7 @@ impl State {
         req: &ApiRequest,
         ctx: &OpCtx,
         capacity: &GcpCapacity,
+        account_exists: &dyn Fn(&str) -> bool,
     ) -> Result<ApiResponse, ApiError> {
         let segments = req.segments();
         let s: Vec<&str> = segments.iter().map(String::as_str).collect();
@@ -238,7 +241,7 @@ impl State {
         let zonal = *scope == "zones";
         match (method, rest) {
             ("GET", ["clusters"]) => Ok(self.list_clusters(loc)),
-            ("POST", ["clusters"]) => self.create_cluster(loc, req, ctx),
+            ("POST", ["clusters"]) => self.create_cluster(loc, req, ctx, account_exists),
             (_, ["clusters", name]) => {
                 let (cluster, verb) = split_verb(name);
                 match (method, verb) {
@@ -254,7 +257,7 @@ impl State {
             }
             ("GET", ["clusters", cluster, "nodePools"]) => self.list_pools(loc, cluster),
             ("POST", ["clusters", cluster, "nodePools"]) => {
-                self.create_pool(loc, cluster, req, ctx, capacity)
+                self.create_pool(loc, cluster, req, ctx, capacity, account_exists)
             }
             (_, ["clusters", cluster, "nodePools", name]) => {
                 let (pool, verb) = split_verb(name);
@@ -313,6 +316,7 @@ impl State {
         loc: Loc,
         req: &ApiRequest,
         ctx: &OpCtx,
+        account_exists: &dyn Fn(&str) -> bool,
     ) -> Result<ApiResponse, ApiError> {
         let body = parse_body(
             req,
@@ -354,14 +358,20 @@ impl State {
             input.get("initialClusterVersion").and_then(Value::as_str),
             channel,
         )?;
-        let pools = build_pools(loc, name, &pool_inputs, &locations, &version, &region)?;
+        let workload_pool = workload_pool(loc, input, autopilot)?;
+        let mut pools = build_pools(loc, name, &pool_inputs, &locations, &version, &region)?;
+        for (p, pool) in pools.iter_mut().enumerate() {
+            let field = format!("cluster.node_pools[{p}].config");
+            identity_defaults(&field, &mut pool.pool["config"], workload_pool.is_some())?;
+            check_account(&field, &pool.pool["config"], account_exists)?;
+        }
 
         let (ca_pem, ca_key_pem) = cluster_ca(name)
             .map_err(|e| ApiError::internal(format!("could not generate the cluster CA: {e}")))?;
         let range = self.next_range;
         self.next_range += 1;
         let (ip_policy, pod_range) = ip_allocation(input, range);
-        let cluster = cluster_resource(
+        let mut cluster = cluster_resource(
             loc,
             input,
             NewCluster {
@@ -375,6 +385,9 @@ impl State {
             },
             ctx.now,
         );
+        if let Some(pool) = workload_pool {
+            cluster["workloadIdentityConfig"] = json!({"workloadPool": pool});
+        }
         self.clusters.push(ClusterRecord {
             project: loc.project.to_string(),
             location: loc.location.to_string(),
@@ -418,8 +431,20 @@ impl State {
         });
         if changes == 0 {
             return Err(ApiError::invalid(
-                "UpdateClusterRequest.update must set one of desired_release_channel, desired_master_version or desired_node_pool_autoscaling.",
+                "UpdateClusterRequest.update must set one of desired_release_channel, desired_master_version, desired_node_pool_autoscaling or desired_workload_identity_config.",
             ));
+        }
+        if let Some(wi) = update.get("desiredWorkloadIdentityConfig") {
+            let autopilot = self.clusters[i].cluster["autopilot"]["enabled"] == Value::Bool(true);
+            let pool = str_of(wi, "workloadPool");
+            if autopilot && pool.is_empty() {
+                return Err(ApiError::invalid(
+                    "Workload Identity cannot be disabled on Autopilot clusters.",
+                ));
+            }
+            if !pool.is_empty() {
+                workload_pool(loc, &json!({"workloadIdentityConfig": wi}), false)?;
+            }
         }
         // The pool whose autoscaling changes, as nodePools.setAutoscaling changes it.
         let pool = match update.get("desiredNodePoolAutoscaling") {
@@ -557,6 +582,7 @@ impl State {
         req: &ApiRequest,
         ctx: &OpCtx,
         capacity: &GcpCapacity,
+        account_exists: &dyn Fn(&str) -> bool,
     ) -> Result<ApiResponse, ApiError> {
         let body = parse_body(
             req,
@@ -584,7 +610,8 @@ impl State {
         let locations = string_list(&record.cluster, "locations");
         let version = str_of(&record.cluster, "currentMasterVersion").to_string();
         let region = region_of(&record.location)?;
-        let pool = build_pool(
+        let identity = record.cluster.get("workloadIdentityConfig").is_some();
+        let mut pool = build_pool(
             loc,
             cluster,
             input,
@@ -593,6 +620,8 @@ impl State {
             &version,
             &region,
         )?;
+        identity_defaults("node_pool.config", &mut pool.pool["config"], identity)?;
+        check_account("node_pool.config", &pool.pool["config"], account_exists)?;
         let pool_name = pool.name.clone();
         // GKE asks Compute Engine for the nodes' quota before it accepts the request,
         // and learns of a stockout only while the instance groups create the nodes.
@@ -679,7 +708,18 @@ impl State {
         let (op_type, duration, action) = match verb {
             "update" => {
                 let mut update = Map::new();
-                for key in ["taints", "labels", "resourceLabels", "imageType"] {
+                if body["workloadMetadataConfig"]["mode"] == "GKE_METADATA"
+                    && record.cluster.get("workloadIdentityConfig").is_none()
+                {
+                    return Err(no_workload_identity("workload_metadata_config.mode"));
+                }
+                for key in [
+                    "taints",
+                    "labels",
+                    "resourceLabels",
+                    "imageType",
+                    "workloadMetadataConfig",
+                ] {
                     if let Some(v) = body.get(key) {
                         update.insert(key.to_string(), v.clone());
                     }
@@ -934,6 +974,15 @@ impl State {
                 if let Some(version) = update.get("desiredMasterVersion") {
                     record.cluster["currentMasterVersion"] = version.clone();
                 }
+                if let Some(wi) = update.get("desiredWorkloadIdentityConfig") {
+                    let pool = str_of(wi, "workloadPool");
+                    let value = if pool.is_empty() {
+                        Value::Null
+                    } else {
+                        json!({"workloadPool": pool})
+                    };
+                    set_or_remove(&mut record.cluster, "workloadIdentityConfig", value);
+                }
                 if let (Some(autoscaling), Some(p)) =
                     (update.get("desiredNodePoolAutoscaling"), pool_index)
                 {
@@ -971,6 +1020,9 @@ impl State {
                     }
                     if let Some(image) = update.get("imageType") {
                         config["imageType"] = image.clone();
+                    }
+                    if let Some(mode) = update.get("workloadMetadataConfig") {
+                        config["workloadMetadataConfig"] = mode.clone();
                     }
                     if let Some(version) = update.get("nodeVersion") {
                         pool["version"] = version.clone();
@@ -1452,6 +1504,59 @@ fn build_pool(
     })
 }
 
+/// The Workload Identity pool a cluster create asks for: the project's own
+/// (`PROJECT.svc.id.goog`) and no other; Autopilot clusters always have it.
+fn workload_pool(loc: Loc, input: &Value, autopilot: bool) -> Result<Option<String>, ApiError> {
+    let own = format!("{}.svc.id.goog", loc.project);
+    match input["workloadIdentityConfig"]["workloadPool"].as_str() {
+        Some(pool) if !pool.is_empty() && pool != own => Err(ApiError::invalid(format!(
+            "Workload pool \"{pool}\" is invalid: it must be the project's pool, \"{own}\"."
+        ))),
+        Some(pool) if !pool.is_empty() => Ok(Some(own)),
+        _ if autopilot => Ok(Some(own)),
+        _ => Ok(None),
+    }
+}
+
+fn no_workload_identity(field: &str) -> ApiError {
+    ApiError::invalid(format!(
+        "{field}: GKE_METADATA requires Workload Identity to be enabled on the cluster."
+    ))
+}
+
+/// A new pool's metadata server: GKE's (Workload Identity) by default on a cluster that
+/// has Workload Identity, which it also needs.
+fn identity_defaults(field: &str, config: &mut Value, identity: bool) -> Result<(), ApiError> {
+    let mode = config["workloadMetadataConfig"]["mode"]
+        .as_str()
+        .map(str::to_string);
+    match mode.as_deref() {
+        Some("GKE_METADATA") if !identity => Err(no_workload_identity(&format!(
+            "{field}.workload_metadata_config.mode"
+        ))),
+        None if identity => {
+            config["workloadMetadataConfig"] = json!({"mode": "GKE_METADATA"});
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A node service account that IAM does not hold is refused, as GKE refuses it.
+fn check_account(
+    field: &str,
+    config: &Value,
+    account_exists: &dyn Fn(&str) -> bool,
+) -> Result<(), ApiError> {
+    let account = str_of(config, "serviceAccount");
+    if account.is_empty() || account == "default" || account_exists(account) {
+        return Ok(());
+    }
+    Err(ApiError::invalid(format!(
+        "{field}.service_account: Service account \"{account}\" does not exist."
+    )))
+}
+
 fn check_config(field: &str, config: &Value) -> Result<(), ApiError> {
     if config["spot"] == Value::Bool(true) && config["preemptible"] == Value::Bool(true) {
         return Err(ApiError::invalid(format!(
@@ -1722,7 +1827,7 @@ mod tests {
             let req = ApiRequest::new(method, path, body);
             let body = self
                 .state
-                .handle(&req, &ctx, &self.capacity)?
+                .handle(&req, &ctx, &self.capacity, &|_| true)?
                 .json_body()
                 .cloned()
                 .unwrap_or(Value::Null);

@@ -1,5 +1,6 @@
 //! The official discovery documents of the Google APIs the sandbox serves request bodies
-//! on (container v1, file v1, storage v1, serviceusage v1), embedded in the binary from
+//! on (container v1, file v1, storage v1, serviceusage v1, iam v1, cloudresourcemanager
+//! v3), embedded in the binary from
 //! `contracts/gcp/` — `terrain sandbox serve` runs without the source tree — and read
 //! once, on first use, into the message descriptions of `schema.rs` with the additions
 //! of `tables.rs`. Compute Engine and Cloud TPU are only read from, so theirs are not
@@ -27,8 +28,10 @@ static CONTAINER: OnceLock<Result<Document, DocumentError>> = OnceLock::new();
 static FILE: OnceLock<Result<Document, DocumentError>> = OnceLock::new();
 static STORAGE: OnceLock<Result<Document, DocumentError>> = OnceLock::new();
 static SERVICEUSAGE: OnceLock<Result<Document, DocumentError>> = OnceLock::new();
+static IAM: OnceLock<Result<Document, DocumentError>> = OnceLock::new();
+static RESOURCEMANAGER: OnceLock<Result<Document, DocumentError>> = OnceLock::new();
 
-const EMBEDDED: [Embedded; 4] = [
+const EMBEDDED: [Embedded; 6] = [
     Embedded {
         profile: &tables::CONTAINER,
         contract: "gcp/container.v1.json",
@@ -56,6 +59,20 @@ const EMBEDDED: [Embedded; 4] = [
         stored: "serviceusage.v1.json.gz",
         raw: include_bytes!("../../../contracts/gcp/serviceusage.v1.json.gz"),
         read: &SERVICEUSAGE,
+    },
+    Embedded {
+        profile: &tables::IAM,
+        contract: "gcp/iam.v1.json",
+        stored: "iam.v1.json.gz",
+        raw: include_bytes!("../../../contracts/gcp/iam.v1.json.gz"),
+        read: &IAM,
+    },
+    Embedded {
+        profile: &tables::RESOURCEMANAGER,
+        contract: "gcp/cloudresourcemanager.v3.json",
+        stored: "cloudresourcemanager.v3.json.gz",
+        raw: include_bytes!("../../../contracts/gcp/cloudresourcemanager.v3.json.gz"),
+        read: &RESOURCEMANAGER,
     },
 ];
 

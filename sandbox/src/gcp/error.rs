@@ -169,7 +169,12 @@ impl ApiError {
                 }
                 json!({ "error": error })
             }
-            Api::Container | Api::File | Api::ServiceUsage | Api::Tpu => {
+            Api::Container
+            | Api::File
+            | Api::ServiceUsage
+            | Api::Tpu
+            | Api::Iam
+            | Api::ResourceManager => {
                 let mut error = json!({
                     "code": self.http,
                     "message": self.message,

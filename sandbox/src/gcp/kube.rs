@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::identity::{Access, ClusterIdentity};
 use super::machines::{bundled_gpus, known_machine_shape};
 use crate::common::hash::fnv64;
 use crate::k8s::cloud::DNS_SERVICE_IP;
@@ -20,6 +21,9 @@ pub(crate) struct KubeCluster {
     /// `gke/projects/{p}/locations/{l}/clusters/{n}`, the cluster's selfLink path.
     pub key: String,
     pub name: String,
+    pub project: String,
+    /// Whether the cluster has Workload Identity (`workloadIdentityConfig`).
+    pub workload_identity: bool,
     pub ca_cert_pem: String,
     pub ca_key_pem: String,
     pub autopilot: bool,
@@ -48,6 +52,21 @@ pub(crate) struct KubePool {
 #[derive(Debug)]
 pub(crate) struct GkeCloud {
     pub autopilot: bool,
+    /// Who its pods are to Google (see `identity.rs`).
+    pub identity: ClusterIdentity,
+    pub access: Arc<Access>,
+}
+
+impl GkeCloud {
+    /// A cluster whose pods no IAM policy grants anything.
+    #[cfg(test)]
+    pub(crate) fn plain(autopilot: bool) -> Self {
+        GkeCloud {
+            autopilot,
+            identity: ClusterIdentity::default(),
+            access: Arc::new(Access::default()),
+        }
+    }
 }
 
 impl CloudSide for GkeCloud {
@@ -113,6 +132,21 @@ impl CloudSide for GkeCloud {
 
     fn provider_id(&self, zone: &str, node: &str) -> String {
         format!("gce://sandbox/{zone}/{node}")
+    }
+
+    fn may_write(
+        &self,
+        node: &Value,
+        namespace: &str,
+        account: &str,
+        annotations: &Value,
+        url: &str,
+    ) -> Result<(), String> {
+        let pool = node["metadata"]["labels"][self.pool_label()]
+            .as_str()
+            .unwrap_or_default();
+        self.identity
+            .may_write(&self.access, pool, namespace, account, annotations, url)
     }
 
     fn node_os(&self) -> (&'static str, &'static str) {
@@ -380,17 +414,27 @@ fn tpu_accelerator_type(accelerator: &str, topology: &str) -> Option<String> {
 }
 
 /// The GKE clusters in cloud-neutral terms.
-pub(crate) fn gke_clusters(clusters: Vec<KubeCluster>) -> Vec<CloudCluster> {
+pub(crate) fn gke_clusters(clusters: Vec<KubeCluster>, access: Arc<Access>) -> Vec<CloudCluster> {
     clusters
         .into_iter()
         .map(|c| CloudCluster {
+            cloud: Arc::new(GkeCloud {
+                autopilot: c.autopilot,
+                identity: ClusterIdentity::of(
+                    &c.project,
+                    c.workload_identity,
+                    c.autopilot,
+                    &c.pools
+                        .iter()
+                        .map(|p| (p.name.clone(), p.config.clone()))
+                        .collect::<Vec<_>>(),
+                ),
+                access: access.clone(),
+            }),
             node_pools: c.pools.iter().map(gke_node_pool).collect(),
             version: format!("v{}", c.version),
             key: c.key,
             name: c.name,
-            cloud: Arc::new(GkeCloud {
-                autopilot: c.autopilot,
-            }),
             ca_cert_pem: c.ca_cert_pem,
             ca_key_pem: c.ca_key_pem,
         })
@@ -696,7 +740,7 @@ mod tests {
             "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
             "cloud.google.com/gke-tpu-topology": "2x2",
         }}});
-        let env: BTreeMap<String, String> = GkeCloud { autopilot: false }
+        let env: BTreeMap<String, String> = GkeCloud::plain(false)
             .device_env(&node, "google.com/tpu", 4)
             .into_iter()
             .collect();
@@ -709,7 +753,7 @@ mod tests {
             Some("v4-8")
         );
         assert_eq!(tpu_accelerator_type("tpu-v9", "2x2"), None);
-        assert!(GkeCloud { autopilot: false }
+        assert!(GkeCloud::plain(false)
             .device_env(&node, "nvidia.com/gpu", 1)
             .is_empty());
     }
@@ -717,7 +761,7 @@ mod tests {
     #[test]
     fn contexts_are_named_like_gcloud() {
         assert_eq!(
-            GkeCloud { autopilot: false }.context_name(
+            GkeCloud::plain(false).context_name(
                 "gke/projects/p/locations/us-central1/clusters/batch",
                 "batch"
             ),
@@ -738,7 +782,7 @@ mod tests {
             vec![CloudCluster {
                 key: KEY.into(),
                 name: "batch".into(),
-                cloud: Arc::new(GkeCloud { autopilot }),
+                cloud: Arc::new(GkeCloud::plain(autopilot)),
                 ca_cert_pem: String::new(),
                 ca_key_pem: String::new(),
                 node_pools: pools,
@@ -795,7 +839,7 @@ mod tests {
     #[test]
     fn gke_declares_kube_dns_and_on_standard_kube_proxy() {
         let names = |autopilot: bool| -> Vec<String> {
-            GkeCloud { autopilot }
+            GkeCloud::plain(autopilot)
                 .system_objects(KEY, "v1.32.4-gke.1415000")
                 .iter()
                 .map(|o| {
@@ -825,7 +869,7 @@ mod tests {
             ],
             "Autopilot's Dataplane V2 has no kube-proxy"
         );
-        let objects = GkeCloud { autopilot: false }.system_objects(KEY, "v1.32.4-gke.1415000");
+        let objects = GkeCloud::plain(false).system_objects(KEY, "v1.32.4-gke.1415000");
         assert!(objects
             .iter()
             .all(|o| o["metadata"]["namespace"] == "kube-system"));
@@ -997,16 +1041,13 @@ mod tests {
 
     #[test]
     fn autopilot_makes_a_node_per_pod_standard_does_not() {
-        assert!(GkeCloud { autopilot: true }.provisions_per_pod());
-        assert!(!GkeCloud { autopilot: false }.provisions_per_pod());
-        assert!(GkeCloud { autopilot: true }
+        assert!(GkeCloud::plain(true).provisions_per_pod());
+        assert!(!GkeCloud::plain(false).provisions_per_pod());
+        assert!(GkeCloud::plain(true)
             .pod_node_name("batch", "uid")
             .starts_with("gk3-batch-nap-"));
-        let a = GkeCloud { autopilot: false }.pool_node_name("batch", "gpu", 0);
+        let a = GkeCloud::plain(false).pool_node_name("batch", "gpu", 0);
         assert!(a.starts_with("gke-batch-gpu-"), "{a}");
-        assert_ne!(
-            a,
-            GkeCloud { autopilot: false }.pool_node_name("batch", "gpu", 1)
-        );
+        assert_ne!(a, GkeCloud::plain(false).pool_node_name("batch", "gpu", 1));
     }
 }

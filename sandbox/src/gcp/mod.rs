@@ -1,6 +1,8 @@
 //! The Google Cloud emulators — GKE (container v1), Filestore (file v1), Cloud Storage
-//! (storage v1), Service Usage (serviceusage v1: which APIs each project has on, every
-//! other API's requests refused for a project where it is off), and the
+//! (storage v1, bucket IAM policies included), Service Usage (serviceusage v1: which APIs
+//! each project has on, every other API's requests refused for a project where it is
+//! off), IAM (iam v1: service accounts, predefined roles), Resource Manager
+//! (cloudresourcemanager v3: project numbers and IAM policies), and the
 //! capacity a plan reads: Compute Engine's zones, accelerator types and regional quotas
 //! (compute v1) and Cloud TPU's accelerator types (tpu v2) — and what they share: the
 //! persisted state (the configured capacity included), request-body parsing against the
@@ -13,9 +15,14 @@ pub mod discovery;
 pub(crate) mod error;
 pub(crate) mod file;
 pub(crate) mod filter;
+pub(crate) mod iam;
+pub(crate) mod identity;
 pub(crate) mod kube;
 pub(crate) mod machines;
 pub(crate) mod operation;
+pub(crate) mod policy;
+pub(crate) mod resourcemanager;
+pub(crate) mod roles;
 pub mod schema;
 pub(crate) mod serviceusage;
 pub(crate) mod storage;
@@ -41,16 +48,20 @@ pub(crate) enum Api {
     ServiceUsage,
     Compute,
     Tpu,
+    Iam,
+    ResourceManager,
 }
 
 impl Api {
-    pub(crate) const ALL: [Api; 6] = [
+    pub(crate) const ALL: [Api; 8] = [
         Api::Container,
         Api::File,
         Api::Storage,
         Api::ServiceUsage,
         Api::Compute,
         Api::Tpu,
+        Api::Iam,
+        Api::ResourceManager,
     ];
 
     /// The root path segment and the name used in traffic records and faults.
@@ -62,6 +73,8 @@ impl Api {
             Api::ServiceUsage => "serviceusage",
             Api::Compute => "compute",
             Api::Tpu => "tpu",
+            Api::Iam => "iam",
+            Api::ResourceManager => "cloudresourcemanager",
         }
     }
 
@@ -81,6 +94,10 @@ pub(crate) struct GcpState {
     pub storage: storage::State,
     #[serde(default)]
     pub serviceusage: serviceusage::State,
+    #[serde(default)]
+    pub iam: iam::State,
+    #[serde(default)]
+    pub resourcemanager: resourcemanager::State,
     /// The quotas and stockouts configured at `/_sandbox/capacity`, which GKE's node
     /// pools run into and Compute Engine reports.
     #[serde(default)]
@@ -100,6 +117,7 @@ impl GcpState {
         self.container.inventory(out);
         self.file.inventory(out);
         self.storage.inventory(out);
+        self.iam.inventory(out);
     }
 
     /// Serves one request of `api`; errors are rendered in that API's format. A request
@@ -110,15 +128,21 @@ impl GcpState {
                 return e.response(api);
             }
         }
+        let iam = &self.iam;
+        let account_exists = |email: &str| iam.exists(email);
         let result = match api {
-            Api::Container => self.container.handle(req, ctx, &self.capacity),
+            Api::Container => self
+                .container
+                .handle(req, ctx, &self.capacity, &account_exists),
             Api::File => self.file.handle(req, ctx),
-            Api::Storage => self.storage.handle(req, ctx),
+            Api::Storage => self.storage.handle(req, ctx, &account_exists),
             Api::ServiceUsage => self.serviceusage.handle(req, ctx),
             Api::Compute => {
                 compute::handle(req, &self.capacity, &|| self.container.kube_clusters())
             }
             Api::Tpu => tpu::handle(req),
+            Api::Iam => self.iam.handle(req, ctx),
+            Api::ResourceManager => self.resourcemanager.handle(req, ctx, &account_exists),
         };
         result.unwrap_or_else(|e| e.response(api))
     }

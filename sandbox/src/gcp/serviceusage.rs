@@ -39,6 +39,14 @@ pub(crate) fn service_of(api: Api) -> (&'static str, &'static str) {
         Api::ServiceUsage => ("serviceusage.googleapis.com", "Service Usage API"),
         Api::Compute => ("compute.googleapis.com", "Compute Engine API"),
         Api::Tpu => ("tpu.googleapis.com", "Cloud TPU API"),
+        Api::Iam => (
+            "iam.googleapis.com",
+            "Identity and Access Management (IAM) API",
+        ),
+        Api::ResourceManager => (
+            "cloudresourcemanager.googleapis.com",
+            "Cloud Resource Manager API",
+        ),
     }
 }
 

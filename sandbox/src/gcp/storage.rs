@@ -168,6 +168,9 @@ pub(crate) fn is_media_root(segment: &str) -> bool {
 struct BucketRecord {
     project: String,
     bucket: Value,
+    /// The bucket's IAM policy once set; until then a new bucket's (`bucket_policy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    policy: Option<super::policy::Policy>,
     #[serde(default)]
     objects: Vec<ObjectRecord>,
 }
@@ -191,8 +194,10 @@ impl State {
         &mut self,
         req: &ApiRequest,
         ctx: &OpCtx,
+        account_exists: &dyn Fn(&str) -> bool,
     ) -> Result<ApiResponse, ApiError> {
-        self.route(req, &[], ctx).map(|answer| answer.response)
+        self.route(req, &[], ctx, account_exists)
+            .map(|answer| answer.response)
     }
 
     /// Serves one request with its headers (lowercase or not), errors rendered in the
@@ -202,8 +207,9 @@ impl State {
         req: &ApiRequest,
         headers: &[(String, String)],
         ctx: &OpCtx,
+        account_exists: &dyn Fn(&str) -> bool,
     ) -> Answer {
-        self.route(req, headers, ctx)
+        self.route(req, headers, ctx, account_exists)
             .unwrap_or_else(|e| Answer::from(e.response(Api::Storage)))
     }
 
@@ -212,6 +218,7 @@ impl State {
         req: &ApiRequest,
         headers: &[(String, String)],
         ctx: &OpCtx,
+        account_exists: &dyn Fn(&str) -> bool,
     ) -> Result<Answer, ApiError> {
         let segments = req.segments();
         let mut s: Vec<&str> = segments.iter().map(String::as_str).collect();
@@ -228,6 +235,43 @@ impl State {
             ("GET", ["storage", "v1", "b", b]) => ApiResponse::ok(self.bucket(b)?.bucket.clone()),
             ("PATCH", ["storage", "v1", "b", b]) => self.patch_bucket(b, req, now)?,
             ("DELETE", ["storage", "v1", "b", b]) => self.delete_bucket(b, req)?,
+            ("GET", ["storage", "v1", "b", b, "iam"]) => {
+                let i = self.bucket_index(b)?;
+                ApiResponse::ok(bucket_policy_json(&self.buckets[i]))
+            }
+            ("PUT", ["storage", "v1", "b", b, "iam"]) => {
+                let body = parse_body(req, Api::Storage, "Policy", "", Rules::JSON_API)?;
+                let i = self.bucket_index(b)?;
+                let record = &mut self.buckets[i];
+                let mut policy = bucket_policy(record);
+                let mut given = body.clone();
+                // Cloud Storage's etags are its own (`CAE=`); the shared check compares
+                // the opaque form, so translate a current one.
+                if given["etag"].as_str() == Some(bucket_etag(policy.serial as i64).as_str()) {
+                    given["etag"] = json!(policy.etag());
+                }
+                policy
+                    .set(
+                        &given,
+                        &super::policy::Rules {
+                            role_prefixes: Some(&["roles/storage."]),
+                            custom_parent: &format!("projects/{}/roles/", record.project),
+                            account_exists,
+                        },
+                    )
+                    .map_err(|e| {
+                        if e.code == Code::Aborted {
+                            ApiError::precondition(
+                                "At least one of the pre-conditions you specified did not hold.",
+                            )
+                            .with_status(412)
+                        } else {
+                            e
+                        }
+                    })?;
+                record.policy = Some(policy);
+                ApiResponse::ok(bucket_policy_json(record))
+            }
             ("GET", ["storage", "v1", "b", b, "o"]) => self.list_objects(b, req)?,
             ("GET", ["storage", "v1", "b", b, "o", name @ ..])
             | ("GET", ["download", "storage", "v1", "b", b, "o", name @ ..])
@@ -340,6 +384,7 @@ impl State {
         self.buckets.push(BucketRecord {
             project,
             bucket: bucket.clone(),
+            policy: None,
             objects: Vec::new(),
         });
         Ok(ApiResponse::ok(bucket))
@@ -1422,6 +1467,49 @@ fn location_type(location: &str) -> Result<&'static str, ApiError> {
     }
 }
 
+/// A bucket's IAM policy: the one set, or what a new bucket has (its project's owners
+/// and editors own it, its viewers read it).
+fn bucket_policy(record: &BucketRecord) -> super::policy::Policy {
+    record.policy.clone().unwrap_or_else(|| {
+        let number = project_number(&record.project);
+        super::policy::Policy::with(vec![
+            json!({"role": "roles/storage.legacyBucketOwner", "members": [format!("projectEditor:{number}"), format!("projectOwner:{number}")]}),
+            json!({"role": "roles/storage.legacyBucketReader", "members": [format!("projectViewer:{number}")]}),
+        ])
+    })
+}
+
+fn bucket_policy_json(record: &BucketRecord) -> Value {
+    let policy = bucket_policy(record);
+    let mut out = policy.to_json();
+    out["kind"] = json!("storage#policy");
+    out["resourceId"] = json!(format!(
+        "projects/_/buckets/{}",
+        str_of(&record.bucket, "name")
+    ));
+    out["etag"] = json!(bucket_etag(policy.serial as i64));
+    if out.get("bindings").is_none() {
+        out["bindings"] = json!([]);
+    }
+    out
+}
+
+impl State {
+    /// Every bucket with its project and IAM policy.
+    pub(crate) fn policies(&self) -> Vec<(String, String, super::policy::Policy)> {
+        self.buckets
+            .iter()
+            .map(|b| {
+                (
+                    str_of(&b.bucket, "name").to_string(),
+                    b.project.clone(),
+                    bucket_policy(b),
+                )
+            })
+            .collect()
+    }
+}
+
 /// A stable 12-digit project number derived from the project id.
 pub(crate) fn project_number(project: &str) -> String {
     (100_000_000_000 + fnv1a(project.as_bytes()) % 900_000_000_000).to_string()
@@ -1499,7 +1587,7 @@ mod tests {
             faults: &faults,
         };
         let req = ApiRequest::new(method, path, body);
-        let resp = state.handle(&req, &ctx)?;
+        let resp = state.handle(&req, &ctx, &|_| true)?;
         if let Some(body) = resp.json_body() {
             assert_shape(body);
         }
@@ -1547,7 +1635,7 @@ mod tests {
             None,
         );
         req.body = data.to_vec();
-        json_of(state.handle(&req, &ctx).expect("upload"))
+        json_of(state.handle(&req, &ctx, &|_| true).expect("upload"))
     }
 
     #[test]
@@ -1574,7 +1662,7 @@ mod tests {
                 None,
             );
             req.body = data.to_vec();
-            s.handle(&req, &ctx)
+            s.handle(&req, &ctx, &|_| true)
         };
         // ifGenerationMatch=0: only a new object.
         let first = json_of(put(&mut s, "&ifGenerationMatch=0", b"one").expect("create"));
@@ -1905,7 +1993,7 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let answer = state.serve(&req, &headers, &ctx);
+        let answer = state.serve(&req, &headers, &ctx, &|_| true);
         if let Some(json) = answer
             .response
             .json_body()

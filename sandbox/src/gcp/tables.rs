@@ -1,5 +1,6 @@
 //! What the sandbox adds to the official discovery documents of the Google APIs it serves
-//! with request bodies (container v1, file v1, storage v1, serviceusage v1): the proto
+//! with request bodies (container v1, file v1, storage v1, serviceusage v1, iam v1,
+//! cloudresourcemanager v3): the proto
 //! names the documents do not spell out, storage's output-only fields and prose-listed
 //! enum values, and — the one list to extend when a handler learns a field — which fields
 //! of each request message the handlers emulate. Every field a document defines is
@@ -10,7 +11,14 @@
 use super::schema::Profile;
 
 /// Every profile, by API name.
-pub const PROFILES: [&Profile; 4] = [&CONTAINER, &FILE, &STORAGE, &SERVICEUSAGE];
+pub const PROFILES: [&Profile; 6] = [
+    &CONTAINER,
+    &FILE,
+    &STORAGE,
+    &SERVICEUSAGE,
+    &IAM,
+    &RESOURCEMANAGER,
+];
 
 pub static CONTAINER: Profile = Profile {
     api: "container",
@@ -69,8 +77,11 @@ pub static CONTAINER: Profile = Profile {
                 "releaseChannel",
                 "autopilot",
                 "initialClusterVersion",
+                "workloadIdentityConfig",
             ],
         ),
+        ("WorkloadIdentityConfig", &["workloadPool"]),
+        ("WorkloadMetadataConfig", &["mode"]),
         ("ReleaseChannel", &["channel"]),
         ("Autopilot", &["enabled"]),
         (
@@ -115,6 +126,7 @@ pub static CONTAINER: Profile = Profile {
                 "spot",
                 "accelerators",
                 "taints",
+                "workloadMetadataConfig",
             ],
         ),
         (
@@ -160,6 +172,7 @@ pub static CONTAINER: Profile = Profile {
                 "desiredMasterVersion",
                 "desiredNodePoolId",
                 "desiredNodePoolAutoscaling",
+                "desiredWorkloadIdentityConfig",
             ],
         ),
         (
@@ -185,6 +198,7 @@ pub static CONTAINER: Profile = Profile {
                 "taints",
                 "labels",
                 "resourceLabels",
+                "workloadMetadataConfig",
                 // Name the resource the request path already names.
                 "name",
                 "projectId",
@@ -367,6 +381,12 @@ pub static STORAGE: Profile = Profile {
             &["enabled"],
         ),
         ("Bucket.iamConfiguration.bucketPolicyOnly", &["enabled"]),
+        (
+            "Policy",
+            &["bindings", "etag", "version", "kind", "resourceId"],
+        ),
+        ("Policy.bindings", &["role", "members", "condition"]),
+        ("Expr", &["expression", "title", "description"]),
     ],
 };
 
@@ -386,4 +406,70 @@ pub static SERVICEUSAGE: Profile = Profile {
         // sandbox records no usage, so the usage check never has anything to refuse.
         &["disableDependentServices", "checkIfServiceHasUsage"],
     )],
+};
+
+pub static IAM: Profile = Profile {
+    api: "iam",
+    package: "google.iam.admin.v1",
+    json_api: false,
+    proto_names: &[
+        ("Policy", "google.iam.v1.Policy"),
+        ("Binding", "google.iam.v1.Binding"),
+        ("Expr", "google.type.Expr"),
+        ("SetIamPolicyRequest", "google.iam.v1.SetIamPolicyRequest"),
+    ],
+    output_only: &[],
+    enums: &[],
+    emulated: &[
+        (
+            "CreateServiceAccountRequest",
+            &["accountId", "serviceAccount"],
+        ),
+        (
+            "ServiceAccount",
+            // What the service account's read gave back may be sent whole.
+            &[
+                "displayName",
+                "description",
+                "name",
+                "projectId",
+                "uniqueId",
+                "email",
+                "etag",
+                "oauth2ClientId",
+            ],
+        ),
+        (
+            "PatchServiceAccountRequest",
+            &["serviceAccount", "updateMask"],
+        ),
+        ("SetIamPolicyRequest", &["policy", "updateMask"]),
+        ("Policy", &["bindings", "etag", "version"]),
+        ("Binding", &["role", "members", "condition"]),
+        ("Expr", &["expression", "title", "description"]),
+    ],
+};
+
+pub static RESOURCEMANAGER: Profile = Profile {
+    api: "cloudresourcemanager",
+    package: "google.cloud.resourcemanager.v3",
+    json_api: false,
+    proto_names: &[
+        ("Policy", "google.iam.v1.Policy"),
+        ("Binding", "google.iam.v1.Binding"),
+        ("Expr", "google.type.Expr"),
+        ("SetIamPolicyRequest", "google.iam.v1.SetIamPolicyRequest"),
+        ("GetIamPolicyRequest", "google.iam.v1.GetIamPolicyRequest"),
+        ("GetPolicyOptions", "google.iam.v1.GetPolicyOptions"),
+    ],
+    output_only: &[],
+    enums: &[],
+    emulated: &[
+        ("GetIamPolicyRequest", &["options"]),
+        ("GetPolicyOptions", &["requestedPolicyVersion"]),
+        ("SetIamPolicyRequest", &["policy", "updateMask"]),
+        ("Policy", &["bindings", "etag", "version"]),
+        ("Binding", &["role", "members", "condition"]),
+        ("Expr", &["expression", "title", "description"]),
+    ],
 };

@@ -1,6 +1,7 @@
 //! How the Kubernetes emulator sees the cloud a cluster lives in. Everything that differs
 //! between clouds — how nodes are named and labelled, their provider ids and OS image,
-//! whether the cloud makes a node per pod (Autopilot), how bearer tokens are checked, what
+//! whether the cloud makes a node per pod (Autopilot), what a pod's identity may write, how
+//! bearer tokens are checked, what
 //! kubeconfig contexts are called, which system add-ons a fresh cluster runs — comes
 //! through [`CloudSide`], which each cloud's module implements. The emulator itself names
 //! no cloud.
@@ -40,6 +41,20 @@ pub(crate) trait CloudSide: Debug + Send + Sync {
             .get("node.kubernetes.io/instance-type")
             .cloned()
             .unwrap_or_else(|| "general".to_string())
+    }
+    /// Whether a pod on `node` running as the Kubernetes service account
+    /// `namespace/account` (whose annotations are `annotations`) may create objects at
+    /// `url` (`gs://BUCKET/PREFIX`): `Err` with the cloud storage's refusal when it may
+    /// not. Clouds that do not check say yes.
+    fn may_write(
+        &self,
+        _node: &serde_json::Value,
+        _namespace: &str,
+        _account: &str,
+        _annotations: &serde_json::Value,
+        _url: &str,
+    ) -> Result<(), String> {
+        Ok(())
     }
     /// A node's `spec.providerID`.
     fn provider_id(&self, zone: &str, node: &str) -> String;

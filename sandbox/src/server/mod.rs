@@ -162,7 +162,8 @@ impl App {
     /// inside a tokio runtime.
     fn reconcile(&self, world: &mut World) {
         let now = self.now();
-        let clusters = gcp::kube::gke_clusters(world.gcp.container.kube_clusters());
+        let access = std::sync::Arc::new(gcp::identity::Access::of(&world.gcp));
+        let clusters = gcp::kube::gke_clusters(world.gcp.container.kube_clusters(), access);
         let mut removed = world.kubernetes.reconcile("gke/", clusters, now);
         removed.extend(
             world
@@ -696,7 +697,10 @@ impl Call for StorageCall<'_> {
             scale: app.timing.scale,
             faults: &app.faults,
         };
-        world.gcp.storage.serve(self.gcp.req, self.headers, &ctx)
+        let gcp = &mut world.gcp;
+        let iam = &gcp.iam;
+        gcp.storage
+            .serve(self.gcp.req, self.headers, &ctx, &|email| iam.exists(email))
     }
 
     fn unsaved(&self, message: String) -> Self::Response {
@@ -894,7 +898,7 @@ async fn handle(State(app): State<Arc<App>>, request: Request) -> Response {
     let Some(api) = Api::from_name(root) else {
         return (
             StatusCode::NOT_FOUND,
-            format!("no API at /{root}/: the sandbox serves /container/, /file/, /storage/, /serviceusage/, /compute/ and /tpu/, and AWS requests signed for eks, s3, sagemaker, ec2, servicequotas, iam, sts or kms at /"),
+            format!("no API at /{root}/: the sandbox serves /container/, /file/, /storage/, /serviceusage/, /iam/, /cloudresourcemanager/, /compute/ and /tpu/, and AWS requests signed for eks, s3, sagemaker, ec2, servicequotas, iam, sts or kms at /"),
         )
             .into_response();
     };

@@ -27,6 +27,10 @@ pub(crate) const RUN_SECONDS: &str = "sandbox.terrain.dev/run-seconds";
 pub(crate) const EXIT_CODE: &str = "sandbox.terrain.dev/exit-code";
 /// Pod annotation: how many of a Job's first attempts fail.
 pub(crate) const FAIL_ATTEMPTS: &str = "sandbox.terrain.dev/fail-attempts";
+/// Pod annotation: the container writes its results to this object store URL
+/// (`gs://BUCKET/PREFIX`) as it ends, as the pod's cloud identity; a write the cloud
+/// refuses fails the container with the cloud's error.
+pub(crate) const WRITES: &str = "sandbox.terrain.dev/writes";
 const KUBELET: &str = "kubelet";
 const JOB_TRACKING: &str = "batch.kubernetes.io/job-tracking";
 /// Restarts done in one settle at most, so a container failing at scale 0 cannot spin.
@@ -394,6 +398,31 @@ fn exit_code(pod: &Value, failures_so_far: i64) -> i64 {
     }
 }
 
+/// Why the cloud refuses the write the pod's `WRITES` annotation asks for, if it does:
+/// asked of the pod's node's cloud, as the pod's Kubernetes service account.
+pub(crate) fn write_denied(cluster: &ClusterState, pod: &Value) -> Option<String> {
+    let url = obj::annotation(pod, WRITES)?;
+    let namespace = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+    let account = pod["spec"]["serviceAccountName"]
+        .as_str()
+        .unwrap_or("default");
+    let node_name = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+    let node = cluster
+        .store
+        .get(&ObjKey::new("", "nodes", "", node_name))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let annotations = cluster
+        .store
+        .get(&ObjKey::new("", "serviceaccounts", namespace, account))
+        .map(|sa| sa["metadata"]["annotations"].clone())
+        .unwrap_or(Value::Null);
+    cluster
+        .cloud
+        .may_write(&node, namespace, account, &annotations, url)
+        .err()
+}
+
 fn container_id(pod: &Value, container: &str, restart: i64) -> String {
     format!(
         "containerd://{}",
@@ -663,7 +692,13 @@ fn step(
             if end > now {
                 return false;
             }
-            (end, exit_code(pod, pass.base_failures + own_restarts))
+            let code = exit_code(pod, pass.base_failures + own_restarts);
+            let code = if code == 0 && write_denied(cluster, pod).is_some() {
+                1
+            } else {
+                code
+            };
+            (end, code)
         };
         let policy = pod["spec"]["restartPolicy"].as_str().unwrap_or("Always");
         let restart = (policy == "Always" || (policy == "OnFailure" && code != 0))

@@ -1,6 +1,7 @@
 //! Container logs: deterministic lines derived from the pod's spec and where its lifecycle
 //! stands (the image started, the command it runs, Redis's own startup lines, a job's
-//! progress and how it ended, the batch-ML worker's items). Later output always extends
+//! progress and how it ended — with the cloud's refusal when its results could not be
+//! written — the batch-ML worker's items). Later output always extends
 //! earlier output, so a follower polling these sees a growing log.
 
 use chrono::{DateTime, Utc};
@@ -98,6 +99,11 @@ pub(super) fn pod_logs(
                     ));
                     if code != 0 && step == 2 {
                         break;
+                    }
+                }
+                if code != 0 {
+                    if let Some(denied) = kubelet::write_denied(cluster, pod) {
+                        lines.push(format!("Error: writing results: {denied}"));
                     }
                 }
                 lines.push(if code == 0 {
