@@ -234,10 +234,8 @@ mod tests {
         assert_eq!(err.code, Code::Aborted);
         assert_eq!(
             p.granted("storage.objects.create"),
-            [
-                "user:a@example.com",
-                "serviceAccount:runner@p.iam.gserviceaccount.com"
-            ]
+            // Basic roles hold no object permissions: the catalog's Owner has none.
+            ["serviceAccount:runner@p.iam.gserviceaccount.com"]
         );
     }
 
