@@ -138,6 +138,10 @@ pub fn builtin() -> Registry {
     r.register(Arc::new(Adapter::new(
         gcp::project_service::GcpProjectService,
     )));
+    r.register(Arc::new(Adapter::new(
+        gcp::service_account::GcpServiceAccount,
+    )));
+    r.register(Arc::new(Adapter::new(gcp::iam_member::GcpIamMember)));
     r.register(Arc::new(Adapter::new(kubernetes::manifest::Manifest)));
     r.register(Arc::new(Adapter::new(kubernetes::nfs_volume::NfsVolume)));
     r.register(Arc::new(Adapter::new(kubernetes::redis::Redis)));

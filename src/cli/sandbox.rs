@@ -102,6 +102,8 @@ fn overrides(url: &str, token_file: &Path) -> BTreeMap<String, Map<String, Value
                 "compute": format!("{url}/compute/"),
                 "tpu": format!("{url}/tpu/"),
                 "serviceusage": format!("{url}/serviceusage/"),
+                "iam": format!("{url}/iam/"),
+                "cloudresourcemanager": format!("{url}/cloudresourcemanager/"),
             },
             "access_token_file": token_file.display().to_string(),
             "credentials": null,
@@ -445,6 +447,8 @@ fn serve_banner(url: &str, dir: &Path, scale: f64) -> String {
            export CLOUDSDK_API_ENDPOINT_OVERRIDES_FILE={url}/file/\n  \
            export CLOUDSDK_API_ENDPOINT_OVERRIDES_STORAGE={url}/storage/storage/v1/\n  \
            export CLOUDSDK_API_ENDPOINT_OVERRIDES_SERVICEUSAGE={url}/serviceusage/\n  \
+           export CLOUDSDK_API_ENDPOINT_OVERRIDES_IAM={url}/iam/\n  \
+           export CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDRESOURCEMANAGER={url}/cloudresourcemanager/\n  \
            export CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE={url}/compute/compute/v1/\n  \
            export CLOUDSDK_API_ENDPOINT_OVERRIDES_TPU={url}/tpu/\n  \
            export CLOUDSDK_AUTH_ACCESS_TOKEN_FILE={token}\n\

@@ -45,6 +45,11 @@ impl Env {
                 "CLOUDSDK_API_ENDPOINT_OVERRIDES_SERVICEUSAGE".to_string(),
                 e.serviceusage,
             ),
+            ("CLOUDSDK_API_ENDPOINT_OVERRIDES_IAM".to_string(), e.iam),
+            (
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDRESOURCEMANAGER".to_string(),
+                e.cloudresourcemanager,
+            ),
             (
                 "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE".to_string(),
                 work.join("token").display().to_string(),

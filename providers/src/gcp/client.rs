@@ -37,6 +37,9 @@ pub struct Request {
     /// can be skipped (the plan's capacity preflight) does not wait minutes for a
     /// network that is not there.
     pub transport_retries: Option<u32>,
+    /// A 409 goes back to the caller at once instead of being waited out as another
+    /// operation: an IAM policy write with a stale etag must start again from the read.
+    pub returns_conflicts: bool,
 }
 
 impl Request {
@@ -50,6 +53,7 @@ impl Request {
             body: None,
             media: None,
             transport_retries: None,
+            returns_conflicts: false,
         }
     }
 
@@ -70,6 +74,12 @@ impl Request {
     /// At most `n` retries when the API cannot be reached.
     pub fn transport_retries(mut self, n: u32) -> Self {
         self.transport_retries = Some(n);
+        self
+    }
+
+    /// Hands a 409 back at once (see `returns_conflicts`).
+    pub fn returns_conflicts(mut self) -> Self {
+        self.returns_conflicts = true;
         self
     }
 
@@ -293,7 +303,8 @@ impl Client {
                 }) => {
                     // Another operation on the same cluster is a wait, not a failure: it
                     // may run for many minutes, so it has its own, larger budget.
-                    if busy(status, &code, &message) && busy_waits < BUSY_WAITS {
+                    let conflict = req.returns_conflicts && status == 409;
+                    if !conflict && busy(status, &code, &message) && busy_waits < BUSY_WAITS {
                         busy_waits += 1;
                         let delay = retry_after.unwrap_or_else(|| self.backoff(busy_waits.min(6)));
                         ctx.progress(&format!(
@@ -304,7 +315,10 @@ impl Client {
                         tokio::time::sleep(delay).await;
                         continue;
                     }
-                    if !retryable(status, &code, &message) || attempt >= self.config.max_retries {
+                    if conflict
+                        || !retryable(status, &code, &message)
+                        || attempt >= self.config.max_retries
+                    {
                         return Err(failure::answered(
                             req.call,
                             Cloud::Google,

@@ -70,6 +70,13 @@ pub struct Spec {
     /// GCP labels on the cluster.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// GKE Workload Identity: pods act as their Kubernetes service accounts, which
+    /// `gcp_iam_member` can grant roles to (the project's pool, PROJECT.svc.id.goog).
+    /// New clusters have it unless this is false; Autopilot always has it. On a cluster
+    /// made without it, only an explicit `true` turns it on: existing node pools keep
+    /// the Compute Engine metadata server until their `workload_metadata` is "gke",
+    /// which recreates their nodes.
+    pub workload_identity: Option<bool>,
 }
 
 /// What `gke_cluster` reports after apply.
@@ -135,7 +142,7 @@ fn channel_of(api: &str) -> &'static str {
 }
 
 /// The CreateClusterRequest body.
-pub fn create_body(spec: &Spec, address: &str) -> Value {
+pub fn create_body(spec: &Spec, project: &str, address: &str) -> Value {
     let mut cluster = json!({
         "name": spec.name,
         "network": spec.network,
@@ -154,7 +161,15 @@ pub fn create_body(spec: &Spec, address: &str) -> Value {
         // GKE requires a node pool at creation; this one is removed once the cluster runs.
         cluster["initialNodeCount"] = json!(1);
     }
+    if spec.mode == "autopilot" || spec.workload_identity != Some(false) {
+        cluster["workloadIdentityConfig"] = json!({"workloadPool": workload_pool(project)});
+    }
     json!({ "cluster": cluster })
+}
+
+/// The project's Workload Identity pool, shared by all its clusters.
+pub fn workload_pool(project: &str) -> String {
+    format!("{project}.svc.id.goog")
 }
 
 /// The spec a live cluster shows; fields the API cannot report come from `prior`.
@@ -190,6 +205,15 @@ pub fn spec_of(live: &Value, prior: Option<&Spec>) -> Spec {
             .filter(|d| !d.is_empty())
             .map(str::to_string),
         labels: user_labels(&live["resourceLabels"]),
+        // Left to the default, it is compared only once the stack says.
+        workload_identity: match prior {
+            Some(p) if p.workload_identity.is_none() => None,
+            _ => Some(
+                live["workloadIdentityConfig"]["workloadPool"]
+                    .as_str()
+                    .is_some_and(|p| !p.is_empty()),
+            ),
+        },
     }
 }
 
@@ -358,6 +382,12 @@ impl Kind for GkeCluster {
         } else if spec.mode == "autopilot" && spec.release_channel == "none" {
             out.push(Invalid::at("release_channel", "Autopilot clusters are always enrolled in a release channel; use rapid, regular, stable or extended"));
         }
+        if spec.mode == "autopilot" && spec.workload_identity == Some(false) {
+            out.push(Invalid::at(
+                "workload_identity",
+                "Autopilot clusters always have Workload Identity; remove workload_identity = false",
+            ));
+        }
         if let Err(m) =
             catalog::check_labels(spec.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         {
@@ -493,7 +523,7 @@ impl Kind for GkeCluster {
             Method::POST,
             format!("v1/projects/{project}/locations/{location}/clusters"),
         )
-        .body(create_body(spec, &ctx.address));
+        .body(create_body(spec, &project, &ctx.address));
         match c.send(ctx, &req).await {
             Ok(op) => {
                 operation::wait(
@@ -567,6 +597,33 @@ impl Kind for GkeCluster {
         let timeout = c.config.timeout(Self::KIND);
         if prior.release_channel != spec.release_channel {
             let body = json!({"update": {"desiredReleaseChannel": {"channel": channel_api(&spec.release_channel)}}});
+            let op = c
+                .send(
+                    ctx,
+                    &Request::new(UPDATE, Api::Container, Method::PUT, cluster_path(id)).body(body),
+                )
+                .await?;
+            operation::wait(
+                ctx,
+                &c,
+                &operation::CONTAINER,
+                UPDATE,
+                &operation_path(project, location, &op),
+                &op,
+                timeout,
+            )
+            .await?;
+        }
+        if let Some(on) = spec
+            .workload_identity
+            .filter(|on| prior.workload_identity != Some(*on))
+        {
+            let pool = if on {
+                workload_pool(project)
+            } else {
+                String::new()
+            };
+            let body = json!({"update": {"desiredWorkloadIdentityConfig": {"workloadPool": pool}}});
             let op = c
                 .send(
                     ctx,
@@ -670,6 +727,7 @@ mod tests {
             release_channel: "regular".into(),
             description: None,
             labels: BTreeMap::new(),
+            workload_identity: None,
         }
     }
 
@@ -679,6 +737,7 @@ mod tests {
             subnetwork: Some("default".into()),
             description: Some("batch".into()),
             labels: BTreeMap::from([("team".to_string(), "ml".to_string())]),
+            workload_identity: Some(true),
             ..spec("standard", Some("us-central1"))
         };
         let config = GcpConfig::resolve(&json!({"project": "p"}), &|_| None).expect("config");
@@ -691,7 +750,11 @@ mod tests {
 
     #[test]
     fn autopilot_and_standard_bodies() {
-        let auto = create_body(&spec("autopilot", Some("us-central1")), "gke_cluster.batch");
+        let auto = create_body(
+            &spec("autopilot", Some("us-central1")),
+            "p",
+            "gke_cluster.batch",
+        );
         assert_eq!(auto["cluster"]["autopilot"], json!({"enabled": true}));
         assert!(auto["cluster"].get("initialNodeCount").is_none());
         assert_eq!(
@@ -699,7 +762,11 @@ mod tests {
             "gke_cluster-batch"
         );
         assert_eq!(auto["cluster"]["releaseChannel"]["channel"], "REGULAR");
-        let std = create_body(&spec("standard", Some("us-central1-a")), "gke_cluster.gpu");
+        let std = create_body(
+            &spec("standard", Some("us-central1-a")),
+            "p",
+            "gke_cluster.gpu",
+        );
         assert_eq!(std["cluster"]["initialNodeCount"], 1);
         assert!(std["cluster"].get("autopilot").is_none());
     }
@@ -710,7 +777,7 @@ mod tests {
             spec("autopilot", Some("us-central1")),
             spec("standard", None),
         ] {
-            let mut live = create_body(&s, "gke_cluster.batch")["cluster"].clone();
+            let mut live = create_body(&s, "p", "gke_cluster.batch")["cluster"].clone();
             live["location"] = json!("us-central1");
             live["subnetwork"] = json!("default");
             assert_eq!(spec_of(&live, Some(&s)), s);

@@ -17,9 +17,10 @@ use crate::local::duration::{format_duration, parse_duration};
 use crate::protocol::is_unknown;
 use crate::{Invalid, ProviderError};
 
-/// The Google APIs the provider calls: the three it manages objects with, and the two
-/// its capacity preflight reads (Compute Engine quotas, machine and accelerator types;
-/// Cloud TPU accelerator types).
+/// The Google APIs the provider calls: those it manages objects with (GKE, Filestore,
+/// Cloud Storage, Service Usage, IAM, Resource Manager), and the two its capacity
+/// preflight reads (Compute Engine quotas, machine and accelerator types; Cloud TPU
+/// accelerator types).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Api {
     Container,
@@ -28,6 +29,8 @@ pub enum Api {
     Compute,
     Tpu,
     ServiceUsage,
+    Iam,
+    ResourceManager,
 }
 
 impl Api {
@@ -41,6 +44,8 @@ impl Api {
             Api::Compute => "compute",
             Api::Tpu => "tpu",
             Api::ServiceUsage => "serviceusage",
+            Api::Iam => "iam",
+            Api::ResourceManager => "cloudresourcemanager",
         }
     }
 
@@ -53,6 +58,8 @@ impl Api {
             Api::Compute => "https://compute.googleapis.com/",
             Api::Tpu => "https://tpu.googleapis.com/",
             Api::ServiceUsage => "https://serviceusage.googleapis.com/",
+            Api::Iam => "https://iam.googleapis.com/",
+            Api::ResourceManager => "https://cloudresourcemanager.googleapis.com/",
         }
     }
 
@@ -65,16 +72,20 @@ impl Api {
             Api::Compute => "compute.googleapis.com",
             Api::Tpu => "tpu.googleapis.com",
             Api::ServiceUsage => "serviceusage.googleapis.com",
+            Api::Iam => "iam.googleapis.com",
+            Api::ResourceManager => "cloudresourcemanager.googleapis.com",
         }
     }
 
-    const ALL: [Api; 6] = [
+    const ALL: [Api; 8] = [
         Api::Container,
         Api::File,
         Api::Storage,
         Api::Compute,
         Api::Tpu,
         Api::ServiceUsage,
+        Api::Iam,
+        Api::ResourceManager,
     ];
 }
 

@@ -1,6 +1,7 @@
 //! The Google Cloud provider (`[providers.gcp]`): the project's APIs (Service Usage),
-//! GKE clusters and node pools, Filestore instances and Cloud Storage buckets, over the
-//! v1 REST APIs.
+//! service accounts and IAM bindings (IAM, Resource Manager), GKE clusters and node
+//! pools, Filestore instances and Cloud Storage buckets, over the REST APIs; and the
+//! stack-wide checks of who may do what (`iam_checks`).
 //!
 //! Layout: `config` resolves settings, `auth` supplies tokens, `client` sends requests
 //! (retries, errors), `operation` follows long-running operations, `catalog` holds the
@@ -19,9 +20,13 @@ pub mod client;
 pub mod cluster;
 pub mod config;
 pub mod filestore;
+pub mod iam_checks;
+pub mod iam_member;
 pub mod node_pool;
 pub mod operation;
 pub mod project_service;
+pub mod roles;
+pub mod service_account;
 
 /// The gcp provider's table and capacity (see [`crate::provider::Provider`]).
 pub struct Gcp;
@@ -46,6 +51,17 @@ impl crate::provider::Provider for Gcp {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> serde_json::Value {
         config::configure(table, env)
+    }
+
+    fn stack_kinds(&self) -> &'static [&'static str] {
+        iam_checks::STACK_KINDS
+    }
+
+    fn check_stack(
+        &self,
+        resources: &[crate::protocol::StackResource],
+    ) -> Vec<crate::protocol::StackFinding> {
+        iam_checks::check(resources)
     }
 
     async fn preflight(

@@ -161,6 +161,15 @@ pub struct Spec {
     /// Where create tries next when the declared placement is out of capacity
     /// (GCE_STOCKOUT); changing it changes nothing in the cloud.
     pub fallback: Option<Fallback>,
+    /// The Google service account the nodes run as (its email), instead of the Compute
+    /// Engine default. Give it roles/container.defaultNodeServiceAccount, and read
+    /// access to the registries its images come from.
+    #[terrain(force_new)]
+    pub service_account: Option<String>,
+    /// Which metadata server pods see: "gke" (Workload Identity: pods act as their
+    /// Kubernetes service accounts; the default on clusters that have it) or "gce"
+    /// (pods act as the node's service account). A change recreates the nodes.
+    pub workload_metadata: Option<String>,
 }
 
 /// What `gke_node_pool` reports after apply.
@@ -306,6 +315,12 @@ pub fn create_body(spec: &Spec, address: &str) -> Result<Value, ProviderError> {
     }
     if let Some(t) = &spec.disk_type {
         config["diskType"] = json!(t);
+    }
+    if let Some(account) = &spec.service_account {
+        config["serviceAccount"] = json!(account);
+    }
+    if let Some(mode) = &spec.workload_metadata {
+        config["workloadMetadataConfig"] = json!({"mode": metadata_api(mode)});
     }
     let mut pool = json!({
         "name": spec.name,
@@ -567,6 +582,33 @@ pub fn spec_of(live: &Value, cluster: &str, prior: Option<&Spec>) -> Spec {
         },
         // Never sent to GKE: what the stack last applied.
         fallback: prior.and_then(|p| p.fallback.clone()),
+        // GKE fills both in; only compare them when the stack sets them.
+        service_account: if prior.is_some_and(|p| p.service_account.is_none()) {
+            None
+        } else {
+            config["serviceAccount"]
+                .as_str()
+                .filter(|a| !a.is_empty() && *a != "default")
+                .map(str::to_string)
+        },
+        workload_metadata: if prior.is_some_and(|p| p.workload_metadata.is_none()) {
+            None
+        } else {
+            match config["workloadMetadataConfig"]["mode"].as_str() {
+                Some("GKE_METADATA") => Some("gke".to_string()),
+                Some("GCE_METADATA") => Some("gce".to_string()),
+                _ => None,
+            }
+        },
+    }
+}
+
+/// The API's `workloadMetadataConfig.mode` for a `workload_metadata` value.
+fn metadata_api(mode: &str) -> &'static str {
+    if mode == "gke" {
+        "GKE_METADATA"
+    } else {
+        "GCE_METADATA"
     }
 }
 
@@ -1076,6 +1118,27 @@ impl Kind for GkeNodePool {
                 out.push(Invalid::at(&format!("taints.{i}"), m));
             }
         }
+        if let Some(mode) = spec
+            .workload_metadata
+            .as_deref()
+            .filter(|m| !["gke", "gce"].contains(m))
+        {
+            out.push(Invalid::at(
+                "workload_metadata",
+                format!(
+                    "{mode:?} is not a metadata server; use \"gke\" (Workload Identity) or \"gce\""
+                ),
+            ));
+        }
+        if let Some(account) = spec.service_account.as_deref().filter(|a| {
+            !crate::protocol::is_unknown(&json!(a))
+                && !(a.contains('@') && a.ends_with(".gserviceaccount.com"))
+        }) {
+            out.push(Invalid::at(
+                "service_account",
+                format!("{account:?} is not a service account email (NAME@PROJECT.iam.gserviceaccount.com); reference one as \"${{gcp_service_account.NAME.email}}\""),
+            ));
+        }
         if let Err(m) = catalog::expand_scopes(&spec.scopes) {
             out.push(Invalid::at("scopes", m));
         }
@@ -1431,8 +1494,16 @@ impl Kind for GkeNodePool {
                 .await?;
             }
         }
-        if prior.taints != spec.taints || prior.labels != spec.labels {
+        let metadata_changed =
+            spec.workload_metadata.is_some() && prior.workload_metadata != spec.workload_metadata;
+        if prior.taints != spec.taints || prior.labels != spec.labels || metadata_changed {
             let mut body = Map::new();
+            if let (true, Some(mode)) = (metadata_changed, &spec.workload_metadata) {
+                body.insert(
+                    "workloadMetadataConfig".into(),
+                    json!({"mode": metadata_api(mode)}),
+                );
+            }
             if prior.taints != spec.taints {
                 body.insert(
                     "taints".into(),
@@ -1499,6 +1570,8 @@ mod tests {
             disk_size_gb: None,
             disk_type: None,
             fallback: None,
+            service_account: None,
+            workload_metadata: None,
         }
     }
 
@@ -1580,6 +1653,8 @@ mod tests {
                 zones: vec!["us-central1-b".into()],
                 machine_types: vec!["n1-highmem-16".into()],
             }),
+            service_account: Some("gpu-nodes@p.iam.gserviceaccount.com".into()),
+            workload_metadata: Some("gke".into()),
             ..base()
         };
         let outputs = outputs_of(
