@@ -162,8 +162,8 @@ pub struct Spec {
     /// (GCE_STOCKOUT); changing it changes nothing in the cloud.
     pub fallback: Option<Fallback>,
     /// The Google service account the nodes run as (its email), instead of the Compute
-    /// Engine default. Give it roles/container.defaultNodeServiceAccount, and read
-    /// access to the registries its images come from.
+    /// Engine default (also when empty). Give it roles/container.defaultNodeServiceAccount,
+    /// and read access to the registries its images come from.
     #[terrain(force_new)]
     pub service_account: Option<String>,
     /// Which metadata server pods see: "gke" (Workload Identity: pods act as their
@@ -316,7 +316,7 @@ pub fn create_body(spec: &Spec, address: &str) -> Result<Value, ProviderError> {
     if let Some(t) = &spec.disk_type {
         config["diskType"] = json!(t);
     }
-    if let Some(account) = &spec.service_account {
+    if let Some(account) = spec.service_account.as_deref().filter(|a| !a.is_empty()) {
         config["serviceAccount"] = json!(account);
     }
     if let Some(mode) = &spec.workload_metadata {
@@ -583,8 +583,9 @@ pub fn spec_of(live: &Value, cluster: &str, prior: Option<&Spec>) -> Spec {
         // Never sent to GKE: what the stack last applied.
         fallback: prior.and_then(|p| p.fallback.clone()),
         // GKE fills both in; only compare them when the stack sets them.
-        service_account: if prior.is_some_and(|p| p.service_account.is_none()) {
-            None
+        // Unset, or "" (a module's way of leaving it to GKE), is compared only when named.
+        service_account: if prior.is_some_and(|p| p.service_account.as_deref().unwrap_or("").is_empty()) {
+            prior.and_then(|p| p.service_account.clone())
         } else {
             config["serviceAccount"]
                 .as_str()
@@ -1131,7 +1132,8 @@ impl Kind for GkeNodePool {
             ));
         }
         if let Some(account) = spec.service_account.as_deref().filter(|a| {
-            !crate::protocol::is_unknown(&json!(a))
+            !a.is_empty()
+                && !crate::protocol::is_unknown(&json!(a))
                 && !(a.contains('@') && a.ends_with(".gserviceaccount.com"))
         }) {
             out.push(Invalid::at(

@@ -172,6 +172,11 @@ pub struct Spec {
     #[serde(default)]
     #[terrain(force_new)]
     pub pod_annotations: BTreeMap<String, String>,
+    /// The Kubernetes service account the pods run as (default: the namespace's
+    /// `default`); on GKE with Workload Identity, who they are to Google (see
+    /// gcp_iam_member's kubernetes_service_account).
+    #[terrain(force_new)]
+    pub service_account: Option<String>,
     /// created (return once applied) or complete (follow the Job until it succeeds or
     /// fails).
     #[serde(default = "created")]
@@ -356,6 +361,9 @@ pub fn objects(spec: &Spec) -> Result<Vec<Value>, ProviderError> {
         container["volumeMounts"] = Value::Array(mounts);
     }
     let mut pod = json!({"restartPolicy": spec.restart_policy, "containers": [container]});
+    if let Some(account) = &spec.service_account {
+        pod["serviceAccountName"] = json!(account);
+    }
     if !pod_volumes.is_empty() {
         pod["volumes"] = Value::Array(pod_volumes);
     }
@@ -541,6 +549,11 @@ fn spec_of(job: &Value, secret: Option<&Value>, prior: &Spec) -> Spec {
             &s["template"]["metadata"]["annotations"],
             &prior.pod_annotations,
         ),
+        service_account: match pod["serviceAccountName"].as_str() {
+            // The API server fills in `default`; a stack that names none keeps it unnamed.
+            Some("default") if prior.service_account.is_none() => None,
+            other => other.map(str::to_string),
+        },
         wait: prior.wait.clone(),
         wait_timeout: prior.wait_timeout.clone(),
     }
@@ -1384,6 +1397,7 @@ mod tests {
             annotations: BTreeMap::new(),
             pod_labels: BTreeMap::new(),
             pod_annotations: BTreeMap::new(),
+            service_account: None,
             wait: "complete".into(),
             wait_timeout: "30m".into(),
         }
@@ -1446,6 +1460,7 @@ mod tests {
             annotations: map(&[("example.com/owner", "ml-team")]),
             pod_labels: map(&[("role", "worker")]),
             pod_annotations: map(&[("example.com/trace", "on")]),
+            service_account: Some("trainer".into()),
             ..base()
         }
     }

@@ -160,7 +160,8 @@ fn project_of(api: Api, req: &ApiRequest) -> Option<String> {
         .iter()
         .position(|s| s == "projects")
         .and_then(|i| segments.get(i + 1))
-        .cloned();
+        // `projects/p:getIamPolicy` names the project `p`.
+        .map(|s| s.split(':').next().unwrap_or_default().to_string());
     named.or_else(|| {
         (api == Api::Storage)
             .then(|| req.param("project").map(str::to_string))
