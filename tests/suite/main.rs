@@ -26,6 +26,7 @@ mod fmt;
 mod gcp;
 mod gcp_cli;
 mod gcp_from_zero;
+mod gcp_identity;
 mod graph_picture;
 mod import_write;
 mod kubernetes_cli;

@@ -1,6 +1,6 @@
-//! Resource Manager (cloudresourcemanager v3): `projects.get` — a project's number,
-//! which Workload Identity principals name — and the project's IAM policy
-//! (`getIamPolicy`, `setIamPolicy` with etags). Every project the sandbox is asked about
+//! Resource Manager (cloudresourcemanager v3, and v1, which `gcloud projects` calls):
+//! `projects.get` — a project's number, which Workload Identity principals name — and
+//! the project's IAM policy (`getIamPolicy`, `setIamPolicy` with etags). Every project the sandbox is asked about
 //! exists, with a stable number (`storage::project_number`) and, until someone changes
 //! it, the policy of a new project: its creator as owner.
 
@@ -55,7 +55,19 @@ impl State {
                 let id = project_id(named, &self.policies).to_string();
                 Ok(ApiResponse::ok(project(&id)))
             }
-            ("POST", ["v3", "projects", action]) => {
+            ("GET", ["v1", "projects", named]) => {
+                let id = project_id(named, &self.policies).to_string();
+                Ok(ApiResponse::ok(json!({
+                    "projectNumber": super::storage::project_number(&id),
+                    "projectId": id,
+                    "lifecycleState": "ACTIVE",
+                    "name": id,
+                    "createTime": "2026-01-01T00:00:00.000Z",
+                    "parent": {"type": "organization", "id": "123456789012"},
+                })))
+            }
+            // v1's policy methods take and give the same messages as v3's.
+            ("POST", ["v1" | "v3", "projects", action]) => {
                 let (named, verb) = action
                     .rsplit_once(':')
                     .ok_or_else(|| ApiError::no_route("POST", &req.path))?;

@@ -2,7 +2,8 @@
 //! and described by `gcloud container` and `gcloud filestore` pointed at the sandbox with
 //! endpoint overrides, and `gcloud storage` must copy objects both ways (one-request and
 //! chunked resumable uploads, validated downloads), list, print, describe and remove
-//! them. Skipped (with a message) when gcloud is not installed. gcloud takes seconds per
+//! them; `gcloud iam` and `gcloud projects` must manage service accounts and the IAM
+//! policies of projects and buckets. Skipped (with a message) when gcloud is not installed. gcloud takes seconds per
 //! command, so the invocations are few and each test shares one sandbox.
 
 use std::path::Path;
@@ -100,6 +101,11 @@ impl Gcloud<'_> {
             .env(
                 "CLOUDSDK_API_ENDPOINT_OVERRIDES_SERVICEUSAGE",
                 &endpoints.serviceusage,
+            )
+            .env("CLOUDSDK_API_ENDPOINT_OVERRIDES_IAM", &endpoints.iam)
+            .env(
+                "CLOUDSDK_API_ENDPOINT_OVERRIDES_CLOUDRESOURCEMANAGER",
+                &endpoints.cloudresourcemanager,
             )
             // The storage override names the JSON API's root, `…/storage/v1/`, as
             // `terrain sandbox serve` prints it.
@@ -710,4 +716,142 @@ async fn gcloud_finds_the_apis_of_a_new_project_off_and_turns_them_on() {
         .json(&["container", "clusters", "list", "--format=json"])
         .await;
     assert_eq!(clusters, json!([]));
+}
+
+#[tokio::test]
+async fn gcloud_manages_service_accounts_and_iam_policies() {
+    if !gcloud_on_path() {
+        println!("skipped: gcloud is not on PATH");
+        return;
+    }
+    let sandbox = Sandbox::start(Options {
+        timing: Timing::instant(),
+        ..Options::google_apis_on()
+    })
+    .await
+    .expect("sandbox starts");
+    let home = Home::new();
+    let gcloud = home.gcloud(&sandbox);
+    let email = format!("runner@{PROJECT}.iam.gserviceaccount.com");
+    let member = format!("serviceAccount:{email}");
+    gcloud
+        .run(&[
+            "iam",
+            "service-accounts",
+            "create",
+            "runner",
+            "--display-name",
+            "Pipeline runner",
+        ])
+        .await;
+    let listed = gcloud
+        .run(&[
+            "iam",
+            "service-accounts",
+            "list",
+            "--format=value(email,displayName)",
+        ])
+        .await;
+    assert_eq!(listed.trim(), format!("{email}\tPipeline runner"));
+    // Project policy: gcloud reads it, adds the binding and writes it back with the etag.
+    gcloud
+        .run(&[
+            "projects",
+            "add-iam-policy-binding",
+            PROJECT,
+            "--member",
+            &member,
+            "--role",
+            "roles/container.defaultNodeServiceAccount",
+            "--condition=None",
+        ])
+        .await;
+    let policy = gcloud
+        .json(&["projects", "get-iam-policy", PROJECT, "--format=json"])
+        .await;
+    let roles: Vec<&str> = policy["bindings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["role"].as_str())
+        .collect();
+    assert_eq!(
+        roles,
+        ["roles/owner", "roles/container.defaultNodeServiceAccount"],
+        "the owner's binding is kept: {policy}"
+    );
+    // A role Google does not have is refused as Google refuses it.
+    let refused = gcloud
+        .fails(&[
+            "projects",
+            "add-iam-policy-binding",
+            PROJECT,
+            "--member",
+            &member,
+            "--role",
+            "roles/storage.objectAdmn",
+            "--condition=None",
+        ])
+        .await;
+    assert!(refused.contains("roles/storage.objectAdmn is not supported"), "{refused}");
+    // Bucket policy.
+    gcloud
+        .run(&["storage", "buckets", "create", "gs://iam-runs", "--location", "us-central1"])
+        .await;
+    gcloud
+        .run(&[
+            "storage",
+            "buckets",
+            "add-iam-policy-binding",
+            "gs://iam-runs",
+            "--member",
+            &member,
+            "--role",
+            "roles/storage.objectUser",
+        ])
+        .await;
+    let bucket = gcloud
+        .json(&["storage", "buckets", "get-iam-policy", "gs://iam-runs", "--format=json"])
+        .await;
+    assert!(
+        bucket["bindings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|b| b["role"] == "roles/storage.objectUser" && b["members"][0] == member.as_str()),
+        "{bucket}"
+    );
+    let role = gcloud
+        .json(&["iam", "roles", "describe", "roles/storage.objectUser", "--format=json"])
+        .await;
+    assert!(
+        role["includedPermissions"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|p| p == "storage.objects.create")),
+        "{role}"
+    );
+    // What gcloud sent and got, against the discovery documents.
+    let iam = terrain_contracts::discovery("iam", "v1");
+    let crm = terrain_contracts::discovery("cloudresourcemanager", "v3");
+    let mut checked = 0;
+    for e in sandbox.traffic() {
+        let (doc, schema) = match (e.api.as_str(), e.path.as_str()) {
+            ("iam", p) if p.ends_with("/serviceAccounts") && e.method == "POST" => (&iam, "ServiceAccount"),
+            ("cloudresourcemanager", p) if p.ends_with(":getIamPolicy") || p.ends_with(":setIamPolicy") => (&crm, "Policy"),
+            _ => continue,
+        };
+        if e.status != 200 {
+            continue;
+        }
+        let body = e.response.as_ref().expect("a body");
+        assert_eq!(shape_problems(doc, schema, body), Vec::<String>::new(), "{} {}", e.method, e.path);
+        checked += 1;
+    }
+    assert!(checked >= 3, "IAM answers were checked against discovery ({checked})");
+    gcloud.run(&["iam", "service-accounts", "delete", &email]).await;
+    assert_eq!(
+        gcloud.run(&["iam", "service-accounts", "list", "--format=value(email)"]).await.trim(),
+        ""
+    );
+    sandbox.shutdown().await;
 }

@@ -1,0 +1,225 @@
+//! Who runs as what on GKE, from an empty project: service accounts, IAM grants and
+//! Workload Identity, checked at plan with the cluster, bucket and accounts created by
+//! the same stack, and enforced by the sandbox as Google enforces them: a Job whose
+//! Kubernetes service account is not granted the bucket fails its write with Cloud
+//! Storage's 403, and succeeds once the stack grants it.
+
+use crate::common;
+
+use common::Sandbox as Work;
+
+const APIS: &str = r#"[gcp_project_service.container]
+service = "container.googleapis.com"
+
+[gcp_project_service.iam]
+service = "iam.googleapis.com"
+
+[gcp_project_service.resourcemanager]
+service = "cloudresourcemanager.googleapis.com"
+"#;
+
+/// A Standard cluster (Workload Identity as `identity` says), a small pool whose nodes
+/// run as their own account, a bucket, the runner's namespace and account, a Job that
+/// writes to the bucket as that account, and `grants`.
+fn stack(identity: &str, grants: &str) -> String {
+    format!(
+        r#"[providers.gcp]
+project = "identity-project"
+region  = "us-central1"
+zone    = "us-central1-a"
+
+{APIS}
+[gke_cluster.ml]
+name     = "ml"
+location = "us-central1-a"
+{identity}
+
+[gcp_service_account.nodes]
+account_id = "ml-nodes"
+
+[gcp_iam_member.nodes]
+role   = "roles/container.defaultNodeServiceAccount"
+member = "${{gcp_service_account.nodes.member}}"
+
+[gke_node_pool.cpu]
+name            = "cpu"
+cluster         = "${{gke_cluster.ml.id}}"
+machine_type    = "e2-standard-4"
+node_count      = 1
+service_account = "${{gcp_service_account.nodes.email}}"
+
+[gcs_bucket.runs]
+name          = "identity-project-runs"
+location      = "us-central1"
+force_destroy = true
+
+[kubernetes_manifest.runner]
+cluster = "${{gke_cluster.ml.kubernetes}}"
+file    = "runner.yaml"
+
+{grants}
+[kubernetes_job.train]
+cluster         = "${{gke_cluster.ml.kubernetes}}"
+name            = "train"
+namespace       = "ml"
+image           = "python:3.12"
+command         = ["python", "train.py"]
+service_account = "runner"
+retries         = 0
+restart_policy  = "Never"
+wait            = "complete"
+pod_annotations = {{ "sandbox.terrain.dev/writes" = "gs://${{gcs_bucket.runs.name}}/checkpoints/" }}
+depends_on      = ["kubernetes_manifest.runner", "gke_node_pool.cpu"]
+"#
+    )
+}
+
+const GRANT: &str = r#"[gcp_iam_member.runner_writes]
+role                       = "roles/storage.objectUser"
+bucket                     = "${gcs_bucket.runs.name}"
+kubernetes_service_account = { cluster = "${gke_cluster.ml.kubernetes}", namespace = "ml", name = "runner" }
+"#;
+
+/// The runner's namespace and Kubernetes service account.
+const RUNNER: &str = "apiVersion: v1
+kind: Namespace
+metadata:
+  name: ml
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: runner
+  namespace: ml
+";
+
+fn work(identity: &str, grants: &str) -> Work {
+    let work = Work::new().fresh_projects();
+    work.write("stack.toml", &stack(identity, grants));
+    work.write("runner.yaml", RUNNER);
+    work
+}
+
+/// `terrain ARGS --sandbox --no-color` in `work`, operations at a tenth of their time.
+fn run(work: &Work, args: &[&str]) -> common::Run {
+    let mut all = args.to_vec();
+    all.extend(["--sandbox", "--no-color"]);
+    work.run_env(&all, &[("TERRAIN_SANDBOX_TIME_SCALE", "0.1")])
+}
+
+fn flat(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn a_job_without_the_bucket_grant_fails_with_storages_403_and_succeeds_with_it() {
+    let work = work("", "");
+    let apply = run(&work, &["apply", "--auto-approve"]);
+    apply.expect_code(1);
+    let err = flat(&apply.stderr);
+    assert!(
+        err.contains("Error: writing results: 403 Forbidden: principal://iam.googleapis.com/projects/")
+            && err.contains("/workloadIdentityPools/identity-project.svc.id.goog/subject/ns/ml/sa/runner does not have storage.objects.create access"),
+        "{}",
+        apply.stderr
+    );
+    // The grant, added: the tainted Job is replaced and its write goes through.
+    work.write("stack.toml", &stack("", GRANT));
+    let apply = run(&work, &["apply", "--auto-approve"]);
+    apply.success();
+    assert!(
+        apply.at("gcp_iam_member.runner_writes: creation complete")
+            < apply.at("kubernetes_job.train: creating..."),
+        "{}",
+        apply.stdout
+    );
+    run(&work, &["plan", "--detailed-exitcode"]).expect_code(0);
+    run(&work, &["destroy", "--auto-approve"]).success();
+    // Only the APIs stay on; the grant, the accounts and everything else are gone.
+    assert_eq!(
+        work.run(&["sandbox", "list"]).stdout,
+        "The sandbox holds nothing.\n"
+    );
+}
+
+#[test]
+fn a_workload_identity_grant_on_a_cluster_without_it_is_refused_at_plan() {
+    let work = work("workload_identity = false", GRANT);
+    let plan = run(&work, &["plan"]);
+    plan.expect_code(1);
+    let err = flat(&plan.stderr);
+    assert!(
+        err.contains("gcp_iam_member.runner_writes: kubernetes_service_account.cluster: gke_cluster.ml has workload_identity = false, so its pods cannot act as their Kubernetes service accounts"),
+        "{}",
+        plan.stderr
+    );
+    assert!(err.contains("stack.toml:"), "{}", plan.stderr);
+    assert_eq!(
+        work.run(&["sandbox", "list"]).stdout,
+        "The sandbox holds nothing.\n"
+    );
+}
+
+#[test]
+fn a_role_that_is_not_googles_is_refused_at_validate_with_the_nearest_one() {
+    let work = work("", &GRANT.replace("roles/storage.objectUser", "roles/storage.objectAdmn"));
+    let validate = run(&work, &["validate"]);
+    validate.expect_code(1);
+    let err = flat(&validate.stderr);
+    assert!(
+        err.contains("gcp_iam_member.runner_writes: role: roles/storage.objectAdmn is not a predefined Google Cloud role; did you mean `roles/storage.objectAdmin`"),
+        "{}",
+        validate.stderr
+    );
+    // At the value, as written.
+    let line = stack("", GRANT)
+        .lines()
+        .position(|l| l.starts_with("role                       = \"roles/storage.objectUser\""))
+        .expect("the role's line")
+        + 1;
+    assert!(
+        err.contains(&format!("stack.toml:{line}:30")),
+        "the error names stack.toml:{line}:30:\n{}",
+        validate.stderr
+    );
+}
+
+#[test]
+fn a_node_account_without_the_node_role_and_editor_to_a_workload_are_warned_about() {
+    let grants = format!(
+        "{}\n{}",
+        GRANT.replace("roles/storage.objectUser", "roles/editor"),
+        ""
+    );
+    let work = work("", &grants);
+    let text = stack("", &grants).replace(
+        "[gcp_iam_member.nodes]\nrole   = \"roles/container.defaultNodeServiceAccount\"\nmember = \"${gcp_service_account.nodes.member}\"\n",
+        "",
+    );
+    work.write("stack.toml", &text);
+    let plan = run(&work, &["plan"]);
+    plan.success();
+    let all = flat(&format!("{}{}", plan.stdout, plan.stderr));
+    assert!(
+        all.contains("Warning: gke_node_pool.cpu.service_account: its nodes run as gcp_service_account.nodes, which the stack does not grant roles/container.defaultNodeServiceAccount"),
+        "{all}"
+    );
+    assert!(
+        all.contains("Warning: gcp_iam_member.runner_writes.role: roles/editor to a workload identity gives every pod running as it the whole project"),
+        "{all}"
+    );
+    // The shipped guardrail denies it outright.
+    let policies = common::manifest_dir().join("stacks/policies");
+    let denied = run(
+        &work,
+        &["plan", "--policy", &policies.display().to_string()],
+    );
+    denied.expect_code(1);
+    assert!(
+        flat(&format!("{}{}", denied.stdout, denied.stderr))
+            .contains("roles/editor to a workload identity gives its pods the whole project"),
+        "{}\n{}",
+        denied.stdout,
+        denied.stderr
+    );
+}
