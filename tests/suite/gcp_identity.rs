@@ -11,6 +11,9 @@ use common::Sandbox as Work;
 const APIS: &str = r#"[gcp_project_service.container]
 service = "container.googleapis.com"
 
+[gcp_project_service.compute]
+service = "compute.googleapis.com"
+
 [gcp_project_service.iam]
 service = "iam.googleapis.com"
 
@@ -107,8 +110,12 @@ fn run(work: &Work, args: &[&str]) -> common::Run {
     work.run_env(&all, &[("TERRAIN_SANDBOX_TIME_SCALE", "0.1")])
 }
 
+/// `text` on one line, without the frame a wrapped error is drawn in.
 fn flat(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    text.split_whitespace()
+        .filter(|w| *w != "│")
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[test]
@@ -149,11 +156,21 @@ fn a_workload_identity_grant_on_a_cluster_without_it_is_refused_at_plan() {
     plan.expect_code(1);
     let err = flat(&plan.stderr);
     assert!(
-        err.contains("gcp_iam_member.runner_writes: kubernetes_service_account.cluster: gke_cluster.ml has workload_identity = false, so its pods cannot act as their Kubernetes service accounts"),
+        err.contains("gcp_iam_member.runner_writes.kubernetes_service_account.cluster: gke_cluster.ml has workload_identity = false, so its pods cannot act as their Kubernetes service accounts"),
         "{}",
         plan.stderr
     );
-    assert!(err.contains("stack.toml:"), "{}", plan.stderr);
+    // At the reference to the cluster, as written.
+    let line = stack("workload_identity = false", GRANT)
+        .lines()
+        .position(|l| l.starts_with("kubernetes_service_account"))
+        .expect("the account's line")
+        + 1;
+    assert!(
+        err.contains(&format!("stack.toml:{line}:43:")),
+        "the error names stack.toml:{line}:43:\n{}",
+        plan.stderr
+    );
     assert_eq!(
         work.run(&["sandbox", "list"]).stdout,
         "The sandbox holds nothing.\n"
@@ -167,7 +184,7 @@ fn a_role_that_is_not_googles_is_refused_at_validate_with_the_nearest_one() {
     validate.expect_code(1);
     let err = flat(&validate.stderr);
     assert!(
-        err.contains("gcp_iam_member.runner_writes: role: roles/storage.objectAdmn is not a predefined Google Cloud role; did you mean `roles/storage.objectAdmin`"),
+        err.contains("gcp_iam_member.runner_writes.role: roles/storage.objectAdmn is not a predefined Google Cloud role; did you mean `roles/storage.objectAdmin`"),
         "{}",
         validate.stderr
     );
@@ -178,8 +195,8 @@ fn a_role_that_is_not_googles_is_refused_at_validate_with_the_nearest_one() {
         .expect("the role's line")
         + 1;
     assert!(
-        err.contains(&format!("stack.toml:{line}:30")),
-        "the error names stack.toml:{line}:30:\n{}",
+        err.contains(&format!("stack.toml:{line}:31:")),
+        "the error names stack.toml:{line}:31:\n{}",
         validate.stderr
     );
 }
