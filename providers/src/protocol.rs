@@ -175,6 +175,17 @@ impl StackResource {
     }
 }
 
+/// A resource of a plan as the provider's read-only checks against the cloud see it
+/// (see [`crate::provider::Provider::check_planned`]): its desired spec, with values
+/// not known until apply marked, and whether the plan creates it (or replaces it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    pub kind: String,
+    pub address: String,
+    pub spec: Value,
+    pub creates: bool,
+}
+
 /// What a stack-wide check found: at a resource's field, an error (the plan fails) or a
 /// warning (shown under it).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::protocol::{StackFinding, StackResource};
+use crate::protocol::{Planned, StackFinding, StackResource};
 use crate::{Ctx, Finding, Invalid, Need, ProviderError};
 
 /// A provider's table and capacity, as the engine and the stack checks use them.
@@ -50,6 +50,19 @@ pub trait Provider: Send + Sync {
     }
 
     async fn preflight(&self, _ctx: &Ctx, _needs: &[Need]) -> Result<Vec<Finding>, ProviderError> {
+        Ok(Vec::new())
+    }
+
+    /// Read-only questions to the cloud about what the plan's new resources name and the
+    /// stack does not make (a role IAM must have, the bucket a grant is on), for one
+    /// provider instance, before the plan promises anything: each problem found is a
+    /// finding at the resource's field. Fails when the cloud cannot be asked; the plan
+    /// then says the check was not made.
+    async fn check_planned(
+        &self,
+        _ctx: &Ctx,
+        _planned: &[Planned],
+    ) -> Result<Vec<StackFinding>, ProviderError> {
         Ok(Vec::new())
     }
 

@@ -112,6 +112,19 @@ pub async fn preflight(
     }
 }
 
+/// The read-only checks of what `planned` names in the cloud (see
+/// [`crate::provider::Provider::check_planned`]).
+pub async fn check_planned(
+    provider: &str,
+    ctx: &crate::Ctx,
+    planned: &[crate::protocol::Planned],
+) -> Result<Vec<crate::protocol::StackFinding>, crate::ProviderError> {
+    match self::provider(provider) {
+        Some(p) => p.check_planned(ctx, planned).await,
+        None => Ok(Vec::new()),
+    }
+}
+
 /// Which of `services` are off for `provider`'s instance (see
 /// [`crate::provider::Provider::services_off`]).
 pub async fn services_off(

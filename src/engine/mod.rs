@@ -28,6 +28,7 @@ use crate::state::{Backend, OutputState, State, StateError};
 use crate::walk::Cancel;
 
 mod apply;
+mod cloud_checks;
 mod import;
 mod persist;
 mod planning;

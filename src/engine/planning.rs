@@ -106,6 +106,8 @@ impl Engine {
         if self.settings.refresh && !destroy {
             let pending = self.services(&plan).await?;
             self.served(&plan).await?;
+            let unchecked = self.cloud_checks(&plan, &pending).await?;
+            plan.warnings.extend(unchecked);
             let (errors, found) = self.preflight(&plan, &pending).await?;
             if !errors.is_empty() {
                 return Err(EngineError::Capacity(errors));

@@ -179,7 +179,10 @@ fn a_workload_identity_grant_on_a_cluster_without_it_is_refused_at_plan() {
 
 #[test]
 fn a_role_that_is_not_googles_is_refused_at_validate_with_the_nearest_one() {
-    let work = work("", &GRANT.replace("roles/storage.objectUser", "roles/storage.objectAdmn"));
+    let work = work(
+        "",
+        &GRANT.replace("roles/storage.objectUser", "roles/storage.objectAdmn"),
+    );
     let validate = run(&work, &["validate"]);
     validate.expect_code(1);
     let err = flat(&validate.stderr);
@@ -239,4 +242,67 @@ fn a_node_account_without_the_node_role_and_editor_to_a_workload_are_warned_abou
         denied.stdout,
         denied.stderr
     );
+}
+
+#[test]
+fn a_grant_on_what_neither_the_stack_nor_the_cloud_has_is_refused_at_plan() {
+    // The APIs on first: a plan that turns them on cannot ask them anything yet.
+    let work = Work::new().fresh_projects();
+    let header = "[providers.gcp]\nproject = \"identity-project\"\nregion  = \"us-central1\"\n\n";
+    work.write("stack.toml", &format!("{header}{APIS}"));
+    run(&work, &["apply", "--auto-approve"]).success();
+    let grants = r#"
+[gcp_iam_member.on_a_bucket]
+role   = "roles/storage.objectViewer"
+member = "group:ml@example.com"
+bucket = "nobody-made-this-bucket"
+
+[gcp_iam_member.new_role]
+role   = "roles/brandnewservice.runner"
+member = "group:ml@example.com"
+
+[gcp_iam_member.on_an_account]
+role            = "roles/iam.serviceAccountUser"
+member          = "group:ml@example.com"
+service_account = "ghost@identity-project.iam.gserviceaccount.com"
+"#;
+    work.write("stack.toml", &format!("{header}{APIS}{grants}"));
+    // Offline, each is well formed (a role close to no predefined one may be newer than
+    // the catalog)…
+    run(&work, &["validate"]).success();
+    // …but the cloud has none of them.
+    let plan = run(&work, &["plan"]);
+    plan.expect_code(1);
+    let err = flat(&plan.stderr);
+    assert!(
+        err.contains("gcp_iam_member.new_role: invalid spec:")
+            && err.contains(
+                "role: IAM has no role roles/brandnewservice.runner (iam.roles.get answered 404)"
+            ),
+        "{}",
+        plan.stderr
+    );
+    for (grant, said) in [
+        ("on_a_bucket", "bucket: there is no bucket nobody-made-this-bucket: the stack does not make it and Cloud Storage has none"),
+        ("on_an_account", "service_account: there is no service account ghost@identity-project.iam.gserviceaccount.com"),
+    ] {
+        let only = grants
+            .split("\n[")
+            .find(|block| block.starts_with(&format!("gcp_iam_member.{grant}]")))
+            .expect("the block");
+        work.write("stack.toml", &format!("{header}{APIS}\n[{only}"));
+        let plan = run(&work, &["plan"]);
+        plan.expect_code(1);
+        let err = flat(&plan.stderr);
+        assert!(err.contains(said), "{}", plan.stderr);
+        assert!(err.contains("stack.toml:"), "{}", plan.stderr);
+    }
+    // What the stack makes is not looked for in the cloud.
+    work.write(
+        "stack.toml",
+        &format!(
+            "{header}{APIS}\n[gcs_bucket.made]\nname = \"made-by-this-stack\"\nlocation = \"us-central1\"\n\n[gcp_iam_member.on_it]\nrole   = \"roles/storage.objectViewer\"\nmember = \"group:ml@example.com\"\nbucket = \"made-by-this-stack\"\n"
+        ),
+    );
+    run(&work, &["plan"]).success();
 }

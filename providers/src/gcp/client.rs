@@ -33,9 +33,9 @@ pub struct Request {
     pub body: Option<Value>,
     /// A raw body and its content type, for media uploads (instead of `body`).
     pub media: Option<(&'static str, Vec<u8>)>,
-    /// Retries of a transport failure, when fewer than the provider's: a check that
-    /// can be skipped (the plan's capacity preflight) does not wait minutes for a
-    /// network that is not there.
+    /// Retries of a transport failure (and waits for an API just enabled), when fewer
+    /// than the provider's: a check that can be skipped (the plan's capacity preflight)
+    /// does not wait minutes for a network that is not there.
     pub transport_retries: Option<u32>,
     /// A 409 goes back to the caller at once instead of being waited out as another
     /// operation: an IAM policy write with a stale etag must start again from the read.
@@ -272,7 +272,11 @@ impl Client {
                     retry_after: _,
                     disabled: Some(service),
                 }) => {
-                    if propagation_waits < PROPAGATION_WAITS {
+                    // A check that can be skipped does not wait for an enablement either.
+                    let most = req
+                        .transport_retries
+                        .map_or(PROPAGATION_WAITS, |n| n.min(PROPAGATION_WAITS));
+                    if propagation_waits < most {
                         propagation_waits += 1;
                         let delay = self.backoff(propagation_waits);
                         ctx.progress(&format!(

@@ -1,14 +1,23 @@
-//! Checks across a stack's Google identities, offline, also when the accounts, bindings
-//! and pools are all created by the same stack: what a node pool's service account is
-//! granted (logs and metrics; the Artifact Registry its workloads pull from), and the
-//! basic roles no workload identity should hold. Permissions come from the predefined
-//! roles catalog (`roles.rs`); a custom role's are not known offline, so a binding of
-//! one counts as granting what is asked.
+//! Checks across a stack's Google identities. Offline (`check`), also when the
+//! accounts, bindings and pools are all created by the same stack: what a node pool's
+//! service account is granted (logs and metrics; the Artifact Registry its workloads
+//! pull from), and the basic roles no workload identity should hold. Permissions come
+//! from the predefined roles catalog (`roles.rs`); a custom role's are not known
+//! offline, so a binding of one counts as granting what is asked. At plan, read-only
+//! (`check_planned`): the roles a new grant names exist in IAM (`roles.get`), and the
+//! bucket or service account it is on, or a new pool's nodes run as, exists when the
+//! stack does not make it.
+
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::client::{client, segment, status_of, Request};
+use super::config::Api;
 use super::roles;
-use crate::protocol::{StackFinding, StackResource};
+use super::service_account::email_of;
+use crate::protocol::{is_unknown, Planned, StackFinding, StackResource};
+use crate::{Ctx, ProviderError};
 
 /// The kinds these checks read.
 pub const STACK_KINDS: &[&str] = &[
@@ -113,6 +122,122 @@ pub fn check(resources: &[StackResource]) -> Vec<StackFinding> {
         }
     }
     out
+}
+
+/// A known, non-empty string at `key` of `spec`.
+fn known<'a>(spec: &'a Value, key: &str) -> Option<&'a str> {
+    spec[key]
+        .as_str()
+        .filter(|v| !v.is_empty() && !is_unknown(&Value::String(v.to_string())))
+}
+
+/// Whether a read answered 404; any other failure means the cloud could not be asked.
+async fn missing(ctx: &Ctx, req: Request) -> Result<bool, ProviderError> {
+    let c = client(ctx)?;
+    match c.send(ctx, &req.transport_retries(0)).await {
+        Ok(_) => Ok(false),
+        Err(e) if status_of(&e) == Some(404) => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+/// The plan's read-only checks: every predefined role a new grant names is asked of
+/// IAM once; a grant's bucket or service account, and a new pool's service account,
+/// named as written rather than made by the plan, must exist.
+pub async fn check_planned(
+    ctx: &Ctx,
+    planned: &[Planned],
+) -> Result<Vec<StackFinding>, ProviderError> {
+    let project = ctx.config["project"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let buckets: BTreeSet<&str> = planned
+        .iter()
+        .filter(|p| p.kind == "gcs_bucket")
+        .filter_map(|p| known(&p.spec, "name"))
+        .collect();
+    let accounts: BTreeSet<String> = planned
+        .iter()
+        .filter(|p| p.kind == "gcp_service_account")
+        .filter_map(|p| known(&p.spec, "account_id"))
+        .map(|id| email_of(id, &project))
+        .collect();
+    let mut out = Vec::new();
+    let mut asked_roles: BTreeSet<String> = BTreeSet::new();
+    for p in planned.iter().filter(|p| p.creates) {
+        match p.kind.as_str() {
+            "gcp_iam_member" => {
+                if let Some(role) = known(&p.spec, "role").filter(|r| r.starts_with("roles/")) {
+                    if asked_roles.insert(role.to_string())
+                        && missing(
+                            ctx,
+                            Request::get("iam.roles.get", Api::Iam, format!("v1/{role}")),
+                        )
+                        .await?
+                    {
+                        out.push(StackFinding::error(
+                            &p.address,
+                            "role",
+                            format!("IAM has no role {role} (iam.roles.get answered 404); grant a role `gcloud iam roles list` shows, or a custom one as projects/PROJECT/roles/NAME"),
+                        ));
+                    }
+                }
+                if let Some(bucket) = known(&p.spec, "bucket").filter(|b| !buckets.contains(b)) {
+                    if missing(
+                        ctx,
+                        Request::get(
+                            "storage.buckets.get",
+                            Api::Storage,
+                            format!("storage/v1/b/{}", segment(bucket)),
+                        ),
+                    )
+                    .await?
+                    {
+                        out.push(StackFinding::error(
+                            &p.address,
+                            "bucket",
+                            format!("there is no bucket {bucket}: the stack does not make it and Cloud Storage has none (storage.buckets.get answered 404)"),
+                        ));
+                    }
+                }
+                if let Some(email) =
+                    known(&p.spec, "service_account").filter(|a| !accounts.contains(*a))
+                {
+                    if missing(ctx, account_read(email)).await? {
+                        out.push(StackFinding::error(
+                            &p.address,
+                            "service_account",
+                            format!("there is no service account {email}: the stack does not make it and IAM has none (iam.projects.serviceAccounts.get answered 404)"),
+                        ));
+                    }
+                }
+            }
+            "gke_node_pool" => {
+                if let Some(email) =
+                    known(&p.spec, "service_account").filter(|a| !accounts.contains(*a))
+                {
+                    if missing(ctx, account_read(email)).await? {
+                        out.push(StackFinding::error(
+                            &p.address,
+                            "service_account",
+                            format!("the nodes cannot run as {email}: the stack does not make it and IAM has no such service account (iam.projects.serviceAccounts.get answered 404)"),
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+fn account_read(email: &str) -> Request {
+    Request::get(
+        "iam.projects.serviceAccounts.get",
+        Api::Iam,
+        format!("v1/projects/-/serviceAccounts/{}", segment(email)),
+    )
 }
 
 #[cfg(test)]

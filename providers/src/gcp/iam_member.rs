@@ -520,6 +520,10 @@ impl Kind for GcpIamMember {
             // The principal names the project's number.
             out.push(Api::ResourceManager.service());
         }
+        if !out.contains(&Api::Iam.service()) {
+            // The plan asks IAM whether the role exists (roles.get).
+            out.push(Api::Iam.service());
+        }
         out
     }
 

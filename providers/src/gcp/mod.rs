@@ -79,6 +79,14 @@ impl crate::provider::Provider for Gcp {
     ) -> Result<Vec<String>, crate::ProviderError> {
         project_service::off(ctx, services).await
     }
+
+    async fn check_planned(
+        &self,
+        ctx: &crate::Ctx,
+        planned: &[crate::protocol::Planned],
+    ) -> Result<Vec<crate::protocol::StackFinding>, crate::ProviderError> {
+        iam_checks::check_planned(ctx, planned).await
+    }
 }
 
 use std::collections::BTreeMap;

@@ -584,7 +584,9 @@ pub fn spec_of(live: &Value, cluster: &str, prior: Option<&Spec>) -> Spec {
         fallback: prior.and_then(|p| p.fallback.clone()),
         // GKE fills both in; only compare them when the stack sets them.
         // Unset, or "" (a module's way of leaving it to GKE), is compared only when named.
-        service_account: if prior.is_some_and(|p| p.service_account.as_deref().unwrap_or("").is_empty()) {
+        service_account: if prior
+            .is_some_and(|p| p.service_account.as_deref().unwrap_or("").is_empty())
+        {
             prior.and_then(|p| p.service_account.clone())
         } else {
             config["serviceAccount"]

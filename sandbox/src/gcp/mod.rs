@@ -161,7 +161,19 @@ fn project_of(api: Api, req: &ApiRequest) -> Option<String> {
         .position(|s| s == "projects")
         .and_then(|i| segments.get(i + 1))
         // `projects/p:getIamPolicy` names the project `p`.
-        .map(|s| s.split(':').next().unwrap_or_default().to_string());
+        .map(|s| s.split(':').next().unwrap_or_default().to_string())
+        // `projects/-/serviceAccounts/NAME@PROJECT.iam.gserviceaccount.com`: the
+        // account's project.
+        .and_then(|p| {
+            if p != "-" {
+                return Some(p);
+            }
+            segments
+                .iter()
+                .find_map(|s| s.split(':').next()?.split_once('@'))
+                .and_then(|(_, domain)| domain.strip_suffix(".iam.gserviceaccount.com"))
+                .map(str::to_string)
+        });
     named.or_else(|| {
         (api == Api::Storage)
             .then(|| req.param("project").map(str::to_string))

@@ -793,10 +793,20 @@ async fn gcloud_manages_service_accounts_and_iam_policies() {
             "--condition=None",
         ])
         .await;
-    assert!(refused.contains("roles/storage.objectAdmn is not supported"), "{refused}");
+    assert!(
+        refused.contains("roles/storage.objectAdmn is not supported"),
+        "{refused}"
+    );
     // Bucket policy.
     gcloud
-        .run(&["storage", "buckets", "create", "gs://iam-runs", "--location", "us-central1"])
+        .run(&[
+            "storage",
+            "buckets",
+            "create",
+            "gs://iam-runs",
+            "--location",
+            "us-central1",
+        ])
         .await;
     gcloud
         .run(&[
@@ -811,7 +821,13 @@ async fn gcloud_manages_service_accounts_and_iam_policies() {
         ])
         .await;
     let bucket = gcloud
-        .json(&["storage", "buckets", "get-iam-policy", "gs://iam-runs", "--format=json"])
+        .json(&[
+            "storage",
+            "buckets",
+            "get-iam-policy",
+            "gs://iam-runs",
+            "--format=json",
+        ])
         .await;
     assert!(
         bucket["bindings"]
@@ -822,7 +838,13 @@ async fn gcloud_manages_service_accounts_and_iam_policies() {
         "{bucket}"
     );
     let role = gcloud
-        .json(&["iam", "roles", "describe", "roles/storage.objectUser", "--format=json"])
+        .json(&[
+            "iam",
+            "roles",
+            "describe",
+            "roles/storage.objectUser",
+            "--format=json",
+        ])
         .await;
     assert!(
         role["includedPermissions"]
@@ -836,21 +858,41 @@ async fn gcloud_manages_service_accounts_and_iam_policies() {
     let mut checked = 0;
     for e in sandbox.traffic() {
         let (doc, schema) = match (e.api.as_str(), e.path.as_str()) {
-            ("iam", p) if p.ends_with("/serviceAccounts") && e.method == "POST" => (&iam, "ServiceAccount"),
-            ("cloudresourcemanager", p) if p.ends_with(":getIamPolicy") || p.ends_with(":setIamPolicy") => (&crm, "Policy"),
+            ("iam", p) if p.ends_with("/serviceAccounts") && e.method == "POST" => {
+                (&iam, "ServiceAccount")
+            }
+            ("cloudresourcemanager", p)
+                if p.ends_with(":getIamPolicy") || p.ends_with(":setIamPolicy") =>
+            {
+                (&crm, "Policy")
+            }
             _ => continue,
         };
         if e.status != 200 {
             continue;
         }
         let body = e.response.as_ref().expect("a body");
-        assert_eq!(shape_problems(doc, schema, body), Vec::<String>::new(), "{} {}", e.method, e.path);
+        assert_eq!(
+            shape_problems(doc, schema, body),
+            Vec::<String>::new(),
+            "{} {}",
+            e.method,
+            e.path
+        );
         checked += 1;
     }
-    assert!(checked >= 3, "IAM answers were checked against discovery ({checked})");
-    gcloud.run(&["iam", "service-accounts", "delete", &email]).await;
+    assert!(
+        checked >= 3,
+        "IAM answers were checked against discovery ({checked})"
+    );
+    gcloud
+        .run(&["iam", "service-accounts", "delete", &email])
+        .await;
     assert_eq!(
-        gcloud.run(&["iam", "service-accounts", "list", "--format=value(email)"]).await.trim(),
+        gcloud
+            .run(&["iam", "service-accounts", "list", "--format=value(email)"])
+            .await
+            .trim(),
         ""
     );
     sandbox.shutdown().await;
