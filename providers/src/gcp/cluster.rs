@@ -205,9 +205,11 @@ pub fn spec_of(live: &Value, prior: Option<&Spec>) -> Spec {
             .filter(|d| !d.is_empty())
             .map(str::to_string),
         labels: user_labels(&live["resourceLabels"]),
-        // Left to the default, it is compared only once the stack says.
+        // Left to the default, it is compared only once the stack says; an imported
+        // Autopilot cluster has it by definition, so import does not write it.
         workload_identity: match prior {
             Some(p) if p.workload_identity.is_none() => None,
+            None if live["autopilot"]["enabled"].as_bool() == Some(true) => None,
             _ => Some(
                 live["workloadIdentityConfig"]["workloadPool"]
                     .as_str()

@@ -12,5 +12,6 @@ mod aws_network;
 mod aws_s3;
 mod aws_sagemaker;
 mod gcp_batch;
+mod gcp_iam;
 mod kubernetes;
 mod kubernetes_data;

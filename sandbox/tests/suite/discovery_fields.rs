@@ -22,6 +22,7 @@ const DEPTH: usize = 6;
 fn contract(api: &str) -> Value {
     let version = match api {
         "tpu" => "v2",
+        "cloudresourcemanager" => "v3",
         _ => "v1",
     };
     terrain_contracts::discovery(api, version)
@@ -212,6 +213,48 @@ fn served_methods() -> Vec<Served> {
             "v1/projects/proj/services/pubsub.googleapis.com:disable",
             "",
         ),
+        served(
+            "storage",
+            "storage.buckets.setIamPolicy",
+            Method::PUT,
+            "storage/v1/b/bucket1/iam",
+            "",
+        ),
+        served(
+            "iam",
+            "iam.projects.serviceAccounts.create",
+            Method::POST,
+            "v1/projects/proj/serviceAccounts",
+            "",
+        ),
+        served(
+            "iam",
+            "iam.projects.serviceAccounts.patch",
+            Method::PATCH,
+            "v1/projects/proj/serviceAccounts/runner@proj.iam.gserviceaccount.com",
+            "",
+        ),
+        served(
+            "iam",
+            "iam.projects.serviceAccounts.setIamPolicy",
+            Method::POST,
+            "v1/projects/proj/serviceAccounts/runner@proj.iam.gserviceaccount.com:setIamPolicy",
+            "",
+        ),
+        served(
+            "cloudresourcemanager",
+            "cloudresourcemanager.projects.getIamPolicy",
+            Method::POST,
+            "v3/projects/proj:getIamPolicy",
+            "",
+        ),
+        served(
+            "cloudresourcemanager",
+            "cloudresourcemanager.projects.setIamPolicy",
+            Method::POST,
+            "v3/projects/proj:setIamPolicy",
+            "",
+        ),
     ]
 }
 
@@ -222,6 +265,8 @@ fn endpoint(sandbox: &Sandbox, api: &str) -> String {
         "file" => e.file,
         "storage" => e.storage,
         "serviceusage" => e.serviceusage,
+        "iam" => e.iam,
+        "cloudresourcemanager" => e.cloudresourcemanager,
         other => panic!("no endpoint for {other}"),
     }
 }
@@ -348,7 +393,7 @@ fn properties<'a>(doc: &'a Value, name: &str) -> Option<&'a Map<String, Value>> 
 #[test]
 fn embedded_discovery_documents_are_the_contracts() {
     let apis = discovery::apis();
-    assert_eq!(apis.len(), 4, "{apis:?}");
+    assert_eq!(apis.len(), 6, "{apis:?}");
     for (api, contract) in apis {
         let embedded = discovery::source(api).expect("the embedded document inflates");
         assert!(
@@ -516,7 +561,7 @@ async fn every_request_field_of_every_served_method_is_accepted_and_no_other() {
         methods.len()
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
-    assert_eq!(methods.len(), 22);
+    assert_eq!(methods.len(), 28);
     // The rest emulate every field they define (serviceusage's, the container
     // set* requests) and answer for the missing cluster.
     assert!(
@@ -556,7 +601,7 @@ fn methods_with_bodies<'a>(resource: &'a Value, out: &mut Vec<&'a Value>) {
     }
 }
 
-/// The served list is complete: every other method with a request body of the four
+/// The served list is complete: every other method with a request body of the six
 /// documents is answered as a route the sandbox does not implement.
 #[tokio::test]
 async fn methods_with_bodies_not_listed_as_served_are_not_served() {
@@ -569,7 +614,14 @@ async fn methods_with_bodies_not_listed_as_served_are_not_served() {
     let served: BTreeSet<&str> = served_methods().iter().map(|m| m.id).collect();
     let mut unserved = 0;
     let mut problems = Vec::new();
-    for api in ["container", "file", "storage", "serviceusage"] {
+    for api in [
+        "container",
+        "file",
+        "storage",
+        "serviceusage",
+        "iam",
+        "cloudresourcemanager",
+    ] {
         let doc = contract(api);
         let mut methods = Vec::new();
         methods_with_bodies(&doc, &mut methods);
