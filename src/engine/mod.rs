@@ -8,9 +8,11 @@
 //!
 //! This file holds the engine's types and what every step shares (provider instances,
 //! contexts, secrets hidden from provider text); `refresh` reads the live objects, `plan`
-//! makes a plan of them, `apply` runs one, one file per operation, `persist` writes the
-//! state as it goes, `import` adopts an existing object. Pricing a plan lives beside the
-//! cost model (`crate::pricing`).
+//! makes a plan of them, `services` and `cloud_checks` ask the clouds read-only what a
+//! plan depends on (APIs that must be on; roles, buckets and accounts it names), `apply`
+//! runs one, one file per operation, `persist` writes the state as it goes, `import`
+//! adopts an existing object. Pricing a plan lives beside the cost model
+//! (`crate::pricing`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -1,5 +1,6 @@
 //! Planning: the stack's desired specs against the refreshed state, with what the
-//! providers say each update will change on the live object.
+//! providers say each update will change on the live object; then, read-only, the
+//! cloud APIs the plan needs on, what its new resources name in the cloud, and capacity.
 
 use std::collections::BTreeMap;
 

@@ -597,24 +597,12 @@ impl Kind for GkeCluster {
         let (project, location) = (parts[0], parts[1]);
         let c = client(ctx)?;
         let timeout = c.config.timeout(Self::KIND);
+        // One `clusters.update` per change: GKE takes one desired field at a time.
+        let mut updates = Vec::new();
         if prior.release_channel != spec.release_channel {
-            let body = json!({"update": {"desiredReleaseChannel": {"channel": channel_api(&spec.release_channel)}}});
-            let op = c
-                .send(
-                    ctx,
-                    &Request::new(UPDATE, Api::Container, Method::PUT, cluster_path(id)).body(body),
-                )
-                .await?;
-            operation::wait(
-                ctx,
-                &c,
-                &operation::CONTAINER,
-                UPDATE,
-                &operation_path(project, location, &op),
-                &op,
-                timeout,
-            )
-            .await?;
+            updates.push(
+                json!({"desiredReleaseChannel": {"channel": channel_api(&spec.release_channel)}}),
+            );
         }
         if let Some(on) = spec
             .workload_identity
@@ -625,13 +613,12 @@ impl Kind for GkeCluster {
             } else {
                 String::new()
             };
-            let body = json!({"update": {"desiredWorkloadIdentityConfig": {"workloadPool": pool}}});
-            let op = c
-                .send(
-                    ctx,
-                    &Request::new(UPDATE, Api::Container, Method::PUT, cluster_path(id)).body(body),
-                )
-                .await?;
+            updates.push(json!({"desiredWorkloadIdentityConfig": {"workloadPool": pool}}));
+        }
+        for update in updates {
+            let req = Request::new(UPDATE, Api::Container, Method::PUT, cluster_path(id))
+                .body(json!({ "update": update }));
+            let op = c.send(ctx, &req).await?;
             operation::wait(
                 ctx,
                 &c,

@@ -386,6 +386,23 @@ fn id_of(target: &Target, role: &str, member: &str, condition: Option<&Condition
     id
 }
 
+/// The resource, role and member of an id.
+fn parts(id: &str) -> Result<(Target, &str, &str), ProviderError> {
+    let bad = || {
+        super::bad_id(
+            GcpIamMember::KIND,
+            id,
+            "RESOURCE|ROLE|MEMBER[|CONDITION TITLE]",
+        )
+    };
+    let mut parts = id.splitn(4, '|');
+    let (Some(resource), Some(role), Some(member)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    Ok((Target::parse(resource).ok_or_else(bad)?, role, member))
+}
+
 /// The member a spec grants: `member`, or the Kubernetes service account's principal
 /// (which needs the project number).
 async fn member_of(ctx: &Ctx, c: &Client, spec: &Spec) -> Result<String, ProviderError> {
@@ -533,18 +550,7 @@ impl Kind for GcpIamMember {
         id: &str,
         prior: Option<&Spec>,
     ) -> Result<Option<Live<Self>>, ProviderError> {
-        let mut parts = id.splitn(4, '|');
-        let (Some(resource), Some(role), Some(member)) = (parts.next(), parts.next(), parts.next())
-        else {
-            return Err(super::bad_id(
-                Self::KIND,
-                id,
-                "RESOURCE|ROLE|MEMBER[|CONDITION TITLE]",
-            ));
-        };
-        let target = Target::parse(resource).ok_or_else(|| {
-            super::bad_id(Self::KIND, id, "RESOURCE|ROLE|MEMBER[|CONDITION TITLE]")
-        })?;
+        let (target, role, member) = parts(id)?;
         let c = client(ctx)?;
         let condition = prior.and_then(|p| p.condition.clone());
         let Some(policy) = target.get(ctx, &c).await? else {
@@ -648,18 +654,7 @@ impl Kind for GcpIamMember {
     }
 
     async fn delete(&self, ctx: &Ctx, id: &str, prior: Option<&Spec>) -> Result<(), ProviderError> {
-        let mut parts = id.splitn(4, '|');
-        let (Some(resource), Some(role), Some(member)) = (parts.next(), parts.next(), parts.next())
-        else {
-            return Err(super::bad_id(
-                Self::KIND,
-                id,
-                "RESOURCE|ROLE|MEMBER[|CONDITION TITLE]",
-            ));
-        };
-        let target = Target::parse(resource).ok_or_else(|| {
-            super::bad_id(Self::KIND, id, "RESOURCE|ROLE|MEMBER[|CONDITION TITLE]")
-        })?;
+        let (target, role, member) = parts(id)?;
         let c = client(ctx)?;
         let condition = prior.and_then(|p| p.condition.as_ref()).map(condition_json);
         let (_, set_call) = target.calls();
@@ -677,7 +672,10 @@ impl Kind for GcpIamMember {
                     set_call,
                     409,
                     "ABORTED",
-                    format!("{resource} kept changing under {RACES} attempts to remove {member}; try again"),
+                    format!(
+                        "{} kept changing under {RACES} attempts to remove {member}; try again",
+                        target.resource()
+                    ),
                 ));
             }
         }
