@@ -20,39 +20,15 @@ struct Env {
     _dir: tempfile::TempDir,
 }
 
-fn kind(name: &str) -> Arc<dyn Resource> {
-    terrain_providers::registry::builtin()
-        .get(name)
-        .unwrap_or_else(|| panic!("{name} is registered"))
-        .clone()
-}
+use crate::support::gcp::kind;
 
 impl Env {
     async fn start(timing: Timing) -> Env {
-        let sandbox = Sandbox::start(Options {
-            timing,
-            ..Options::google_apis_on()
-        })
-        .await
-        .expect("sandbox starts");
-        let dir = tempfile::tempdir().expect("tempdir");
-        let token = dir.path().join("token");
-        std::fs::write(&token, "sandbox-token\n").expect("token file");
-        let e = sandbox.gcp_endpoints();
-        let gcp = json!({
-            "project": PROJECT,
-            "region": "us-central1",
-            "access_token_file": token.display().to_string(),
-            "poll_interval": "20ms",
-            "max_poll_interval": "50ms",
-            "retry_base_delay": "5ms",
-            "max_retries": 12,
-            "endpoints": {"storage": e.storage, "iam": e.iam, "cloudresourcemanager": e.cloudresourcemanager},
-        });
+        let started = crate::support::gcp::start(timing, PROJECT).await;
         Env {
-            sandbox,
-            gcp,
-            _dir: dir,
+            sandbox: started.sandbox,
+            gcp: started.table,
+            _dir: started.dir,
         }
     }
 
