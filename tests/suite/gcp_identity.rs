@@ -306,3 +306,32 @@ service_account = "ghost@identity-project.iam.gserviceaccount.com"
     );
     run(&work, &["plan"]).success();
 }
+
+#[test]
+fn turning_workload_identity_on_names_the_pools_it_does_not_reach_yet() {
+    let work = Work::new().fresh_projects();
+    let stack = |identity: &str| {
+        format!(
+            "[providers.gcp]\nproject = \"identity-project\"\nregion  = \"us-central1\"\n\n{APIS}\n[gke_cluster.ml]\nname     = \"ml\"\nlocation = \"us-central1-a\"\n{identity}\n\n[gke_node_pool.cpu]\nname         = \"cpu\"\ncluster      = \"${{gke_cluster.ml.id}}\"\nmachine_type = \"e2-standard-4\"\nnode_count   = 1\n"
+        )
+    };
+    work.write("stack.toml", &stack("workload_identity = false"));
+    run(&work, &["apply", "--auto-approve"]).success();
+    // Never turned on implicitly: left to the default, the cluster keeps what it has
+    // (the state forgets the old setting; the cluster does not change).
+    work.write("stack.toml", &stack(""));
+    run(&work, &["apply", "--auto-approve"]).success();
+    run(&work, &["plan", "--detailed-exitcode"]).expect_code(0);
+    work.write("stack.toml", &stack("workload_identity = true"));
+    let plan = run(&work, &["plan"]);
+    plan.success();
+    let out = flat(&plan.stdout);
+    assert!(
+        out.contains("~ gke_cluster.ml will be updated in place")
+            && out.contains("turns Workload Identity on, but node pools cpu keep the Compute Engine metadata server (their pods still act as the node's service account) until their workload_metadata = \"gke\", which recreates their nodes"),
+        "{}",
+        plan.stdout
+    );
+    run(&work, &["apply", "--auto-approve"]).success();
+    run(&work, &["plan", "--detailed-exitcode"]).expect_code(0);
+}

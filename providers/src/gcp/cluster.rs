@@ -115,6 +115,7 @@ const DELETE: &str = "container.projects.locations.clusters.delete";
 const UPDATE: &str = "container.projects.locations.clusters.update";
 const SET_LABELS: &str = "container.projects.locations.clusters.setResourceLabels";
 const DELETE_POOL: &str = "container.projects.locations.clusters.nodePools.delete";
+const LIST_POOLS: &str = "container.projects.locations.clusters.nodePools.list";
 const ID_SHAPE: &str = "projects/PROJECT/locations/LOCATION/clusters/NAME";
 
 impl Spec {
@@ -665,6 +666,46 @@ impl Kind for GkeCluster {
         self.read(ctx, id, Some(spec)).await?.ok_or_else(|| {
             ProviderError::api(GET, 404, "NOT_FOUND", format!("cluster {id} is gone"))
         })
+    }
+
+    /// Turning Workload Identity on for a running cluster says which node pools it does
+    /// not reach yet: pools made without it keep the Compute Engine metadata server
+    /// (their pods act as the node's account) until their `workload_metadata` is "gke",
+    /// which recreates their nodes.
+    async fn preview(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        prior: &Spec,
+        spec: &Spec,
+    ) -> Result<Option<String>, ProviderError> {
+        if spec.workload_identity != Some(true) || prior.workload_identity == Some(true) {
+            return Ok(None);
+        }
+        let c = client(ctx)?;
+        let listed = c
+            .get_opt(
+                ctx,
+                &Request::get(LIST_POOLS, Api::Container, format!("v1/{id}/nodePools")),
+            )
+            .await?
+            .unwrap_or(Value::Null);
+        let behind: Vec<&str> = listed["nodePools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|p| p["config"]["workloadMetadataConfig"]["mode"] != "GKE_METADATA")
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        Ok(Some(if behind.is_empty() {
+            "turns Workload Identity on; every node pool already uses GKE's metadata server"
+                .to_string()
+        } else {
+            format!(
+                "turns Workload Identity on, but node pools {} keep the Compute Engine metadata server (their pods still act as the node's service account) until their workload_metadata = \"gke\", which recreates their nodes",
+                behind.join(", ")
+            )
+        }))
     }
 
     async fn delete(
