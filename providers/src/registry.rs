@@ -156,6 +156,7 @@ pub fn builtin() -> Registry {
     )));
     r.register(Arc::new(Adapter::new(gcp::iam_member::GcpIamMember)));
     r.register(Arc::new(Adapter::new(kubernetes::manifest::Manifest)));
+    r.register(Arc::new(Adapter::new(kubernetes::secret::Secret)));
     r.register(Arc::new(Adapter::new(kubernetes::nfs_volume::NfsVolume)));
     r.register(Arc::new(Adapter::new(kubernetes::redis::Redis)));
     r.register(Arc::new(Adapter::new(kubernetes::job::Job)));

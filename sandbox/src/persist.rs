@@ -44,8 +44,10 @@ impl World {
         }
     }
 
+    /// The state file's text: compact, since every request that changes the world
+    /// writes it again, and a world with a Kubeflow install runs to megabytes.
     pub(crate) fn to_json(&self) -> Result<String, serde_json::Error> {
-        serde_json::to_string_pretty(self)
+        serde_json::to_string(self)
     }
 }
 

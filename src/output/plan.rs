@@ -7,7 +7,7 @@
 use serde_json::{json, Value};
 use similar::TextDiff;
 
-use super::value::{inline, is_sensitive, lines, mark, Marked, SENSITIVE};
+use super::value::{created_lines, inline, is_sensitive, lines, mark, Marked, SENSITIVE};
 use super::Style;
 use crate::diff::changed_paths;
 use crate::plan::{Action, Change, Plan};
@@ -220,7 +220,7 @@ fn all_fields(sym: &str, value: &Value, sensitive: &[String], style: Style) -> S
                     "{INDENT}{} {k:<width$} = <<-\n",
                     style.paint("32", sym)
                 ));
-                for line in lines(v).lines() {
+                for line in created_lines(v).lines() {
                     out.push_str(&format!("{INDENT}      {line}\n"));
                 }
             }

@@ -163,7 +163,7 @@ impl Observer for Progress {
                         b.finish_and_clear();
                     }
                 }
-                let id = id.map(|i| format!(" [id={i}]")).unwrap_or_default();
+                let id = id.map(|i| format!(" [id={}]", short_id(&i))).unwrap_or_default();
                 let done = self
                     .style
                     .paint("32", &format!("{} complete", verbs(step).1));
@@ -190,5 +190,34 @@ impl Observer for Progress {
                 self.line(&format!("{label} {w}"));
             }
         }
+    }
+}
+
+/// How many parts of a composite id (a manifest's objects, comma-separated) a progress
+/// line shows; the state and `terrain state show` keep the whole id.
+const ID_PARTS_SHOWN: usize = 3;
+
+/// `id`, or its first parts and how many more there are when it lists many objects.
+fn short_id(id: &str) -> String {
+    let parts: Vec<&str> = id.split(',').collect();
+    if parts.len() <= ID_PARTS_SHOWN + 1 {
+        return id.to_string();
+    }
+    format!(
+        "{},… {} more",
+        parts[..ID_PARTS_SHOWN].join(","),
+        parts.len() - ID_PARTS_SHOWN
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_composite_ids_are_shortened_in_progress_lines() {
+        assert_eq!(short_id("a,b,c,d"), "a,b,c,d");
+        assert_eq!(short_id("a,b,c,d,e,f"), "a,b,c,… 3 more");
+        assert_eq!(short_id("projects/p/zones/z"), "projects/p/zones/z");
     }
 }

@@ -147,10 +147,81 @@ pub fn lines(value: &Value) -> String {
     }
 }
 
+/// How many lines of a created value a plan shows before it shortens it.
+pub const LONG_VALUE_LINES: usize = 200;
+/// How many of a long value's lines a plan still shows.
+const HEAD_LINES: usize = 40;
+
+/// [`lines`] as a plan shows a created value: in full up to [`LONG_VALUE_LINES`] lines.
+/// Past that, a list of Kubernetes objects (a manifest's CRDs run to tens of thousands
+/// of lines) becomes one line per object, and anything else its first lines and a count
+/// of the rest, which `terrain plan --json` shows.
+pub fn created_lines(value: &Value) -> String {
+    let text = lines(value);
+    let total = text.lines().count();
+    if total <= LONG_VALUE_LINES {
+        return text;
+    }
+    if let Some(objects) = kubernetes_objects(value) {
+        let mut out = format!("{} objects ({total} lines; terrain plan --json shows them):\n", objects.len());
+        for o in objects {
+            out.push_str(&o);
+            out.push('\n');
+        }
+        return out;
+    }
+    let mut out: String = text
+        .lines()
+        .take(HEAD_LINES)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    out.push_str(&format!(
+        "… {} more lines (terrain plan --json shows them)\n",
+        total - HEAD_LINES
+    ));
+    out
+}
+
+/// `apiVersion kind namespace/name` of each item, when every item is a Kubernetes object.
+fn kubernetes_objects(value: &Value) -> Option<Vec<String>> {
+    value
+        .as_array()?
+        .iter()
+        .map(|o| {
+            let api_version = o["apiVersion"].as_str()?;
+            let kind = o["kind"].as_str()?;
+            let name = o["metadata"]["name"].as_str()?;
+            Some(match o["metadata"]["namespace"].as_str() {
+                Some(ns) => format!("{api_version} {kind} {ns}/{name}"),
+                None => format!("{api_version} {kind} {name}"),
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn long_created_values_are_shortened_and_manifests_listed() {
+        let objects: Vec<Value> = (0..60)
+            .map(|i| json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": format!("c{i}"), "namespace": "kubeflow"},
+                            "data": {"a": "1"}}))
+            .collect();
+        let shown = created_lines(&Value::Array(objects));
+        assert!(shown.starts_with("60 objects ("), "{shown}");
+        assert!(shown.contains("\nv1 ConfigMap kubeflow/c59\n"), "{shown}");
+        assert_eq!(shown.lines().count(), 61);
+        let long: Vec<Value> = (0..300).map(|i| json!(i)).collect();
+        let shown = created_lines(&Value::Array(long));
+        assert_eq!(shown.lines().count(), HEAD_LINES + 1);
+        assert!(shown.ends_with("… 262 more lines (terrain plan --json shows them)\n"), "{shown}");
+        let short = json!([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}]);
+        assert_eq!(created_lines(&short), lines(&short));
+    }
 
     /// Whether any string in `value` (keys included) is or holds a marker text.
     fn holds_marker_text(value: &Value) -> bool {

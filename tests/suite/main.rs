@@ -12,6 +12,7 @@ mod contract;
 mod support;
 
 mod ack_manifests;
+mod kfp_manifests;
 mod aws_cli;
 mod aws_from_zero;
 mod bad_stacks;

@@ -35,6 +35,7 @@ pub mod placement;
 pub mod queue_items;
 pub mod redis;
 pub mod resp;
+pub mod secret;
 pub mod yaml_diff;
 
 use std::collections::BTreeMap;

@@ -200,6 +200,7 @@ impl CloudSide for GkeCloud {
             // Standard clusters without it run kube-proxy on every node.
             objects.push(kube_proxy(version));
         }
+        objects.extend(storage_classes());
         objects
     }
 
@@ -214,6 +215,33 @@ impl CloudSide for GkeCloud {
             _ => name.to_string(),
         }
     }
+}
+
+/// The StorageClasses every GKE cluster has: `standard-rwo` (balanced persistent disks
+/// through the Compute Engine PD CSI driver) is the default, so a claim that names no
+/// class gets a disk once a pod that uses it is scheduled.
+fn storage_classes() -> Vec<Value> {
+    let class = |name: &str, provisioner: &str, disk: &str, binding: &str, default: bool| {
+        let mut sc = json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": name, "labels": {"addonmanager.kubernetes.io/mode": "EnsureExists"}},
+            "provisioner": provisioner,
+            "parameters": {"type": disk},
+            "reclaimPolicy": "Delete",
+            "volumeBindingMode": binding,
+            "allowVolumeExpansion": true,
+        });
+        if default {
+            sc["metadata"]["annotations"] =
+                json!({"storageclass.kubernetes.io/is-default-class": "true"});
+        }
+        sc
+    };
+    vec![
+        class("premium-rwo", "pd.csi.storage.gke.io", "pd-ssd", "WaitForFirstConsumer", false),
+        class("standard", "kubernetes.io/gce-pd", "pd-standard", "Immediate", false),
+        class("standard-rwo", "pd.csi.storage.gke.io", "pd-balanced", "WaitForFirstConsumer", true),
+    ]
 }
 
 /// The tag of GKE's kube-dns images (kube-dns, dnsmasq-nanny and the sidecar share it).
@@ -857,7 +885,10 @@ mod tests {
                 "ServiceAccount/kube-dns",
                 "Deployment/kube-dns",
                 "Service/kube-dns",
-                "DaemonSet/kube-proxy"
+                "DaemonSet/kube-proxy",
+                "StorageClass/premium-rwo",
+                "StorageClass/standard",
+                "StorageClass/standard-rwo"
             ]
         );
         assert_eq!(
@@ -865,13 +896,17 @@ mod tests {
             [
                 "ServiceAccount/kube-dns",
                 "Deployment/kube-dns",
-                "Service/kube-dns"
+                "Service/kube-dns",
+                "StorageClass/premium-rwo",
+                "StorageClass/standard",
+                "StorageClass/standard-rwo"
             ],
             "Autopilot's Dataplane V2 has no kube-proxy"
         );
         let objects = GkeCloud::plain(false).system_objects(KEY, "v1.32.4-gke.1415000");
         assert!(objects
             .iter()
+            .filter(|o| o["kind"] != "StorageClass")
             .all(|o| o["metadata"]["namespace"] == "kube-system"));
         let dns = &objects[1];
         assert_eq!(dns["spec"]["replicas"], 2);

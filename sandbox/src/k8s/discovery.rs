@@ -174,6 +174,7 @@ const BUILTINS: &[Builtin] = &[
     ("coordination.k8s.io", "v1", "leases", "lease", "Lease", true, &[], &[], &[]),
     ("policy", "v1", "poddisruptionbudgets", "poddisruptionbudget", "PodDisruptionBudget", true, &["pdb"], &[], &["status"]),
     ("scheduling.k8s.io", "v1", "priorityclasses", "priorityclass", "PriorityClass", false, &["pc"], &[], &[]),
+    ("networking.k8s.io", "v1", "networkpolicies", "networkpolicy", "NetworkPolicy", true, &["netpol"], &[], &[]),
 ];
 
 fn strings(list: &[&str]) -> Vec<String> {

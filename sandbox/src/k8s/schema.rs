@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use k8s_openapi::api::{
-    apps, batch, coordination, core, events, policy, rbac, scheduling, storage,
+    apps, batch, coordination, core, events, networking, policy, rbac, scheduling, storage,
 };
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiextensions;
 use k8s_openapi::schemars::generate::SchemaSettings;
@@ -297,6 +297,7 @@ builtin_kinds! {
     "coordination.k8s.io" "v1" "Lease" => coordination::v1::Lease;
     "policy" "v1" "PodDisruptionBudget" => policy::v1::PodDisruptionBudget;
     "scheduling.k8s.io" "v1" "PriorityClass" => scheduling::v1::PriorityClass;
+    "networking.k8s.io" "v1" "NetworkPolicy" => networking::v1::NetworkPolicy;
 }
 
 /// The built-in kinds' schemas, generated once per process.
