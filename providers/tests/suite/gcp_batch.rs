@@ -5,13 +5,12 @@
 //! parents that are gone answer `None`; Filestore pages are followed to the end.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use terrain_providers::gcp::filestore::FilestoreInstance;
 use terrain_providers::{Adapter, Ctx, Kind, Observed, Resource};
-use terrain_sandbox::{Exchange, Options, Sandbox, Timing};
+use terrain_sandbox::{Exchange, Sandbox, Timing};
 
 const PROJECT: &str = "ml-project";
 

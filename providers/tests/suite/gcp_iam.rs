@@ -5,11 +5,9 @@
 //! by hand; destroy takes away only its own member; a Kubernetes service account is
 //! granted as the Workload Identity principal of the project's pool.
 
-use std::sync::Arc;
-
 use serde_json::{json, Value};
-use terrain_providers::{Ctx, Resource};
-use terrain_sandbox::{Options, Sandbox, Timing};
+use terrain_providers::Ctx;
+use terrain_sandbox::{Sandbox, Timing};
 
 const PROJECT: &str = "iam-project";
 const BUCKET: &str = "iam-project-runs";

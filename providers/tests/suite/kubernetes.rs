@@ -665,3 +665,165 @@ async fn jobs_of_one_namespace_are_read_with_one_list() {
     assert!(batch[2].is_none(), "a deleted Job is not in the list");
     env.sandbox.shutdown().await;
 }
+
+fn decoded(secret: &Value, key: &str) -> Option<String> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(secret["data"][key].as_str()?)
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_draw_generated_values_in_the_cluster_and_keep_them() {
+    let env = Env::start().await;
+    let secret = kind("kubernetes_secret");
+    let c = ctx("kubernetes_secret.db");
+    let spec = env.spec(
+        "kubernetes_secret",
+        json!({"name": "db", "data": {"username": "root"}, "generate": {"password": 24}}),
+    );
+    let get = || async {
+        apply::get(&env.client, "v1", "Secret", Some("default"), "db")
+            .await
+            .expect("get")
+    };
+    let created = secret.create(&c, &spec).await.expect("created");
+    assert_eq!(created.id, "v1/Secret/default/db");
+    assert_eq!(created.outputs["keys"], json!(["password", "username"]));
+    let live = get().await.expect("the Secret exists");
+    let password = decoded(&live, "password").expect("a generated password");
+    assert_eq!(password.len(), 24);
+    assert!(password.chars().all(|ch| ch.is_ascii_alphanumeric()));
+    assert_eq!(decoded(&live, "username").as_deref(), Some("root"));
+    let recorded = format!("{}{}{}", created.id, created.spec, created.outputs);
+    assert!(!recorded.contains(&password), "the value stays in the cluster");
+
+    // A clean re-plan shows nothing, and an update keeps the drawn value.
+    let read = secret
+        .read(&c, &created.id, &created.spec)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(without_nulls(&read.spec), without_nulls(&spec));
+    let labelled = env.spec(
+        "kubernetes_secret",
+        json!({"name": "db", "data": {"username": "root"}, "generate": {"password": 24},
+               "labels": {"team": "ml"}}),
+    );
+    secret
+        .update(&c, &created.id, &spec, &labelled)
+        .await
+        .expect("updated");
+    let live = get().await.expect("exists");
+    assert_eq!(decoded(&live, "password").as_deref(), Some(password.as_str()));
+    assert_eq!(live["metadata"]["labels"]["team"], "ml");
+
+    // Someone removes the password and changes the username: the read shows both, and
+    // the update draws a new password and puts the username back.
+    let mut edited = live.clone();
+    edited["data"] = json!({"username": "YWRtaW4="});
+    edited["metadata"]["managedFields"] = Value::Null;
+    let secrets: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        env.client.kube(),
+        "default",
+        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::Secret>(&()),
+    );
+    secrets
+        .replace(
+            "db",
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(edited).expect("an object"),
+        )
+        .await
+        .expect("edited by hand");
+    let drifted = secret
+        .read(&c, &created.id, &labelled)
+        .await
+        .expect("read")
+        .expect("exists");
+    assert_eq!(drifted.spec["data"], json!({"username": "admin"}));
+    assert_eq!(drifted.spec["generate"], json!({}));
+    secret
+        .update(&c, &created.id, &drifted.spec, &labelled)
+        .await
+        .expect("converged");
+    let live = get().await.expect("exists");
+    let redrawn = decoded(&live, "password").expect("drawn again");
+    assert_eq!(redrawn.len(), 24);
+    assert_ne!(redrawn, password);
+    assert_eq!(decoded(&live, "username").as_deref(), Some("root"));
+
+    // A stranger's Secret of the same name is refused on create.
+    let other = ctx("kubernetes_secret.other");
+    let err = secret
+        .create(&other, &spec)
+        .await
+        .expect_err("the Secret belongs to kubernetes_secret.db");
+    assert!(
+        err.to_string().contains("belongs to kubernetes_secret.db"),
+        "{err}"
+    );
+
+    secret
+        .delete(&c, &created.id, &labelled)
+        .await
+        .expect("deleted");
+    secret
+        .delete(&c, &created.id, &labelled)
+        .await
+        .expect("a second delete finds nothing to do");
+    assert!(secret
+        .read(&c, &created.id, &labelled)
+        .await
+        .expect("read")
+        .is_none());
+    env.sandbox.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manifest_reads_many_objects_of_one_kind_with_one_list() {
+    let env = Env::start().await;
+    let manifest = kind("kubernetes_manifest");
+    let m_ctx = ctx("kubernetes_manifest.settings");
+    let objects: Vec<Value> = (0..5)
+        .map(|i| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": format!("settings-{i}")}, "data": {"i": i.to_string()}})
+        })
+        .chain([json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml"}})])
+        .collect();
+    let spec = env.spec(
+        "kubernetes_manifest",
+        json!({"manifest": objects, "namespace": "default"}),
+    );
+    let created = manifest.create(&m_ctx, &spec).await.expect("applied");
+    // One ConfigMap goes away outside terrain.
+    let maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(env.client.kube(), "default");
+    maps.delete("settings-3", &Default::default())
+        .await
+        .expect("deleted by hand");
+    env.sandbox.clear_traffic();
+    let read = manifest
+        .read(&m_ctx, &created.id, &created.spec)
+        .await
+        .expect("read")
+        .expect("exists");
+    let calls: Vec<String> = env
+        .sandbox
+        .traffic()
+        .iter()
+        .filter(|e| e.api == "kubernetes")
+        .map(|e| format!("{} {}", e.method, e.path))
+        .collect();
+    assert_eq!(
+        calls.iter().filter(|c| c.contains("/configmaps")).count(),
+        1,
+        "five ConfigMaps, one list: {calls:?}"
+    );
+    assert!(!read.id.contains("settings-3"), "{}", read.id);
+    assert_eq!(read.spec["objects"].as_array().map(Vec::len), Some(5));
+    assert!(read.id.contains("v1/ConfigMap/default/settings-4"), "{}", read.id);
+    env.sandbox.shutdown().await;
+}
