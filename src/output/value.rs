@@ -148,7 +148,7 @@ pub fn lines(value: &Value) -> String {
 }
 
 /// How many lines of a created value a plan shows before it shortens it.
-pub const LONG_VALUE_LINES: usize = 200;
+pub const LONG_VALUE_LINES: usize = 1000;
 /// How many of a long value's lines a plan still shows.
 const HEAD_LINES: usize = 40;
 
@@ -206,19 +206,19 @@ mod tests {
 
     #[test]
     fn long_created_values_are_shortened_and_manifests_listed() {
-        let objects: Vec<Value> = (0..60)
+        let objects: Vec<Value> = (0..200)
             .map(|i| json!({"apiVersion": "v1", "kind": "ConfigMap",
                             "metadata": {"name": format!("c{i}"), "namespace": "kubeflow"},
                             "data": {"a": "1"}}))
             .collect();
         let shown = created_lines(&Value::Array(objects));
-        assert!(shown.starts_with("60 objects ("), "{shown}");
-        assert!(shown.contains("\nv1 ConfigMap kubeflow/c59\n"), "{shown}");
-        assert_eq!(shown.lines().count(), 61);
-        let long: Vec<Value> = (0..300).map(|i| json!(i)).collect();
+        assert!(shown.starts_with("200 objects ("), "{shown}");
+        assert!(shown.contains("\nv1 ConfigMap kubeflow/c199\n"), "{shown}");
+        assert_eq!(shown.lines().count(), 201);
+        let long: Vec<Value> = (0..1200).map(|i| json!(i)).collect();
         let shown = created_lines(&Value::Array(long));
         assert_eq!(shown.lines().count(), HEAD_LINES + 1);
-        assert!(shown.ends_with("… 262 more lines (terrain plan --json shows them)\n"), "{shown}");
+        assert!(shown.ends_with("… 1162 more lines (terrain plan --json shows them)\n"), "{shown}");
         let short = json!([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}]);
         assert_eq!(created_lines(&short), lines(&short));
     }
