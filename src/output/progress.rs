@@ -163,7 +163,9 @@ impl Observer for Progress {
                         b.finish_and_clear();
                     }
                 }
-                let id = id.map(|i| format!(" [id={}]", short_id(&i))).unwrap_or_default();
+                let id = id
+                    .map(|i| format!(" [id={}]", short_id(&i)))
+                    .unwrap_or_default();
                 let done = self
                     .style
                     .paint("32", &format!("{} complete", verbs(step).1));

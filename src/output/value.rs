@@ -163,7 +163,10 @@ pub fn created_lines(value: &Value) -> String {
         return text;
     }
     if let Some(objects) = kubernetes_objects(value) {
-        let mut out = format!("{} objects ({total} lines; terrain plan --json shows them):\n", objects.len());
+        let mut out = format!(
+            "{} objects ({total} lines; terrain plan --json shows them):\n",
+            objects.len()
+        );
         for o in objects {
             out.push_str(&o);
             out.push('\n');
@@ -207,9 +210,11 @@ mod tests {
     #[test]
     fn long_created_values_are_shortened_and_manifests_listed() {
         let objects: Vec<Value> = (0..200)
-            .map(|i| json!({"apiVersion": "v1", "kind": "ConfigMap",
+            .map(|i| {
+                json!({"apiVersion": "v1", "kind": "ConfigMap",
                             "metadata": {"name": format!("c{i}"), "namespace": "kubeflow"},
-                            "data": {"a": "1"}}))
+                            "data": {"a": "1"}})
+            })
             .collect();
         let shown = created_lines(&Value::Array(objects));
         assert!(shown.starts_with("200 objects ("), "{shown}");
@@ -218,7 +223,10 @@ mod tests {
         let long: Vec<Value> = (0..1200).map(|i| json!(i)).collect();
         let shown = created_lines(&Value::Array(long));
         assert_eq!(shown.lines().count(), HEAD_LINES + 1);
-        assert!(shown.ends_with("… 1162 more lines (terrain plan --json shows them)\n"), "{shown}");
+        assert!(
+            shown.ends_with("… 1162 more lines (terrain plan --json shows them)\n"),
+            "{shown}"
+        );
         let short = json!([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}]);
         assert_eq!(created_lines(&short), lines(&short));
     }

@@ -18,9 +18,7 @@ const DIR: &str = "stacks/modules/kubeflow-pipelines/manifests";
 
 fn documents(text: &str) -> Vec<Value> {
     serde_yaml_ng::Deserializer::from_str(text)
-        .map(|d| {
-            <Value as serde::Deserialize>::deserialize(d).expect("a YAML document")
-        })
+        .map(|d| <Value as serde::Deserialize>::deserialize(d).expect("a YAML document"))
         .filter(|d| !d.is_null())
         .collect()
 }
@@ -36,16 +34,22 @@ fn contract_cluster_scoped() -> Vec<u8> {
 #[test]
 fn the_cluster_scoped_manifest_is_the_releases_byte_for_byte() {
     let kept = std::fs::read(manifest_dir().join(DIR).join("cluster-scoped.yaml")).expect("read");
-    assert!(kept == contract_cluster_scoped(), "cluster-scoped.yaml differs from the release's rendering");
+    assert!(
+        kept == contract_cluster_scoped(),
+        "cluster-scoped.yaml differs from the release's rendering"
+    );
 }
 
 /// The release's namespaced install with the README's deliberate changes applied.
 fn expected_namespaced() -> Vec<Value> {
     let mut out = Vec::new();
-    for mut d in documents(&terrain_contracts::text("kubeflow-pipelines-2.17.0/platform-agnostic.yaml")) {
+    for mut d in documents(&terrain_contracts::text(
+        "kubeflow-pipelines-2.17.0/platform-agnostic.yaml",
+    )) {
         if d["kind"] == "Secret" {
             assert!(
-                ["mysql-secret", "mlpipeline-minio-artifact"].contains(&d["metadata"]["name"].as_str().unwrap_or("")),
+                ["mysql-secret", "mlpipeline-minio-artifact"]
+                    .contains(&d["metadata"]["name"].as_str().unwrap_or("")),
                 "an unexpected Secret: {d}"
             );
             continue;
@@ -70,23 +74,31 @@ fn the_namespaced_manifest_is_the_releases_with_only_the_listed_changes() {
     let expected = expected_namespaced();
     assert_eq!(kept.len(), expected.len(), "object count");
     for (k, e) in kept.iter().zip(&expected) {
-        assert_eq!(k, e, "{} {} departs from the release", e["kind"], e["metadata"]["name"]);
+        assert_eq!(
+            k, e,
+            "{} {} departs from the release",
+            e["kind"], e["metadata"]["name"]
+        );
     }
     assert_eq!(expected.len(), 70);
     // What the module's Secrets must hold for the pods that read them.
-    let refs: std::collections::BTreeSet<(String, String)> = kept
-        .iter()
-        .flat_map(|d| secret_refs(d))
-        .collect();
+    let refs: std::collections::BTreeSet<(String, String)> =
+        kept.iter().flat_map(|d| secret_refs(d)).collect();
     let module = read("stacks/modules/kubeflow-pipelines/main.toml");
     for (secret, key) in &refs {
         let block = module
             .split("\n[")
             .find(|b| b.contains(&format!("name       = \"{secret}\"")))
             .unwrap_or_else(|| panic!("the module makes no Secret {secret}"));
-        assert!(block.contains(&format!("{key} = ")), "the module's {secret} has no key {key}:\n{block}");
+        assert!(
+            block.contains(&format!("{key} = ")),
+            "the module's {secret} has no key {key}:\n{block}"
+        );
     }
-    assert!(refs.contains(&("mysql-secret".into(), "password".into())), "{refs:?}");
+    assert!(
+        refs.contains(&("mysql-secret".into(), "password".into())),
+        "{refs:?}"
+    );
 }
 
 fn secret_refs(v: &Value) -> Vec<(String, String)> {
@@ -116,7 +128,10 @@ fn every_manifest_file_has_the_sha256_its_readme_states() {
             .lines()
             .find(|l| l.starts_with(&format!("| `{file}` |")))
             .unwrap_or_else(|| panic!("the README lists {file}"));
-        assert!(row.contains(&sum), "{file}: sha256 {sum} is not the README's:\n{row}");
+        assert!(
+            row.contains(&sum),
+            "{file}: sha256 {sum} is not the README's:\n{row}"
+        );
     }
 }
 
@@ -124,7 +139,11 @@ fn every_manifest_file_has_the_sha256_its_readme_states() {
 fn the_kept_manifests_pass_kubernetes_validate_strict() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut files = Vec::new();
-    let text = format!("{}\n---\n{}", read(&format!("{DIR}/cluster-scoped.yaml")), read(&format!("{DIR}/kubeflow-pipelines.yaml")));
+    let text = format!(
+        "{}\n---\n{}",
+        read(&format!("{DIR}/cluster-scoped.yaml")),
+        read(&format!("{DIR}/kubeflow-pipelines.yaml"))
+    );
     for (i, d) in documents(&text).iter().enumerate() {
         let path = dir.path().join(format!("{i:03}.yaml"));
         std::fs::write(&path, serde_yaml_ng::to_string(d).expect("yaml")).expect("write");
@@ -136,6 +155,13 @@ fn the_kept_manifests_pass_kubernetes_validate_strict() {
         .args(&files)
         .output()
         .expect("kubernetes-validate is installed by scripts/deps.sh");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "kubernetes-validate --strict rejected a kept manifest:\n{text}");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "kubernetes-validate --strict rejected a kept manifest:\n{text}"
+    );
 }

@@ -12,7 +12,6 @@ mod contract;
 mod support;
 
 mod ack_manifests;
-mod kfp_manifests;
 mod aws_cli;
 mod aws_from_zero;
 mod bad_stacks;
@@ -30,6 +29,7 @@ mod gcp_from_zero;
 mod gcp_identity;
 mod graph_picture;
 mod import_write;
+mod kfp_manifests;
 mod kubernetes_cli;
 mod kubernetes_manifests;
 mod layout;

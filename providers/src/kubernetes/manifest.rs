@@ -1127,7 +1127,11 @@ async fn read_objects(
         std::collections::BTreeMap::new();
     for r in refs {
         *groups
-            .entry((r.api_version.as_str(), r.kind.as_str(), r.namespace.as_deref()))
+            .entry((
+                r.api_version.as_str(),
+                r.kind.as_str(),
+                r.namespace.as_deref(),
+            ))
             .or_default() += 1;
     }
     let mut listed: std::collections::BTreeMap<(&str, &str, Option<&str>), Vec<Value>> =
@@ -1146,7 +1150,11 @@ async fn read_objects(
     }
     let mut out = Vec::with_capacity(refs.len());
     for r in refs {
-        let key = (r.api_version.as_str(), r.kind.as_str(), r.namespace.as_deref());
+        let key = (
+            r.api_version.as_str(),
+            r.kind.as_str(),
+            r.namespace.as_deref(),
+        );
         match listed.get(&key) {
             Some(items) => out.push(
                 items

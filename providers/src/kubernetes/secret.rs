@@ -23,8 +23,8 @@ use serde_json::{json, Map, Value};
 
 use super::{
     apply, check_cluster, check_dns_label, check_dns_subdomain, check_labels, connect,
-    delete_owned, id_of, mark_ours, needs_cluster, not_ours, ownership, parse_id,
-    user_entries, with_managed_label, ObjectRef, Ownership,
+    delete_owned, id_of, mark_ours, needs_cluster, not_ours, ownership, parse_id, user_entries,
+    with_managed_label, ObjectRef, Ownership,
 };
 use crate::schema::Fields;
 use crate::{Ctx, Invalid, Kind, Live, ProviderError};
@@ -239,7 +239,13 @@ async fn apply_secret(
         let owner = ownership(live, &ctx.address);
         if owner != Ownership::Ours {
             let id = id_of(&[target(spec)]);
-            return Err(not_ours(&target(spec), &owner, Secret::KIND, &ctx.address, &id));
+            return Err(not_ours(
+                &target(spec),
+                &owner,
+                Secret::KIND,
+                &ctx.address,
+                &id,
+            ));
         }
     }
     let live_values = live.as_ref().map(live_values);
@@ -270,7 +276,10 @@ impl Kind for Secret {
             out.push(Invalid::at("namespace", m));
         }
         if spec.secret_type.trim().is_empty() {
-            out.push(Invalid::at("type", "must not be empty; Opaque is the default"));
+            out.push(Invalid::at(
+                "type",
+                "must not be empty; Opaque is the default",
+            ));
         }
         if let Err(m) = check_labels(&spec.labels) {
             out.push(Invalid::at("labels", m));
@@ -420,7 +429,10 @@ mod tests {
             ("username".to_string(), "root".to_string()),
             ("password".to_string(), "k".repeat(32)),
         ]);
-        assert_eq!(values(&spec, Some(&live), Some(&spec))["password"], "k".repeat(32));
+        assert_eq!(
+            values(&spec, Some(&live), Some(&spec))["password"],
+            "k".repeat(32)
+        );
         // An interrupted create's values are adopted too.
         assert_eq!(values(&spec, Some(&live), None)["password"], "k".repeat(32));
         let longer = Spec {
@@ -460,7 +472,10 @@ mod tests {
         ]);
         let o = object(&spec, &values, "kubernetes_secret.mysql");
         assert_eq!(o["data"]["username"], "cm9vdA==");
-        assert_eq!(o["metadata"]["labels"]["app.kubernetes.io/managed-by"], "terrain");
+        assert_eq!(
+            o["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+            "terrain"
+        );
         assert_eq!(
             o["metadata"]["annotations"]["terrain.dev/address"],
             "kubernetes_secret.mysql"
@@ -475,13 +490,20 @@ mod tests {
         spec.data.insert("password".into(), "hunter2".into());
         spec.generate.insert("short".into(), 8);
         let found = messages(&spec);
-        assert!(found.iter().any(|m| m.starts_with("data.bad key: ")), "{found:?}");
         assert!(
-            found.iter().any(|m| m.starts_with("generate.password: ") && m.contains("also in `data`")),
+            found.iter().any(|m| m.starts_with("data.bad key: ")),
             "{found:?}"
         );
         assert!(
-            found.iter().any(|m| m.starts_with("generate.short: ") && m.contains("got 8")),
+            found
+                .iter()
+                .any(|m| m.starts_with("generate.password: ") && m.contains("also in `data`")),
+            "{found:?}"
+        );
+        assert!(
+            found
+                .iter()
+                .any(|m| m.starts_with("generate.short: ") && m.contains("got 8")),
             "{found:?}"
         );
         assert!(found.iter().all(|m| !m.contains("hunter2")), "{found:?}");

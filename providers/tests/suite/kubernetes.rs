@@ -697,7 +697,10 @@ async fn secrets_draw_generated_values_in_the_cluster_and_keep_them() {
     assert!(password.chars().all(|ch| ch.is_ascii_alphanumeric()));
     assert_eq!(decoded(&live, "username").as_deref(), Some("root"));
     let recorded = format!("{}{}{}", created.id, created.spec, created.outputs);
-    assert!(!recorded.contains(&password), "the value stays in the cluster");
+    assert!(
+        !recorded.contains(&password),
+        "the value stays in the cluster"
+    );
 
     // A clean re-plan shows nothing, and an update keeps the drawn value.
     let read = secret
@@ -716,7 +719,10 @@ async fn secrets_draw_generated_values_in_the_cluster_and_keep_them() {
         .await
         .expect("updated");
     let live = get().await.expect("exists");
-    assert_eq!(decoded(&live, "password").as_deref(), Some(password.as_str()));
+    assert_eq!(
+        decoded(&live, "password").as_deref(),
+        Some(password.as_str())
+    );
     assert_eq!(live["metadata"]["labels"]["team"], "ml");
 
     // Someone removes the password and changes the username: the read shows both, and
@@ -824,6 +830,10 @@ async fn a_manifest_reads_many_objects_of_one_kind_with_one_list() {
     );
     assert!(!read.id.contains("settings-3"), "{}", read.id);
     assert_eq!(read.spec["objects"].as_array().map(Vec::len), Some(5));
-    assert!(read.id.contains("v1/ConfigMap/default/settings-4"), "{}", read.id);
+    assert!(
+        read.id.contains("v1/ConfigMap/default/settings-4"),
+        "{}",
+        read.id
+    );
     env.sandbox.shutdown().await;
 }

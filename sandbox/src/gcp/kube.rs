@@ -238,9 +238,27 @@ fn storage_classes() -> Vec<Value> {
         sc
     };
     vec![
-        class("premium-rwo", "pd.csi.storage.gke.io", "pd-ssd", "WaitForFirstConsumer", false),
-        class("standard", "kubernetes.io/gce-pd", "pd-standard", "Immediate", false),
-        class("standard-rwo", "pd.csi.storage.gke.io", "pd-balanced", "WaitForFirstConsumer", true),
+        class(
+            "premium-rwo",
+            "pd.csi.storage.gke.io",
+            "pd-ssd",
+            "WaitForFirstConsumer",
+            false,
+        ),
+        class(
+            "standard",
+            "kubernetes.io/gce-pd",
+            "pd-standard",
+            "Immediate",
+            false,
+        ),
+        class(
+            "standard-rwo",
+            "pd.csi.storage.gke.io",
+            "pd-balanced",
+            "WaitForFirstConsumer",
+            true,
+        ),
     ]
 }
 
