@@ -830,3 +830,42 @@ mod tests {
         );
     }
 }
+
+/// Runs `kubernetes-validate --strict` for Kubernetes 1.31 over `files` (installed by
+/// `scripts/deps.sh`); fails naming `what` with the validator's output.
+pub fn kubernetes_validate_strict(files: &[PathBuf], what: &str) {
+    let out = Command::new("kubernetes-validate")
+        .args(["--strict", "--kubernetes-version", "1.31.0", "--no-warn"])
+        .args(files)
+        .output()
+        .expect("kubernetes-validate runs (scripts/deps.sh installs it)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success(),
+        "kubernetes-validate --strict rejected {what}:\n{text}"
+    );
+}
+
+/// Checks that each of `files` in `dir` has the sha256 its row (`| \`FILE\` | …`) of
+/// `dir/README.md` states, so an edit of a kept manifest is a re-rendering the README
+/// records.
+pub fn assert_readme_sha256(dir: &Path, files: &[&str]) {
+    use sha2::{Digest, Sha256};
+    let readme = fs::read_to_string(dir.join("README.md")).expect("README");
+    for file in files {
+        let bytes = fs::read(dir.join(file)).expect("read");
+        let sum = hex::encode(Sha256::digest(&bytes));
+        let row = readme
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{file}` |")))
+            .unwrap_or_else(|| panic!("the README lists {file}"));
+        assert!(
+            row.contains(&sum),
+            "{file}: sha256 {sum} is not the README's:\n{row}"
+        );
+    }
+}

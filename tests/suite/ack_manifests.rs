@@ -4,9 +4,7 @@
 //! by name, and every file's sha256 as its README states it, so an edit is a
 //! re-rendering the README records.
 
-use sha2::{Digest, Sha256};
-
-use crate::common::manifest_dir;
+use crate::common::{assert_readme_sha256, manifest_dir};
 
 const DIR: &str = "stacks/modules/ack-sagemaker-controller/manifests";
 
@@ -50,18 +48,8 @@ fn the_controller_crds_are_the_charts_byte_for_byte() {
 
 #[test]
 fn every_manifest_file_has_the_sha256_its_readme_states() {
-    let dir = manifest_dir().join(DIR);
-    let readme = std::fs::read_to_string(dir.join("README.md")).expect("README");
-    for file in ["crds.yaml", "namespace.yaml", "controller.yaml"] {
-        let bytes = std::fs::read(dir.join(file)).expect("read");
-        let sum = hex::encode(Sha256::digest(&bytes));
-        let row = readme
-            .lines()
-            .find(|l| l.starts_with(&format!("| `{file}` |")))
-            .unwrap_or_else(|| panic!("the README lists {file}"));
-        assert!(
-            row.contains(&sum),
-            "{file}: sha256 {sum} is not the README's:\n{row}"
-        );
-    }
+    assert_readme_sha256(
+        &manifest_dir().join(DIR),
+        &["crds.yaml", "namespace.yaml", "controller.yaml"],
+    );
 }

@@ -7,12 +7,9 @@
 //! passes `kubernetes-validate --strict` (CRDs excepted: it has no schema for their
 //! custom kinds, and the CRDs themselves are checked as objects).
 
-use std::process::Command;
-
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
-use crate::common::manifest_dir;
+use crate::common::{assert_readme_sha256, kubernetes_validate_strict, manifest_dir};
 
 const DIR: &str = "stacks/modules/kubeflow-pipelines/manifests";
 
@@ -119,20 +116,10 @@ fn secret_refs(v: &Value) -> Vec<(String, String)> {
 
 #[test]
 fn every_manifest_file_has_the_sha256_its_readme_states() {
-    let dir = manifest_dir().join(DIR);
-    let readme = std::fs::read_to_string(dir.join("README.md")).expect("README");
-    for file in ["cluster-scoped.yaml", "kubeflow-pipelines.yaml"] {
-        let bytes = std::fs::read(dir.join(file)).expect("read");
-        let sum = hex::encode(Sha256::digest(&bytes));
-        let row = readme
-            .lines()
-            .find(|l| l.starts_with(&format!("| `{file}` |")))
-            .unwrap_or_else(|| panic!("the README lists {file}"));
-        assert!(
-            row.contains(&sum),
-            "{file}: sha256 {sum} is not the README's:\n{row}"
-        );
-    }
+    assert_readme_sha256(
+        &manifest_dir().join(DIR),
+        &["cluster-scoped.yaml", "kubeflow-pipelines.yaml"],
+    );
 }
 
 #[test]
@@ -150,18 +137,5 @@ fn the_kept_manifests_pass_kubernetes_validate_strict() {
         files.push(path);
     }
     assert_eq!(files.len(), 86);
-    let out = Command::new("kubernetes-validate")
-        .args(["--strict", "--kubernetes-version", "1.31.0", "--no-warn"])
-        .args(&files)
-        .output()
-        .expect("kubernetes-validate is installed by scripts/deps.sh");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "kubernetes-validate --strict rejected a kept manifest:\n{text}"
-    );
+    kubernetes_validate_strict(&files, "a kept manifest");
 }

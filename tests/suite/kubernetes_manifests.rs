@@ -4,6 +4,7 @@
 //! `scripts/deps.sh`). What the provider applies is exactly what it renders, so a field
 //! the API would reject fails here, offline.
 
+use crate::common::kubernetes_validate_strict;
 use crate::contract::openapi;
 
 use std::process::Command;
@@ -170,20 +171,7 @@ fn rendered_objects_pass_kubernetes_validate_strict() {
             files.push(path);
         }
     }
-    let out = Command::new("kubernetes-validate")
-        .args(["--strict", "--kubernetes-version", "1.31.0", "--no-warn"])
-        .args(&files)
-        .output()
-        .expect("run kubernetes-validate");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        out.status.success(),
-        "kubernetes-validate --strict rejected rendered objects:\n{text}"
-    );
+    kubernetes_validate_strict(&files, "rendered objects");
 }
 
 #[test]
