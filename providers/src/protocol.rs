@@ -36,6 +36,9 @@ pub struct Ctx {
     session: Arc<Session>,
     env: EnvFn,
     reporter: Option<Reporter>,
+    /// The planned id of this address's create that an earlier run started and was
+    /// interrupted in (see [`Ctx::resuming`]).
+    resuming: Option<String>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -58,7 +61,23 @@ impl Ctx {
             session: Session::new(),
             env: crate::session::process_env(),
             reporter: None,
+            resuming: None,
         }
+    }
+
+    /// This context for a create that resumes one an earlier run started for the same
+    /// address and planned id, and was interrupted in before it recorded anything: the
+    /// journal holds the intent, so an object under that id that carries none of
+    /// terrain's marks (the kill came between the create and the marking) is this
+    /// address's own.
+    pub fn resuming(mut self, planned_id: impl Into<String>) -> Self {
+        self.resuming = Some(planned_id.into());
+        self
+    }
+
+    /// The planned id of the interrupted create this call resumes, if it does.
+    pub fn resumes(&self) -> Option<&str> {
+        self.resuming.as_deref()
     }
 
     /// This context in the run with `session` and environment `env`.

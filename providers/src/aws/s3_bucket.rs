@@ -886,7 +886,10 @@ async fn adopt(ctx: &Ctx, client: &Client, spec: &Spec) -> Result<Live<S3Bucket>
             BTreeMap::new()
         }
     };
-    if !is_ours(&tags, &ctx.address) {
+    // A create of this address that was killed between CreateBucket and its tagging
+    // left the bucket with no tags at all; the journal says it is this address's.
+    let interrupted = tags.is_empty() && ctx.resumes() == Some(spec.name.as_str());
+    if !is_ours(&tags, &ctx.address) && !interrupted {
         return Err(not_ours(
             CREATE_BUCKET,
             "bucket",
@@ -899,7 +902,12 @@ async fn adopt(ctx: &Ctx, client: &Client, spec: &Spec) -> Result<Live<S3Bucket>
     let live = read_live(client, &spec.name, None)
         .await?
         .ok_or_else(|| gone_error(GET_TAGGING, &spec.name))?;
-    for setting in update_settings(&live.spec, spec, &ctx.address) {
+    let mut settings = update_settings(&live.spec, spec, &ctx.address);
+    if interrupted && !settings.iter().any(|s| matches!(s, Setting::Tags(_))) {
+        // The marks the interrupted create never wrote.
+        settings.push(Setting::Tags(tags_with_ours(&spec.tags, &ctx.address)));
+    }
+    for setting in settings {
         send_to_new_bucket(ctx, client, &spec.name, &setting).await?;
     }
     Ok(Live {

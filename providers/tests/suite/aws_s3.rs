@@ -325,6 +325,27 @@ async fn existing_buckets_are_adopted_or_refused(url: &str) -> Result<(), Provid
             "{region}: {err}"
         );
 
+        // A create killed between CreateBucket and its tagging is resumed: the
+        // untagged bucket under the planned name is this address's, and only then.
+        let resumed = S3Bucket
+            .create(
+                &support::ctx("s3_bucket.mine", config.clone()).resuming(foreign.clone()),
+                &plain_bucket(&foreign),
+            )
+            .await?;
+        assert_eq!(resumed.id, foreign, "{region}");
+        let tags = client
+            .get_bucket_tagging()
+            .bucket(&foreign)
+            .send()
+            .await
+            .map_err(|e| terrain_providers::aws::sdk_error("s3:GetBucketTagging", e))?;
+        assert!(
+            tags.tag_set().iter().any(|t| t.value() == "s3_bucket.mine"),
+            "{region}: marked once adopted: {:?}",
+            tags.tag_set()
+        );
+
         let owned = format!("terrain-s3-owned-{region}");
         let octx = support::ctx("s3_bucket.owned", config.clone());
         let created = S3Bucket.create(&octx, &plain_bucket(&owned)).await?;

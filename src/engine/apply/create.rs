@@ -23,7 +23,7 @@ impl Engine {
     ) -> Result<Option<String>, EngineError> {
         let applied = self.applied_spec(target, Step::Create, persister)?;
         let planned_id = target.kind.planned_id(&applied.spec, &applied.config);
-        persister.update(&target.key, |s| {
+        let resumed = persister.update(&target.key, |s| {
             let entry = s
                 .resources
                 .entry(target.key.clone())
@@ -41,6 +41,10 @@ impl Engine {
                 });
             // An interrupted create being resumed finds its object again through the
             // create (the planned id); until it does, the entry holds no object.
+            let resumed = desired::resumes_create(entry)
+                .then(|| entry.pending.as_ref().and_then(|p| p.planned_id.clone()))
+                .flatten()
+                .filter(|id| Some(id) == planned_id.as_ref());
             if desired::resumes_create(entry) {
                 entry.id = None;
             }
@@ -50,9 +54,14 @@ impl Engine {
                 planned_id: planned_id.clone(),
                 spec: applied.spec.clone(),
             });
+            resumed
         });
         persister.persist().await?;
-        match target.kind.create(&target.ctx, &applied.spec).await {
+        let ctx = match resumed {
+            Some(id) => target.ctx.clone().resuming(id),
+            None => target.ctx.clone(),
+        };
+        match target.kind.create(&ctx, &applied.spec).await {
             Ok(observed) => {
                 let id = observed.id.clone();
                 let broken = self.inconsistent(target, &applied, &observed);
