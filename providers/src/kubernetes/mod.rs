@@ -29,6 +29,7 @@ pub mod catalog;
 pub mod connect;
 pub mod dataset;
 pub mod job;
+pub mod kfp_spec;
 pub mod manifest;
 pub mod nfs_volume;
 pub mod placement;
