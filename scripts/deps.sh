@@ -4,7 +4,8 @@
 # (the sandbox backs Redis pods with a real one), the official kubectl (checked against
 # the sandbox's Kubernetes API; optional, the machine image usually has it) and the
 # `kubernetes-validate` manifest validator, moto (a third-party AWS emulator the AWS
-# contract tests run against) and the aws CLI from PyPI. Safe to run repeatedly.
+# contract tests run against), the aws CLI and the Kubeflow Pipelines SDK from PyPI.
+# Safe to run repeatedly.
 # `deps.sh redis` installs only redis-server, python3 and mold, for the main job.
 set -euo pipefail
 apt_install() {
@@ -53,4 +54,13 @@ if ! command -v aws >/dev/null 2>&1; then
   echo "installing awscli (pip)"
   python3 -m pip install --quiet --disable-pip-version-check awscli 2>&1 | grep -v "Running pip as the 'root' user" || true
   command -v pyenv >/dev/null 2>&1 && pyenv rehash || true
+fi
+# The Kubeflow Pipelines SDK compiles stacks/gke-gpu-pipelines/pipeline/pipeline.py;
+# its tests compare the output with the checked-in pipeline.yaml, which names the SDK's
+# version, so the version is pinned exactly (kfp-server-api: the API's generated models).
+kfp_version=2.17.3
+if ! python3 -c "import kfp, kfp.kubernetes, kfp_server_api, sys; sys.exit(kfp.__version__ != '$kfp_version')" >/dev/null 2>&1; then
+  echo "installing kfp, kfp-kubernetes and kfp-server-api $kfp_version (pip)"
+  python3 -m pip install --quiet --disable-pip-version-check "kfp==$kfp_version" "kfp-kubernetes==$kfp_version" "kfp-server-api==$kfp_version" 2>&1 | grep -v "Running pip as the 'root' user" || true
+  python3 -c "import kfp, kfp.kubernetes, kfp_server_api" >/dev/null 2>&1 || { echo "kfp did not install" >&2; exit 1; }
 fi

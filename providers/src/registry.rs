@@ -17,11 +17,25 @@ pub fn provider(name: &str) -> Option<&'static dyn Provider> {
     PROVIDERS.iter().copied().find(|p| p.name() == name)
 }
 
+/// A stack-wide check of a provider without a table of its own: the kinds it reads,
+/// and the check.
+type TablelessCheck = (
+    &'static [&'static str],
+    fn(&[crate::protocol::StackResource]) -> Vec<crate::protocol::StackFinding>,
+);
+
+/// The stack-wide checks of providers without a table (`kubernetes`), one line each.
+static TABLELESS_CHECKS: &[TablelessCheck] = &[(
+    kubernetes::kfp_checks::STACK_KINDS,
+    kubernetes::kfp_checks::check,
+)];
+
 /// Every kind some provider's stack-wide checks read.
 pub fn stack_kinds() -> impl Iterator<Item = &'static str> {
     PROVIDERS
         .iter()
         .flat_map(|p| p.stack_kinds().iter().copied())
+        .chain(TABLELESS_CHECKS.iter().flat_map(|(k, _)| k.iter().copied()))
 }
 
 /// Every provider's stack-wide checks over `resources`.
@@ -31,6 +45,11 @@ pub fn check_stack(
     PROVIDERS
         .iter()
         .flat_map(|p| p.check_stack(resources))
+        .chain(
+            TABLELESS_CHECKS
+                .iter()
+                .flat_map(|(_, check)| check(resources)),
+        )
         .collect()
 }
 
@@ -162,6 +181,10 @@ pub fn builtin() -> Registry {
     r.register(Arc::new(Adapter::new(kubernetes::job::Job)));
     r.register(Arc::new(Adapter::new(kubernetes::queue_items::QueueItems)));
     r.register(Arc::new(Adapter::new(kubernetes::dataset::Dataset)));
+    r.register(Arc::new(Adapter::new(
+        kubernetes::kfp_pipeline::KfpPipeline,
+    )));
+    r.register(Arc::new(Adapter::new(kubernetes::kfp_run::KfpRun)));
     r.register(Arc::new(Adapter::new(aws::eks_cluster::EksCluster)));
     r.register(Arc::new(Adapter::new(aws::eks_node_group::EksNodeGroup)));
     r.register(Arc::new(Adapter::new(aws::eks_capability::EksCapability)));

@@ -148,7 +148,12 @@ pub fn link(
 
 /// The two ways to provide `u`'s kind on its cluster.
 fn fixes(u: &Unserved) -> String {
-    if u.kind.group.ends_with(".services.k8s.aws") {
+    if u.kind.group == terrain_providers::kubernetes::kfp_pipeline::API_GROUP {
+        format!(
+            "install Kubeflow Pipelines on {} with the kubeflow-pipelines module (stacks/modules/kubeflow-pipelines), whose manifest serves its API",
+            u.cluster
+        )
+    } else if u.kind.group.ends_with(".services.k8s.aws") {
         format!(
             "add an `eks_capability` with type = \"ACK\" on {} (EKS runs the ACK controllers and installs their CRDs), or install the ACK controller and its CRDs on it with a `kubernetes_manifest`",
             u.cluster
@@ -175,8 +180,13 @@ pub fn unserved_message(u: &Unserved) -> String {
 
 /// The plan's error for a need nothing meets on a live cluster that does not serve it.
 pub fn live_message(u: &Unserved) -> String {
+    let missing = if u.kind.group == terrain_providers::kubernetes::kfp_pipeline::API_GROUP {
+        "no ml-pipeline Service in kubeflow"
+    } else {
+        "no CustomResourceDefinition"
+    };
     format!(
-        "{} needs its cluster to serve {} ({}); nothing in this stack provides it, and {} does not serve it (no CustomResourceDefinition): {}",
+        "{} needs its cluster to serve {} ({}); nothing in this stack provides it, and {} does not serve it ({missing}): {}",
         u.consumer,
         u.kind.kind,
         u.kind.api_version,

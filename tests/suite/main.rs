@@ -30,6 +30,7 @@ mod gcp_identity;
 mod graph_picture;
 mod import_write;
 mod kfp_manifests;
+mod kfp_pipeline_source;
 mod kubernetes_cli;
 mod kubernetes_manifests;
 mod layout;

@@ -29,6 +29,10 @@ pub mod catalog;
 pub mod connect;
 pub mod dataset;
 pub mod job;
+pub mod kfp_api;
+pub mod kfp_checks;
+pub mod kfp_pipeline;
+pub mod kfp_run;
 pub mod kfp_spec;
 pub mod manifest;
 pub mod nfs_volume;
@@ -749,6 +753,13 @@ pub async fn serves(
     kind: &str,
 ) -> Result<bool, ProviderError> {
     let client = connect::client(ctx, cluster).await?;
+    if api_version == kfp_pipeline::API_VERSION {
+        // KFP's REST API is no Kubernetes API: it is served once its API server's
+        // Service exists (in KFP's default namespace; kinds that name another are
+        // checked when they call it).
+        let service = ObjectRef::new("v1", "Service", Some("kubeflow"), kfp_api::SERVICE);
+        return Ok(apply::get_ref(&client, &service).await?.is_some());
+    }
     Ok(apply::is_namespaced(&client, api_version, kind)
         .await?
         .is_some())
