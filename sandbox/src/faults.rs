@@ -1,7 +1,8 @@
 //! Fault injection: the switches a test flips to make the emulated APIs misbehave the way
 //! real clouds do (random 503s, 429 bursts with Retry-After, failing long-running
-//! operations, slow operations, lost responses). The switches are shared with the server
-//! through a cheap clone handle and can also be set over HTTP (`POST /_sandbox/faults`).
+//! operations, slow operations, lost responses, Spot VMs reclaimed under pipeline task
+//! pods). The switches are shared with the server through a cheap clone handle and can
+//! also be set over HTTP (`POST /_sandbox/faults`).
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -33,6 +34,7 @@ struct FaultState {
     failing_operations: Vec<OperationFailure>,
     slow_factor: Option<f64>,
     fail_after_effect: u32,
+    spot_reclaims: Option<SpotReclaims>,
 }
 
 struct ErrorRate {
@@ -82,6 +84,18 @@ pub struct Burst {
     pub retry_after_secs: u32,
 }
 
+/// Spot and preemptible VMs reclaimed under running Kubeflow Pipelines task pods: each
+/// attempt of a task on such a node is reclaimed halfway through its run with
+/// probability `rate`, decided by a hash of `seed` and the attempt's stable names (run,
+/// task, attempt number), so a fixed seed replays the same reclaims every time.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SpotReclaims {
+    pub rate: f64,
+    #[serde(default)]
+    pub seed: u64,
+}
+
 /// The JSON form of the switches, read and written at `/_sandbox/faults`. When posted,
 /// `clear` applies first, then every present field.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -100,6 +114,9 @@ pub struct FaultSpec {
     pub slow_operations: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail_after_effect: Option<u32>,
+    /// Spot reclaims of pipeline task pods; a rate of 0 turns them off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spot_reclaims: Option<SpotReclaims>,
 }
 
 impl Faults {
@@ -182,6 +199,20 @@ impl Faults {
         if let Some(count) = spec.fail_after_effect {
             state.fail_after_effect = count;
         }
+        if let Some(reclaims) = spec.spot_reclaims {
+            state.spot_reclaims = (reclaims.rate > 0.0).then_some(reclaims);
+        }
+    }
+
+    /// Reclaims spot VMs under pipeline task pods (see [`SpotReclaims`]); a rate of 0
+    /// turns it off.
+    pub fn spot_reclaims(&self, rate: f64, seed: u64) {
+        self.lock().spot_reclaims = (rate > 0.0).then_some(SpotReclaims { rate, seed });
+    }
+
+    /// The spot reclaim switch, for the Kubernetes controllers' settle.
+    pub(crate) fn reclaims(&self) -> Option<SpotReclaims> {
+        self.lock().spot_reclaims
     }
 
     /// Decides whether an API request fails before it has any effect.
@@ -246,6 +277,7 @@ impl FaultState {
             fail_next_operations: self.failing_operations.clone(),
             slow_operations: self.slow_factor,
             fail_after_effect: (self.fail_after_effect > 0).then_some(self.fail_after_effect),
+            spot_reclaims: self.spot_reclaims,
         }
     }
 }
@@ -330,6 +362,11 @@ mod tests {
         assert_eq!(now.burst.map(|b| b.count), Some(2));
         assert_eq!(now.fail_next_operations[0].code, 13);
         assert_eq!(now.fail_after_effect, Some(1));
+        faults.apply(
+            serde_json::from_value(serde_json::json!({"spotReclaims": {"rate": 0.5, "seed": 7}}))
+                .expect("valid spec"),
+        );
+        assert_eq!(faults.reclaims(), Some(SpotReclaims { rate: 0.5, seed: 7 }));
         assert!(serde_json::from_value::<FaultSpec>(serde_json::json!({"bogus": 1})).is_err());
     }
 }

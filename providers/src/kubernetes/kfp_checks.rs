@@ -289,7 +289,7 @@ pub fn check(resources: &[StackResource]) -> Vec<StackFinding> {
             }
             out.push(StackFinding::error(
                 &run.address,
-                "",
+                "version",
                 format!(
                     "task {} of pipeline {} asks for {}, and no node pool of {} can run it, so it would stay Pending:\n  {}",
                     task.task,

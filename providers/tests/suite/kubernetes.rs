@@ -13,26 +13,26 @@ use terrain_providers::{Ctx, Health, ProviderError, Resource};
 use terrain_sandbox::{Options, Sandbox, Timing};
 
 /// A sandbox with one Autopilot cluster and its `kubernetes` output.
-struct Env {
-    sandbox: Sandbox,
-    cluster: Value,
-    client: terrain_providers::kubernetes::connect::Conn,
-    dir: tempfile::TempDir,
+pub(crate) struct Env {
+    pub(crate) sandbox: Sandbox,
+    pub(crate) cluster: Value,
+    pub(crate) client: terrain_providers::kubernetes::connect::Conn,
+    pub(crate) dir: tempfile::TempDir,
 }
 
-fn kind(name: &str) -> Arc<dyn Resource> {
+pub(crate) fn kind(name: &str) -> Arc<dyn Resource> {
     terrain_providers::registry::builtin()
         .get(name)
         .unwrap_or_else(|| panic!("{name} is registered"))
         .clone()
 }
 
-fn ctx(address: &str) -> Ctx {
+pub(crate) fn ctx(address: &str) -> Ctx {
     Ctx::new(address, json!({}))
 }
 
 /// A context that keeps the progress messages it is sent.
-fn recording(address: &str) -> (Ctx, Arc<Mutex<Vec<String>>>) {
+pub(crate) fn recording(address: &str) -> (Ctx, Arc<Mutex<Vec<String>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = Arc::clone(&seen);
     let ctx = Ctx::new(address, json!({})).with_reporter(Arc::new(move |m: &str| {
@@ -44,7 +44,7 @@ fn recording(address: &str) -> (Ctx, Arc<Mutex<Vec<String>>>) {
 }
 
 impl Env {
-    async fn start() -> Env {
+    pub(crate) async fn start() -> Env {
         let sandbox = Sandbox::start(Options {
             timing: Timing::scaled(0.01),
             ..Options::google_apis_on()
@@ -87,7 +87,7 @@ impl Env {
     }
 
     /// The spec as the engine hands it over: defaults filled, local inputs prepared.
-    fn spec(&self, kind_name: &str, fields: Value) -> Value {
+    pub(crate) fn spec(&self, kind_name: &str, fields: Value) -> Value {
         let mut spec = fields;
         spec["cluster"] = self.cluster.clone();
         let k = kind(kind_name);
@@ -576,7 +576,7 @@ async fn a_kubeconfig_reference_reaches_the_same_cluster() {
 }
 
 /// A spec as plans compare it: an absent field and a null one are the same.
-fn without_nulls(v: &Value) -> Value {
+pub(crate) fn without_nulls(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
             m.iter()

@@ -1,5 +1,5 @@
 //! The provider crate's integration tests, one binary: the GCP kinds of a batch workload,
-//! the Kubernetes kinds and the data kinds against the sandbox, the AWS kinds against
+//! the Kubernetes kinds, Kubeflow Pipelines and the data kinds against the sandbox, the AWS kinds against
 //! the sandbox and moto. Each test's contexts carry their own environment (the AWS test
 //! keys among it, `support::aws::ctx`); none is set on the process.
 
@@ -13,5 +13,6 @@ mod aws_s3;
 mod aws_sagemaker;
 mod gcp_batch;
 mod gcp_iam;
+mod kfp;
 mod kubernetes;
 mod kubernetes_data;

@@ -1269,6 +1269,7 @@ mod tests {
             scale: 0.0,
             processes: &processes,
             data_dir: dir.path(),
+            spot_reclaims: None,
         };
         let mut h = Harness::new(false);
         assert_eq!(

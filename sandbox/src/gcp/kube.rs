@@ -849,6 +849,7 @@ mod tests {
                 scale: 0.0,
                 processes: &processes,
                 data_dir: dir.path(),
+                spot_reclaims: None,
             };
             controllers::settle(&mut cluster, &ctx);
         }

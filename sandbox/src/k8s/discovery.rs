@@ -40,7 +40,7 @@ pub(crate) struct ResourceType {
     pub namespaced: bool,
     pub short_names: Vec<String>,
     pub categories: Vec<String>,
-    /// Served subresources: `status`, `scale`, `log`, `exec`, `portforward`.
+    /// Served subresources: `status`, `scale`, `log`, `exec`, `portforward`, `proxy`.
     pub subresources: Vec<String>,
     /// The group objects are stored under: events.k8s.io events are core events seen
     /// through another schema, as in the real API server.
@@ -122,6 +122,13 @@ fn subresource_shape(
             rt.version.clone(),
             &["create", "get"],
         ),
+        // Served by `api/proxy.rs` ahead of the resource routing.
+        "proxy" => (
+            "ServiceProxyOptions".into(),
+            rt.group.clone(),
+            rt.version.clone(),
+            &["create", "delete", "get", "patch", "update"],
+        ),
         _ => (
             rt.kind.clone(),
             rt.group.clone(),
@@ -149,7 +156,7 @@ type Builtin = (
 const BUILTINS: &[Builtin] = &[
     ("", "v1", "namespaces", "namespace", "Namespace", false, &["ns"], &[], &["status"]),
     ("", "v1", "pods", "pod", "Pod", true, &["po"], &["all"], &["status", "log", "exec", "portforward"]),
-    ("", "v1", "services", "service", "Service", true, &["svc"], &["all"], &["status"]),
+    ("", "v1", "services", "service", "Service", true, &["svc"], &["all"], &["status", "proxy"]),
     ("", "v1", "endpoints", "endpoints", "Endpoints", true, &["ep"], &[], &[]),
     ("", "v1", "persistentvolumes", "persistentvolume", "PersistentVolume", false, &["pv"], &[], &["status"]),
     ("", "v1", "persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", true, &["pvc"], &[], &["status"]),

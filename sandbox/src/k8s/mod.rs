@@ -17,6 +17,7 @@ pub(crate) mod defaults;
 pub(crate) mod discovery;
 pub(crate) mod environment;
 pub(crate) mod jail;
+pub(crate) mod kfp;
 pub(crate) mod kubeconfig;
 pub(crate) mod obj;
 pub(crate) mod openapi;
@@ -102,6 +103,10 @@ pub(crate) struct ClusterState {
     /// restart (see `controllers::workers`).
     #[serde(default)]
     pub drained: std::collections::BTreeMap<String, controllers::Drained>,
+    /// The Kubeflow Pipelines API's own database (pipelines, versions, experiments,
+    /// runs), served behind the `ml-pipeline` Service once KFP is installed.
+    #[serde(default, skip_serializing_if = "kfp::KfpState::is_empty")]
+    pub kfp: kfp::KfpState,
 }
 
 /// What a controller pass needs besides the cluster: the sandbox clock, the time scale
@@ -113,6 +118,8 @@ pub(crate) struct SettleCtx<'a> {
     pub processes: &'a processes::Processes,
     /// The sandbox's data directory: NFS shares, emptyDirs and Redis data live under it.
     pub data_dir: &'a std::path::Path,
+    /// Spot VMs reclaimed under pipeline task pods (the fault switch); `None`: never.
+    pub spot_reclaims: Option<crate::faults::SpotReclaims>,
 }
 
 /// A volume as seen from inside a container: its mount path and the host directory
@@ -210,6 +217,7 @@ impl ClusterState {
             created: now,
             store,
             drained: std::collections::BTreeMap::new(),
+            kfp: kfp::KfpState::default(),
         }
     }
 

@@ -35,8 +35,10 @@ use crate::k8s::CloudSide;
 use crate::persist::World;
 use crate::Exchange;
 
-/// Request bodies beyond this are refused.
-const MAX_BODY: usize = 16 * 1024 * 1024;
+/// Request bodies beyond this are refused. Room for the 32 MiB pipeline packages KFP's
+/// upload takes through the service proxy (and its multipart framing), so KFP's own
+/// size check is the one a client meets.
+const MAX_BODY: usize = 40 * 1024 * 1024;
 
 /// How often watches and followed logs look for news.
 const POLL: Duration = Duration::from_millis(100);

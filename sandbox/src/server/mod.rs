@@ -152,6 +152,7 @@ impl App {
             scale: self.timing.scale,
             processes: &self.processes,
             data_dir: &self.data_dir.path,
+            spot_reclaims: self.faults.reclaims(),
         }
     }
 

@@ -7,7 +7,7 @@
 //! a request's outcome and the routing of a path (`request.rs` the request) to a handler; the handlers
 //! live by seam: `objects.rs` (views, checks, storing), `selectors.rs`, `read.rs`,
 //! `write.rs` (create, replace, patches, server-side apply), `delete.rs`, `scale.rs`,
-//! `pods.rs` (logs, exec, port-forward) and `watch.rs`.
+//! `pods.rs` (logs, exec, port-forward), `proxy.rs` (the service proxy) and `watch.rs`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -32,6 +32,7 @@ use crate::http::{percent_decode, ApiResponse, Body};
 mod delete;
 mod objects;
 mod pods;
+mod proxy;
 mod read;
 mod scale;
 mod selectors;
@@ -122,6 +123,10 @@ pub(crate) fn handle(cluster: &mut ClusterState, req: &KubeRequest, ctx: &Settle
             None => StatusError::no_route().into(),
         }
     };
+    // The service proxy forwards any body as is: no field validation applies to it.
+    if let ["api", "v1", "namespaces", ns, "services", svc, "proxy", rest @ ..] = seg.as_slice() {
+        return proxy::service_proxy(cluster, req, ctx, ns, svc, rest);
+    }
     // fieldValidation=Strict: the schemas behind /openapi reject undeclared fields first.
     if let Some(refused) = super::openapi::strict_field_check(cluster, req, &seg) {
         return Outcome::Done(refused);
@@ -351,6 +356,7 @@ mod tests {
                 scale: 0.0,
                 processes: &self.processes,
                 data_dir: self.dir.path(),
+                spot_reclaims: None,
             };
             handle(&mut self.cluster, req, &ctx)
         }

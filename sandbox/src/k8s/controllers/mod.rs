@@ -1,6 +1,6 @@
 //! The cluster's controllers, run lazily before every request: nodes from node pools, the
 //! scheduler, pod phases, Jobs, Deployments, DaemonSets, volume binding, finalizers and
-//! garbage collection, plus pod logs.
+//! garbage collection, plus pod logs, and Kubeflow Pipelines runs (`pipelines.rs`).
 //!
 //! Every controller is a pure function of the stored objects and the clock: timing is read
 //! from timestamps kept in the objects (creation, scheduling, container start, condition
@@ -15,6 +15,7 @@ mod jobs;
 mod kubelet;
 mod logs;
 mod nodes;
+mod pipelines;
 mod scheduler;
 mod services;
 mod storage;
@@ -128,12 +129,17 @@ fn round(cluster: &mut ClusterState, ctx: &SettleCtx<'_>) {
     apps::sync(cluster, ctx);
     jobs::sync(cluster, ctx);
     scheduler::schedule(cluster, ctx);
+    // Spot reclaims land before the kubelet's pass, so a pod due to be reclaimed halfway
+    // is still running when a late settle catches up past its end.
+    pipelines::reclaim(cluster, ctx);
     kubelet::sync(cluster, ctx);
     // Once more, so what the kubelet just did (a pod that finished, a pod that became
     // ready) shows in the owners' status within the same round.
     jobs::sync(cluster, ctx);
     apps::sync(cluster, ctx);
     services::sync(cluster, ctx);
+    // Kubeflow Pipelines runs follow their task pods and start the next tasks.
+    pipelines::sync(cluster, ctx);
     storage::protect(cluster, ctx);
     nodes::scale_down(cluster, ctx);
     gc::collect(cluster, ctx);

@@ -21,6 +21,7 @@ pub(crate) struct Harness {
     pub scale: f64,
     pub processes: Processes,
     pub dir: tempfile::TempDir,
+    pub spot_reclaims: Option<crate::faults::SpotReclaims>,
 }
 
 /// The tests' cloud: it labels pools and names per-pod nodes as GKE does, so that the
@@ -136,6 +137,7 @@ impl Harness {
             created: now,
             store: Store::default(),
             drained: Default::default(),
+            kfp: Default::default(),
         };
         let processes = Processes::new(dir.path().to_path_buf());
         let mut h = Harness {
@@ -144,6 +146,7 @@ impl Harness {
             scale: 1.0,
             processes,
             dir,
+            spot_reclaims: None,
         };
         for ns in ["default", "kube-system"] {
             h.create(
@@ -170,6 +173,7 @@ impl Harness {
             scale: self.scale,
             processes: &self.processes,
             data_dir: self.dir.path(),
+            spot_reclaims: self.spot_reclaims,
         };
         super::settle(&mut self.cluster, &ctx);
     }
@@ -306,6 +310,7 @@ impl Drop for Harness {
             scale: self.scale,
             processes: &self.processes,
             data_dir: self.dir.path(),
+            spot_reclaims: None,
         };
         super::teardown(&self.cluster, &ctx);
     }
