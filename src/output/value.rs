@@ -157,6 +157,9 @@ const HEAD_LINES: usize = 40;
 /// of lines) becomes one line per object, and anything else its first lines and a count
 /// of the rest, which `terrain plan --json` shows.
 pub fn created_lines(value: &Value) -> String {
+    if let Some(summary) = compiled_pipeline(value) {
+        return summary;
+    }
     let text = lines(value);
     let total = text.lines().count();
     if total <= LONG_VALUE_LINES {
@@ -183,6 +186,34 @@ pub fn created_lines(value: &Value) -> String {
         total - HEAD_LINES
     ));
     out
+}
+
+/// A compiled Kubeflow Pipelines pipeline (`kfp_pipeline`'s `compiled`: hundreds of
+/// lines of the compiler's JSON) as its name, tasks and the executors its platform spec
+/// steers; its `digest` beside it says when it changes.
+fn compiled_pipeline(value: &Value) -> Option<String> {
+    let spec = value.get("pipeline_spec")?;
+    let name = spec["pipelineInfo"]["name"].as_str()?;
+    let tasks: Vec<&str> = spec["root"]["dag"]["tasks"]
+        .as_object()
+        .map(|t| t.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let steered: Vec<&str> = value["platform_spec"]["platforms"]["kubernetes"]["deploymentSpec"]
+        ["executors"]
+        .as_object()
+        .map(|e| e.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    let mut out = format!(
+        "pipeline {name}: {} task{} ({})",
+        tasks.len(),
+        if tasks.len() == 1 { "" } else { "s" },
+        tasks.join(", ")
+    );
+    if !steered.is_empty() {
+        out.push_str(&format!("; Kubernetes settings for {}", steered.join(", ")));
+    }
+    out.push_str(" (terrain plan --json shows it all)\n");
+    Some(out)
 }
 
 /// `apiVersion kind namespace/name` of each item, when every item is a Kubernetes object.
@@ -311,5 +342,18 @@ mod tests {
         assert_eq!(inline(&json!("x"), false).as_deref(), Some("\"x\""));
         assert_eq!(inline(&json!("a\nb"), false), None);
         assert_eq!(inline(&json!("a\nb"), true).as_deref(), Some(SENSITIVE));
+    }
+
+    #[test]
+    fn a_compiled_pipeline_shows_as_its_tasks() {
+        let compiled = json!({
+            "pipeline_spec": {"pipelineInfo": {"name": "gpu-training"},
+                              "root": {"dag": {"tasks": {"preprocess": {}, "train": {}}}}},
+            "platform_spec": {"platforms": {"kubernetes": {"deploymentSpec": {"executors": {"exec-train": {}}}}}},
+        });
+        assert_eq!(
+            created_lines(&compiled),
+            "pipeline gpu-training: 2 tasks (preprocess, train); Kubernetes settings for exec-train (terrain plan --json shows it all)\n"
+        );
     }
 }

@@ -100,15 +100,184 @@ fn inventory(work: &Work) -> String {
     list.stdout
 }
 
+/// A diagnostic's message as one line: its wrapped continuation lines (`  │ …`) joined
+/// back (a line broken after a hyphen or a slash without a space).
+fn unwrapped(text: &str) -> String {
+    let mut out = String::new();
+    for line in text.lines() {
+        match line.strip_prefix("  │ ") {
+            Some(rest) => {
+                if !out.ends_with(['-', '/']) {
+                    out.push(' ');
+                }
+                out.push_str(rest);
+            }
+            None => {
+                out.push('\n');
+                out.push_str(line);
+            }
+        }
+    }
+    out
+}
+
+/// What no node pool of the stack could run, a parameter the pipeline does not take,
+/// and a broken compiled pipeline are refused by `plan` before anything exists: the
+/// cluster, its pools, KFP and the pipeline are all to be created by the same plan.
 #[test]
-fn gke_gpu_pipelines_plans_applies_scales_and_destroys() {
+fn gke_gpu_pipelines_refuses_at_plan_what_its_pools_cannot_run() {
+    let name = "gke-gpu-pipelines";
+    let stack = format!("stacks/{name}/stack.toml");
+    let refused_as_printed = |work: &Work| -> String {
+        let plan = run(work, name, &["plan"]);
+        plan.expect_code(1);
+        assert_eq!(inventory(work), "The sandbox holds nothing.\n");
+        plan.stderr.clone()
+    };
+    let refused = |work: &Work| unwrapped(&refused_as_printed(work));
+
+    let work = work_with(name);
+    // The preemptible pool's GPUs (the always-on pool's are named the same way).
+    work.edit(
+        &stack,
+        "gpu_type        = \"nvidia-tesla-t4\"\ngpus_per_node",
+        "gpu_type        = \"nvidia-tesla-v100\"\ngpus_per_node",
+    );
+    let printed = refused_as_printed(&work);
+    // The stack's README shows this refusal as terrain prints it.
+    let readme =
+        std::fs::read_to_string(common::manifest_dir().join(format!("stacks/{name}/README.md")))
+            .expect("the stack's README");
+    let shown = readme
+        .split(&format!("$ terrain plan -s stacks/{name} --sandbox\n"))
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README shows the refusal");
+    assert_eq!(
+        shown, printed,
+        "the README's refusal is what terrain prints"
+    );
+    let err = unwrapped(&printed);
+    for part in [
+        "kfp_run.train.version: task train of pipeline kfp_pipeline.training asks for 1 nvidia.com/gpu",
+        "module.preemptible_gpu.gke_node_pool.main: its nodes have cloud.google.com/gke-accelerator=nvidia-tesla-v100, not nvidia-tesla-t4",
+        "module.gpu.gke_node_pool.main: its nodes have cloud.google.com/gke-nodepool=gpu-pool, not preemptible-gpu-pool",
+    ] {
+        assert!(err.contains(part), "{part} in:\n{err}");
+    }
+
+    let work = work_with(name);
+    work.set_value(
+        &stack,
+        "parameters",
+        "{ rows = 1000, epochs = 3 }",
+        "{ rows = 1000, epoch = 3, gpus = 8 }",
+    );
+    let err = refused(&work);
+    for part in [
+        "kfp_run.train.parameters.epoch: the pipeline has no input \"epoch\"; did you mean \"epochs\"?",
+        "its nodes have 4 nvidia.com/gpu each, fewer than 8",
+    ] {
+        assert!(err.contains(part), "{part} in:\n{err}");
+    }
+
+    let work = work_with(name);
+    let file = format!("stacks/{name}/pipeline/pipeline.yaml");
+    work.edit(&file, "producerTask: preprocess", "producerTask: prepare");
+    let err = refused(&work);
+    assert!(
+        err.contains("kfp_pipeline.training.file: ")
+            && err.contains("pipeline/pipeline.yaml:")
+            && err.contains("prepare"),
+        "{err}"
+    );
+
+    // A pipeline on a cluster the plan creates without Kubeflow Pipelines on it.
+    let work = work_with(name);
+    work.write(
+        "stacks/no-kfp/stack.toml",
+        r#"[stack]
+name = "no-kfp"
+
+[providers.gcp]
+project = "terrain-sandbox-project"
+region  = "us-central1"
+
+[gke_cluster.c]
+name     = "no-kfp"
+location = "us-central1-a"
+mode     = "standard"
+
+[gke_node_pool.default]
+cluster      = "${gke_cluster.c.id}"
+name         = "default-pool"
+machine_type = "e2-standard-4"
+node_count   = 1
+
+[kfp_pipeline.p]
+cluster = "${gke_cluster.c.kubernetes}"
+name    = "p"
+file    = "../gke-gpu-pipelines/pipeline/pipeline.yaml"
+"#,
+    );
+    let plan = run(&work, "no-kfp", &["plan"]);
+    plan.expect_code(1);
+    let err = unwrapped(&plan.stderr);
+    assert!(
+        err.contains("kfp_pipeline.p needs its cluster to serve Pipeline (pipelines.kubeflow.org/v2beta1); nothing in this stack provides it on gke_cluster.c, which this plan creates: install Kubeflow Pipelines on gke_cluster.c with the kubeflow-pipelines module"),
+        "{err}"
+    );
+    assert_eq!(inventory(&work), "The sandbox holds nothing.\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn gke_gpu_pipelines_plans_applies_scales_and_destroys() {
     let name = "gke-gpu-pipelines";
     let work = work_with(name);
+    std::fs::create_dir_all(work.join("state/sandbox")).expect("create state/sandbox");
+    // Served from here, with the preemptible pool's nodes reclaimed under a fixed seed:
+    // the pipeline's training step is preempted and retried, as KFP retries it.
+    let sandbox = Sandbox::start(Options {
+        timing: Timing::scaled(0.2),
+        state_file: Some(work.join("state/sandbox/cloud.json")),
+        ..Options::default()
+    })
+    .await
+    .expect("start the sandbox");
+    sandbox.faults().spot_reclaims(0.5, 3);
+    serve_from_here(&work, &sandbox);
     let apply = create(&work, name);
     assert!(
-        apply.stdout.contains("training_status  = \"Complete\""),
+        apply.stdout.contains("training_status   = \"SUCCEEDED\""),
         "{}",
         apply.stdout
+    );
+    let attempts: i64 = apply
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("training_attempts = "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("training_attempts in:\n{}", apply.stdout));
+    assert!(
+        (2..=6).contains(&attempts),
+        "the training step ran {attempts} times: preempted at least once, within its 5 retries"
+    );
+    // KFP's own Python client, through the API server's service proxy with the
+    // kubeconfig a user gets: every answer matches the API's generated models, and it
+    // uploads, runs and deletes pipelines of its own.
+    let kube = work.join("kube");
+    sandbox.kubeconfig(&kube).expect("kubeconfigs");
+    let client = std::process::Command::new("python3")
+        .arg(common::manifest_dir().join("tests/fixtures/kfp/client_check.py"))
+        .arg(kube.join("kubeflow-pipelines.kubeconfig"))
+        .arg(work.join(&format!("stacks/{name}/pipeline/pipeline.yaml")))
+        .output()
+        .expect("python3 runs (scripts/deps.sh installs it and kfp)");
+    let said = String::from_utf8_lossy(&client.stdout);
+    assert!(
+        client.status.success() && said.trim_end().ends_with("ok"),
+        "kfp's client:\n{said}\n{}",
+        String::from_utf8_lossy(&client.stderr)
     );
     let held = inventory(&work);
     assert!(
@@ -124,6 +293,7 @@ fn gke_gpu_pipelines_plans_applies_scales_and_destroys() {
     );
     destroy(&work, name);
     assert_eq!(inventory(&work), "The sandbox holds nothing.\n");
+    sandbox.shutdown().await;
 }
 
 #[test]

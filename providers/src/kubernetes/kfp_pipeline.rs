@@ -150,11 +150,7 @@ pub fn read_compiled(path: &str) -> Result<(String, Compiled), String> {
     match kfp_spec::parse(&text) {
         Ok(c) => Ok((text, c)),
         Err(problems) => {
-            let shown: Vec<String> = problems
-                .iter()
-                .take(10)
-                .map(|p| format!("{path}:{}", p.describe(&text)))
-                .collect();
+            let shown: Vec<String> = problems.iter().take(10).map(|p| p.describe(path)).collect();
             let mut message = shown.join("\n");
             if problems.len() > 10 {
                 message.push_str(&format!("\n(and {} more)", problems.len() - 10));
@@ -519,8 +515,17 @@ mod tests {
         match KfpPipeline::prepare(spec) {
             Err(ProviderError::Invalid { field, message }) => {
                 assert_eq!(field, "file");
+                // At the task's componentRef, and only the one line: not the file.
                 let expected = format!("{}:", path.display());
                 assert!(message.starts_with(&expected), "{message}");
+                assert_eq!(message.lines().count(), 1, "{message}");
+                let place: Vec<&str> = message[expected.len()..].splitn(3, ':').collect();
+                assert!(
+                    place.len() == 3
+                        && place[0].parse::<usize>().is_ok()
+                        && place[1].parse::<usize>().is_ok(),
+                    "LINE:COL: {message}"
+                );
                 assert!(message.contains("comp-trian"), "{message}");
             }
             other => panic!("expected a refusal, got {other:?}"),

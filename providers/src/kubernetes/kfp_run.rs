@@ -132,6 +132,9 @@ pub struct Outputs {
     pub state: String,
     /// Each task's state, by task name.
     pub tasks: BTreeMap<String, String>,
+    /// How many times each task ran, by task name (more than once after a failure or a
+    /// preemption it was retried from).
+    pub attempts: BTreeMap<String, i64>,
     /// Why the run failed; empty otherwise.
     pub error: String,
 }
@@ -184,6 +187,16 @@ fn outputs_of(run: &Value) -> Outputs {
         tasks: tasks_of(run)
             .into_iter()
             .map(|t| (string(&t["display_name"]), string(&t["state"])))
+            .collect(),
+        attempts: tasks_of(run)
+            .into_iter()
+            .map(|t| {
+                let n = t["child_tasks"].as_array().map_or(1, Vec::len).max(1);
+                (
+                    string(&t["display_name"]),
+                    i64::try_from(n).unwrap_or(i64::MAX),
+                )
+            })
             .collect(),
         error: string(&run["error"]["message"]),
     }

@@ -86,6 +86,10 @@ impl CloudSide for GkeCloud {
         self.autopilot
     }
 
+    fn tolerates_extended_resources(&self) -> bool {
+        true
+    }
+
     fn pool_node_name(&self, cluster: &str, pool: &str, index: i64) -> String {
         // `gke-<cluster>-<pool>-<instance group hash>-<suffix>`, as GKE names its VMs.
         let group = fnv64(&[cluster, pool]) as u32;

@@ -23,6 +23,12 @@ pub(crate) trait CloudSide: Debug + Send + Sync {
     /// The cloud makes a node for each pod that needs one, instead of declared pools
     /// (GKE Autopilot).
     fn provisions_per_pod(&self) -> bool;
+    /// The API server runs the ExtendedResourceToleration admission plugin, as GKE's
+    /// does (it taints GPU and TPU nodes with the resource's name): a new pod asking for
+    /// an extended resource tolerates the taint of that name.
+    fn tolerates_extended_resources(&self) -> bool {
+        false
+    }
     /// The name of VM `index` of `pool`; stable, so a settle finds the nodes it made before.
     fn pool_node_name(&self, cluster: &str, pool: &str, index: i64) -> String;
     /// The name of the node made for the pod `pod_uid` (when [`Self::provisions_per_pod`]).

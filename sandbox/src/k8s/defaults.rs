@@ -28,7 +28,12 @@ pub(crate) fn on_create(
 ) -> Result<(), Vec<Cause>> {
     let mut causes = Vec::new();
     match (key.group.as_str(), key.resource.as_str()) {
-        ("", "pods") => pod(object),
+        ("", "pods") => {
+            pod(object);
+            if cluster.cloud.tolerates_extended_resources() {
+                extended_resource_tolerations(object);
+            }
+        }
         ("batch", "jobs") => job_create(key, object, &mut causes),
         ("batch", "cronjobs") => cronjob(object),
         ("apps", "deployments" | "replicasets" | "daemonsets" | "statefulsets") => {
@@ -212,6 +217,44 @@ fn pod(object: &mut Value) {
     default(object, &["status", "phase"], json!("Pending"));
     let qos = qos_class(&object["spec"]);
     default(object, &["status", "qosClass"], json!(qos));
+}
+
+/// The ExtendedResourceToleration admission plugin: a toleration of the taint named for
+/// each extended resource (`nvidia.com/gpu`, `google.com/tpu`) the pod's containers
+/// ask for, unless one tolerates it already.
+fn extended_resource_tolerations(object: &mut Value) {
+    let mut names: Vec<String> = Vec::new();
+    for c in obj::items(&object["spec"]["containers"])
+        .iter()
+        .chain(obj::items(&object["spec"]["initContainers"]))
+    {
+        for part in ["limits", "requests"] {
+            if let Some(m) = c["resources"][part].as_object() {
+                names.extend(
+                    m.keys()
+                        .filter(|k| k.contains('/') && !k.contains("kubernetes.io/"))
+                        .cloned(),
+                );
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    if names.is_empty() {
+        return;
+    }
+    let spec = obj::value_mut(object, &["spec"]);
+    let tolerations = obj::array_mut(spec, &["tolerations"]);
+    for name in names {
+        let covered = tolerations.iter().any(|t| {
+            t["key"] == name.as_str()
+                && t["operator"] == "Exists"
+                && (t["effect"].is_null() || t["effect"] == "NoSchedule")
+        });
+        if !covered {
+            tolerations.push(json!({"key": name, "operator": "Exists", "effect": "NoSchedule"}));
+        }
+    }
 }
 
 /// Pod spec fields a running pod may change.

@@ -31,6 +31,10 @@ pub(crate) const FAIL_ATTEMPTS: &str = "sandbox.terrain.dev/fail-attempts";
 /// (`gs://BUCKET/PREFIX`) as it ends, as the pod's cloud identity; a write the cloud
 /// refuses fails the container with the cloud's error.
 pub(crate) const WRITES: &str = "sandbox.terrain.dev/writes";
+/// Pod annotation: the pod's node, when it is Spot or preemptible, is reclaimed halfway
+/// through the pod's run (the sandbox's seeded spot reclaims mark the attempts they
+/// take, `super::pipelines`); on other nodes it means nothing.
+pub(crate) const SPOT_RECLAIM: &str = "sandbox.terrain.dev/spot-reclaim";
 const KUBELET: &str = "kubelet";
 const JOB_TRACKING: &str = "batch.kubernetes.io/job-tracking";
 /// Restarts done in one settle at most, so a container failing at scale 0 cannot spin.
@@ -443,6 +447,9 @@ fn go_duration(d: Duration) -> String {
 /// Everything about one pod's pass the container steps share.
 struct Pass<'a> {
     ctx: &'a SettleCtx<'a>,
+    /// The pod's node is reclaimed halfway through its run ([`reclaim_due`]): its
+    /// containers never finish on their own.
+    doomed: bool,
     node: String,
     start_at: DateTime<Utc>,
     redis: Option<RedisStatus>,
@@ -459,6 +466,30 @@ impl Pass<'_> {
 }
 
 /// A bound, live pod: picked up, started, run, restarted or finished.
+/// Whether the cloud may reclaim `node` (a Spot or preemptible VM).
+fn on_spot(node: &Value) -> bool {
+    obj::label(node, "cloud.google.com/gke-spot") == Some("true")
+        || obj::label(node, "cloud.google.com/gke-preemptible") == Some("true")
+        || obj::label(node, "eks.amazonaws.com/capacityType") == Some("SPOT")
+}
+
+/// A pod marked [`SPOT_RECLAIM`] on a Spot node, halfway through its run: its node is
+/// reclaimed now. Decided from the pod's own timestamps, so it does not depend on when
+/// the settles come.
+fn reclaim_due(pod: &Value, node: &Value, ctx: &SettleCtx<'_>) -> bool {
+    if obj::annotation(pod, SPOT_RECLAIM).is_none() || !on_spot(node) {
+        return false;
+    }
+    let container = &pod["spec"]["containers"][0];
+    let started = obj::items(&pod["status"]["containerStatuses"])
+        .first()
+        .and_then(|c| obj::parse_time(&c["state"]["running"]["startedAt"]));
+    match (started, run_time(pod, container, ctx)) {
+        (Some(started), Some(run)) => ctx.now >= started + run / 2,
+        _ => false,
+    }
+}
+
 fn run(
     cluster: &mut ClusterState,
     ctx: &SettleCtx<'_>,
@@ -466,6 +497,10 @@ fn run(
     mut pod: Value,
     node: &Value,
 ) {
+    if reclaim_due(&pod, node, ctx) {
+        preempt(cluster, &key.namespace, &key.name, ctx.now);
+        return;
+    }
     let node_name = obj::name(node).to_string();
     obj::add_finalizer(&mut pod, FINALIZER);
     let scheduled_at = obj::items(&pod["status"]["conditions"])
@@ -482,6 +517,7 @@ fn run(
         (is_redis_pod(&pod) && ctx.now >= start_at).then(|| ctx.processes.redis(obj::uid(&pod)));
     let mut pass = Pass {
         ctx,
+        doomed: obj::annotation(&pod, SPOT_RECLAIM).is_some() && on_spot(node),
         node: node_name,
         start_at,
         redis,
@@ -689,7 +725,7 @@ fn step(
                 return false;
             };
             let end = started + run;
-            if end > now {
+            if end > now || pass.doomed {
                 return false;
             }
             let code = exit_code(pod, pass.base_failures + own_restarts);

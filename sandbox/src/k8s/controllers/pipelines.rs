@@ -15,11 +15,11 @@
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 
-use super::{base, kubelet, scaled};
+use super::{kubelet, scaled};
 use crate::common::ids::new_uid;
 use crate::k8s::kfp::runs::{
-    duration_secs, finished_at, is_spot, reclaim_roll, run_namespace, set_run_state,
-    set_task_state, started_at, task_defs, task_pod, terminal, why_failed, TaskDef,
+    duration_secs, finished_at, reclaim_roll, run_namespace, set_run_state, set_task_state,
+    started_at, task_defs, task_pod, terminal, why_failed, TaskDef,
 };
 use crate::k8s::kfp::{Run, Task};
 use crate::k8s::obj;
@@ -329,8 +329,11 @@ fn start_due(
     }
 }
 
-/// Reclaims the Spot VMs under running task pods whose draw falls under the fault's
-/// rate, halfway through the pod's run.
+/// Marks the task pods whose draw falls under the fault's rate: the kubelet reclaims
+/// the Spot VM under such a pod halfway through its run ([`kubelet::SPOT_RECLAIM`]).
+/// Runs before the kubelet, so a pod is marked before it starts; the draw depends on
+/// the run's name, the task and the attempt only, so a seed gives the same reclaims
+/// whenever the settles come.
 pub(super) fn reclaim(cluster: &mut ClusterState, ctx: &SettleCtx<'_>) {
     let Some(spot) = ctx.spot_reclaims.filter(|s| s.rate > 0.0) else {
         return;
@@ -343,40 +346,24 @@ pub(super) fn reclaim(cluster: &mut ClusterState, ctx: &SettleCtx<'_>) {
                 continue;
             };
             let attempt = task.pods.len() - 1;
-            let Some(pod) = cluster
-                .store
-                .get(&ObjKey::new("", "pods", namespace, pod_name))
-            else {
-                continue;
-            };
-            if pod["status"]["phase"] != "Running" || obj::deleting(pod) {
-                continue;
-            }
-            let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
-            if !cluster
-                .store
-                .get(&ObjKey::new("", "nodes", "", node))
-                .is_some_and(is_spot)
-            {
-                continue;
-            }
-            let Some(started) = started_at(pod).and_then(|s| obj::parse_time(&json!(s))) else {
-                continue;
-            };
-            let secs = obj::annotation(pod, kubelet::RUN_SECONDS)
-                .and_then(|s| s.trim().parse::<f64>().ok())
-                .unwrap_or(base::JOB_RUN);
-            let halfway = started + scaled(ctx, secs / 2.0);
-            if ctx.now < halfway {
-                continue;
-            }
             if reclaim_roll(spot.seed, &run.display_name, &task.key, attempt) < spot.rate {
-                doomed.push((namespace.to_string(), pod_name.clone()));
+                doomed.push(ObjKey::new("", "pods", namespace, pod_name));
             }
         }
     }
-    for (namespace, pod) in doomed {
-        kubelet::preempt(cluster, &namespace, &pod, ctx.now);
+    for key in doomed {
+        let Some(mut pod) = cluster.store.get(&key).cloned() else {
+            continue;
+        };
+        if obj::annotation(&pod, kubelet::SPOT_RECLAIM).is_some() || obj::deleting(&pod) {
+            continue;
+        }
+        obj::set(
+            &mut pod,
+            &["metadata", "annotations", kubelet::SPOT_RECLAIM],
+            json!("true"),
+        );
+        cluster.store.update(&key, pod);
     }
 }
 

@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use super::{
     multipart, Experiment, KfpError, KfpRequest, Pipeline, PipelineVersion, Run, StateEntry,
-    DEFAULT_EXPERIMENT, DEFAULT_SERVICE_ACCOUNT, EPOCH, TAG,
+    DEFAULT_EXPERIMENT, DEFAULT_SERVICE_ACCOUNT, EPOCH,
 };
 use crate::common::ids::new_uid;
 use crate::http::ApiResponse;
@@ -22,10 +22,9 @@ const MAX_UPLOAD: usize = 32 << 20;
 /// The form field a package comes in.
 const UPLOAD_FIELD: &str = "uploadfile";
 
+/// v2beta1's `GetHealthzResponse` (the build's commit and tag are v1's healthz only).
 pub(super) fn healthz() -> Value {
     json!({
-        "commit_sha": "5d6c0b3f2ed5a3b8a4c1e8e0c6b1f9a2d7e4c3b1",
-        "tag_name": TAG,
         "multi_user": false,
         "pipeline_store": "database",
     })

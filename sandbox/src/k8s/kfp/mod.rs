@@ -28,8 +28,6 @@ use crate::http::ApiResponse;
 pub(crate) const API_SERVER_IMAGE: &str = "kfp-api-server";
 /// The API server's HTTP port (its gRPC one, 8887, is not proxied).
 pub(crate) const HTTP_PORT: i64 = 8888;
-/// The version `healthz` reports.
-pub(crate) const TAG: &str = "2.17.0";
 /// The timestamp KFP writes for "not yet" (a run's `finished_at` until it ends).
 pub(crate) const EPOCH: &str = "1970-01-01T00:00:00Z";
 /// The experiment runs without one go into.

@@ -395,13 +395,6 @@ pub(crate) fn task_pod(
     (name, pod, artifacts)
 }
 
-/// Whether a node is a Spot or preemptible VM.
-pub(crate) fn is_spot(node: &Value) -> bool {
-    obj::label(node, "cloud.google.com/gke-spot") == Some("true")
-        || obj::label(node, "cloud.google.com/gke-preemptible") == Some("true")
-        || obj::label(node, "eks.amazonaws.com/capacityType") == Some("SPOT")
-}
-
 /// A uniform draw in [0, 1) from the seed and an attempt's stable names.
 pub(crate) fn reclaim_roll(seed: u64, run: &str, task: &str, attempt: usize) -> f64 {
     let mut z = fnv64(&[&seed.to_string(), run, task, &attempt.to_string()]);
