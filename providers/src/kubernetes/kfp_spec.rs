@@ -570,7 +570,7 @@ impl<'a> Checker<'a> {
         }
         if let Some(retry) = task.get("retryPolicy") {
             let count = &retry["maxRetryCount"];
-            if !count.is_null() && !count.as_i64().is_some_and(|n| n >= 0) {
+            if !count.is_null() && count.as_i64().is_none_or(|n| n < 0) {
                 self.problem(
                     &format!("{at}/retryPolicy/maxRetryCount"),
                     format!("{count} is not a number of retries (0 or more)"),
