@@ -148,7 +148,7 @@ pub fn link(
 
 /// The two ways to provide `u`'s kind on its cluster.
 fn fixes(u: &Unserved) -> String {
-    if u.kind.group == terrain_providers::kubernetes::kfp_pipeline::API_GROUP {
+    if u.kind.group == terrain_providers::kubernetes::kfp_api::API_GROUP {
         format!(
             "install Kubeflow Pipelines on {} with the kubeflow-pipelines module (stacks/modules/kubeflow-pipelines), whose manifest serves its API",
             u.cluster
@@ -180,7 +180,7 @@ pub fn unserved_message(u: &Unserved) -> String {
 
 /// The plan's error for a need nothing meets on a live cluster that does not serve it.
 pub fn live_message(u: &Unserved) -> String {
-    let missing = if u.kind.group == terrain_providers::kubernetes::kfp_pipeline::API_GROUP {
+    let missing = if u.kind.group == terrain_providers::kubernetes::kfp_api::API_GROUP {
         "no ml-pipeline Service in kubeflow"
     } else {
         "no CustomResourceDefinition"

@@ -18,6 +18,23 @@ use super::connect::Conn;
 use crate::failure::Hint;
 use crate::ProviderError;
 
+/// The API group standing for KFP's REST API in the stack's ordering: the
+/// `kubeflow-pipelines` module's manifest `serves` it, pipelines and runs need it.
+pub const API_GROUP: &str = "pipelines.kubeflow.org";
+pub const API_VERSION: &str = "pipelines.kubeflow.org/v2beta1";
+
+/// What a KFP object of `kind` (`Pipeline`, `Run`) needs its cluster to serve.
+pub fn needed(kind: &str) -> crate::ApiGroups {
+    crate::ApiGroups {
+        needs: vec![crate::ApiKind {
+            group: API_GROUP.into(),
+            api_version: API_VERSION.into(),
+            kind: kind.into(),
+        }],
+        ..crate::ApiGroups::default()
+    }
+}
+
 /// The Service of KFP's API server and its HTTP port, as KFP's manifests make them.
 pub const SERVICE: &str = "ml-pipeline";
 pub const PORT: u16 = 8888;

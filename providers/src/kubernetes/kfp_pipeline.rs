@@ -23,12 +23,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::kfp_api::Kfp;
+use super::kfp_api::{self, Kfp};
 use super::kfp_spec::{self, Compiled};
 use super::{check_cluster, check_dns_label, connect, needs_cluster};
 use crate::protocol::UNKNOWN;
 use crate::schema::Fields;
-use crate::{ApiGroups, ApiKind, Ctx, Invalid, Kind, Live, ProviderError};
+use crate::{ApiGroups, Ctx, Invalid, Kind, Live, ProviderError};
 
 /// The kind `kfp_pipeline`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -39,11 +39,6 @@ const ID_SHAPE: &str = "NAMESPACE/NAME";
 const MAX_NAME: usize = 128;
 /// How long the API server may take to come up after KFP's install rolled out.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The API group standing for KFP's REST API in the stack's ordering: the
-/// `kubeflow-pipelines` module's manifest `serves` it, pipelines and runs need it.
-pub const API_GROUP: &str = "pipelines.kubeflow.org";
-pub const API_VERSION: &str = "pipelines.kubeflow.org/v2beta1";
 
 pub(crate) fn default_namespace() -> String {
     "kubeflow".into()
@@ -263,14 +258,7 @@ impl Kind for KfpPipeline {
     const PROVIDER: &'static str = "kubernetes";
 
     fn api_groups(_spec: &Value) -> ApiGroups {
-        ApiGroups {
-            needs: vec![ApiKind {
-                group: API_GROUP.into(),
-                api_version: API_VERSION.into(),
-                kind: "Pipeline".into(),
-            }],
-            ..ApiGroups::default()
-        }
+        kfp_api::needed("Pipeline")
     }
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {

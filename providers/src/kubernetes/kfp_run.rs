@@ -26,12 +26,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::apply::Progress;
-use super::kfp_api::Kfp;
-use super::kfp_pipeline::{default_namespace, API_GROUP, API_VERSION};
+use super::kfp_api::{self, Kfp};
+use super::kfp_pipeline::default_namespace;
 use super::{check_cluster, check_dns_label, connect, needs_cluster};
 use crate::local::duration::parse_duration;
 use crate::schema::Fields;
-use crate::{ApiGroups, ApiKind, Ctx, Invalid, Kind, Live, ProviderError};
+use crate::{ApiGroups, Ctx, Invalid, Kind, Live, ProviderError};
 
 /// The kind `kfp_run`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -404,14 +404,7 @@ impl Kind for KfpRun {
     const PROVIDER: &'static str = "kubernetes";
 
     fn api_groups(_spec: &Value) -> ApiGroups {
-        ApiGroups {
-            needs: vec![ApiKind {
-                group: API_GROUP.into(),
-                api_version: API_VERSION.into(),
-                kind: "Run".into(),
-            }],
-            ..ApiGroups::default()
-        }
+        kfp_api::needed("Run")
     }
 
     fn validate(spec: &Spec, _config: &Value) -> Vec<Invalid> {

@@ -753,7 +753,7 @@ pub async fn serves(
     kind: &str,
 ) -> Result<bool, ProviderError> {
     let client = connect::client(ctx, cluster).await?;
-    if api_version == kfp_pipeline::API_VERSION {
+    if api_version == kfp_api::API_VERSION {
         // KFP's REST API is no Kubernetes API: it is served once its API server's
         // Service exists (in KFP's default namespace; kinds that name another are
         // checked when they call it).
