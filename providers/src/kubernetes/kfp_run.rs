@@ -209,10 +209,8 @@ fn spec_of(run: &Value, prior: &Spec) -> Spec {
         .as_object()
         .map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
         .unwrap_or_default();
-    let optional = |v: &Value, fallback: &Option<String>| match v.as_str() {
-        Some(s) if !s.is_empty() => Some(s.to_string()),
-        _ => fallback.clone().filter(|_| false),
-    };
+    // KFP writes "" for a field the run was made without.
+    let optional = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
     let service_account = match run["service_account"].as_str() {
         // KFP fills in its default; a spec that set none still matches.
         Some("pipeline-runner") if prior.service_account.is_none() => None,
@@ -223,15 +221,12 @@ fn spec_of(run: &Value, prior: &Spec) -> Spec {
         cluster: prior.cluster.clone(),
         namespace: prior.namespace.clone(),
         name: string(&run["display_name"]),
-        description: optional(&run["description"], &prior.description),
+        description: optional(&run["description"]),
         experiment: prior.experiment.clone(),
         pipeline: string(&run["pipeline_version_reference"]["pipeline_id"]),
         version: string(&run["pipeline_version_reference"]["pipeline_version_id"]),
         parameters,
-        pipeline_root: optional(
-            &run["runtime_config"]["pipeline_root"],
-            &prior.pipeline_root,
-        ),
+        pipeline_root: optional(&run["runtime_config"]["pipeline_root"]),
         service_account,
         wait: prior.wait.clone(),
         wait_timeout: prior.wait_timeout.clone(),
