@@ -13,6 +13,7 @@ pub mod engine;
 pub mod eval;
 pub mod graph;
 pub mod inspect;
+pub mod operator;
 pub mod output;
 pub mod plan;
 pub mod policy;

@@ -119,6 +119,25 @@ fn env_file(stack: &std::path::Path, name: &str) -> anyhow::Result<PathBuf> {
 
 /// Loads and validates the stack, printing its diagnostics if it has problems.
 pub fn load_stack(args: &StackArgs, registry: &Registry) -> anyhow::Result<Stack> {
+    match checked_stack(args, registry)? {
+        Ok(s) => Ok(s),
+        Err(errors) => {
+            let style = Style::detect(args.no_color);
+            output::eprint(&output::diag::render(
+                &errors,
+                style.color && std::io::stderr().is_terminal(),
+            ));
+            Err(Reported.into())
+        }
+    }
+}
+
+/// Loads and validates the stack: the stack, or its diagnostics (for the caller to
+/// show). Fails on an unknown environment.
+pub fn checked_stack(
+    args: &StackArgs,
+    registry: &Registry,
+) -> anyhow::Result<Result<Stack, stack::StackErrors>> {
     // Before any change of directory: command-line paths are relative to it.
     start_dir();
     let env = |k: &str| std::env::var(k).ok();
@@ -145,17 +164,7 @@ pub fn load_stack(args: &StackArgs, registry: &Registry) -> anyhow::Result<Stack
         }
         stack::check::check(raw, &opts)
     });
-    match loaded {
-        Ok(s) => Ok(s),
-        Err(errors) => {
-            let style = Style::detect(args.no_color);
-            output::eprint(&output::diag::render(
-                &errors,
-                style.color && std::io::stderr().is_terminal(),
-            ));
-            Err(Reported.into())
-        }
-    }
+    Ok(loaded)
 }
 
 /// The local state file of this run: `--state`, else the stack's local backend; `None`
@@ -174,6 +183,9 @@ pub fn state_path(stack: &Stack, args: &StackArgs) -> Option<PathBuf> {
 /// file, or beside where a local state would be (`state/<stack>.json`) when the state
 /// is remote. Every environment of a stack shares it.
 fn sandbox_dir(stack: &Stack, args: &StackArgs) -> PathBuf {
+    if let Some(dir) = &args.sandbox_dir {
+        return absolute(dir);
+    }
     let base = match (&args.state, &stack.backend) {
         (Some(p), _) => p.clone(),
         (None, BackendConfig::Local { path }) => path.clone(),
@@ -293,44 +305,78 @@ impl StateSession {
     /// A backend for another state `location`: a local path, `s3://BUCKET/KEY` or
     /// `gs://BUCKET/PREFIX/NAME.json` (on `--sandbox` runs, in the sandbox's stores).
     pub fn other(&self, location: &str, args: &StackArgs) -> anyhow::Result<Arc<dyn Backend>> {
-        let sandbox = self.sandbox.as_ref();
-        if let Some(rest) = location.strip_prefix("s3://") {
-            let (bucket, key) = rest
-                .split_once('/')
-                .filter(|(b, k)| !b.is_empty() && !k.is_empty())
-                .with_context(|| format!("{location}: expected s3://BUCKET/KEY"))?;
-            let settings = crate::state::s3::S3Settings {
-                bucket: bucket.to_string(),
-                key: key.to_string(),
-                region: None,
-                endpoint: None,
-                kms_key_id: None,
-                allow_unversioned: false,
-                sandbox: false,
-                create_bucket: false,
-            };
-            return s3_backend(settings, args, sandbox);
-        }
-        if let Some(rest) = location.strip_prefix("gs://") {
-            let (bucket, object) = rest
-                .split_once('/')
-                .filter(|(b, o)| !b.is_empty() && o.ends_with(".json"))
-                .with_context(|| format!("{location}: expected gs://BUCKET/PREFIX/NAME.json"))?;
-            let (prefix, file) = object.rsplit_once('/').unwrap_or(("", object));
-            let settings = crate::state::gcs::GcsSettings {
-                bucket: bucket.to_string(),
-                prefix: prefix.to_string(),
-                name: file.trim_end_matches(".json").to_string(),
-                kms_key_name: None,
-                allow_unversioned: false,
-                create_in_project: None,
-            };
-            return gcs_backend(settings, args, sandbox);
-        }
-        Ok(Arc::new(LocalBackend::new(absolute(std::path::Path::new(
-            location,
-        )))))
+        backend_at(location, args, self.sandbox.as_ref())
     }
+}
+
+/// A backend for the state at `location`: a local path, `s3://BUCKET/KEY` or
+/// `gs://BUCKET/PREFIX/NAME.json` (on `--sandbox` runs, in `sandbox`'s stores).
+pub fn backend_at(
+    location: &str,
+    args: &StackArgs,
+    sandbox: Option<&super::sandbox::Attached>,
+) -> anyhow::Result<Arc<dyn Backend>> {
+    if let Some(rest) = location.strip_prefix("s3://") {
+        let (bucket, key) = rest
+            .split_once('/')
+            .filter(|(b, k)| !b.is_empty() && !k.is_empty())
+            .with_context(|| format!("{location}: expected s3://BUCKET/KEY"))?;
+        let settings = crate::state::s3::S3Settings {
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            region: None,
+            endpoint: None,
+            kms_key_id: None,
+            allow_unversioned: false,
+            sandbox: false,
+            create_bucket: false,
+        };
+        return s3_backend(settings, args, sandbox);
+    }
+    if let Some(rest) = location.strip_prefix("gs://") {
+        let (bucket, object) = rest
+            .split_once('/')
+            .filter(|(b, o)| !b.is_empty() && o.ends_with(".json"))
+            .with_context(|| format!("{location}: expected gs://BUCKET/PREFIX/NAME.json"))?;
+        let (prefix, file) = object.rsplit_once('/').unwrap_or(("", object));
+        let settings = crate::state::gcs::GcsSettings {
+            bucket: bucket.to_string(),
+            prefix: prefix.to_string(),
+            name: file.trim_end_matches(".json").to_string(),
+            kms_key_name: None,
+            allow_unversioned: false,
+            create_in_project: None,
+        };
+        return gcs_backend(settings, args, sandbox);
+    }
+    Ok(Arc::new(LocalBackend::new(absolute(std::path::Path::new(
+        location,
+    )))))
+}
+
+/// A client of the cluster of kubeconfig context `context` (the current one when
+/// `None`; in a pod, its service account).
+pub async fn kube_client(context: Option<&str>) -> anyhow::Result<kube::Client> {
+    let config = match context {
+        None => kube::Config::infer().await.context(
+            "find the cluster: no kubeconfig (KUBECONFIG, ~/.kube/config) and not in a pod",
+        )?,
+        Some(name) => kube::Config::from_kubeconfig(&kube::config::KubeConfigOptions {
+            context: Some(name.to_string()),
+            ..Default::default()
+        })
+        .await
+        .with_context(|| format!("kubeconfig context {name}"))?,
+    };
+    kube::Client::try_from(config).context("connect to the cluster")
+}
+
+/// Attaches to the sandbox of `dir` (that of `terrain sandbox serve --dir DIR`).
+pub async fn attach_sandbox(
+    dir: &std::path::Path,
+    operation: &str,
+) -> anyhow::Result<super::sandbox::Attached> {
+    super::sandbox::attach(&absolute(dir), operation).await
 }
 
 /// The stack's state backend and, on `--sandbox` runs, the sandbox attached whatever

@@ -11,11 +11,13 @@ mod force_unlock;
 mod graph;
 mod import;
 mod logs;
+mod operator;
 mod outputs;
 mod plan;
 mod policy;
 mod render;
 mod sandbox;
+mod stack;
 mod state;
 mod status;
 mod validate;
@@ -78,6 +80,16 @@ pub struct StackArgs {
     /// persists between runs.
     #[arg(long, env = "TERRAIN_SANDBOX", value_parser = clap::builder::BoolishValueParser::new(), num_args = 0, default_missing_value = "true", default_value = "false")]
     pub sandbox: bool,
+    /// The sandbox's directory on `--sandbox` runs, in place of `sandbox/` beside the
+    /// stack's state: where `terrain sandbox serve --dir DIR` keeps the one shared by
+    /// several stacks (and the operator's).
+    #[arg(
+        long = "sandbox-dir",
+        env = "TERRAIN_SANDBOX_DIR",
+        value_name = "DIR",
+        requires = "sandbox"
+    )]
+    pub sandbox_dir: Option<PathBuf>,
     /// Prices laid over the catalog terrain ships (`[[price]]` entries, as in the stack's
     /// `[pricing] file`, which this replaces): negotiated rates, or prices it lacks.
     #[arg(long = "prices", value_name = "FILE")]
@@ -145,6 +157,12 @@ enum Command {
     /// Tests Rego policies (`terrain policy test DIR`).
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Runs the controller that reconciles Stack resources in a cluster (`--crd`
+    /// prints their CRD).
+    Operator(operator::OperatorArgs),
+    /// Lists, shows, plans and approves the Stacks an operator reconciles.
+    #[command(subcommand)]
+    Stack(stack::StackCommand),
 }
 
 fn parse_var(s: &str) -> Result<(String, String), String> {
@@ -243,5 +261,7 @@ async fn run(cli: Cli) -> anyhow::Result<Exit> {
         Command::Logs(a) => logs::run(a).await,
         Command::Sandbox(c) => sandbox::run(c).await,
         Command::Policy(c) => policy::run(c),
+        Command::Operator(a) => operator::run(a).await,
+        Command::Stack(c) => stack::run(c).await,
     }
 }

@@ -6,6 +6,7 @@ pub mod diag;
 pub mod fmt;
 pub mod log;
 pub mod markdown;
+pub mod operator;
 pub mod picture;
 pub mod plan;
 pub mod policy;

@@ -171,4 +171,18 @@ pub trait Backend: Send + Sync {
     async fn lock_info(&self) -> Result<Option<LockInfo>, StateError>;
     /// Breaks a lock held by someone else, if its id is `id`.
     async fn force_unlock(&self, id: &str) -> Result<(), StateError>;
+    /// Stores `bytes` as `name` beside the state (the plans the operator keeps for
+    /// approval, which hold what the state holds), protected as the state is: 0600 on
+    /// disk, the state's bucket and encryption remotely. Names are content-addressed,
+    /// so one already there is kept. Returns where it is.
+    async fn put_beside(&self, name: &str, _bytes: Vec<u8>) -> Result<String, StateError> {
+        Err(StateError::Config {
+            location: self.location(),
+            message: format!("keeps nothing beside the state (asked to store {name})"),
+        })
+    }
+    /// What [`Backend::put_beside`] stored as `name`; `None` when nothing is.
+    async fn get_beside(&self, _name: &str) -> Result<Option<Vec<u8>>, StateError> {
+        Ok(None)
+    }
 }

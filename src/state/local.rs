@@ -274,6 +274,37 @@ impl Backend for LocalBackend {
         self.path.display().to_string()
     }
 
+    async fn put_beside(&self, name: &str, bytes: Vec<u8>) -> Result<String, StateError> {
+        let dir = PathBuf::from(format!("{}.plans", self.path.display()));
+        let file = dir.join(name);
+        let write = || -> io::Result<()> {
+            fs::create_dir_all(&dir)?;
+            fs::set_permissions(&dir, Permissions::from_mode(0o700))?;
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(FILE_MODE)
+                .open(&file)?;
+            f.write_all(&bytes)?;
+            f.sync_all()
+        };
+        write().map_err(|e| self.write_err(e))?;
+        Ok(file.display().to_string())
+    }
+
+    async fn get_beside(&self, name: &str) -> Result<Option<Vec<u8>>, StateError> {
+        let file = PathBuf::from(format!("{}.plans", self.path.display())).join(name);
+        match fs::read(&file) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StateError::Read {
+                location: file.display().to_string(),
+                source,
+            }),
+        }
+    }
+
     async fn load(&self) -> Result<Option<State>, StateError> {
         read_state(&self.path)
     }

@@ -97,6 +97,11 @@ impl<O: Objects> Remote<O> {
         }
     }
 
+    /// The object of `name` kept beside the state (`STATE.plans/NAME`).
+    fn beside(&self, name: &str) -> String {
+        format!("{}.plans/{name}", self.state)
+    }
+
     fn lock_name(&self) -> String {
         format!("{}.lock", self.state)
     }
@@ -209,6 +214,21 @@ impl<O: Objects> Backend for Remote<O> {
         Err(StateError::Stale {
             location: self.location(),
         })
+    }
+
+    async fn put_beside(&self, name: &str, bytes: Vec<u8>) -> Result<String, StateError> {
+        self.ready(true).await?;
+        let object = self.beside(name);
+        // `None`: it is there already, and a name is its content's digest.
+        self.objects.put_if(&object, bytes, None).await?;
+        Ok(self.objects.url(&object))
+    }
+
+    async fn get_beside(&self, name: &str) -> Result<Option<Vec<u8>>, StateError> {
+        if !self.ready(false).await? {
+            return Ok(None);
+        }
+        Ok(self.objects.get(&self.beside(name)).await?.map(|(b, _)| b))
     }
 
     async fn lock(&self, info: &LockInfo) -> Result<(), StateError> {

@@ -35,6 +35,7 @@ mod kubernetes_cli;
 mod kubernetes_manifests;
 mod layout;
 mod official_clients;
+mod operator;
 mod plan_json;
 mod policy;
 mod readme;

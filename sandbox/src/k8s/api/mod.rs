@@ -632,6 +632,25 @@ mod tests {
     }
 
     #[test]
+    fn json_patch_test_of_a_missing_member_against_null_passes() {
+        let doc = json!({"metadata": {"name": "s"}});
+        let patched = json_patch(
+            &doc,
+            &json!([
+                {"op": "test", "path": "/metadata/finalizers", "value": null},
+                {"op": "add", "path": "/metadata/finalizers", "value": ["terrain.dev/destroy"]}
+            ]),
+        )
+        .expect("a missing member tests equal to null");
+        assert_eq!(
+            patched["metadata"]["finalizers"],
+            json!(["terrain.dev/destroy"])
+        );
+        let missing = json!([{"op": "test", "path": "/metadata/finalizers", "value": []}]);
+        assert!(json_patch(&doc, &missing).is_err());
+    }
+
+    #[test]
     fn server_side_apply_over_the_api() {
         let mut f = Fixture::new();
         let apply_ct = Some("application/apply-patch+yaml");

@@ -578,7 +578,11 @@ pub(crate) fn json_patch(doc: &Value, patch: &Value) -> Result<Value, String> {
                 pointer_add(&mut doc, &path, v)?;
             }
             "test" => {
-                if pointer_get(&doc, &path) != op.get("value") {
+                // As the API server's JSON patch: a missing member tests equal to null
+                // (kube's finalizer helper tests `/metadata/finalizers` against null
+                // before adding the first).
+                let found = pointer_get(&doc, &path).unwrap_or(&Value::Null);
+                if found != op.get("value").unwrap_or(&Value::Null) {
                     return Err(format!("test failed at {}", op["path"]));
                 }
             }
