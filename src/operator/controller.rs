@@ -42,6 +42,19 @@ pub struct Settings {
     pub retry: Duration,
 }
 
+/// One reconcile's plan and what is known of it.
+struct Round<'a> {
+    stack: &'a Stack,
+    job: Job,
+    planned: Planned,
+    facts: Facts,
+    /// Whether its changes are drift, and the fields that drifted.
+    drift: bool,
+    drifted: Vec<String>,
+    /// When to plan again.
+    interval: Duration,
+}
+
 /// What every reconcile shares.
 pub struct Context {
     client: Client,
@@ -309,121 +322,156 @@ impl Context {
         } else {
             Vec::new()
         };
-        match decide::decide(&stack.spec, &status, &facts) {
-            Decision::Converged => {
-                status.pending_plan = None;
-                status.superseded_approval = None;
-                status.drifted.clear();
-                set(&mut status, generation, "Drifted", false, "NoDrift", "");
-                set(
-                    &mut status,
-                    generation,
-                    "PlanPending",
-                    false,
-                    "UpToDate",
-                    "",
-                );
-                set(
-                    &mut status,
-                    generation,
-                    "Reconciling",
-                    false,
-                    "UpToDate",
-                    "",
-                );
-                set(&mut status, generation, "Stalled", false, "UpToDate", "");
-                set(
-                    &mut status,
-                    generation,
-                    "Ready",
-                    true,
-                    "UpToDate",
-                    "the live objects match the stack",
-                );
-                self.write_status(stack, &status).await?;
-                Ok(Action::requeue(interval))
-            }
-            Decision::Apply { why } => {
-                self.apply(
-                    stack, status, &job, &planned, &facts, why, drift, &drifted, interval,
-                )
-                .await
-            }
+        let decision = decide::decide(&stack.spec, &status, &facts);
+        let round = Round {
+            stack,
+            job,
+            planned,
+            facts,
+            drift,
+            drifted,
+            interval,
+        };
+        match decision {
+            Decision::Converged => self.settled(&round, status).await,
+            Decision::Apply { why } => self.apply(&round, status, why).await,
             Decision::Wait { superseded, drift } => {
-                let pending = self.pending(&job, &planned, &facts.digest).await;
-                let pending = match pending {
-                    Ok(p) => p,
-                    Err(e) => return self.failed(stack, status, &job, e, "PlanNotStored").await,
-                };
-                let fresh =
-                    status.pending_plan.as_ref().map(|p| &p.digest) != Some(&pending.digest);
-                let newly = superseded.is_some() && status.superseded_approval != superseded;
-                status.superseded_approval.clone_from(&superseded);
-                if let Some(old) = superseded.as_ref().filter(|_| newly) {
-                    self.event(stack, true, "PlanSuperseded", "Plan", format!("approved plan {old} was superseded by {}: the stack's inputs, its state or the live objects changed since; approve the new plan", pending.digest)).await;
-                }
-                if drift {
-                    if status.drifted != drifted {
-                        self.event(
-                            stack,
-                            true,
-                            "DriftDetected",
-                            "Plan",
-                            format!("changed outside the stack: {}", drifted.join(", ")),
-                        )
-                        .await;
-                    }
-                    status.drifted = drifted.clone();
-                    set(
-                        &mut status,
-                        generation,
-                        "Drifted",
-                        true,
-                        "ChangedOutside",
-                        &format!("changed outside the stack: {}", drifted.join(", ")),
-                    );
-                }
-                let counts = counts(&pending);
-                let (reason, message) = match (&superseded, drift) {
-                    (Some(old), _) => ("Superseded", format!("{old} was approved but the plan is now {} ({counts}); approve it to apply", pending.digest)),
-                    (None, true) if stack.spec.drift.mode == super::crd::DriftMode::Report => ("DriftAwaitingApproval", format!("plan {} puts the drift back ({counts}); approve it to apply", pending.digest)),
-                    _ => ("AwaitingApproval", format!("plan {} ({counts}) waits for approval", pending.digest)),
-                };
-                if fresh && superseded.is_none() {
-                    self.event(stack, false, "PlanPending", "Plan", message.clone())
-                        .await;
-                }
-                status.pending_plan = Some(pending);
-                set(
-                    &mut status,
-                    generation,
-                    "PlanPending",
-                    true,
-                    reason,
-                    &message,
-                );
-                set(&mut status, generation, "Reconciling", false, reason, "");
-                set(&mut status, generation, "Stalled", false, reason, "");
-                set(&mut status, generation, "Ready", false, reason, &message);
-                self.write_status(stack, &status).await?;
-                Ok(Action::requeue(interval))
+                self.hold(&round, status, superseded, drift).await
             }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Records that the live objects match the stack.
+    async fn settled(
+        &self,
+        round: &Round<'_>,
+        mut status: StackStatus,
+    ) -> Result<Action, OperatorError> {
+        let generation = round.stack.meta().generation;
+        status.pending_plan = None;
+        status.superseded_approval = None;
+        status.drifted.clear();
+        for type_ in ["Drifted", "PlanPending", "Reconciling", "Stalled"] {
+            let reason = if type_ == "Drifted" {
+                "NoDrift"
+            } else {
+                "UpToDate"
+            };
+            set(&mut status, generation, type_, false, reason, "");
+        }
+        set(
+            &mut status,
+            generation,
+            "Ready",
+            true,
+            "UpToDate",
+            "the live objects match the stack",
+        );
+        self.write_status(round.stack, &status).await?;
+        Ok(Action::requeue(round.interval))
+    }
+
+    /// Stores a plan that waits for approval and says so: in the status, and in an
+    /// Event when it is new, supersedes an approval, or shows new drift.
+    async fn hold(
+        &self,
+        round: &Round<'_>,
+        mut status: StackStatus,
+        superseded: Option<String>,
+        drift: bool,
+    ) -> Result<Action, OperatorError> {
+        let (stack, generation) = (round.stack, round.stack.meta().generation);
+        let pending = match self
+            .pending(&round.job, &round.planned, &round.facts.digest)
+            .await
+        {
+            Ok(p) => p,
+            Err(e) => {
+                return self
+                    .failed(stack, status, &round.job, e, "PlanNotStored")
+                    .await
+            }
+        };
+        let fresh = status.pending_plan.as_ref().map(|p| &p.digest) != Some(&pending.digest);
+        let newly = superseded.is_some() && status.superseded_approval != superseded;
+        status.superseded_approval.clone_from(&superseded);
+        if let Some(old) = superseded.as_ref().filter(|_| newly) {
+            self.event(stack, true, "PlanSuperseded", "Plan", format!("approved plan {old} was superseded by {}: the stack's inputs, its state or the live objects changed since; approve the new plan", pending.digest)).await;
+        }
+        if drift {
+            let fields = format!("changed outside the stack: {}", round.drifted.join(", "));
+            if status.drifted != round.drifted {
+                self.event(stack, true, "DriftDetected", "Plan", fields.clone())
+                    .await;
+            }
+            status.drifted.clone_from(&round.drifted);
+            set(
+                &mut status,
+                generation,
+                "Drifted",
+                true,
+                "ChangedOutside",
+                &fields,
+            );
+        }
+        let counts = counts(&pending);
+        let (reason, message) = match (&superseded, drift) {
+            (Some(old), _) => (
+                "Superseded",
+                format!(
+                    "{old} was approved but the plan is now {} ({counts}); approve it to apply",
+                    pending.digest
+                ),
+            ),
+            (None, true) if stack.spec.drift.mode == super::crd::DriftMode::Report => (
+                "DriftAwaitingApproval",
+                format!(
+                    "plan {} puts the drift back ({counts}); approve it to apply",
+                    pending.digest
+                ),
+            ),
+            _ => (
+                "AwaitingApproval",
+                format!("plan {} ({counts}) waits for approval", pending.digest),
+            ),
+        };
+        if fresh && superseded.is_none() {
+            self.event(stack, false, "PlanPending", "Plan", message.clone())
+                .await;
+        }
+        status.pending_plan = Some(pending);
+        set(
+            &mut status,
+            generation,
+            "PlanPending",
+            true,
+            reason,
+            &message,
+        );
+        set(&mut status, generation, "Reconciling", false, reason, "");
+        set(&mut status, generation, "Stalled", false, reason, "");
+        set(&mut status, generation, "Ready", false, reason, &message);
+        self.write_status(stack, &status).await?;
+        Ok(Action::requeue(round.interval))
+    }
+
+    /// Applies a plan that was let through, and records it.
     async fn apply(
         &self,
-        stack: &Stack,
+        round: &Round<'_>,
         mut status: StackStatus,
-        job: &Job,
-        planned: &Planned,
-        facts: &Facts,
         why: Why,
-        drift: bool,
-        drifted: &[String],
-        interval: Duration,
     ) -> Result<Action, OperatorError> {
+        let Round {
+            stack,
+            job,
+            planned,
+            facts,
+            drift,
+            drifted,
+            interval,
+        } = round;
+        let (stack, drift, interval) = (*stack, *drift, *interval);
         let generation = stack.meta().generation;
         let s = planned.plan.summary();
         let counts = format!(
