@@ -45,8 +45,12 @@ pub struct OperatorArgs {
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new(), num_args = 0, default_missing_value = "true", default_value = "false")]
     sandbox: bool,
     /// The sandbox's directory (that of `terrain sandbox serve --dir DIR`).
-    #[arg(long = "sandbox-dir", value_name = "DIR", requires = "sandbox")]
-    sandbox_dir: Option<PathBuf>,
+    #[arg(
+        long = "sandbox-dir",
+        default_value = "state/sandbox",
+        value_name = "DIR"
+    )]
+    sandbox_dir: PathBuf,
 }
 
 pub async fn run(args: OperatorArgs) -> anyhow::Result<Exit> {
@@ -59,7 +63,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<Exit> {
     let client = common::kube_client(args.context.as_deref()).await?;
     let runner = Arc::new(Worker::start(EngineRunner {
         sandbox: args.sandbox,
-        sandbox_dir: args.sandbox_dir.as_deref().map(common::absolute),
+        sandbox_dir: args.sandbox.then(|| common::absolute(&args.sandbox_dir)),
     })?);
     crate::output::operator::log("info", "", "terrain operator started");
     controller::run(

@@ -154,12 +154,15 @@ pub fn describe(stack: &Stack) -> String {
     match &status.pending_plan {
         Some(p) => {
             out.push_str(&format!(
-                "\nPending plan {}{}\n  made {} against state serial {} (lineage {})\n  {} to add, {} to change, {} to replace, {} to destroy{}\n  stored at {}\n",
+                "\nPending plan {}{}\n  made {} against {}\n  {} to add, {} to change, {} to replace, {} to destroy{}\n  stored at {}\n",
                 p.digest,
                 if p.destroy_all { " (destroy)" } else { "" },
                 p.planned_at,
-                p.serial,
-                p.lineage,
+                if p.lineage.is_empty() {
+                    "no state yet".to_string()
+                } else {
+                    format!("state serial {} (lineage {})", p.serial, p.lineage)
+                },
                 p.add,
                 p.change,
                 p.replace,

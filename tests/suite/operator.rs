@@ -88,7 +88,6 @@ fn serve(dir: &Path, log: &Path) -> (Proc, String) {
         .args(["sandbox", "serve", "--dir"])
         .arg(dir)
         .env("TERRAIN_SANDBOX_TIME_SCALE", "0.01")
-        .env("TERRAIN_SANDBOX_ENABLED_APIS", "all")
         .stdout(std::fs::File::create(log).expect("log"))
         .stderr(Stdio::null())
         .spawn()
@@ -172,28 +171,11 @@ fn is(status: &Value, type_: &str, value: &str) -> bool {
     condition(status, type_)["status"] == value
 }
 
-const STACK: &str = r#"[stack]
-name = "data"
-
-[variables.team]
-default = "ml"
-
-[providers.gcp]
-project = "ops-project"
-region  = "us-central1"
-
-[backend.gcs]
-bucket = "ops-state"
-prefix = "stacks/data"
-
-[gcs_bucket.data]
-name     = "ops-data-bucket"
-location = "us-central1"
-labels   = { team = "${var.team}" }
-
-[outputs]
-bucket = "${gcs_bucket.data.name}"
-"#;
+/// The stack the operator reconciles: the README's example.
+fn data_stack() -> String {
+    std::fs::read_to_string(manifest_dir().join("deploy/examples/data/stack.toml"))
+        .expect("example stack")
+}
 
 struct Storage {
     url: String,
@@ -237,14 +219,15 @@ async fn operator_holds_plans_for_approval_by_digest_and_reports_and_corrects_dr
     let (_serve, url) = serve(&dir, &work.path().join("serve.log"));
     let sandbox_dir = dir.display().to_string();
 
-    // The cluster the operator runs against, made by a stack of its own.
+    // The cluster the operator runs against, made by the README's example stack in a
+    // project as new as they come.
     let cluster_stack = work.path().join("cluster");
     std::fs::create_dir_all(&cluster_stack).expect("mkdir");
-    std::fs::write(
+    std::fs::copy(
+        manifest_dir().join("deploy/examples/cluster/stack.toml"),
         cluster_stack.join("stack.toml"),
-        "[stack]\nname = \"ops\"\n\n[providers.gcp]\nproject = \"ops-project\"\nregion = \"us-central1\"\n\n[gke_cluster.ops]\nname = \"ops\"\nlocation = \"us-central1\"\nmode = \"autopilot\"\n",
     )
-    .expect("write");
+    .expect("copy");
     ok(
         terrain()
             .args([
@@ -255,7 +238,8 @@ async fn operator_holds_plans_for_approval_by_digest_and_reports_and_corrects_dr
                 &sandbox_dir,
                 "-s",
             ])
-            .arg(&cluster_stack),
+            .arg(&cluster_stack)
+            .current_dir(work.path()),
         "terrain apply (the cluster)",
     );
     let kubeconfig = wait(
@@ -317,7 +301,7 @@ async fn operator_holds_plans_for_approval_by_digest_and_reports_and_corrects_dr
 
     k.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "data-stack", "namespace": "default"},
-        "data": {"stack.toml": STACK}}));
+        "data": {"stack.toml": data_stack()}}));
     k.apply(&json!({"apiVersion": "terrain.dev/v1alpha1", "kind": "Stack",
         "metadata": {"name": "data", "namespace": "default"},
         "spec": {"source": {"configMap": {"name": "data-stack"}}, "interval": "3s", "vars": {"team": "ml"}}}));

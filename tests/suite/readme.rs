@@ -844,3 +844,84 @@ fn readme_adoption_walk_is_what_terrain_prints() {
         "README shows the Job's YAML import wrote"
     );
 }
+
+/// The README's "Running terrain in the cluster" walk, run as written: `terrain sandbox
+/// serve` in one terminal, the block of commands in another (bash, `set -e`), from a
+/// directory holding the repository's `deploy/`. The bucket the approved plan makes is
+/// then in the sandbox.
+#[test]
+fn readme_running_terrain_in_the_cluster_walk_runs_on_the_sandbox() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("read README");
+    let section = &readme[readme
+        .find("## Running terrain in the cluster")
+        .expect("the section")..];
+    assert_eq!(
+        block_after(section, "In one terminal:").trim(),
+        "terrain sandbox serve"
+    );
+    let walk = block_after(section, "In another, from the repository's root:");
+    let work = tempfile::tempdir().expect("temp dir");
+    common::copy_dir(&root.join("deploy"), &work.path().join("deploy"));
+    let bin = Path::new(env!("CARGO_BIN_EXE_terrain"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_terrain"))
+        .args(["sandbox", "serve"])
+        .current_dir(work.path())
+        .env("TERRAIN_SANDBOX_TIME_SCALE", "0.01")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("terrain sandbox serve");
+    let served = work.path().join("state/sandbox/serve.json");
+    let start = Instant::now();
+    while !served.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the sandbox serves"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let script =
+        format!("set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{walk}");
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&script)
+        .current_dir(work.path())
+        .env("PATH", &path)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("bash");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed = Command::new(env!("CARGO_BIN_EXE_terrain"))
+        .args(["sandbox", "list"])
+        .current_dir(work.path())
+        .output()
+        .expect("terrain sandbox list");
+    let _ = serve.kill();
+    let _ = serve.wait();
+    assert!(
+        out.status.success(),
+        "the walk failed:\n{text}\nthe operator's log:\n{}",
+        std::fs::read_to_string(work.path().join("state/operator.log")).unwrap_or_default()
+    );
+    assert!(
+        text.contains("Approved plan sha256:")
+            && text.contains("Ready        True")
+            && text.contains("+ gcs_bucket.data will be created"),
+        "{text}"
+    );
+    let inventory = String::from_utf8_lossy(&listed.stdout);
+    assert!(inventory.contains("ops-data-bucket"), "{inventory}");
+}
