@@ -215,9 +215,13 @@ impl EngineRunner {
         let mut stack = match common::checked_stack(&args, &registry) {
             Ok(Ok(s)) => s,
             Ok(Err(errors)) => {
+                // `stack.toml:27:12: …`, as the stack's repository names its files.
+                let text = errors
+                    .to_string()
+                    .replace(&format!("{}/", job.dir.display()), "");
                 return Err(RunError::Invalid {
-                    message: hide(&crate::output::diag::render(&errors, false), &job.secrets),
-                })
+                    message: hide(&text, &job.secrets),
+                });
             }
             Err(e) => {
                 return Err(RunError::Invalid {

@@ -605,9 +605,19 @@ impl Context {
         set(&mut status, generation, "Reconciling", false, reason, "");
         set(&mut status, generation, "Ready", false, reason, message);
         self.write_status(stack, &status).await?;
-        self.event(stack, true, reason, "Reconcile", message.to_string())
-            .await;
-        Ok(Action::requeue(self.settings.retry))
+        let fresh = stack.status.as_ref().is_none_or(|s| {
+            !s.conditions
+                .iter()
+                .any(|c| c.type_ == "Stalled" && c.status == "True" && c.message == message)
+        });
+        if fresh {
+            self.event(stack, true, reason, "Reconcile", message.to_string())
+                .await;
+        }
+        // Only a change of the Stack or its sources (which trigger a reconcile at once)
+        // can fix it: look again at the interval, not at the retry's pace.
+        let later = next_plan(stack).unwrap_or(self.settings.retry);
+        Ok(Action::requeue(later.max(self.settings.retry)))
     }
 
     async fn failed(
@@ -636,10 +646,17 @@ impl Context {
             }
             RunError::Stale { .. } | RunError::Failed { .. } => {}
         }
+        let repeated = status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.reason == reason && c.message == message);
         set(&mut status, generation, "Reconciling", false, reason, "");
         set(&mut status, generation, "Ready", false, reason, &message);
         self.write_status(stack, &status).await?;
-        self.event(stack, true, reason, "Reconcile", message).await;
+        // One Event per failure, not one per retry.
+        if !repeated {
+            self.event(stack, true, reason, "Reconcile", message).await;
+        }
         Ok(Action::requeue(self.settings.retry))
     }
 

@@ -68,7 +68,7 @@ fn default_interval() -> String {
     "5m".to_string()
 }
 
-/// Where the stack's files come from: exactly one of these.
+/// Where the stack's files come from: exactly one of `configMap` and `git`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Source {
@@ -76,6 +76,26 @@ pub struct Source {
     /// (`main.toml`, `envs__prod.toml` for `envs/prod.toml`: `__` stands for `/`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map: Option<ConfigMapSource>,
+    /// A Git repository, fetched by the operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitSource>,
+}
+
+/// A Git repository holding a stack's files.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+pub struct GitSource {
+    /// `https://…`, or `file://…` for a repository on the operator's disk.
+    pub url: String,
+    /// A branch, a tag or a commit id.
+    #[serde(rename = "ref", default = "default_ref")]
+    pub reference: String,
+    /// The stack's directory in the repository (the root by default).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub path: String,
+}
+
+fn default_ref() -> String {
+    "main".to_string()
 }
 
 /// A ConfigMap holding a stack's files.

@@ -9,6 +9,7 @@ pub mod controller;
 pub mod crd;
 pub mod decide;
 pub mod digest;
+pub mod git;
 pub mod source;
 
 use std::collections::BTreeMap;

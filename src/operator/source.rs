@@ -1,5 +1,5 @@
-//! A Stack's inputs as the operator reads them: the stack's files from its ConfigMap,
-//! written into the Stack's own working directory, and its variables, those of
+//! A Stack's inputs as the operator reads them: the stack's files from its ConfigMap or
+//! its Git repository, written into the Stack's own working directory, and its variables, those of
 //! `varsFrom` Secrets kept apart so their values can be hidden.
 
 use std::collections::BTreeMap;
@@ -33,23 +33,44 @@ pub async fn read(
     spec: &StackSpec,
     work: &Path,
 ) -> Result<Inputs, OperatorError> {
-    let Some(cm) = &spec.source.config_map else {
-        return Err(OperatorError::Source {
-            message: "spec.source names no ConfigMap: set source.configMap.name".into(),
-        });
+    let files = match (&spec.source.config_map, &spec.source.git) {
+        (Some(cm), None) => {
+            let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+            let found = maps
+                .get_opt(&cm.name)
+                .await
+                .map_err(|source| OperatorError::Kube {
+                    call: format!("get configmaps/{}", cm.name),
+                    source,
+                })?
+                .ok_or_else(|| OperatorError::Source {
+                    message: format!("ConfigMap {namespace}/{} does not exist", cm.name),
+                })?;
+            files_of(&found)?
+        }
+        (None, Some(git)) => {
+            let (git, cache) = (git.clone(), work.join(".mirrors"));
+            // Cloning and fetching block: off the controller's threads.
+            let (files, _commit) = tokio::task::spawn_blocking(move || {
+                super::git::files(&git.url, &git.reference, &git.path, &cache)
+            })
+            .await
+            .map_err(|e| OperatorError::Source {
+                message: format!("the git fetch stopped: {e}"),
+            })??;
+            if !files.keys().any(|p| p.ends_with(".toml")) {
+                return Err(OperatorError::Source {
+                    message: "the git source holds no .toml file at its path".into(),
+                });
+            }
+            files
+        }
+        _ => {
+            return Err(OperatorError::Source {
+                message: "spec.source must name exactly one of configMap and git".into(),
+            })
+        }
     };
-    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let found = maps
-        .get_opt(&cm.name)
-        .await
-        .map_err(|source| OperatorError::Kube {
-            call: format!("get configmaps/{}", cm.name),
-            source,
-        })?
-        .ok_or_else(|| OperatorError::Source {
-            message: format!("ConfigMap {namespace}/{} does not exist", cm.name),
-        })?;
-    let files = files_of(&found)?;
     let mut vars = spec.vars.clone();
     let mut secrets = Vec::new();
     let secret_api: Api<Secret> = Api::namespaced(client.clone(), namespace);

@@ -105,6 +105,17 @@ pub fn describe(stack: &Stack) -> String {
     if let Some(cm) = &spec.source.config_map {
         out.push_str(&format!("  Source:        ConfigMap {}\n", cm.name));
     }
+    if let Some(git) = &spec.source.git {
+        let path = if git.path.is_empty() {
+            String::new()
+        } else {
+            format!(" {}", git.path)
+        };
+        out.push_str(&format!(
+            "  Source:        {} at {}{path}\n",
+            git.url, git.reference
+        ));
+    }
     if let Some(env) = &spec.env {
         out.push_str(&format!("  Environment:   {env}\n"));
     }

@@ -139,14 +139,29 @@ impl Cluster {
     }
 
     fn stack(&self) -> Value {
-        serde_json::from_str(&self.kubectl(&["get", "stack", "data", "-o", "json"])).expect("json")
+        self.stack_named("data")
     }
 
-    /// The Stack once `pred` holds of its status.
+    fn stack_named(&self, name: &str) -> Value {
+        serde_json::from_str(&self.kubectl(&["get", "stack", name, "-o", "json"])).expect("json")
+    }
+
+    /// Stack `data` once `pred` holds of its status.
     fn until(&self, what: &str, timeout: Duration, pred: impl Fn(&Value) -> bool) -> Value {
+        self.until_named("data", what, timeout, pred)
+    }
+
+    /// Stack `name` once `pred` holds of its status.
+    fn until_named(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
         let start = Instant::now();
         loop {
-            let s = self.stack();
+            let s = self.stack_named(name);
             if pred(&s["status"]) {
                 return s;
             }
@@ -211,93 +226,125 @@ impl Storage {
     }
 }
 
+/// A served sandbox with a GKE cluster made by the README's example stack (in a
+/// project as new as they come), the Stack CRD applied, and `terrain operator` running
+/// against it.
+struct Ops {
+    work: tempfile::TempDir,
+    sandbox_dir: String,
+    k: Cluster,
+    storage: Storage,
+    _operator: Proc,
+    _serve: Proc,
+}
+
+impl Ops {
+    fn start() -> Ops {
+        let work = tempfile::tempdir().expect("temp dir");
+        let dir = work.path().join("sandbox");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let (serve, url) = serve(&dir, &work.path().join("serve.log"));
+        let sandbox_dir = dir.display().to_string();
+        let cluster_stack = work.path().join("cluster");
+        std::fs::create_dir_all(&cluster_stack).expect("mkdir");
+        std::fs::copy(
+            manifest_dir().join("deploy/examples/cluster/stack.toml"),
+            cluster_stack.join("stack.toml"),
+        )
+        .expect("copy");
+        ok(
+            terrain()
+                .args([
+                    "apply",
+                    "--auto-approve",
+                    "--sandbox",
+                    "--sandbox-dir",
+                    &sandbox_dir,
+                    "-s",
+                ])
+                .arg(&cluster_stack)
+                .current_dir(work.path()),
+            "terrain apply (the cluster)",
+        );
+        let kubeconfig = wait(
+            "the cluster's kubeconfig is written",
+            Duration::from_secs(30),
+            || {
+                std::fs::read_dir(dir.join("kube"))
+                    .ok()?
+                    .filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .find(|p| p.to_string_lossy().contains("ops"))
+            },
+        );
+        let operator_log = work.path().join("operator.log");
+        let k = Cluster {
+            kubeconfig,
+            log: operator_log.clone(),
+        };
+        let crd = manifest_dir().join("deploy/crd.yaml").display().to_string();
+        k.kubectl(&["apply", "-f", &crd]);
+        k.kubectl(&[
+            "wait",
+            "--for",
+            "condition=established",
+            "crd/stacks.terrain.dev",
+            "--timeout",
+            "30s",
+        ]);
+        let operator = Proc(
+            terrain()
+                .args([
+                    "operator",
+                    "--sandbox",
+                    "--sandbox-dir",
+                    &sandbox_dir,
+                    "--retry",
+                    "1s",
+                    "--work-dir",
+                ])
+                .arg(work.path().join("stacks"))
+                .env("KUBECONFIG", &k.kubeconfig)
+                .current_dir(work.path())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(&operator_log).expect("log"))
+                .spawn()
+                .expect("terrain operator"),
+        );
+        let storage = Storage {
+            url,
+            token: std::fs::read_to_string(dir.join("access-token"))
+                .expect("token")
+                .trim()
+                .to_string(),
+        };
+        Ops {
+            work,
+            sandbox_dir,
+            k,
+            storage,
+            _operator: operator,
+            _serve: serve,
+        }
+    }
+
+    /// `terrain ARGS` against the operator's cluster, from the work directory.
+    fn terrain(&self, args: &[&str]) -> String {
+        ok(
+            terrain()
+                .args(args)
+                .env("KUBECONFIG", &self.k.kubeconfig)
+                .current_dir(self.work.path()),
+            &format!("terrain {}", args.join(" ")),
+        )
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn operator_holds_plans_for_approval_by_digest_and_reports_and_corrects_drift() {
-    let work = tempfile::tempdir().expect("temp dir");
-    let dir = work.path().join("sandbox");
-    std::fs::create_dir_all(&dir).expect("mkdir");
-    let (_serve, url) = serve(&dir, &work.path().join("serve.log"));
-    let sandbox_dir = dir.display().to_string();
-
-    // The cluster the operator runs against, made by the README's example stack in a
-    // project as new as they come.
-    let cluster_stack = work.path().join("cluster");
-    std::fs::create_dir_all(&cluster_stack).expect("mkdir");
-    std::fs::copy(
-        manifest_dir().join("deploy/examples/cluster/stack.toml"),
-        cluster_stack.join("stack.toml"),
-    )
-    .expect("copy");
-    ok(
-        terrain()
-            .args([
-                "apply",
-                "--auto-approve",
-                "--sandbox",
-                "--sandbox-dir",
-                &sandbox_dir,
-                "-s",
-            ])
-            .arg(&cluster_stack)
-            .current_dir(work.path()),
-        "terrain apply (the cluster)",
-    );
-    let kubeconfig = wait(
-        "the cluster's kubeconfig is written",
-        Duration::from_secs(30),
-        || {
-            std::fs::read_dir(dir.join("kube"))
-                .ok()?
-                .filter_map(Result::ok)
-                .map(|e| e.path())
-                .find(|p| p.to_string_lossy().contains("ops"))
-        },
-    );
-    let operator_log = work.path().join("operator.log");
-    let k = Cluster {
-        kubeconfig,
-        log: operator_log.clone(),
-    };
-    k.kubectl(&[
-        "apply",
-        "-f",
-        &manifest_dir().join("deploy/crd.yaml").display().to_string(),
-    ]);
-    k.kubectl(&[
-        "wait",
-        "--for",
-        "condition=established",
-        "crd/stacks.terrain.dev",
-        "--timeout",
-        "30s",
-    ]);
-
-    let _operator = Proc(
-        terrain()
-            .args([
-                "operator",
-                "--sandbox",
-                "--sandbox-dir",
-                &sandbox_dir,
-                "--retry",
-                "1s",
-                "--work-dir",
-            ])
-            .arg(work.path().join("stacks"))
-            .env("KUBECONFIG", &k.kubeconfig)
-            .current_dir(work.path())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&operator_log).expect("log"))
-            .spawn()
-            .expect("terrain operator"),
-    );
-    let storage = Storage {
-        url: url.clone(),
-        token: std::fs::read_to_string(dir.join("access-token"))
-            .expect("token")
-            .trim()
-            .to_string(),
-    };
+    let ops = Ops::start();
+    let (k, storage, sandbox_dir) = (&ops.k, &ops.storage, ops.sandbox_dir.clone());
+    let operator_log = k.log.clone();
 
     k.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "data-stack", "namespace": "default"},
@@ -463,4 +510,209 @@ async fn operator_holds_plans_for_approval_by_digest_and_reports_and_corrects_dr
             log()
         );
     }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    ok(
+        Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(dir),
+        &format!("git {}", args.join(" ")),
+    );
+}
+
+fn commit(repo: &Path, file: &str, text: &str) {
+    let path = repo.join(file);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&path, text).expect("write");
+    git(repo, &["add", "-A"]);
+    git(repo, &["commit", "-qm", file]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn operator_reads_a_stack_from_git_and_plans_anew_only_when_its_files_change() {
+    let ops = Ops::start();
+    let (k, storage) = (&ops.k, &ops.storage);
+    let repo = ops.work.path().join("repo");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    commit(&repo, "stacks/data/stack.toml", &data_stack());
+    commit(&repo, "README.md", "the team's stacks\n");
+    k.apply(&json!({"apiVersion": "terrain.dev/v1alpha1", "kind": "Stack",
+        "metadata": {"name": "data", "namespace": "default"},
+        "spec": {"source": {"git": {"url": format!("file://{}", repo.display()), "ref": "main", "path": "stacks/data"}},
+                 "interval": "2s", "approval": {"mode": "AutoIfNonDisruptive"}}}));
+    let s = k.until("the first plan is applied", Duration::from_secs(60), |st| {
+        is(st, "Ready", "True")
+    });
+    let first = s["status"]["lastAppliedDigest"]
+        .as_str()
+        .expect("applied")
+        .to_string();
+    assert_eq!(storage.labels().await, Some(json!("ml")));
+
+    // A commit changing the stack: planned at the next interval and, adding and
+    // changing only, applied.
+    commit(
+        &repo,
+        "stacks/data/stack.toml",
+        &data_stack().replace("default = \"ml\"", "default = \"platform\""),
+    );
+    let s = k.until("the commit is applied", Duration::from_secs(60), |st| {
+        st["lastAppliedDigest"].as_str().is_some_and(|d| d != first) && is(st, "Ready", "True")
+    });
+    let second = s["status"]["lastAppliedDigest"]
+        .as_str()
+        .expect("applied")
+        .to_string();
+    assert_eq!(storage.labels().await, Some(json!("platform")));
+
+    // A commit outside the stack's path: the same inputs, so nothing new to approve.
+    commit(&repo, "README.md", "the team's stacks, described\n");
+    let shown = ops.terrain(&[
+        "stack",
+        "plan",
+        "data",
+        "--no-color",
+        "--sandbox",
+        "--sandbox-dir",
+        &ops.sandbox_dir,
+    ]);
+    assert!(
+        shown.contains("No plan is pending.")
+            && shown.contains(&format!("Last applied:  {second}")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains(&format!(
+            "Source:        file://{} at main stacks/data",
+            repo.display()
+        )),
+        "{shown}"
+    );
+
+    // Shrinking is disruptive: a commit that destroys the bucket waits for approval.
+    commit(&repo, "stacks/data/stack.toml", "[stack]\nname = \"data\"\n\n[providers.gcp]\nproject = \"ops-project\"\nregion  = \"us-central1\"\n\n[backend.gcs]\nbucket = \"ops-state\"\nprefix = \"stacks/data\"\n");
+    let s = k.until("the destroy waits", Duration::from_secs(60), |st| {
+        is(st, "PlanPending", "True")
+    });
+    assert_eq!(s["status"]["pendingPlan"]["disruptive"], true);
+    assert_eq!(
+        s["status"]["pendingPlan"]["disruptions"],
+        json!(["gcs_bucket.data: destroyed"])
+    );
+    assert_eq!(
+        storage.labels().await,
+        Some(json!("platform")),
+        "nothing destroyed unapproved"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn operator_keeps_secrets_out_refuses_local_state_and_destroys_only_once_approved() {
+    let ops = Ops::start();
+    let (k, storage) = (&ops.k, &ops.storage);
+    const SECRET: &str = "tok-5ecre7-value-991";
+    let stack = format!(
+        "{}\n[variables.owner]\nsensitive = true\n",
+        data_stack().replace(
+            "labels   = { team = \"${var.team}\" }",
+            "labels   = { team = \"${var.team}\", owner = \"${var.owner}\" }"
+        )
+    );
+    k.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "data-stack", "namespace": "default"}, "data": {"stack.toml": stack}}));
+    k.apply(&json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "data-secrets", "namespace": "default"}, "stringData": {"owner": SECRET}}));
+    k.apply(&json!({"apiVersion": "terrain.dev/v1alpha1", "kind": "Stack",
+        "metadata": {"name": "data", "namespace": "default"},
+        "spec": {"source": {"configMap": {"name": "data-stack"}}, "interval": "2s",
+                 "varsFrom": [{"secretRef": {"name": "data-secrets"}}], "deletionPolicy": "Destroy"}}));
+    // A stack whose state would be on the pod's disk is refused, saying why.
+    k.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "local-stack", "namespace": "default"},
+        "data": {"stack.toml": "[stack]\nname = \"local\"\n\n[providers.gcp]\nproject = \"ops-project\"\n\n[gcs_bucket.b]\nname = \"ops-local-bucket\"\nlocation = \"us-central1\"\n"}}));
+    k.apply(
+        &json!({"apiVersion": "terrain.dev/v1alpha1", "kind": "Stack",
+        "metadata": {"name": "local", "namespace": "default"},
+        "spec": {"source": {"configMap": {"name": "local-stack"}}, "interval": "2s"}}),
+    );
+    let s = k.until_named(
+        "local",
+        "the local state is refused",
+        Duration::from_secs(60),
+        |st| is(st, "Stalled", "True"),
+    );
+    let message = condition(&s["status"], "Stalled")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("local file") && message.contains("S3 or GCS"),
+        "{message}"
+    );
+
+    let s = k.until("a plan is pending", Duration::from_secs(60), |st| {
+        is(st, "PlanPending", "True")
+    });
+    let digest = s["status"]["pendingPlan"]["digest"]
+        .as_str()
+        .expect("digest")
+        .to_string();
+    ops.terrain(&["stack", "approve", "data", &digest]);
+    k.until("applied", Duration::from_secs(60), |st| {
+        is(st, "Ready", "True")
+    });
+    assert_eq!(storage.labels().await, Some(json!("ml")));
+
+    // Deleting the Stack makes a destroy plan that waits; the Stack stays meanwhile.
+    k.kubectl(&["delete", "stack", "data", "--wait=false"]);
+    let s = k.until("the destroy plan waits", Duration::from_secs(60), |st| {
+        condition(st, "PlanPending")["reason"] == "DestroyAwaitingApproval"
+    });
+    assert_eq!(s["status"]["pendingPlan"]["destroyAll"], true);
+    assert_eq!(s["status"]["pendingPlan"]["destroy"], 1);
+    assert_eq!(
+        storage.labels().await,
+        Some(json!("ml")),
+        "nothing destroyed unapproved"
+    );
+    let shown = ops.terrain(&[
+        "stack",
+        "show",
+        "data",
+        "--no-color",
+        "--sandbox",
+        "--sandbox-dir",
+        &ops.sandbox_dir,
+    ]);
+    assert!(
+        shown.contains("(destroy)") && shown.contains("- gcs_bucket.data will be destroyed"),
+        "{shown}"
+    );
+    let approved = ops.terrain(&["stack", "approve", "data"]);
+    assert!(approved.contains("to destroy"), "{approved}");
+    wait("the Stack is gone", Duration::from_secs(60), || {
+        let out = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&k.kubeconfig)
+            .args(["get", "stack", "data", "--ignore-not-found", "-o", "name"])
+            .output()
+            .ok()?;
+        out.stdout.is_empty().then_some(())
+    });
+    assert_eq!(storage.labels().await, None, "destroyed once approved");
+
+    // The Secret's value is nowhere the operator writes or shows.
+    let events = k.kubectl(&["get", "events.events.k8s.io", "-o", "json"]);
+    let everything = format!(
+        "{shown}\n{events}\n{}\n{}",
+        k.kubectl(&["get", "stacks", "-o", "json"]),
+        std::fs::read_to_string(&k.log).unwrap_or_default()
+    );
+    assert!(
+        !everything.contains(SECRET),
+        "the secret leaked:\n{everything}"
+    );
 }

@@ -43,7 +43,10 @@ pub(crate) fn on_create(
         ("", "persistentvolumeclaims") => pvc_create(object, cluster),
         ("", "persistentvolumes") => pv_create(object),
         ("", "namespaces") => namespace(key, object, true),
-        ("", "secrets") => default(object, &["type"], json!("Opaque")),
+        ("", "secrets") => {
+            string_data(object);
+            default(object, &["type"], json!("Opaque"));
+        }
         ("storage.k8s.io", "storageclasses") => {
             default(object, &["reclaimPolicy"], json!("Delete"));
             default(object, &["volumeBindingMode"], json!("Immediate"));
@@ -78,6 +81,7 @@ pub(crate) fn on_update(
         ("", "persistentvolumes") => pv_update(old, object, &mut causes),
         ("", "namespaces") => namespace(key, object, false),
         ("", "secrets") => {
+            string_data(object);
             default(object, &["type"], json!("Opaque"));
             data_immutable(old, object, &mut causes);
             if !old.is_null() && old["type"] != object["type"] {
@@ -99,6 +103,23 @@ pub(crate) fn on_update(
 }
 
 /// A value as the API server prints it in a field error.
+/// A Secret's `stringData` written into `data` (base64), over keys of the same name, as
+/// the API server does on every write: `stringData` is never stored or returned.
+fn string_data(object: &mut Value) {
+    use base64::Engine as _;
+    let Some(Value::Object(plain)) = object.as_object_mut().and_then(|o| o.remove("stringData"))
+    else {
+        return;
+    };
+    if !object["data"].is_object() {
+        object["data"] = json!({});
+    }
+    for (k, v) in plain {
+        let text = v.as_str().unwrap_or_default();
+        object["data"][k] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+    }
+}
+
 fn render(v: &Value) -> String {
     match v {
         Value::String(s) => format!("{s:?}"),
@@ -894,6 +915,20 @@ mod tests {
     fn job() -> Value {
         json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "train"},
                "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "python:3.12"}]}}}})
+    }
+
+    #[test]
+    fn secret_string_data_is_written_into_data_and_never_stored() {
+        let h = Harness::standard(vec![]);
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"a": "b2xk", "keep": "eA=="}, "stringData": {"a": "new", "token": "t0k"}});
+        let s = create(&h, "", "secrets", "default", secret).expect("a valid secret");
+        assert!(s.get("stringData").is_none(), "{s}");
+        assert_eq!(
+            s["data"],
+            json!({"a": "bmV3", "keep": "eA==", "token": "dDBr"})
+        );
+        assert_eq!(s["type"], "Opaque");
     }
 
     #[test]
