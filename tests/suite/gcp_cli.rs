@@ -188,6 +188,68 @@ async fn clusters_update_node_pool_autoscaling_by_hand_is_drift_the_next_plan_sh
         .expect_code(0);
 }
 
+/// The cluster autoscaler resizing an autoscaled pool (`nodePools/…:setSize`: the pool
+/// grows from 1 node per zone to 2) is the autoscaler's business: the next plan has
+/// nothing to do, so `terrain operator` never reports it as drift.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_autoscaler_resizing_a_pool_is_never_drift() {
+    let work = Sandbox::with_fixture("gcp-ml");
+    let env = Env::new(&work).await;
+    env.run(&work, &["apply", "--auto-approve"]).success();
+    let cluster = format!(
+        "{}v1/projects/ml-project/locations/us-central1-a/clusters/gpu-cluster",
+        env.cloud.gcp_endpoints().container
+    );
+    let http = reqwest::Client::new();
+    let get = |url: String| {
+        let http = http.clone();
+        async move {
+            http.get(url)
+                .bearer_auth("sandbox-token")
+                .send()
+                .await
+                .expect("answered")
+                .json::<serde_json::Value>()
+                .await
+                .expect("JSON")
+        }
+    };
+    let before = get(cluster.clone()).await["currentNodeCount"].clone();
+    let answer = http
+        .post(format!("{cluster}/nodePools/spot-gpu-pool:setSize"))
+        .bearer_auth("sandbox-token")
+        .json(&serde_json::json!({"nodeCount": 2}))
+        .send()
+        .await
+        .expect("the resize is answered");
+    assert!(
+        answer.status().is_success(),
+        "{}",
+        answer.text().await.unwrap_or_default()
+    );
+    let started = std::time::Instant::now();
+    loop {
+        let c = get(cluster.clone()).await;
+        let pool = &c["nodePools"]
+            .as_array()
+            .expect("pools")
+            .iter()
+            .find(|p| p["name"] == "spot-gpu-pool")
+            .cloned()
+            .unwrap_or_default();
+        if c["currentNodeCount"] != before && pool["status"] == "RUNNING" {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the resize never landed: {c}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    env.run(&work, &["plan", "--detailed-exitcode"])
+        .expect_code(0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retired_gpu_and_bad_tpu_topology_are_refused_offline() {
     let work = Sandbox::with_fixture("gcp-ml");

@@ -226,6 +226,35 @@ impl Storage {
     }
 }
 
+/// `terrain operator` against `k`'s cluster and the sandbox of `sandbox_dir`, its log
+/// appended to `k.log`.
+fn spawn_operator(work: &Path, sandbox_dir: &str, k: &Cluster) -> Proc {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&k.log)
+        .expect("log");
+    Proc(
+        terrain()
+            .args([
+                "operator",
+                "--sandbox",
+                "--sandbox-dir",
+                sandbox_dir,
+                "--retry",
+                "1s",
+                "--work-dir",
+            ])
+            .arg(work.join("stacks"))
+            .env("KUBECONFIG", &k.kubeconfig)
+            .current_dir(work)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("terrain operator"),
+    )
+}
+
 /// A served sandbox with a GKE cluster made by the README's example stack (in a
 /// project as new as they come), the Stack CRD applied, and `terrain operator` running
 /// against it.
@@ -234,7 +263,7 @@ struct Ops {
     sandbox_dir: String,
     k: Cluster,
     storage: Storage,
-    _operator: Proc,
+    operator: Option<Proc>,
     _serve: Proc,
 }
 
@@ -292,25 +321,7 @@ impl Ops {
             "--timeout",
             "30s",
         ]);
-        let operator = Proc(
-            terrain()
-                .args([
-                    "operator",
-                    "--sandbox",
-                    "--sandbox-dir",
-                    &sandbox_dir,
-                    "--retry",
-                    "1s",
-                    "--work-dir",
-                ])
-                .arg(work.path().join("stacks"))
-                .env("KUBECONFIG", &k.kubeconfig)
-                .current_dir(work.path())
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(&operator_log).expect("log"))
-                .spawn()
-                .expect("terrain operator"),
-        );
+        let operator = spawn_operator(work.path(), &sandbox_dir, &k);
         let storage = Storage {
             url,
             token: std::fs::read_to_string(dir.join("access-token"))
@@ -323,9 +334,15 @@ impl Ops {
             sandbox_dir,
             k,
             storage,
-            _operator: operator,
+            operator: Some(operator),
             _serve: serve,
         }
+    }
+
+    /// Kills the operator (SIGKILL, at whatever it is doing) and starts another.
+    fn restart(&mut self) {
+        self.operator = None;
+        self.operator = Some(spawn_operator(self.work.path(), &self.sandbox_dir, &self.k));
     }
 
     /// `terrain ARGS` against the operator's cluster, from the work directory.
@@ -435,6 +452,7 @@ async fn operator_holds_plans_for_approval_by_digest_and_reports_and_corrects_dr
     );
 
     // `terrain stack approve` approves exactly the pending plan.
+    let asked = Instant::now();
     let approved = ok(
         terrain()
             .args(["stack", "approve", "data", &second])
@@ -446,6 +464,10 @@ async fn operator_holds_plans_for_approval_by_digest_and_reports_and_corrects_dr
         "the approved plan is applied",
         Duration::from_secs(60),
         |st| is(st, "Ready", "True"),
+    );
+    eprintln!(
+        "approved plan applied {:?} after the approval",
+        asked.elapsed()
     );
     assert_eq!(s["status"]["lastAppliedDigest"], second.as_str());
     assert_eq!(s["status"]["outputs"]["bucket"], "ops-data-bucket");
@@ -497,6 +519,15 @@ async fn operator_holds_plans_for_approval_by_digest_and_reports_and_corrects_dr
         .filter(|e| e["regarding"]["kind"] == "Stack")
         .filter_map(|e| e["reason"].as_str())
         .collect();
+    if let Some(p) = &ops.operator {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", p.0.id())).unwrap_or_default();
+        let peak = status
+            .lines()
+            .find(|l| l.starts_with("VmHWM"))
+            .unwrap_or_default();
+        eprintln!("operator peak memory: {peak}");
+    }
     for r in [
         "PlanPending",
         "PlanSuperseded",
@@ -714,5 +745,157 @@ async fn operator_keeps_secrets_out_refuses_local_state_and_destroys_only_once_a
     assert!(
         !everything.contains(SECRET),
         "the secret leaked:\n{everything}"
+    );
+}
+
+/// The digests the operator says it applied (its `Applied` Events), each with how
+/// many times.
+fn applied(k: &Cluster) -> Vec<(String, u64)> {
+    let events: Value =
+        serde_json::from_str(&k.kubectl(&["get", "events.events.k8s.io", "-o", "json"]))
+            .expect("events");
+    events["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|e| e["regarding"]["kind"] == "Stack" && e["reason"] == "Applied")
+        .filter_map(|e| {
+            let note = e["note"].as_str()?;
+            let digest = note
+                .strip_prefix("applied ")?
+                .split(' ')
+                .next()?
+                .to_string();
+            Some((digest, e["series"]["count"].as_u64().unwrap_or(1)))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "long: 200 random interleavings of commits, approvals (current and stale), drift and operator SIGKILLs against one Stack (about 3 minutes)"]
+async fn operator_never_applies_an_unapproved_or_superseded_digest() {
+    use rand::{Rng, SeedableRng};
+    let seed: u64 = std::env::var("TERRAIN_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("seed {seed} (TERRAIN_TEST_SEED={seed} repeats this run)");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut ops = Ops::start();
+    let teams = ["ml", "research", "platform", "infra"];
+    let configmap = |team: &str| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "data-stack", "namespace": "default"},
+        "data": {"stack.toml": data_stack().replace("default = \"ml\"", &format!("default = \"{team}\""))}})
+    };
+    ops.k.apply(&configmap("ml"));
+    ops.k.apply(
+        &json!({"apiVersion": "terrain.dev/v1alpha1", "kind": "Stack",
+        "metadata": {"name": "data", "namespace": "default"},
+        "spec": {"source": {"configMap": {"name": "data-stack"}}, "interval": "1s"}}),
+    );
+    // Every digest the test approved, and every one it saw pending.
+    let mut approved: std::collections::BTreeSet<String> = Default::default();
+    let mut seen: Vec<String> = Vec::new();
+    let mut steps = std::collections::BTreeMap::<&str, u32>::new();
+    for _ in 0..200 {
+        let pending = ops.k.stack()["status"]["pendingPlan"]["digest"]
+            .as_str()
+            .map(str::to_string);
+        if let Some(d) = &pending {
+            if !seen.contains(d) {
+                seen.push(d.clone());
+            }
+        }
+        let step = match rng.random_range(0..100) {
+            0..25 => "commit",
+            25..50 => "approve",
+            50..65 => "approve-stale",
+            65..80 => "drift",
+            80..90 => "restart",
+            _ => "wait",
+        };
+        *steps.entry(step).or_default() += 1;
+        match step {
+            "commit" => ops
+                .k
+                .apply(&configmap(teams[rng.random_range(0..teams.len())])),
+            "approve" | "approve-stale" => {
+                let digest = if step == "approve" {
+                    pending.clone()
+                } else {
+                    (!seen.is_empty()).then(|| seen[rng.random_range(0..seen.len())].clone())
+                };
+                if let Some(d) = digest {
+                    approved.insert(d.clone());
+                    ops.k.kubectl(&[
+                        "patch",
+                        "stack",
+                        "data",
+                        "--type",
+                        "merge",
+                        "-p",
+                        &json!({"spec": {"approval": {"approvedPlan": d}}}).to_string(),
+                    ]);
+                }
+            }
+            "drift" => {
+                if ops.storage.labels().await.is_some() {
+                    ops.storage
+                        .relabel(json!({"team": format!("hand-{}", rng.random_range(0..3))}))
+                        .await;
+                }
+            }
+            "restart" => ops.restart(),
+            _ => std::thread::sleep(Duration::from_millis(rng.random_range(0..1500))),
+        }
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..300)));
+    }
+    eprintln!(
+        "steps: {steps:?}; {} digests seen pending, {} approved",
+        seen.len(),
+        approved.len()
+    );
+    let done = applied(&ops.k);
+    for (digest, times) in &done {
+        assert!(
+            approved.contains(digest),
+            "applied {digest}, which was never approved (seed {seed})"
+        );
+        assert_eq!(*times, 1, "applied {digest} {times} times (seed {seed})");
+    }
+    // Settled: approving whatever is pending (the last commit's plan, or the one
+    // putting drift back) brings the bucket to what the stack says.
+    let team = teams[rng.random_range(0..teams.len())];
+    ops.k.apply(&configmap(team));
+    let start = Instant::now();
+    loop {
+        let s = ops.k.stack();
+        let st = &s["status"];
+        if is(st, "Ready", "True") && ops.storage.labels().await == Some(json!(team)) {
+            break;
+        }
+        if let Some(d) = st["pendingPlan"]["digest"].as_str() {
+            if s["spec"]["approval"]["approvedPlan"].as_str() != Some(d) {
+                ops.k.kubectl(&[
+                    "patch",
+                    "stack",
+                    "data",
+                    "--type",
+                    "merge",
+                    "-p",
+                    &json!({"spec": {"approval": {"approvedPlan": d}}}).to_string(),
+                ]);
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "never settled (seed {seed}):\n{s:#}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    eprintln!(
+        "{} plans applied, each approved by digest, none twice",
+        done.len()
     );
 }
