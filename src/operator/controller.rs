@@ -12,7 +12,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{finalizer, Event as Finalized};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
@@ -59,7 +58,8 @@ struct Round<'a> {
 pub struct Context {
     client: Client,
     runner: Arc<dyn Runner>,
-    recorder: Recorder,
+    /// `reportingInstance` of the Events written: the pod, or the host.
+    instance: String,
     settings: Settings,
 }
 
@@ -73,12 +73,10 @@ pub async fn run(client: Client, runner: Arc<dyn Runner>, settings: Settings) {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let reporter = Reporter {
-        controller: MANAGER.into(),
-        instance: std::env::var("POD_NAME").ok(),
-    };
+    let instance = std::env::var("POD_NAME")
+        .unwrap_or_else(|_| gethostname::gethostname().to_string_lossy().into_owned());
     let ctx = Arc::new(Context {
-        recorder: Recorder::new(client.clone(), reporter),
+        instance,
         client,
         runner,
         settings,
@@ -227,20 +225,45 @@ impl Context {
         Ok(())
     }
 
+    /// Writes an `events.k8s.io/v1` Event about `stack`. Each is its own object: kube's
+    /// recorder folds Events of one reason into a series that keeps only the first
+    /// note, which would hide every digest applied after the first. The callers write
+    /// one only when there is news (not at every retry).
     async fn event(&self, stack: &Stack, warning: bool, reason: &str, action: &str, note: String) {
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.into(),
-            note: Some(note),
-            action: action.into(),
-            secondary: None,
+        let ns = stack.namespace().unwrap_or_default();
+        let now = chrono::Utc::now();
+        let name = format!(
+            "{}.{:x}",
+            stack.name_any(),
+            now.timestamp_nanos_opt().unwrap_or_default()
+        );
+        let event = json!({
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": ns},
+            "eventTime": now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            "reportingController": MANAGER,
+            "reportingInstance": self.instance,
+            "action": action,
+            "reason": reason,
+            // The API server refuses notes over 1 kB.
+            "note": note.chars().take(1000).collect::<String>(),
+            "type": if warning { "Warning" } else { "Normal" },
+            "regarding": stack.object_ref(&()),
+        });
+        let Ok(event) = serde_json::from_value::<k8s_openapi::api::events::v1::Event>(event) else {
+            return;
         };
+        let api: Api<k8s_openapi::api::events::v1::Event> =
+            Api::namespaced(self.client.clone(), &ns);
         // An Event is news, not state: one that cannot be written is not a failure.
-        let _ = self.recorder.publish(&event, &stack.object_ref(&())).await;
+        if let Err(e) = api.create(&kube::api::PostParams::default(), &event).await {
+            crate::output::operator::log(
+                "warn",
+                &format!("{ns}/{}", stack.name_any()),
+                &format!("write an Event: {e}"),
+            );
+        }
     }
 
     /// The job of `stack`, its inputs read and its files written.
@@ -311,7 +334,11 @@ impl Context {
         set(&mut status, generation, "Locked", false, "Unlocked", "");
         status.outputs = visible(&planned.outputs);
         let facts = Facts {
-            digest: digest::plan_digest(&planned.plan, &inputs),
+            digest: digest::plan_digest(
+                &planned.plan,
+                &inputs,
+                status.last_applied_digest.as_deref(),
+            ),
             inputs: inputs.clone(),
             has_changes: planned.plan.has_changes(),
             disruptive: !digest::disruptions(&planned.plan).is_empty(),
@@ -678,7 +705,11 @@ impl Context {
             return Ok(Action::await_change());
         }
         let facts = Facts {
-            digest: digest::plan_digest(&planned.plan, &inputs),
+            digest: digest::plan_digest(
+                &planned.plan,
+                &inputs,
+                status.last_applied_digest.as_deref(),
+            ),
             inputs,
             has_changes: true,
             disruptive: true,

@@ -40,10 +40,12 @@ pub fn inputs_hash(
     format!("sha256:{}", hex::encode(h.finalize()))
 }
 
-/// The digest of `plan` made from inputs whose [`inputs_hash`] is `inputs`: what an
-/// approval names. Two plans have the same digest exactly when they would do the same
-/// to the same state from the same inputs.
-pub fn plan_digest(plan: &Plan, inputs: &str) -> String {
+/// The digest of `plan` made from inputs whose [`inputs_hash`] is `inputs`, after the
+/// plan whose digest is `previous` was applied: what an approval names. Two plans have
+/// the same digest exactly when they would do the same to the same state from the same
+/// inputs after the same apply, so an approval is spent by its apply: the same changes
+/// again (drift that comes back, when the state records nothing new) are a new plan.
+pub fn plan_digest(plan: &Plan, inputs: &str, previous: Option<&str>) -> String {
     let changes: Vec<Value> = plan
         .changes
         .iter()
@@ -66,6 +68,7 @@ pub fn plan_digest(plan: &Plan, inputs: &str) -> String {
         "stack": plan.stack,
         "stack_hash": plan.stack_hash,
         "inputs": inputs,
+        "after": previous,
         "destroy": plan.destroy,
         "targets": plan.targets.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "lineage": plan.lineage,
@@ -205,27 +208,37 @@ mod tests {
             json!({"labels": {"a": "2"}}),
         );
         let plan = Plan::of_changes("s", vec![c.clone()]);
-        let d = plan_digest(&plan, "sha256:in");
+        let d = plan_digest(&plan, "sha256:in", None);
         assert!(d.starts_with("sha256:") && d.len() == 71, "{d}");
-        assert_eq!(d, plan_digest(&plan.clone(), "sha256:in"), "deterministic");
-        assert_ne!(d, plan_digest(&plan, "sha256:other"), "inputs");
+        assert_eq!(
+            d,
+            plan_digest(&plan.clone(), "sha256:in", None),
+            "deterministic"
+        );
+        assert_ne!(d, plan_digest(&plan, "sha256:other", None), "inputs");
         let mut moved = plan.clone();
         moved.serial += 1;
-        assert_ne!(d, plan_digest(&moved, "sha256:in"), "serial");
+        assert_ne!(d, plan_digest(&moved, "sha256:in", None), "serial");
         let mut other = plan.clone();
         other.lineage = "another".into();
-        assert_ne!(d, plan_digest(&other, "sha256:in"), "lineage");
+        assert_ne!(d, plan_digest(&other, "sha256:in", None), "lineage");
         let mut changed = c;
         changed.after = Some(json!({"labels": {"a": "3"}}));
         assert_ne!(
             d,
-            plan_digest(&Plan::of_changes("s", vec![changed]), "sha256:in"),
+            plan_digest(&Plan::of_changes("s", vec![changed]), "sha256:in", None),
             "changes"
         );
         // What the plan learned besides its changes does not move it.
         let mut warned = plan.clone();
         warned.warnings.push("note".into());
-        assert_eq!(d, plan_digest(&warned, "sha256:in"));
+        assert_eq!(d, plan_digest(&warned, "sha256:in", None));
+        // The same changes after an apply are another plan: an approval is spent.
+        assert_ne!(
+            d,
+            plan_digest(&plan, "sha256:in", Some(&d)),
+            "after an apply"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ where
     B: Backend,
 {
     storage(&make).await;
+    beside(&make).await;
     if make().journals() {
         journal(&make).await;
     }
@@ -110,6 +111,38 @@ fn sample_state() -> State {
         ),
     ]);
     state
+}
+
+/// What is kept beside the state (the operator's pending plans): stored once under its
+/// name, read back by another client, stored again without harm, absent names `None`.
+async fn beside<F, B>(make: &F)
+where
+    F: Fn() -> B,
+    B: Backend,
+{
+    let (a, b) = (make(), make());
+    let loc = a.location();
+    let name = "sha256-0123.json";
+    let where_ = a
+        .put_beside(name, b"{\"plan\": 1}".to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("{loc}: put_beside: {e}"));
+    assert!(
+        where_.contains("plans") && where_.contains(name),
+        "{loc}: stored at {where_}"
+    );
+    assert_eq!(
+        b.get_beside(name).await.expect("get_beside").as_deref(),
+        Some(&b"{\"plan\": 1}"[..]),
+        "{loc}: another client reads what was stored beside the state"
+    );
+    a.put_beside(name, b"{\"plan\": 1}".to_vec())
+        .await
+        .unwrap_or_else(|e| panic!("{loc}: storing the same name again: {e}"));
+    assert_eq!(
+        b.get_beside("sha256-none.json").await.expect("get_beside"),
+        None
+    );
 }
 
 async fn storage<F, B>(make: &F)

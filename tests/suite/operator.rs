@@ -142,6 +142,12 @@ impl Cluster {
         self.stack_named("data")
     }
 
+    /// Approves `digest` for Stack `data`, as an edit of its spec.
+    fn approve(&self, digest: &str) {
+        let patch = json!({"spec": {"approval": {"approvedPlan": digest}}}).to_string();
+        self.kubectl(&["patch", "stack", "data", "--type", "merge", "-p", &patch]);
+    }
+
     fn stack_named(&self, name: &str) -> Value {
         serde_json::from_str(&self.kubectl(&["get", "stack", name, "-o", "json"])).expect("json")
     }
@@ -211,6 +217,37 @@ impl Storage {
         let v: Value = r.json().await.expect("bucket");
         // terrain's own labels (managed-by, terrain-address) besides.
         Some(v["labels"]["team"].clone())
+    }
+
+    async fn put_object(&self, bucket: &str, name: &str, body: &Value) {
+        reqwest::Client::new()
+            .post(format!(
+                "{}/storage/upload/storage/v1/b/{bucket}/o",
+                self.url
+            ))
+            .query(&[("uploadType", "media"), ("name", name)])
+            .bearer_auth(&self.token)
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("upload")
+            .error_for_status()
+            .expect("uploaded");
+    }
+
+    async fn delete_object(&self, bucket: &str, name: &str) {
+        reqwest::Client::new()
+            .delete(format!(
+                "{}/storage/storage/v1/b/{bucket}/o/{}",
+                self.url,
+                name.replace('/', "%2F")
+            ))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .expect("delete")
+            .error_for_status()
+            .expect("deleted");
     }
 
     async fn relabel(&self, labels: Value) {
@@ -691,9 +728,30 @@ async fn operator_keeps_secrets_out_refuses_local_state_and_destroys_only_once_a
         .as_str()
         .expect("digest")
         .to_string();
+    // Someone else holds the state lock: the approved plan waits, the status naming
+    // the holder, and is applied once the lock is released.
+    let lock = "stacks/data/default.json.lock";
+    storage
+        .put_object("ops-state", lock, &json!({"id": "0b9f7c1e-2222-4333-8444-a55566667777",
+            "who": "ci@runner-9", "pid": 77, "operation": "apply", "created": "2026-11-29T06:00:00Z"}))
+        .await;
     ops.terrain(&["stack", "approve", "data", &digest]);
+    let s = k.until("the lock is reported", Duration::from_secs(60), |st| {
+        is(st, "Locked", "True")
+    });
+    let held = condition(&s["status"], "Locked")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        held.contains("ci@runner-9 (pid 77) for `apply`")
+            && held.contains("0b9f7c1e-2222-4333-8444-a55566667777"),
+        "{held}"
+    );
+    assert_eq!(storage.labels().await, None, "nothing applied while locked");
+    storage.delete_object("ops-state", lock).await;
     k.until("applied", Duration::from_secs(60), |st| {
-        is(st, "Ready", "True")
+        is(st, "Ready", "True") && is(st, "Locked", "False")
     });
     assert_eq!(storage.labels().await, Some(json!("ml")));
 
@@ -748,27 +806,24 @@ async fn operator_keeps_secrets_out_refuses_local_state_and_destroys_only_once_a
     );
 }
 
-/// The digests the operator says it applied (its `Applied` Events), each with how
-/// many times.
-fn applied(k: &Cluster) -> Vec<(String, u64)> {
+/// How many times the operator says it applied each digest (its `Applied` Events).
+fn applied(k: &Cluster) -> std::collections::BTreeMap<String, u64> {
     let events: Value =
         serde_json::from_str(&k.kubectl(&["get", "events.events.k8s.io", "-o", "json"]))
             .expect("events");
-    events["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .filter(|e| e["regarding"]["kind"] == "Stack" && e["reason"] == "Applied")
-        .filter_map(|e| {
-            let note = e["note"].as_str()?;
-            let digest = note
-                .strip_prefix("applied ")?
-                .split(' ')
-                .next()?
-                .to_string();
-            Some((digest, e["series"]["count"].as_u64().unwrap_or(1)))
-        })
-        .collect()
+    let mut out = std::collections::BTreeMap::new();
+    for e in events["items"].as_array().expect("items") {
+        if e["regarding"]["kind"] != "Stack" || e["reason"] != "Applied" {
+            continue;
+        }
+        let note = e["note"].as_str().unwrap_or_default();
+        let digest = note
+            .strip_prefix("applied ")
+            .and_then(|n| n.split(' ').next())
+            .unwrap_or(note);
+        *out.entry(digest.to_string()).or_default() += e["series"]["count"].as_u64().unwrap_or(1);
+    }
+    out
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -828,15 +883,7 @@ async fn operator_never_applies_an_unapproved_or_superseded_digest() {
                 };
                 if let Some(d) = digest {
                     approved.insert(d.clone());
-                    ops.k.kubectl(&[
-                        "patch",
-                        "stack",
-                        "data",
-                        "--type",
-                        "merge",
-                        "-p",
-                        &json!({"spec": {"approval": {"approvedPlan": d}}}).to_string(),
-                    ]);
+                    ops.k.approve(&d);
                 }
             }
             "drift" => {
@@ -862,7 +909,14 @@ async fn operator_never_applies_an_unapproved_or_superseded_digest() {
             approved.contains(digest),
             "applied {digest}, which was never approved (seed {seed})"
         );
-        assert_eq!(*times, 1, "applied {digest} {times} times (seed {seed})");
+        let log = std::fs::read_to_string(&ops.k.log).unwrap_or_default();
+        let failures: Vec<&str> = log.lines().filter(|l| l.contains("\"error\"")).collect();
+        assert_eq!(
+            *times,
+            1,
+            "applied {digest} {times} times (seed {seed}); the operator's errors:\n{}",
+            failures.join("\n")
+        );
     }
     // Settled: approving whatever is pending (the last commit's plan, or the one
     // putting drift back) brings the bucket to what the stack says.
@@ -877,15 +931,7 @@ async fn operator_never_applies_an_unapproved_or_superseded_digest() {
         }
         if let Some(d) = st["pendingPlan"]["digest"].as_str() {
             if s["spec"]["approval"]["approvedPlan"].as_str() != Some(d) {
-                ops.k.kubectl(&[
-                    "patch",
-                    "stack",
-                    "data",
-                    "--type",
-                    "merge",
-                    "-p",
-                    &json!({"spec": {"approval": {"approvedPlan": d}}}).to_string(),
-                ]);
+                ops.k.approve(d);
             }
         }
         assert!(
