@@ -1,6 +1,7 @@
 //! `terrain operator`: runs the Stack controller in this process (in a cluster, as the
 //! Deployment in `deploy/`), planning and applying through the same engine as
-//! `terrain plan` and `terrain apply`; `--crd` prints the Stack CRD instead.
+//! `terrain plan` and `terrain apply`, on the engine's own thread, one run at a time;
+//! `--crd` prints the Stack CRD instead.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -114,8 +115,13 @@ impl Worker {
         std::thread::Builder::new()
             .name("terrain-engine".into())
             .spawn(move || {
+                let home = common::start_dir();
                 runtime.block_on(async move {
                     while let Some(request) = rx.recv().await {
+                        // A run moves into its stack's directory, which the next
+                        // reconcile rewrites: back home first, so no work (a git
+                        // fetch) is left in a directory that is gone.
+                        let _ = std::env::set_current_dir(&home);
                         match request {
                             Request::Plan(job, reply) => {
                                 let _ = reply.send(runner.plan(&job).await);

@@ -1,7 +1,7 @@
 //! The reconcile loop: kube's controller runtime watching Stacks (and the ConfigMaps
 //! they read), a finalizer for `deletionPolicy: Destroy`, the status written by
-//! server-side apply, and an Event for each thing a person should know (a plan pending,
-//! drift found, an apply, a superseded approval).
+//! server-side apply, an Event for each thing a person should know (a plan pending,
+//! drift found, an apply, a superseded approval), and when a Stack is due for a plan.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -144,16 +144,21 @@ fn error_policy(_stack: Arc<Stack>, _error: &ReconcileError, ctx: Arc<Context>) 
     Action::requeue(ctx.settings.retry)
 }
 
-/// The interval of `stack`, jittered by up to a tenth either way.
-fn next_plan(stack: &Stack) -> Result<Duration, String> {
-    let base = terrain_providers::local::duration::parse_duration(&stack.spec.interval)
+/// The interval of `stack`.
+fn interval(stack: &Stack) -> Result<Duration, String> {
+    terrain_providers::local::duration::parse_duration(&stack.spec.interval)
         .filter(|d| !d.is_zero())
         .ok_or_else(|| {
             format!(
                 "spec.interval {:?} is not a duration; use e.g. 30s, 5m, 1h",
                 stack.spec.interval
             )
-        })?;
+        })
+}
+
+/// The interval of `stack`, jittered by up to a tenth either way.
+fn next_plan(stack: &Stack) -> Result<Duration, String> {
+    let base = interval(stack)?;
     let tenth = base.as_secs_f64() / 10.0;
     let jitter = rand::random::<f64>() * 2.0 * tenth - tenth;
     Ok(Duration::from_secs_f64(
@@ -163,6 +168,29 @@ fn next_plan(stack: &Stack) -> Result<Duration, String> {
 
 fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// How long until `stack` is due for a plan, when it is not due now: its spec, its
+/// inputs (`inputs`, their content hash) and its plan requests are as when it was last
+/// planned, and its interval has not passed since. Every status write is a change of
+/// the Stack its watch sees: without this, each plan would set off the next.
+fn not_due(stack: &Stack, inputs: &str) -> Option<Duration> {
+    let status = stack.status.as_ref()?;
+    let asked = stack.annotations().get(PLAN_REQUESTED).map(String::as_str);
+    let same = status.observed_generation == stack.meta().generation
+        && status.planned_inputs.as_deref() == Some(inputs)
+        && status.plan_request.as_deref() == asked;
+    if !same {
+        return None;
+    }
+    let last = chrono::DateTime::parse_from_rfc3339(status.last_planned.as_deref()?).ok()?;
+    let since = (chrono::Utc::now() - last.with_timezone(&chrono::Utc))
+        .to_std()
+        .ok()?;
+    interval(stack)
+        .ok()?
+        .checked_sub(since)
+        .filter(|left| *left > Duration::from_millis(200))
 }
 
 /// Sets condition `type_` in `status`, keeping its transition time when its status
@@ -325,11 +353,16 @@ impl Context {
             }
             Err(e) => return Err(e),
         };
+        if let Some(left) = not_due(stack, &inputs) {
+            return Ok(Action::requeue(left));
+        }
         let planned = match self.runner.plan(&job).await {
             Ok(p) => p,
             Err(e) => return self.failed(stack, status, &job, e, "PlanFailed").await,
         };
-        status.last_planned = Some(now());
+        status.planned_inputs = Some(inputs.clone());
+        status.last_planned =
+            Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
         status.plan_request = stack.annotations().get(PLAN_REQUESTED).cloned();
         set(&mut status, generation, "Locked", false, "Unlocked", "");
         status.outputs = visible(&planned.outputs);
@@ -776,4 +809,78 @@ fn visible(
         .filter(|(_, o)| !o.sensitive)
         .map(|(k, o)| (k.clone(), o.value.clone()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::operator::crd::{ConfigMapSource, Source, StackSpec};
+
+    fn stack(generation: i64, status: Option<StackStatus>) -> Stack {
+        let spec: StackSpec = serde_json::from_value(json!({
+            "source": {"configMap": {"name": "files"}}, "interval": "5m"
+        }))
+        .expect("spec");
+        assert_eq!(
+            spec.source,
+            Source {
+                config_map: Some(ConfigMapSource {
+                    name: "files".into()
+                }),
+                git: None
+            }
+        );
+        let mut s = Stack::new("data", spec);
+        s.metadata.generation = Some(generation);
+        s.status = status;
+        s
+    }
+
+    fn planned(ago: chrono::Duration) -> StackStatus {
+        StackStatus {
+            observed_generation: Some(2),
+            planned_inputs: Some("sha256:in".into()),
+            last_planned: Some((chrono::Utc::now() - ago).to_rfc3339()),
+            ..StackStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_stack_planned_within_its_interval_from_the_same_inputs_is_not_due() {
+        let left = not_due(
+            &stack(2, Some(planned(chrono::Duration::seconds(60)))),
+            "sha256:in",
+        )
+        .expect("not due");
+        assert!(
+            left <= Duration::from_secs(240) && left > Duration::from_secs(230),
+            "{left:?}"
+        );
+        // Never planned, its interval passed, a new spec, new inputs, a plan asked for.
+        assert_eq!(not_due(&stack(2, None), "sha256:in"), None);
+        assert_eq!(
+            not_due(
+                &stack(2, Some(planned(chrono::Duration::minutes(6)))),
+                "sha256:in"
+            ),
+            None
+        );
+        assert_eq!(
+            not_due(
+                &stack(3, Some(planned(chrono::Duration::seconds(1)))),
+                "sha256:in"
+            ),
+            None
+        );
+        assert_eq!(
+            not_due(
+                &stack(2, Some(planned(chrono::Duration::seconds(1)))),
+                "sha256:new"
+            ),
+            None
+        );
+        let mut asked = stack(2, Some(planned(chrono::Duration::seconds(1))));
+        asked.metadata.annotations = Some([(PLAN_REQUESTED.to_string(), "now".to_string())].into());
+        assert_eq!(not_due(&asked, "sha256:in"), None);
+    }
 }

@@ -232,6 +232,9 @@ pub struct StackStatus {
     /// When the stack was last planned (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_planned: Option<String>,
+    /// The content hash of the files and variables last planned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_inputs: Option<String>,
     /// The last `terrain.dev/plan-requested` annotation a plan answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_request: Option<String>,

@@ -1,6 +1,6 @@
 //! A Stack's inputs as the operator reads them: the stack's files from its ConfigMap or
-//! its Git repository, written into the Stack's own working directory, and its variables, those of
-//! `varsFrom` Secrets kept apart so their values can be hidden.
+//! its Git repository, written into the Stack's own working directory, and its
+//! variables, those of `varsFrom` Secrets kept apart so their values can be hidden.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -140,14 +140,23 @@ fn path_of(key: &str) -> Result<String, OperatorError> {
     Ok(path)
 }
 
-/// Writes `files` into `dir`, which holds nothing else afterwards.
+/// Writes `files` into `dir`, which holds nothing else afterwards. The directory itself
+/// stays (a run may be working in it): what was in it goes.
 fn write(dir: &Path, files: &BTreeMap<String, Vec<u8>>) -> Result<(), OperatorError> {
     let io = |what: &str, path: &Path, source: std::io::Error| OperatorError::WorkDir {
         message: format!("{what} {}", path.display()),
         source,
     };
     if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| io("clear", dir, e))?;
+        for entry in std::fs::read_dir(dir).map_err(|e| io("list", dir, e))? {
+            let path = entry.map_err(|e| io("list", dir, e))?.path();
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            removed.map_err(|e| io("clear", &path, e))?;
+        }
     }
     for (path, bytes) in files {
         let file = dir.join(path);

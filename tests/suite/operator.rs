@@ -332,16 +332,12 @@ impl Ops {
                 .current_dir(work.path()),
             "terrain apply (the cluster)",
         );
-        let kubeconfig = wait(
+        // `serve` writes it (through a temporary file and a rename) within a second.
+        let kubeconfig = dir.join("kube/ops.kubeconfig");
+        wait(
             "the cluster's kubeconfig is written",
             Duration::from_secs(30),
-            || {
-                std::fs::read_dir(dir.join("kube"))
-                    .ok()?
-                    .filter_map(Result::ok)
-                    .map(|e| e.path())
-                    .find(|p| p.to_string_lossy().contains("ops"))
-            },
+            || kubeconfig.exists().then_some(()),
         );
         let operator_log = work.path().join("operator.log");
         let k = Cluster {
@@ -400,9 +396,31 @@ async fn operator_holds_plans_for_approval_by_digest_and_reports_and_corrects_dr
     let (k, storage, sandbox_dir) = (&ops.k, &ops.storage, ops.sandbox_dir.clone());
     let operator_log = k.log.clone();
 
-    k.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "data-stack", "namespace": "default"},
-        "data": {"stack.toml": data_stack()}}));
+    // As a team would: `kubectl create` (which sends the ConfigMap as protobuf).
+    let example = manifest_dir().join("deploy/examples/data/stack.toml");
+    k.kubectl(&[
+        "create",
+        "configmap",
+        "data-stack",
+        &format!("--from-file=stack.toml={}", example.display()),
+    ]);
+    k.kubectl(&["create", "namespace", "team-a"]);
+    k.kubectl(&["create", "serviceaccount", "runner", "-n", "team-a"]);
+    let cm: Value =
+        serde_json::from_str(&k.kubectl(&["get", "configmap", "data-stack", "-o", "json"]))
+            .expect("json");
+    assert_eq!(cm["data"]["stack.toml"], data_stack());
+    let sa: Value = serde_json::from_str(&k.kubectl(&[
+        "get",
+        "serviceaccount",
+        "runner",
+        "-n",
+        "team-a",
+        "-o",
+        "json",
+    ]))
+    .expect("json");
+    assert_eq!(sa["metadata"]["namespace"], "team-a");
     k.apply(&json!({"apiVersion": "terrain.dev/v1alpha1", "kind": "Stack",
         "metadata": {"name": "data", "namespace": "default"},
         "spec": {"source": {"configMap": {"name": "data-stack"}}, "interval": "3s", "vars": {"team": "ml"}}}));
@@ -675,6 +693,27 @@ async fn operator_reads_a_stack_from_git_and_plans_anew_only_when_its_files_chan
         Some(json!("platform")),
         "nothing destroyed unapproved"
     );
+
+    // Suspended: nothing is planned or applied until it is unset, and the status says so.
+    k.kubectl(&[
+        "patch",
+        "stack",
+        "data",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"suspend":true}}"#,
+    ]);
+    let s = k.until("suspended", Duration::from_secs(30), |st| {
+        condition(st, "Reconciling")["reason"] == "Suspended"
+    });
+    let planned = s["status"]["lastPlanned"].clone();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        k.stack()["status"]["lastPlanned"],
+        planned,
+        "a suspended Stack is not planned"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -691,8 +730,13 @@ async fn operator_keeps_secrets_out_refuses_local_state_and_destroys_only_once_a
     );
     k.apply(&json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "data-stack", "namespace": "default"}, "data": {"stack.toml": stack}}));
-    k.apply(&json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "data-secrets", "namespace": "default"}, "stringData": {"owner": SECRET}}));
+    k.kubectl(&[
+        "create",
+        "secret",
+        "generic",
+        "data-secrets",
+        &format!("--from-literal=owner={SECRET}"),
+    ]);
     k.apply(&json!({"apiVersion": "terrain.dev/v1alpha1", "kind": "Stack",
         "metadata": {"name": "data", "namespace": "default"},
         "spec": {"source": {"configMap": {"name": "data-stack"}}, "interval": "2s",

@@ -22,6 +22,7 @@ pub(crate) mod kubeconfig;
 pub(crate) mod obj;
 pub(crate) mod openapi;
 pub(crate) mod processes;
+pub(crate) mod protobuf;
 pub(crate) mod request;
 pub(crate) mod schema;
 pub(crate) mod spdy;

@@ -1,6 +1,6 @@
 //! One Kubernetes API request as the emulated API server's handlers see it (method,
 //! path, query, content type, body), with what the handlers read of it: parameters,
-//! flags, the field manager and the body as JSON or YAML. Below the handlers
+//! flags, the field manager and the body as JSON, YAML or protobuf. Below the handlers
 //! (`api/`) and the documents (`openapi.rs`), which both take it.
 
 use axum::http::Method;
@@ -62,10 +62,22 @@ impl KubeRequest {
             .to_string()
     }
 
-    /// The body as JSON (or YAML, for apply patches).
+    /// The body as JSON (or YAML, for apply patches; or protobuf, as `kubectl create`
+    /// sends some kinds).
     pub(crate) fn body_value(&self) -> Result<Value, StatusError> {
         if self.body.iter().all(u8::is_ascii_whitespace) {
             return Err(StatusError::bad_request("the request body is empty"));
+        }
+        let protobuf = self
+            .content_type
+            .as_deref()
+            .is_some_and(|c| c.starts_with("application/vnd.kubernetes.protobuf"));
+        if protobuf || super::protobuf::is_protobuf(&self.body) {
+            return super::protobuf::decode(&self.body).map_err(|e| {
+                StatusError::bad_request(format!(
+                    "the request body is not a valid protobuf object: {e}"
+                ))
+            });
         }
         match serde_json::from_slice::<Value>(&self.body) {
             Ok(v) => Ok(v),
