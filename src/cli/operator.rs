@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use async_trait::async_trait;
 use clap::Args;
 use kube::CustomResourceExt;
@@ -42,6 +43,10 @@ pub struct OperatorArgs {
     /// How long to wait before retrying a Stack whose plan or apply failed.
     #[arg(long, default_value = "30s", value_name = "DURATION", value_parser = super::parse_duration)]
     retry: Duration,
+    /// Serves `/metrics` (Prometheus), `/healthz` and `/readyz` on this address
+    /// (`0.0.0.0:8080`; port 0 picks a free one, which the log names).
+    #[arg(long = "metrics-addr", value_name = "ADDR")]
+    metrics_addr: Option<std::net::SocketAddr>,
     /// Plans and applies against the sandbox instead of the real clouds.
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new(), num_args = 0, default_missing_value = "true", default_value = "false")]
     sandbox: bool,
@@ -66,6 +71,20 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<Exit> {
         sandbox: args.sandbox,
         sandbox_dir: args.sandbox.then(|| common::absolute(&args.sandbox_dir)),
     })?);
+    let listener = match args.metrics_addr {
+        Some(addr) => {
+            let (listener, bound) = crate::operator::metrics::bind(addr)
+                .await
+                .with_context(|| format!("serve metrics on {addr}"))?;
+            crate::output::operator::log(
+                "info",
+                "",
+                &format!("serving /metrics, /healthz and /readyz on {bound}"),
+            );
+            Some(listener)
+        }
+        None => None,
+    };
     crate::output::operator::log("info", "", "terrain operator started");
     controller::run(
         client,
@@ -75,6 +94,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<Exit> {
             work: common::absolute(&args.work_dir),
             retry: args.retry,
         },
+        listener,
     )
     .await;
     crate::output::operator::log("info", "", "terrain operator stopped");

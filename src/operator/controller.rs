@@ -21,6 +21,7 @@ use serde_json::json;
 use super::crd::{Condition, DeletionPolicy, PendingPlan, Stack, StackStatus, API_VERSION};
 use super::decide::{self, Decision, Facts, Why};
 use super::digest;
+use super::metrics::Metrics;
 use super::{hide, source, Job, OperatorError, Planned, RunError, Runner};
 
 /// The finalizer that holds a Stack under `deletionPolicy: Destroy` until its destroy
@@ -61,10 +62,17 @@ pub struct Context {
     /// `reportingInstance` of the Events written: the pod, or the host.
     instance: String,
     settings: Settings,
+    metrics: Arc<Metrics>,
 }
 
-/// Runs the controller until SIGTERM or Ctrl-C.
-pub async fn run(client: Client, runner: Arc<dyn Runner>, settings: Settings) {
+/// Runs the controller until SIGTERM or Ctrl-C, serving `/metrics`, `/healthz` and
+/// `/readyz` on `listener` when there is one.
+pub async fn run(
+    client: Client,
+    runner: Arc<dyn Runner>,
+    settings: Settings,
+    listener: Option<tokio::net::TcpListener>,
+) {
     let stacks: Api<Stack> = match &settings.namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
@@ -75,14 +83,20 @@ pub async fn run(client: Client, runner: Arc<dyn Runner>, settings: Settings) {
     };
     let instance = std::env::var("POD_NAME")
         .unwrap_or_else(|_| gethostname::gethostname().to_string_lossy().into_owned());
+    let metrics = Arc::new(Metrics::default());
     let ctx = Arc::new(Context {
         instance,
         client,
         runner,
         settings,
+        metrics: metrics.clone(),
     });
-    let controller = Controller::new(stacks, watcher::Config::default());
+    let controller = Controller::new(stacks.clone(), watcher::Config::default());
     let store = controller.store();
+    if let Some(listener) = listener {
+        let serve = super::metrics::serve(listener, metrics.clone(), store.clone(), stacks.clone());
+        tokio::spawn(serve);
+    }
     controller
         // A commit is a changed ConfigMap: the Stacks reading it plan at once.
         .watches(maps, watcher::Config::default(), move |cm: ConfigMap| {
@@ -104,13 +118,16 @@ pub async fn run(client: Client, runner: Arc<dyn Runner>, settings: Settings) {
         })
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            match result {
-                Ok((stack, _)) => {
-                    crate::output::operator::log("info", &stack.to_string(), "reconciled")
-                }
-                Err(e) => {
-                    crate::output::operator::log("error", "", &format!("reconcile failed: {e}"))
+        .for_each(|result| {
+            metrics.reconciled(result.is_ok());
+            async move {
+                match result {
+                    Ok((stack, _)) => {
+                        crate::output::operator::log("info", &stack.to_string(), "reconciled")
+                    }
+                    Err(e) => {
+                        crate::output::operator::log("error", "", &format!("reconcile failed: {e}"))
+                    }
                 }
             }
         })
@@ -356,7 +373,10 @@ impl Context {
         if let Some(left) = not_due(stack, &inputs) {
             return Ok(Action::requeue(left));
         }
-        let planned = match self.runner.plan(&job).await {
+        let started = std::time::Instant::now();
+        let planned = self.runner.plan(&job).await;
+        self.metrics.planned(started.elapsed(), planned.is_ok());
+        let planned = match planned {
             Ok(p) => p,
             Err(e) => return self.failed(stack, status, &job, e, "PlanFailed").await,
         };
@@ -461,6 +481,7 @@ impl Context {
         if drift {
             let fields = format!("changed outside the stack: {}", round.drifted.join(", "));
             if status.drifted != round.drifted {
+                self.metrics.drifted();
                 self.event(stack, true, "DriftDetected", "Plan", fields.clone())
                     .await;
             }
@@ -547,7 +568,10 @@ impl Context {
             &format!("applying {} ({counts})", facts.digest),
         );
         self.write_status(stack, &status).await?;
-        let outputs = match self.runner.apply(job, planned).await {
+        let started = std::time::Instant::now();
+        let applied = self.runner.apply(job, planned).await;
+        self.metrics.applied(started.elapsed(), applied.is_ok());
+        let outputs = match applied {
             Ok(o) => o,
             Err(RunError::Stale { message }) => {
                 // The state moved between plan and apply: plan again now, never apply

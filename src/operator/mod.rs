@@ -10,6 +10,7 @@ pub mod crd;
 pub mod decide;
 pub mod digest;
 pub mod git;
+pub mod metrics;
 pub mod source;
 
 use std::collections::BTreeMap;

@@ -280,6 +280,8 @@ fn spawn_operator(work: &Path, sandbox_dir: &str, k: &Cluster) -> Proc {
                 sandbox_dir,
                 "--retry",
                 "1s",
+                "--metrics-addr",
+                "127.0.0.1:0",
                 "--work-dir",
             ])
             .arg(work.join("stacks"))
@@ -574,6 +576,48 @@ async fn operator_holds_plans_for_approval_by_digest_and_reports_and_corrects_dr
         .filter(|e| e["regarding"]["kind"] == "Stack")
         .filter_map(|e| e["reason"].as_str())
         .collect();
+    // What Prometheus and the kubelet read, on the address the log names.
+    let operator_lines = std::fs::read_to_string(&k.log).unwrap_or_default();
+    let addr = operator_lines
+        .lines()
+        .find_map(|l| l.split("serving /metrics, /healthz and /readyz on ").nth(1))
+        .map(|a| a.trim_end_matches("\"}").to_string())
+        .expect("the log names the metrics address");
+    let get = |path: &str| {
+        let url = format!("http://{addr}{path}");
+        async move {
+            let r = reqwest::get(&url).await.expect("answered");
+            (r.status().as_u16(), r.text().await.expect("text"))
+        }
+    };
+    assert_eq!(get("/healthz").await.0, 200);
+    assert_eq!(get("/readyz").await.0, 200);
+    let (code, metrics) = get("/metrics").await;
+    assert_eq!(code, 200);
+    for line in [
+        "terrain_operator_stacks{condition=\"Ready\",status=\"True\"} 1",
+        "terrain_operator_drift_detected_total 1",
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no {line:?} in\n{metrics}"
+        );
+    }
+    let count = |name: &str| {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        count("terrain_operator_apply_duration_seconds_count") >= 2,
+        "{metrics}"
+    );
+    assert!(
+        count("terrain_operator_plan_duration_seconds_count") >= 4,
+        "{metrics}"
+    );
     if let Some(p) = &ops.operator {
         let status =
             std::fs::read_to_string(format!("/proc/{}/status", p.0.id())).unwrap_or_default();
