@@ -383,7 +383,7 @@ pub(super) fn secret_values(c: &Change) -> Vec<String> {
 
 /// `text` with every secret in it (and its base64 form, as a Kubernetes Secret's
 /// `data` holds it) replaced by a marker.
-pub(super) fn hide_secrets(mut text: String, secrets: &[String]) -> String {
+pub(crate) fn hide_secrets(mut text: String, secrets: &[String]) -> String {
     use base64::Engine as _;
     for secret in secrets {
         let encoded = base64::engine::general_purpose::STANDARD.encode(secret);

@@ -462,7 +462,12 @@ impl Context {
     ) -> Result<Action, OperatorError> {
         let (stack, generation) = (round.stack, round.stack.meta().generation);
         let pending = match self
-            .pending(&round.job, &round.planned, &round.facts.digest)
+            .pending(
+                &round.job,
+                &round.planned,
+                &round.facts.digest,
+                status.pending_plan.as_ref(),
+            )
             .await
         {
             Ok(p) => p,
@@ -641,13 +646,19 @@ impl Context {
         Ok(Action::requeue(interval))
     }
 
-    /// Stores the plan of a pending `planned` and describes it.
+    /// Stores the plan of a pending `planned` and describes it (unless it is `before`,
+    /// the plan pending already).
     async fn pending(
         &self,
         job: &Job,
         planned: &Planned,
         digest: &str,
+        before: Option<&PendingPlan>,
     ) -> Result<PendingPlan, RunError> {
+        // The same plan as at the last interval: stored already, and described.
+        if let Some(p) = before.filter(|p| p.digest == digest) {
+            return Ok(p.clone());
+        }
         let plan = &planned.plan;
         let location = self
             .runner
@@ -789,7 +800,9 @@ impl Context {
                 Ok(Action::await_change())
             }
             Decision::Converged | Decision::Wait { .. } => {
-                let pending = self.pending(&job, &planned, &facts.digest).await?;
+                let pending = self
+                    .pending(&job, &planned, &facts.digest, status.pending_plan.as_ref())
+                    .await?;
                 let message = format!(
                     "destroy plan {} ({}) waits for approval; the Stack stays until it is applied",
                     pending.digest,

@@ -102,11 +102,8 @@ pub trait Runner: Send + Sync {
     async fn store_plan(&self, job: &Job, name: &str, plan: &Plan) -> Result<String, RunError>;
 }
 
-/// `text` with every one of `secrets` replaced by `(sensitive)`.
+/// `text` with every one of `secrets` (and its base64, as a Secret's data holds it)
+/// hidden, as the engine hides secrets in progress lines.
 pub fn hide(text: &str, secrets: &[String]) -> String {
-    let mut out = text.to_string();
-    for s in secrets.iter().filter(|s| s.len() >= 3) {
-        out = out.replace(s.as_str(), "(sensitive)");
-    }
-    out
+    crate::engine::hide_secrets(text.to_string(), secrets)
 }
