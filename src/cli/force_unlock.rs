@@ -20,7 +20,7 @@ pub async fn run(args: ForceUnlockArgs) -> anyhow::Result<Exit> {
     let holder = backend.lock_info().await?;
     backend.force_unlock(&args.id).await?;
     let who = holder
-        .map(|h| format!(" (held by {} pid {} for `{}`)", h.who, h.pid, h.operation))
+        .map(|h| format!(" (held by {} for `{}`)", h.holder(), h.operation))
         .unwrap_or_default();
     output::print(&format!(
         "Released lock {} on {}{who}.\n",

@@ -1,7 +1,7 @@
 //! `terrain operator`: runs the Stack controller in this process (in a cluster, as the
-//! Deployment in `deploy/`), planning and applying through the same engine as
-//! `terrain plan` and `terrain apply`, on the engine's own thread, one run at a time;
-//! `--crd` prints the Stack CRD instead.
+//! Deployment in `deploy/`) once this replica holds the Lease, planning and applying
+//! through the same engine as `terrain plan` and `terrain apply` on `--max-runs` run
+//! threads; `--crd` prints the Stack CRD instead.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -16,7 +16,8 @@ use kube::CustomResourceExt;
 use super::{common, Exit, StackArgs};
 use crate::engine::{Base, EngineError, Quiet};
 use crate::operator::crd::{BackendSpec, Stack};
-use crate::operator::{controller, hide, Job, Planned, RunError, Runner};
+use crate::operator::metrics::Metrics;
+use crate::operator::{controller, hide, lease, Job, Planned, RunError, Runner};
 use crate::plan::Plan;
 use crate::stack::BackendConfig;
 use crate::state::{OutputState, StateError};
@@ -47,6 +48,21 @@ pub struct OperatorArgs {
     /// (`0.0.0.0:8080`; port 0 picks a free one, which the log names).
     #[arg(long = "metrics-addr", value_name = "ADDR")]
     metrics_addr: Option<std::net::SocketAddr>,
+    /// How many plans and applies run at once (each in its own thread and working
+    /// directory); the rest wait their turn.
+    #[arg(long = "max-runs", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N")]
+    max_runs: u16,
+    /// The Lease that elects the one replica that reconciles.
+    #[arg(long, default_value = "terrain-operator", value_name = "NAME")]
+    lease: String,
+    /// The Lease's namespace (default: the pod's, from POD_NAMESPACE; else that of
+    /// `--namespace`; else `default`).
+    #[arg(long = "lease-namespace", value_name = "NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// How long a replica that stopped renewing the Lease keeps it: another takes over
+    /// that long after the holder died.
+    #[arg(long = "lease-duration", default_value = "15s", value_name = "DURATION", value_parser = super::parse_duration)]
+    lease_duration: Duration,
     /// Plans and applies against the sandbox instead of the real clouds.
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new(), num_args = 0, default_missing_value = "true", default_value = "false")]
     sandbox: bool,
@@ -67,48 +83,127 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<Exit> {
     }
     common::start_dir();
     let client = common::kube_client(args.context.as_deref()).await?;
-    let runner = Arc::new(Worker::start(EngineRunner {
-        sandbox: args.sandbox,
-        sandbox_dir: args.sandbox.then(|| common::absolute(&args.sandbox_dir)),
-    })?);
-    let listener = match args.metrics_addr {
-        Some(addr) => {
-            let (listener, bound) = crate::operator::metrics::bind(addr)
-                .await
-                .with_context(|| format!("serve metrics on {addr}"))?;
-            crate::output::operator::log(
-                "info",
-                "",
-                &format!("serving /metrics, /healthz and /readyz on {bound}"),
-            );
-            Some(listener)
-        }
-        None => None,
-    };
-    crate::output::operator::log("info", "", "terrain operator started");
-    controller::run(
-        client,
-        runner,
-        controller::Settings {
-            namespace: args.namespace,
-            work: common::absolute(&args.work_dir),
-            retry: args.retry,
+    let metrics = Arc::new(Metrics::default());
+    let runner = Arc::new(Worker::start(
+        EngineRunner {
+            sandbox: args.sandbox,
+            sandbox_dir: args.sandbox.then(|| common::absolute(&args.sandbox_dir)),
         },
-        listener,
-    )
-    .await;
-    crate::output::operator::log("info", "", "terrain operator stopped");
+        args.max_runs,
+        metrics.clone(),
+    )?);
+    let stacks: kube::Api<Stack> = match &args.namespace {
+        Some(ns) => kube::Api::namespaced(client.clone(), ns),
+        None => kube::Api::all(client.clone()),
+    };
+    // Served from the start, so a replica waiting for the Lease answers its probes.
+    if let Some(addr) = args.metrics_addr {
+        let (listener, bound) = crate::operator::metrics::bind(addr)
+            .await
+            .with_context(|| format!("serve metrics on {addr}"))?;
+        log(
+            "info",
+            &format!("serving /metrics, /healthz and /readyz on {bound}"),
+        );
+        tokio::spawn(crate::operator::metrics::serve(
+            listener,
+            metrics.clone(),
+            stacks,
+        ));
+    }
+    let pod = std::env::var("POD_NAME")
+        .unwrap_or_else(|_| gethostname::gethostname().to_string_lossy().into_owned());
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let settings = lease::Settings {
+        namespace: args
+            .lease_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .or_else(|| args.namespace.clone())
+            .unwrap_or_else(|| "default".into()),
+        name: args.lease.clone(),
+        identity: format!("{pod}_{}", &suffix[..8]),
+        duration: args.lease_duration,
+    };
+    if settings.duration < Duration::from_secs(2) {
+        anyhow::bail!("--lease-duration must be at least 2s");
+    }
+    let mut elector = lease::Elector::new(client.clone(), settings);
+    log(
+        "info",
+        &format!(
+            "terrain operator started as {}, {} runs at a time",
+            elector.settings.identity, args.max_runs
+        ),
+    );
+    let lease_name = format!("{}/{}", elector.settings.namespace, elector.settings.name);
+    let term = tokio::select! {
+        term = elector.acquire(|holder| match holder {
+            Some(h) => log("info", &format!("waiting for the Lease {lease_name}, held by {h}")),
+            None => log("info", &format!("waiting for the Lease {lease_name}")),
+        }) => term,
+        () = stopped() => {
+            log("info", "terrain operator stopped");
+            return Ok(Exit::Ok);
+        }
+    };
+    log(
+        "info",
+        &format!("holding the Lease {lease_name} at term {term}: reconciling"),
+    );
+    metrics.leading(true);
+    let hold = elector.hold(term);
+    let settings = controller::Settings {
+        namespace: args.namespace,
+        work: common::absolute(&args.work_dir),
+        retry: args.retry,
+        lease: Some(hold),
+    };
+    tokio::select! {
+        () = controller::run(client, runner, settings, metrics.clone()) => {}
+        lost = elector.keep(term) => {
+            // Runs in flight go on in their threads; only ending the process stops
+            // them before the next holder takes over (as a SIGKILL would).
+            log("error", &format!("lost the Lease {lease_name}: {lost}; stopping at once"));
+            std::process::exit(3);
+        }
+    }
+    // The controller has stopped and nothing runs: hand the Lease over now.
+    if let Err(e) = elector.release().await {
+        log("warn", &format!("hand back the Lease {lease_name}: {e}"));
+    }
+    log("info", "terrain operator stopped");
     Ok(Exit::Ok)
 }
 
-/// Plans and applies with the engine, one run at a time: a run works in its stack's
-/// directory (relative paths in stacks are relative to it), which is the process's.
+fn log(level: &str, message: &str) {
+    crate::output::operator::log(level, "", message);
+}
+
+/// SIGTERM (the kubelet stopping the pod) or Ctrl-C.
+async fn stopped() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = term => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// Plans and applies with the engine. A run works in its stack's directory (relative
+/// paths in stacks are relative to it).
 struct EngineRunner {
     sandbox: bool,
     sandbox_dir: Option<PathBuf>,
 }
 
-/// What the controller asks of the engine's thread.
+/// What the controller asks of a run thread.
 enum Request {
     Plan(Job, Reply<Planned>),
     Apply(Job, Box<Planned>, Reply<BTreeMap<String, OutputState>>),
@@ -117,45 +212,78 @@ enum Request {
 
 type Reply<T> = tokio::sync::oneshot::Sender<Result<T, RunError>>;
 
-/// The engine's own thread and runtime, taking one request at a time. The engine's
-/// futures are not all `Send`, and a run changes the process's working directory, so
-/// runs go there in turn rather than onto the controller's tasks.
+/// The run threads, `--max-runs` of them, each with its own single-threaded runtime
+/// and its own working directory, taking requests in turn: so no more than that many
+/// plans and applies run at once, however many Stacks are due (after a restart, all
+/// of them). The engine's futures are not all `Send`, so runs stay off the
+/// controller's tasks.
 struct Worker {
     requests: tokio::sync::mpsc::Sender<Request>,
 }
 
 impl Worker {
-    fn start(runner: EngineRunner) -> anyhow::Result<Worker> {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Request>(64);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("terrain-engine")
-            .enable_all()
-            .build()?;
-        std::thread::Builder::new()
-            .name("terrain-engine".into())
-            .spawn(move || {
-                let home = common::start_dir();
-                runtime.block_on(async move {
-                    while let Some(request) = rx.recv().await {
-                        // A run moves into its stack's directory, which the next
-                        // reconcile rewrites: back home first, so no work (a git
-                        // fetch) is left in a directory that is gone.
-                        let _ = std::env::set_current_dir(&home);
-                        match request {
-                            Request::Plan(job, reply) => {
-                                let _ = reply.send(runner.plan(&job).await);
-                            }
-                            Request::Apply(job, planned, reply) => {
-                                let _ = reply.send(runner.apply(&job, &planned).await);
-                            }
-                            Request::Store(job, name, plan, reply) => {
-                                let _ = reply.send(runner.store_plan(&job, &name, &plan).await);
+    fn start(runner: EngineRunner, limit: u16, metrics: Arc<Metrics>) -> anyhow::Result<Worker> {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Request>(64);
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        let runner = Arc::new(runner);
+        let (started_tx, started) = std::sync::mpsc::channel::<anyhow::Result<()>>();
+        for i in 0..limit {
+            let (rx, runner, metrics, started_tx) = (
+                rx.clone(),
+                runner.clone(),
+                metrics.clone(),
+                started_tx.clone(),
+            );
+            std::thread::Builder::new()
+                .name(format!("terrain-run-{i}"))
+                .spawn(move || {
+                    let ready = own_working_directory().and_then(|()| {
+                        tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .context("start a run thread's runtime")
+                    });
+                    let runtime = match ready {
+                        Ok(r) => {
+                            let _ = started_tx.send(Ok(()));
+                            r
+                        }
+                        Err(e) => {
+                            let _ = started_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    let home = common::start_dir();
+                    runtime.block_on(async move {
+                        loop {
+                            let request = rx.lock().await.recv().await;
+                            let Some(request) = request else { break };
+                            // A run moves into its stack's directory, which the next
+                            // reconcile rewrites: back home first, so no work is left
+                            // in a directory that is gone.
+                            let _ = std::env::set_current_dir(&home);
+                            let _running = metrics.run_started();
+                            match request {
+                                Request::Plan(job, reply) => {
+                                    let _ = reply.send(runner.plan(&job).await);
+                                }
+                                Request::Apply(job, planned, reply) => {
+                                    let _ = reply.send(runner.apply(&job, &planned).await);
+                                }
+                                Request::Store(job, name, plan, reply) => {
+                                    let _ = reply.send(runner.store_plan(&job, &name, &plan).await);
+                                }
                             }
                         }
-                    }
-                });
-            })?;
+                    });
+                })?;
+        }
+        drop(started_tx);
+        for _ in 0..limit {
+            started
+                .recv()
+                .context("a run thread stopped while starting")??;
+        }
         Ok(Worker { requests: tx })
     }
 
@@ -205,8 +333,10 @@ fn engine_error(job: &Job, e: EngineError) -> RunError {
         EngineError::State(state) => match *state {
             StateError::LockHeld { holder, .. } => RunError::Locked {
                 holder: format!(
-                    "{} (pid {}) for `{}` since {}",
-                    holder.who, holder.pid, holder.operation, holder.created
+                    "{} for `{}` since {}",
+                    holder.holder(),
+                    holder.operation,
+                    holder.created
                 ),
                 message: format!("lock id {}", holder.id),
             },
@@ -218,6 +348,14 @@ fn engine_error(job: &Job, e: EngineError) -> RunError {
 
 fn state_error(job: &Job, e: StateError) -> RunError {
     engine_error(job, EngineError::State(Box::new(e)))
+}
+
+/// Gives the calling thread a working directory of its own (Linux's
+/// `unshare(CLONE_FS)`): a run's `chdir` into its stack's directory then moves only its
+/// thread (and the threads it starts), not the other runs nor the controller.
+fn own_working_directory() -> anyhow::Result<()> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS)
+        .context("give a run thread its own working directory (unshare CLONE_FS)")
 }
 
 impl EngineRunner {
@@ -303,6 +441,12 @@ impl EngineRunner {
     async fn plan(&self, job: &Job) -> Result<Planned, RunError> {
         let session = self.session(job, "terrain operator").await?;
         let result = async {
+            // A replica that lost its Lease (or a run killed on this machine) left
+            // its lock: release it now rather than at the next apply.
+            let me = crate::state::LockInfo::new("operator plan").holding(job.lease.clone());
+            let locked = crate::state::lock::clear_abandoned(&*session.backend, &me)
+                .await
+                .map_err(|e| state_error(job, e))?;
             let mut policies = common::policies(&session.stack, &[]).map_err(|e| failed(job, e))?;
             let path = job.dir.display().to_string();
             let (plan, base) = session
@@ -320,6 +464,8 @@ impl EngineRunner {
                 plan,
                 state: session.backend.location(),
                 outputs: base.state.outputs,
+                locked: locked
+                    .map(|h| format!("{} for `{}` since {}", h.holder(), h.operation, h.created)),
             })
         }
         .await;
@@ -334,7 +480,7 @@ impl EngineRunner {
     ) -> Result<BTreeMap<String, OutputState>, RunError> {
         let session = self.session(job, "terrain operator").await?;
         let backend = session.backend.clone();
-        let info = crate::state::LockInfo::new("operator apply");
+        let info = crate::state::LockInfo::new("operator apply").holding(job.lease.clone());
         let result = async {
             crate::state::lock::acquire(&*backend, &info, Duration::ZERO)
                 .await

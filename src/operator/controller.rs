@@ -40,6 +40,8 @@ pub struct Settings {
     pub work: PathBuf,
     /// How long to wait before retrying a Stack whose plan or apply failed.
     pub retry: Duration,
+    /// The Lease this replica holds, recorded with the state locks it takes.
+    pub lease: Option<crate::state::LeaseHold>,
 }
 
 /// One reconcile's plan and what is known of it.
@@ -65,13 +67,13 @@ pub struct Context {
     metrics: Arc<Metrics>,
 }
 
-/// Runs the controller until SIGTERM or Ctrl-C, serving `/metrics`, `/healthz` and
-/// `/readyz` on `listener` when there is one.
+/// Runs the controller until SIGTERM or Ctrl-C (letting the reconciles under way
+/// finish), counting into `metrics`.
 pub async fn run(
     client: Client,
     runner: Arc<dyn Runner>,
     settings: Settings,
-    listener: Option<tokio::net::TcpListener>,
+    metrics: Arc<Metrics>,
 ) {
     let stacks: Api<Stack> = match &settings.namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
@@ -83,7 +85,6 @@ pub async fn run(
     };
     let instance = std::env::var("POD_NAME")
         .unwrap_or_else(|_| gethostname::gethostname().to_string_lossy().into_owned());
-    let metrics = Arc::new(Metrics::default());
     let ctx = Arc::new(Context {
         instance,
         client,
@@ -93,10 +94,7 @@ pub async fn run(
     });
     let controller = Controller::new(stacks.clone(), watcher::Config::default());
     let store = controller.store();
-    if let Some(listener) = listener {
-        let serve = super::metrics::serve(listener, metrics.clone(), store.clone(), stacks.clone());
-        tokio::spawn(serve);
-    }
+    metrics.watch(store.clone());
     controller
         // A commit is a changed ConfigMap: the Stacks reading it plan at once.
         .watches(maps, watcher::Config::default(), move |cm: ConfigMap| {
@@ -191,8 +189,18 @@ fn now() -> String {
 /// inputs (`inputs`, their content hash) and its plan requests are as when it was last
 /// planned, and its interval has not passed since. Every status write is a change of
 /// the Stack its watch sees: without this, each plan would set off the next.
+/// A Stack whose apply was cut short (the operator killed mid-way) is due at once: its
+/// state lock is released and its changes finished by the replica that goes on, not
+/// an interval later.
 fn not_due(stack: &Stack, inputs: &str) -> Option<Duration> {
     let status = stack.status.as_ref()?;
+    let interrupted = status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == "Reconciling" && c.status == "True" && c.reason == "Applying");
+    if interrupted {
+        return None;
+    }
     let asked = stack.annotations().get(PLAN_REQUESTED).map(String::as_str);
     let same = status.observed_generation == stack.meta().generation
         && status.planned_inputs.as_deref() == Some(inputs)
@@ -330,6 +338,7 @@ impl Context {
             secrets: inputs.secrets,
             backend: stack.spec.backend.clone(),
             destroy,
+            lease: self.settings.lease.clone(),
         };
         Ok((job, hash))
     }
@@ -384,7 +393,17 @@ impl Context {
         status.last_planned =
             Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
         status.plan_request = stack.annotations().get(PLAN_REQUESTED).cloned();
-        set(&mut status, generation, "Locked", false, "Unlocked", "");
+        match &planned.locked {
+            Some(holder) => set(
+                &mut status,
+                generation,
+                "Locked",
+                true,
+                "LockHeld",
+                &format!("the state lock is held by {holder}"),
+            ),
+            None => set(&mut status, generation, "Locked", false, "Unlocked", ""),
+        }
         status.outputs = visible(&planned.outputs);
         let facts = Facts {
             digest: digest::plan_digest(
@@ -916,6 +935,16 @@ mod tests {
             ),
             None
         );
+        let mut cut_short = planned(chrono::Duration::seconds(1));
+        set(
+            &mut cut_short,
+            Some(2),
+            "Reconciling",
+            true,
+            "Applying",
+            "applying sha256:ab",
+        );
+        assert_eq!(not_due(&stack(2, Some(cut_short)), "sha256:in"), None);
         let mut asked = stack(2, Some(planned(chrono::Duration::seconds(1))));
         asked.metadata.annotations = Some([(PLAN_REQUESTED.to_string(), "now".to_string())].into());
         assert_eq!(not_due(&asked, "sha256:in"), None);

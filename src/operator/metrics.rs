@@ -1,10 +1,12 @@
 //! What the operator tells Prometheus and the kubelet: `/metrics` in Prometheus' text
-//! format (reconciles, plan and apply durations, drift found, Stacks by condition),
-//! `/healthz` (the process answers) and `/readyz` (the Stacks can be listed).
+//! format (reconciles, plan and apply durations, drift found, Stacks by condition,
+//! whether this replica leads, runs in flight against their limit), `/healthz` (the
+//! process answers) and `/readyz` (the Stacks can be listed; a replica waiting for the
+//! Lease is ready too, as a standby).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use kube::runtime::reflector::Store;
@@ -60,6 +62,20 @@ pub struct Metrics {
     applies_failed: AtomicU64,
     drift: AtomicU64,
     ready: AtomicBool,
+    leader: AtomicBool,
+    runs: AtomicU64,
+    runs_max: AtomicU64,
+    /// The controller's Stacks, once it runs (on the replica that leads).
+    stacks: OnceLock<Store<Stack>>,
+}
+
+/// A run in flight, counted until dropped.
+pub struct Running<'a>(&'a Metrics);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.runs.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Metrics {
@@ -90,13 +106,35 @@ impl Metrics {
         }
     }
 
+    /// A plan or apply begins; it ends when the guard is dropped.
+    pub fn run_started(&self) -> Running<'_> {
+        let now = self.runs.fetch_add(1, Ordering::Relaxed) + 1;
+        self.runs_max.fetch_max(now, Ordering::Relaxed);
+        Running(self)
+    }
+
+    /// Whether this replica holds the Lease.
+    pub fn leading(&self, yes: bool) {
+        self.leader.store(yes, Ordering::Relaxed);
+    }
+
+    /// The controller's Stacks, for the gauge of Stacks by condition.
+    pub fn watch(&self, store: Store<Stack>) {
+        let _ = self.stacks.set(store);
+    }
+
     /// Drift newly found on a Stack.
     pub fn drifted(&self) {
         self.drift.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The text exposition of the counters, and of `stacks` by condition.
-    pub fn render(&self, stacks: &[Arc<Stack>]) -> String {
+    /// The text exposition of the counters, and of the Stacks by condition.
+    pub fn render(&self) -> String {
+        let stacks = self.stacks.get().map(Store::state).unwrap_or_default();
+        self.render_with(&stacks)
+    }
+
+    fn render_with(&self, stacks: &[Arc<Stack>]) -> String {
         let mut out = String::new();
         let counter = |out: &mut String, name: &str, help: &str, rows: &[(&str, u64)]| {
             out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} counter\n"));
@@ -142,6 +180,29 @@ impl Metrics {
             "How long applies took.",
             &mut out,
         );
+        let gauge = |out: &mut String, name: &str, help: &str, n: u64| {
+            out.push_str(&format!(
+                "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {n}\n"
+            ));
+        };
+        gauge(
+            &mut out,
+            "terrain_operator_leader",
+            "1 on the replica that holds the Lease and reconciles, else 0.",
+            u64::from(self.leader.load(Ordering::Relaxed)),
+        );
+        gauge(
+            &mut out,
+            "terrain_operator_runs_in_flight",
+            "Plans and applies running now.",
+            load(&self.runs),
+        );
+        gauge(
+            &mut out,
+            "terrain_operator_runs_in_flight_max",
+            "The most plans and applies that ran at once since the process started.",
+            load(&self.runs_max),
+        );
         out.push_str("# HELP terrain_operator_stacks Stacks by condition and status.\n# TYPE terrain_operator_stacks gauge\n");
         let mut counts = std::collections::BTreeMap::<(String, String), u64>::new();
         for s in stacks {
@@ -166,7 +227,6 @@ impl Metrics {
 pub async fn serve(
     listener: tokio::net::TcpListener,
     metrics: Arc<Metrics>,
-    store: Store<Stack>,
     stacks: kube::Api<Stack>,
 ) {
     use axum::http::StatusCode;
@@ -184,8 +244,8 @@ pub async fn serve(
         .route(
             "/metrics",
             get(move || {
-                let (m, s) = (for_metrics.clone(), store.clone());
-                async move { m.render(&s.state()) }
+                let m = for_metrics.clone();
+                async move { m.render() }
             }),
         )
         .route("/healthz", get(|| async { "ok\n" }))
@@ -226,7 +286,13 @@ mod tests {
         m.reconciled(true);
         m.reconciled(false);
         m.drifted();
-        let text = m.render(&[]);
+        m.leading(true);
+        let first = m.run_started();
+        let second = m.run_started();
+        drop(first);
+        drop(second);
+        let _third = m.run_started();
+        let text = m.render();
         for line in [
             "terrain_operator_reconciles_total{result=\"ok\"} 1",
             "terrain_operator_reconciles_total{result=\"error\"} 1",
@@ -239,6 +305,9 @@ mod tests {
             "terrain_operator_plan_duration_seconds_sum 20.3",
             "terrain_operator_apply_duration_seconds_bucket{le=\"60\"} 0",
             "terrain_operator_apply_duration_seconds_bucket{le=\"300\"} 1",
+            "terrain_operator_leader 1",
+            "terrain_operator_runs_in_flight 1",
+            "terrain_operator_runs_in_flight_max 2",
         ] {
             assert!(
                 text.lines().any(|l| l == line),

@@ -10,6 +10,7 @@ pub mod crd;
 pub mod decide;
 pub mod digest;
 pub mod git;
+pub mod lease;
 pub mod metrics;
 pub mod source;
 
@@ -57,6 +58,8 @@ pub struct Job {
     pub backend: Option<crd::BackendSpec>,
     /// Plan the destruction of everything.
     pub destroy: bool,
+    /// The Lease this replica holds, recorded with the state locks it takes.
+    pub lease: Option<crate::state::LeaseHold>,
 }
 
 /// A plan made for a [`Job`].
@@ -67,6 +70,8 @@ pub struct Planned {
     pub state: String,
     /// The stack's outputs as the state holds them.
     pub outputs: BTreeMap<String, OutputState>,
+    /// Who holds the state lock, when someone (alive) does.
+    pub locked: Option<String>,
 }
 
 /// Why a plan or apply did not happen.

@@ -21,6 +21,31 @@ pub struct LockInfo {
     pub operation: String,
     /// RFC 3339.
     pub created: String,
+    /// The Lease its holder held when it took the lock (an operator's replica).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeaseHold>,
+}
+
+/// A Lease held by a lock's holder, and its term: the Lease's `leaseTransitions` when
+/// the holder took it. Terms only grow and each is held by one process, so a lock taken
+/// at an older term of the same Lease belongs to a holder that lost it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseHold {
+    pub namespace: String,
+    pub name: String,
+    /// The holder's identity in the Lease (the pod, and a suffix per process).
+    pub holder: String,
+    pub term: i32,
+}
+
+impl std::fmt::Display for LeaseHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} holding Lease {}/{} at term {}",
+            self.holder, self.namespace, self.name, self.term
+        )
+    }
 }
 
 impl LockInfo {
@@ -41,7 +66,22 @@ impl LockInfo {
             pid: std::process::id(),
             operation: operation.to_string(),
             created: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            lease: None,
         }
+    }
+
+    /// Who holds it: `user@host (pid N)`, and the Lease its holder holds, if any.
+    pub fn holder(&self) -> String {
+        match &self.lease {
+            Some(l) => format!("{} (pid {}, {l})", self.who, self.pid),
+            None => format!("{} (pid {})", self.who, self.pid),
+        }
+    }
+
+    /// The same record, naming the Lease its holder holds.
+    pub fn holding(mut self, lease: Option<LeaseHold>) -> Self {
+        self.lease = lease;
+        self
     }
 }
 
@@ -73,8 +113,8 @@ pub enum StateError {
         supported: u32,
     },
     #[error(
-        "state {location} is locked by {} (pid {}) for `{}` since {}, lock id {}; if that run is no longer going, release it with `terrain force-unlock {}`",
-        holder.who, holder.pid, holder.operation, holder.created, holder.id, holder.id
+        "state {location} is locked by {} for `{}` since {}, lock id {}; if that run is no longer going, release it with `terrain force-unlock {}`",
+        holder.holder(), holder.operation, holder.created, holder.id, holder.id
     )]
     LockHeld {
         location: String,

@@ -732,6 +732,7 @@ fn unknown_holder() -> LockInfo {
         pid: 0,
         operation: "unknown".to_string(),
         created: "unknown".to_string(),
+        lease: None,
     }
 }
 

@@ -1,6 +1,7 @@
 //! Waiting for a state lock: retries [`Backend::lock`] with backoff until a timeout, so
 //! a run started while another finishes (`-lock-timeout`) does not fail needlessly; and
-//! telling a lock whose holder is gone (a killed run on this machine) from a live one.
+//! telling a lock whose holder is gone (a killed run on this machine, or an operator
+//! replica that lost its Lease) from a live one.
 
 use std::time::Duration;
 
@@ -39,11 +40,49 @@ pub async fn acquire(
     }
 }
 
-/// Whether the run holding `holder` is gone: a process of this machine that no longer
-/// exists. A remote lock object outlives a killed run (the local backend's OS lock
-/// does not), and such a lock is taken over rather than refusing every later run until
-/// `force-unlock`. A holder on another machine is never presumed gone.
-pub fn abandoned(holder: &LockInfo) -> bool {
+/// Releases the lock if its holder is gone as `taker` can tell ([`abandoned`]), by
+/// taking it over as `taker` and letting it go; returns the holder that remains, if
+/// any. A run that reads but does not write (an operator's plan) calls it so that a
+/// dead replica's lock does not wait for the next apply.
+pub async fn clear_abandoned(
+    backend: &dyn Backend,
+    taker: &LockInfo,
+) -> Result<Option<LockInfo>, StateError> {
+    match backend.lock_info().await? {
+        Some(holder) if abandoned(&holder, taker) => {
+            match backend.lock(taker).await {
+                Ok(()) => backend.unlock(&taker.id).await.map(|()| None),
+                // Taken meanwhile by someone alive.
+                Err(StateError::LockHeld { holder, .. }) => Ok(Some(*holder)),
+                Err(e) => Err(e),
+            }
+        }
+        other => Ok(other),
+    }
+}
+
+/// Whether the run holding `holder` is gone, as `taker` (who wants the lock) can tell:
+/// a process of this machine that no longer exists, or an operator replica whose Lease
+/// `taker` now holds at a later term. A remote lock object outlives a killed run (the
+/// local backend's OS lock does not), and such a lock is taken over rather than
+/// refusing every later run until `force-unlock`. A holder on another machine is never
+/// presumed gone, nor one that still holds its Lease: a Lease moves to a new term only
+/// once its holder stopped renewing it for its whole duration, and a holder stops
+/// working a renewal before that (see `operator/lease.rs`).
+pub fn abandoned(holder: &LockInfo, taker: &LockInfo) -> bool {
+    dead_here(holder) || lease_lost(holder, taker)
+}
+
+/// Whether `holder` took the lock at an older term of the Lease `taker` holds.
+fn lease_lost(holder: &LockInfo, taker: &LockInfo) -> bool {
+    match (&holder.lease, &taker.lease) {
+        (Some(h), Some(t)) => h.namespace == t.namespace && h.name == t.name && h.term < t.term,
+        _ => false,
+    }
+}
+
+/// Whether `holder` is a process of this machine that no longer exists.
+fn dead_here(holder: &LockInfo) -> bool {
     let host = |who: &str| who.rsplit_once('@').map(|(_, h)| h.to_string());
     let here = host(&LockInfo::who_here());
     here.is_some()
@@ -64,6 +103,7 @@ mod tests {
 
     use super::*;
     use crate::state::local::LocalBackend;
+    use crate::state::LeaseHold;
 
     fn state_path(dir: &tempfile::TempDir) -> std::path::PathBuf {
         dir.path().join("state.json")
@@ -166,6 +206,7 @@ mod tests {
             pid,
             operation: "apply".into(),
             created: "2026-11-26T10:00:00Z".into(),
+            lease: None,
         }
     }
 
@@ -177,18 +218,62 @@ mod tests {
         let dead = child.id();
         child.wait().expect("reap");
         let here = LockInfo::who_here();
+        let me = LockInfo::new("apply");
         assert!(
-            abandoned(&holder(here.clone(), dead)),
+            abandoned(&holder(here.clone(), dead), &me),
             "a reaped process is gone"
         );
-        assert!(!abandoned(&holder(here.clone(), 1)), "pid 1 is alive");
+        assert!(!abandoned(&holder(here.clone(), 1), &me), "pid 1 is alive");
         assert!(
-            !abandoned(&holder(here, std::process::id())),
+            !abandoned(&holder(here, std::process::id()), &me),
             "this process holds it"
         );
         assert!(
-            !abandoned(&holder("ci@another-machine".into(), dead)),
+            !abandoned(&holder("ci@another-machine".into(), dead), &me),
             "a holder elsewhere is never presumed gone"
         );
+    }
+
+    fn at(term: i32, holder: &str, name: &str) -> Option<LeaseHold> {
+        Some(LeaseHold {
+            namespace: "terrain-system".into(),
+            name: name.into(),
+            holder: holder.into(),
+            term,
+        })
+    }
+
+    #[test]
+    fn only_a_holder_at_an_older_term_of_the_takers_lease_lost_it() {
+        // Both on other machines, alive as far as this one can tell.
+        let elsewhere = |lease| holder("terrain@operator-7d9f-abc".into(), 4242).holding(lease);
+        let taker = |lease| LockInfo::new("operator apply").holding(lease);
+        let new_leader = taker(at(3, "operator-b_1", "terrain-operator"));
+        assert!(abandoned(
+            &elsewhere(at(2, "operator-a_1", "terrain-operator")),
+            &new_leader
+        ));
+        // The same term: that holder still renews (a term has one holder).
+        assert!(!abandoned(
+            &elsewhere(at(3, "operator-b_0", "terrain-operator")),
+            &new_leader
+        ));
+        // A later term: the taker is the one that lost it.
+        assert!(!abandoned(
+            &elsewhere(at(4, "operator-c_1", "terrain-operator")),
+            &new_leader
+        ));
+        // Another Lease (another operator deployment) says nothing of this one.
+        assert!(!abandoned(
+            &elsewhere(at(0, "operator-a_1", "other-operator")),
+            &new_leader
+        ));
+        // A run from the command line holds no Lease: never taken over by a Lease.
+        assert!(!abandoned(&elsewhere(None), &new_leader));
+        // A taker holding no Lease cannot tell a replica's Lease lost.
+        assert!(!abandoned(
+            &elsewhere(at(2, "operator-a_1", "terrain-operator")),
+            &taker(None)
+        ));
     }
 }

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use backend::{Backend, LockInfo, StateError};
+pub use backend::{Backend, LeaseHold, LockInfo, StateError};
 
 /// The format version this build writes; older versions are upgraded on load.
 pub const FORMAT_VERSION: u32 = 1;

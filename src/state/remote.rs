@@ -4,7 +4,8 @@
 //! was broken cannot clobber a newer state, and one whose answer was lost and was sent
 //! again finds its own write. The lock is an object beside the state, created only if
 //! absent and holding the [`LockInfo`] of its holder; a killed run's lock on this
-//! machine is taken over ([`super::lock::abandoned`]). Each store ([`super::s3`],
+//! machine, or that of an operator replica that lost its Lease, is taken over
+//! ([`super::lock::abandoned`]). Each store ([`super::s3`],
 //! [`super::gcs`]) says only how to read, write and delete one object.
 
 use std::sync::Mutex;
@@ -132,6 +133,7 @@ impl<O: Objects> Remote<O> {
             pid: 0,
             operation: "unknown".into(),
             created: "unknown".into(),
+            lease: None,
         });
         Ok(Some((info, version)))
     }
@@ -248,9 +250,9 @@ impl<O: Objects> Backend for Remote<O> {
             match self.lock_record().await? {
                 // Our own lock, written by an attempt whose answer was lost.
                 Some((holder, _)) if holder == *info => return Ok(()),
-                // A killed run's lock: taken over (its writes were conditional, so
-                // nothing it left can be lost).
-                Some((holder, version)) if super::lock::abandoned(&holder) => {
+                // A killed run's lock, or a replica's that lost its Lease: taken over
+                // (its writes were conditional, so nothing it left can be lost).
+                Some((holder, version)) if super::lock::abandoned(&holder, info) => {
                     self.objects.delete_if(&self.lock_name(), &version).await?;
                 }
                 Some((holder, _)) => {

@@ -66,8 +66,8 @@ fn deploy_manifests_pass_kubernetes_validate_strict() {
     }
     assert_eq!(
         files.len(),
-        6,
-        "the CRD, namespace, service account, role, binding and Deployment"
+        9,
+        "the CRD, namespace, service account, cluster role and binding, the Lease's role and binding, the Deployment and its disruption budget"
     );
     kubernetes_validate_strict(&files, "a deploy/ manifest");
 }
@@ -264,8 +264,14 @@ impl Storage {
 }
 
 /// `terrain operator` against `k`'s cluster and the sandbox of `sandbox_dir`, its log
-/// appended to `k.log`.
+/// appended to `k.log`, with a 2s Lease: a restarted operator takes over 2s after the
+/// one killed.
 fn spawn_operator(work: &Path, sandbox_dir: &str, k: &Cluster) -> Proc {
+    spawn_operator_with(work, sandbox_dir, k, &["--lease-duration", "2s"])
+}
+
+/// [`spawn_operator`] with `extra` arguments.
+fn spawn_operator_with(work: &Path, sandbox_dir: &str, k: &Cluster, extra: &[&str]) -> Proc {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -285,6 +291,7 @@ fn spawn_operator(work: &Path, sandbox_dir: &str, k: &Cluster) -> Proc {
                 "--work-dir",
             ])
             .arg(work.join("stacks"))
+            .args(extra)
             .env("KUBECONFIG", &k.kubeconfig)
             .current_dir(work)
             .stdout(Stdio::null())

@@ -201,6 +201,7 @@ async fn lock_of_a_killed_process_is_released() {
         pid: 424242,
         operation: "apply".to_string(),
         created: "2024-05-01T12:00:00Z".to_string(),
+        lease: None,
     };
     fs::write(&lock_file, serde_json::to_vec(&dead).expect("encode")).expect("write lock record");
     let mut child = spawn_flock_holder(&lock_file);

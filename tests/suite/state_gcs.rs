@@ -214,6 +214,7 @@ async fn gcs_lock_held_elsewhere_names_its_holder_and_the_unlock_command() {
         pid: 77,
         operation: "destroy".into(),
         created: "2026-11-26T10:00:00Z".into(),
+        lease: None,
     };
     backend(&settings).lock(&holder).await.expect("lock");
     let err = backend(&settings)

@@ -298,6 +298,7 @@ async fn a_lock_held_elsewhere_names_its_holder_and_the_unlock_command() {
         pid: 4242,
         operation: "apply".into(),
         created: "2026-11-26T10:00:00Z".into(),
+        lease: None,
     };
     backend(settings.clone()).lock(&holder).await.expect("lock");
     let err = backend(settings.clone())
