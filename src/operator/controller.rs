@@ -450,6 +450,10 @@ impl Context {
         status.pending_plan = None;
         status.superseded_approval = None;
         status.drifted.clear();
+        // The live objects match these inputs, whoever made them so (an apply cut short
+        // after its last change, by a replica that died before saying so): a change
+        // from them later is drift.
+        status.last_applied_inputs = Some(round.facts.inputs.clone());
         for type_ in ["Drifted", "PlanPending", "Reconciling", "Stalled"] {
             let reason = if type_ == "Drifted" {
                 "NoDrift"

@@ -36,6 +36,7 @@ mod kubernetes_manifests;
 mod layout;
 mod official_clients;
 mod operator;
+mod operator_faults;
 mod plan_json;
 mod policy;
 mod readme;

@@ -15,11 +15,11 @@ use serde_json::{json, Value};
 
 use crate::common::{kubernetes_validate_strict, manifest_dir};
 
-fn terrain() -> Command {
+pub(super) fn terrain() -> Command {
     Command::new(env!("CARGO_BIN_EXE_terrain"))
 }
 
-fn ok(cmd: &mut Command, what: &str) -> String {
+pub(super) fn ok(cmd: &mut Command, what: &str) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     let text = format!(
         "{}{}",
@@ -73,7 +73,7 @@ fn deploy_manifests_pass_kubernetes_validate_strict() {
 }
 
 /// A child process killed when dropped.
-struct Proc(Child);
+pub(super) struct Proc(pub(super) Child);
 
 impl Drop for Proc {
     fn drop(&mut self) {
@@ -83,7 +83,7 @@ impl Drop for Proc {
 }
 
 /// `terrain sandbox serve` in `dir`, once it answers; its URL.
-fn serve(dir: &Path, log: &Path) -> (Proc, String) {
+pub(super) fn serve(dir: &Path, log: &Path) -> (Proc, String) {
     let child = terrain()
         .args(["sandbox", "serve", "--dir"])
         .arg(dir)
@@ -101,7 +101,7 @@ fn serve(dir: &Path, log: &Path) -> (Proc, String) {
     (proc, url)
 }
 
-fn wait<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+pub(super) fn wait<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {
         if let Some(v) = f() {
@@ -115,14 +115,14 @@ fn wait<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T
     }
 }
 
-struct Cluster {
-    kubeconfig: PathBuf,
+pub(super) struct Cluster {
+    pub(super) kubeconfig: PathBuf,
     /// The operator's log, shown when a wait times out.
-    log: PathBuf,
+    pub(super) log: PathBuf,
 }
 
 impl Cluster {
-    fn kubectl(&self, args: &[&str]) -> String {
+    pub(super) fn kubectl(&self, args: &[&str]) -> String {
         ok(
             Command::new("kubectl")
                 .arg("--kubeconfig")
@@ -132,7 +132,7 @@ impl Cluster {
         )
     }
 
-    fn apply(&self, doc: &Value) {
+    pub(super) fn apply(&self, doc: &Value) {
         let file = tempfile::NamedTempFile::new().expect("temp");
         std::fs::write(file.path(), serde_json::to_string(doc).expect("json")).expect("write");
         self.kubectl(&["apply", "-f", &file.path().display().to_string()]);
@@ -148,7 +148,7 @@ impl Cluster {
         self.kubectl(&["patch", "stack", "data", "--type", "merge", "-p", &patch]);
     }
 
-    fn stack_named(&self, name: &str) -> Value {
+    pub(super) fn stack_named(&self, name: &str) -> Value {
         serde_json::from_str(&self.kubectl(&["get", "stack", name, "-o", "json"])).expect("json")
     }
 
@@ -158,7 +158,7 @@ impl Cluster {
     }
 
     /// Stack `name` once `pred` holds of its status.
-    fn until_named(
+    pub(super) fn until_named(
         &self,
         name: &str,
         what: &str,
@@ -181,26 +181,26 @@ impl Cluster {
     }
 }
 
-fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
+pub(super) fn condition<'a>(status: &'a Value, type_: &str) -> &'a Value {
     status["conditions"]
         .as_array()
         .and_then(|cs| cs.iter().find(|c| c["type"] == type_))
         .unwrap_or(&Value::Null)
 }
 
-fn is(status: &Value, type_: &str, value: &str) -> bool {
+pub(super) fn is(status: &Value, type_: &str, value: &str) -> bool {
     condition(status, type_)["status"] == value
 }
 
 /// The stack the operator reconciles: the README's example.
-fn data_stack() -> String {
+pub(super) fn data_stack() -> String {
     std::fs::read_to_string(manifest_dir().join("deploy/examples/data/stack.toml"))
         .expect("example stack")
 }
 
-struct Storage {
-    url: String,
-    token: String,
+pub(super) struct Storage {
+    pub(super) url: String,
+    pub(super) token: String,
 }
 
 impl Storage {
@@ -271,7 +271,12 @@ fn spawn_operator(work: &Path, sandbox_dir: &str, k: &Cluster) -> Proc {
 }
 
 /// [`spawn_operator`] with `extra` arguments.
-fn spawn_operator_with(work: &Path, sandbox_dir: &str, k: &Cluster, extra: &[&str]) -> Proc {
+pub(super) fn spawn_operator_with(
+    work: &Path,
+    sandbox_dir: &str,
+    k: &Cluster,
+    extra: &[&str],
+) -> Proc {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -304,17 +309,24 @@ fn spawn_operator_with(work: &Path, sandbox_dir: &str, k: &Cluster, extra: &[&st
 /// A served sandbox with a GKE cluster made by the README's example stack (in a
 /// project as new as they come), the Stack CRD applied, and `terrain operator` running
 /// against it.
-struct Ops {
-    work: tempfile::TempDir,
-    sandbox_dir: String,
-    k: Cluster,
-    storage: Storage,
+pub(super) struct Ops {
+    pub(super) work: tempfile::TempDir,
+    pub(super) sandbox_dir: String,
+    pub(super) k: Cluster,
+    pub(super) storage: Storage,
     operator: Option<Proc>,
     _serve: Proc,
 }
 
 impl Ops {
     fn start() -> Ops {
+        let mut ops = Ops::bare();
+        ops.operator = Some(spawn_operator(ops.work.path(), &ops.sandbox_dir, &ops.k));
+        ops
+    }
+
+    /// The sandbox, the cluster and the CRD, and no operator yet.
+    pub(super) fn bare() -> Ops {
         let work = tempfile::tempdir().expect("temp dir");
         let dir = work.path().join("sandbox");
         std::fs::create_dir_all(&dir).expect("mkdir");
@@ -363,7 +375,6 @@ impl Ops {
             "--timeout",
             "30s",
         ]);
-        let operator = spawn_operator(work.path(), &sandbox_dir, &k);
         let storage = Storage {
             url,
             token: std::fs::read_to_string(dir.join("access-token"))
@@ -376,7 +387,7 @@ impl Ops {
             sandbox_dir,
             k,
             storage,
-            operator: Some(operator),
+            operator: None,
             _serve: serve,
         }
     }
@@ -388,7 +399,7 @@ impl Ops {
     }
 
     /// `terrain ARGS` against the operator's cluster, from the work directory.
-    fn terrain(&self, args: &[&str]) -> String {
+    pub(super) fn terrain(&self, args: &[&str]) -> String {
         ok(
             terrain()
                 .args(args)
@@ -902,7 +913,7 @@ async fn operator_keeps_secrets_out_refuses_local_state_and_destroys_only_once_a
 }
 
 /// How many times the operator says it applied each digest (its `Applied` Events).
-fn applied(k: &Cluster) -> std::collections::BTreeMap<String, u64> {
+pub(super) fn applied(k: &Cluster) -> std::collections::BTreeMap<String, u64> {
     let events: Value =
         serde_json::from_str(&k.kubectl(&["get", "events.events.k8s.io", "-o", "json"]))
             .expect("events");
