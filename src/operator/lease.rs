@@ -43,10 +43,12 @@ impl Settings {
         self.duration.saturating_sub(self.renew_every())
     }
 
-    /// How often a candidate looks at the Lease: often enough that a takeover follows
-    /// the expiry within a second.
+    /// How often a candidate looks at the Lease: an eighth of a renewal (a second at
+    /// most), so it sees each renewal soon after it is written and takes over soon
+    /// after the expiry. A dead holder's locks are then released within the duration
+    /// and one renewal of its last renewal, with time to spare for the first plan.
     pub fn poll_every(&self) -> Duration {
-        (self.renew_every() / 2).min(Duration::from_secs(1))
+        (self.renew_every() / 8).min(Duration::from_secs(1))
     }
 }
 
@@ -373,6 +375,12 @@ mod tests {
         assert_eq!(s.renew_every(), Duration::from_secs(5));
         assert_eq!(s.renew_deadline(), Duration::from_secs(10));
         assert!(s.renew_deadline() + s.renew_every() <= s.duration);
-        assert_eq!(s.poll_every(), Duration::from_secs(1));
+        assert_eq!(s.poll_every(), Duration::from_millis(625));
+        let short = Settings {
+            duration: Duration::from_secs(6),
+            ..s
+        };
+        assert_eq!(short.renew_every(), Duration::from_secs(2));
+        assert_eq!(short.poll_every(), Duration::from_millis(250));
     }
 }
