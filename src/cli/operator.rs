@@ -138,10 +138,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<Exit> {
     );
     let lease_name = format!("{}/{}", elector.settings.namespace, elector.settings.name);
     let term = tokio::select! {
-        term = elector.acquire(|holder| match holder {
-            Some(h) => log("info", &format!("waiting for the Lease {lease_name}, held by {h}")),
-            None => log("info", &format!("waiting for the Lease {lease_name}")),
-        }) => term,
+        term = elector.acquire(|why| log("info", &format!("waiting for the Lease {lease_name}: {why}"))) => term,
         () = stopped() => {
             log("info", "terrain operator stopped");
             return Ok(Exit::Ok);

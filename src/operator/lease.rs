@@ -248,26 +248,20 @@ impl Elector {
         Ok(())
     }
 
-    /// Waits until this process holds the Lease, calling `waiting` with the holder
-    /// whenever it changes; returns the term.
-    pub async fn acquire(&mut self, mut waiting: impl FnMut(Option<&str>)) -> i32 {
-        let mut last: Option<Option<String>> = None;
+    /// Waits until this process holds the Lease, calling `waiting` with why not
+    /// (`held by …`) whenever that changes; returns the term.
+    pub async fn acquire(&mut self, mut waiting: impl FnMut(&str)) -> i32 {
+        let mut last = String::new();
         loop {
-            match self.attempt().await {
+            let why = match self.attempt().await {
                 Ok(Standing::Leading { term }) => return term,
-                Ok(Standing::Following { holder }) => {
-                    if last.as_ref() != Some(&holder) {
-                        waiting(holder.as_deref());
-                        last = Some(holder);
-                    }
-                }
-                Err(e) => {
-                    let holder = Some(format!("(the Lease could not be read: {e})"));
-                    if last.as_ref() != Some(&holder) {
-                        waiting(holder.as_deref());
-                        last = Some(holder);
-                    }
-                }
+                Ok(Standing::Following { holder: Some(h) }) => format!("held by {h}"),
+                Ok(Standing::Following { holder: None }) => "taken by another replica".into(),
+                Err(e) => format!("it cannot be read: {e}"),
+            };
+            if why != last {
+                waiting(&why);
+                last = why;
             }
             tokio::time::sleep(self.settings.poll_every()).await;
         }

@@ -281,12 +281,14 @@ async fn a_standby_operator_takes_over_within_20s_of_the_leaders_sigkill_and_app
     assert!(took < Duration::from_secs(20), "took over after {took:?}");
     assert_eq!(b.metric("terrain_operator_leader").await, 1.0);
 
+    let generation = ops.k.stack_named("fleet")["metadata"]["generation"].clone();
     ops.k.until_named(
         "fleet",
         "the change applied by the new leader",
         Duration::from_secs(60),
         |s| {
-            is(s, "Ready", "True")
+            s["observedGeneration"] == generation
+                && is(s, "Ready", "True")
                 && is(s, "Reconciling", "False")
                 && s["lastAppliedInputs"] == s["plannedInputs"]
         },
@@ -305,6 +307,25 @@ async fn a_standby_operator_takes_over_within_20s_of_the_leaders_sigkill_and_app
     );
     let digests = applied_once(&ops);
     eprintln!("{digests} digests applied, each once");
+
+    // Stopped as the kubelet stops a pod (SIGTERM), the leader hands the Lease back:
+    // the next replica takes over at once, not a Lease duration later.
+    let c = spawn(&ops, "operator-c", &lease);
+    assert_eq!(c.metric("terrain_operator_leader").await, 0.0);
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &b.pid().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(term.success());
+    let stopped = Instant::now();
+    until_leader(&ops, "operator-c", Duration::from_secs(10));
+    let handover = stopped.elapsed();
+    eprintln!(
+        "after SIGTERM, the Lease handed over in {:.1}s",
+        handover.as_secs_f64()
+    );
+    assert!(handover < Duration::from_secs(5), "{handover:?}");
+    drop(b);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -414,12 +435,14 @@ async fn fifty_sigkills_during_applies_lose_no_state_duplicate_nothing_and_leave
     }
     let took = started.elapsed();
     // The last change converges.
+    let generation = ops.k.stack_named("fleet")["metadata"]["generation"].clone();
     ops.k.until_named(
         "fleet",
         "the last change applied",
         Duration::from_secs(120),
         |s| {
-            is(s, "Ready", "True")
+            s["observedGeneration"] == generation
+                && is(s, "Ready", "True")
                 && is(s, "Reconciling", "False")
                 && s["lastAppliedInputs"] == s["plannedInputs"]
         },
