@@ -830,7 +830,7 @@ fn force_unlock_needs_the_right_id() {
     assert!(
         right
             .stdout
-            .contains(&format!("pid {holder_pid} for `apply`")),
+            .contains(&format!("(pid {holder_pid}) for `apply`")),
         "{}",
         right.stdout
     );

@@ -912,6 +912,18 @@ async fn operator_keeps_secrets_out_refuses_local_state_and_destroys_only_once_a
     );
 }
 
+/// The random steps of a long trial, from `TERRAIN_TEST_SEED` (printed, so a failing
+/// run can be repeated) or a new seed.
+pub(super) fn seeded_rng() -> (u64, rand::rngs::StdRng) {
+    use rand::SeedableRng;
+    let seed: u64 = std::env::var("TERRAIN_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("seed {seed} (TERRAIN_TEST_SEED={seed} repeats this run)");
+    (seed, rand::rngs::StdRng::seed_from_u64(seed))
+}
+
 /// How many times the operator says it applied each digest (its `Applied` Events).
 pub(super) fn applied(k: &Cluster) -> std::collections::BTreeMap<String, u64> {
     let events: Value =
@@ -935,13 +947,8 @@ pub(super) fn applied(k: &Cluster) -> std::collections::BTreeMap<String, u64> {
 #[tokio::test(flavor = "multi_thread")]
 #[ignore = "long: 200 random interleavings of commits, approvals (current and stale), drift and operator SIGKILLs against one Stack (about 3 minutes)"]
 async fn operator_never_applies_an_unapproved_or_superseded_digest() {
-    use rand::{Rng, SeedableRng};
-    let seed: u64 = std::env::var("TERRAIN_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    eprintln!("seed {seed} (TERRAIN_TEST_SEED={seed} repeats this run)");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    use rand::Rng;
+    let (seed, mut rng) = seeded_rng();
     let mut ops = Ops::start();
     let teams = ["ml", "research", "platform", "infra"];
     let configmap = |team: &str| {

@@ -215,6 +215,19 @@ impl super::operator::Storage {
     }
 }
 
+/// Waits until Stack `fleet` has applied its spec as it is now: its status is of the
+/// current generation (not one a killed replica wrote before the change), and what was
+/// planned from it is applied.
+fn until_converged(ops: &Ops, what: &str, timeout: Duration) {
+    let generation = ops.k.stack_named("fleet")["metadata"]["generation"].clone();
+    ops.k.until_named("fleet", what, timeout, |s| {
+        s["observedGeneration"] == generation
+            && is(s, "Ready", "True")
+            && is(s, "Reconciling", "False")
+            && s["lastAppliedInputs"] == s["plannedInputs"]
+    });
+}
+
 /// Every digest was applied once at most.
 fn applied_once(ops: &Ops) -> usize {
     let applied = applied(&ops.k);
@@ -224,7 +237,7 @@ fn applied_once(ops: &Ops) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "long: two operators with a 15s Lease, the leader SIGKILLed (about 40 seconds)"]
+#[ignore = "long: two operators with a 15s Lease, the leader SIGKILLed (about 20 seconds)"]
 async fn a_standby_operator_takes_over_within_20s_of_the_leaders_sigkill_and_applies_nothing_twice()
 {
     let ops = Ops::bare();
@@ -281,17 +294,10 @@ async fn a_standby_operator_takes_over_within_20s_of_the_leaders_sigkill_and_app
     assert!(took < Duration::from_secs(20), "took over after {took:?}");
     assert_eq!(b.metric("terrain_operator_leader").await, 1.0);
 
-    let generation = ops.k.stack_named("fleet")["metadata"]["generation"].clone();
-    ops.k.until_named(
-        "fleet",
+    until_converged(
+        &ops,
         "the change applied by the new leader",
         Duration::from_secs(60),
-        |s| {
-            s["observedGeneration"] == generation
-                && is(s, "Ready", "True")
-                && is(s, "Reconciling", "False")
-                && s["lastAppliedInputs"] == s["plannedInputs"]
-        },
     );
     assert_eq!(
         ops.storage.buckets("ops-fleet-").await,
@@ -329,16 +335,11 @@ async fn a_standby_operator_takes_over_within_20s_of_the_leaders_sigkill_and_app
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "long: 50 SIGKILLs of the leading operator during applies, with a standby (about 6 minutes)"]
+#[ignore = "long: 50 SIGKILLs of the leading operator during applies, with a standby (about 7 minutes)"]
 async fn fifty_sigkills_during_applies_lose_no_state_duplicate_nothing_and_leave_no_lock_past_the_lease(
 ) {
-    use rand::{Rng, SeedableRng};
-    let seed: u64 = std::env::var("TERRAIN_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(rand::random);
-    eprintln!("seed {seed} (TERRAIN_TEST_SEED={seed} repeats this run)");
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    use rand::Rng;
+    let (_, mut rng) = super::operator::seeded_rng();
     // A 6s Lease: its holder renews every 2s.
     let (duration, renewal) = (Duration::from_secs(6), Duration::from_secs(2));
     let lease = ["--lease-duration", "6s"];
@@ -435,18 +436,7 @@ async fn fifty_sigkills_during_applies_lose_no_state_duplicate_nothing_and_leave
     }
     let took = started.elapsed();
     // The last change converges.
-    let generation = ops.k.stack_named("fleet")["metadata"]["generation"].clone();
-    ops.k.until_named(
-        "fleet",
-        "the last change applied",
-        Duration::from_secs(120),
-        |s| {
-            s["observedGeneration"] == generation
-                && is(s, "Ready", "True")
-                && is(s, "Reconciling", "False")
-                && s["lastAppliedInputs"] == s["plannedInputs"]
-        },
-    );
+    until_converged(&ops, "the last change applied", Duration::from_secs(120));
     let want: BTreeSet<String> = (0..n).map(|i| format!("ops-kill-{i}")).collect();
     assert_eq!(
         ops.storage.buckets("ops-kill-").await,
@@ -508,7 +498,7 @@ async fn fifty_sigkills_during_applies_lose_no_state_duplicate_nothing_and_leave
 }
 
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "long: 100 Stacks on one operator, restarted (about 2 minutes)"]
+#[ignore = "long: 100 Stacks on one operator, restarted (about 4 minutes)"]
 async fn a_hundred_stacks_restart_with_no_replan_storm_within_the_run_limit_under_300_mib() {
     let ops = Ops::bare();
     let limit = 4;
