@@ -22,6 +22,10 @@ use crate::plan::Plan;
 use crate::stack::BackendConfig;
 use crate::state::{OutputState, StateError};
 
+/// Runs at once unless `--max-runs` says otherwise: one where a thread cannot have its
+/// own working directory.
+const DEFAULT_RUNS: u16 = if cfg!(target_os = "linux") { 4 } else { 1 };
+
 #[derive(Args, Debug)]
 pub struct OperatorArgs {
     /// Prints the Stack CustomResourceDefinition (YAML) and exits.
@@ -50,7 +54,7 @@ pub struct OperatorArgs {
     metrics_addr: Option<std::net::SocketAddr>,
     /// How many plans and applies run at once (each in its own thread and working
     /// directory); the rest wait their turn.
-    #[arg(long = "max-runs", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N")]
+    #[arg(long = "max-runs", default_value_t = DEFAULT_RUNS, value_parser = clap::value_parser!(u16).range(1..=64), value_name = "N")]
     max_runs: u16,
     /// The Lease that elects the one replica that reconciles.
     #[arg(long, default_value = "terrain-operator", value_name = "NAME")]
@@ -220,6 +224,11 @@ struct Worker {
 
 impl Worker {
     fn start(runner: EngineRunner, limit: u16, metrics: Arc<Metrics>) -> anyhow::Result<Worker> {
+        if cfg!(not(target_os = "linux")) && limit > 1 {
+            anyhow::bail!(
+                "--max-runs {limit}: more than one run at a time needs Linux (each run thread's own working directory); use --max-runs 1 here"
+            );
+        }
         let (tx, rx) = tokio::sync::mpsc::channel::<Request>(64);
         let rx = Arc::new(tokio::sync::Mutex::new(rx));
         let runner = Arc::new(runner);
@@ -350,9 +359,17 @@ fn state_error(job: &Job, e: StateError) -> RunError {
 /// Gives the calling thread a working directory of its own (Linux's
 /// `unshare(CLONE_FS)`): a run's `chdir` into its stack's directory then moves only its
 /// thread (and the threads it starts), not the other runs nor the controller.
+#[cfg(target_os = "linux")]
 fn own_working_directory() -> anyhow::Result<()> {
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS)
         .context("give a run thread its own working directory (unshare CLONE_FS)")
+}
+
+/// Elsewhere a thread cannot have its own working directory: one run thread only,
+/// which goes back to the start directory before each run.
+#[cfg(not(target_os = "linux"))]
+fn own_working_directory() -> anyhow::Result<()> {
+    Ok(())
 }
 
 impl EngineRunner {

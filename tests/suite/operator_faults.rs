@@ -247,11 +247,22 @@ async fn a_standby_operator_takes_over_within_20s_of_the_leaders_sigkill_and_app
     let b = spawn(&ops, "operator-b", &lease);
     assert_eq!(a.metric("terrain_operator_leader").await, 1.0);
     assert_eq!(b.metric("terrain_operator_leader").await, 0.0);
-    // The standby answers its probes.
-    let ready = reqwest::get(format!("{}/readyz", b.metrics))
-        .await
-        .expect("readyz");
-    assert_eq!(ready.status(), 200);
+    // The standby answers its probes: ready once it could list the Stacks.
+    let t = Instant::now();
+    loop {
+        let ready = reqwest::get(format!("{}/readyz", b.metrics))
+            .await
+            .expect("readyz");
+        if ready.status() == 200 {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the standby is not ready after 30s: {}",
+            ready.status()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     ops.k.apply(&configmap(
         "fleet",
