@@ -478,8 +478,15 @@ impl EngineRunner {
                 plan,
                 state: session.backend.location(),
                 outputs: base.state.outputs,
-                locked: locked
-                    .map(|h| format!("{} for `{}` since {}", h.holder(), h.operation, h.created)),
+                locked: locked.map(|h| {
+                    format!(
+                        "{} for `{}` since {}: lock id {}",
+                        h.holder(),
+                        h.operation,
+                        h.created,
+                        h.id
+                    )
+                }),
             })
         }
         .await;

@@ -189,7 +189,8 @@ fn now() -> String {
 /// inputs (`inputs`, their content hash) and its plan requests are as when it was last
 /// planned, and its interval has not passed since. Every status write is a change of
 /// the Stack its watch sees: without this, each plan would set off the next.
-/// A Stack whose apply was cut short (the operator killed mid-way) is due at once: its
+/// A Stack whose last plan or apply failed is due at once (the retry), and so is one
+/// whose apply was cut short (the operator killed mid-way): its
 /// state lock is released and its changes finished by the replica that goes on, not
 /// an interval later.
 fn not_due(stack: &Stack, inputs: &str) -> Option<Duration> {
@@ -198,7 +199,13 @@ fn not_due(stack: &Stack, inputs: &str) -> Option<Duration> {
         .conditions
         .iter()
         .any(|c| c.type_ == "Reconciling" && c.status == "True" && c.reason == "Applying");
-    if interrupted {
+    // A plan or apply that failed is tried again at `--retry`, not an interval later.
+    let failed = status.conditions.iter().any(|c| {
+        c.type_ == "Ready"
+            && c.status == "False"
+            && (c.reason == "PlanFailed" || c.reason == "ApplyFailed")
+    });
+    if interrupted || failed {
         return None;
     }
     let asked = stack.annotations().get(PLAN_REQUESTED).map(String::as_str);
@@ -949,6 +956,16 @@ mod tests {
             "applying sha256:ab",
         );
         assert_eq!(not_due(&stack(2, Some(cut_short)), "sha256:in"), None);
+        let mut apply_failed = planned(chrono::Duration::seconds(1));
+        set(
+            &mut apply_failed,
+            Some(2),
+            "Ready",
+            false,
+            "ApplyFailed",
+            "409",
+        );
+        assert_eq!(not_due(&stack(2, Some(apply_failed)), "sha256:in"), None);
         let mut asked = stack(2, Some(planned(chrono::Duration::seconds(1))));
         asked.metadata.annotations = Some([(PLAN_REQUESTED.to_string(), "now".to_string())].into());
         assert_eq!(not_due(&asked, "sha256:in"), None);
